@@ -1,0 +1,98 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <tl/expected.hpp>
+
+namespace fp {
+
+// The kinds of failure a caller reacts to differently. Each maps to exactly one HTTP status
+// (see HttpStatus) and one Oxide `error_code`.
+enum class ErrorKind {
+  kInvalidRequest,        // 400 InvalidRequest
+  kObjectAlreadyExists,   // 400 ObjectAlreadyExists
+  kUnauthenticated,       // 401 Unauthenticated
+  kForbidden,             // 403 Forbidden
+  kNotFound,              // 404 ObjectNotFound
+  kUnprocessableEntity,   // 422 UnprocessableEntity
+  kServiceUnavailable,    // 503 ServiceNotAvailable
+  kInsufficientCapacity,  // 507 InsufficientCapacity
+  kInternal,              // 500 Internal
+};
+
+// An error value. `message` is what the client sees (except for kInternal, whose message is
+// replaced by a generic one at the API boundary and only logged). `retry_after_seconds` is
+// set on kServiceUnavailable errors to become a Retry-After header.
+class Error {
+ public:
+  Error(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+
+  static Error InvalidRequest(std::string message) {
+    return {ErrorKind::kInvalidRequest, std::move(message)};
+  }
+  // `already exists: <type> "<name>"`.
+  static Error AlreadyExists(std::string_view type, std::string_view name);
+  // `not found: <type> with name "<name>"`.
+  static Error NotFoundByName(std::string_view type, std::string_view name);
+  // `not found: <type> with id "<id>"`.
+  static Error NotFoundById(std::string_view type, std::string_view id);
+  // `not found: <text>`.
+  static Error NotFound(std::string_view text);
+  static Error Unauthenticated(std::string message) {
+    return {ErrorKind::kUnauthenticated, std::move(message)};
+  }
+  static Error Forbidden() { return {ErrorKind::kForbidden, "Forbidden"}; }
+  static Error Unprocessable(std::string message) {
+    return {ErrorKind::kUnprocessableEntity, std::move(message)};
+  }
+  static Error Unavailable(std::string message, int retry_after_seconds = 1) {
+    Error e{ErrorKind::kServiceUnavailable, std::move(message)};
+    e.retry_after_seconds_ = retry_after_seconds;
+    return e;
+  }
+  // `Insufficient capacity: <text>`.
+  static Error InsufficientCapacity(std::string_view text);
+  static Error Internal(std::string detail) { return {ErrorKind::kInternal, std::move(detail)}; }
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& message() const { return message_; }
+  int retry_after_seconds() const { return retry_after_seconds_; }
+
+  int HttpStatus() const;
+  std::string_view ErrorCode() const;
+
+  // Prefixes the message with context ("body.name: "); used while validating input.
+  Error WithContext(std::string_view context) const;
+
+ private:
+  ErrorKind kind_;
+  std::string message_;
+  int retry_after_seconds_ = 0;
+};
+
+template <typename T>
+using Result = tl::expected<T, Error>;
+using Status = tl::expected<void, Error>;
+
+inline tl::unexpected<Error> Fail(Error e) { return tl::unexpected<Error>(std::move(e)); }
+
+inline Status Ok() { return {}; }
+
+}  // namespace fp
+
+// Propagates an error from an expression yielding Result<T>/Status; otherwise evaluates to the
+// value (GNU statement expression, as gcc and clang both support).
+#define FP_TRY(expr)                                                 \
+  __extension__({                                                    \
+    auto fp_try_result_ = (expr);                                    \
+    if (!fp_try_result_) return ::fp::Fail(fp_try_result_.error()); \
+    std::move(fp_try_result_).value();                               \
+  })
+
+#define FP_CHECK_OK(expr)                                            \
+  do {                                                               \
+    auto fp_check_result_ = (expr);                                  \
+    if (!fp_check_result_) return ::fp::Fail(fp_check_result_.error()); \
+  } while (0)

@@ -1,0 +1,70 @@
+#include "common/uuid.h"
+
+#include <sys/random.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace fp {
+
+void RandomBytes(uint8_t* out, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = getrandom(out + done, n - done, 0);
+    if (got < 0) {
+      std::perror("getrandom");
+      std::abort();
+    }
+    done += static_cast<size_t>(got);
+  }
+}
+
+Uuid Uuid::Random() {
+  Uuid u;
+  RandomBytes(u.bytes_.data(), u.bytes_.size());
+  u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x40);
+  u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
+  return u;
+}
+
+namespace {
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+std::optional<Uuid> Uuid::Parse(std::string_view text) {
+  if (text.size() != 36) return std::nullopt;
+  Uuid u;
+  size_t byte = 0;
+  for (size_t i = 0; i < 36;) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (text[i] != '-') return std::nullopt;
+      ++i;
+      continue;
+    }
+    int hi = HexValue(text[i]);
+    int lo = HexValue(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    u.bytes_[byte++] = static_cast<uint8_t>(hi * 16 + lo);
+    i += 2;
+  }
+  return u;
+}
+
+std::string Uuid::ToString() const {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (size_t i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHex[bytes_[i] >> 4]);
+    out.push_back(kHex[bytes_[i] & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace fp

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fp {
+
+// A 128-bit identifier. New ids are random (version 4); the canonical text form is lowercase
+// 8-4-4-4-12 hex, which is also how the datastore stores them.
+class Uuid {
+ public:
+  Uuid() = default;
+
+  // Returns a fresh random (v4) id. Thread-safe.
+  static Uuid Random();
+  // Accepts the 36-character hyphenated form, any hex case. std::nullopt otherwise.
+  static std::optional<Uuid> Parse(std::string_view text);
+
+  std::string ToString() const;
+  bool IsNil() const { return bytes_ == std::array<uint8_t, 16>{}; }
+
+  auto operator<=>(const Uuid&) const = default;
+
+ private:
+  std::array<uint8_t, 16> bytes_{};
+};
+
+// Fills `out` with cryptographically random bytes (getrandom). Aborts if the kernel refuses.
+void RandomBytes(uint8_t* out, size_t n);
+
+}  // namespace fp

@@ -1,0 +1,205 @@
+#include "db/datastore.h"
+
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace fp::db {
+
+Status MigrateSchema(SqliteConnection& conn);  // schema.cc
+
+std::string_view ToString(Role r) {
+  switch (r) {
+    case Role::kFleetAdmin:
+      return "fleet_admin";
+    case Role::kSiloAdmin:
+      return "silo_admin";
+    case Role::kSiloCollaborator:
+      return "silo_collaborator";
+    case Role::kSiloViewer:
+      return "silo_viewer";
+  }
+  return "silo_viewer";
+}
+
+std::optional<Role> ParseRole(std::string_view text) {
+  for (Role r : {Role::kFleetAdmin, Role::kSiloAdmin, Role::kSiloCollaborator, Role::kSiloViewer}) {
+    if (ToString(r) == text) return r;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(PoolType t) { return t == PoolType::kUnicast ? "unicast" : "multicast"; }
+std::string_view ToString(PoolAssignment a) {
+  return a == PoolAssignment::kSilos ? "silos" : "system_services";
+}
+std::optional<PoolType> ParsePoolType(std::string_view text) {
+  if (text == "unicast") return PoolType::kUnicast;
+  if (text == "multicast") return PoolType::kMulticast;
+  return std::nullopt;
+}
+std::optional<PoolAssignment> ParsePoolAssignment(std::string_view text) {
+  if (text == "silos") return PoolAssignment::kSilos;
+  if (text == "system_services") return PoolAssignment::kSystemServices;
+  return std::nullopt;
+}
+
+std::string_view ToString(IpKind k) {
+  switch (k) {
+    case IpKind::kSnat:
+      return "snat";
+    case IpKind::kEphemeral:
+      return "ephemeral";
+    case IpKind::kFloating:
+      return "floating";
+  }
+  return "floating";
+}
+
+std::string_view ToString(AttachState s) {
+  switch (s) {
+    case AttachState::kDetached:
+      return "detached";
+    case AttachState::kAttaching:
+      return "attaching";
+    case AttachState::kAttached:
+      return "attached";
+    case AttachState::kDetaching:
+      return "detaching";
+  }
+  return "detached";
+}
+
+Result<Uuid> UuidColumn(const Row& row, size_t i) {
+  auto id = Uuid::Parse(row.Text(i));
+  if (!id) return Fail(Error::Internal(fmt::format("corrupt uuid column {}", i)));
+  return *id;
+}
+
+Result<std::optional<Uuid>> OptUuidColumn(const Row& row, size_t i) {
+  if (row.IsNull(i)) return std::optional<Uuid>();
+  return std::optional<Uuid>(FP_TRY(UuidColumn(row, i)));
+}
+
+Result<IpAddr> IpColumn(const Row& row, size_t i) {
+  auto ip = IpAddr::FromKey(row.Text(i));
+  if (!ip) return Fail(Error::Internal(fmt::format("corrupt address column {}", i)));
+  return *ip;
+}
+
+std::string HashToken(const std::string& secret) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(secret.data(), secret.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  hex.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock)
+    : path_(std::move(path)), clock_(std::move(clock)) {}
+
+Datastore::~Datastore() = default;
+
+Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path,
+                                                         std::shared_ptr<const Clock> clock) {
+  std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock)));
+  auto conn = FP_TRY(ds->Acquire());
+  FP_CHECK_OK(MigrateSchema(*conn));
+  ds->Release(std::move(conn));
+  return ds;
+}
+
+Result<std::unique_ptr<SqliteConnection>> Datastore::Acquire() {
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+  }
+  return SqliteConnection::Open(path_);
+}
+
+void Datastore::Release(std::unique_ptr<SqliteConnection> conn) {
+  std::lock_guard lock(pool_mu_);
+  idle_.push_back(std::move(conn));
+}
+
+void Datastore::TEST_SetSyncPoint(std::function<void(std::string_view)> hook) {
+  std::lock_guard lock(sync_mu_);
+  sync_hook_ = std::move(hook);
+  sync_hook_set_.store(static_cast<bool>(sync_hook_));
+}
+
+void Datastore::SyncPoint(std::string_view name) {
+  if (!sync_hook_set_.load(std::memory_order_relaxed)) return;
+  std::function<void(std::string_view)> hook;
+  {
+    std::lock_guard lock(sync_mu_);
+    hook = sync_hook_;
+  }
+  if (hook) hook(name);
+}
+
+Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + seconds(30);
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  auto backoff = milliseconds(1);
+  for (int attempt = 0;; ++attempt) {
+    auto conn = FP_TRY(Acquire());
+    std::unique_lock<std::mutex> writer(write_mu_, std::defer_lock);
+    if (write) writer.lock();
+    Status result = conn->ExecScript(write ? "BEGIN IMMEDIATE" : "BEGIN");
+    bool began = static_cast<bool>(result);
+    if (began) {
+      Tx tx(*conn, clock_->Now());
+      result = body(tx);
+      if (result) {
+        result = conn->ExecScript("COMMIT");
+        if (result && write) durable_commits_.fetch_add(1);
+      }
+    }
+    bool busy = !result && conn->last_error_was_busy();
+    if (!result && began) {
+      // Ignore the rollback's own result: after a failed COMMIT SQLite may already have
+      // rolled back, and either way the connection is left without a transaction.
+      (void)conn->ExecScript("ROLLBACK");
+    }
+    if (writer.owns_lock()) writer.unlock();
+    Release(std::move(conn));
+    if (result || !busy || steady_clock::now() >= deadline) return result;
+    // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
+    auto sleep = microseconds(jitter() % static_cast<uint64_t>(
+                                           duration_cast<microseconds>(backoff).count() + 1));
+    std::this_thread::sleep_for(sleep);
+    backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+  }
+}
+
+}  // namespace fp::db
+
+namespace fp::db {
+
+std::string PageClause(const PageRequest& page, std::string_view name_column,
+                       std::string_view id_column, std::vector<SqlValue>& params) {
+  std::string_view key = page.order == SortOrder::kIdAscending ? id_column : name_column;
+  bool descending = page.order == SortOrder::kNameDescending;
+  std::string sql;
+  if (page.after) {
+    sql += fmt::format(" AND {} {} ?", key, descending ? "<" : ">");
+    params.emplace_back(*page.after);
+  }
+  sql += fmt::format(" ORDER BY {} {} LIMIT ?", key, descending ? "DESC" : "ASC");
+  params.emplace_back(page.limit);
+  return sql;
+}
+
+}  // namespace fp::db

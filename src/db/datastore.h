@@ -1,0 +1,275 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/name.h"
+#include "common/time.h"
+#include "db/models.h"
+#include "db/sqlite.h"
+
+namespace fp::db {
+
+// A transaction in progress. Obtained only inside Datastore::Write/Read.
+class Tx {
+ public:
+  Tx(SqliteConnection& conn, Timestamp now) : conn_(conn), now_(now) {}
+
+  // The transaction's timestamp: every row it writes carries the same time.
+  Timestamp now() const { return now_; }
+
+  template <typename... Args>
+  Result<std::vector<Row>> Query(std::string_view sql, Args&&... args) {
+    return conn_.Query(sql, {ToSql(std::forward<Args>(args))...});
+  }
+  template <typename... Args>
+  Result<std::optional<Row>> QueryRow(std::string_view sql, Args&&... args) {
+    auto rows = FP_TRY(Query(sql, std::forward<Args>(args)...));
+    if (rows.empty()) return std::optional<Row>();
+    return std::optional<Row>(std::move(rows.front()));
+  }
+  // Same with a parameter list built at run time.
+  Result<std::vector<Row>> QueryV(std::string_view sql, const std::vector<SqlValue>& params) {
+    return conn_.Query(sql, params);
+  }
+  // Runs a statement; returns the number of rows it changed.
+  template <typename... Args>
+  Result<int64_t> Exec(std::string_view sql, Args&&... args) {
+    FP_TRY(Query(sql, std::forward<Args>(args)...));
+    return conn_.Changes();
+  }
+
+  static SqlValue ToSql(const Uuid& u) { return u.ToString(); }
+  static SqlValue ToSql(const std::optional<Uuid>& u) {
+    return u ? SqlValue(u->ToString()) : SqlValue(nullptr);
+  }
+  static SqlValue ToSql(const std::string& s) { return s; }
+  static SqlValue ToSql(std::string_view s) { return std::string(s); }
+  static SqlValue ToSql(const char* s) { return std::string(s); }
+  static SqlValue ToSql(const std::optional<std::string>& s) {
+    return s ? SqlValue(*s) : SqlValue(nullptr);
+  }
+  static SqlValue ToSql(const IpAddr& a) { return Blob{a.Key()}; }
+  static SqlValue ToSql(const Blob& b) { return b; }
+  static SqlValue ToSql(const SqlValue& v) { return v; }
+  static SqlValue ToSql(bool b) { return int64_t{b ? 1 : 0}; }
+  static SqlValue ToSql(int v) { return int64_t{v}; }
+  static SqlValue ToSql(int64_t v) { return v; }
+  static SqlValue ToSql(std::nullptr_t) { return nullptr; }
+
+ private:
+  SqliteConnection& conn_;
+  Timestamp now_;
+};
+
+// The SQL tail ("AND <key> > ? ORDER BY <key> LIMIT ?") of one page of a list sorted by
+// name or id, with its parameters appended to `params`.
+std::string PageClause(const PageRequest& page, std::string_view name_column,
+                       std::string_view id_column, std::vector<SqlValue>& params);
+
+// Parses a stored UUID/address column; a malformed value is an internal error (corruption).
+Result<Uuid> UuidColumn(const Row& row, size_t i);
+Result<std::optional<Uuid>> OptUuidColumn(const Row& row, size_t i);
+Result<IpAddr> IpColumn(const Row& row, size_t i);
+
+// Where an automatically allocated address comes from.
+struct PoolSelector {
+  enum class Mode { kDefault, kExplicitPool };
+  Mode mode = Mode::kDefault;
+  std::optional<IpVersion> ip_version;  // kDefault only
+  std::optional<NameOrId> pool;         // kExplicitPool only
+};
+
+// How a floating IP gets its address (Oxide's AddressAllocator).
+struct AddressRequest {
+  std::optional<IpAddr> explicit_ip;  // set: reserve exactly this address, pool inferred
+  PoolSelector selector;              // otherwise: lowest free address of the selected pool
+};
+
+struct FloatingIpCreate {
+  Uuid id;
+  Uuid silo_id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  AddressRequest address;
+};
+
+struct SiloCreate {
+  Uuid id;
+  std::string name;
+  std::string description;
+  bool discoverable = true;
+  std::string identity_mode = "local_only";
+  std::optional<std::string> admin_group_name;
+};
+
+struct PoolCreate {
+  Uuid id;
+  std::string name;
+  std::string description;
+  IpVersion ip_version = IpVersion::kV4;
+  PoolType pool_type = PoolType::kUnicast;
+  PoolAssignment assignment = PoolAssignment::kSilos;
+};
+
+// Optional field updates (name, description); absent fields are left unchanged.
+struct IdentityUpdate {
+  std::optional<std::string> name;
+  std::optional<std::string> description;
+};
+
+struct IpPoolFilter {
+  std::optional<IpVersion> ip_version;
+  std::optional<PoolType> pool_type;
+  std::optional<PoolAssignment> assignment;
+};
+
+// Low-level allocation primitives over a pool's free space, run inside a caller's write
+// transaction. The cost of each is O(log n) in the number of allocated addresses: free
+// addresses are kept as maximal spans per range (ip_free_span), and SNAT addresses with free
+// port blocks in snat_address.
+struct AllocatedAddress {
+  Uuid range_id;
+  IpAddr ip;
+  int first_port = 0;
+  int last_port = 65535;
+};
+Result<AllocatedAddress> AllocateLowestAddress(Tx& tx, const Uuid& pool_id);
+// InvalidRequest "Requested external IP address not available" when the address is in use
+// (wholly or by an SNAT port block) or not in any live range of the pool.
+Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, const IpAddr& ip);
+// The lowest free (address, 16384-port block) of the pool.
+Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id);
+// Returns a whole address (first_port 0, last_port 65535) or an SNAT block to the free space.
+Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a);
+
+// The persistent state of floatplane. Every method runs exactly one transaction: a check and
+// the change it guards happen in the same transaction, and errors are derived from what that
+// transaction read. All methods are thread-safe.
+//
+// Error conventions: NotFound when a referenced resource is absent or soft-deleted (worded as
+// the API words it), ObjectAlreadyExists for name conflicts, InvalidRequest for rule
+// violations, InsufficientCapacity when a pool is exhausted, Internal for database failures.
+class Datastore {
+ public:
+  // Opens (creating and migrating as needed) the SQLite database at `path`.
+  static Result<std::unique_ptr<Datastore>> OpenSqlite(const std::string& path,
+                                                       std::shared_ptr<const Clock> clock);
+  ~Datastore();
+
+  // Runs `fn` in a write transaction (BEGIN IMMEDIATE), retrying the whole function on
+  // SQLITE_BUSY with jittered backoff until a deadline. `fn` returning an error rolls back.
+  template <typename T>
+  Result<T> Write(const std::function<Result<T>(Tx&)>& fn) {
+    Result<T> out = Fail(Error::Internal("transaction did not run"));
+    FP_CHECK_OK(RunTransaction(true, [&](Tx& tx) -> Status {
+      out = fn(tx);
+      if (!out) return Fail(out.error());
+      return Ok();
+    }));
+    return out;
+  }
+  // Same for a read-only transaction (a consistent snapshot; runs concurrently with writes).
+  template <typename T>
+  Result<T> Read(const std::function<Result<T>(Tx&)>& fn) {
+    Result<T> out = Fail(Error::Internal("transaction did not run"));
+    FP_CHECK_OK(RunTransaction(false, [&](Tx& tx) -> Status {
+      out = fn(tx);
+      if (!out) return Fail(out.error());
+      return Ok();
+    }));
+    return out;
+  }
+
+  // Durable commits (write transactions that committed) since open.
+  int64_t durable_commits() const { return durable_commits_.load(); }
+
+  // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
+  // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
+  void TEST_SetSyncPoint(std::function<void(std::string_view)> hook);
+  void SyncPoint(std::string_view name);
+
+  // --- Silos (silos.cc) ---
+  Result<Silo> SiloCreate(const SiloCreate& params);
+  Result<Silo> SiloLookup(const NameOrId& selector);
+  Result<std::vector<Silo>> SiloList(const PageRequest& page);
+  // Refused while the silo has live projects (the message names one).
+  Status SiloDelete(const Uuid& id);
+
+  // --- Projects (projects.cc) ---
+  Result<Project> ProjectCreate(const Uuid& id, const Uuid& silo_id, const std::string& name,
+                                const std::string& description);
+  Result<Project> ProjectLookup(const Uuid& silo_id, const NameOrId& selector);
+  Result<std::vector<Project>> ProjectList(const Uuid& silo_id, const PageRequest& page);
+  Result<Project> ProjectUpdate(const Uuid& id, const IdentityUpdate& update);
+  // Refused while the project holds floating IPs (the message names one).
+  Status ProjectDelete(const Uuid& id);
+
+  // --- IP pools, ranges and silo links (ip_pools.cc) ---
+  Result<IpPool> PoolCreate(const PoolCreate& params);
+  Result<IpPool> PoolLookup(const NameOrId& selector);
+  Result<std::vector<IpPool>> PoolList(const IpPoolFilter& filter, const PageRequest& page);
+  Result<IpPool> PoolUpdate(const Uuid& id, const IdentityUpdate& update);
+  Status PoolDelete(const Uuid& id);
+  Result<std::vector<IpPoolRange>> RangeList(const Uuid& pool_id, std::optional<IpAddr> after,
+                                             int64_t limit);
+  Result<IpPoolRange> RangeAdd(const Uuid& pool_id, const Uuid& range_id, const IpRange& range);
+  Status RangeRemove(const Uuid& pool_id, const IpRange& range);
+  Result<std::vector<SiloLink>> LinkList(const Uuid& pool_id, std::optional<Uuid> after,
+                                         int64_t limit);
+  Result<SiloLink> Link(const Uuid& pool_id, const NameOrId& silo, bool is_default);
+  Result<SiloLink> LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default);
+  Status Unlink(const Uuid& pool_id, const Uuid& silo_id);
+  Result<PoolUtilization> Utilization(const Uuid& pool_id);
+  Result<std::vector<SiloIpPool>> SiloPoolList(const Uuid& silo_id, const IpPoolFilter& filter,
+                                               const PageRequest& page);
+  Result<SiloIpPool> SiloPoolLookup(const Uuid& silo_id, const NameOrId& selector);
+
+  // --- Floating IPs (external_ips.cc) ---
+  Result<ExternalIp> FloatingIpCreate(const FloatingIpCreate& params);
+  Result<ExternalIp> FloatingIpLookupById(const Uuid& silo_id, const Uuid& id);
+  Result<ExternalIp> FloatingIpLookupByName(const Uuid& project_id, const std::string& name);
+  Result<std::vector<ExternalIp>> FloatingIpList(const Uuid& project_id, const PageRequest& page);
+  Result<ExternalIp> FloatingIpUpdate(const Uuid& id, const IdentityUpdate& update);
+  // Refused while attached (the message names the holder); the address returns to the pool.
+  Status FloatingIpDelete(const Uuid& id);
+
+  // --- Tokens (tokens.cc) ---
+  // Stores the SHA-256 of `secret`, never the secret.
+  Result<Token> TokenCreate(const Uuid& id, const Uuid& silo_id, Role role,
+                            const std::string& name, const std::string& secret);
+  // NotFound-free: std::nullopt when no live token has that secret.
+  Result<std::optional<Token>> TokenAuthenticate(const std::string& secret);
+  Status TokenRevoke(const Uuid& id);
+
+  const Clock& clock() const { return *clock_; }
+
+ private:
+  Datastore(std::string path, std::shared_ptr<const Clock> clock);
+  Status RunTransaction(bool write, const std::function<Status(Tx&)>& body);
+  Result<std::unique_ptr<SqliteConnection>> Acquire();
+  void Release(std::unique_ptr<SqliteConnection> conn);
+
+  std::string path_;
+  std::shared_ptr<const Clock> clock_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<SqliteConnection>> idle_;
+  // One writer at a time within this process; SQLite's lock covers other processes.
+  std::mutex write_mu_;
+  std::atomic<int64_t> durable_commits_{0};
+  std::atomic<bool> sync_hook_set_{false};
+  std::mutex sync_mu_;
+  std::function<void(std::string_view)> sync_hook_;
+};
+
+// SHA-256 of `secret` as lowercase hex.
+std::string HashToken(const std::string& secret);
+
+}  // namespace fp::db

@@ -1,0 +1,254 @@
+#include <fmt/format.h>
+
+#include "db/datastore.h"
+
+namespace fp::db {
+
+Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);  // ip_pools.cc
+
+namespace {
+
+constexpr std::string_view kExternalIpColumns =
+    "e.id, e.name, e.description, e.ip_pool_id, e.ip_pool_range_id, e.parent_id, e.kind, e.ip, "
+    "e.first_port, e.last_port, e.project_id, e.state, e.time_created, e.time_modified";
+
+Result<ExternalIp> ExternalIpFromRow(const Row& r) {
+  ExternalIp e;
+  e.id = FP_TRY(UuidColumn(r, 0));
+  e.name = r.OptText(1);
+  e.description = r.OptText(2);
+  e.pool_id = FP_TRY(UuidColumn(r, 3));
+  e.range_id = FP_TRY(UuidColumn(r, 4));
+  e.parent_id = FP_TRY(OptUuidColumn(r, 5));
+  std::string_view kind = r.Text(6);
+  e.kind = kind == "snat" ? IpKind::kSnat
+                          : kind == "ephemeral" ? IpKind::kEphemeral : IpKind::kFloating;
+  e.ip = FP_TRY(IpColumn(r, 7));
+  e.first_port = static_cast<int>(r.Int(8));
+  e.last_port = static_cast<int>(r.Int(9));
+  e.project_id = FP_TRY(OptUuidColumn(r, 10));
+  std::string_view state = r.Text(11);
+  e.state = state == "attached"    ? AttachState::kAttached
+            : state == "attaching" ? AttachState::kAttaching
+            : state == "detaching" ? AttachState::kDetaching
+                                   : AttachState::kDetached;
+  e.time_created = r.Int(12);
+  e.time_modified = r.Int(13);
+  return e;
+}
+
+Result<ExternalIp> FloatingIpById(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM external_ip e WHERE e.id = ? AND e.kind = 'floating' AND "
+                  "e.time_deleted IS NULL",
+                  kExternalIpColumns),
+      id));
+  if (!row) return Fail(Error::NotFoundById("floating-ip", id.ToString()));
+  return ExternalIpFromRow(*row);
+}
+
+Error PoolNotFound(const NameOrId& selector) {
+  return selector.is_id() ? Error::NotFoundById("ip-pool", selector.id().ToString())
+                          : Error::NotFoundByName("ip-pool", selector.name().str());
+}
+
+Result<bool> IsLinked(Tx& tx, const Uuid& pool_id, const Uuid& silo_id) {
+  auto link = FP_TRY(tx.QueryRow(
+      "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo_id));
+  return link.has_value();
+}
+
+// The silo's default unicast pool (of `version`, if given), with the API's errors.
+Result<Uuid> DefaultPool(Tx& tx, const Uuid& silo_id, std::optional<IpVersion> version) {
+  std::vector<SqlValue> params{silo_id.ToString()};
+  std::string sql =
+      "SELECT l.ip_pool_id, l.ip_version FROM ip_pool_silo_link l JOIN ip_pool p ON "
+      "p.id = l.ip_pool_id WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' "
+      "AND p.time_deleted IS NULL AND p.assignment = 'silos'";
+  if (version) {
+    sql += " AND l.ip_version = ?";
+    params.emplace_back(std::string(ToString(*version)));
+  }
+  auto rows = FP_TRY(tx.QueryV(sql + " ORDER BY l.ip_version", params));
+  if (rows.empty()) {
+    return Fail(Error::NotFound(
+        version ? fmt::format("default unicast {} pool for current silo", Label(*version))
+                : std::string("default unicast IP pool for current silo")));
+  }
+  if (rows.size() > 1) {
+    return Fail(Error::InvalidRequest(
+        "Multiple default unicast IP pools exist with different IP versions. Please specify "
+        "ip_version (v4 or v6) or provide an explicit pool."));
+  }
+  return UuidColumn(rows.front(), 0);
+}
+
+// Resolves the pool an allocation request draws from, as the caller's silo sees it. Runs in
+// the allocating transaction, so a pool unlinked concurrently can never be drawn from.
+Result<Uuid> ResolvePool(Tx& tx, const Uuid& silo_id, const PoolSelector& selector) {
+  if (selector.mode == PoolSelector::Mode::kDefault) {
+    return DefaultPool(tx, silo_id, selector.ip_version);
+  }
+  const NameOrId& which = *selector.pool;
+  auto pool = LookupPoolIn(tx, which);
+  if (!pool) return Fail(PoolNotFound(which));
+  if (pool->pool_type != PoolType::kUnicast) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("Pool '{}' is not a unicast pool (type: multicast)", pool->name)));
+  }
+  if (pool->assignment != PoolAssignment::kSilos || !FP_TRY(IsLinked(tx, pool->id, silo_id))) {
+    return Fail(PoolNotFound(which));
+  }
+  return pool->id;
+}
+
+// The pool whose live range holds `ip`, if that pool is a unicast pool linked to the silo.
+Result<Uuid> PoolOfAddress(Tx& tx, const Uuid& silo_id, const IpAddr& ip) {
+  auto row = FP_TRY(tx.QueryRow(
+      "SELECT r.ip_pool_id, r.last_address, p.pool_type, p.assignment FROM ip_pool_range r "
+      "JOIN ip_pool p ON p.id = r.ip_pool_id WHERE r.time_deleted IS NULL AND "
+      "p.time_deleted IS NULL AND r.first_address <= ? ORDER BY r.first_address DESC LIMIT 1",
+      ip));
+  auto not_in_pool = [&] {
+    return Error::InvalidRequest(
+        fmt::format("IP address {} is not in any configured pool", ip.ToString()));
+  };
+  if (!row) return Fail(not_in_pool());
+  IpAddr last = FP_TRY(IpColumn(*row, 1));
+  if (last.version() != ip.version() || last < ip) return Fail(not_in_pool());
+  Uuid pool_id = FP_TRY(UuidColumn(*row, 0));
+  if (row->Text(2) != "unicast" || row->Text(3) != "silos" ||
+      !FP_TRY(IsLinked(tx, pool_id, silo_id))) {
+    return Fail(not_in_pool());
+  }
+  return pool_id;
+}
+
+}  // namespace
+
+Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p) {
+  return Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+    auto project = FP_TRY(tx.QueryRow(
+        "SELECT 1 FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
+        p.project_id, p.silo_id));
+    if (!project) return Fail(Error::NotFoundById("project", p.project_id.ToString()));
+    auto dup = FP_TRY(tx.QueryRow(
+        "SELECT 1 FROM external_ip WHERE project_id = ? AND name = ? AND kind = 'floating' AND "
+        "time_deleted IS NULL",
+        p.project_id, p.name));
+    if (dup) return Fail(Error::AlreadyExists("floating-ip", p.name));
+
+    Uuid pool_id;
+    AllocatedAddress a;
+    if (p.address.explicit_ip) {
+      pool_id = FP_TRY(PoolOfAddress(tx, p.silo_id, *p.address.explicit_ip));
+      a = FP_TRY(AllocateExplicitAddress(tx, pool_id, *p.address.explicit_ip));
+    } else {
+      pool_id = FP_TRY(ResolvePool(tx, p.silo_id, p.address.selector));
+      a = FP_TRY(AllocateLowestAddress(tx, pool_id));
+    }
+    SyncPoint("floating_ip_create:allocated");
+    FP_TRY(tx.Exec(
+        "INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, "
+        "parent_id, kind, ip, first_port, last_port, project_id, state, time_created, "
+        "time_modified) VALUES (?, ?, ?, ?, ?, NULL, 'floating', ?, ?, ?, ?, 'detached', ?, ?)",
+        p.id, p.name, p.description, pool_id, a.range_id, a.ip, a.first_port, a.last_port,
+        p.project_id, tx.now(), tx.now()));
+    ExternalIp e;
+    e.id = p.id;
+    e.name = p.name;
+    e.description = p.description;
+    e.pool_id = pool_id;
+    e.range_id = a.range_id;
+    e.kind = IpKind::kFloating;
+    e.ip = a.ip;
+    e.first_port = a.first_port;
+    e.last_port = a.last_port;
+    e.project_id = p.project_id;
+    e.time_created = e.time_modified = tx.now();
+    return e;
+  });
+}
+
+Result<ExternalIp> Datastore::FloatingIpLookupById(const Uuid& silo_id, const Uuid& id) {
+  return Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+    auto row = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
+                    "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
+                    "pr.silo_id = ? AND pr.time_deleted IS NULL",
+                    kExternalIpColumns),
+        id, silo_id));
+    if (!row) return Fail(Error::NotFoundById("floating-ip", id.ToString()));
+    return ExternalIpFromRow(*row);
+  });
+}
+
+Result<ExternalIp> Datastore::FloatingIpLookupByName(const Uuid& project_id,
+                                                     const std::string& name) {
+  return Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+    auto row = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.name = ? AND "
+                    "e.kind = 'floating' AND e.time_deleted IS NULL",
+                    kExternalIpColumns),
+        project_id, name));
+    if (!row) return Fail(Error::NotFoundByName("floating-ip", name));
+    return ExternalIpFromRow(*row);
+  });
+}
+
+Result<std::vector<ExternalIp>> Datastore::FloatingIpList(const Uuid& project_id,
+                                                          const PageRequest& page) {
+  return Read<std::vector<ExternalIp>>([&](Tx& tx) -> Result<std::vector<ExternalIp>> {
+    std::vector<SqlValue> params{project_id.ToString()};
+    std::string sql = fmt::format(
+        "SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.kind = 'floating' AND "
+        "e.time_deleted IS NULL",
+        kExternalIpColumns);
+    sql += PageClause(page, "e.name", "e.id", params);
+    std::vector<ExternalIp> out;
+    for (const Row& r : FP_TRY(tx.QueryV(sql, params))) {
+      out.push_back(FP_TRY(ExternalIpFromRow(r)));
+    }
+    return out;
+  });
+}
+
+Result<ExternalIp> Datastore::FloatingIpUpdate(const Uuid& id, const IdentityUpdate& update) {
+  return Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+    ExternalIp e = FP_TRY(FloatingIpById(tx, id));
+    if (update.name && *update.name != *e.name) {
+      auto dup = FP_TRY(tx.QueryRow(
+          "SELECT 1 FROM external_ip WHERE project_id = ? AND name = ? AND kind = 'floating' AND "
+          "time_deleted IS NULL",
+          e.project_id, *update.name));
+      if (dup) return Fail(Error::AlreadyExists("floating-ip", *update.name));
+      e.name = *update.name;
+    }
+    if (update.description) e.description = *update.description;
+    e.time_modified = tx.now();
+    FP_TRY(tx.Exec(
+        "UPDATE external_ip SET name = ?, description = ?, time_modified = ? WHERE id = ?",
+        e.name, e.description, e.time_modified, id));
+    return e;
+  });
+}
+
+Status Datastore::FloatingIpDelete(const Uuid& id) {
+  return RunTransaction(true, [&](Tx& tx) -> Status {
+    ExternalIp e = FP_TRY(FloatingIpById(tx, id));
+    if (e.parent_id || e.state != AttachState::kDetached) {
+      return Fail(Error::InvalidRequest(fmt::format(
+          "Floating IP cannot be deleted while attached to an instance (floating IP \"{}\" is {} "
+          "instance {}; detach it first)",
+          *e.name, e.state == AttachState::kAttached ? "attached to" : "being attached to",
+          e.parent_id ? e.parent_id->ToString() : std::string("?"))));
+    }
+    SyncPoint("floating_ip_delete:checked");
+    FP_TRY(tx.Exec("UPDATE external_ip SET time_deleted = ? WHERE id = ?", tx.now(), id));
+    FP_CHECK_OK(
+        ReleaseAddress(tx, e.pool_id, AllocatedAddress{e.range_id, e.ip, e.first_port, e.last_port}));
+    return Ok();
+  });
+}
+
+}  // namespace fp::db

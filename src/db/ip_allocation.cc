@@ -1,0 +1,162 @@
+// Allocation of addresses and SNAT port blocks from a pool's free space.
+//
+// Free addresses of each range are kept as maximal spans (ip_free_span). The lowest free
+// address of a pool is the first span in (pool_id, first_address) order, an explicit address
+// is found with one probe for the span starting at or below it, and a released address merges
+// with its neighbours by two probes on the span ends. None of these costs depends on how many
+// addresses are allocated (product.md difference 12). SNAT addresses keep a bitmask of their
+// four port blocks (snat_address); an address with any SNAT block in use is not wholly free, so
+// an explicit request for it is refused (product.md difference 3).
+
+#include <fmt/format.h>
+
+#include "db/datastore.h"
+
+namespace fp::db {
+
+namespace {
+
+constexpr int kSnatBlockSize = 16384;
+
+Error NoAddressesAvailable() {
+  return Error::InsufficientCapacity("No external IP addresses available");
+}
+
+Error AddressNotAvailable() {
+  return Error::InvalidRequest("Requested external IP address not available");
+}
+
+// Removes `ip` from the span [first, last] of `range_id`, keeping the remainders.
+Status TakeFromSpan(Tx& tx, const Uuid& range_id, const Uuid& pool_id, const IpAddr& first,
+                    const IpAddr& last, const IpAddr& ip) {
+  FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?", range_id,
+                 first));
+  if (first < ip) {
+    FP_TRY(tx.Exec(
+        "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+        "VALUES (?, ?, ?, ?)",
+        range_id, pool_id, first, ip.Prev()));
+  }
+  if (ip < last) {
+    FP_TRY(tx.Exec(
+        "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+        "VALUES (?, ?, ?, ?)",
+        range_id, pool_id, ip.Next(), last));
+  }
+  return Ok();
+}
+
+// Returns the wholly free address `ip` to its range, merging with adjacent spans.
+Status ReturnToSpans(Tx& tx, const Uuid& range_id, const Uuid& pool_id, const IpAddr& ip) {
+  IpAddr first = ip;
+  IpAddr last = ip;
+  if (ip.value() > 0) {
+    auto left = FP_TRY(tx.QueryRow(
+        "SELECT first_address FROM ip_free_span WHERE range_id = ? AND last_address = ?",
+        range_id, ip.Prev()));
+    if (left) {
+      first = FP_TRY(IpColumn(*left, 0));
+      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?",
+                     range_id, first));
+    }
+  }
+  if (ip.value() < ip.max_value()) {
+    auto right = FP_TRY(tx.QueryRow(
+        "SELECT last_address FROM ip_free_span WHERE range_id = ? AND first_address = ?",
+        range_id, ip.Next()));
+    if (right) {
+      last = FP_TRY(IpColumn(*right, 0));
+      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?",
+                     range_id, ip.Next()));
+    }
+  }
+  FP_TRY(tx.Exec(
+      "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+      "VALUES (?, ?, ?, ?)",
+      range_id, pool_id, first, last));
+  return Ok();
+}
+
+}  // namespace
+
+Result<AllocatedAddress> AllocateLowestAddress(Tx& tx, const Uuid& pool_id) {
+  auto span = FP_TRY(tx.QueryRow(
+      "SELECT range_id, first_address, last_address FROM ip_free_span WHERE pool_id = ? "
+      "ORDER BY first_address LIMIT 1",
+      pool_id));
+  if (!span) return Fail(NoAddressesAvailable());
+  Uuid range_id = FP_TRY(UuidColumn(*span, 0));
+  IpAddr first = FP_TRY(IpColumn(*span, 1));
+  IpAddr last = FP_TRY(IpColumn(*span, 2));
+  FP_CHECK_OK(TakeFromSpan(tx, range_id, pool_id, first, last, first));
+  return AllocatedAddress{range_id, first, 0, 65535};
+}
+
+Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, const IpAddr& ip) {
+  auto span = FP_TRY(tx.QueryRow(
+      "SELECT range_id, first_address, last_address FROM ip_free_span WHERE pool_id = ? AND "
+      "first_address <= ? ORDER BY first_address DESC LIMIT 1",
+      pool_id, ip));
+  if (!span) return Fail(AddressNotAvailable());
+  IpAddr first = FP_TRY(IpColumn(*span, 1));
+  IpAddr last = FP_TRY(IpColumn(*span, 2));
+  if (first.version() != ip.version() || last < ip) return Fail(AddressNotAvailable());
+  Uuid range_id = FP_TRY(UuidColumn(*span, 0));
+  FP_CHECK_OK(TakeFromSpan(tx, range_id, pool_id, first, last, ip));
+  return AllocatedAddress{range_id, ip, 0, 65535};
+}
+
+Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id) {
+  auto partial = FP_TRY(tx.QueryRow(
+      "SELECT ip, range_id, used_blocks FROM snat_address WHERE pool_id = ? AND used_blocks != 15 "
+      "ORDER BY ip LIMIT 1",
+      pool_id));
+  auto span = FP_TRY(tx.QueryRow(
+      "SELECT range_id, first_address, last_address FROM ip_free_span WHERE pool_id = ? "
+      "ORDER BY first_address LIMIT 1",
+      pool_id));
+  std::optional<IpAddr> partial_ip;
+  if (partial) partial_ip = FP_TRY(IpColumn(*partial, 0));
+  std::optional<IpAddr> free_ip;
+  if (span) free_ip = FP_TRY(IpColumn(*span, 1));
+
+  // The lowest (address, first port) wins: block 0 of a wholly free address beats any block of
+  // a higher partially used address.
+  if (partial_ip && (!free_ip || *partial_ip < *free_ip)) {
+    int64_t used = partial->Int(2);
+    int block = 0;
+    while (used & (int64_t{1} << block)) ++block;
+    FP_TRY(tx.Exec("UPDATE snat_address SET used_blocks = ? WHERE ip = ?",
+                   used | (int64_t{1} << block), *partial_ip));
+    return AllocatedAddress{FP_TRY(UuidColumn(*partial, 1)), *partial_ip, block * kSnatBlockSize,
+                            (block + 1) * kSnatBlockSize - 1};
+  }
+  if (!free_ip) return Fail(NoAddressesAvailable());
+  Uuid range_id = FP_TRY(UuidColumn(*span, 0));
+  IpAddr last = FP_TRY(IpColumn(*span, 2));
+  FP_CHECK_OK(TakeFromSpan(tx, range_id, pool_id, *free_ip, last, *free_ip));
+  FP_TRY(tx.Exec(
+      "INSERT INTO snat_address (ip, pool_id, range_id, used_blocks) VALUES (?, ?, ?, 1)",
+      *free_ip, pool_id, range_id));
+  return AllocatedAddress{range_id, *free_ip, 0, kSnatBlockSize - 1};
+}
+
+Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a) {
+  bool whole = a.first_port == 0 && a.last_port == 65535;
+  if (!whole) {
+    auto row = FP_TRY(tx.QueryRow("SELECT used_blocks FROM snat_address WHERE ip = ?", a.ip));
+    if (!row) {
+      return Fail(Error::Internal(
+          fmt::format("SNAT block {}:{} released but not recorded", a.ip.ToString(), a.first_port)));
+    }
+    int64_t used = row->Int(0) & ~(int64_t{1} << (a.first_port / kSnatBlockSize));
+    if (used != 0) {
+      FP_TRY(tx.Exec("UPDATE snat_address SET used_blocks = ? WHERE ip = ?", used, a.ip));
+      return Ok();
+    }
+    FP_TRY(tx.Exec("DELETE FROM snat_address WHERE ip = ?", a.ip));
+  }
+  return ReturnToSpans(tx, a.range_id, pool_id, a.ip);
+}
+
+}  // namespace fp::db

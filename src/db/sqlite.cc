@@ -1,0 +1,146 @@
+#include "db/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+namespace fp::db {
+
+int64_t Row::Int(size_t i) const {
+  const SqlValue& v = values_.at(i);
+  if (auto* p = std::get_if<int64_t>(&v)) return *p;
+  if (auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
+  return 0;
+}
+
+double Row::Double(size_t i) const {
+  const SqlValue& v = values_.at(i);
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* p = std::get_if<int64_t>(&v)) return static_cast<double>(*p);
+  return 0;
+}
+
+const std::string& Row::Text(size_t i) const {
+  static const std::string kEmpty;
+  const SqlValue& v = values_.at(i);
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  if (auto* b = std::get_if<Blob>(&v)) return b->bytes;
+  return kEmpty;
+}
+
+Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Fail(Error::Internal(fmt::format("cannot open database {}: {}", path, msg)));
+  }
+  std::unique_ptr<SqliteConnection> conn(new SqliteConnection(db));
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 10000);
+  FP_CHECK_OK(conn->ExecScript(
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+  return conn;
+}
+
+SqliteConnection::~SqliteConnection() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Error SqliteConnection::SqlError(std::string_view what, int rc) {
+  last_error_busy_ = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+  return Error::Internal(fmt::format("sqlite: {}: {} ({})", what, sqlite3_errmsg(db_), rc));
+}
+
+Status SqliteConnection::ExecScript(std::string_view sql) {
+  last_error_busy_ = false;
+  std::string text(sql);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(err);
+    return Fail(SqlError(text.substr(0, 80), rc));
+  }
+  return Ok();
+}
+
+Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
+                                                  const std::vector<SqlValue>& params) {
+  last_error_busy_ = false;
+  std::string key(sql);
+  sqlite3_stmt* stmt = nullptr;
+  if (auto it = statements_.find(key); it != statements_.end()) {
+    stmt = it->second;
+  } else {
+    int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
+                                SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) return Fail(SqlError(fmt::format("prepare {}", key), rc));
+    statements_.emplace(key, stmt);
+  }
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  for (size_t i = 0; i < params.size(); ++i) {
+    int idx = static_cast<int>(i) + 1;
+    const SqlValue& p = params[i];
+    int rc = SQLITE_OK;
+    if (std::holds_alternative<std::nullptr_t>(p)) {
+      rc = sqlite3_bind_null(stmt, idx);
+    } else if (auto* n = std::get_if<int64_t>(&p)) {
+      rc = sqlite3_bind_int64(stmt, idx, *n);
+    } else if (auto* d = std::get_if<double>(&p)) {
+      rc = sqlite3_bind_double(stmt, idx, *d);
+    } else if (auto* s = std::get_if<std::string>(&p)) {
+      rc = sqlite3_bind_text(stmt, idx, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+    } else if (auto* b = std::get_if<Blob>(&p)) {
+      rc = sqlite3_bind_blob(stmt, idx, b->bytes.data(), static_cast<int>(b->bytes.size()),
+                             SQLITE_TRANSIENT);
+    }
+    if (rc != SQLITE_OK) return Fail(SqlError("bind", rc));
+  }
+  std::vector<Row> rows;
+  for (;;) {
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      Error e = SqlError(key, rc);
+      sqlite3_reset(stmt);
+      return Fail(e);
+    }
+    int n = sqlite3_column_count(stmt);
+    std::vector<SqlValue> values;
+    values.reserve(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c) {
+      switch (sqlite3_column_type(stmt, c)) {
+        case SQLITE_INTEGER:
+          values.emplace_back(static_cast<int64_t>(sqlite3_column_int64(stmt, c)));
+          break;
+        case SQLITE_FLOAT:
+          values.emplace_back(sqlite3_column_double(stmt, c));
+          break;
+        case SQLITE_TEXT:
+          values.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, c)),
+                                          static_cast<size_t>(sqlite3_column_bytes(stmt, c))));
+          break;
+        case SQLITE_BLOB: {
+          const char* data = static_cast<const char*>(sqlite3_column_blob(stmt, c));
+          values.emplace_back(
+              Blob{std::string(data, static_cast<size_t>(sqlite3_column_bytes(stmt, c)))});
+          break;
+        }
+        default:
+          values.emplace_back(nullptr);
+      }
+    }
+    rows.emplace_back(std::move(values));
+  }
+  sqlite3_reset(stmt);
+  return rows;
+}
+
+int64_t SqliteConnection::Changes() const { return sqlite3_changes64(db_); }
+
+}  // namespace fp::db

@@ -1,0 +1,536 @@
+"""Harness of the floatplane end-to-end suite.
+
+It starts the real server binary (`$FLOATPLANE_BIN server --dev`) on a fresh data directory
+and a kernel-chosen loopback port, talks to it over HTTP with a small client, and checks
+EVERY response body against the OpenAPI document the server promises to serve: 2xx bodies
+against the operation's documented response schema (204 must be empty), 4xx/5xx bodies
+against `Error`. The check lives inside the client, so no test can forget it.
+
+Fixtures:
+  server         a server of its own for one test (function scope)
+  module_server  one server shared by the tests of a module (they use distinct names)
+  start_server   factory for tests that need several servers or a chosen data dir
+"""
+
+import http.client
+import ipaddress
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import NamedTuple
+
+import jsonschema
+import pytest
+
+from e2e_helpers import is_uuid, timestamp_ns
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OPENAPI = REPO_ROOT.parent / "shared" / "api" / "nexus-external-ip-subset.json"
+
+STARTUP_DEADLINE_S = 15.0
+STOP_DEADLINE_S = 10.0
+REQUEST_TIMEOUT_S = 30.0
+POLL_INTERVAL_S = 0.02
+LISTENING_LINE = re.compile(r"listening on http://127\.0\.0\.1:([0-9]+)")
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAPI 3.0 -> JSON Schema (draft 2020-12)
+
+# Keywords OpenAPI 3.0 adds to its schema objects that JSON Schema does not know.
+_OPENAPI_ONLY_KEYWORDS = frozenset(
+    {"nullable", "discriminator", "example", "xml", "externalDocs", "readOnly", "writeOnly",
+     "deprecated"})
+# Keywords whose value is data (or a list of names), not a schema: copied unchanged.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "required", "examples", "title",
+                            "description", "format", "pattern", "type"})
+# Keywords whose value maps arbitrary names to schemas: the names must not be filtered.
+_SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+_COMPONENT_PREFIX = "#/components/schemas/"
+
+
+def openapi_to_json_schema(node):
+    """Converts an OpenAPI 3.0 schema object to JSON Schema.
+
+    `nullable: true` becomes `anyOf: [<schema>, {"type": "null"}]`, which also covers the
+    `{"nullable": true, "allOf": [{"$ref": ...}]}` wrappers the Oxide document uses; component
+    references are rewritten to point into `$defs`.
+    """
+    if isinstance(node, list):
+        return [openapi_to_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {}
+    for key, value in node.items():
+        if key in _OPENAPI_ONLY_KEYWORDS or key.startswith("x-"):
+            continue
+        if key == "$ref":
+            if not value.startswith(_COMPONENT_PREFIX):
+                raise ValueError(f"unsupported $ref {value!r}")
+            converted[key] = "#/$defs/" + value[len(_COMPONENT_PREFIX):]
+        elif key in _SCHEMA_MAP_KEYWORDS:
+            converted[key] = {name: openapi_to_json_schema(s) for name, s in value.items()}
+        elif key in _DATA_KEYWORDS:
+            converted[key] = value
+        else:
+            converted[key] = openapi_to_json_schema(value)
+    if node.get("nullable") is True:
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def _format_checker():
+    checker = jsonschema.FormatChecker(formats=())
+
+    def string_format(name):
+        def register(predicate):
+            def check(instance):
+                return not isinstance(instance, str) or predicate(instance)
+            checker.checks(name)(check)
+            return predicate
+        return register
+
+    def parses_as(parser):
+        def predicate(text):
+            if "%" in text:  # no IPv6 zone ids on the wire
+                return False
+            try:
+                parser(text)
+            except ValueError:
+                return False
+            return True
+        return predicate
+
+    string_format("uuid")(is_uuid)
+    string_format("ip")(parses_as(ipaddress.ip_address))
+    string_format("ipv4")(parses_as(ipaddress.IPv4Address))
+    string_format("ipv6")(parses_as(ipaddress.IPv6Address))
+    string_format("date-time")(parses_as(timestamp_ns))
+    return checker
+
+
+# Schemas and operations of floatplane's extensions, which the Oxide document lacks.
+EXTENSION_SCHEMAS = {
+    "FloatplaneToken": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "token": {"type": "string", "minLength": 1},
+        },
+        "required": ["id", "token"],
+    },
+}
+EXTENSION_OPERATIONS = {
+    ("POST", "/v1/system/tokens"): {"201": {"$ref": "#/$defs/FloatplaneToken"}},
+    ("DELETE", "/v1/system/tokens/{id}"): {"204": None},
+}
+
+_HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
+
+
+class ApiSchema:
+    """The response contract: the OpenAPI document plus floatplane's extension endpoints."""
+
+    def __init__(self, document):
+        defs = {name: openapi_to_json_schema(schema)
+                for name, schema in document["components"]["schemas"].items()}
+        defs.update(EXTENSION_SCHEMAS)
+        self._defs = defs
+        self._format_checker = _format_checker()
+        # (METHOD, template) -> {"201": converted schema or None for "no body"}
+        self._operations = {}
+        for template, item in document["paths"].items():
+            for method, operation in item.items():
+                if method not in _HTTP_METHODS:
+                    continue
+                self._operations[(method.upper(), template)] = {
+                    status: self._body_schema(response)
+                    for status, response in operation["responses"].items()
+                    if status.isdigit() and status.startswith("2")}
+        self._operations.update(EXTENSION_OPERATIONS)
+        self._templates = {}
+        for method, template in self._operations:
+            pattern = "/".join(
+                "[^/]+" if segment.startswith("{") else re.escape(segment)
+                for segment in template.split("/"))
+            literal_segments = sum(not s.startswith("{") for s in template.split("/"))
+            self._templates[(method, template)] = (re.compile(pattern), literal_segments)
+        self._validators = {}
+
+    @staticmethod
+    def _body_schema(response):
+        content = response.get("content")
+        if not content:
+            return None
+        return openapi_to_json_schema(content["application/json"]["schema"])
+
+    def operation(self, method, path):
+        """Returns (template, success responses) of the operation serving `path`, or None."""
+        best = None
+        for (m, template), (pattern, literals) in self._templates.items():
+            if m == method and pattern.fullmatch(path):
+                if best is None or literals > best[1]:
+                    best = (template, literals)
+        if best is None:
+            return None
+        return best[0], self._operations[(method, best[0])]
+
+    def validate(self, schema, instance, what):
+        key = json.dumps(schema, sort_keys=True)
+        validator = self._validators.get(key)
+        if validator is None:
+            validator = jsonschema.Draft202012Validator(
+                dict(schema, **{"$defs": self._defs}), format_checker=self._format_checker)
+            self._validators[key] = validator
+        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            location = "/".join(str(p) for p in error.absolute_path) or "(root)"
+            raise AssertionError(
+                f"{what}: body does not match its schema at {location}: {error.message}\n"
+                f"body: {json.dumps(instance, indent=1)[:4000]}")
+
+    def check_response(self, method, path, status, headers, raw):
+        """Asserts the response obeys the contract; returns the decoded body (None if empty)."""
+        what = f"{method} {path} -> {status}"
+        operation = self.operation(method, path)
+        if 200 <= status < 300:
+            assert operation is not None, (
+                f"{what}: success from an operation the OpenAPI document does not have")
+            template, responses = operation
+            assert str(status) in responses, (
+                f"{what}: status not documented for {method} {template} "
+                f"(documented: {sorted(responses)})")
+            schema = responses[str(status)]
+            if schema is None:
+                assert raw == b"", f"{what}: expected an empty body, got {raw[:500]!r}"
+                return None
+            body = _decode_json(what, headers, raw)
+            self.validate(schema, body, what)
+            return body
+        assert status >= 400, f"{what}: unexpected status class (no redirects or 1xx expected)"
+        body = _decode_json(what, headers, raw)
+        self.validate({"$ref": "#/$defs/Error"}, body, what)
+        return body
+
+
+def _decode_json(what, headers, raw):
+    content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    assert content_type == "application/json", (
+        f"{what}: Content-Type is {headers.get('Content-Type')!r}, body {raw[:300]!r}")
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise AssertionError(f"{what}: body is not JSON ({error}): {raw[:500]!r}") from None
+
+
+def load_api_schema():
+    path = Path(os.environ.get("FLOATPLANE_OPENAPI") or DEFAULT_OPENAPI)
+    if not path.is_file():
+        pytest.exit(f"OpenAPI document not found at {path} (set FLOATPLANE_OPENAPI)", returncode=4)
+    with open(path, encoding="utf-8") as f:
+        return ApiSchema(json.load(f))
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP client
+
+class Reply(NamedTuple):
+    status: int
+    body: object  # decoded JSON, or None for an empty body
+    headers: http.client.HTTPMessage
+
+
+_NO_BODY = object()
+
+
+class Client:
+    """A loopback HTTP client with a bearer token; validates every response it receives."""
+
+    def __init__(self, port, token, schema):
+        self.port = port
+        self.token = token
+        self._schema = schema
+
+    def with_token(self, token):
+        return Client(self.port, token, self._schema)
+
+    def get(self, path, params=None, **kwargs):
+        return self.request("GET", path, params=params, **kwargs)
+
+    def post(self, path, body=_NO_BODY, params=None, **kwargs):
+        return self.request("POST", path, body=body, params=params, **kwargs)
+
+    def put(self, path, body=_NO_BODY, params=None, **kwargs):
+        return self.request("PUT", path, body=body, params=params, **kwargs)
+
+    def delete(self, path, params=None, **kwargs):
+        return self.request("DELETE", path, params=params, **kwargs)
+
+    def request(self, method, path, *, body=_NO_BODY, params=None, raw_body=None, headers=None):
+        """Sends one request on a fresh connection.
+
+        `body` is encoded as JSON; `raw_body` (bytes) is sent as is, for malformed input.
+        `params` values of None are left out of the query string.
+        """
+        all_headers = {"Accept": "application/json"}
+        if self.token is not None:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        payload = None
+        if raw_body is not None:
+            payload = raw_body
+            all_headers["Content-Type"] = "application/json"
+        elif body is not _NO_BODY:
+            payload = json.dumps(body).encode()
+            all_headers["Content-Type"] = "application/json"
+        all_headers.update(headers or {})
+        url = path
+        if params:
+            query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+            if query:
+                url = f"{path}?{query}"
+        status, response_headers, raw = self._exchange(method, url, payload, all_headers)
+        decoded = self._schema.check_response(method, path, status, response_headers, raw)
+        return Reply(status, decoded, response_headers)
+
+    def _exchange(self, method, url, payload, headers):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            try:
+                connection.request(method, url, body=payload, headers=headers)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer and close before reading a large body; its answer can
+                # still be waiting in our receive buffer.
+                pass
+            try:
+                response = connection.getresponse()
+                return response.status, response.headers, response.read()
+            except (ConnectionError, http.client.HTTPException) as error:
+                raise AssertionError(
+                    f"{method} {url}: no HTTP response from the server ({error!r})") from None
+        finally:
+            connection.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process
+
+class FloatplaneServer:
+    """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
+
+    def __init__(self, binary, data_dir, log_dir, schema):
+        self.binary = binary
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir)
+        self._schema = schema
+        self.process = None
+        self.port = None
+        self.admin_token = None
+        self.admin = None
+        self.stderr_path = None
+        self.stdout_lines = []
+        self._starts = 0
+        self._stop_requested = False
+
+    # -- lifecycle --
+
+    def start(self):
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self._starts += 1
+        self._stop_requested = False
+        self.port = None
+        self.stdout_lines = []
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = self.log_dir / f"stderr.{self._starts}.log"
+        listening = threading.Event()
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [str(self.binary), "server", "--dev", "--data-dir", str(self.data_dir),
+                 "--listen", "127.0.0.1:0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                start_new_session=True)
+        threading.Thread(target=self._pump_stdout, args=(self.process, listening),
+                         daemon=True).start()
+
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        while not listening.wait(POLL_INTERVAL_S):
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"server exited with {self.process.returncode} before listening\n"
+                    f"{self.describe_output()}")
+            if time.monotonic() > deadline:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(
+                    f"server did not print 'listening on http://127.0.0.1:PORT' within "
+                    f"{STARTUP_DEADLINE_S} s\n{self.describe_output()}")
+
+        token_path = self.data_dir / "admin-token"
+        assert token_path.is_file(), f"{token_path} missing after the server started listening"
+        self.admin_token = token_path.read_text().strip()
+        assert self.admin_token, f"{token_path} is empty"
+        self.admin = self.client(self.admin_token)
+        return self
+
+    def _pump_stdout(self, process, listening):
+        for raw in process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            self.stdout_lines.append(line)
+            match = LISTENING_LINE.fullmatch(line)
+            if match and not listening.is_set():
+                self.port = int(match.group(1))
+                listening.set()
+
+    def stop(self, sig=signal.SIGTERM):
+        """Sends `sig` and waits for the exit; returns the exit code. Idempotent."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self._stop_requested = True
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=STOP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(
+                    f"server did not exit within {STOP_DEADLINE_S} s of signal {sig!r}\n"
+                    f"{self.describe_output()}") from None
+        return self.process.returncode
+
+    def restart(self):
+        code = self.stop()
+        assert code == 0, f"SIGTERM exit code {code}\n{self.describe_output()}"
+        return self.start()
+
+    def exited_on_its_own(self):
+        return (self.process is not None and not self._stop_requested
+                and self.process.poll() is not None)
+
+    # -- talking to it --
+
+    def client(self, token=None):
+        assert self.port is not None, "server not started"
+        return Client(self.port, token, self._schema)
+
+    @property
+    def anonymous(self):
+        return self.client(None)
+
+    # -- its output --
+
+    def stderr_text(self):
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def log_records(self):
+        """The stderr lines that are JSON objects, decoded."""
+        records = []
+        for line in self.stderr_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
+    def wait_for_log(self, predicate, timeout=5.0):
+        """Polls stderr until a JSON record satisfies `predicate`; returns all such records."""
+        deadline = time.monotonic() + timeout
+        while True:
+            matching = [r for r in self.log_records() if predicate(r)]
+            if matching:
+                return matching
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no matching log record on stderr within {timeout} s\n"
+                    f"{self.describe_output()}")
+            time.sleep(POLL_INTERVAL_S)
+
+    def describe_output(self):
+        stderr = self.stderr_text() if self.stderr_path and self.stderr_path.exists() else ""
+        return ("--- stdout ---\n" + "\n".join(self.stdout_lines[-20:]) +
+                "\n--- stderr (tail) ---\n" + "\n".join(stderr.splitlines()[-30:]))
+
+
+def stop_and_check(servers):
+    """Stops every server with SIGTERM; fails if one crashed earlier or did not exit with 0."""
+    problems = []
+    for server in servers:
+        if server.process is None:
+            continue
+        if server.exited_on_its_own():
+            problems.append(f"server on {server.data_dir} exited by itself with code "
+                            f"{server.process.returncode}\n{server.describe_output()}")
+            continue
+        try:
+            code = server.stop(signal.SIGTERM)
+        except AssertionError as error:
+            problems.append(str(error))
+            continue
+        if code != 0:
+            problems.append(f"server on {server.data_dir} exited with {code} after SIGTERM\n"
+                            f"{server.describe_output()}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures
+
+@pytest.fixture(scope="session")
+def floatplane_bin():
+    value = os.environ.get("FLOATPLANE_BIN")
+    if not value:
+        pytest.exit("FLOATPLANE_BIN is not set; point it at the floatplane binary, e.g. "
+                    "FLOATPLANE_BIN=build/debug/floatplane", returncode=4)
+    path = Path(value).resolve()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.exit(f"FLOATPLANE_BIN={value!r}: no executable file at {path}", returncode=4)
+    return path
+
+
+@pytest.fixture(scope="session")
+def api_schema():
+    return load_api_schema()
+
+
+@pytest.fixture
+def start_server(floatplane_bin, api_schema, tmp_path):
+    """Factory: start_server(data_dir=None) -> running FloatplaneServer, stopped at teardown."""
+    servers = []
+
+    def start(data_dir=None):
+        index = len(servers)
+        data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
+        server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
+                                  api_schema)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    stop_and_check(servers)
+
+
+@pytest.fixture
+def server(start_server):
+    """A server of the test's own, on a data dir that does not exist before it starts."""
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def module_server(floatplane_bin, api_schema, tmp_path_factory):
+    """One server shared by a module's tests; they must use distinct names and addresses."""
+    root = tmp_path_factory.mktemp("module-server")
+    server = FloatplaneServer(floatplane_bin, root / "data", root / "logs", api_schema)
+    try:
+        server.start()
+        yield server
+    finally:
+        stop_and_check([server])

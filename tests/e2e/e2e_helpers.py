@@ -1,0 +1,218 @@
+"""Setup and assertion helpers shared by the end-to-end tests.
+
+Everything goes through the public API with a `Client` from conftest.py; the helpers assert
+the status of the setup calls they make, so a test fails where its setup broke.
+"""
+
+import ipaddress
+import itertools
+import re
+from datetime import datetime, timedelta, timezone
+
+DEFAULT_SILO = "default"
+
+_unique_counter = itertools.count(1)
+
+
+def unique(prefix):
+    """A fresh valid Name with the given prefix (for tests sharing one server)."""
+    return f"{prefix}-{next(_unique_counter)}"
+
+
+# -- wire formats ------------------------------------------------------------------------------
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_DATE_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+
+
+def is_uuid(text):
+    return isinstance(text, str) and _UUID.fullmatch(text) is not None
+
+
+def timestamp_ns(text):
+    """Parses an RFC 3339 timestamp (any fraction length) into nanoseconds since the epoch."""
+    match = _DATE_TIME.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 date-time: {text!r}")
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    nanos = int(((match.group(7) or ".")[1:] + "000000000")[:9])
+    offset = match.group(8)
+    if offset in ("Z", "z"):
+        tz = timezone.utc
+    else:
+        sign = 1 if offset[0] == "+" else -1
+        tz = timezone(sign * timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])))
+    moment = datetime(year, month, day, hour, minute, second, tzinfo=tz)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (moment - epoch) // timedelta(seconds=1) * 1_000_000_000 + nanos
+
+
+# -- assertions --------------------------------------------------------------------------------
+
+def expect(reply, status):
+    """Asserts the status and returns the decoded body."""
+    assert reply.status == status, f"expected {status}, got {reply.status}: {reply.body}"
+    return reply.body
+
+
+def assert_error(reply, status, error_code=None, message=None, *, startswith=None,
+                 contains=None):
+    """Asserts an error reply: status, error_code and (exact, prefix or substring) message."""
+    assert reply.status == status, f"expected {status}, got {reply.status}: {reply.body}"
+    body = reply.body
+    if error_code is not None:
+        assert body.get("error_code") == error_code, (
+            f"expected error_code {error_code!r}: {body}")
+    if message is not None:
+        assert body["message"] == message, f"expected message {message!r}: {body}"
+    if startswith is not None:
+        assert body["message"].startswith(startswith), (
+            f"expected message starting {startswith!r}: {body}")
+    if contains is not None:
+        assert contains in body["message"], f"expected message containing {contains!r}: {body}"
+    return body
+
+
+def same_ip(a, b):
+    return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+
+
+def ips(fips):
+    return [ipaddress.ip_address(f["ip"]) for f in fips]
+
+
+def ip_list(*texts):
+    return [ipaddress.ip_address(t) for t in texts]
+
+
+# -- pagination --------------------------------------------------------------------------------
+
+def list_pages(client, path, limit, **params):
+    """Follows next_page to the end the way Oxide's SDK does: the first request carries the
+    scan parameters (project, sort_by, ...), the following ones only `limit` and `page_token`.
+    Returns the list of pages (each a list of items)."""
+    pages = []
+    query = dict(params, limit=limit)
+    for _ in range(1000):
+        page = expect(client.get(path, params=query), 200)
+        assert len(page["items"]) <= limit, f"page larger than limit {limit}: {page}"
+        pages.append(page["items"])
+        if page.get("next_page") is None:
+            return pages
+        query = {"limit": limit, "page_token": page["next_page"]}
+    raise AssertionError(f"{path}: pagination did not end after 1000 pages")
+
+
+def list_all(client, path, limit=100, **params):
+    return [item for page in list_pages(client, path, limit, **params) for item in page]
+
+
+def names(items):
+    return [item["name"] for item in items]
+
+
+# -- silos, tokens, projects -------------------------------------------------------------------
+
+def silo_body(name, description="test silo", discoverable=True):
+    return {
+        "name": name,
+        "description": description,
+        "discoverable": discoverable,
+        "identity_mode": "local_only",
+        "quotas": {"cpus": 16, "memory": 64 << 30, "storage": 1 << 40},
+        "tls_certificates": [],
+    }
+
+
+def make_silo(admin, name, **kwargs):
+    return expect(admin.post("/v1/system/silos", silo_body(name, **kwargs)), 201)
+
+
+def make_token(admin, silo, role, name=None):
+    """Creates a token (extension endpoint); returns its body {id, token}."""
+    body = {"silo": silo, "role": role, "name": name or unique(f"token-{role.replace('_', '-')}")}
+    return expect(admin.post("/v1/system/tokens", body), 201)
+
+
+def role_client(admin, silo, role):
+    """A client acting with a fresh token of `role` in `silo`."""
+    return admin.with_token(make_token(admin, silo, role)["token"])
+
+
+def make_project(client, name, description=None):
+    body = {"name": name, "description": description or f"project {name}"}
+    return expect(client.post("/v1/projects", body), 201)
+
+
+# -- IP pools ----------------------------------------------------------------------------------
+
+def make_pool(admin, name, first=None, last=None, version="v4", description=None):
+    """Creates a unicast pool for silos and, if `first` is given, its first range."""
+    body = {"name": name, "description": description or f"pool {name}", "ip_version": version}
+    pool = expect(admin.post("/v1/system/ip-pools", body), 201)
+    if first is not None:
+        add_range(admin, name, first, last or first)
+    return pool
+
+
+def add_range(admin, pool, first, last):
+    return expect(
+        admin.post(f"/v1/system/ip-pools/{pool}/ranges/add", {"first": first, "last": last}),
+        201)
+
+
+def remove_range(admin, pool, first, last):
+    return admin.post(f"/v1/system/ip-pools/{pool}/ranges/remove", {"first": first, "last": last})
+
+
+def link(admin, pool, silo=DEFAULT_SILO, default=False):
+    body = {"silo": silo, "is_default": default}
+    return expect(admin.post(f"/v1/system/ip-pools/{pool}/silos", body), 201)
+
+
+def unlink(admin, pool, silo=DEFAULT_SILO):
+    return admin.delete(f"/v1/system/ip-pools/{pool}/silos/{silo}")
+
+
+def pool_links(admin, pool):
+    return list_all(admin, f"/v1/system/ip-pools/{pool}/silos")
+
+
+def utilization(admin, pool):
+    body = expect(admin.get(f"/v1/system/ip-pools/{pool}/utilization"), 200)
+    return body["capacity"], body["remaining"]
+
+
+# -- floating IPs ------------------------------------------------------------------------------
+
+def explicit_ip(ip):
+    return {"type": "explicit", "ip": ip}
+
+
+def from_pool(pool):
+    return {"type": "auto", "pool_selector": {"type": "explicit", "pool": pool}}
+
+
+def from_default(ip_version=None):
+    return {"type": "auto", "pool_selector": {"type": "auto", "ip_version": ip_version}}
+
+
+_OMIT = object()
+
+
+def create_fip(client, project, name, allocator=_OMIT, description=None):
+    """POSTs a floating IP; returns the reply (for tests of refusals)."""
+    body = {"name": name, "description": description or f"floating IP {name}"}
+    if allocator is not _OMIT:
+        body["address_allocator"] = allocator
+    return client.post("/v1/floating-ips", body, params={"project": project})
+
+
+def make_fip(client, project, name, allocator=_OMIT):
+    return expect(create_fip(client, project, name, allocator), 201)
+
+
+def delete_fip(client, fip_id):
+    return expect(client.delete(f"/v1/floating-ips/{fip_id}"), 204)

@@ -1,0 +1,122 @@
+"""The `floatplane server --dev` process contract: startup, token file, persistence across
+restarts, request log on stderr, clean exit on SIGTERM and SIGINT."""
+
+import json
+import re
+import signal
+
+from e2e_helpers import (expect, explicit_ip, from_pool, link, make_fip, make_pool,
+                         make_project, same_ip)
+
+
+def test_ping_answers_without_authentication(server):
+    reply = server.anonymous.get("/v1/ping")
+    assert reply.status == 200
+    assert reply.body == {"status": "ok"}
+
+
+def test_first_start_creates_data_dir_and_admin_token(server):
+    # The fixture hands the server a data dir that did not exist.
+    assert server.data_dir.is_dir()
+    text = (server.data_dir / "admin-token").read_text()
+    assert re.fullmatch(r"\S+\n", text), f"admin-token must be the token then a newline: {text!r}"
+    assert server.admin.get("/v1/system/ip-pools").status == 200
+
+
+def test_default_silo_exists_on_first_start(server):
+    silo = expect(server.admin.get("/v1/system/silos/default"), 200)
+    assert silo["name"] == "default"
+
+
+def test_restart_keeps_data_and_token(server):
+    token_file = server.data_dir / "admin-token"
+    token_text = token_file.read_text()
+    project = make_project(server.admin, "survivor")
+    make_pool(server.admin, "kept-pool", "192.0.2.1", "192.0.2.10")
+    link(server.admin, "kept-pool", default=True)
+    fip = make_fip(server.admin, "survivor", "kept-fip", explicit_ip("192.0.2.1"))
+
+    server.restart()
+
+    assert token_file.read_text() == token_text
+    assert expect(server.admin.get("/v1/projects/survivor"), 200)["id"] == project["id"]
+    assert expect(server.admin.get(f"/v1/projects/{project['id']}"), 200)["name"] == "survivor"
+    kept = expect(server.admin.get(f"/v1/floating-ips/{fip['id']}"), 200)
+    assert kept == fip
+    # Allocation state survived too: the next address is not the one already held.
+    after = make_fip(server.admin, "survivor", "after-restart", from_pool("kept-pool"))
+    assert same_ip(after["ip"], "192.0.2.2")
+
+
+def test_restart_twice_on_same_dir(server):
+    make_project(server.admin, "first-life")
+    server.restart()
+    make_project(server.admin, "second-life")
+    server.restart()
+    listed = {p["name"] for p in expect(server.admin.get("/v1/projects"), 200)["items"]}
+    assert {"first-life", "second-life"} <= listed
+
+
+def _records_for(server, request_id):
+    return server.wait_for_log(lambda r: r.get("request_id") == request_id)
+
+
+def _assert_request_record(record, method, path, status):
+    assert record["method"] == method, record
+    assert record["path"] == path, record
+    assert record["status"] == status, record
+    latency = record["latency_ms"]
+    assert isinstance(latency, (int, float)) and not isinstance(latency, bool), record
+    assert latency >= 0, record
+    assert isinstance(record["request_id"], str) and record["request_id"], record
+
+
+def test_error_response_request_id_matches_its_log_line(server):
+    reply = server.admin.get("/v1/projects/no-such-project")
+    assert reply.status == 404
+    request_id = reply.body["request_id"]
+    records = _records_for(server, request_id)
+    assert len(records) == 1, f"one log line per request, got {records}"
+    _assert_request_record(records[0], "GET", "/v1/projects/no-such-project", 404)
+
+
+def test_unauthenticated_request_is_logged(server):
+    reply = server.anonymous.get("/v1/projects")
+    assert reply.status == 401
+    records = _records_for(server, reply.body["request_id"])
+    assert len(records) == 1, records
+    _assert_request_record(records[0], "GET", "/v1/projects", 401)
+
+
+def test_successful_request_is_logged(server):
+    make_project(server.admin, "logged-project")
+    records = server.wait_for_log(
+        lambda r: r.get("method") == "POST" and r.get("path") == "/v1/projects")
+    assert len(records) == 1, records
+    _assert_request_record(records[0], "POST", "/v1/projects", 201)
+
+
+def test_request_ids_are_unique(server):
+    ids = {server.admin.get(f"/v1/projects/missing-{i}").body["request_id"] for i in range(5)}
+    assert len(ids) == 5
+
+
+def test_stderr_is_json_lines(server):
+    reply = server.admin.get("/v1/projects/absent")
+    _records_for(server, reply.body["request_id"])
+    for line in server.stderr_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        assert isinstance(record, dict), f"stderr line is not a JSON object: {line!r}"
+
+
+def test_sigterm_stops_cleanly(server):
+    assert server.stop(signal.SIGTERM) == 0
+
+
+def test_sigint_stops_cleanly(server):
+    assert server.stop(signal.SIGINT) == 0
