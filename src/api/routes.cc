@@ -1,1 +1,609 @@
+#include "api/routes.h"
 
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "api/json_input.h"
+#include "api/log.h"
+#include "api/router.h"
+#include "api/views.h"
+
+namespace fp::api {
+
+namespace {
+
+constexpr int64_t kDefaultPageSize = 100;
+constexpr int64_t kMaxPageSize = 10000;
+
+// A successful reply: status and JSON body (null body for 204).
+struct Reply {
+  int status = 200;
+  Json body;
+};
+
+struct Ctx {
+  const HttpRequest& req;
+  const PathParams& params;
+  const Query& query;
+  const app::Actor& actor;
+  app::ControlPlane& cp;
+
+  Result<NameOrId> PathNameOrId(const std::string& name) const {
+    auto it = params.find(name);
+    std::string raw = it == params.end() ? std::string() : it->second;
+    auto v = NameOrId::Parse(raw);
+    if (!v) {
+      return Fail(Error::InvalidRequest(
+          fmt::format("bad path parameter \"{}\": {}", name, v.error().message())));
+    }
+    return *v;
+  }
+  Result<Uuid> PathUuid(const std::string& name) const {
+    auto it = params.find(name);
+    auto v = Uuid::Parse(it == params.end() ? std::string() : it->second);
+    if (!v) {
+      return Fail(Error::InvalidRequest(
+          fmt::format("bad path parameter \"{}\": expected a UUID", name)));
+    }
+    return *v;
+  }
+  Result<Json> Body(bool allow_empty = false) const { return ParseBodyObject(req.body, allow_empty); }
+};
+
+using Endpoint = std::function<Result<Reply>(const Ctx&)>;
+
+// --- pagination ---
+
+std::string_view ToString(db::SortOrder o) {
+  switch (o) {
+    case db::SortOrder::kNameAscending:
+      return "name_ascending";
+    case db::SortOrder::kNameDescending:
+      return "name_descending";
+    case db::SortOrder::kIdAscending:
+      return "id_ascending";
+  }
+  return "name_ascending";
+}
+
+std::string HexEncode(std::string_view in) {
+  std::string out;
+  for (unsigned char c : in) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::optional<std::string> HexDecode(std::string_view in) {
+  if (in.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 2) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(in.data() + i, in.data() + i + 2, v, 16);
+    if (ec != std::errc() || p != in.data() + i + 2) return std::nullopt;
+    out.push_back(static_cast<char>(v));
+  }
+  return out;
+}
+
+// Page tokens are opaque to clients: the hex of {"o": sort order, "k": last key}.
+std::string MakePageToken(std::string_view order, const std::string& key) {
+  return HexEncode(Json{{"v", 1}, {"o", order}, {"k", key}}.dump());
+}
+
+Error BadQuery(std::string_view param, std::string_view msg) {
+  return Error::InvalidRequest(
+      fmt::format("unable to parse query string: parameter \"{}\": {}", param, msg));
+}
+
+Result<int64_t> ParseLimit(const Query& q) {
+  auto raw = q.Get("limit");
+  if (!raw) return kDefaultPageSize;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(raw->data(), raw->data() + raw->size(), v);
+  if (ec != std::errc() || p != raw->data() + raw->size() || v < 1) {
+    return Fail(BadQuery("limit", "expected a positive integer"));
+  }
+  return std::min(v, kMaxPageSize);
+}
+
+// The token's (order, key), if a page_token was given.
+Result<std::optional<std::pair<std::string, std::string>>> ParsePageToken(const Query& q) {
+  auto raw = q.Get("page_token");
+  if (!raw) return std::optional<std::pair<std::string, std::string>>();
+  auto text = HexDecode(*raw);
+  Json j = text ? Json::parse(*text, nullptr, false) : Json();
+  if (!j.is_object() || !j.contains("o") || !j.contains("k") || !j["o"].is_string() ||
+      !j["k"].is_string()) {
+    return Fail(BadQuery("page_token", "not a page token returned by this server"));
+  }
+  return std::optional<std::pair<std::string, std::string>>(
+      std::pair{j["o"].get<std::string>(), j["k"].get<std::string>()});
+}
+
+// Parses limit, page_token and sort_by for lists sorted by name or id.
+Result<db::PageRequest> ParsePage(const Query& q) {
+  db::PageRequest page;
+  page.limit = FP_TRY(ParseLimit(q));
+  std::string order = q.Get("sort_by").value_or("name_ascending");
+  auto token = FP_TRY(ParsePageToken(q));
+  if (token) order = token->first;
+  if (order == "name_ascending") {
+    page.order = db::SortOrder::kNameAscending;
+  } else if (order == "name_descending") {
+    page.order = db::SortOrder::kNameDescending;
+  } else if (order == "id_ascending") {
+    page.order = db::SortOrder::kIdAscending;
+  } else {
+    return Fail(BadQuery(token ? "page_token" : "sort_by",
+                         "expected one of \"name_ascending\", \"name_descending\", "
+                         "\"id_ascending\""));
+  }
+  if (token) page.after = token->second;
+  return page;
+}
+
+// Builds a results page; `key` gives the sort key of an item for the next page token.
+template <typename T>
+Reply PageReply(const std::vector<T>& items, const db::PageRequest& page,
+                Json (*view)(const T&), const std::function<std::pair<std::string, std::string>(
+                                            const T&)>& name_and_id) {
+  Json arr = Json::array();
+  for (const T& item : items) arr.push_back(view(item));
+  Json next = nullptr;
+  if (static_cast<int64_t>(items.size()) == page.limit && !items.empty()) {
+    auto [name, id] = name_and_id(items.back());
+    next = MakePageToken(ToString(page.order),
+                         page.order == db::SortOrder::kIdAscending ? id : name);
+  }
+  return Reply{200, Json{{"items", std::move(arr)}, {"next_page", std::move(next)}}};
+}
+
+// --- body parsing ---
+
+Result<db::IdentityUpdate> ParseIdentityUpdate(const Json& body) {
+  Fields f(body, "");
+  db::IdentityUpdate u;
+  if (auto name = FP_TRY(f.OptName("name"))) u.name = name->str();
+  u.description = FP_TRY(f.OptString("description"));
+  return u;
+}
+
+Result<IpRange> ParseIpRange(const Json& body) {
+  Fields f(body, "");
+  IpAddr first = FP_TRY(f.Ip("first"));
+  IpAddr last = FP_TRY(f.Ip("last"));
+  auto range = IpRange::Make(first, last);
+  if (!range) {
+    // The range's own messages are the API's; name the fields for the mixed-version case.
+    if (first.version() != last.version()) {
+      return Fail(BodyError("first, last", range.error().message()));
+    }
+    return Fail(range.error());
+  }
+  return *range;
+}
+
+Result<db::PoolSelector> ParsePoolSelector(const Fields& f) {
+  db::PoolSelector s;
+  std::string type = FP_TRY(f.String("type"));
+  if (type == "explicit") {
+    s.mode = db::PoolSelector::Mode::kExplicitPool;
+    s.pool = FP_TRY(f.NameOrIdField("pool"));
+  } else if (type == "auto") {
+    s.mode = db::PoolSelector::Mode::kDefault;
+    if (auto v = FP_TRY(f.OptString("ip_version"))) {
+      auto version = ParseIpVersion(*v);
+      if (!version) return Fail(BodyError(f.FieldPath("ip_version"), "expected \"v4\" or \"v6\""));
+      s.ip_version = *version;
+    }
+  } else {
+    return Fail(BodyError(f.FieldPath("type"), "expected \"explicit\" or \"auto\""));
+  }
+  return s;
+}
+
+Result<db::AddressRequest> ParseAddressAllocator(const Fields& body) {
+  db::AddressRequest req;
+  if (body.IsNullOrAbsent("address_allocator")) return req;
+  Fields f = FP_TRY(body.Object("address_allocator"));
+  std::string type = FP_TRY(f.String("type"));
+  if (type == "explicit") {
+    req.explicit_ip = FP_TRY(f.Ip("ip"));
+  } else if (type == "auto") {
+    if (!f.IsNullOrAbsent("pool_selector")) {
+      req.selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
+    }
+  } else {
+    return Fail(BodyError(f.FieldPath("type"), "expected \"explicit\" or \"auto\""));
+  }
+  return req;
+}
+
+template <typename E>
+Result<E> ParseEnumField(const Fields& f, std::string_view field, std::optional<E> (*parse)(std::string_view),
+                         E fallback, std::string_view allowed) {
+  auto raw = FP_TRY(f.OptString(field));
+  if (!raw) return fallback;
+  auto v = parse(*raw);
+  if (!v) return Fail(BodyError(f.FieldPath(field), fmt::format("expected one of {}", allowed)));
+  return *v;
+}
+
+std::optional<IpVersion> ParseVersionText(std::string_view s) { return ParseIpVersion(s); }
+
+Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
+  db::IpPoolFilter f;
+  f.ip_version = FP_TRY(q.OptIpVersion("ip_version"));
+  if (auto t = q.Get("pool_type")) {
+    f.pool_type = db::ParsePoolType(*t);
+    if (!f.pool_type) return Fail(BadQuery("pool_type", "expected \"unicast\" or \"multicast\""));
+  }
+  if (with_assignment) {
+    if (auto a = q.Get("assignment")) {
+      f.assignment = db::ParsePoolAssignment(*a);
+      if (!f.assignment) {
+        return Fail(BadQuery("assignment", "expected \"silos\" or \"system_services\""));
+      }
+    }
+  }
+  return f;
+}
+
+std::pair<std::string, std::string> SiloKeys(const db::Silo& s) { return {s.name, s.id.ToString()}; }
+std::pair<std::string, std::string> ProjectKeys(const db::Project& p) {
+  return {p.name, p.id.ToString()};
+}
+std::pair<std::string, std::string> PoolKeys(const db::IpPool& p) { return {p.name, p.id.ToString()}; }
+std::pair<std::string, std::string> SiloPoolKeys(const db::SiloIpPool& p) {
+  return {p.pool.name, p.pool.id.ToString()};
+}
+std::pair<std::string, std::string> FipKeys(const db::ExternalIp& e) {
+  return {e.name.value_or(""), e.id.ToString()};
+}
+
+// --- endpoints ---
+
+void AddSiloRoutes(Router<Endpoint>& r) {
+  r.Add("GET", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.SiloList(c.actor, page));
+    return PageReply<db::Silo>(items, page, &SiloView, SiloKeys);
+  });
+  r.Add("POST", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    db::SiloCreate p;
+    p.name = FP_TRY(f.NameField("name")).str();
+    p.description = FP_TRY(f.String("description"));
+    p.discoverable = FP_TRY(f.Bool("discoverable"));
+    p.identity_mode = FP_TRY(f.String("identity_mode"));
+    if (p.identity_mode != "local_only" && p.identity_mode != "saml_jit" &&
+        p.identity_mode != "saml_scim") {
+      return Fail(BodyError("identity_mode",
+                            "expected one of \"local_only\", \"saml_jit\", \"saml_scim\""));
+    }
+    p.admin_group_name = FP_TRY(f.OptString("admin_group_name"));
+    Fields quotas = FP_TRY(f.Object("quotas"));
+    for (const char* q : {"cpus", "memory", "storage"}) {
+      auto it = body["quotas"].find(q);
+      if (it == body["quotas"].end()) {
+        return Fail(Error::InvalidRequest(fmt::format(
+            "unable to parse JSON body: missing field \"{}\"", quotas.FieldPath(q))));
+      }
+      if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+        return Fail(BodyError(quotas.FieldPath(q), "expected a non-negative integer"));
+      }
+    }
+    auto certs = body.find("tls_certificates");
+    if (certs == body.end()) {
+      return Fail(Error::InvalidRequest(
+          "unable to parse JSON body: missing field \"tls_certificates\""));
+    }
+    if (!certs->is_array()) return Fail(BodyError("tls_certificates", "expected an array"));
+    if (!certs->empty()) {
+      return Fail(BodyError("tls_certificates",
+                            "floatplane does not serve TLS itself; pass an empty list"));
+    }
+    return Reply{201, SiloView(FP_TRY(c.cp.SiloCreate(c.actor, p)))};
+  });
+  r.Add("GET", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    return Reply{200, SiloView(FP_TRY(c.cp.SiloView(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
+  });
+  r.Add("DELETE", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    FP_CHECK_OK(c.cp.SiloDelete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
+    return Reply{204, nullptr};
+  });
+  r.Add("GET", "/v1/system/silos/{silo}/ip-pools", [](const Ctx& c) -> Result<Reply> {
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.SiloPoolList(c.actor, FP_TRY(c.PathNameOrId("silo")), page));
+    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
+  });
+}
+
+void AddProjectRoutes(Router<Endpoint>& r) {
+  r.Add("GET", "/v1/projects", [](const Ctx& c) -> Result<Reply> {
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.ProjectList(c.actor, page));
+    return PageReply<db::Project>(items, page, &ProjectView, ProjectKeys);
+  });
+  r.Add("POST", "/v1/projects", [](const Ctx& c) -> Result<Reply> {
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    std::string name = FP_TRY(f.NameField("name")).str();
+    std::string description = FP_TRY(f.String("description"));
+    return Reply{201, ProjectView(FP_TRY(c.cp.ProjectCreate(c.actor, name, description)))};
+  });
+  r.Add("GET", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
+    return Reply{200,
+                 ProjectView(FP_TRY(c.cp.ProjectView(c.actor, FP_TRY(c.PathNameOrId("project")))))};
+  });
+  r.Add("PUT", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
+    auto selector = FP_TRY(c.PathNameOrId("project"));
+    auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    return Reply{200, ProjectView(FP_TRY(c.cp.ProjectUpdate(c.actor, selector, update)))};
+  });
+  r.Add("DELETE", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
+    FP_CHECK_OK(c.cp.ProjectDelete(c.actor, FP_TRY(c.PathNameOrId("project"))));
+    return Reply{204, nullptr};
+  });
+}
+
+void AddPoolRoutes(Router<Endpoint>& r) {
+  r.Add("GET", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
+    auto filter = FP_TRY(ParsePoolFilter(c.query, true));
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.PoolList(c.actor, filter, page));
+    return PageReply<db::IpPool>(items, page, &IpPoolView, PoolKeys);
+  });
+  r.Add("POST", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    db::PoolCreate p;
+    p.name = FP_TRY(f.NameField("name")).str();
+    p.description = FP_TRY(f.String("description"));
+    p.ip_version = FP_TRY(ParseEnumField<IpVersion>(f, "ip_version", &ParseVersionText,
+                                                    IpVersion::kV4, "\"v4\", \"v6\""));
+    p.pool_type = FP_TRY(ParseEnumField<db::PoolType>(f, "pool_type", &db::ParsePoolType,
+                                                      db::PoolType::kUnicast,
+                                                      "\"unicast\", \"multicast\""));
+    p.assignment = FP_TRY(ParseEnumField<db::PoolAssignment>(
+        f, "assignment", &db::ParsePoolAssignment, db::PoolAssignment::kSilos,
+        "\"silos\", \"system_services\""));
+    return Reply{201, IpPoolView(FP_TRY(c.cp.PoolCreate(c.actor, p)))};
+  });
+  r.Add("GET", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    return Reply{200, IpPoolView(FP_TRY(c.cp.PoolView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+  });
+  r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    auto selector = FP_TRY(c.PathNameOrId("pool"));
+    auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    return Reply{200, IpPoolView(FP_TRY(c.cp.PoolUpdate(c.actor, selector, update)))};
+  });
+  r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    FP_CHECK_OK(c.cp.PoolDelete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
+    return Reply{204, nullptr};
+  });
+  r.Add("GET", "/v1/system/ip-pools/{pool}/ranges", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    int64_t limit = FP_TRY(ParseLimit(c.query));
+    std::optional<IpAddr> after;
+    if (auto token = FP_TRY(ParsePageToken(c.query))) {
+      auto ip = IpAddr::Parse(token->second);
+      if (token->first != "range" || !ip) {
+        return Fail(BadQuery("page_token", "not a page token returned by this server"));
+      }
+      after = *ip;
+    }
+    auto items = FP_TRY(c.cp.RangeList(c.actor, pool, after, limit));
+    Json arr = Json::array();
+    for (const auto& item : items) arr.push_back(IpPoolRangeView(item));
+    Json next = nullptr;
+    if (static_cast<int64_t>(items.size()) == limit) {
+      next = MakePageToken("range", items.back().range.first.ToString());
+    }
+    return Reply{200, Json{{"items", arr}, {"next_page", next}}};
+  });
+  r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/add", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
+    return Reply{201, IpPoolRangeView(FP_TRY(c.cp.RangeAdd(c.actor, pool, range)))};
+  });
+  r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
+    FP_CHECK_OK(c.cp.RangeRemove(c.actor, pool, range));
+    return Reply{204, nullptr};
+  });
+  r.Add("GET", "/v1/system/ip-pools/{pool}/silos", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    int64_t limit = FP_TRY(ParseLimit(c.query));
+    if (auto s = c.query.Get("sort_by"); s && *s != "id_ascending") {
+      return Fail(BadQuery("sort_by", "expected \"id_ascending\""));
+    }
+    std::optional<Uuid> after;
+    if (auto token = FP_TRY(ParsePageToken(c.query))) {
+      after = Uuid::Parse(token->second);
+      if (token->first != "silo" || !after) {
+        return Fail(BadQuery("page_token", "not a page token returned by this server"));
+      }
+    }
+    auto items = FP_TRY(c.cp.LinkList(c.actor, pool, after, limit));
+    Json arr = Json::array();
+    for (const auto& item : items) arr.push_back(SiloLinkView(item));
+    Json next = nullptr;
+    if (static_cast<int64_t>(items.size()) == limit) {
+      next = MakePageToken("silo", items.back().silo_id.ToString());
+    }
+    return Reply{200, Json{{"items", arr}, {"next_page", next}}};
+  });
+  r.Add("POST", "/v1/system/ip-pools/{pool}/silos", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
+    bool is_default = FP_TRY(f.Bool("is_default"));
+    return Reply{201, SiloLinkView(FP_TRY(c.cp.Link(c.actor, pool, silo, is_default)))};
+  });
+  r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    auto silo = FP_TRY(c.PathNameOrId("silo"));
+    Json body = FP_TRY(c.Body());
+    bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
+    return Reply{200, SiloLinkView(FP_TRY(c.cp.LinkUpdate(c.actor, pool, silo, is_default)))};
+  });
+  r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    FP_CHECK_OK(c.cp.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")), FP_TRY(c.PathNameOrId("silo"))));
+    return Reply{204, nullptr};
+  });
+  r.Add("GET", "/v1/system/ip-pools/{pool}/utilization", [](const Ctx& c) -> Result<Reply> {
+    return Reply{200, UtilizationView(
+                          FP_TRY(c.cp.Utilization(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+  });
+  r.Add("GET", "/v1/ip-pools", [](const Ctx& c) -> Result<Reply> {
+    auto filter = FP_TRY(ParsePoolFilter(c.query, false));
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.SiloScopedPoolList(c.actor, filter, page));
+    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
+  });
+  r.Add("GET", "/v1/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    return Reply{200, SiloIpPoolView(FP_TRY(
+                          c.cp.SiloScopedPoolView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+  });
+}
+
+void AddFloatingIpRoutes(Router<Endpoint>& r) {
+  r.Add("GET", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
+    auto project = FP_TRY(c.query.RequiredNameOrId("project"));
+    auto page = FP_TRY(ParsePage(c.query));
+    auto items = FP_TRY(c.cp.FloatingIpList(c.actor, project, page));
+    return PageReply<db::ExternalIp>(items, page, &FloatingIpView, FipKeys);
+  });
+  r.Add("POST", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
+    auto project = FP_TRY(c.query.RequiredNameOrId("project"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    std::string name = FP_TRY(f.NameField("name")).str();
+    std::string description = FP_TRY(f.String("description"));
+    auto address = FP_TRY(ParseAddressAllocator(f));
+    return Reply{201, FloatingIpView(FP_TRY(
+                          c.cp.FloatingIpCreate(c.actor, project, name, description, address)))};
+  });
+  r.Add("GET", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
+    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    return Reply{200, FloatingIpView(FP_TRY(c.cp.FloatingIpView(c.actor, fip, project)))};
+  });
+  r.Add("PUT", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
+    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    return Reply{200,
+                 FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
+  });
+  r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
+    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    FP_CHECK_OK(c.cp.FloatingIpDelete(c.actor, fip, project));
+    return Reply{204, nullptr};
+  });
+}
+
+void AddTokenRoutes(Router<Endpoint>& r) {
+  r.Add("POST", "/v1/system/tokens", [](const Ctx& c) -> Result<Reply> {
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
+    std::string role_text = FP_TRY(f.String("role"));
+    auto role = db::ParseRole(role_text);
+    if (!role) {
+      return Fail(BodyError("role",
+                            "expected one of \"fleet_admin\", \"silo_admin\", "
+                            "\"silo_collaborator\", \"silo_viewer\""));
+    }
+    std::string name = FP_TRY(f.String("name"));
+    if (name.empty() || name.size() > 255) {
+      return Fail(BodyError("name", "must be between 1 and 255 characters"));
+    }
+    auto issued = FP_TRY(c.cp.TokenCreate(c.actor, silo, *role, name));
+    return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
+  });
+  r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
+    FP_CHECK_OK(c.cp.TokenRevoke(c.actor, FP_TRY(c.PathUuid("id"))));
+    return Reply{204, nullptr};
+  });
+}
+
+HttpResponse JsonResponse(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  if (!body.is_null()) r.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return r;
+}
+
+HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
+  std::string message = e.message();
+  if (e.kind() == ErrorKind::kInternal) {
+    LogEvent("error", "internal error", {{"request_id", req.request_id}, {"detail", message}});
+    message = "Internal Server Error";
+  }
+  HttpResponse r = JsonResponse(
+      e.HttpStatus(),
+      Json{{"request_id", req.request_id}, {"error_code", e.ErrorCode()}, {"message", message}});
+  if (e.kind() == ErrorKind::kServiceUnavailable) {
+    r.headers.emplace_back("retry-after", std::to_string(std::max(1, e.retry_after_seconds())));
+  }
+  return r;
+}
+
+}  // namespace
+
+HttpHandler MakeApiHandler(app::ControlPlane& cp) {
+  auto router = std::make_shared<Router<Endpoint>>();
+  AddSiloRoutes(*router);
+  AddProjectRoutes(*router);
+  AddPoolRoutes(*router);
+  AddFloatingIpRoutes(*router);
+  AddTokenRoutes(*router);
+
+  return [router, &cp](const HttpRequest& req) -> HttpResponse {
+    try {
+      if (req.method == "GET" && req.path == "/v1/ping") {
+        return JsonResponse(200, Json{{"status", "ok"}});
+      }
+      auto match = router->Find(req.method, req.path);
+      if (!match) {
+        if (match.error().kind() == ErrorKind::kInvalidRequest) {
+          HttpResponse r = JsonResponse(405, Json{{"request_id", req.request_id},
+                                                  {"error_code", "MethodNotAllowed"},
+                                                  {"message", "method not allowed"}});
+          return r;
+        }
+        return ErrorResponse(req, Error(ErrorKind::kNotFound, "Not Found"));
+      }
+      std::string auth = req.Header("authorization");
+      constexpr std::string_view kBearer = "Bearer ";
+      if (auth.empty()) {
+        return ErrorResponse(req, Error::Unauthenticated(
+                                      "credentials missing: send \"Authorization: Bearer "
+                                      "<token>\""));
+      }
+      if (auth.compare(0, kBearer.size(), kBearer) != 0 || auth.size() == kBearer.size()) {
+        return ErrorResponse(req, Error::Unauthenticated(
+                                      "credentials invalid: expected \"Authorization: Bearer "
+                                      "<token>\""));
+      }
+      auto actor = cp.Authenticate(auth.substr(kBearer.size()));
+      if (!actor) return ErrorResponse(req, actor.error());
+      auto query = Query::Parse(req.query);
+      if (!query) return ErrorResponse(req, query.error());
+      Ctx ctx{req, match->params, *query, *actor, cp};
+      auto reply = (*match->target)(ctx);
+      if (!reply) return ErrorResponse(req, reply.error());
+      return JsonResponse(reply->status, reply->body);
+    } catch (const std::exception& e) {
+      return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
+    }
+  };
+}
+
+}  // namespace fp::api

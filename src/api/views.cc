@@ -1,1 +1,79 @@
+#include "api/views.h"
 
+namespace fp::api {
+
+using Json = nlohmann::json;
+
+namespace {
+Json Identity(const Uuid& id, const std::string& name, const std::string& description,
+              Timestamp created, Timestamp modified) {
+  return Json{{"id", id.ToString()},
+              {"name", name},
+              {"description", description},
+              {"time_created", FormatRfc3339(created)},
+              {"time_modified", FormatRfc3339(modified)}};
+}
+}  // namespace
+
+Json SiloView(const db::Silo& s) {
+  Json j = Identity(s.id, s.name, s.description, s.time_created, s.time_modified);
+  j["discoverable"] = s.discoverable;
+  j["identity_mode"] = s.identity_mode;
+  j["mapped_fleet_roles"] = Json::object();
+  j["admin_group_name"] = s.admin_group_name ? Json(*s.admin_group_name) : Json(nullptr);
+  return j;
+}
+
+Json ProjectView(const db::Project& p) {
+  return Identity(p.id, p.name, p.description, p.time_created, p.time_modified);
+}
+
+Json IpPoolView(const db::IpPool& p) {
+  Json j = Identity(p.id, p.name, p.description, p.time_created, p.time_modified);
+  j["ip_version"] = ToString(p.ip_version);
+  j["pool_type"] = ToString(p.pool_type);
+  j["assignment"] = ToString(p.assignment);
+  return j;
+}
+
+Json SiloIpPoolView(const db::SiloIpPool& p) {
+  Json j = Identity(p.pool.id, p.pool.name, p.pool.description, p.pool.time_created,
+                    p.pool.time_modified);
+  j["ip_version"] = ToString(p.pool.ip_version);
+  j["pool_type"] = ToString(p.pool.pool_type);
+  j["is_default"] = p.is_default;
+  return j;
+}
+
+Json IpRangeView(const IpRange& r) {
+  return Json{{"first", r.first.ToString()}, {"last", r.last.ToString()}};
+}
+
+Json IpPoolRangeView(const db::IpPoolRange& r) {
+  return Json{{"id", r.id.ToString()},
+              {"ip_pool_id", r.pool_id.ToString()},
+              {"range", IpRangeView(r.range)},
+              {"time_created", FormatRfc3339(r.time_created)}};
+}
+
+Json SiloLinkView(const db::SiloLink& l) {
+  return Json{{"ip_pool_id", l.pool_id.ToString()},
+              {"silo_id", l.silo_id.ToString()},
+              {"is_default", l.is_default}};
+}
+
+Json FloatingIpView(const db::ExternalIp& e) {
+  Json j = Identity(e.id, e.name.value_or(""), e.description.value_or(""), e.time_created,
+                    e.time_modified);
+  j["ip"] = e.ip.ToString();
+  j["ip_pool_id"] = e.pool_id.ToString();
+  j["project_id"] = e.project_id ? Json(e.project_id->ToString()) : Json(nullptr);
+  j["instance_id"] = e.parent_id ? Json(e.parent_id->ToString()) : Json(nullptr);
+  return j;
+}
+
+Json UtilizationView(const db::PoolUtilization& u) {
+  return Json{{"capacity", u.capacity}, {"remaining", u.remaining}};
+}
+
+}  // namespace fp::api

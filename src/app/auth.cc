@@ -1,0 +1,69 @@
+#include <fmt/format.h>
+
+#include "app/control_plane.h"
+
+namespace fp::app {
+
+namespace {
+
+constexpr std::string_view kDevSilo = "default";
+
+std::string NewSecret() {
+  uint8_t bytes[32];
+  RandomBytes(bytes, sizeof bytes);
+  std::string s = "fpt_";
+  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+Status RequireFleetAdmin(const Actor& actor) {
+  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  return Ok();
+}
+
+}  // namespace
+
+Result<Actor> ControlPlane::Authenticate(const std::string& secret) {
+  auto token = FP_TRY(ds_.TokenAuthenticate(secret));
+  if (!token) return Fail(Error::Unauthenticated("credentials missing or invalid"));
+  return Actor{token->id, token->silo_id, token->role};
+}
+
+Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
+  auto name = FP_TRY(Name::Parse(kDevSilo));
+  auto existing = ds_.SiloLookup(NameOrId(name));
+  if (existing) return std::optional<std::string>();
+  if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
+  db::SiloCreate silo;
+  silo.id = Uuid::Random();
+  silo.name = std::string(kDevSilo);
+  silo.description = "default silo created by the dev server";
+  auto created = ds_.SiloCreate(silo);
+  if (!created && created.error().kind() != ErrorKind::kObjectAlreadyExists) {
+    return Fail(created.error());
+  }
+  return std::optional<std::string>(FP_TRY(MintFleetAdminToken("dev-admin")));
+}
+
+Result<std::string> ControlPlane::MintFleetAdminToken(const std::string& name) {
+  db::Silo silo = FP_TRY(ds_.SiloLookup(NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
+  std::string secret = NewSecret();
+  FP_TRY(ds_.TokenCreate(Uuid::Random(), silo.id, db::Role::kFleetAdmin, name, secret));
+  return secret;
+}
+
+Result<IssuedToken> ControlPlane::TokenCreate(const Actor& actor, const NameOrId& silo,
+                                              db::Role role, const std::string& name) {
+  FP_CHECK_OK(RequireFleetAdmin(actor));
+  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  std::string secret = NewSecret();
+  db::Token t = FP_TRY(ds_.TokenCreate(Uuid::Random(), s.id, role, name, secret));
+  return IssuedToken{t, secret};
+}
+
+Status ControlPlane::TokenRevoke(const Actor& actor, const Uuid& id) {
+  FP_CHECK_OK(RequireFleetAdmin(actor));
+  return ds_.TokenRevoke(id);
+}
+
+}  // namespace fp::app

@@ -83,16 +83,20 @@ inline Status Ok() { return {}; }
 }  // namespace fp
 
 // Propagates an error from an expression yielding Result<T>/Status; otherwise evaluates to the
-// value (GNU statement expression, as gcc and clang both support).
-#define FP_TRY(expr)                                                 \
-  __extension__({                                                    \
-    auto fp_try_result_ = (expr);                                    \
-    if (!fp_try_result_) return ::fp::Fail(fp_try_result_.error()); \
-    std::move(fp_try_result_).value();                               \
+// value (GNU statement expression, as gcc and clang both support). Nestable.
+#define FP_CONCAT_INNER_(a, b) a##b
+#define FP_CONCAT_(a, b) FP_CONCAT_INNER_(a, b)
+#define FP_TRY(expr) FP_TRY_IMPL_(expr, FP_CONCAT_(fp_try_result_, __COUNTER__))
+#define FP_TRY_IMPL_(expr, var)                            \
+  __extension__({                                          \
+    auto var = (expr);                                     \
+    if (!var) return ::fp::Fail(std::move(var).error());   \
+    std::move(var).value();                                \
   })
 
-#define FP_CHECK_OK(expr)                                            \
+#define FP_CHECK_OK(expr) FP_CHECK_OK_IMPL_(expr, FP_CONCAT_(fp_check_result_, __COUNTER__))
+#define FP_CHECK_OK_IMPL_(expr, var)                                 \
   do {                                                               \
-    auto fp_check_result_ = (expr);                                  \
-    if (!fp_check_result_) return ::fp::Fail(fp_check_result_.error()); \
+    auto var = (expr);                                               \
+    if (!var) return ::fp::Fail(std::move(var).error());             \
   } while (0)

@@ -1,10 +1,8 @@
 #include <fmt/format.h>
 
-#include "db/datastore.h"
+#include "db/lookups.h"
 
 namespace fp::db {
-
-Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);  // ip_pools.cc
 
 namespace {
 

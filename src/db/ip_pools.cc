@@ -1,10 +1,8 @@
 #include <fmt/format.h>
 
-#include "db/datastore.h"
+#include "db/lookups.h"
 
 namespace fp::db {
-
-Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector);  // silos.cc
 
 namespace {
 
@@ -38,15 +36,6 @@ Result<IpPool> PoolById(Tx& tx, const Uuid& id) {
   return PoolFromRow(*row);
 }
 
-Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector) {
-  if (selector.is_id()) return PoolById(tx, selector.id());
-  auto row = FP_TRY(tx.QueryRow(
-      fmt::format("SELECT {} FROM ip_pool p WHERE p.name = ? AND p.time_deleted IS NULL",
-                  kPoolColumns),
-      selector.name().str()));
-  if (!row) return Fail(Error::NotFoundByName("ip-pool", selector.name().str()));
-  return PoolFromRow(*row);
-}
 
 // Appends the optional pool filters as SQL conditions on the alias `p`.
 std::string FilterClause(const IpPoolFilter& f, std::vector<SqlValue>& params) {
@@ -102,6 +91,16 @@ Result<std::optional<IpRange>> FindOverlappingRange(Tx& tx, const IpRange& range
 }
 
 }  // namespace
+
+Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector) {
+  if (selector.is_id()) return PoolById(tx, selector.id());
+  auto row = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM ip_pool p WHERE p.name = ? AND p.time_deleted IS NULL",
+                  kPoolColumns),
+      selector.name().str()));
+  if (!row) return Fail(Error::NotFoundByName("ip-pool", selector.name().str()));
+  return PoolFromRow(*row);
+}
 
 Result<IpPool> Datastore::PoolCreate(const struct PoolCreate& p) {
   return Write<IpPool>([&](Tx& tx) -> Result<IpPool> {

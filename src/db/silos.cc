@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "db/datastore.h"
+#include "db/lookups.h"
 
 namespace fp::db {
 
