@@ -2,18 +2,17 @@
 // API server on an embedded SQLite database.
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "api/http_server.h"
 #include "api/log.h"
@@ -39,15 +38,16 @@ Result<ListenAddress> ParseListen(const std::string& text) {
   if (!text.empty() && text.front() == '[') {
     auto close = text.find(']');
     if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return fp::Fail(Error::InvalidRequest(
-          fmt::format("--listen \"{}\": expected [IPV6]:PORT", text)));
+      return fp::Fail(
+          Error::InvalidRequest(fmt::format("--listen \"{}\": expected [IPV6]:PORT", text)));
     }
     out.host = text.substr(1, close - 1);
     port = text.substr(close + 2);
   } else {
     auto colon = text.rfind(':');
     if (colon == std::string::npos) {
-      return fp::Fail(Error::InvalidRequest(fmt::format("--listen \"{}\": expected HOST:PORT", text)));
+      return fp::Fail(
+          Error::InvalidRequest(fmt::format("--listen \"{}\": expected HOST:PORT", text)));
     }
     out.host = text.substr(0, colon);
     port = text.substr(colon + 1);
@@ -148,9 +148,8 @@ int RunServer(bool dev, const std::string& data_dir, const std::string& listen) 
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     return 1;
   }
-  std::string host = address->host.find(':') != std::string::npos
-                         ? "[" + address->host + "]"
-                         : address->host;
+  std::string host =
+      address->host.find(':') != std::string::npos ? "[" + address->host + "]" : address->host;
   std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
   fp::api::LogEvent("info", "serving",
                     {{"address", fmt::format("{}:{}", host, (*server)->port())},

@@ -2,14 +2,14 @@
 
 #include "api/http_server.h"
 
-#include <atomic>
-#include <chrono>
-#include <thread>
+#include <fmt/format.h>
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
+#include <chrono>
+#include <thread>
 
 #include "api/log.h"
 #include "common/uuid.h"
@@ -58,8 +58,8 @@ class BeastServer final : public HttpServer {
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return Fail(Error::Internal(fmt::format("cannot listen on {}:{}: {}", options_.host,
-                                              options_.port, ec.message())));
+      return Fail(Error::Internal(
+          fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, ec.message())));
     }
     port_ = acceptor_.local_endpoint().port();
     asio::co_spawn(ioc_, Accept(), asio::detached);
@@ -85,7 +85,8 @@ class BeastServer final : public HttpServer {
   asio::awaitable<void> Accept() {
     for (;;) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      tcp::socket socket =
+          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (!acceptor_.is_open()) co_return;
         continue;
@@ -117,13 +118,12 @@ class BeastServer final : public HttpServer {
       bool keep_alive = false;
       if (ec) {
         // The request could not be read as HTTP (over a limit, malformed): answer 400 and close.
-        std::string msg = ec == http::error::body_limit
-                              ? fmt::format("request body exceeds the limit of {} bytes",
-                                            options_.body_limit)
-                          : ec == http::error::header_limit
-                              ? fmt::format("request headers exceed the limit of {} bytes",
-                                            options_.header_limit)
-                              : fmt::format("malformed HTTP request: {}", ec.message());
+        std::string msg =
+            ec == http::error::body_limit
+                ? fmt::format("request body exceeds the limit of {} bytes", options_.body_limit)
+            : ec == http::error::header_limit
+                ? fmt::format("request headers exceed the limit of {} bytes", options_.header_limit)
+                : fmt::format("malformed HTTP request: {}", ec.message());
         res.result(400);
         res.set(http::field::content_type, "application/json");
         res.body() = ErrorBody(request_id, "InvalidRequest", msg);
@@ -170,8 +170,7 @@ class BeastServer final : public HttpServer {
                          std::chrono::steady_clock::time_point start,
                          const std::string& request_id) {
     double latency_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     LogEvent("info", "request",
              {{"method", method},
               {"path", path},

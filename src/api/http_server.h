@@ -12,9 +12,9 @@
 namespace fp::api {
 
 struct HttpRequest {
-  std::string method;      // "GET", "POST", ...
-  std::string path;        // percent-encoded path, without the query
-  std::string query;       // raw query string, without '?'
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // percent-encoded path, without the query
+  std::string query;   // raw query string, without '?'
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
   std::string request_id;  // assigned by the server; echoed in errors and the log
@@ -36,11 +36,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;                // 0: the kernel picks a free port
-  size_t body_limit = 1 << 20;      // larger bodies get 400 without reaching the handler
+  uint16_t port = 0;            // 0: the kernel picks a free port
+  size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
   int worker_threads = 16;
-  int idle_timeout_seconds = 60;    // a connection idle (or trickling) this long is closed
+  int idle_timeout_seconds = 60;  // a connection idle (or trickling) this long is closed
 };
 
 // An HTTP/1.1 server (Boost.Beast) with keep-alive, TCP_NODELAY, per-read timeouts and

@@ -67,8 +67,8 @@ bool Fields::IsNullOrAbsent(std::string_view field) const {
 Result<const Json*> Fields::Get(std::string_view field) const {
   auto it = obj_.find(field);
   if (it == obj_.end()) {
-    return Fail(Error::InvalidRequest(fmt::format("unable to parse JSON body: missing field \"{}\"",
-                                                  FieldPath(field))));
+    return Fail(Error::InvalidRequest(
+        fmt::format("unable to parse JSON body: missing field \"{}\"", FieldPath(field))));
   }
   return &*it;
 }
@@ -171,7 +171,8 @@ Result<Query> Query::Parse(const std::string& raw) {
       auto key = PercentDecode(part.substr(0, eq), true);
       auto value = PercentDecode(eq == std::string_view::npos ? "" : part.substr(eq + 1), true);
       if (!key || !value) {
-        return Fail(Error::InvalidRequest("unable to parse query string: invalid percent-encoding"));
+        return Fail(
+            Error::InvalidRequest("unable to parse query string: invalid percent-encoding"));
       }
       q.values_[*key] = *value;
     }

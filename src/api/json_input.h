@@ -4,10 +4,9 @@
 // InvalidRequest and names the offending field, so a client can tell what to fix.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/ip.h"

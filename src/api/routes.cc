@@ -1,8 +1,8 @@
 #include "api/routes.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <charconv>
 
 #include "api/json_input.h"
 #include "api/log.h"
@@ -43,12 +43,14 @@ struct Ctx {
     auto it = params.find(name);
     auto v = Uuid::Parse(it == params.end() ? std::string() : it->second);
     if (!v) {
-      return Fail(Error::InvalidRequest(
-          fmt::format("bad path parameter \"{}\": expected a UUID", name)));
+      return Fail(
+          Error::InvalidRequest(fmt::format("bad path parameter \"{}\": expected a UUID", name)));
     }
     return *v;
   }
-  Result<Json> Body(bool allow_empty = false) const { return ParseBodyObject(req.body, allow_empty); }
+  Result<Json> Body(bool allow_empty = false) const {
+    return ParseBodyObject(req.body, allow_empty);
+  }
 };
 
 using Endpoint = std::function<Result<Reply>(const Ctx&)>;
@@ -144,16 +146,15 @@ Result<db::PageRequest> ParsePage(const Query& q) {
 
 // Builds a results page; `key` gives the sort key of an item for the next page token.
 template <typename T>
-Reply PageReply(const std::vector<T>& items, const db::PageRequest& page,
-                Json (*view)(const T&), const std::function<std::pair<std::string, std::string>(
-                                            const T&)>& name_and_id) {
+Reply PageReply(const std::vector<T>& items, const db::PageRequest& page, Json (*view)(const T&),
+                const std::function<std::pair<std::string, std::string>(const T&)>& name_and_id) {
   Json arr = Json::array();
   for (const T& item : items) arr.push_back(view(item));
   Json next = nullptr;
   if (static_cast<int64_t>(items.size()) == page.limit && !items.empty()) {
     auto [name, id] = name_and_id(items.back());
-    next = MakePageToken(ToString(page.order),
-                         page.order == db::SortOrder::kIdAscending ? id : name);
+    next =
+        MakePageToken(ToString(page.order), page.order == db::SortOrder::kIdAscending ? id : name);
   }
   return Reply{200, Json{{"items", std::move(arr)}, {"next_page", std::move(next)}}};
 }
@@ -220,8 +221,9 @@ Result<db::AddressRequest> ParseAddressAllocator(const Fields& body) {
 }
 
 template <typename E>
-Result<E> ParseEnumField(const Fields& f, std::string_view field, std::optional<E> (*parse)(std::string_view),
-                         E fallback, std::string_view allowed) {
+Result<E> ParseEnumField(const Fields& f, std::string_view field,
+                         std::optional<E> (*parse)(std::string_view), E fallback,
+                         std::string_view allowed) {
   auto raw = FP_TRY(f.OptString(field));
   if (!raw) return fallback;
   auto v = parse(*raw);
@@ -249,11 +251,15 @@ Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
   return f;
 }
 
-std::pair<std::string, std::string> SiloKeys(const db::Silo& s) { return {s.name, s.id.ToString()}; }
+std::pair<std::string, std::string> SiloKeys(const db::Silo& s) {
+  return {s.name, s.id.ToString()};
+}
 std::pair<std::string, std::string> ProjectKeys(const db::Project& p) {
   return {p.name, p.id.ToString()};
 }
-std::pair<std::string, std::string> PoolKeys(const db::IpPool& p) { return {p.name, p.id.ToString()}; }
+std::pair<std::string, std::string> PoolKeys(const db::IpPool& p) {
+  return {p.name, p.id.ToString()};
+}
 std::pair<std::string, std::string> SiloPoolKeys(const db::SiloIpPool& p) {
   return {p.pool.name, p.pool.id.ToString()};
 }
@@ -287,8 +293,8 @@ void AddSiloRoutes(Router<Endpoint>& r) {
     for (const char* q : {"cpus", "memory", "storage"}) {
       auto it = body["quotas"].find(q);
       if (it == body["quotas"].end()) {
-        return Fail(Error::InvalidRequest(fmt::format(
-            "unable to parse JSON body: missing field \"{}\"", quotas.FieldPath(q))));
+        return Fail(Error::InvalidRequest(
+            fmt::format("unable to parse JSON body: missing field \"{}\"", quotas.FieldPath(q))));
       }
       if (!it->is_number_integer() || it->get<int64_t>() < 0) {
         return Fail(BodyError(quotas.FieldPath(q), "expected a non-negative integer"));
@@ -296,8 +302,8 @@ void AddSiloRoutes(Router<Endpoint>& r) {
     }
     auto certs = body.find("tls_certificates");
     if (certs == body.end()) {
-      return Fail(Error::InvalidRequest(
-          "unable to parse JSON body: missing field \"tls_certificates\""));
+      return Fail(
+          Error::InvalidRequest("unable to parse JSON body: missing field \"tls_certificates\""));
     }
     if (!certs->is_array()) return Fail(BodyError("tls_certificates", "expected an array"));
     if (!certs->empty()) {
@@ -363,9 +369,8 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     p.description = FP_TRY(f.String("description"));
     p.ip_version = FP_TRY(ParseEnumField<IpVersion>(f, "ip_version", &ParseVersionText,
                                                     IpVersion::kV4, "\"v4\", \"v6\""));
-    p.pool_type = FP_TRY(ParseEnumField<db::PoolType>(f, "pool_type", &db::ParsePoolType,
-                                                      db::PoolType::kUnicast,
-                                                      "\"unicast\", \"multicast\""));
+    p.pool_type = FP_TRY(ParseEnumField<db::PoolType>(
+        f, "pool_type", &db::ParsePoolType, db::PoolType::kUnicast, "\"unicast\", \"multicast\""));
     p.assignment = FP_TRY(ParseEnumField<db::PoolAssignment>(
         f, "assignment", &db::ParsePoolAssignment, db::PoolAssignment::kSilos,
         "\"silos\", \"system_services\""));
@@ -452,12 +457,13 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     return Reply{200, SiloLinkView(FP_TRY(c.cp.LinkUpdate(c.actor, pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
-    FP_CHECK_OK(c.cp.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")), FP_TRY(c.PathNameOrId("silo"))));
+    FP_CHECK_OK(
+        c.cp.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")), FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}/utilization", [](const Ctx& c) -> Result<Reply> {
-    return Reply{200, UtilizationView(
-                          FP_TRY(c.cp.Utilization(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+    return Reply{
+        200, UtilizationView(FP_TRY(c.cp.Utilization(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
   });
   r.Add("GET", "/v1/ip-pools", [](const Ctx& c) -> Result<Reply> {
     auto filter = FP_TRY(ParsePoolFilter(c.query, false));
@@ -466,8 +472,9 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
   });
   r.Add("GET", "/v1/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
-    return Reply{200, SiloIpPoolView(FP_TRY(
-                          c.cp.SiloScopedPoolView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+    return Reply{
+        200,
+        SiloIpPoolView(FP_TRY(c.cp.SiloScopedPoolView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
   });
 }
 
@@ -497,8 +504,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    return Reply{200,
-                 FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
+    return Reply{200, FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
@@ -583,14 +589,14 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp) {
       std::string auth = req.Header("authorization");
       constexpr std::string_view kBearer = "Bearer ";
       if (auth.empty()) {
-        return ErrorResponse(req, Error::Unauthenticated(
-                                      "credentials missing: send \"Authorization: Bearer "
-                                      "<token>\""));
+        return ErrorResponse(
+            req, Error::Unauthenticated("credentials missing: send \"Authorization: Bearer "
+                                        "<token>\""));
       }
       if (auth.compare(0, kBearer.size(), kBearer) != 0 || auth.size() == kBearer.size()) {
-        return ErrorResponse(req, Error::Unauthenticated(
-                                      "credentials invalid: expected \"Authorization: Bearer "
-                                      "<token>\""));
+        return ErrorResponse(
+            req, Error::Unauthenticated("credentials invalid: expected \"Authorization: Bearer "
+                                        "<token>\""));
       }
       auto actor = cp.Authenticate(auth.substr(kBearer.size()));
       if (!actor) return ErrorResponse(req, actor.error());

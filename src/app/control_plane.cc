@@ -140,10 +140,8 @@ Status ControlPlane::RangeRemove(const Actor& actor, const NameOrId& pool, const
   return ds_.RangeRemove(p.id, range);
 }
 
-Result<std::vector<db::SiloLink>> ControlPlane::LinkList(const Actor& actor,
-                                                         const NameOrId& pool,
-                                                         std::optional<Uuid> after,
-                                                         int64_t limit) {
+Result<std::vector<db::SiloLink>> ControlPlane::LinkList(const Actor& actor, const NameOrId& pool,
+                                                         std::optional<Uuid> after, int64_t limit) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.LinkList(p.id, after, limit);
@@ -177,20 +175,19 @@ Result<db::PoolUtilization> ControlPlane::Utilization(const Actor& actor, const 
   return ds_.Utilization(p.id);
 }
 
-Result<std::vector<db::SiloIpPool>> ControlPlane::SiloScopedPoolList(
-    const Actor& actor, const db::IpPoolFilter& filter, const db::PageRequest& page) {
+Result<std::vector<db::SiloIpPool>> ControlPlane::SiloScopedPoolList(const Actor& actor,
+                                                                     const db::IpPoolFilter& filter,
+                                                                     const db::PageRequest& page) {
   return ds_.SiloPoolList(actor.silo_id, filter, page);
 }
 
-Result<db::SiloIpPool> ControlPlane::SiloScopedPoolView(const Actor& actor,
-                                                        const NameOrId& pool) {
+Result<db::SiloIpPool> ControlPlane::SiloScopedPoolView(const Actor& actor, const NameOrId& pool) {
   return ds_.SiloPoolLookup(actor.silo_id, pool);
 }
 
 // --- Floating IPs ---
 
-Result<db::ExternalIp> ControlPlane::FloatingIpCreate(const Actor& actor,
-                                                      const NameOrId& project,
+Result<db::ExternalIp> ControlPlane::FloatingIpCreate(const Actor& actor, const NameOrId& project,
                                                       const std::string& name,
                                                       const std::string& description,
                                                       const db::AddressRequest& address) {

@@ -2,9 +2,8 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
-
 #include <tl/expected.hpp>
+#include <utility>
 
 namespace fp {
 
@@ -87,16 +86,16 @@ inline Status Ok() { return {}; }
 #define FP_CONCAT_INNER_(a, b) a##b
 #define FP_CONCAT_(a, b) FP_CONCAT_INNER_(a, b)
 #define FP_TRY(expr) FP_TRY_IMPL_(expr, FP_CONCAT_(fp_try_result_, __COUNTER__))
-#define FP_TRY_IMPL_(expr, var)                            \
-  __extension__({                                          \
-    auto var = (expr);                                     \
-    if (!var) return ::fp::Fail(std::move(var).error());   \
-    std::move(var).value();                                \
+#define FP_TRY_IMPL_(expr, var)                          \
+  __extension__({                                        \
+    auto var = (expr);                                   \
+    if (!var) return ::fp::Fail(std::move(var).error()); \
+    std::move(var).value();                              \
   })
 
 #define FP_CHECK_OK(expr) FP_CHECK_OK_IMPL_(expr, FP_CONCAT_(fp_check_result_, __COUNTER__))
-#define FP_CHECK_OK_IMPL_(expr, var)                                 \
-  do {                                                               \
-    auto var = (expr);                                               \
-    if (!var) return ::fp::Fail(std::move(var).error());             \
+#define FP_CHECK_OK_IMPL_(expr, var)                     \
+  do {                                                   \
+    auto var = (expr);                                   \
+    if (!var) return ::fp::Fail(std::move(var).error()); \
   } while (0)

@@ -1,9 +1,9 @@
 #include "common/ip.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 
 #include <array>
-#include <fmt/format.h>
 
 namespace fp {
 

@@ -32,7 +32,9 @@ class IpAddr {
 
   IpVersion version() const { return version_; }
   uint128 value() const { return value_; }
-  uint128 max_value() const { return version_ == IpVersion::kV4 ? uint128{0xffffffffu} : ~uint128{0}; }
+  uint128 max_value() const {
+    return version_ == IpVersion::kV4 ? uint128{0xffffffffu} : ~uint128{0};
+  }
 
   std::string ToString() const;
   // A compact byte string whose memcmp order equals address order within a version and puts

@@ -6,9 +6,7 @@ namespace fp {
 
 namespace {
 bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
-bool IsAlnum(char c) {
-  return IsLower(c) || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
+bool IsAlnum(char c) { return IsLower(c) || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 }  // namespace
 
 Result<Name> Name::Parse(std::string_view text) {

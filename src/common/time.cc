@@ -1,7 +1,8 @@
 #include "common/time.h"
 
-#include <ctime>
 #include <fmt/format.h>
+
+#include <ctime>
 
 namespace fp {
 

@@ -1,12 +1,11 @@
 #include "db/datastore.h"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 #include <chrono>
 #include <random>
 #include <thread>
-
-#include <fmt/format.h>
 
 namespace fp::db {
 
@@ -156,7 +155,10 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
   for (int attempt = 0;; ++attempt) {
     auto conn = FP_TRY(Acquire());
     std::unique_lock<std::mutex> writer(write_mu_, std::defer_lock);
-    if (write) writer.lock();
+    if (write) {
+      SyncPoint("tx:waiting_for_writer");
+      writer.lock();
+    }
     Status result = conn->ExecScript(write ? "BEGIN IMMEDIATE" : "BEGIN");
     bool began = static_cast<bool>(result);
     if (began) {
@@ -177,8 +179,8 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
     Release(std::move(conn));
     if (result || !busy || steady_clock::now() >= deadline) return result;
     // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
-    auto sleep = microseconds(jitter() % static_cast<uint64_t>(
-                                           duration_cast<microseconds>(backoff).count() + 1));
+    auto sleep = microseconds(
+        jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
     std::this_thread::sleep_for(sleep);
     backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
   }

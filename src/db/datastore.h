@@ -243,8 +243,8 @@ class Datastore {
 
   // --- Tokens (tokens.cc) ---
   // Stores the SHA-256 of `secret`, never the secret.
-  Result<Token> TokenCreate(const Uuid& id, const Uuid& silo_id, Role role,
-                            const std::string& name, const std::string& secret);
+  Result<Token> TokenCreate(const Uuid& id, const Uuid& silo_id, Role role, const std::string& name,
+                            const std::string& secret);
   // NotFound-free: std::nullopt when no live token has that secret.
   Result<std::optional<Token>> TokenAuthenticate(const std::string& secret);
   Status TokenRevoke(const Uuid& id);

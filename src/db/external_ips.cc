@@ -19,8 +19,9 @@ Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   e.range_id = FP_TRY(UuidColumn(r, 4));
   e.parent_id = FP_TRY(OptUuidColumn(r, 5));
   std::string_view kind = r.Text(6);
-  e.kind = kind == "snat" ? IpKind::kSnat
-                          : kind == "ephemeral" ? IpKind::kEphemeral : IpKind::kFloating;
+  e.kind = kind == "snat"        ? IpKind::kSnat
+           : kind == "ephemeral" ? IpKind::kEphemeral
+                                 : IpKind::kFloating;
   e.ip = FP_TRY(IpColumn(r, 7));
   e.first_port = static_cast<int>(r.Int(8));
   e.last_port = static_cast<int>(r.Int(9));
@@ -126,9 +127,9 @@ Result<Uuid> PoolOfAddress(Tx& tx, const Uuid& silo_id, const IpAddr& ip) {
 
 Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p) {
   return Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
-    auto project = FP_TRY(tx.QueryRow(
-        "SELECT 1 FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
-        p.project_id, p.silo_id));
+    auto project = FP_TRY(
+        tx.QueryRow("SELECT 1 FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
+                    p.project_id, p.silo_id));
     if (!project) return Fail(Error::NotFoundById("project", p.project_id.ToString()));
     auto dup = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM external_ip WHERE project_id = ? AND name = ? AND kind = 'floating' AND "
@@ -224,9 +225,9 @@ Result<ExternalIp> Datastore::FloatingIpUpdate(const Uuid& id, const IdentityUpd
     }
     if (update.description) e.description = *update.description;
     e.time_modified = tx.now();
-    FP_TRY(tx.Exec(
-        "UPDATE external_ip SET name = ?, description = ?, time_modified = ? WHERE id = ?",
-        e.name, e.description, e.time_modified, id));
+    FP_TRY(
+        tx.Exec("UPDATE external_ip SET name = ?, description = ?, time_modified = ? WHERE id = ?",
+                e.name, e.description, e.time_modified, id));
     return e;
   });
 }
@@ -243,8 +244,8 @@ Status Datastore::FloatingIpDelete(const Uuid& id) {
     }
     SyncPoint("floating_ip_delete:checked");
     FP_TRY(tx.Exec("UPDATE external_ip SET time_deleted = ? WHERE id = ?", tx.now(), id));
-    FP_CHECK_OK(
-        ReleaseAddress(tx, e.pool_id, AllocatedAddress{e.range_id, e.ip, e.first_port, e.last_port}));
+    FP_CHECK_OK(ReleaseAddress(tx, e.pool_id,
+                               AllocatedAddress{e.range_id, e.ip, e.first_port, e.last_port}));
     return Ok();
   });
 }

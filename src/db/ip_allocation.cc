@@ -32,16 +32,16 @@ Status TakeFromSpan(Tx& tx, const Uuid& range_id, const Uuid& pool_id, const IpA
   FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?", range_id,
                  first));
   if (first < ip) {
-    FP_TRY(tx.Exec(
-        "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
-        "VALUES (?, ?, ?, ?)",
-        range_id, pool_id, first, ip.Prev()));
+    FP_TRY(
+        tx.Exec("INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+                "VALUES (?, ?, ?, ?)",
+                range_id, pool_id, first, ip.Prev()));
   }
   if (ip < last) {
-    FP_TRY(tx.Exec(
-        "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
-        "VALUES (?, ?, ?, ?)",
-        range_id, pool_id, ip.Next(), last));
+    FP_TRY(
+        tx.Exec("INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+                "VALUES (?, ?, ?, ?)",
+                range_id, pool_id, ip.Next(), last));
   }
   return Ok();
 }
@@ -52,28 +52,28 @@ Status ReturnToSpans(Tx& tx, const Uuid& range_id, const Uuid& pool_id, const Ip
   IpAddr last = ip;
   if (ip.value() > 0) {
     auto left = FP_TRY(tx.QueryRow(
-        "SELECT first_address FROM ip_free_span WHERE range_id = ? AND last_address = ?",
-        range_id, ip.Prev()));
+        "SELECT first_address FROM ip_free_span WHERE range_id = ? AND last_address = ?", range_id,
+        ip.Prev()));
     if (left) {
       first = FP_TRY(IpColumn(*left, 0));
-      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?",
-                     range_id, first));
+      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?", range_id,
+                     first));
     }
   }
   if (ip.value() < ip.max_value()) {
     auto right = FP_TRY(tx.QueryRow(
-        "SELECT last_address FROM ip_free_span WHERE range_id = ? AND first_address = ?",
-        range_id, ip.Next()));
+        "SELECT last_address FROM ip_free_span WHERE range_id = ? AND first_address = ?", range_id,
+        ip.Next()));
     if (right) {
       last = FP_TRY(IpColumn(*right, 0));
-      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?",
-                     range_id, ip.Next()));
+      FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ? AND first_address = ?", range_id,
+                     ip.Next()));
     }
   }
-  FP_TRY(tx.Exec(
-      "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
-      "VALUES (?, ?, ?, ?)",
-      range_id, pool_id, first, last));
+  FP_TRY(
+      tx.Exec("INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+              "VALUES (?, ?, ?, ?)",
+              range_id, pool_id, first, last));
   return Ok();
 }
 
@@ -135,9 +135,9 @@ Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id) {
   Uuid range_id = FP_TRY(UuidColumn(*span, 0));
   IpAddr last = FP_TRY(IpColumn(*span, 2));
   FP_CHECK_OK(TakeFromSpan(tx, range_id, pool_id, *free_ip, last, *free_ip));
-  FP_TRY(tx.Exec(
-      "INSERT INTO snat_address (ip, pool_id, range_id, used_blocks) VALUES (?, ?, ?, 1)",
-      *free_ip, pool_id, range_id));
+  FP_TRY(
+      tx.Exec("INSERT INTO snat_address (ip, pool_id, range_id, used_blocks) VALUES (?, ?, ?, 1)",
+              *free_ip, pool_id, range_id));
   return AllocatedAddress{range_id, *free_ip, 0, kSnatBlockSize - 1};
 }
 
@@ -146,8 +146,8 @@ Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a) {
   if (!whole) {
     auto row = FP_TRY(tx.QueryRow("SELECT used_blocks FROM snat_address WHERE ip = ?", a.ip));
     if (!row) {
-      return Fail(Error::Internal(
-          fmt::format("SNAT block {}:{} released but not recorded", a.ip.ToString(), a.first_port)));
+      return Fail(Error::Internal(fmt::format("SNAT block {}:{} released but not recorded",
+                                              a.ip.ToString(), a.first_port)));
     }
     int64_t used = row->Int(0) & ~(int64_t{1} << (a.first_port / kSnatBlockSize));
     if (used != 0) {

@@ -28,14 +28,13 @@ Result<IpPool> PoolFromRow(const Row& r) {
 }
 
 Result<IpPool> PoolById(Tx& tx, const Uuid& id) {
-  auto row = FP_TRY(tx.QueryRow(
-      fmt::format("SELECT {} FROM ip_pool p WHERE p.id = ? AND p.time_deleted IS NULL",
-                  kPoolColumns),
-      id));
+  auto row = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM ip_pool p WHERE p.id = ? AND p.time_deleted IS NULL",
+                              kPoolColumns),
+                  id));
   if (!row) return Fail(Error::NotFoundById("ip-pool", id.ToString()));
   return PoolFromRow(*row);
 }
-
 
 // Appends the optional pool filters as SQL conditions on the alias `p`.
 std::string FilterClause(const IpPoolFilter& f, std::vector<SqlValue>& params) {
@@ -61,15 +60,15 @@ bool IsMulticast(const IpAddr& a) {
 }
 
 Error LinkNotFound(const Uuid& pool_id, const Uuid& silo_id) {
-  return Error::NotFoundById("ip-pool-resource", fmt::format("ip_pool_id: {}, silo_id: {}",
-                                                             pool_id.ToString(),
-                                                             silo_id.ToString()));
+  return Error::NotFoundById(
+      "ip-pool-resource",
+      fmt::format("ip_pool_id: {}, silo_id: {}", pool_id.ToString(), silo_id.ToString()));
 }
 
 Error LinkExists(const Uuid& pool_id, const Uuid& silo_id) {
-  return Error::AlreadyExists(
-      "ip-pool-resource", fmt::format("ip_pool_id: {}, resource_id: {}, resource_type: Silo",
-                                      pool_id.ToString(), silo_id.ToString()));
+  return Error::AlreadyExists("ip-pool-resource",
+                              fmt::format("ip_pool_id: {}, resource_id: {}, resource_type: Silo",
+                                          pool_id.ToString(), silo_id.ToString()));
 }
 
 // The live range of any pool that overlaps `range`, if there is one. Ranges never overlap,
@@ -87,7 +86,8 @@ Result<std::optional<IpRange>> FindOverlappingRange(Tx& tx, const IpRange& range
         range.first, range.first));
   }
   if (!inside) return std::optional<IpRange>();
-  return std::optional<IpRange>(IpRange{FP_TRY(IpColumn(*inside, 0)), FP_TRY(IpColumn(*inside, 1))});
+  return std::optional<IpRange>(
+      IpRange{FP_TRY(IpColumn(*inside, 0)), FP_TRY(IpColumn(*inside, 1))});
 }
 
 }  // namespace
@@ -107,13 +107,13 @@ Result<IpPool> Datastore::PoolCreate(const struct PoolCreate& p) {
     auto dup = FP_TRY(
         tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("ip-pool", p.name));
-    FP_TRY(tx.Exec(
-        "INSERT INTO ip_pool (id, name, description, ip_version, pool_type, assignment, "
-        "time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        p.id, p.name, p.description, ToString(p.ip_version), ToString(p.pool_type),
-        ToString(p.assignment), tx.now(), tx.now()));
-    return IpPool{p.id,         p.name,       p.description, p.ip_version,
-                  p.pool_type,  p.assignment, tx.now(),      tx.now()};
+    FP_TRY(
+        tx.Exec("INSERT INTO ip_pool (id, name, description, ip_version, pool_type, assignment, "
+                "time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                p.id, p.name, p.description, ToString(p.ip_version), ToString(p.pool_type),
+                ToString(p.assignment), tx.now(), tx.now()));
+    return IpPool{p.id,        p.name,       p.description, p.ip_version,
+                  p.pool_type, p.assignment, tx.now(),      tx.now()};
   });
 }
 
@@ -139,8 +139,8 @@ Result<IpPool> Datastore::PoolUpdate(const Uuid& id, const IdentityUpdate& updat
   return Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
     IpPool p = FP_TRY(PoolById(tx, id));
     if (update.name && *update.name != p.name) {
-      auto dup = FP_TRY(tx.QueryRow(
-          "SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL", *update.name));
+      auto dup = FP_TRY(tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL",
+                                    *update.name));
       if (dup) return Fail(Error::AlreadyExists("ip-pool", *update.name));
       p.name = *update.name;
     }
@@ -168,20 +168,18 @@ Status Datastore::PoolDelete(const Uuid& id) {
 }
 
 Result<std::vector<IpPoolRange>> Datastore::RangeList(const Uuid& pool_id,
-                                                      std::optional<IpAddr> after,
-                                                      int64_t limit) {
+                                                      std::optional<IpAddr> after, int64_t limit) {
   return Read<std::vector<IpPoolRange>>([&](Tx& tx) -> Result<std::vector<IpPoolRange>> {
     FP_TRY(PoolById(tx, pool_id));
-    auto rows = FP_TRY(tx.Query(
-        "SELECT id, first_address, last_address, time_created FROM ip_pool_range "
-        "WHERE ip_pool_id = ? AND time_deleted IS NULL AND first_address > ? "
-        "ORDER BY first_address LIMIT ?",
-        pool_id, after ? SqlValue(Blob{after->Key()}) : SqlValue(Blob{}), limit));
+    auto rows =
+        FP_TRY(tx.Query("SELECT id, first_address, last_address, time_created FROM ip_pool_range "
+                        "WHERE ip_pool_id = ? AND time_deleted IS NULL AND first_address > ? "
+                        "ORDER BY first_address LIMIT ?",
+                        pool_id, after ? SqlValue(Blob{after->Key()}) : SqlValue(Blob{}), limit));
     std::vector<IpPoolRange> out;
     for (const Row& r : rows) {
       out.push_back(IpPoolRange{FP_TRY(UuidColumn(r, 0)), pool_id,
-                                IpRange{FP_TRY(IpColumn(r, 1)), FP_TRY(IpColumn(r, 2))},
-                                r.Int(3)});
+                                IpRange{FP_TRY(IpColumn(r, 1)), FP_TRY(IpColumn(r, 2))}, r.Int(3)});
     }
     return out;
   });
@@ -218,10 +216,10 @@ Result<IpPoolRange> Datastore::RangeAdd(const Uuid& pool_id, const Uuid& range_i
         "INSERT INTO ip_pool_range (id, ip_pool_id, first_address, last_address, time_created, "
         "time_modified) VALUES (?, ?, ?, ?, ?, ?)",
         range_id, pool_id, range.first, range.last, tx.now(), tx.now()));
-    FP_TRY(tx.Exec(
-        "INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
-        "VALUES (?, ?, ?, ?)",
-        range_id, pool_id, range.first, range.last));
+    FP_TRY(
+        tx.Exec("INSERT INTO ip_free_span (range_id, pool_id, first_address, last_address) "
+                "VALUES (?, ?, ?, ?)",
+                range_id, pool_id, range.first, range.last));
     FP_TRY(tx.Exec("UPDATE ip_pool SET time_modified = ? WHERE id = ?", tx.now(), pool_id));
     return IpPoolRange{range_id, pool_id, range, tx.now()};
   });
@@ -230,24 +228,23 @@ Result<IpPoolRange> Datastore::RangeAdd(const Uuid& pool_id, const Uuid& range_i
 Status Datastore::RangeRemove(const Uuid& pool_id, const IpRange& range) {
   return RunTransaction(true, [&](Tx& tx) -> Status {
     FP_TRY(PoolById(tx, pool_id));
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT id FROM ip_pool_range WHERE ip_pool_id = ? AND first_address = ? AND "
-        "last_address = ? AND time_deleted IS NULL",
-        pool_id, range.first, range.last));
+    auto row = FP_TRY(
+        tx.QueryRow("SELECT id FROM ip_pool_range WHERE ip_pool_id = ? AND first_address = ? AND "
+                    "last_address = ? AND time_deleted IS NULL",
+                    pool_id, range.first, range.last));
     if (!row) {
       return Fail(Error::InvalidRequest(
           fmt::format("The provided range {} does not exist", range.ToString())));
     }
     Uuid range_id = FP_TRY(UuidColumn(*row, 0));
-    auto holder = FP_TRY(tx.QueryRow(
-        "SELECT ip, kind, name FROM external_ip WHERE ip_pool_range_id = ? AND "
-        "time_deleted IS NULL ORDER BY ip LIMIT 1",
-        range_id));
+    auto holder =
+        FP_TRY(tx.QueryRow("SELECT ip, kind, name FROM external_ip WHERE ip_pool_range_id = ? AND "
+                           "time_deleted IS NULL ORDER BY ip LIMIT 1",
+                           range_id));
     if (holder) {
       IpAddr ip = FP_TRY(IpColumn(*holder, 0));
-      std::string who = holder->IsNull(2)
-                            ? fmt::format("an {} IP", holder->Text(1))
-                            : fmt::format("floating IP \"{}\"", holder->Text(2));
+      std::string who = holder->IsNull(2) ? fmt::format("an {} IP", holder->Text(1))
+                                          : fmt::format("floating IP \"{}\"", holder->Text(2));
       return Fail(Error::InvalidRequest(fmt::format(
           "IP pool ranges cannot be deleted while external IP addresses are allocated from them "
           "({} holds {})",
@@ -270,7 +267,8 @@ Result<std::vector<SiloLink>> Datastore::LinkList(const Uuid& pool_id, std::opti
         "ORDER BY l.silo_id LIMIT ?",
         pool_id, after ? after->ToString() : std::string(), limit));
     std::vector<SiloLink> out;
-    for (const Row& r : rows) out.push_back(SiloLink{pool_id, FP_TRY(UuidColumn(r, 0)), r.Int(1) != 0});
+    for (const Row& r : rows)
+      out.push_back(SiloLink{pool_id, FP_TRY(UuidColumn(r, 0)), r.Int(1) != 0});
     return out;
   });
 }
@@ -288,10 +286,10 @@ Result<SiloLink> Datastore::Link(const Uuid& pool_id, const NameOrId& silo_selec
         "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo.id));
     if (existing) return Fail(LinkExists(pool_id, silo.id));
     if (is_default) {
-      auto other = FP_TRY(tx.QueryRow(
-          "SELECT 1 FROM ip_pool_silo_link WHERE silo_id = ? AND pool_type = ? AND "
-          "ip_version = ? AND is_default = 1",
-          silo.id, ToString(pool.pool_type), ToString(pool.ip_version)));
+      auto other = FP_TRY(
+          tx.QueryRow("SELECT 1 FROM ip_pool_silo_link WHERE silo_id = ? AND pool_type = ? AND "
+                      "ip_version = ? AND is_default = 1",
+                      silo.id, ToString(pool.pool_type), ToString(pool.ip_version)));
       if (other) return Fail(LinkExists(pool_id, silo.id));
     }
     SyncPoint("ip_pool_link:checked");
@@ -303,14 +301,13 @@ Result<SiloLink> Datastore::Link(const Uuid& pool_id, const NameOrId& silo_selec
   });
 }
 
-Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id,
-                                       bool is_default) {
+Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default) {
   return Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
-    auto link = FP_TRY(tx.QueryRow(
-        "SELECT l.is_default, l.pool_type, l.ip_version FROM ip_pool_silo_link l "
-        "JOIN ip_pool p ON p.id = l.ip_pool_id "
-        "WHERE l.ip_pool_id = ? AND l.silo_id = ? AND p.time_deleted IS NULL",
-        pool_id, silo_id));
+    auto link = FP_TRY(
+        tx.QueryRow("SELECT l.is_default, l.pool_type, l.ip_version FROM ip_pool_silo_link l "
+                    "JOIN ip_pool p ON p.id = l.ip_pool_id "
+                    "WHERE l.ip_pool_id = ? AND l.silo_id = ? AND p.time_deleted IS NULL",
+                    pool_id, silo_id));
     if (!link) return Fail(LinkNotFound(pool_id, silo_id));
     bool was_default = link->Int(0) != 0;
     if (was_default == is_default) return SiloLink{pool_id, silo_id, is_default};
@@ -322,9 +319,9 @@ Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id,
           silo_id, link->Text(1), link->Text(2)));
       SyncPoint("ip_pool_link_update:demoted");
     }
-    FP_TRY(tx.Exec(
-        "UPDATE ip_pool_silo_link SET is_default = ? WHERE ip_pool_id = ? AND silo_id = ?",
-        is_default, pool_id, silo_id));
+    FP_TRY(
+        tx.Exec("UPDATE ip_pool_silo_link SET is_default = ? WHERE ip_pool_id = ? AND silo_id = ?",
+                is_default, pool_id, silo_id));
     return SiloLink{pool_id, silo_id, is_default};
   });
 }
@@ -393,9 +390,9 @@ Result<std::vector<SiloIpPool>> Datastore::SiloPoolList(const Uuid& silo_id,
 Result<SiloIpPool> Datastore::SiloPoolLookup(const Uuid& silo_id, const NameOrId& selector) {
   return Read<SiloIpPool>([&](Tx& tx) -> Result<SiloIpPool> {
     IpPool pool = FP_TRY(LookupPoolIn(tx, selector));
-    auto link = FP_TRY(tx.QueryRow(
-        "SELECT is_default FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool.id,
-        silo_id));
+    auto link = FP_TRY(
+        tx.QueryRow("SELECT is_default FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?",
+                    pool.id, silo_id));
     if (!link || pool.assignment != PoolAssignment::kSilos) {
       return Fail(selector.is_id() ? Error::NotFoundById("ip-pool", selector.id().ToString())
                                    : Error::NotFoundByName("ip-pool", selector.name().str()));

@@ -31,20 +31,19 @@ Result<Project> ProjectById(Tx& tx, const Uuid& id) {
 }  // namespace
 
 Result<Project> Datastore::ProjectCreate(const Uuid& id, const Uuid& silo_id,
-                                         const std::string& name,
-                                         const std::string& description) {
+                                         const std::string& name, const std::string& description) {
   return Write<Project>([&](Tx& tx) -> Result<Project> {
-    auto silo = FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL",
-                                   silo_id));
+    auto silo =
+        FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
-    auto dup = FP_TRY(tx.QueryRow(
-        "SELECT 1 FROM project WHERE silo_id = ? AND name = ? AND time_deleted IS NULL", silo_id,
-        name));
+    auto dup = FP_TRY(
+        tx.QueryRow("SELECT 1 FROM project WHERE silo_id = ? AND name = ? AND time_deleted IS NULL",
+                    silo_id, name));
     if (dup) return Fail(Error::AlreadyExists("project", name));
-    FP_TRY(tx.Exec(
-        "INSERT INTO project (id, silo_id, name, description, time_created, time_modified) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        id, silo_id, name, description, tx.now(), tx.now()));
+    FP_TRY(
+        tx.Exec("INSERT INTO project (id, silo_id, name, description, time_created, time_modified) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                id, silo_id, name, description, tx.now(), tx.now()));
     return Project{id, silo_id, name, description, tx.now(), tx.now()};
   });
 }
@@ -54,8 +53,9 @@ Result<Project> Datastore::ProjectLookup(const Uuid& silo_id, const NameOrId& se
     std::optional<Row> row;
     if (selector.is_id()) {
       row = FP_TRY(tx.QueryRow(
-          fmt::format("SELECT {} FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
-                      kProjectColumns),
+          fmt::format(
+              "SELECT {} FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
+              kProjectColumns),
           selector.id(), silo_id));
       if (!row) return Fail(Error::NotFoundById("project", selector.id().ToString()));
     } else {
@@ -104,10 +104,10 @@ Result<Project> Datastore::ProjectUpdate(const Uuid& id, const IdentityUpdate& u
 Status Datastore::ProjectDelete(const Uuid& id) {
   return RunTransaction(true, [&](Tx& tx) -> Status {
     Project p = FP_TRY(ProjectById(tx, id));
-    auto fip = FP_TRY(tx.QueryRow(
-        "SELECT name FROM external_ip WHERE project_id = ? AND kind = 'floating' AND "
-        "time_deleted IS NULL ORDER BY name LIMIT 1",
-        id));
+    auto fip = FP_TRY(
+        tx.QueryRow("SELECT name FROM external_ip WHERE project_id = ? AND kind = 'floating' AND "
+                    "time_deleted IS NULL ORDER BY name LIMIT 1",
+                    id));
     if (fip) {
       return Fail(Error::InvalidRequest(fmt::format(
           "project \"{}\" cannot be deleted while it contains floating IPs (floating IP \"{}\"); "

@@ -1,10 +1,10 @@
 // The datastore's schema and its migrations. Each migration runs once, in order, inside one
 // transaction together with the bump of schema_version.
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "db/sqlite.h"
 
@@ -164,9 +164,8 @@ Status MigrateSchema(SqliteConnection& conn) {
       (void)conn.ExecScript("ROLLBACK");
       return Fail(rows.error());
     }
-    size_t current = rows->empty() || rows->front().IsNull(0)
-                         ? 0
-                         : static_cast<size_t>(rows->front().Int(0));
+    size_t current =
+        rows->empty() || rows->front().IsNull(0) ? 0 : static_cast<size_t>(rows->front().Int(0));
     if (current > kMigrations.size()) {
       (void)conn.ExecScript("ROLLBACK");
       return Fail(Error::Internal(

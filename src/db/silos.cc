@@ -28,9 +28,9 @@ Result<Silo> SiloFromRow(const Row& r) {
 Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector) {
   std::optional<Row> row;
   if (selector.is_id()) {
-    row = FP_TRY(tx.QueryRow(fmt::format("SELECT {} FROM silo WHERE id = ? AND time_deleted IS NULL",
-                                         kSiloColumns),
-                             selector.id()));
+    row = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM silo WHERE id = ? AND time_deleted IS NULL", kSiloColumns),
+        selector.id()));
     if (!row) return Fail(Error::NotFoundById("silo", selector.id().ToString()));
   } else {
     row = FP_TRY(tx.QueryRow(
@@ -43,16 +43,17 @@ Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector) {
 
 Result<Silo> Datastore::SiloCreate(const struct SiloCreate& p) {
   return Write<Silo>([&](Tx& tx) -> Result<Silo> {
-    auto dup = FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE name = ? AND time_deleted IS NULL",
-                                  p.name));
+    auto dup =
+        FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("silo", p.name));
     FP_TRY(tx.Exec(
         "INSERT INTO silo (id, name, description, discoverable, identity_mode, admin_group_name, "
         "time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        p.id, p.name, p.description, p.discoverable, p.identity_mode, p.admin_group_name,
-        tx.now(), tx.now()));
-    return Silo{p.id,           p.name,   p.description, p.discoverable, p.identity_mode,
-                p.admin_group_name, tx.now(), tx.now()};
+        p.id, p.name, p.description, p.discoverable, p.identity_mode, p.admin_group_name, tx.now(),
+        tx.now()));
+    return Silo{p.id,           p.name,          p.description,
+                p.discoverable, p.identity_mode, p.admin_group_name,
+                tx.now(),       tx.now()};
   });
 }
 
@@ -75,8 +76,8 @@ Result<std::vector<Silo>> Datastore::SiloList(const PageRequest& page) {
 
 Status Datastore::SiloDelete(const Uuid& id) {
   return RunTransaction(true, [&](Tx& tx) -> Status {
-    auto silo = FP_TRY(tx.QueryRow("SELECT name FROM silo WHERE id = ? AND time_deleted IS NULL",
-                                   id));
+    auto silo =
+        FP_TRY(tx.QueryRow("SELECT name FROM silo WHERE id = ? AND time_deleted IS NULL", id));
     if (!silo) return Fail(Error::NotFoundById("silo", id.ToString()));
     auto project = FP_TRY(tx.QueryRow(
         "SELECT name FROM project WHERE silo_id = ? AND time_deleted IS NULL ORDER BY name LIMIT 1",

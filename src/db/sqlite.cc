@@ -1,8 +1,7 @@
 #include "db/sqlite.h"
 
-#include <sqlite3.h>
-
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 namespace fp::db {
 
@@ -30,9 +29,8 @@ const std::string& Row::Text(size_t i) const {
 
 Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -69,7 +67,7 @@ Status SqliteConnection::ExecScript(std::string_view sql) {
 }
 
 Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
-                                                  const std::vector<SqlValue>& params) {
+                                                 const std::vector<SqlValue>& params) {
   last_error_busy_ = false;
   std::string key(sql);
   sqlite3_stmt* stmt = nullptr;
@@ -122,8 +120,9 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
           values.emplace_back(sqlite3_column_double(stmt, c));
           break;
         case SQLITE_TEXT:
-          values.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, c)),
-                                          static_cast<size_t>(sqlite3_column_bytes(stmt, c))));
+          values.emplace_back(
+              std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, c)),
+                          static_cast<size_t>(sqlite3_column_bytes(stmt, c))));
           break;
         case SQLITE_BLOB: {
           const char* data = static_cast<const char*>(sqlite3_column_blob(stmt, c));

@@ -7,13 +7,13 @@ namespace fp::db {
 Result<Token> Datastore::TokenCreate(const Uuid& id, const Uuid& silo_id, Role role,
                                      const std::string& name, const std::string& secret) {
   return Write<Token>([&](Tx& tx) -> Result<Token> {
-    auto silo = FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL",
-                                   silo_id));
+    auto silo =
+        FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
-    FP_TRY(tx.Exec(
-        "INSERT INTO token (id, silo_id, role, name, secret_sha256, time_created) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        id, silo_id, ToString(role), name, HashToken(secret), tx.now()));
+    FP_TRY(
+        tx.Exec("INSERT INTO token (id, silo_id, role, name, secret_sha256, time_created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                id, silo_id, ToString(role), name, HashToken(secret), tx.now()));
     return Token{id, silo_id, role, name};
   });
 }

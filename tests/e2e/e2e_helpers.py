@@ -94,15 +94,18 @@ def list_pages(client, path, limit, **params):
     scan parameters (project, sort_by, ...), the following ones only `limit` and `page_token`.
     Returns the list of pages (each a list of items)."""
     pages = []
+    tokens = set()
     query = dict(params, limit=limit)
-    for _ in range(1000):
+    while True:
         page = expect(client.get(path, params=query), 200)
         assert len(page["items"]) <= limit, f"page larger than limit {limit}: {page}"
         pages.append(page["items"])
-        if page.get("next_page") is None:
+        token = page.get("next_page")
+        if token is None:
             return pages
-        query = {"limit": limit, "page_token": page["next_page"]}
-    raise AssertionError(f"{path}: pagination did not end after 1000 pages")
+        assert token not in tokens, f"{path}: next_page {token!r} repeats; pagination loops"
+        tokens.add(token)
+        query = {"limit": limit, "page_token": token}
 
 
 def list_all(client, path, limit=100, **params):
@@ -199,18 +202,19 @@ def from_default(ip_version=None):
     return {"type": "auto", "pool_selector": {"type": "auto", "ip_version": ip_version}}
 
 
-_OMIT = object()
+# Leaves `address_allocator` out of the body (the server's default then applies).
+NO_ALLOCATOR = None
 
 
-def create_fip(client, project, name, allocator=_OMIT, description=None):
+def create_fip(client, project, name, allocator=NO_ALLOCATOR, description=None):
     """POSTs a floating IP; returns the reply (for tests of refusals)."""
     body = {"name": name, "description": description or f"floating IP {name}"}
-    if allocator is not _OMIT:
+    if allocator is not NO_ALLOCATOR:
         body["address_allocator"] = allocator
     return client.post("/v1/floating-ips", body, params={"project": project})
 
 
-def make_fip(client, project, name, allocator=_OMIT):
+def make_fip(client, project, name, allocator=NO_ALLOCATOR):
     return expect(create_fip(client, project, name, allocator), 201)
 
 

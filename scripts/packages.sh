@@ -1,0 +1,30 @@
+# Sourced by the scripts in this folder: installs the Debian 12 packages floatplane needs to
+# build, run and test, if any are missing.
+
+FLOATPLANE_PACKAGES=(
+  cmake g++ make
+  libboost1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libssl-dev libsqlite3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pytest python3-jsonschema
+  clang-format curl
+)
+
+ensure_packages() {
+  local missing=()
+  local pkg
+  for pkg in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "floatplane: installing missing Debian packages: ${missing[*]}" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "floatplane: need root or sudo to install ${missing[*]}" >&2; return 1; }
+    sudo="sudo"
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+}

@@ -1,0 +1,306 @@
+// Each check-then-change of the datastore raced against a conflicting change. The interleaving
+// is forced: one thread is held inside its transaction, right after its check, until every
+// contender has reached the point where it waits to write. A datastore that checked in one
+// transaction and changed in another would let the contenders in during that window.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using testing::ByName;
+using testing::CreateFip;
+using testing::FromPool;
+using testing::MakeFixture;
+using testing::Range;
+using testing::TempDatastore;
+
+constexpr int kContenders = 7;  // plus the held thread: 8 threads
+
+// Holds the first thread that reaches sync point `held_at` until `contenders` other threads
+// are waiting for the writer lock.
+class ForcedInterleaving {
+ public:
+  ForcedInterleaving(Datastore& ds, std::string held_at) : ds_(ds), held_at_(std::move(held_at)) {
+    ds_.TEST_SetSyncPoint([this](std::string_view name) { OnSyncPoint(name); });
+  }
+  ~ForcedInterleaving() { ds_.TEST_SetSyncPoint(nullptr); }
+
+  // Runs `held` on one thread and, once it is held, `contender(i)` on kContenders threads.
+  void Run(const std::function<void()>& held, const std::function<void(int)>& contender) {
+    std::thread holder(held);
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return holding_; });
+    }
+    std::vector<std::thread> others;
+    for (int i = 0; i < kContenders; ++i) others.emplace_back(contender, i);
+    holder.join();
+    for (auto& t : others) t.join();
+    EXPECT_TRUE(released_) << "the held thread never reached " << held_at_;
+  }
+
+ private:
+  void OnSyncPoint(std::string_view name) {
+    std::unique_lock lock(mu_);
+    if (name == "tx:waiting_for_writer" && holding_) {
+      ++waiting_;
+      cv_.notify_all();
+      return;
+    }
+    if (name == held_at_ && !holding_ && !released_) {
+      holding_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return waiting_ >= kContenders; });
+      // The contenders are about to block on the writer lock this transaction holds.
+      released_ = true;
+    }
+  }
+
+  Datastore& ds_;
+  std::string held_at_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool holding_ = false;
+  bool released_ = false;
+  int waiting_ = 0;
+};
+
+int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
+  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT count(*) FROM external_ip WHERE ip_pool_range_id = ? AND time_deleted IS NULL",
+        range_id));
+    return row->Int(0);
+  }).value();
+}
+
+bool RangeIsLive(Datastore& ds, const Uuid& range_id) {
+  return ds.Read<bool>([&](Tx& tx) -> Result<bool> {
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT 1 FROM ip_pool_range WHERE id = ? AND time_deleted IS NULL", range_id));
+    return row.has_value();
+  }).value();
+}
+
+TEST(DatastoreRace, RangeRemoveRacingAllocationNeverStrandsAnAddress) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ForcedInterleaving race(*ds, "ip_range_remove:checked");
+  Status removed = Ok();
+  std::atomic<int> created{0};
+  race.Run([&] { removed = ds->RangeRemove(f.pool.id, f.range.range); },
+           [&](int i) {
+             auto r = CreateFip(*ds, f, "fip-" + std::to_string(i));
+             if (r) {
+               ++created;
+             } else {
+               // Once the range is gone the pool is empty: only exhaustion is a valid refusal.
+               EXPECT_EQ(r.error().HttpStatus(), 507) << r.error().message();
+             }
+           });
+  // The held remove decided on an empty range and committed before any allocation ran.
+  ASSERT_TRUE(removed) << removed.error().message();
+  EXPECT_EQ(created.load(), 0);
+  EXPECT_FALSE(RangeIsLive(*ds, f.range.id));
+  EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
+}
+
+TEST(DatastoreRace, AllocationRacingRangeRemoveBlocksTheRemove) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ForcedInterleaving race(*ds, "floating_ip_create:allocated");
+  std::atomic<int> removed{0};
+  race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "first")); },
+           [&](int) {
+             Status s = ds->RangeRemove(f.pool.id, f.range.range);
+             if (s) {
+               ++removed;
+             } else {
+               EXPECT_EQ(s.error().HttpStatus(), 400);
+               EXPECT_NE(s.error().message().find(
+                             "IP pool ranges cannot be deleted while external IP addresses are "
+                             "allocated from them"),
+                         std::string::npos)
+                   << s.error().message();
+             }
+           });
+  EXPECT_EQ(removed.load(), 0);
+  EXPECT_TRUE(RangeIsLive(*ds, f.range.id));
+  EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 1);
+}
+
+TEST(DatastoreRace, PoolDeleteRacingRangeAddLeavesNoRangeInADeletedPool) {
+  TempDatastore ds;
+  PoolCreate pc;
+  pc.id = Uuid::Random();
+  pc.name = "empty";
+  pc.description = "";
+  auto pool = *ds->PoolCreate(pc);
+  ForcedInterleaving race(*ds, "ip_pool_delete:checked");
+  Status deleted = Ok();
+  std::atomic<int> added{0};
+  race.Run([&] { deleted = ds->PoolDelete(pool.id); },
+           [&](int i) {
+             std::string a = "10.7." + std::to_string(i) + ".0";
+             auto r = ds->RangeAdd(pool.id, Uuid::Random(), Range(a, a));
+             if (r) {
+               ++added;
+             } else {
+               EXPECT_EQ(r.error().message(),
+                         "not found: ip-pool with id \"" + pool.id.ToString() + "\"");
+             }
+           });
+  ASSERT_TRUE(deleted) << deleted.error().message();
+  EXPECT_EQ(added.load(), 0);
+  auto ranges = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT count(*) FROM ip_pool_range WHERE ip_pool_id = ? AND time_deleted IS NULL",
+        pool.id));
+    return row->Int(0);
+  });
+  EXPECT_EQ(*ranges, 0);
+}
+
+TEST(DatastoreRace, RangeAddRacingPoolDeleteBlocksTheDelete) {
+  TempDatastore ds;
+  PoolCreate pc;
+  pc.id = Uuid::Random();
+  pc.name = "empty";
+  pc.description = "";
+  auto pool = *ds->PoolCreate(pc);
+  ForcedInterleaving race(*ds, "ip_range_add:checked");
+  std::atomic<int> deleted{0};
+  race.Run([&] { ASSERT_TRUE(ds->RangeAdd(pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
+           [&](int) {
+             Status s = ds->PoolDelete(pool.id);
+             if (s) {
+               ++deleted;
+             } else {
+               EXPECT_EQ(s.error().message(), "IP Pool cannot be deleted while it contains IP ranges");
+             }
+           });
+  EXPECT_EQ(deleted.load(), 0);
+  EXPECT_TRUE(ds->PoolLookup(NameOrId(pool.id)));
+}
+
+TEST(DatastoreRace, UnlinkRacingFloatingIpCreateNeverLeavesAnIpFromAnUnlinkedPool) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), false));
+  ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
+  Status unlinked = Ok();
+  race.Run([&] { unlinked = ds->Unlink(f.pool.id, f.silo.id); },
+           [&](int i) {
+             auto r = CreateFip(*ds, f, "fip-" + std::to_string(i), FromPool("pool"));
+             ASSERT_FALSE(r) << "allocated " << r->ip.ToString() << " from an unlinked pool";
+             EXPECT_EQ(r.error().message(), "not found: ip-pool with name \"pool\"");
+           });
+  ASSERT_TRUE(unlinked) << unlinked.error().message();
+  EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
+}
+
+TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), false));
+  ForcedInterleaving race(*ds, "floating_ip_create:allocated");
+  std::atomic<int> unlinked{0};
+  race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "holder", FromPool("pool"))); },
+           [&](int) {
+             Status s = ds->Unlink(f.pool.id, f.silo.id);
+             if (s) {
+               ++unlinked;
+             } else {
+               EXPECT_NE(s.error().message().find(
+                             "IP addresses from this pool are in use in the linked silo"),
+                         std::string::npos);
+               EXPECT_NE(s.error().message().find("holder"), std::string::npos)
+                   << "the refusal names the floating IP that holds the pool";
+             }
+           });
+  EXPECT_EQ(unlinked.load(), 0);
+}
+
+TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  auto fip = *CreateFip(*ds, f, "web");
+  ForcedInterleaving race(*ds, "floating_ip_delete:checked");
+  Status first = Ok();
+  std::atomic<int> also_deleted{0};
+  race.Run([&] { first = ds->FloatingIpDelete(fip.id); },
+           [&](int) {
+             Status s = ds->FloatingIpDelete(fip.id);
+             if (s) {
+               ++also_deleted;
+             } else {
+               EXPECT_EQ(s.error().message(),
+                         "not found: floating-ip with id \"" + fip.id.ToString() + "\"");
+             }
+           });
+  ASSERT_TRUE(first);
+  EXPECT_EQ(also_deleted.load(), 0);
+  EXPECT_EQ(ds->Utilization(f.pool.id)->remaining, 16.0);
+}
+
+TEST(DatastoreRace, DefaultSwitchingKeepsExactlyOneDefault) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0", "pool-0");
+  std::vector<Uuid> pools{f.pool.id};
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  for (int i = 1; i <= kContenders; ++i) {
+    std::string a = "10.0." + std::to_string(i) + ".0";
+    auto p = MakeFixture(*ds, a, a, "pool-" + std::to_string(i));
+    ASSERT_TRUE(ds->Link(p.pool.id, NameOrId(f.silo.id), false));
+    pools.push_back(p.pool.id);
+  }
+  ForcedInterleaving race(*ds, "ip_pool_link_update:demoted");
+  race.Run([&] { ASSERT_TRUE(ds->LinkUpdate(pools[1], f.silo.id, true)); },
+           [&](int i) {
+             auto r = ds->LinkUpdate(pools[static_cast<size_t>(i) + 1], f.silo.id, true);
+             EXPECT_TRUE(r) << r.error().message();
+           });
+  auto defaults = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT count(*) FROM ip_pool_silo_link WHERE silo_id = ? AND is_default = 1",
+        f.silo.id));
+    return row->Int(0);
+  });
+  EXPECT_EQ(*defaults, 1);
+}
+
+TEST(DatastoreRace, ConcurrentDefaultLinksAdmitExactlyOne) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0", "pool-0");
+  std::vector<Uuid> pools{f.pool.id};
+  for (int i = 1; i <= kContenders; ++i) {
+    std::string a = "10.0." + std::to_string(i) + ".0";
+    pools.push_back(MakeFixture(*ds, a, a, "pool-" + std::to_string(i)).pool.id);
+  }
+  ForcedInterleaving race(*ds, "ip_pool_link:checked");
+  race.Run([&] { ASSERT_TRUE(ds->Link(pools[0], NameOrId(f.silo.id), true)); },
+           [&](int i) {
+             auto r = ds->Link(pools[static_cast<size_t>(i) + 1], NameOrId(f.silo.id), true);
+             ASSERT_FALSE(r);
+             EXPECT_EQ(r.error().ErrorCode(), "ObjectAlreadyExists");
+           });
+  auto defaults = ds->SiloPoolList(f.silo.id, {}, PageRequest{});
+  int n = 0;
+  for (const auto& p : *defaults) n += p.is_default ? 1 : 0;
+  EXPECT_EQ(n, 1);
+}
+
+}  // namespace
+}  // namespace fp::db
