@@ -87,9 +87,19 @@ std::optional<std::string> HexDecode(std::string_view in) {
   return out;
 }
 
-// Page tokens are opaque to clients: the hex of {"o": sort order, "k": last key}.
-std::string MakePageToken(std::string_view order, const std::string& key) {
-  return HexEncode(Json{{"v", 1}, {"o", order}, {"k", key}}.dump());
+// A decoded page token: the sort order, the last key returned, and the scope the list was
+// taken in (the project of a floating IP list), so that following `next_page` needs no other
+// parameters, as with Oxide's API.
+struct PageToken {
+  std::string order;
+  std::string key;
+  std::string scope;
+};
+
+// Page tokens are opaque to clients: the hex of {"o": order, "k": last key, "s": scope}.
+std::string MakePageToken(std::string_view order, const std::string& key,
+                          const std::string& scope = {}) {
+  return HexEncode(Json{{"v", 1}, {"o", order}, {"k", key}, {"s", scope}}.dump());
 }
 
 Error BadQuery(std::string_view param, std::string_view msg) {
@@ -108,18 +118,19 @@ Result<int64_t> ParseLimit(const Query& q) {
   return std::min(v, kMaxPageSize);
 }
 
-// The token's (order, key), if a page_token was given.
-Result<std::optional<std::pair<std::string, std::string>>> ParsePageToken(const Query& q) {
+Result<std::optional<PageToken>> ParsePageToken(const Query& q) {
   auto raw = q.Get("page_token");
-  if (!raw) return std::optional<std::pair<std::string, std::string>>();
+  if (!raw) return std::optional<PageToken>();
   auto text = HexDecode(*raw);
   Json j = text ? Json::parse(*text, nullptr, false) : Json();
-  if (!j.is_object() || !j.contains("o") || !j.contains("k") || !j["o"].is_string() ||
-      !j["k"].is_string()) {
+  auto is_string = [&](const char* k) {
+    return j.is_object() && j.contains(k) && j[k].is_string();
+  };
+  if (!is_string("o") || !is_string("k") || !is_string("s")) {
     return Fail(BadQuery("page_token", "not a page token returned by this server"));
   }
-  return std::optional<std::pair<std::string, std::string>>(
-      std::pair{j["o"].get<std::string>(), j["k"].get<std::string>()});
+  return std::optional<PageToken>(
+      PageToken{j["o"].get<std::string>(), j["k"].get<std::string>(), j["s"].get<std::string>()});
 }
 
 // Parses limit, page_token and sort_by for lists sorted by name or id.
@@ -128,7 +139,7 @@ Result<db::PageRequest> ParsePage(const Query& q) {
   page.limit = FP_TRY(ParseLimit(q));
   std::string order = q.Get("sort_by").value_or("name_ascending");
   auto token = FP_TRY(ParsePageToken(q));
-  if (token) order = token->first;
+  if (token) order = token->order;
   if (order == "name_ascending") {
     page.order = db::SortOrder::kNameAscending;
   } else if (order == "name_descending") {
@@ -140,21 +151,22 @@ Result<db::PageRequest> ParsePage(const Query& q) {
                          "expected one of \"name_ascending\", \"name_descending\", "
                          "\"id_ascending\""));
   }
-  if (token) page.after = token->second;
+  if (token) page.after = token->key;
   return page;
 }
 
 // Builds a results page; `key` gives the sort key of an item for the next page token.
 template <typename T>
 Reply PageReply(const std::vector<T>& items, const db::PageRequest& page, Json (*view)(const T&),
-                const std::function<std::pair<std::string, std::string>(const T&)>& name_and_id) {
+                const std::function<std::pair<std::string, std::string>(const T&)>& name_and_id,
+                const std::string& scope = {}) {
   Json arr = Json::array();
   for (const T& item : items) arr.push_back(view(item));
   Json next = nullptr;
   if (static_cast<int64_t>(items.size()) == page.limit && !items.empty()) {
     auto [name, id] = name_and_id(items.back());
-    next =
-        MakePageToken(ToString(page.order), page.order == db::SortOrder::kIdAscending ? id : name);
+    next = MakePageToken(ToString(page.order),
+                         page.order == db::SortOrder::kIdAscending ? id : name, scope);
   }
   return Reply{200, Json{{"items", std::move(arr)}, {"next_page", std::move(next)}}};
 }
@@ -393,8 +405,8 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     int64_t limit = FP_TRY(ParseLimit(c.query));
     std::optional<IpAddr> after;
     if (auto token = FP_TRY(ParsePageToken(c.query))) {
-      auto ip = IpAddr::Parse(token->second);
-      if (token->first != "range" || !ip) {
+      auto ip = IpAddr::Parse(token->key);
+      if (token->order != "range" || !ip) {
         return Fail(BadQuery("page_token", "not a page token returned by this server"));
       }
       after = *ip;
@@ -427,8 +439,8 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     }
     std::optional<Uuid> after;
     if (auto token = FP_TRY(ParsePageToken(c.query))) {
-      after = Uuid::Parse(token->second);
-      if (token->first != "silo" || !after) {
+      after = Uuid::Parse(token->key);
+      if (token->order != "silo" || !after) {
         return Fail(BadQuery("page_token", "not a page token returned by this server"));
       }
     }
@@ -480,10 +492,21 @@ void AddPoolRoutes(Router<Endpoint>& r) {
 
 void AddFloatingIpRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
-    auto project = FP_TRY(c.query.RequiredNameOrId("project"));
     auto page = FP_TRY(ParsePage(c.query));
+    // Later pages take the project from the token; the project is its id, so a rename between
+    // pages cannot change which list is being read.
+    auto token = FP_TRY(ParsePageToken(c.query));
+    auto given = FP_TRY(c.query.OptNameOrId("project"));
+    NameOrId project = given ? *given : NameOrId(Uuid());
+    if (!given) {
+      auto scoped = token ? Uuid::Parse(token->scope) : std::nullopt;
+      if (!scoped) return Fail(BadQuery("project", "required"));
+      project = NameOrId(*scoped);
+    }
     auto items = FP_TRY(c.cp.FloatingIpList(c.actor, project, page));
-    return PageReply<db::ExternalIp>(items, page, &FloatingIpView, FipKeys);
+    std::string scope;
+    if (!items.empty() && items.front().project_id) scope = items.front().project_id->ToString();
+    return PageReply<db::ExternalIp>(items, page, &FloatingIpView, FipKeys, scope);
   });
   r.Add("POST", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
     auto project = FP_TRY(c.query.RequiredNameOrId("project"));

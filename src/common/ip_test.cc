@@ -13,8 +13,8 @@ TEST(IpAddr, ParsesAndFormatsBothVersions) {
 }
 
 TEST(IpAddr, RejectsMalformedText) {
-  for (const char* bad : {"", "10.0.0", "10.0.0.256", "1.2.3.4.5", "fd00:::1", "abc", " 10.0.0.1",
-                          "10.0.0.1/24"}) {
+  for (const char* bad :
+       {"", "10.0.0", "10.0.0.256", "1.2.3.4.5", "fd00:::1", "abc", " 10.0.0.1", "10.0.0.1/24"}) {
     auto r = IpAddr::Parse(bad);
     EXPECT_FALSE(r) << bad;
     if (!r) {
@@ -45,7 +45,8 @@ TEST(IpRange, ValidatesOrderAndVersion) {
   EXPECT_EQ(r.SizeAsDouble(), 5.0);
   EXPECT_TRUE(r.Contains(*IpAddr::Parse("10.0.0.3")));
   EXPECT_FALSE(r.Contains(*IpAddr::Parse("10.0.0.6")));
-  auto full6 = *IpRange::Make(*IpAddr::Parse("::"), *IpAddr::Parse("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"));
+  auto full6 = *IpRange::Make(*IpAddr::Parse("::"),
+                              *IpAddr::Parse("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"));
   EXPECT_GT(full6.SizeAsDouble(), 3.4e38);
 }
 

@@ -75,20 +75,24 @@ class ForcedInterleaving {
 };
 
 int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
-  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT count(*) FROM external_ip WHERE ip_pool_range_id = ? AND time_deleted IS NULL",
-        range_id));
-    return row->Int(0);
-  }).value();
+  return ds
+      .Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+        auto row = FP_TRY(tx.QueryRow(
+            "SELECT count(*) FROM external_ip WHERE ip_pool_range_id = ? AND time_deleted IS NULL",
+            range_id));
+        return row->Int(0);
+      })
+      .value();
 }
 
 bool RangeIsLive(Datastore& ds, const Uuid& range_id) {
-  return ds.Read<bool>([&](Tx& tx) -> Result<bool> {
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT 1 FROM ip_pool_range WHERE id = ? AND time_deleted IS NULL", range_id));
-    return row.has_value();
-  }).value();
+  return ds
+      .Read<bool>([&](Tx& tx) -> Result<bool> {
+        auto row = FP_TRY(tx.QueryRow(
+            "SELECT 1 FROM ip_pool_range WHERE id = ? AND time_deleted IS NULL", range_id));
+        return row.has_value();
+      })
+      .value();
 }
 
 TEST(DatastoreRace, RangeRemoveRacingAllocationNeverStrandsAnAddress) {
@@ -181,15 +185,16 @@ TEST(DatastoreRace, RangeAddRacingPoolDeleteBlocksTheDelete) {
   auto pool = *ds->PoolCreate(pc);
   ForcedInterleaving race(*ds, "ip_range_add:checked");
   std::atomic<int> deleted{0};
-  race.Run([&] { ASSERT_TRUE(ds->RangeAdd(pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
-           [&](int) {
-             Status s = ds->PoolDelete(pool.id);
-             if (s) {
-               ++deleted;
-             } else {
-               EXPECT_EQ(s.error().message(), "IP Pool cannot be deleted while it contains IP ranges");
-             }
-           });
+  race.Run(
+      [&] { ASSERT_TRUE(ds->RangeAdd(pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
+      [&](int) {
+        Status s = ds->PoolDelete(pool.id);
+        if (s) {
+          ++deleted;
+        } else {
+          EXPECT_EQ(s.error().message(), "IP Pool cannot be deleted while it contains IP ranges");
+        }
+      });
   EXPECT_EQ(deleted.load(), 0);
   EXPECT_TRUE(ds->PoolLookup(NameOrId(pool.id)));
 }
@@ -274,8 +279,7 @@ TEST(DatastoreRace, DefaultSwitchingKeepsExactlyOneDefault) {
            });
   auto defaults = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
     auto row = FP_TRY(tx.QueryRow(
-        "SELECT count(*) FROM ip_pool_silo_link WHERE silo_id = ? AND is_default = 1",
-        f.silo.id));
+        "SELECT count(*) FROM ip_pool_silo_link WHERE silo_id = ? AND is_default = 1", f.silo.id));
     return row->Int(0);
   });
   EXPECT_EQ(*defaults, 1);

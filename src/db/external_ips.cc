@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "db/lookups.h"
+#include "db/in_transaction.h"
 
 namespace fp::db {
 
@@ -125,8 +125,9 @@ Result<Uuid> PoolOfAddress(Tx& tx, const Uuid& silo_id, const IpAddr& ip) {
 
 }  // namespace
 
-Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p) {
-  return Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& p,
+                                      const std::function<void(std::string_view)>& sync_point) {
+  {
     auto project = FP_TRY(
         tx.QueryRow("SELECT 1 FROM project WHERE id = ? AND silo_id = ? AND time_deleted IS NULL",
                     p.project_id, p.silo_id));
@@ -146,7 +147,7 @@ Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p)
       pool_id = FP_TRY(ResolvePool(tx, p.silo_id, p.address.selector));
       a = FP_TRY(AllocateLowestAddress(tx, pool_id));
     }
-    SyncPoint("floating_ip_create:allocated");
+    if (sync_point) sync_point("floating_ip_create:allocated");
     FP_TRY(tx.Exec(
         "INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, "
         "parent_id, kind, ip, first_port, last_port, project_id, state, time_created, "
@@ -166,6 +167,12 @@ Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p)
     e.project_id = p.project_id;
     e.time_created = e.time_modified = tx.now();
     return e;
+  }
+}
+
+Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p) {
+  return Write<ExternalIp>([&](Tx& tx) {
+    return FloatingIpCreateIn(tx, p, [this](std::string_view name) { SyncPoint(name); });
   });
 }
 

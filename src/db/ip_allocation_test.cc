@@ -27,10 +27,12 @@ Result<AllocatedAddress> Exact(Datastore& ds, const Uuid& pool, const std::strin
       [&](Tx& tx) { return AllocateExplicitAddress(tx, pool, Ip(ip)); });
 }
 Status Release(Datastore& ds, const Uuid& pool, const AllocatedAddress& a) {
-  return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
-    FP_CHECK_OK(ReleaseAddress(tx, pool, a));
-    return true;
-  }).map([](bool) {});
+  return ds
+      .Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_CHECK_OK(ReleaseAddress(tx, pool, a));
+        return true;
+      })
+      .map([](bool) {});
 }
 
 TEST(IpAllocation, TakesLowestAddressAcrossRangesAndSkipsExhaustedOnes) {
@@ -96,8 +98,8 @@ TEST(IpAllocation, SnatBlocksFillAnAddressAndFreedBlocksAreReusedFirst) {
 TEST(IpAllocation, SnatPrefersALowerWhollyFreeAddress) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.1");
-  auto low = *Lowest(*ds, f.pool.id);      // 10.0.0.0 whole
-  auto snat = *Snat(*ds, f.pool.id);       // 10.0.0.1 block 0
+  auto low = *Lowest(*ds, f.pool.id);  // 10.0.0.0 whole
+  auto snat = *Snat(*ds, f.pool.id);   // 10.0.0.1 block 0
   EXPECT_EQ(snat.ip, Ip("10.0.0.1"));
   ASSERT_TRUE(Release(*ds, f.pool.id, low));
   auto next = *Snat(*ds, f.pool.id);
@@ -133,8 +135,10 @@ TEST(IpAllocation, AgreesWithAModelUnderRandomChurn) {
   auto f = MakeFixture(*ds, "10.1.0.0", "10.1.0.63");
   ASSERT_TRUE(ds->RangeAdd(f.pool.id, Uuid::Random(), Range("10.1.1.0", "10.1.1.31")));
   std::set<IpAddr> free_model;
-  for (int i = 0; i < 64; ++i) free_model.insert(IpAddr(IpVersion::kV4, Ip("10.1.0.0").value() + i));
-  for (int i = 0; i < 32; ++i) free_model.insert(IpAddr(IpVersion::kV4, Ip("10.1.1.0").value() + i));
+  for (int i = 0; i < 64; ++i)
+    free_model.insert(IpAddr(IpVersion::kV4, Ip("10.1.0.0").value() + i));
+  for (int i = 0; i < 32; ++i)
+    free_model.insert(IpAddr(IpVersion::kV4, Ip("10.1.1.0").value() + i));
   std::map<IpAddr, AllocatedAddress> held;
   std::mt19937 rng(42);
   for (int step = 0; step < 600; ++step) {

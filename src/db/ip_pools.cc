@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "db/lookups.h"
+#include "db/in_transaction.h"
 
 namespace fp::db {
 

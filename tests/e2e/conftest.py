@@ -395,6 +395,7 @@ class FloatplaneServer:
             if match and not listening.is_set():
                 self.port = int(match.group(1))
                 listening.set()
+        process.stdout.close()
 
     def stop(self, sig=signal.SIGTERM):
         """Sends `sig` and waits for the exit; returns the exit code. Idempotent."""

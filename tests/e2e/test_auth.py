@@ -4,7 +4,8 @@ silo isolation)."""
 import pytest
 
 from e2e_helpers import (DEFAULT_SILO, assert_error, create_fip, expect, from_pool, link,
-                         make_fip, make_pool, make_project, make_silo, make_token, role_client)
+                         make_fip, make_pool, make_project, make_silo, make_token, role_client,
+                         silo_body)
 
 SILO_ROLES = ["silo_admin", "silo_collaborator", "silo_viewer"]
 
@@ -137,20 +138,13 @@ def test_collaborator_and_admin_create_project_and_floating_ip(env, role):
     ("POST", "/v1/system/ip-pools", {"name": "forbidden-pool", "description": ""}),
     ("GET", "/v1/system/ip-pools/auth-v4", None),
     ("GET", "/v1/system/silos", None),
-    ("POST", "/v1/system/silos", None),
+    ("POST", "/v1/system/silos", silo_body("forbidden-silo")),
     ("POST", "/v1/system/tokens", {"silo": "default", "role": "fleet_admin", "name": "escalate"}),
 ], ids=["list-pools", "create-pool", "view-pool", "list-silos", "create-silo", "create-token"])
 def test_system_endpoints_need_fleet_admin(env, role, method, path, body):
-    if path == "/v1/system/silos" and method == "POST":
-        body = {"name": "forbidden-silo", "description": "", "discoverable": True,
-                "identity_mode": "local_only", "quotas": {"cpus": 1, "memory": 1, "storage": 1},
-                "tls_certificates": []}
     client = role_client(env.admin, DEFAULT_SILO, role)
-    if body is None:
-        reply = client.request(method, path)
-    else:
-        reply = client.request(method, path, body=body)
-    assert_error(reply, 403, "Forbidden", "Forbidden")
+    kwargs = {} if body is None else {"body": body}
+    assert_error(client.request(method, path, **kwargs), 403, "Forbidden", "Forbidden")
 
 
 def test_silo_user_cannot_revoke_tokens(env):

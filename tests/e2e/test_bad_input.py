@@ -237,5 +237,5 @@ def test_body_over_one_mib_is_400(env, path):
     raw = json.dumps({"name": "big-body", "description": padding}).encode()
     assert len(raw) > ONE_MIB
     reply = env.admin.request("POST", path, raw_body=raw)
-    assert_error(reply, 400, "InvalidRequest")
+    assert_error(reply, 400, "InvalidRequest", contains="body")
     assert env.admin.get("/v1/projects/big-body").status == 404

@@ -2,10 +2,9 @@
 
 // Test helpers: a datastore on a fresh SQLite file in a temporary directory.
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "db/datastore.h"

@@ -1,0 +1,20 @@
+#pragma once
+
+// Operations shared by the datastore's resource files, run inside a caller's transaction.
+
+#include "db/datastore.h"
+
+namespace fp::db {
+
+// NotFound (by name or id, as selected) unless the silo is live.
+Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector);
+// NotFound (by name or id, as selected) unless the pool is live.
+Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);
+
+// Creates a floating IP inside the caller's transaction (Datastore::FloatingIpCreate's body;
+// also used to populate large pools in one transaction for benchmarks). `sync_point` may be
+// empty.
+Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& params,
+                                      const std::function<void(std::string_view)>& sync_point);
+
+}  // namespace fp::db
