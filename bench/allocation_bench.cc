@@ -94,7 +94,7 @@ BENCHMARK(BM_FloatingIpCreate)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMicros
 
 void BM_FloatingIpCreateDurable(benchmark::State& state) {
   Populated& p = PoolWith(state.range(0));
-  int64_t i = 0;
+  static int64_t i = 0;  // names stay unique across the repeated runs of this function
   for (auto _ : state) {
     auto e = p.ds->FloatingIpCreate(Params(p.f, "durable-" + std::to_string(i++)));
     if (!e) state.SkipWithError(e.error().message().c_str());
