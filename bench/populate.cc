@@ -32,9 +32,9 @@ int main(int argc, char** argv) {
   pc.description = "benchmark pool";
   auto pool = (*ds)->PoolCreate(pc);
   if (!pool) return die(pool.error());
-  auto range = (*ds)->RangeAdd(pool->id, Uuid::Random(),
-                               *IpRange::Make(*IpAddr::Parse("10.0.0.0"),
-                                              *IpAddr::Parse("10.31.255.255")));
+  auto range =
+      (*ds)->RangeAdd(pool->id, Uuid::Random(),
+                      *IpRange::Make(*IpAddr::Parse("10.0.0.0"), *IpAddr::Parse("10.31.255.255")));
   if (!range) return die(range.error());
   auto link = (*ds)->Link(pool->id, NameOrId(silo->id), false);
   if (!link) return die(link.error());
@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
       return true;
     });
     if (!ok) return die(ok.error());
-    std::fprintf(stderr, "populate: %lld/%lld\n", static_cast<long long>(std::min(n, done + kBatch)),
-                 static_cast<long long>(n));
+    std::fprintf(stderr, "populate: %lld/%lld\n",
+                 static_cast<long long>(std::min(n, done + kBatch)), static_cast<long long>(n));
   }
   return 0;
 }

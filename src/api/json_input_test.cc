@@ -38,8 +38,7 @@ TEST(Fields, NullMeansAbsentForOptionalFields) {
   EXPECT_FALSE(f.OptName("name").value().has_value());
   EXPECT_EQ(f.OptString("description").value().value(), "d");
   Json bad = Json::parse(R"({"name": "Bad"})");
-  EXPECT_NE(Fields(bad, "").OptName("name").error().message().find("lowercase"),
-            std::string::npos);
+  EXPECT_NE(Fields(bad, "").OptName("name").error().message().find("lowercase"), std::string::npos);
 }
 
 TEST(Query, DecodesAndValidatesParameters) {
