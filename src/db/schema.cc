@@ -15,7 +15,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 1> kMigrations = {
+constexpr std::array<std::string_view, 2> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -149,6 +149,35 @@ CREATE TABLE token (
   time_created INTEGER NOT NULL,
   time_revoked INTEGER
 ) STRICT;
+)sql",
+    // 2: the saga log. A saga row holds the DAG (with its parameters) and its resting state;
+    // node events are the write-ahead log. Ownership (current_sec, adopt_generation) fences
+    // every write, so a process that lost a saga can no longer write to it.
+    R"sql(
+CREATE TABLE saga (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  dag TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'unwinding', 'done', 'unwound', 'stuck')),
+  current_sec TEXT NOT NULL,
+  adopt_generation INTEGER NOT NULL,
+  engine_version INTEGER NOT NULL,
+  result TEXT,
+  time_created INTEGER NOT NULL,
+  time_modified INTEGER NOT NULL
+) STRICT;
+CREATE INDEX saga_unfinished ON saga (current_sec, id)
+  WHERE state IN ('running', 'unwinding');
+
+CREATE TABLE saga_node_event (
+  saga_id TEXT NOT NULL REFERENCES saga (id),
+  node_index INTEGER NOT NULL,
+  event_type TEXT NOT NULL CHECK (event_type IN
+    ('started', 'succeeded', 'failed', 'undo_started', 'undo_finished', 'undo_failed')),
+  data TEXT,
+  time_created INTEGER NOT NULL,
+  PRIMARY KEY (saga_id, node_index, event_type)
+) STRICT, WITHOUT ROWID;
 )sql",
 };
 

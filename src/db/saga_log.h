@@ -1,0 +1,77 @@
+#pragma once
+
+// The persistent saga log: saga rows and their node events. Used only by src/saga/.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/datastore.h"
+
+namespace fp::db {
+
+enum class SagaState { kRunning, kUnwinding, kDone, kUnwound, kStuck };
+std::string_view ToString(SagaState s);
+std::optional<SagaState> ParseSagaState(std::string_view text);
+
+enum class SagaEventType {
+  kStarted,
+  kSucceeded,
+  kFailed,
+  kUndoStarted,
+  kUndoFinished,
+  kUndoFailed
+};
+std::string_view ToString(SagaEventType t);
+std::optional<SagaEventType> ParseSagaEventType(std::string_view text);
+
+// Which saga execution coordinator owns a saga, and in which adoption generation. Every write
+// to the saga's log is conditional on both.
+struct SagaOwner {
+  std::string sec;
+  int64_t generation = 1;
+};
+
+struct SagaRow {
+  Uuid id;
+  std::string name;
+  std::string dag;  // JSON: name, params, nodes
+  SagaState state = SagaState::kRunning;
+  SagaOwner owner;
+  int64_t engine_version = 1;
+  std::optional<std::string> result;  // JSON: the output (done) or the error (unwound, stuck)
+  Timestamp time_created = 0;
+};
+
+struct SagaEvent {
+  int node_index = 0;
+  SagaEventType type = SagaEventType::kStarted;
+  std::optional<std::string> data;  // JSON output or error
+};
+
+struct SagaLog {
+  SagaRow saga;
+  std::vector<SagaEvent> events;  // in (node_index, event order) order
+};
+
+// Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
+Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row);
+// Appends an event (idempotent: a duplicate of an existing event is ignored) and, if given,
+// moves the saga to `new_state` with `result`. Unavailable if `owner` no longer owns the saga.
+Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                    const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                    const std::optional<std::string>& result);
+
+// Single-transaction conveniences on the datastore.
+Result<bool> SagaCreate(Datastore& ds, const SagaRow& row);
+Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
+                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                  const std::optional<std::string>& result);
+// NotFound if no such saga.
+Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);
+// Sagas owned by `sec` that are running or unwinding, oldest first.
+Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec);
+// Every saga's id and state (for tests and operators), newest first, at most `limit`.
+Result<std::vector<std::pair<Uuid, SagaState>>> SagaListStates(Datastore& ds, int64_t limit);
+
+}  // namespace fp::db

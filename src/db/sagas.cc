@@ -1,0 +1,134 @@
+#include <fmt/format.h>
+
+#include "db/saga_log.h"
+
+namespace fp::db {
+
+namespace {
+constexpr std::array<std::string_view, 5> kStates = {"running", "unwinding", "done", "unwound",
+                                                     "stuck"};
+constexpr std::array<std::string_view, 6> kEvents = {
+    "started", "succeeded", "failed", "undo_started", "undo_finished", "undo_failed"};
+}  // namespace
+
+std::string_view ToString(SagaState s) { return kStates[static_cast<size_t>(s)]; }
+std::optional<SagaState> ParseSagaState(std::string_view text) {
+  for (size_t i = 0; i < kStates.size(); ++i) {
+    if (kStates[i] == text) return static_cast<SagaState>(i);
+  }
+  return std::nullopt;
+}
+std::string_view ToString(SagaEventType t) { return kEvents[static_cast<size_t>(t)]; }
+std::optional<SagaEventType> ParseSagaEventType(std::string_view text) {
+  for (size_t i = 0; i < kEvents.size(); ++i) {
+    if (kEvents[i] == text) return static_cast<SagaEventType>(i);
+  }
+  return std::nullopt;
+}
+
+Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {
+  int64_t n = FP_TRY(tx.Exec(
+      "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
+      "result, time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) "
+      "ON CONFLICT (id) DO NOTHING",
+      row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
+      row.engine_version, tx.now(), tx.now()));
+  return n == 1;
+}
+
+Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                    const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                    const std::optional<std::string>& result) {
+  auto owned = FP_TRY(
+      tx.QueryRow("SELECT 1 FROM saga WHERE id = ? AND current_sec = ? AND adopt_generation = ?",
+                  saga_id, owner.sec, owner.generation));
+  if (!owned) {
+    return Fail(Error::Unavailable(fmt::format("saga {} is no longer owned by {} (generation {})",
+                                               saga_id.ToString(), owner.sec, owner.generation)));
+  }
+  if (event) {
+    FP_TRY(
+        tx.Exec("INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                saga_id, event->node_index, ToString(event->type), event->data, tx.now()));
+  }
+  if (new_state) {
+    FP_TRY(tx.Exec("UPDATE saga SET state = ?, result = ?, time_modified = ? WHERE id = ?",
+                   ToString(*new_state), result, tx.now(), saga_id));
+  }
+  return Ok();
+}
+
+Result<bool> SagaCreate(Datastore& ds, const SagaRow& row) {
+  return ds.Write<bool>([&](Tx& tx) { return SagaCreateIn(tx, row); });
+}
+
+Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
+                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                  const std::optional<std::string>& result) {
+  return ds
+      .Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_CHECK_OK(SagaRecordIn(tx, saga_id, owner, event, new_state, result));
+        return true;
+      })
+      .map([](bool) {});
+}
+
+Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {
+  return ds.Read<SagaLog>([&](Tx& tx) -> Result<SagaLog> {
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT name, dag, state, current_sec, adopt_generation, engine_version, result, "
+        "time_created FROM saga WHERE id = ?",
+        id));
+    if (!row) return Fail(Error::NotFoundById("saga", id.ToString()));
+    SagaLog log;
+    log.saga.id = id;
+    log.saga.name = row->Text(0);
+    log.saga.dag = row->Text(1);
+    auto state = ParseSagaState(row->Text(2));
+    if (!state) return Fail(Error::Internal("corrupt saga state"));
+    log.saga.state = *state;
+    log.saga.owner = SagaOwner{row->Text(3), row->Int(4)};
+    log.saga.engine_version = row->Int(5);
+    log.saga.result = row->OptText(6);
+    log.saga.time_created = row->Int(7);
+    for (const Row& e : FP_TRY(
+             tx.Query("SELECT node_index, event_type, data FROM saga_node_event WHERE saga_id = ? "
+                      "ORDER BY node_index",
+                      id))) {
+      auto type = ParseSagaEventType(e.Text(1));
+      if (!type) return Fail(Error::Internal("corrupt saga event type"));
+      log.events.push_back(SagaEvent{static_cast<int>(e.Int(0)), *type, e.OptText(2)});
+    }
+    return log;
+  });
+}
+
+Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec) {
+  return ds.Read<std::vector<Uuid>>([&](Tx& tx) -> Result<std::vector<Uuid>> {
+    std::vector<Uuid> out;
+    for (const Row& r : FP_TRY(tx.Query(
+             "SELECT id FROM saga WHERE current_sec = ? AND state IN ('running', 'unwinding') "
+             "ORDER BY time_created",
+             sec))) {
+      out.push_back(FP_TRY(UuidColumn(r, 0)));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<std::pair<Uuid, SagaState>>> SagaListStates(Datastore& ds, int64_t limit) {
+  using Out = std::vector<std::pair<Uuid, SagaState>>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    Out out;
+    for (const Row& r :
+         FP_TRY(tx.Query("SELECT id, state FROM saga ORDER BY time_created DESC LIMIT ?", limit))) {
+      auto state = ParseSagaState(r.Text(1));
+      if (!state) return Fail(Error::Internal("corrupt saga state"));
+      out.emplace_back(FP_TRY(UuidColumn(r, 0)), *state);
+    }
+    return out;
+  });
+}
+
+}  // namespace fp::db

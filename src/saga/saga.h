@@ -1,0 +1,150 @@
+#pragma once
+
+// The generic saga engine: a saga is a chain of named actions, each with an optional undo,
+// built from parameters; its log is persisted in the datastore; it survives crashes of the
+// process running it. It knows nothing of IP addresses or instances.
+//
+// Rules for action writers (Steno's, which this engine follows):
+//  - An action may run more than once (after a crash, or under fault injection): it must be
+//    idempotent, and anything non-deterministic a later node needs (a new id, an allocated
+//    address) must be created in a node whose *output* records it.
+//  - An action that fails must leave no side effect: a failed node is never undone.
+//  - An undo may also run more than once. An undo that fails leaves the saga `stuck`.
+//  - Nodes share values only through recorded outputs (ActionContext::Lookup).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/uuid.h"
+#include "db/datastore.h"
+
+namespace fp::saga {
+
+using Json = nlohmann::json;
+
+// What an action sees: the saga's parameters and the outputs of the nodes before it.
+class ActionContext {
+ public:
+  ActionContext(const Uuid& saga_id, const Json& params, const std::map<std::string, Json>& outputs,
+                std::string node)
+      : saga_id_(saga_id), params_(params), outputs_(outputs), node_(std::move(node)) {}
+
+  const Uuid& saga_id() const { return saga_id_; }
+  const Json& params() const { return params_; }
+  const std::string& node() const { return node_; }
+  // The recorded output of an earlier node; Internal if that node has not succeeded.
+  Result<Json> Lookup(const std::string& node) const;
+
+ private:
+  const Uuid& saga_id_;
+  const Json& params_;
+  const std::map<std::string, Json>& outputs_;
+  std::string node_;
+};
+
+// An action, registered under a unique name. Exactly one of `run` and `run_in_tx` is set:
+//  - run: talks to something outside the database (an agent). Logged as started, run, then
+//    logged as succeeded: two durable commits.
+//  - run_in_tx: a pure database change. Its effect and its "succeeded" event commit in one
+//    transaction: one durable commit, and the effect happens exactly once.
+// Likewise at most one of `undo` and `undo_in_tx`.
+struct Action {
+  std::string name;
+  std::function<Result<Json>(const ActionContext&)> run;
+  std::function<Result<Json>(db::Tx&, const ActionContext&)> run_in_tx;
+  std::function<Status(const ActionContext&)> undo;
+  std::function<Status(db::Tx&, const ActionContext&)> undo_in_tx;
+};
+
+// Actions by name. Build it once at start-up; it is read-only afterwards (thread-safe reads).
+class ActionRegistry {
+ public:
+  // Aborts on a duplicate name or an action with neither run function: a programming error.
+  void Add(Action action);
+  const Action* Find(const std::string& name) const;
+
+ private:
+  std::map<std::string, Action> actions_;
+};
+
+struct Node {
+  std::string name;    // unique within the saga; the key for Lookup
+  std::string action;  // a registered action's name
+};
+
+// A saga definition: its kind, parameters, and nodes in execution order (a chain: each node
+// depends on every node before it, and undo runs in reverse).
+struct SagaDag {
+  std::string name;
+  Json params;
+  std::vector<Node> nodes;
+
+  Json ToJson() const;
+  static Result<SagaDag> FromJson(const Json& j);
+};
+
+enum class SagaResultKind { kDone, kUnwound, kStuck };
+
+// Where a saga came to rest. `output` is the last node's output (kDone); `error` is the error
+// that made it unwind (kUnwound) or the failed undo's error (kStuck).
+struct SagaOutcome {
+  SagaResultKind kind = SagaResultKind::kDone;
+  Json output;
+  std::optional<Error> error;
+  std::optional<int> failed_node;  // the node whose action failed (kUnwound, kStuck)
+};
+
+// Test-only fault injection. The executor consults it only when the server enables test
+// faults explicitly; a production configuration never sets one.
+struct FaultPlan {
+  std::optional<std::string> saga_name;  // restrict to sagas of this name (empty: all)
+  std::optional<int> fail_node;          // the action of this node fails (after no effect)
+  bool repeat_every_action = false;      // every action runs twice; the second result counts
+  std::optional<int> repeat_undo_node;   // this node's undo runs twice
+  std::optional<int> fail_undo_node;     // this node's undo fails
+  // Stop the process (std::_Exit) right after this node's "succeeded" event is durable.
+  std::optional<int> exit_after_node;
+};
+
+// Runs sagas to rest and recovers unfinished ones. Thread-safe: sagas run on the calling
+// thread, several at once.
+class SagaExecutor {
+ public:
+  // `sec` names this executor (the server's id): it owns the sagas it creates.
+  SagaExecutor(db::Datastore& datastore, const ActionRegistry& registry, std::string sec);
+
+  // Creates the saga (unless one with this id exists, which makes this a resume: the caller's
+  // idempotent retry) and runs it to rest. Errors are only about the engine itself (the
+  // datastore unreachable past the retry deadline, a corrupt log, lost ownership); an action's
+  // failure is a normal outcome (kUnwound).
+  Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag);
+  // Loads the saga's log and continues from where it stopped.
+  Result<SagaOutcome> Resume(const Uuid& saga_id);
+  // Resumes every unfinished saga this executor owns; returns their outcomes by id.
+  Result<std::vector<std::pair<Uuid, SagaOutcome>>> RecoverAll();
+
+  // Test seam (see FaultPlan).
+  void SetFaultPlanForTest(std::optional<FaultPlan> plan);
+
+ private:
+  class Execution;
+  std::optional<FaultPlan> FaultsFor(const std::string& saga_name) const;
+
+  db::Datastore& ds_;
+  const ActionRegistry& registry_;
+  std::string sec_;
+  mutable std::mutex faults_mu_;
+  std::optional<FaultPlan> faults_;
+};
+
+// Maps an Error to the JSON stored in the log, and back.
+Json ErrorToJson(const Error& e);
+Error ErrorFromJson(const Json& j);
+
+}  // namespace fp::saga

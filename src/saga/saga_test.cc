@@ -1,0 +1,339 @@
+// The saga engine on a toy saga: output passing, unwind order, stuck on a failed undo, fault
+// injection, durable commit counts, and recovery from every possible prefix of the log.
+
+#include "saga/saga.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+
+#include "db/saga_log.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::saga {
+namespace {
+
+using db::testing::TempDatastore;
+
+// The toy saga's "outside world": a set of keys (idempotent put/remove) and a journal of
+// every call, in order.
+struct World {
+  std::mutex mu;
+  std::set<std::string> keys;
+  std::vector<std::string> journal;
+
+  void Put(const std::string& k) {
+    std::lock_guard l(mu);
+    keys.insert(k);
+    journal.push_back("do " + k);
+  }
+  void Remove(const std::string& k) {
+    std::lock_guard l(mu);
+    keys.erase(k);
+    journal.push_back("undo " + k);
+  }
+};
+
+// Actions: toy.new_id records a fresh random id; toy.put puts "<node>:<id>" in the world;
+// toy.row inserts a row in a table in the same transaction as its log event.
+ActionRegistry ToyRegistry(World& world) {
+  ActionRegistry r;
+  r.Add(Action{.name = "toy.new_id", .run = [](const ActionContext&) -> Result<Json> {
+                 return Json{{"id", Uuid::Random().ToString()}};
+               }});
+  r.Add(Action{.name = "toy.put",
+               .run = [&world](const ActionContext& ctx) -> Result<Json> {
+                 Json id = FP_TRY(ctx.Lookup("new_id"));
+                 std::string key = ctx.node() + ":" + id["id"].get<std::string>();
+                 world.Put(key);
+                 return Json{{"key", key}};
+               },
+               .undo = [&world](const ActionContext& ctx) -> Status {
+                 Json id = FP_TRY(ctx.Lookup("new_id"));
+                 world.Remove(ctx.node() + ":" + id["id"].get<std::string>());
+                 return Ok();
+               }});
+  r.Add(Action{.name = "toy.row",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 FP_TRY(tx.Exec("INSERT OR IGNORE INTO toy (saga, node) VALUES (?, ?)",
+                                ctx.saga_id(), ctx.node()));
+                 return Json{{"row", ctx.node()}};
+               },
+               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+                 FP_TRY(tx.Exec("DELETE FROM toy WHERE saga = ? AND node = ?", ctx.saga_id(),
+                                ctx.node()));
+                 return Ok();
+               }});
+  return r;
+}
+
+SagaDag ToyDag() {
+  SagaDag dag;
+  dag.name = "toy";
+  dag.params = Json{{"p", 1}};
+  dag.nodes = {{"new_id", "toy.new_id"},
+               {"a", "toy.put"},
+               {"row", "toy.row"},
+               {"b", "toy.put"},
+               {"c", "toy.put"}};
+  return dag;
+}
+
+class SagaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+      return true;
+    }));
+  }
+
+  int64_t ToyRows() {
+    return ds
+        ->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
+          return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
+        })
+        .value();
+  }
+
+  db::SagaState StateOf(const Uuid& id) { return db::SagaLoad(*ds, id)->saga.state; }
+
+  TempDatastore ds;
+  World world;
+  ActionRegistry registry = ToyRegistry(world);
+  SagaExecutor exec{*ds, registry, "sec-test"};
+};
+
+TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, ToyDag());
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  auto log = db::SagaLoad(*ds, id).value();
+  std::string new_id;
+  for (const auto& e : log.events) {
+    if (e.node_index == 0 && e.type == db::SagaEventType::kSucceeded) {
+      new_id = Json::parse(*e.data)["id"].get<std::string>();
+    }
+  }
+  ASSERT_FALSE(new_id.empty());
+  EXPECT_EQ(world.keys, (std::set<std::string>{"a:" + new_id, "b:" + new_id, "c:" + new_id}));
+  EXPECT_EQ(out->output["key"], "c:" + new_id);
+  EXPECT_EQ(ToyRows(), 1);
+  EXPECT_EQ(StateOf(id), db::SagaState::kDone);
+}
+
+TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node = 4});
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, ToyDag());
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
+  EXPECT_EQ(out->failed_node, 4);
+  EXPECT_NE(out->error->message().find("injected failure at node 4"), std::string::npos);
+  ASSERT_EQ(world.journal.size(), 4u);
+  EXPECT_EQ(world.journal[0].substr(0, 4), "do a");
+  EXPECT_EQ(world.journal[1].substr(0, 4), "do b");
+  EXPECT_EQ(world.journal[2].substr(0, 6), "undo b");
+  EXPECT_EQ(world.journal[3].substr(0, 6), "undo a");
+  EXPECT_TRUE(world.keys.empty());
+  EXPECT_EQ(ToyRows(), 0);
+  EXPECT_EQ(StateOf(id), db::SagaState::kUnwound);
+}
+
+TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node = 4, .fail_undo_node = 2});
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, ToyDag());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kStuck);
+  EXPECT_EQ(out->failed_node, 2);
+  EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+  // Node b was undone, the row's undo failed, and node a was left alone for a human.
+  EXPECT_EQ(world.keys.size(), 1u);
+  EXPECT_EQ(ToyRows(), 1);
+  // Resuming a stuck saga does not pretend it finished.
+  exec.SetFaultPlanForTest(std::nullopt);
+  auto again = exec.Resume(id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->kind, SagaResultKind::kStuck);
+  EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+}
+
+TEST_F(SagaTest, EveryActionRunTwiceGivesTheSameResult) {
+  exec.SetFaultPlanForTest(FaultPlan{.repeat_every_action = true});
+  auto out = exec.Run(Uuid::Random(), ToyDag());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  EXPECT_EQ(world.keys.size(), 3u);
+  EXPECT_EQ(ToyRows(), 1);
+}
+
+TEST_F(SagaTest, UndoRunTwiceStillUnwindsCleanly) {
+  for (int fail = 1; fail < 5; ++fail) {
+    exec.SetFaultPlanForTest(FaultPlan{.fail_node = fail, .repeat_undo_node = fail - 1});
+    auto out = exec.Run(Uuid::Random(), ToyDag());
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->kind, SagaResultKind::kUnwound) << "fail at " << fail;
+    EXPECT_TRUE(world.keys.empty()) << "fail at " << fail;
+    EXPECT_EQ(ToyRows(), 0) << "fail at " << fail;
+  }
+}
+
+TEST_F(SagaTest, DatabaseActionsCommitEffectAndEventTogether) {
+  SagaDag dag;
+  dag.name = "rows";
+  dag.nodes = {{"r1", "toy.row"}, {"r2", "toy.row"}};
+  int64_t before = ds->durable_commits();
+  auto out = exec.Run(Uuid::Random(), dag);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  // One commit creates the saga; each database node is one commit (the last also marks done).
+  EXPECT_EQ(ds->durable_commits() - before, 3);
+}
+
+TEST_F(SagaTest, ASagaRunsOnceAndItsOutcomeIsRemembered) {
+  Uuid id = Uuid::Random();
+  auto first = exec.Run(id, ToyDag());
+  size_t calls = world.journal.size();
+  auto second = exec.Run(id, ToyDag());  // the same id: an idempotent retry
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->kind, SagaResultKind::kDone);
+  EXPECT_EQ(second->output, first->output);
+  EXPECT_EQ(world.journal.size(), calls);
+}
+
+TEST_F(SagaTest, CorruptLogIsRefusedNotReplayed) {
+  Uuid id = Uuid::Random();
+  db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
+                  db::SagaOwner{"sec-test", 1}};
+  ASSERT_TRUE(db::SagaCreate(*ds, row));
+  // "undo_finished" for a node that never ran is not a legal sequence.
+  ASSERT_TRUE(db::SagaRecord(*ds, id, row.owner,
+                             db::SagaEvent{1, db::SagaEventType::kUndoStarted, std::nullopt},
+                             std::nullopt, std::nullopt));
+  auto out = exec.Resume(id);
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message().find("illegal event"), std::string::npos);
+  EXPECT_TRUE(world.journal.empty());
+}
+
+TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
+  Uuid id = Uuid::Random();
+  db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
+                  db::SagaOwner{"someone-else", 3}};
+  ASSERT_TRUE(db::SagaCreate(*ds, row));
+  auto out = exec.Resume(id);  // the log names another owner: this executor must not write
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_TRUE(db::SagaLoad(*ds, id)->events.empty());
+}
+
+// Runs the saga once with `plan`, then for every prefix of its log: a fresh database holding
+// only that prefix (as a crash right after those writes would leave it), resumed to rest.
+void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind expected) {
+  std::vector<db::SagaEvent> events;
+  std::string new_id;
+  {
+    TempDatastore ds;
+    World world;
+    ActionRegistry registry = ToyRegistry(world);
+    SagaExecutor exec(*ds, registry, "sec-test");
+    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+      return true;
+    }));
+    exec.SetFaultPlanForTest(plan);
+    Uuid id = Uuid::Random();
+    auto out = exec.Run(id, ToyDag());
+    ASSERT_TRUE(out);
+    ASSERT_EQ(out->kind, expected);
+    events = db::SagaLoad(*ds, id)->events;
+  }
+  ASSERT_GE(events.size(), 5u);
+  for (size_t k = 0; k <= events.size(); ++k) {
+    SCOPED_TRACE("log prefix of " + std::to_string(k) + " events");
+    TempDatastore ds;
+    World world;
+    ActionRegistry registry = ToyRegistry(world);
+    SagaExecutor exec(*ds, registry, "sec-test");
+    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+      return true;
+    }));
+    Uuid id = Uuid::Random();
+    db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
+                    db::SagaOwner{"sec-test", 1}};
+    ASSERT_TRUE(db::SagaCreate(*ds, row));
+    std::string recorded_id;
+    bool row_done = false;
+    for (size_t e = 0; e < k; ++e) {
+      const auto& ev = events[e];
+      ASSERT_TRUE(db::SagaRecord(*ds, id, row.owner, ev, std::nullopt, std::nullopt));
+      if (ev.node_index == 0 && ev.type == db::SagaEventType::kSucceeded) {
+        recorded_id = Json::parse(*ev.data)["id"].get<std::string>();
+      }
+      // The world as the crashed run left it: a put node's key exists once it succeeded and
+      // is gone once its undo finished.
+      const std::string node = ToyDag().nodes[static_cast<size_t>(ev.node_index)].name;
+      if (node == "a" || node == "b" || node == "c") {
+        if (ev.type == db::SagaEventType::kSucceeded) world.keys.insert(node + ":" + recorded_id);
+        if (ev.type == db::SagaEventType::kUndoFinished) world.keys.erase(node + ":" + recorded_id);
+      }
+      // The toy row's effect commits with its event; mirror that in the prefix.
+      if (ev.node_index == 2) {
+        row_done = ev.type == db::SagaEventType::kSucceeded;
+        if (ev.type == db::SagaEventType::kSucceeded ||
+            ev.type == db::SagaEventType::kUndoFinished) {
+          ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+            if (row_done) {
+              FP_TRY(tx.Exec("INSERT INTO toy (saga, node) VALUES (?, 'row')", id));
+            } else {
+              FP_TRY(tx.Exec("DELETE FROM toy WHERE saga = ?", id));
+            }
+            return true;
+          }));
+        }
+      }
+    }
+    exec.SetFaultPlanForTest(plan);
+    auto out = exec.Resume(id);
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(out->kind, expected);
+    int64_t rows = ds->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
+                       return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
+                     }).value();
+    auto final_log = db::SagaLoad(*ds, id).value();
+    std::string final_id;
+    for (const auto& ev : final_log.events) {
+      if (ev.node_index == 0 && ev.type == db::SagaEventType::kSucceeded) {
+        final_id = Json::parse(*ev.data)["id"].get<std::string>();
+      }
+    }
+    if (!recorded_id.empty()) {
+      EXPECT_EQ(final_id, recorded_id) << "a recorded output changed";
+    }
+    if (expected == SagaResultKind::kDone) {
+      EXPECT_EQ(world.keys,
+                (std::set<std::string>{"a:" + final_id, "b:" + final_id, "c:" + final_id}));
+      EXPECT_EQ(rows, 1);
+      EXPECT_EQ(final_log.saga.state, db::SagaState::kDone);
+    } else {
+      EXPECT_TRUE(world.keys.empty());
+      EXPECT_EQ(rows, 0);
+      EXPECT_EQ(final_log.saga.state, db::SagaState::kUnwound);
+    }
+  }
+}
+
+TEST(SagaRecovery, CompletesFromEveryPrefixOfASuccessfulLog) {
+  CheckRecoveryFromEveryPrefix(std::nullopt, SagaResultKind::kDone);
+}
+
+TEST(SagaRecovery, UnwindsFromEveryPrefixOfAnUnwindingLog) {
+  CheckRecoveryFromEveryPrefix(FaultPlan{.fail_node = 4}, SagaResultKind::kUnwound);
+}
+
+}  // namespace
+}  // namespace fp::saga
