@@ -1,0 +1,125 @@
+#pragma once
+
+// What the control plane asks of the dataplane agents, and the types on their wire. The
+// control plane talks to agents over HTTP only (agent_clients.cc); the simulated agents
+// (sim/) serve the same HTTP API from memory.
+//
+// Every client call has a deadline; an agent that does not answer in time, refuses the
+// connection or answers 5xx gives ServiceUnavailable whose message names the agent and its
+// address. A 4xx answer (a request the agent considers wrong) gives Internal.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/ip.h"
+#include "common/uuid.h"
+
+namespace fp::agents {
+
+// One NAT mapping on the rack switch: traffic to external_ip, ports first_port..last_port, is
+// sent to the sled (its underlay IPv6 address) and delivered to the VM's port (VNI + MAC).
+struct NatEntry {
+  IpAddr external_ip;
+  int first_port = 0;
+  int last_port = 65535;
+  IpAddr sled_address;
+  int64_t vni = 0;
+  std::string mac;  // "a8:40:25:00:00:01"
+
+  bool operator==(const NatEntry&) const = default;
+  nlohmann::json ToJson() const;
+  static Result<NatEntry> FromJson(const nlohmann::json& j);
+};
+
+// A NAT change in the switch's change feed: an addition or a removal at generation `gen`.
+struct NatChange {
+  NatEntry entry;
+  int64_t gen = 0;
+  bool deleted = false;
+};
+
+struct NatTable {
+  int64_t generation = 0;
+  std::vector<NatEntry> entries;
+};
+
+class SwitchAgentClient {
+ public:
+  virtual ~SwitchAgentClient() = default;
+  // The switch's installed table (GET /nat).
+  virtual Result<NatTable> GetNat() = 0;
+  // Applies `changes` in order (POST /nat/changes). The switch applies each change whose gen
+  // is above its generation, stops at the first it cannot install, and returns the generation
+  // it reached (never past a change it failed to install). Idempotent.
+  virtual Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) = 0;
+  // Replaces the whole table with `table` (PUT /nat): a full resync. Idempotent.
+  virtual Result<int64_t> ReplaceAll(const NatTable& table) = 0;
+  virtual const std::string& address() const = 0;
+};
+
+enum class VmState { kStarting, kRunning, kStopping, kStopped, kMigrating, kFailed };
+std::string_view ToString(VmState s);
+std::optional<VmState> ParseVmState(std::string_view text);
+
+// What a sled needs to run an instance.
+struct InstanceSpec {
+  Uuid id;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  int64_t vni = 0;
+  std::string mac;
+  std::optional<IpAddr> private_ipv4;
+  std::optional<IpAddr> private_ipv6;
+  std::vector<IpAddr> external_ips;  // floating and ephemeral (the port's 1:1 NAT)
+  std::optional<IpAddr> snat_ip;     // with its port range
+  int snat_first_port = 0;
+  int snat_last_port = 0;
+
+  nlohmann::json ToJson() const;
+  static Result<InstanceSpec> FromJson(const nlohmann::json& j);
+};
+
+struct SledInstance {
+  Uuid id;
+  VmState state = VmState::kStopped;
+  std::vector<IpAddr> external_ips;
+
+  nlohmann::json ToJson() const;
+  static Result<SledInstance> FromJson(const nlohmann::json& j);
+};
+
+class SledAgentClient {
+ public:
+  virtual ~SledAgentClient() = default;
+  // PUT /instances/{id}: registers (or updates) the instance and starts it; the sled answers
+  // at once with state starting (or running if already running), and moves to running after
+  // its start delay. Idempotent.
+  virtual Result<SledInstance> EnsureRunning(const InstanceSpec& spec) = 0;
+  // POST /instances/{id}/stop: stopping, then stopped after the stop delay. A missing
+  // instance is already stopped. Idempotent.
+  virtual Result<SledInstance> Stop(const Uuid& id) = 0;
+  // DELETE /instances/{id}: forgets a stopped instance (stops it first if needed).
+  // Idempotent: a missing instance is fine.
+  virtual Status Unregister(const Uuid& id) = 0;
+  // GET /instances/{id}; NotFound if the sled does not know it.
+  virtual Result<SledInstance> Get(const Uuid& id) = 0;
+  // GET /instances.
+  virtual Result<std::vector<SledInstance>> List() = 0;
+  // PUT / DELETE /instances/{id}/external-ips/{ip}: the VM's port gains or loses an external
+  // address. Idempotent. NotFound if the sled does not know the instance.
+  virtual Status AddExternalIp(const Uuid& id, const IpAddr& ip) = 0;
+  virtual Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) = 0;
+  virtual const std::string& address() const = 0;
+};
+
+// HTTP clients. `base_url` is "http://HOST:PORT"; every call times out after `timeout_ms`.
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms);
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms);
+
+}  // namespace fp::agents
