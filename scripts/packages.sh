@@ -7,7 +7,7 @@ FLOATPLANE_PACKAGES=(
   libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema
-  clang-format curl
+  clang-format curl git
 )
 
 ensure_packages() {

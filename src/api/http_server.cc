@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "api/log.h"
@@ -71,14 +72,22 @@ class BeastServer final : public HttpServer {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
+    // On the I/O thread: stop accepting, close connections that wait for a request, and make
+    // every busy connection answer its request (with "Connection: close") before it ends.
     asio::post(ioc_, [this] {
+      stopping_ = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
+      // Cancel rather than close: a read that already completed still gets its answer.
+      for (beast::tcp_stream* idle : idle_) idle->socket().cancel(ignored);
     });
-    // Requests already handed to workers run to completion; then the I/O loop is stopped.
-    workers_.join();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     ioc_.stop();
     if (io_thread_.joinable()) io_thread_.join();
+    workers_.join();
   }
 
  private:
@@ -97,16 +106,19 @@ class BeastServer final : public HttpServer {
   }
 
   asio::awaitable<void> Session(tcp::socket socket) {
+    ++active_sessions_;
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    for (;;) {
+    while (!stopping_) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options_.header_limit));
       parser.body_limit(options_.body_limit);
       stream.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
       boost::system::error_code ec;
+      idle_.insert(&stream);
       co_await http::async_read(stream, buffer, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
+      idle_.erase(&stream);
       auto start = std::chrono::steady_clock::now();
       if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::connection_reset || ec == asio::error::eof ||
@@ -156,6 +168,7 @@ class BeastServer final : public HttpServer {
         LogRequest(r.method, r.path, out.status, start, request_id);
       }
       res.set("x-request-id", request_id);
+      keep_alive = keep_alive && !stopping_;
       res.keep_alive(keep_alive);
       res.prepare_payload();
       stream.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
@@ -164,6 +177,7 @@ class BeastServer final : public HttpServer {
     }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    --active_sessions_;
   }
 
   static void LogRequest(std::string_view method, std::string_view path, int status,
@@ -187,6 +201,10 @@ class BeastServer final : public HttpServer {
   std::thread io_thread_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};
+  // I/O-thread state: set by Stop()'s posted handler, read by sessions.
+  bool stopping_ = false;
+  std::set<beast::tcp_stream*> idle_;  // sessions waiting for their next request
+  std::atomic<int> active_sessions_{0};
 };
 
 }  // namespace

@@ -91,6 +91,20 @@ Result<std::optional<std::string>> Fields::OptString(std::string_view field) con
   return std::optional<std::string>(FP_TRY(String(field)));
 }
 
+Result<std::string> Fields::Description(std::string_view field) const {
+  std::string s = FP_TRY(String(field));
+  if (s.size() > 512) {
+    return Fail(BodyError(FieldPath(field),
+                          fmt::format("may contain at most 512 characters (got {})", s.size())));
+  }
+  return s;
+}
+
+Result<std::optional<std::string>> Fields::OptDescription(std::string_view field) const {
+  if (IsNullOrAbsent(field)) return std::optional<std::string>();
+  return std::optional<std::string>(FP_TRY(Description(field)));
+}
+
 Result<bool> Fields::Bool(std::string_view field) const {
   const Json* v = FP_TRY(Get(field));
   if (!v->is_boolean()) return Fail(TypeError(field, "a boolean"));

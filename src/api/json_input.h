@@ -30,6 +30,9 @@ class Fields {
   bool IsNullOrAbsent(std::string_view field) const;
   Result<std::string> String(std::string_view field) const;
   Result<std::optional<std::string>> OptString(std::string_view field) const;
+  // A description: a string of at most 512 characters.
+  Result<std::string> Description(std::string_view field) const;
+  Result<std::optional<std::string>> OptDescription(std::string_view field) const;
   Result<bool> Bool(std::string_view field) const;
   Result<std::optional<bool>> OptBool(std::string_view field) const;
   Result<Name> NameField(std::string_view field) const;

@@ -177,7 +177,7 @@ Result<db::IdentityUpdate> ParseIdentityUpdate(const Json& body) {
   Fields f(body, "");
   db::IdentityUpdate u;
   if (auto name = FP_TRY(f.OptName("name"))) u.name = name->str();
-  u.description = FP_TRY(f.OptString("description"));
+  u.description = FP_TRY(f.OptDescription("description"));
   return u;
 }
 
@@ -187,11 +187,9 @@ Result<IpRange> ParseIpRange(const Json& body) {
   IpAddr last = FP_TRY(f.Ip("last"));
   auto range = IpRange::Make(first, last);
   if (!range) {
-    // The range's own messages are the API's; name the fields for the mixed-version case.
-    if (first.version() != last.version()) {
-      return Fail(BodyError("first, last", range.error().message()));
-    }
-    return Fail(range.error());
+    // The range's own messages are the API's, prefixed with the field they are about.
+    return Fail(BodyError(first.version() != last.version() ? "first, last" : "last",
+                          range.error().message()));
   }
   return *range;
 }
@@ -245,6 +243,16 @@ Result<E> ParseEnumField(const Fields& f, std::string_view field,
 
 std::optional<IpVersion> ParseVersionText(std::string_view s) { return ParseIpVersion(s); }
 
+// The pool filters as a page-token scope, so that later pages keep the first page's filter.
+std::string FilterScope(const db::IpPoolFilter& f) {
+  return Json{{"ip_version", f.ip_version ? Json(ToString(*f.ip_version)) : Json()},
+              {"pool_type", f.pool_type ? Json(db::ToString(*f.pool_type)) : Json()},
+              {"assignment", f.assignment ? Json(db::ToString(*f.assignment)) : Json()}}
+      .dump();
+}
+
+// Filters come from the query on the first page and from the page token after that; a query
+// that names a different filter than its token is refused.
 Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
   db::IpPoolFilter f;
   f.ip_version = FP_TRY(q.OptIpVersion("ip_version"));
@@ -260,7 +268,26 @@ Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
       }
     }
   }
-  return f;
+  auto token = FP_TRY(ParsePageToken(q));
+  if (!token) return f;
+  Json scope = Json::parse(token->scope, nullptr, false);
+  if (!scope.is_object()) return Fail(BadQuery("page_token", "not a page token of this list"));
+  db::IpPoolFilter from_token;
+  if (scope.value("ip_version", Json()).is_string()) {
+    from_token.ip_version = ParseIpVersion(scope["ip_version"].get<std::string>());
+  }
+  if (scope.value("pool_type", Json()).is_string()) {
+    from_token.pool_type = db::ParsePoolType(scope["pool_type"].get<std::string>());
+  }
+  if (scope.value("assignment", Json()).is_string()) {
+    from_token.assignment = db::ParsePoolAssignment(scope["assignment"].get<std::string>());
+  }
+  bool given =
+      q.Get("ip_version") || q.Get("pool_type") || (with_assignment && q.Get("assignment"));
+  if (given && FilterScope(f) != FilterScope(from_token)) {
+    return Fail(BadQuery("page_token", "the filters differ from those of the first page"));
+  }
+  return from_token;
 }
 
 std::pair<std::string, std::string> SiloKeys(const db::Silo& s) {
@@ -292,7 +319,7 @@ void AddSiloRoutes(Router<Endpoint>& r) {
     Fields f(body, "");
     db::SiloCreate p;
     p.name = FP_TRY(f.NameField("name")).str();
-    p.description = FP_TRY(f.String("description"));
+    p.description = FP_TRY(f.Description("description"));
     p.discoverable = FP_TRY(f.Bool("discoverable"));
     p.identity_mode = FP_TRY(f.String("identity_mode"));
     if (p.identity_mode != "local_only" && p.identity_mode != "saml_jit" &&
@@ -301,6 +328,9 @@ void AddSiloRoutes(Router<Endpoint>& r) {
                             "expected one of \"local_only\", \"saml_jit\", \"saml_scim\""));
     }
     p.admin_group_name = FP_TRY(f.OptString("admin_group_name"));
+    if (p.admin_group_name && p.admin_group_name->size() > 512) {
+      return Fail(BodyError("admin_group_name", "may contain at most 512 characters"));
+    }
     Fields quotas = FP_TRY(f.Object("quotas"));
     for (const char* q : {"cpus", "memory", "storage"}) {
       auto it = body["quotas"].find(q);
@@ -348,7 +378,7 @@ void AddProjectRoutes(Router<Endpoint>& r) {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     std::string name = FP_TRY(f.NameField("name")).str();
-    std::string description = FP_TRY(f.String("description"));
+    std::string description = FP_TRY(f.Description("description"));
     return Reply{201, ProjectView(FP_TRY(c.cp.ProjectCreate(c.actor, name, description)))};
   });
   r.Add("GET", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
@@ -371,14 +401,14 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto filter = FP_TRY(ParsePoolFilter(c.query, true));
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.PoolList(c.actor, filter, page));
-    return PageReply<db::IpPool>(items, page, &IpPoolView, PoolKeys);
+    return PageReply<db::IpPool>(items, page, &IpPoolView, PoolKeys, FilterScope(filter));
   });
   r.Add("POST", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     db::PoolCreate p;
     p.name = FP_TRY(f.NameField("name")).str();
-    p.description = FP_TRY(f.String("description"));
+    p.description = FP_TRY(f.Description("description"));
     p.ip_version = FP_TRY(ParseEnumField<IpVersion>(f, "ip_version", &ParseVersionText,
                                                     IpVersion::kV4, "\"v4\", \"v6\""));
     p.pool_type = FP_TRY(ParseEnumField<db::PoolType>(
@@ -481,7 +511,8 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto filter = FP_TRY(ParsePoolFilter(c.query, false));
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.SiloScopedPoolList(c.actor, filter, page));
-    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
+    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys,
+                                     FilterScope(filter));
   });
   r.Add("GET", "/v1/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     return Reply{
@@ -513,7 +544,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     std::string name = FP_TRY(f.NameField("name")).str();
-    std::string description = FP_TRY(f.String("description"));
+    std::string description = FP_TRY(f.Description("description"));
     auto address = FP_TRY(ParseAddressAllocator(f));
     return Reply{201, FloatingIpView(FP_TRY(
                           c.cp.FloatingIpCreate(c.actor, project, name, description, address)))};
@@ -616,7 +647,17 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp) {
             req, Error::Unauthenticated("credentials missing: send \"Authorization: Bearer "
                                         "<token>\""));
       }
-      if (auth.compare(0, kBearer.size(), kBearer) != 0 || auth.size() == kBearer.size()) {
+      auto scheme_is_bearer = [&] {
+        if (auth.size() <= kBearer.size()) return false;
+        for (size_t i = 0; i < kBearer.size(); ++i) {
+          if (std::tolower(static_cast<unsigned char>(auth[i])) !=
+              std::tolower(static_cast<unsigned char>(kBearer[i]))) {
+            return false;
+          }
+        }
+        return true;
+      };
+      if (!scheme_is_bearer()) {
         return ErrorResponse(
             req, Error::Unauthenticated("credentials invalid: expected \"Authorization: Bearer "
                                         "<token>\""));

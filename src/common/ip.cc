@@ -17,7 +17,7 @@ std::optional<IpVersion> ParseIpVersion(std::string_view text) {
 }
 
 Result<IpAddr> IpAddr::Parse(std::string_view text) {
-  if (text.size() > INET6_ADDRSTRLEN) {
+  if (text.size() > INET6_ADDRSTRLEN || text.find('\0') != std::string_view::npos) {
     return Fail(Error::InvalidRequest("invalid IP address syntax"));
   }
   std::string s(text);

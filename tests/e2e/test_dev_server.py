@@ -1,11 +1,14 @@
 """The `floatplane server --dev` process contract: startup, token file, persistence across
 restarts, request log on stderr, clean exit on SIGTERM and SIGINT."""
 
+import http.client
 import json
 import re
 import signal
+import threading
+import time
 
-from e2e_helpers import (expect, explicit_ip, from_pool, link, make_fip, make_pool,
+from e2e_helpers import (expect, explicit_ip, from_pool, link, list_all, make_fip, make_pool,
                          make_project, same_ip)
 
 
@@ -120,3 +123,46 @@ def test_sigterm_stops_cleanly(server):
 
 def test_sigint_stops_cleanly(server):
     assert server.stop(signal.SIGINT) == 0
+
+
+def test_sigterm_answers_every_request_it_committed(server):
+    """Clients on keep-alive connections create projects while the server is told to stop:
+    every project that exists afterwards was acknowledged to its client (a commit whose answer
+    is lost would look like a failure to the client, which might then retry it elsewhere)."""
+    acked = set()
+    started = threading.Event()
+    lock = threading.Lock()
+
+    def client(worker):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        headers = {"Authorization": f"Bearer {server.admin_token}",
+                   "Content-Type": "application/json"}
+        for i in range(100000):
+            name = f"k{worker}-{i}"
+            try:
+                conn.request("POST", "/v1/projects",
+                             json.dumps({"name": name, "description": ""}), headers)
+                reply = conn.getresponse()
+                reply.read()
+            except (OSError, http.client.HTTPException):
+                return
+            if reply.status == 201:
+                with lock:
+                    acked.add(name)
+                    if len(acked) >= 40:
+                        started.set()
+            if reply.getheader("Connection", "").lower() == "close":
+                return
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    assert started.wait(30), "clients did not get going"
+    assert server.stop(signal.SIGTERM) == 0
+    for t in threads:
+        t.join(30)
+    server.start()
+    listed = {p["name"] for p in list_all(server.admin, "/v1/projects", limit=1000)}
+    committed = {n for n in listed if n.startswith("k")}
+    assert committed - acked == set(), "committed but never acknowledged"
+    assert acked - committed == set(), "acknowledged but lost"

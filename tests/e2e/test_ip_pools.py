@@ -72,8 +72,12 @@ def test_pool_list_filters_and_sorts(admin):
     assert listed == sorted(listed)
     assert {"ipp-list-a", "ipp-list-b"} <= set(listed)
 
-    v6_only = list_all(admin, "/v1/system/ip-pools", ip_version="v6")
-    assert all(p["ip_version"] == "v6" for p in v6_only)
+    make_pool(admin, "ipp-list-c", version="v6")
+    make_pool(admin, "ipp-list-d")
+    # One item per page: later pages carry only the page token, which must keep the filter.
+    v6_only = list_all(admin, "/v1/system/ip-pools", limit=1, ip_version="v6")
+    assert all(p["ip_version"] == "v6" for p in v6_only), v6_only
+    assert {"ipp-list-a", "ipp-list-c"} <= {p["name"] for p in v6_only}
     assert "ipp-list-a" in [p["name"] for p in v6_only]
     assert "ipp-list-b" not in [p["name"] for p in v6_only]
 
