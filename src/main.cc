@@ -1,5 +1,6 @@
 // floatplane: the control plane for external IP addresses. `floatplane server --dev` runs the
-// API server on an embedded SQLite database.
+// API server on an embedded SQLite database; `floatplane switch-agent --sim` and
+// `floatplane sled-agent --sim` run simulated dataplane agents.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -13,12 +14,18 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include "agents/sim/sled_agent_sim.h"
+#include "agents/sim/switch_agent_sim.h"
 #include "api/http_server.h"
 #include "api/log.h"
 #include "api/routes.h"
 #include "app/control_plane.h"
+#include "app/instances.h"
 #include "db/datastore.h"
+#include "nat/nat_reconciler.h"
+#include "saga/saga.h"
 
 namespace {
 
@@ -79,7 +86,108 @@ Status WriteSecretFile(const std::filesystem::path& path, const std::string& con
   return fp::Ok();
 }
 
-int RunServer(bool dev, const std::string& data_dir, const std::string& listen) {
+// Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards, so
+// that only WaitForStopSignal sees them; ignores SIGPIPE. Call before any thread starts.
+sigset_t BlockStopSignals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
+
+// Waits until SIGINT or SIGTERM arrives, and logs it.
+void WaitForStopSignal(const sigset_t& stop_signals) {
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  fp::api::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+}
+
+// The host as it appears in a URL: IPv6 addresses in brackets.
+std::string UrlHost(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+struct ServerFlags {
+  bool dev = false;
+  std::string data_dir = ".floatplane-dev";
+  std::string listen = "127.0.0.1:12220";
+  std::string switch_agent;              // URL; empty: an in-process simulated switch agent
+  std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
+  int agent_timeout_ms = 5000;
+  bool enable_test_faults = false;
+};
+
+// The agents the server drives: external ones named by URL, or simulated ones in this process
+// (reached over HTTP on loopback all the same).
+struct DataplaneProcesses {
+  std::unique_ptr<fp::agents::sim::SwitchAgentSim> switch_sim;
+  std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
+  std::unique_ptr<fp::agents::SwitchAgentClient> switch_client;
+  std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
+  fp::app::Dataplane dataplane;
+};
+
+Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, DataplaneProcesses& out) {
+  std::string switch_url = flags.switch_agent;
+  if (switch_url.empty()) {
+    out.switch_sim = FP_TRY(fp::agents::sim::SwitchAgentSim::Start({}));
+    switch_url = out.switch_sim->base_url();
+  }
+  out.switch_client = fp::agents::MakeSwitchAgentClient(switch_url, flags.agent_timeout_ms);
+  out.dataplane.switch_agent = out.switch_client.get();
+  std::vector<std::pair<std::string, std::string>> sleds;  // (serial, url)
+  if (flags.sled_agents.empty()) {
+    for (int i = 0; i < 2; ++i) {
+      fp::agents::sim::SimOptions options;
+      options.start_delay = std::chrono::milliseconds(100);
+      options.stop_delay = std::chrono::milliseconds(100);
+      out.sled_sims.push_back(FP_TRY(fp::agents::sim::SledAgentSim::Start(options)));
+      sleds.emplace_back(fmt::format("dev-sled-{}", i), out.sled_sims.back()->base_url());
+    }
+  } else {
+    for (const std::string& url : flags.sled_agents) sleds.emplace_back(url, url);
+  }
+  for (size_t i = 0; i < sleds.size(); ++i) {
+    // Underlay addresses fd00:1122:3344:101::1, :102::1, ... in sled order.
+    fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
+                                                (fp::uint128{0x101u + i} << 64) | 1u);
+    fp::db::Sled sled = FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
+    out.sled_clients.push_back(
+        fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms));
+    out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
+  }
+  fp::api::LogEvent("info", "dataplane",
+                    {{"switch_agent", switch_url},
+                     {"sled_agents", sleds.size()},
+                     {"in_process", flags.sled_agents.empty()}});
+  return fp::Ok();
+}
+
+// Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
+// --enable-test-faults: {"saga": NAME, "fail_node": N, "repeat_every_action": true,
+// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N}.
+std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
+  const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
+  if (!text) return std::nullopt;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  fp::saga::FaultPlan plan;
+  if (j.contains("saga")) plan.saga_name = j["saga"].get<std::string>();
+  if (j.contains("fail_node")) plan.fail_node = j["fail_node"].get<int>();
+  if (j.contains("repeat_undo_node")) plan.repeat_undo_node = j["repeat_undo_node"].get<int>();
+  if (j.contains("fail_undo_node")) plan.fail_undo_node = j["fail_undo_node"].get<int>();
+  if (j.contains("exit_after_node")) plan.exit_after_node = j["exit_after_node"].get<int>();
+  plan.repeat_every_action = j.value("repeat_every_action", false);
+  return plan;
+}
+
+int RunServer(const ServerFlags& flags) {
+  const bool dev = flags.dev;
+  const std::string& data_dir = flags.data_dir;
+  const std::string& listen = flags.listen;
   if (!dev) {
     std::cerr << "floatplane server: only the embedded dev mode exists so far; run "
                  "`floatplane server --dev` (see README.md)\n";
@@ -132,34 +240,100 @@ int RunServer(bool dev, const std::string& data_dir, const std::string& listen) 
     }
   }
 
-  // Block the stop signals before any thread starts, so that only sigwait() sees them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals = BlockStopSignals();
+
+  DataplaneProcesses processes;
+  if (auto s = StartDataplane(flags, **datastore, processes); !s) {
+    std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
+    return 1;
+  }
+  fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
+  fp::app::InstanceSagaDeps deps{**datastore, processes.dataplane, nat};
+  fp::saga::ActionRegistry registry;
+  fp::app::RegisterInstanceActions(registry, deps);
+  // One server per SQLite database: it is the only saga execution coordinator.
+  fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
+  if (flags.enable_test_faults) {
+    executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
+    fp::api::LogEvent("warn", "test faults enabled: this server is for tests only");
+  }
+  fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
+
+  // Finish what a previous run left unfinished before taking new requests.
+  auto recovered = executor.RecoverAll();
+  if (!recovered) {
+    std::cerr << "floatplane server: saga recovery failed: " << recovered.error().message() << "\n";
+    return 1;
+  }
+  for (const auto& [id, outcome] : *recovered) {
+    fp::api::LogEvent(
+        "info", "saga recovered",
+        {{"saga_id", id.ToString()},
+         {"outcome", outcome.kind == fp::saga::SagaResultKind::kDone      ? "done"
+                     : outcome.kind == fp::saga::SagaResultKind::kUnwound ? "unwound"
+                                                                          : "stuck"}});
+  }
+  if (auto s = nat.Sync(); !s) {
+    fp::api::LogEvent("warn", "initial NAT sync failed", {{"error", s.error().message()}});
+  }
+  instances.StartWatcher(100);
+  nat.StartBackground(2000);
 
   fp::api::HttpServerOptions options;
   options.host = address->host;
   options.port = address->port;
-  auto server = fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane));
+  auto server =
+      fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane, &instances));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     return 1;
   }
-  std::string host =
-      address->host.find(':') != std::string::npos ? "[" + address->host + "]" : address->host;
+  std::string host = UrlHost(address->host);
   std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
   fp::api::LogEvent("info", "serving",
                     {{"address", fmt::format("{}:{}", host, (*server)->port())},
                      {"data_dir", data_dir},
                      {"admin_token_file", token_file.string()}});
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  fp::api::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  WaitForStopSignal(stop_signals);
   (*server)->Stop();
+  instances.StopWatcher();
+  nat.StopBackground();
+  fp::api::LogEvent("info", "stopped");
+  return 0;
+}
+
+// `floatplane switch-agent` / `floatplane sled-agent`: serves a simulated agent (Agent is
+// SwitchAgentSim or SledAgentSim) until SIGINT or SIGTERM.
+template <typename Agent>
+int RunAgent(const std::string& command, bool sim, const std::string& listen,
+             fp::agents::sim::SimOptions options) {
+  if (!sim) {
+    std::cerr << "floatplane " << command << ": only the simulated agent exists so far; run "
+              << "`floatplane " << command << " --sim`\n";
+    return 2;
+  }
+  auto address = ParseListen(listen);
+  if (!address) {
+    std::cerr << "floatplane " << command << ": " << address.error().message() << "\n";
+    return 2;
+  }
+  options.host = address->host;
+  options.port = address->port;
+
+  sigset_t stop_signals = BlockStopSignals();
+  auto agent = Agent::Start(options);
+  if (!agent) {
+    std::cerr << "floatplane " << command << ": " << agent.error().message() << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << (*agent)->base_url() << std::endl;
+  fp::api::LogEvent("info", "serving",
+                    {{"agent", command},
+                     {"address", fmt::format("{}:{}", UrlHost(address->host), (*agent)->port())}});
+
+  WaitForStopSignal(stop_signals);
+  (*agent)->Stop();
   fp::api::LogEvent("info", "stopped");
   return 0;
 }
@@ -170,19 +344,73 @@ int main(int argc, char** argv) {
   CLI::App app{"floatplane: the control plane for cloud VMs' public IP addresses"};
   app.require_subcommand(1);
 
-  bool dev = false;
-  std::string data_dir = ".floatplane-dev";
-  std::string listen = "127.0.0.1:12220";
+  ServerFlags flags;
   CLI::App* server = app.add_subcommand("server", "Run the API server");
-  server->add_flag("--dev", dev,
+  server->add_flag("--dev", flags.dev,
                    "Embedded mode: SQLite database in --data-dir; creates silo `default` and a "
                    "fleet admin token (DATA_DIR/admin-token) on first start");
-  server->add_option("--data-dir", data_dir, "Directory for the database and admin-token")
+  // The last occurrence wins, so wrappers (scripts/dev) can pass defaults that users override.
+  server->add_option("--data-dir", flags.data_dir, "Directory for the database and admin-token")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server->add_option("--switch-agent", flags.switch_agent,
+                     "URL of the switch agent (default: a simulated one in this process)");
+  server->add_option("--sled-agent", flags.sled_agents,
+                     "URL of a sled agent; repeat for each sled (default: two simulated ones in "
+                     "this process)");
+  server
+      ->add_option("--agent-timeout-ms", flags.agent_timeout_ms,
+                   "Deadline of every call to an agent")
+      ->check(CLI::Range(50, 60000))
       ->capture_default_str();
-  server->add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free port)")
+  server->add_flag("--enable-test-faults", flags.enable_test_faults,
+                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS");
+
+  bool switch_sim = false;
+  std::string switch_listen = "127.0.0.1:0";
+  CLI::App* switch_agent =
+      app.add_subcommand("switch-agent", "Run a switch agent (the rack switch's NAT table)");
+  switch_agent->add_flag("--sim", switch_sim, "Simulated: the NAT table in memory");
+  switch_agent
+      ->add_option("--listen", switch_listen,
+                   "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
+      ->capture_default_str();
+
+  bool sled_sim = false;
+  std::string sled_listen = "127.0.0.1:0";
+  int64_t start_delay_ms = 200;
+  int64_t stop_delay_ms = 200;
+  CLI::App* sled_agent =
+      app.add_subcommand("sled-agent", "Run a sled agent (instances and their external IPs)");
+  sled_agent->add_flag("--sim", sled_sim, "Simulated: instances and their ports in memory");
+  sled_agent
+      ->add_option("--listen", sled_listen,
+                   "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
+      ->capture_default_str();
+  sled_agent
+      ->add_option("--start-delay-ms", start_delay_ms,
+                   "How long an instance stays starting before it runs")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
+      ->capture_default_str();
+  sled_agent
+      ->add_option("--stop-delay-ms", stop_delay_ms,
+                   "How long an instance stays stopping before it is stopped")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
       ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
-  if (server->parsed()) return RunServer(dev, data_dir, listen);
+  if (server->parsed()) return RunServer(flags);
+  if (switch_agent->parsed()) {
+    return RunAgent<fp::agents::sim::SwitchAgentSim>("switch-agent", switch_sim, switch_listen, {});
+  }
+  if (sled_agent->parsed()) {
+    fp::agents::sim::SimOptions options;
+    options.start_delay = std::chrono::milliseconds(start_delay_ms);
+    options.stop_delay = std::chrono::milliseconds(stop_delay_ms);
+    return RunAgent<fp::agents::sim::SledAgentSim>("sled-agent", sled_sim, sled_listen, options);
+  }
   return 2;
 }

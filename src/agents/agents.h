@@ -7,14 +7,16 @@
 // Every client call has a deadline; an agent that does not answer in time, refuses the
 // connection or answers 5xx gives ServiceUnavailable whose message names the agent and its
 // address. A 4xx answer (a request the agent considers wrong) gives Internal.
+//
+// The wire types below convert to and from JSON; FromJson never throws and returns
+// InvalidRequest naming the offending field (e.g. `field "entries[2].first_port": ...`).
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/ip.h"
@@ -42,11 +44,21 @@ struct NatChange {
   NatEntry entry;
   int64_t gen = 0;
   bool deleted = false;
+
+  bool operator==(const NatChange&) const = default;
+  // {"entry": {...}, "gen": G, "deleted": bool}
+  nlohmann::json ToJson() const;
+  static Result<NatChange> FromJson(const nlohmann::json& j);
 };
 
 struct NatTable {
   int64_t generation = 0;
   std::vector<NatEntry> entries;
+
+  bool operator==(const NatTable&) const = default;
+  // {"generation": N, "entries": [...]}
+  nlohmann::json ToJson() const;
+  static Result<NatTable> FromJson(const nlohmann::json& j);
 };
 
 class SwitchAgentClient {
@@ -81,15 +93,22 @@ struct InstanceSpec {
   int snat_first_port = 0;
   int snat_last_port = 0;
 
+  bool operator==(const InstanceSpec&) const = default;
   nlohmann::json ToJson() const;
   static Result<InstanceSpec> FromJson(const nlohmann::json& j);
 };
 
+// An instance as its sled sees it. `external_ips` are the addresses on the VM's port: the
+// floating and ephemeral addresses in the order they were added, then the SNAT address last if
+// the instance has one; `snat_ip` says which one that is (an addition to the wire format:
+// tools that only read `external_ips` see every address the port answers on).
 struct SledInstance {
   Uuid id;
   VmState state = VmState::kStopped;
   std::vector<IpAddr> external_ips;
+  std::optional<IpAddr> snat_ip;
 
+  bool operator==(const SledInstance&) const = default;
   nlohmann::json ToJson() const;
   static Result<SledInstance> FromJson(const nlohmann::json& j);
 };

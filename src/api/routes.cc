@@ -28,6 +28,12 @@ struct Ctx {
   const Query& query;
   const app::Actor& actor;
   app::ControlPlane& cp;
+  app::Instances* instances;
+
+  Result<app::Instances*> Compute() const {
+    if (!instances) return Fail(Error::Unavailable("this server runs without sled agents"));
+    return instances;
+  }
 
   Result<NameOrId> PathNameOrId(const std::string& name) const {
     auto it = params.find(name);
@@ -568,6 +574,249 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
   });
 }
 
+std::pair<std::string, std::string> InstanceKeys(const db::Instance& i) {
+  return {i.name, i.id.ToString()};
+}
+
+// Hostname: RFC 1123 labels separated by dots, at most 253 characters.
+Status CheckHostname(const std::string& h) {
+  auto bad = [] {
+    return BodyError("hostname",
+                     "must be DNS labels of letters, digits and '-' "
+                     "separated by '.', at most 253 characters");
+  };
+  if (h.empty() || h.size() > 253) return Fail(bad());
+  size_t start = 0;
+  while (start <= h.size()) {
+    size_t dot = h.find('.', start);
+    std::string_view label(h.data() + start, (dot == std::string::npos ? h.size() : dot) - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return Fail(bad());
+    }
+    for (char ch : label) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') return Fail(bad());
+    }
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return Ok();
+}
+
+Result<int64_t> PositiveInt(const Fields& f, const Json& body, std::string_view field,
+                            int64_t max) {
+  if (!f.Has(field)) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("unable to parse JSON body: missing field \"{}\"", f.FieldPath(field))));
+  }
+  const Json& v = body[std::string(field)];
+  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > max) {
+    return Fail(
+        BodyError(f.FieldPath(field), fmt::format("expected an integer from 1 to {}", max)));
+  }
+  return v.get<int64_t>();
+}
+
+// Validates `external_ips` of InstanceCreate up front (omicron-behaviour.md §2.3).
+Status CheckRequestedExternalIps(const Ctx& c, const Json& body) {
+  auto it = body.find("external_ips");
+  if (it == body.end() || it->is_null()) return Ok();
+  if (!it->is_array()) return Fail(BodyError("external_ips", "expected an array"));
+  if (it->size() > 32) {
+    return Fail(
+        Error::InvalidRequest("An instance may not have more than 32 external IP addresses"));
+  }
+  std::vector<db::PoolSelector> ephemeral;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& item = (*it)[i];
+    std::string path = fmt::format("external_ips[{}]", i);
+    if (!item.is_object()) return Fail(BodyError(path, "expected an object"));
+    Fields f(item, path);
+    std::string type = FP_TRY(f.String("type"));
+    if (type == "ephemeral") {
+      db::PoolSelector sel;
+      if (!f.IsNullOrAbsent("pool_selector")) {
+        sel = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
+      }
+      ephemeral.push_back(sel);
+    } else if (type == "floating") {
+      FP_TRY(f.NameOrIdField("floating_ip"));
+    } else {
+      return Fail(BodyError(f.FieldPath("type"), "expected \"ephemeral\" or \"floating\""));
+    }
+  }
+  if (ephemeral.size() > 2) {
+    return Fail(
+        Error::InvalidRequest("An instance may not have more than 2 ephemeral IP addresses"));
+  }
+  if (ephemeral.size() == 2) {
+    using Mode = db::PoolSelector::Mode;
+    const auto& a = ephemeral[0];
+    const auto& b = ephemeral[1];
+    auto vague = [](const db::PoolSelector& s) {
+      return s.mode == Mode::kDefault && !s.ip_version;
+    };
+    if (vague(a) || vague(b)) {
+      return Fail(Error::InvalidRequest(
+          "when requesting two ephemeral IPs, IP version or explicit pool name must be specified "
+          "on each"));
+    }
+    auto version_of = [&](const db::PoolSelector& s) -> Result<IpVersion> {
+      if (s.mode == Mode::kDefault) return *s.ip_version;
+      return FP_TRY(c.cp.SiloScopedPoolView(c.actor, *s.pool)).pool.ip_version;
+    };
+    if (a.mode == Mode::kDefault && b.mode == Mode::kDefault) {
+      if (*a.ip_version == *b.ip_version) {
+        return Fail(Error::InvalidRequest(fmt::format(
+            "cannot request two ephemeral IPs of the same version ({})", ToString(*a.ip_version))));
+      }
+    } else if (a.mode == Mode::kExplicitPool && b.mode == Mode::kExplicitPool) {
+      if (a.pool->ToString() == b.pool->ToString()) {
+        return Fail(Error::InvalidRequest("cannot request two ephemeral IPs from the same pool"));
+      }
+      IpVersion va = FP_TRY(version_of(a));
+      if (va == FP_TRY(version_of(b))) {
+        return Fail(Error::InvalidRequest(fmt::format(
+            "cannot request two ephemeral IPs of the same version ({0}): both pools are {0}",
+            ToString(va))));
+      }
+    } else {
+      IpVersion va = FP_TRY(version_of(a));
+      if (va == FP_TRY(version_of(b))) {
+        return Fail(Error::InvalidRequest(fmt::format(
+            "cannot request two ephemeral IPs of the same version ({0}): explicit pool and auto "
+            "selection both specify {0}",
+            ToString(va))));
+      }
+    }
+  }
+  if (!it->empty()) {
+    // Attaching at create comes with live attach; refusing beats silently dropping them.
+    return Fail(BodyError("external_ips",
+                          "attaching external IPs when creating an instance is not supported by "
+                          "this version of floatplane; create the instance, then attach them"));
+  }
+  return Ok();
+}
+
+void AddInstanceRoutes(Router<Endpoint>& r) {
+  r.Add("GET", "/v1/instances", [](const Ctx& c) -> Result<Reply> {
+    auto page = FP_TRY(ParsePage(c.query));
+    auto token = FP_TRY(ParsePageToken(c.query));
+    auto given = FP_TRY(c.query.OptNameOrId("project"));
+    NameOrId project = given ? *given : NameOrId(Uuid());
+    if (!given) {
+      auto scoped = token ? Uuid::Parse(token->scope) : std::nullopt;
+      if (!scoped) return Fail(BadQuery("project", "required"));
+      project = NameOrId(*scoped);
+    }
+    auto items = FP_TRY(FP_TRY(c.Compute())->List(c.actor, project, page));
+    std::string scope = items.empty() ? std::string() : items.front().project_id.ToString();
+    return PageReply<db::Instance>(items, page, &InstanceView, InstanceKeys, scope);
+  });
+  r.Add("POST", "/v1/instances", [](const Ctx& c) -> Result<Reply> {
+    auto project = FP_TRY(c.query.RequiredNameOrId("project"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    app::InstanceCreateParams p;
+    p.name = FP_TRY(f.NameField("name")).str();
+    p.description = FP_TRY(f.Description("description"));
+    p.hostname = FP_TRY(f.String("hostname"));
+    FP_CHECK_OK(CheckHostname(p.hostname));
+    p.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
+    p.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
+    if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
+    if (!f.IsNullOrAbsent("network_interfaces")) {
+      Fields nics = FP_TRY(f.Object("network_interfaces"));
+      std::string type = FP_TRY(nics.String("type"));
+      if (type == "default_ipv4") {
+        p.nic = db::NicKind::kIpv4;
+      } else if (type == "default_ipv6") {
+        p.nic = db::NicKind::kIpv6;
+      } else if (type == "default_dual_stack") {
+        p.nic = db::NicKind::kDualStack;
+      } else if (type == "none") {
+        p.nic = db::NicKind::kNone;
+      } else if (type == "create") {
+        return Fail(BodyError("network_interfaces.type",
+                              "\"create\" is not supported; use \"default_ipv4\", "
+                              "\"default_ipv6\", \"default_dual_stack\" or \"none\""));
+      } else {
+        return Fail(BodyError("network_interfaces.type",
+                              "expected one of \"default_ipv4\", \"default_ipv6\", "
+                              "\"default_dual_stack\", \"none\", \"create\""));
+      }
+    }
+    FP_CHECK_OK(CheckRequestedExternalIps(c, body));
+    auto* compute = FP_TRY(c.Compute());
+    return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
+  });
+  r.Add("GET", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
+    auto instance = FP_TRY(c.PathNameOrId("instance"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    return Reply{200,
+                 InstanceView(FP_TRY(FP_TRY(c.Compute())->Lookup(c.actor, instance, project)))};
+  });
+  r.Add("PUT", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
+    auto instance = FP_TRY(c.PathNameOrId("instance"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    db::InstanceUpdate u;
+    u.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
+    u.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
+    return Reply{200,
+                 InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, u)))};
+  });
+  r.Add("DELETE", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
+    auto instance = FP_TRY(c.PathNameOrId("instance"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
+    return Reply{204, nullptr};
+  });
+  using Op = Result<db::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
+                                                      const std::optional<NameOrId>&);
+  for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
+                          std::pair<const char*, Op>{"stop", &app::Instances::Stop},
+                          std::pair<const char*, Op>{"reboot", &app::Instances::Reboot}}) {
+    r.Add("POST", fmt::format("/v1/instances/{{instance}}/{}", verb),
+          [op = op](const Ctx& c) -> Result<Reply> {
+            auto instance = FP_TRY(c.PathNameOrId("instance"));
+            auto project = FP_TRY(c.query.OptNameOrId("project"));
+            app::Instances* compute = FP_TRY(c.Compute());
+            return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
+          });
+  }
+  r.Add("POST", "/v1/system/instances/{instance}/migrate", [](const Ctx& c) -> Result<Reply> {
+    auto instance = FP_TRY(c.PathNameOrId("instance"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    std::string dst_text = FP_TRY(f.String("dst_sled_id"));
+    auto dst = Uuid::Parse(dst_text);
+    if (!dst) return Fail(BodyError("dst_sled_id", "expected a UUID"));
+    return Reply{
+        202, InstanceView(FP_TRY(FP_TRY(c.Compute())->Migrate(c.actor, instance, project, *dst)))};
+  });
+  r.Add("GET", "/v1/system/hardware/sleds", [](const Ctx& c) -> Result<Reply> {
+    auto sleds = FP_TRY(FP_TRY(c.Compute())->SledList(c.actor));
+    Json items = Json::array();
+    for (const auto& s : sleds) items.push_back(SledView(s));
+    return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
+  });
+  r.Add("GET", "/v1/system/hardware/sleds/{sled_id}", [](const Ctx& c) -> Result<Reply> {
+    return Reply{
+        200,
+        SledView(FP_TRY(FP_TRY(c.Compute())->SledView(c.actor, FP_TRY(c.PathUuid("sled_id")))))};
+  });
+  r.Add("GET", "/v1/system/hardware/sleds/{sled_id}/instances", [](const Ctx& c) -> Result<Reply> {
+    auto list = FP_TRY(FP_TRY(c.Compute())->SledInstances(c.actor, FP_TRY(c.PathUuid("sled_id"))));
+    Json items = Json::array();
+    for (const auto& s : list)
+      items.push_back(SledInstanceView(s.instance, s.project_name, s.silo_name));
+    return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
+  });
+}
+
 void AddTokenRoutes(Router<Endpoint>& r) {
   r.Add("POST", "/v1/system/tokens", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
@@ -617,15 +866,16 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
 
 }  // namespace
 
-HttpHandler MakeApiHandler(app::ControlPlane& cp) {
+HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
   auto router = std::make_shared<Router<Endpoint>>();
   AddSiloRoutes(*router);
   AddProjectRoutes(*router);
   AddPoolRoutes(*router);
   AddFloatingIpRoutes(*router);
   AddTokenRoutes(*router);
+  AddInstanceRoutes(*router);
 
-  return [router, &cp](const HttpRequest& req) -> HttpResponse {
+  return [router, &cp, instances](const HttpRequest& req) -> HttpResponse {
     try {
       if (req.method == "GET" && req.path == "/v1/ping") {
         return JsonResponse(200, Json{{"status", "ok"}});
@@ -666,7 +916,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp) {
       if (!actor) return ErrorResponse(req, actor.error());
       auto query = Query::Parse(req.query);
       if (!query) return ErrorResponse(req, query.error());
-      Ctx ctx{req, match->params, *query, *actor, cp};
+      Ctx ctx{req, match->params, *query, *actor, cp, instances};
       auto reply = (*match->target)(ctx);
       if (!reply) return ErrorResponse(req, reply.error());
       return JsonResponse(reply->status, reply->body);

@@ -2,12 +2,14 @@
 
 #include "api/http_server.h"
 #include "app/control_plane.h"
+#include "app/instances.h"
 
 namespace fp::api {
 
 // The Oxide public API (the subset floatplane serves) plus floatplane's `/v1/system/tokens`
 // extension, as one HTTP handler. Authenticates every request but `GET /v1/ping`, maps errors
 // to the Oxide error body, and never lets an exception escape.
-HttpHandler MakeApiHandler(app::ControlPlane& control_plane);
+// `instances` may be null (no dataplane): instance and sled endpoints then answer 503.
+HttpHandler MakeApiHandler(app::ControlPlane& control_plane, app::Instances* instances);
 
 }  // namespace fp::api

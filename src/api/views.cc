@@ -72,6 +72,53 @@ Json FloatingIpView(const db::ExternalIp& e) {
   return j;
 }
 
+Json InstanceView(const db::Instance& i) {
+  Json j = Identity(i.id, i.name, i.description, i.time_created, i.time_modified);
+  j["project_id"] = i.project_id.ToString();
+  j["hostname"] = i.hostname;
+  j["ncpus"] = i.ncpus;
+  j["memory"] = i.memory;
+  j["run_state"] = i.run_state;
+  j["time_run_state_updated"] = FormatRfc3339(i.time_run_state_updated);
+  j["auto_restart_enabled"] = false;
+  j["auto_restart_policy"] = nullptr;
+  j["auto_restart_cooldown_expiration"] = nullptr;
+  j["time_last_auto_restarted"] = nullptr;
+  j["boot_disk_id"] = nullptr;
+  j["cpu_platform"] = nullptr;
+  j["enable_jumbo_frames"] = false;
+  return j;
+}
+
+Json SledView(const db::Sled& s) {
+  return Json{
+      {"id", s.id.ToString()},
+      {"baseboard", {{"part", "floatplane-sim-sled"}, {"revision", 0}, {"serial", s.serial}}},
+      {"policy", {{"kind", "in_service"}, {"provision_policy", "provisionable"}}},
+      // One rack; its id is fixed so that views are stable across restarts.
+      {"rack_id", "c19a698f-c6f9-4a17-ae30-20d711b8f7dc"},
+      {"state", "active"},
+      {"time_created", FormatRfc3339(s.time_created)},
+      {"time_modified", FormatRfc3339(s.time_modified)},
+      {"usable_hardware_threads", 64},
+      {"usable_physical_ram", int64_t{512} << 30}};
+}
+
+Json SledInstanceView(const db::Instance& i, const std::string& project_name,
+                      const std::string& silo_name) {
+  return Json{{"id", i.id.ToString()},
+              {"active_sled_id", i.sled_id ? i.sled_id->ToString() : std::string()},
+              {"memory", i.memory},
+              {"migration_id", i.migration_id ? Json(i.migration_id->ToString()) : Json(nullptr)},
+              {"name", i.name},
+              {"ncpus", i.ncpus},
+              {"project_name", project_name},
+              {"silo_name", silo_name},
+              {"state", i.run_state},
+              {"time_created", FormatRfc3339(i.time_created)},
+              {"time_modified", FormatRfc3339(i.time_modified)}};
+}
+
 Json UtilizationView(const db::PoolUtilization& u) {
   return Json{{"capacity", u.capacity}, {"remaining", u.remaining}};
 }

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "db/instances.h"
 #include "db/models.h"
 
 namespace fp::api {
@@ -17,5 +18,9 @@ nlohmann::json IpPoolRangeView(const db::IpPoolRange& r);
 nlohmann::json SiloLinkView(const db::SiloLink& l);
 nlohmann::json FloatingIpView(const db::ExternalIp& e);
 nlohmann::json UtilizationView(const db::PoolUtilization& u);
+nlohmann::json InstanceView(const db::Instance& i);
+nlohmann::json SledView(const db::Sled& s);
+nlohmann::json SledInstanceView(const db::Instance& i, const std::string& project_name,
+                                const std::string& silo_name);
 
 }  // namespace fp::api

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "db/in_transaction.h"
+#include "db/instances.h"
 
 namespace fp::db {
 
@@ -124,6 +125,25 @@ Result<Uuid> PoolOfAddress(Tx& tx, const Uuid& silo_id, const IpAddr& ip) {
 }
 
 }  // namespace
+
+Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM external_ip e WHERE e.id = ?", kExternalIpColumns), id));
+  if (!row) return Fail(Error::NotFoundById("external-ip", id.ToString()));
+  return ExternalIpFromRow(*row);
+}
+
+Result<std::vector<ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id) {
+  std::vector<ExternalIp> out;
+  for (const Row& r :
+       FP_TRY(tx.Query(fmt::format("SELECT {} FROM external_ip e WHERE e.parent_id = ? AND "
+                                   "e.time_deleted IS NULL ORDER BY e.kind DESC, e.ip",
+                                   kExternalIpColumns),
+                       instance_id))) {
+    out.push_back(FP_TRY(ExternalIpFromRow(r)));
+  }
+  return out;
+}
 
 Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& p,
                                       const std::function<void(std::string_view)>& sync_point) {

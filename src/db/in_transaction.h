@@ -17,4 +17,7 @@ Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);
 Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& params,
                                       const std::function<void(std::string_view)>& sync_point);
 
+// The external IP row with this id, live or not; NotFound if there is none.
+Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
+
 }  // namespace fp::db

@@ -15,7 +15,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 2> kMigrations = {
+constexpr std::array<std::string_view, 3> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -178,6 +178,92 @@ CREATE TABLE saga_node_event (
   time_created INTEGER NOT NULL,
   PRIMARY KEY (saga_id, node_index, event_type)
 ) STRICT, WITHOUT ROWID;
+)sql",
+    // 3: sleds, VPCs, instances and their network interfaces, and the versioned NAT table.
+    R"sql(
+CREATE TABLE sled (
+  id TEXT PRIMARY KEY,
+  serial TEXT NOT NULL UNIQUE,
+  agent_url TEXT NOT NULL,
+  underlay_address BLOB NOT NULL,
+  time_created INTEGER NOT NULL,
+  time_modified INTEGER NOT NULL
+) STRICT;
+
+-- Monotonic counters (VNIs, MACs, NAT versions), each bumped inside the writing transaction
+-- so values are assigned in commit order.
+CREATE TABLE counter (
+  name TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE vpc (
+  id TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL UNIQUE REFERENCES project (id),
+  vni INTEGER NOT NULL UNIQUE,
+  ipv6_prefix BLOB NOT NULL,
+  time_created INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE instance (
+  id TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL REFERENCES project (id),
+  name TEXT NOT NULL,
+  description TEXT NOT NULL,
+  hostname TEXT NOT NULL,
+  ncpus INTEGER NOT NULL,
+  memory INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('creating', 'no_vmm', 'vmm', 'failed', 'destroyed')),
+  run_state TEXT NOT NULL,
+  sled_id TEXT REFERENCES sled (id),
+  migration_id TEXT,
+  time_run_state_updated INTEGER NOT NULL,
+  time_created INTEGER NOT NULL,
+  time_modified INTEGER NOT NULL,
+  time_deleted INTEGER
+) STRICT;
+CREATE UNIQUE INDEX instance_by_name ON instance (project_id, name) WHERE time_deleted IS NULL;
+CREATE INDEX instance_by_sled ON instance (sled_id) WHERE time_deleted IS NULL;
+
+CREATE TABLE network_interface (
+  id TEXT PRIMARY KEY,
+  instance_id TEXT NOT NULL REFERENCES instance (id),
+  vpc_id TEXT NOT NULL REFERENCES vpc (id),
+  name TEXT NOT NULL,
+  mac TEXT NOT NULL,
+  ipv4 BLOB,
+  ipv6 BLOB,
+  is_primary INTEGER NOT NULL,
+  time_created INTEGER NOT NULL,
+  time_deleted INTEGER
+) STRICT;
+CREATE UNIQUE INDEX nic_by_mac ON network_interface (mac) WHERE time_deleted IS NULL;
+CREATE UNIQUE INDEX nic_by_ipv4 ON network_interface (vpc_id, ipv4)
+  WHERE time_deleted IS NULL AND ipv4 IS NOT NULL;
+CREATE UNIQUE INDEX nic_by_ipv6 ON network_interface (vpc_id, ipv6)
+  WHERE time_deleted IS NULL AND ipv6 IS NOT NULL;
+CREATE INDEX nic_by_instance ON network_interface (instance_id) WHERE time_deleted IS NULL;
+
+-- The desired NAT state of the switches as a versioned log: rows are soft-deleted once, never
+-- updated otherwise; version_added and version_removed come from the 'nat_version' counter.
+CREATE TABLE nat_entry (
+  id TEXT PRIMARY KEY,
+  external_ip BLOB NOT NULL,
+  first_port INTEGER NOT NULL,
+  last_port INTEGER NOT NULL,
+  sled_address BLOB NOT NULL,
+  vni INTEGER NOT NULL,
+  mac TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  version_added INTEGER NOT NULL UNIQUE,
+  version_removed INTEGER UNIQUE,
+  time_created INTEGER NOT NULL,
+  time_deleted INTEGER
+) STRICT;
+CREATE UNIQUE INDEX nat_entry_live ON nat_entry (external_ip, first_port, last_port)
+  WHERE version_removed IS NULL;
+CREATE INDEX nat_entry_by_instance ON nat_entry (instance_id) WHERE version_removed IS NULL;
+CREATE INDEX nat_entry_removed ON nat_entry (version_removed) WHERE version_removed IS NOT NULL;
 )sql",
 };
 

@@ -1,0 +1,454 @@
+// The agents' wire types as JSON, and the HTTP clients of the switch and sled agents.
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <limits>
+
+#include "agents/agents.h"
+#include "agents/http_client.h"
+
+namespace fp::agents {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t kMaxVni = (int64_t{1} << 24) - 1;
+
+// Typed access to the fields of one JSON object; every error is InvalidRequest and names the
+// field by its full path (e.g. `field "entries[2].first_port": expected an integer`).
+class JsonFields {
+ public:
+  static Result<JsonFields> Of(const Json& j, std::string path) {
+    if (!j.is_object()) {
+      return Fail(Error::InvalidRequest(
+          path.empty() ? std::string("expected a JSON object")
+                       : fmt::format("field \"{}\": expected an object", path)));
+    }
+    return JsonFields(j, std::move(path));
+  }
+
+  std::string PathOf(std::string_view field) const {
+    return path_.empty() ? std::string(field) : fmt::format("{}.{}", path_, field);
+  }
+
+  Error Invalid(std::string_view field, std::string_view problem) const {
+    return Error::InvalidRequest(fmt::format("field \"{}\": {}", PathOf(field), problem));
+  }
+
+  bool IsNullOrAbsent(std::string_view field) const {
+    auto it = obj_.find(field);
+    return it == obj_.end() || it->is_null();
+  }
+
+  Result<const Json*> Get(std::string_view field) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end()) {
+      return Fail(Error::InvalidRequest(fmt::format("missing field \"{}\"", PathOf(field))));
+    }
+    return &*it;
+  }
+
+  Result<std::string> String(std::string_view field) const {
+    const Json* v = FP_TRY(Get(field));
+    if (!v->is_string()) return Fail(Invalid(field, "expected a string"));
+    return v->get<std::string>();
+  }
+
+  Result<int64_t> Int(std::string_view field, int64_t min, int64_t max) const {
+    const Json* v = FP_TRY(Get(field));
+    if (!v->is_number_integer()) return Fail(Invalid(field, "expected an integer"));
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Fail(Invalid(field, fmt::format("expected an integer from {} to {}", min, max)));
+    }
+    int64_t n = v->get<int64_t>();
+    if (n < min || n > max) {
+      return Fail(Invalid(field, fmt::format("expected an integer from {} to {}", min, max)));
+    }
+    return n;
+  }
+
+  Result<int64_t> OptInt(std::string_view field, int64_t min, int64_t max, int64_t absent) const {
+    if (IsNullOrAbsent(field)) return absent;
+    return Int(field, min, max);
+  }
+
+  Result<bool> Bool(std::string_view field) const {
+    const Json* v = FP_TRY(Get(field));
+    if (!v->is_boolean()) return Fail(Invalid(field, "expected a boolean"));
+    return v->get<bool>();
+  }
+
+  Result<IpAddr> Ip(std::string_view field) const {
+    std::string text = FP_TRY(String(field));
+    auto ip = IpAddr::Parse(text);
+    if (!ip) return Fail(Invalid(field, ip.error().message()));
+    return *ip;
+  }
+
+  Result<std::optional<IpAddr>> OptIp(std::string_view field) const {
+    if (IsNullOrAbsent(field)) return std::optional<IpAddr>();
+    return Ip(field);
+  }
+
+  Result<Uuid> Id(std::string_view field) const {
+    std::string text = FP_TRY(String(field));
+    auto id = Uuid::Parse(text);
+    if (!id) return Fail(Invalid(field, fmt::format("invalid UUID \"{}\"", text)));
+    return *id;
+  }
+
+  Result<std::string> Mac(std::string_view field) const {
+    std::string text = FP_TRY(String(field));
+    bool ok = text.size() == 17;
+    for (size_t i = 0; ok && i < text.size(); ++i) {
+      ok = i % 3 == 2 ? text[i] == ':' : std::isxdigit(static_cast<unsigned char>(text[i])) != 0;
+    }
+    if (!ok) {
+      return Fail(Invalid(field, fmt::format("invalid MAC address \"{}\" (expected "
+                                             "six hex pairs separated by ':')",
+                                             text)));
+    }
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  }
+
+  // The elements of an array-valued field, each with its path ("entries[2]").
+  Result<std::vector<std::pair<const Json*, std::string>>> Array(std::string_view field) const {
+    const Json* v = FP_TRY(Get(field));
+    if (!v->is_array()) return Fail(Invalid(field, "expected an array"));
+    std::vector<std::pair<const Json*, std::string>> out;
+    out.reserve(v->size());
+    for (size_t i = 0; i < v->size(); ++i) {
+      out.emplace_back(&(*v)[i], fmt::format("{}[{}]", PathOf(field), i));
+    }
+    return out;
+  }
+
+  Result<std::vector<IpAddr>> IpList(std::string_view field) const {
+    std::vector<IpAddr> out;
+    for (const auto& [element, path] : FP_TRY(Array(field))) {
+      if (!element->is_string()) {
+        return Fail(Error::InvalidRequest(fmt::format("field \"{}\": expected a string", path)));
+      }
+      auto ip = IpAddr::Parse(element->get<std::string>());
+      if (!ip) {
+        return Fail(
+            Error::InvalidRequest(fmt::format("field \"{}\": {}", path, ip.error().message())));
+      }
+      out.push_back(*ip);
+    }
+    return out;
+  }
+
+ private:
+  JsonFields(const Json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
+
+  const Json& obj_;
+  std::string path_;
+};
+
+Json IpList(const std::vector<IpAddr>& ips) {
+  Json out = Json::array();
+  for (const IpAddr& ip : ips) out.push_back(ip.ToString());
+  return out;
+}
+
+Json OptIp(const std::optional<IpAddr>& ip) { return ip ? Json(ip->ToString()) : Json(nullptr); }
+
+Result<NatEntry> ParseNatEntry(const Json& j, std::string path) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, std::move(path)));
+  NatEntry e;
+  e.external_ip = FP_TRY(f.Ip("external_ip"));
+  e.first_port = static_cast<int>(FP_TRY(f.Int("first_port", 0, 65535)));
+  e.last_port = static_cast<int>(FP_TRY(f.Int("last_port", 0, 65535)));
+  if (e.first_port > e.last_port) {
+    return Fail(f.Invalid("last_port", fmt::format("must not be below first_port ({} < {})",
+                                                   e.last_port, e.first_port)));
+  }
+  e.sled_address = FP_TRY(f.Ip("sled_address"));
+  e.vni = FP_TRY(f.Int("vni", 0, kMaxVni));
+  e.mac = FP_TRY(f.Mac("mac"));
+  return e;
+}
+
+Result<NatChange> ParseNatChange(const Json& j, std::string path) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, path));
+  NatChange c;
+  c.entry = FP_TRY(ParseNatEntry(*FP_TRY(f.Get("entry")), f.PathOf("entry")));
+  c.gen = FP_TRY(f.Int("gen", 1, std::numeric_limits<int64_t>::max()));
+  c.deleted = FP_TRY(f.Bool("deleted"));
+  return c;
+}
+
+Result<SledInstance> ParseSledInstance(const Json& j, std::string path) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, std::move(path)));
+  SledInstance s;
+  s.id = FP_TRY(f.Id("id"));
+  std::string state = FP_TRY(f.String("state"));
+  auto parsed = ParseVmState(state);
+  if (!parsed) return Fail(f.Invalid("state", fmt::format("unknown state \"{}\"", state)));
+  s.state = *parsed;
+  s.external_ips = FP_TRY(f.IpList("external_ips"));
+  s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
+  return s;
+}
+
+}  // namespace
+
+// ---- wire types ----
+
+Json NatEntry::ToJson() const {
+  return {{"external_ip", external_ip.ToString()},
+          {"first_port", first_port},
+          {"last_port", last_port},
+          {"sled_address", sled_address.ToString()},
+          {"vni", vni},
+          {"mac", mac}};
+}
+
+Result<NatEntry> NatEntry::FromJson(const Json& j) { return ParseNatEntry(j, ""); }
+
+Json NatChange::ToJson() const {
+  return {{"entry", entry.ToJson()}, {"gen", gen}, {"deleted", deleted}};
+}
+
+Result<NatChange> NatChange::FromJson(const Json& j) { return ParseNatChange(j, ""); }
+
+Json NatTable::ToJson() const {
+  Json list = Json::array();
+  for (const NatEntry& e : entries) list.push_back(e.ToJson());
+  return {{"generation", generation}, {"entries", std::move(list)}};
+}
+
+Result<NatTable> NatTable::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  NatTable t;
+  t.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+  for (const auto& [element, path] : FP_TRY(f.Array("entries"))) {
+    t.entries.push_back(FP_TRY(ParseNatEntry(*element, path)));
+  }
+  return t;
+}
+
+namespace {
+constexpr std::array<std::pair<VmState, std::string_view>, 6> kVmStateNames = {{
+    {VmState::kStarting, "starting"},
+    {VmState::kRunning, "running"},
+    {VmState::kStopping, "stopping"},
+    {VmState::kStopped, "stopped"},
+    {VmState::kMigrating, "migrating"},
+    {VmState::kFailed, "failed"},
+}};
+}  // namespace
+
+std::string_view ToString(VmState s) {
+  for (const auto& [state, name] : kVmStateNames) {
+    if (state == s) return name;
+  }
+  return "failed";
+}
+
+std::optional<VmState> ParseVmState(std::string_view text) {
+  for (const auto& [state, name] : kVmStateNames) {
+    if (name == text) return state;
+  }
+  return std::nullopt;
+}
+
+Json InstanceSpec::ToJson() const {
+  return {{"id", id.ToString()},
+          {"ncpus", ncpus},
+          {"memory", memory},
+          {"vni", vni},
+          {"mac", mac},
+          {"private_ipv4", OptIp(private_ipv4)},
+          {"private_ipv6", OptIp(private_ipv6)},
+          {"external_ips", IpList(external_ips)},
+          {"snat_ip", OptIp(snat_ip)},
+          {"snat_first_port", snat_first_port},
+          {"snat_last_port", snat_last_port}};
+}
+
+Result<InstanceSpec> InstanceSpec::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  InstanceSpec s;
+  s.id = FP_TRY(f.Id("id"));
+  s.ncpus = FP_TRY(f.OptInt("ncpus", 1, kMax, s.ncpus));
+  s.memory = FP_TRY(f.OptInt("memory", 0, kMax, s.memory));
+  s.vni = FP_TRY(f.OptInt("vni", 0, kMaxVni, s.vni));
+  // An instance without a network interface has no MAC: "" (or null, or absent).
+  if (!f.IsNullOrAbsent("mac") && *FP_TRY(f.Get("mac")) != "") s.mac = FP_TRY(f.Mac("mac"));
+  s.private_ipv4 = FP_TRY(f.OptIp("private_ipv4"));
+  s.private_ipv6 = FP_TRY(f.OptIp("private_ipv6"));
+  if (!f.IsNullOrAbsent("external_ips")) s.external_ips = FP_TRY(f.IpList("external_ips"));
+  s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
+  s.snat_first_port = static_cast<int>(FP_TRY(f.OptInt("snat_first_port", 0, 65535, 0)));
+  s.snat_last_port = static_cast<int>(FP_TRY(f.OptInt("snat_last_port", 0, 65535, 0)));
+  if (s.snat_first_port > s.snat_last_port) {
+    return Fail(f.Invalid("snat_last_port", "must not be below snat_first_port"));
+  }
+  return s;
+}
+
+Json SledInstance::ToJson() const {
+  return {{"id", id.ToString()},
+          {"state", ToString(state)},
+          {"external_ips", IpList(external_ips)},
+          {"snat_ip", OptIp(snat_ip)}};
+}
+
+Result<SledInstance> SledInstance::FromJson(const Json& j) { return ParseSledInstance(j, ""); }
+
+// ---- HTTP clients ----
+
+namespace {
+
+// Sends one request to an agent and returns its JSON answer (null for an empty 2xx body).
+// Maps the agent's answer to the errors agents.h promises: 5xx → ServiceUnavailable,
+// 404 → NotFound, any other non-2xx → Internal; each message names the agent.
+Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_view target,
+                       const Json& body = nullptr) {
+  HttpAnswer answer = FP_TRY(http.Call(method, target, body.is_null() ? "" : body.dump()));
+  Json parsed = answer.body.empty() ? Json(nullptr)
+                                    : Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+  if (answer.status >= 200 && answer.status < 300) {
+    if (parsed.is_discarded()) {
+      return Fail(Error::Internal(fmt::format("{}: {} {} answered with malformed JSON",
+                                              http.description(), method, target)));
+    }
+    return parsed;
+  }
+  std::string message;
+  if (parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()) {
+    message = parsed["message"].get<std::string>();
+  } else {
+    message = answer.body.substr(0, 200);
+  }
+  std::string text = fmt::format("{}: {} {} answered {}: {}", http.description(), method, target,
+                                 answer.status, message);
+  if (answer.status >= 500) return Fail(Error::Unavailable(std::move(text)));
+  if (answer.status == 404) return Fail(Error(ErrorKind::kNotFound, std::move(text)));
+  return Fail(Error::Internal(std::move(text)));
+}
+
+// Decodes an agent's answer; an answer that does not decode is the agent's bug: Internal.
+template <typename T>
+Result<T> Decode(const HttpClient& http, Result<T> decoded) {
+  if (!decoded) {
+    return Fail(Error::Internal(
+        fmt::format("{}: unexpected answer: {}", http.description(), decoded.error().message())));
+  }
+  return decoded;
+}
+
+Result<int64_t> DecodeGeneration(const HttpClient& http, const Json& answer) {
+  return Decode<int64_t>(http, [&]() -> Result<int64_t> {
+    JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
+    return f.Int("generation", 0, std::numeric_limits<int64_t>::max());
+  }());
+}
+
+class HttpSwitchAgentClient final : public SwitchAgentClient {
+ public:
+  HttpSwitchAgentClient(std::string base_url, int timeout_ms)
+      : http_("switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms)) {}
+
+  Result<NatTable> GetNat() override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", "/nat"));
+    return Decode(http_, NatTable::FromJson(answer));
+  }
+
+  Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) override {
+    Json list = Json::array();
+    for (const NatChange& c : changes) list.push_back(c.ToJson());
+    Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes", {{"changes", std::move(list)}}));
+    return DecodeGeneration(http_, answer);
+  }
+
+  Result<int64_t> ReplaceAll(const NatTable& table) override {
+    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", table.ToJson()));
+    return DecodeGeneration(http_, answer);
+  }
+
+  const std::string& address() const override { return http_.base_url(); }
+
+ private:
+  HttpClient http_;
+};
+
+class HttpSledAgentClient final : public SledAgentClient {
+ public:
+  HttpSledAgentClient(std::string base_url, int timeout_ms)
+      : http_("sled agent", std::move(base_url), std::chrono::milliseconds(timeout_ms)) {}
+
+  Result<SledInstance> EnsureRunning(const InstanceSpec& spec) override {
+    Json answer = FP_TRY(CallAgent(http_, "PUT", InstancePath(spec.id), spec.ToJson()));
+    return Decode(http_, SledInstance::FromJson(answer));
+  }
+
+  Result<SledInstance> Stop(const Uuid& id) override {
+    Json answer = FP_TRY(CallAgent(http_, "POST", InstancePath(id) + "/stop"));
+    return Decode(http_, SledInstance::FromJson(answer));
+  }
+
+  Status Unregister(const Uuid& id) override {
+    auto answer = CallAgent(http_, "DELETE", InstancePath(id));
+    if (!answer && answer.error().kind() != ErrorKind::kNotFound) return Fail(answer.error());
+    return Ok();
+  }
+
+  Result<SledInstance> Get(const Uuid& id) override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", InstancePath(id)));
+    return Decode(http_, SledInstance::FromJson(answer));
+  }
+
+  Result<std::vector<SledInstance>> List() override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", "/instances"));
+    return Decode<std::vector<SledInstance>>(http_, [&]() -> Result<std::vector<SledInstance>> {
+      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
+      std::vector<SledInstance> out;
+      for (const auto& [element, path] : FP_TRY(f.Array("instances"))) {
+        out.push_back(FP_TRY(ParseSledInstance(*element, path)));
+      }
+      return out;
+    }());
+  }
+
+  Status AddExternalIp(const Uuid& id, const IpAddr& ip) override {
+    FP_CHECK_OK(CallAgent(http_, "PUT", ExternalIpPath(id, ip)));
+    return Ok();
+  }
+
+  Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) override {
+    FP_CHECK_OK(CallAgent(http_, "DELETE", ExternalIpPath(id, ip)));
+    return Ok();
+  }
+
+  const std::string& address() const override { return http_.base_url(); }
+
+ private:
+  static std::string InstancePath(const Uuid& id) { return "/instances/" + id.ToString(); }
+  // IPv6 text needs no escaping in a path segment (':' is a valid path character).
+  static std::string ExternalIpPath(const Uuid& id, const IpAddr& ip) {
+    return InstancePath(id) + "/external-ips/" + ip.ToString();
+  }
+
+  HttpClient http_;
+};
+
+}  // namespace
+
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms) {
+  return std::make_unique<HttpSwitchAgentClient>(std::move(base_url), timeout_ms);
+}
+
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms) {
+  return std::make_unique<HttpSledAgentClient>(std::move(base_url), timeout_ms);
+}
+
+}  // namespace fp::agents

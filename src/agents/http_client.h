@@ -1,0 +1,57 @@
+#pragma once
+
+// A small synchronous HTTP/1.1 client for talking to one dataplane agent. Beast stays inside
+// http_client.cc so that only it and the API server pay its compile time.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+
+namespace fp::agents {
+
+// What a peer answered: any status, 2xx or not.
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+};
+
+// Sends requests to the server at `base_url` ("http://HOST:PORT", HOST a name, an IPv4
+// address or a bracketed IPv6 address; a trailing "/" is accepted). Connections are kept alive
+// and reused between calls; a reused connection that the peer closed in the meantime is
+// replaced once, transparently, within the same deadline.
+//
+// Thread-safe: concurrent calls use separate connections.
+class HttpClient {
+ public:
+  // `peer` names the server in error messages ("switch agent"). Never fails: a malformed
+  // `base_url` is reported by every Call.
+  HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends `method target` (target is the path and query, e.g. "/nat") with `body` as
+  // application/json when non-empty, and returns the answer whatever its status.
+  // The whole call (resolve, connect, write, read) has one deadline of `timeout`.
+  // Errors, all naming the peer and its URL:
+  //  - ServiceUnavailable `<peer> at <url> did not answer within <timeout> ms` on timeout;
+  //  - ServiceUnavailable `<peer> at <url>: <reason>` when the peer cannot be resolved or
+  //    reached, refuses the connection, closes it before answering or answers something that
+  //    is not HTTP;
+  //  - Internal `<peer> at <url>: ...` for a malformed base URL.
+  Result<HttpAnswer> Call(std::string_view method, std::string_view target,
+                          std::string_view body = {});
+
+  const std::string& base_url() const;
+  // "<peer> at <url>", the prefix of every message about this peer.
+  const std::string& description() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp::agents

@@ -1,0 +1,248 @@
+#include "agents/sim/sled_agent_sim.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "api/json_input.h"
+
+namespace fp::agents::sim {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+Result<Uuid> InstanceId(const api::PathParams& params) {
+  const std::string& text = params.at("id");
+  auto id = Uuid::Parse(text);
+  if (!id) return Fail(Error::InvalidRequest(fmt::format("invalid instance id \"{}\"", text)));
+  return *id;
+}
+
+Error UnknownInstance(const Uuid& id) { return Error::NotFoundById("instance", id.ToString()); }
+
+}  // namespace
+
+SledAgentSim::SledAgentSim(const SimOptions& options)
+    : start_delay_(options.start_delay), stop_delay_(options.stop_delay) {}
+
+Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(const SimOptions& options) {
+  std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options));
+  SledAgentSim* self = sim.get();
+  sim->timer_ = std::thread([self] { self->RunTransitions(); });
+  sim->server_ =
+      FP_TRY(AgentServer::Start(options, "sled agent", sim->Routes(), [self] { self->Reset(); }));
+  return sim;
+}
+
+SledAgentSim::~SledAgentSim() { Stop(); }
+
+void SledAgentSim::Stop() {
+  if (server_) server_->Stop();
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  transitions_changed_.notify_all();
+  if (timer_.joinable()) timer_.join();
+}
+
+SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
+  SledInstance out;
+  out.id = id;
+  out.state = vm.state;
+  out.external_ips = vm.spec.external_ips;
+  out.snat_ip = vm.spec.snat_ip;
+  if (vm.spec.snat_ip && std::find(out.external_ips.begin(), out.external_ips.end(),
+                                   *vm.spec.snat_ip) == out.external_ips.end()) {
+    out.external_ips.push_back(*vm.spec.snat_ip);
+  }
+  return out;
+}
+
+std::vector<SledInstance> SledAgentSim::Instances() const {
+  std::lock_guard lock(mu_);
+  std::vector<SledInstance> out;
+  out.reserve(vms_.size());
+  for (const auto& [id, vm] : vms_) out.push_back(View(id, vm));
+  return out;
+}
+
+std::optional<SledInstance> SledAgentSim::Instance(const Uuid& id) const {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return std::nullopt;
+  return View(id, it->second);
+}
+
+std::optional<InstanceSpec> SledAgentSim::Spec(const Uuid& id) const {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return std::nullopt;
+  return it->second.spec;
+}
+
+bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return false;
+  it->second.state = state;
+  it->second.transition_at.reset();
+  return true;
+}
+
+void SledAgentSim::Reset() {
+  std::lock_guard lock(mu_);
+  vms_.clear();
+}
+
+Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec spec) {
+  if (spec.id != id) {
+    return Fail(Error::InvalidRequest(fmt::format("the spec's id \"{}\" is not the instance \"{}\"",
+                                                  spec.id.ToString(), id.ToString())));
+  }
+  // The port holds each address once.
+  std::vector<IpAddr> unique;
+  for (const IpAddr& ip : spec.external_ips) {
+    if (std::find(unique.begin(), unique.end(), ip) == unique.end()) unique.push_back(ip);
+  }
+  spec.external_ips = std::move(unique);
+
+  std::lock_guard lock(mu_);
+  auto [it, created] = vms_.try_emplace(id);
+  Vm& vm = it->second;
+  vm.spec = std::move(spec);
+  bool starts = created || vm.state == VmState::kStopping || vm.state == VmState::kStopped ||
+                vm.state == VmState::kFailed;
+  if (starts) {
+    vm.state = VmState::kStarting;
+    vm.transition_at = SteadyClock::now() + start_delay_;
+    transitions_changed_.notify_all();
+  }
+  return View(id, vm);
+}
+
+SledInstance SledAgentSim::StopInstance(const Uuid& id) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) {
+    SledInstance missing;
+    missing.id = id;
+    missing.state = VmState::kStopped;
+    return missing;
+  }
+  Vm& vm = it->second;
+  switch (vm.state) {
+    case VmState::kStarting:
+    case VmState::kRunning:
+    case VmState::kMigrating:
+      vm.state = VmState::kStopping;
+      vm.transition_at = SteadyClock::now() + stop_delay_;
+      transitions_changed_.notify_all();
+      break;
+    case VmState::kFailed:
+      vm.state = VmState::kStopped;
+      vm.transition_at.reset();
+      break;
+    case VmState::kStopping:
+    case VmState::kStopped:
+      break;
+  }
+  return View(id, vm);
+}
+
+Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add) {
+  std::lock_guard lock(mu_);
+  auto it = vms_.find(id);
+  if (it == vms_.end()) return Fail(UnknownInstance(id));
+  std::vector<IpAddr>& ips = it->second.spec.external_ips;
+  auto present = std::find(ips.begin(), ips.end(), ip);
+  if (add) {
+    if (present == ips.end()) ips.push_back(ip);
+  } else {
+    if (present != ips.end()) {
+      ips.erase(present);
+    } else if (it->second.spec.snat_ip == ip) {
+      return Fail(Error::InvalidRequest(
+          fmt::format("{} is the instance's SNAT address; it changes only with the instance spec",
+                      ip.ToString())));
+    }
+  }
+  return View(id, it->second);
+}
+
+void SledAgentSim::RunTransitions() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    TimePoint now = SteadyClock::now();
+    std::optional<TimePoint> next;
+    for (auto& [id, vm] : vms_) {
+      if (!vm.transition_at) continue;
+      if (*vm.transition_at <= now) {
+        vm.state = vm.state == VmState::kStarting ? VmState::kRunning : VmState::kStopped;
+        vm.transition_at.reset();
+      } else if (!next || *vm.transition_at < *next) {
+        next = vm.transition_at;
+      }
+    }
+    if (next) {
+      transitions_changed_.wait_until(lock, *next);
+    } else {
+      transitions_changed_.wait(lock);
+    }
+  }
+}
+
+EndpointRoutes SledAgentSim::Routes() {
+  EndpointRoutes routes;
+  routes.Add("GET", "/instances", [this](const api::HttpRequest&, const api::PathParams&) {
+    Json list = Json::array();
+    for (const SledInstance& instance : Instances()) list.push_back(instance.ToJson());
+    return Result<Json>(Json{{"instances", std::move(list)}});
+  });
+
+  routes.Add("GET", "/instances/{id}",
+             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+               Uuid id = FP_TRY(InstanceId(params));
+               auto instance = Instance(id);
+               if (!instance) return Fail(UnknownInstance(id));
+               return instance->ToJson();
+             });
+
+  routes.Add(
+      "PUT", "/instances/{id}",
+      [this](const api::HttpRequest& request, const api::PathParams& params) -> Result<Json> {
+        Uuid id = FP_TRY(InstanceId(params));
+        Json body = FP_TRY(api::ParseBodyObject(request.body));
+        InstanceSpec spec = FP_TRY(InstanceSpec::FromJson(body));
+        return FP_TRY(EnsureRunning(id, std::move(spec))).ToJson();
+      });
+
+  routes.Add("POST", "/instances/{id}/stop",
+             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+               Uuid id = FP_TRY(InstanceId(params));
+               return StopInstance(id).ToJson();
+             });
+
+  routes.Add("DELETE", "/instances/{id}",
+             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+               Uuid id = FP_TRY(InstanceId(params));
+               std::lock_guard lock(mu_);
+               vms_.erase(id);
+               return Json(nullptr);
+             });
+
+  for (bool add : {true, false}) {
+    routes.Add(add ? "PUT" : "DELETE", "/instances/{id}/external-ips/{ip}",
+               [this, add](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+                 Uuid id = FP_TRY(InstanceId(params));
+                 auto ip = IpAddr::Parse(params.at("ip"));
+                 if (!ip) return Fail(ip.error());
+                 return FP_TRY(ChangeExternalIp(id, *ip, add)).ToJson();
+               });
+  }
+  return routes;
+}
+
+}  // namespace fp::agents::sim

@@ -1,0 +1,98 @@
+#pragma once
+
+// A simulated sled agent: runs simulated VMs (instances) and holds the external addresses of
+// each VM's port, in memory, served over HTTP.
+//
+//   PUT    /instances/{id}       body InstanceSpec (its id must be {id}) → SledInstance.
+//                                Registers the instance, or replaces the spec of a known one
+//                                (its external addresses become the spec's), and starts it:
+//                                starting, then running after the start delay. An instance
+//                                already starting, running or migrating keeps its state; one
+//                                stopping, stopped or failed starts again. Idempotent.
+//   POST   /instances/{id}/stop  → SledInstance: stopping, then stopped after the stop delay.
+//                                An unknown instance answers 200 with state stopped; a failed
+//                                one becomes stopped at once. Idempotent.
+//   DELETE /instances/{id}       forgets the instance, whatever its state → 204. Idempotent.
+//   GET    /instances            {"instances": [SledInstance...]}, sorted by id
+//   GET    /instances/{id}       SledInstance; 404 if unknown
+//   PUT    /instances/{id}/external-ips/{ip}   the port gains the address → SledInstance
+//   DELETE /instances/{id}/external-ips/{ip}   the port loses the address → SledInstance
+//                                Both idempotent; 404 if the instance is unknown.
+//
+// A SledInstance's `external_ips` lists the floating and ephemeral addresses in the order they
+// were added, then the SNAT address last if the spec has one (`snat_ip` names it). Removing the
+// SNAT address through the external-ips endpoint is refused (400): it belongs to the spec.
+//
+// State transitions after a delay are made by one timer thread per agent, never by sleeping
+// request threads. Plus the fault and reset endpoints of every simulated agent
+// (agent_server.h); a reset forgets every instance.
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agents/agents.h"
+#include "agents/sim/agent_server.h"
+
+namespace fp::agents::sim {
+
+class SledAgentSim {
+ public:
+  // Starts serving on options.host:options.port with options.start_delay and stop_delay.
+  // Errors: those of api::HttpServer::Start.
+  static Result<std::unique_ptr<SledAgentSim>> Start(const SimOptions& options);
+  ~SledAgentSim();
+  SledAgentSim(const SledAgentSim&) = delete;
+  SledAgentSim& operator=(const SledAgentSim&) = delete;
+
+  uint16_t port() const { return server_->port(); }
+  std::string base_url() const { return server_->base_url(); }
+  // Stops serving and the timer thread; calls held by faults are refused. Idempotent.
+  void Stop();
+
+  // Direct access for tests; thread-safe.
+  std::vector<SledInstance> Instances() const;
+  std::optional<SledInstance> Instance(const Uuid& id) const;
+  std::optional<InstanceSpec> Spec(const Uuid& id) const;
+  // Forces an instance into `state` (e.g. migrating or failed, which no endpoint produces) and
+  // cancels its pending transition. False if the instance is unknown.
+  bool ForceState(const Uuid& id, VmState state);
+  FaultInjector& faults() { return server_->faults(); }
+
+ private:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  struct Vm {
+    InstanceSpec spec;
+    VmState state = VmState::kStopped;
+    // When starting becomes running, or stopping becomes stopped.
+    std::optional<TimePoint> transition_at;
+  };
+
+  explicit SledAgentSim(const SimOptions& options);
+  EndpointRoutes Routes();
+  Result<SledInstance> EnsureRunning(const Uuid& id, InstanceSpec spec);
+  SledInstance StopInstance(const Uuid& id);
+  Result<SledInstance> ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add);
+  void Reset();
+  void RunTransitions();
+  static SledInstance View(const Uuid& id, const Vm& vm);
+
+  const std::chrono::milliseconds start_delay_;
+  const std::chrono::milliseconds stop_delay_;
+
+  mutable std::mutex mu_;
+  std::condition_variable transitions_changed_;
+  std::map<Uuid, Vm> vms_;  // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::thread timer_;
+  std::unique_ptr<AgentServer> server_;
+};
+
+}  // namespace fp::agents::sim

@@ -1,0 +1,125 @@
+#include "agents/sim/switch_agent_sim.h"
+
+#include <fmt/format.h>
+
+#include "api/json_input.h"
+
+namespace fp::agents::sim {
+
+using Json = nlohmann::json;
+
+Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(const SimOptions& options) {
+  std::unique_ptr<SwitchAgentSim> sim(new SwitchAgentSim(options.nat_capacity));
+  SwitchAgentSim* self = sim.get();
+  sim->server_ =
+      FP_TRY(AgentServer::Start(options, "switch agent", sim->Routes(), [self] { self->Reset(); }));
+  return sim;
+}
+
+SwitchAgentSim::~SwitchAgentSim() { Stop(); }
+
+void SwitchAgentSim::Stop() {
+  if (server_) server_->Stop();
+}
+
+NatTable SwitchAgentSim::Nat() const {
+  std::lock_guard lock(mu_);
+  NatTable table;
+  table.generation = generation_;
+  table.entries.reserve(entries_.size());
+  for (const auto& [key, entry] : entries_) table.entries.push_back(entry);
+  return table;
+}
+
+void SwitchAgentSim::Reset() {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+  generation_ = 0;
+}
+
+bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry) const {
+  std::vector<EntryKey> overlapping;
+  for (auto it = table.lower_bound({entry.external_ip, 0});
+       it != table.end() && it->first.first == entry.external_ip; ++it) {
+    if (it->second.first_port <= entry.last_port && entry.first_port <= it->second.last_port) {
+      overlapping.push_back(it->first);
+    }
+  }
+  if (nat_capacity_ != 0 && table.size() - overlapping.size() + 1 > nat_capacity_) return false;
+  for (const EntryKey& key : overlapping) table.erase(key);
+  table.emplace(EntryKey{entry.external_ip, entry.first_port}, entry);
+  return true;
+}
+
+SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>& changes) {
+  std::lock_guard lock(mu_);
+  ApplyOutcome outcome;
+  for (const NatChange& change : changes) {
+    if (change.gen <= generation_) continue;
+    const NatEntry& e = change.entry;
+    if (change.deleted) {
+      auto it = entries_.find({e.external_ip, e.first_port});
+      if (it != entries_.end() && it->second.last_port == e.last_port) entries_.erase(it);
+    } else if (!Install(entries_, e)) {
+      outcome.failed_gen = change.gen;
+      outcome.message = fmt::format(
+          "cannot install the NAT entry for {} ports {}-{} at generation {}: the table is full "
+          "({} entries)",
+          e.external_ip.ToString(), e.first_port, e.last_port, change.gen, nat_capacity_);
+      break;
+    }
+    generation_ = change.gen;
+  }
+  outcome.generation = generation_;
+  return outcome;
+}
+
+EndpointRoutes SwitchAgentSim::Routes() {
+  EndpointRoutes routes;
+  routes.Add("GET", "/nat", [this](const api::HttpRequest&, const api::PathParams&) {
+    return Result<Json>(Nat().ToJson());
+  });
+
+  routes.Add("POST", "/nat/changes",
+             [this](const api::HttpRequest& request, const api::PathParams&) -> Result<Json> {
+               Json body = FP_TRY(api::ParseBodyObject(request.body));
+               auto list = body.find("changes");
+               if (list == body.end() || !list->is_array()) {
+                 return Fail(Error::InvalidRequest("field \"changes\": expected an array"));
+               }
+               std::vector<NatChange> changes;
+               for (size_t i = 0; i < list->size(); ++i) {
+                 auto change = NatChange::FromJson((*list)[i]);
+                 if (!change)
+                   return Fail(change.error().WithContext(fmt::format("changes[{}]", i)));
+                 changes.push_back(std::move(*change));
+               }
+               ApplyOutcome outcome = Apply(changes);
+               Json answer = {{"generation", outcome.generation}};
+               if (outcome.failed_gen) {
+                 answer["failed_gen"] = *outcome.failed_gen;
+                 answer["message"] = outcome.message;
+               }
+               return answer;
+             });
+
+  routes.Add("PUT", "/nat",
+             [this](const api::HttpRequest& request, const api::PathParams&) -> Result<Json> {
+               Json body = FP_TRY(api::ParseBodyObject(request.body));
+               NatTable table = FP_TRY(NatTable::FromJson(body));
+               std::map<EntryKey, NatEntry> replacement;
+               for (const NatEntry& e : table.entries) {
+                 if (!Install(replacement, e)) {
+                   return Fail(Error::InsufficientCapacity(
+                       fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
+                 }
+               }
+               std::lock_guard lock(mu_);
+               entries_ = std::move(replacement);
+               generation_ = table.generation;
+               return Json{{"generation", generation_}};
+             });
+  return routes;
+}
+
+}  // namespace fp::agents::sim

@@ -1,0 +1,75 @@
+#pragma once
+
+// A simulated switch agent: the rack switch's NAT table in memory, served over HTTP.
+//
+//   GET  /nat          {"generation": N, "entries": [NatEntry...]}, sorted by external_ip
+//                      then first_port
+//   POST /nat/changes  {"changes": [NatChange...]} → {"generation": N}
+//                      Applies, in order, each change whose gen is above the generation:
+//                      an addition replaces every entry of the same external_ip whose port
+//                      range overlaps it; a deletion removes the entry with exactly that
+//                      (external_ip, first_port, last_port), if any. After each applied change
+//                      the generation becomes its gen. At the first change it cannot install
+//                      (the table is full) it stops without advancing past it, and the answer
+//                      adds {"failed_gen": G, "message": "..."}. Idempotent.
+//   PUT  /nat          {"generation": G, "entries": [...]} → {"generation": G}
+//                      Replaces the whole table (a full resync); 507 and no change if the
+//                      entries do not fit. Idempotent.
+//
+// plus the fault and reset endpoints of every simulated agent (agent_server.h). A reset
+// empties the table and sets the generation to 0, as a restart of the real agent does.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "agents/agents.h"
+#include "agents/sim/agent_server.h"
+
+namespace fp::agents::sim {
+
+class SwitchAgentSim {
+ public:
+  // Starts serving on options.host:options.port (uses options.nat_capacity).
+  // Errors: those of api::HttpServer::Start.
+  static Result<std::unique_ptr<SwitchAgentSim>> Start(const SimOptions& options);
+  ~SwitchAgentSim();
+  SwitchAgentSim(const SwitchAgentSim&) = delete;
+  SwitchAgentSim& operator=(const SwitchAgentSim&) = delete;
+
+  uint16_t port() const { return server_->port(); }
+  std::string base_url() const { return server_->base_url(); }
+  // Stops serving; calls held by faults are refused. Idempotent.
+  void Stop();
+
+  // Direct access for tests; thread-safe. The same table GET /nat answers.
+  NatTable Nat() const;
+  FaultInjector& faults() { return server_->faults(); }
+
+ private:
+  using EntryKey = std::pair<IpAddr, int>;  // external_ip, first_port
+
+  struct ApplyOutcome {
+    int64_t generation = 0;
+    std::optional<int64_t> failed_gen;
+    std::string message;
+  };
+
+  explicit SwitchAgentSim(size_t nat_capacity) : nat_capacity_(nat_capacity) {}
+  EndpointRoutes Routes();
+  ApplyOutcome Apply(const std::vector<NatChange>& changes);
+  // Installs `entry` into `table`, replacing overlapping entries of the same address; false if
+  // the table is full.
+  bool Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry) const;
+  void Reset();
+
+  const size_t nat_capacity_;
+  mutable std::mutex mu_;
+  int64_t generation_ = 0;                // guarded by mu_
+  std::map<EntryKey, NatEntry> entries_;  // guarded by mu_
+  std::unique_ptr<AgentServer> server_;
+};
+
+}  // namespace fp::agents::sim

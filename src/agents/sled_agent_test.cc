@@ -1,0 +1,204 @@
+// The sled agent's HTTP client against the simulated sled agent: every call, and the
+// asynchronous start and stop of instances.
+
+#include <gtest/gtest.h>
+
+#include "agents/agents.h"
+#include "agents/http_client.h"
+#include "agents/sim/sled_agent_sim.h"
+#include "agents/testing/wait_for.h"
+
+namespace fp::agents {
+namespace {
+
+using Json = nlohmann::json;
+using sim::SimOptions;
+using sim::SledAgentSim;
+using std::chrono::milliseconds;
+using testing::WaitFor;
+
+IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
+
+InstanceSpec Spec(std::vector<IpAddr> external_ips = {},
+                  std::optional<IpAddr> snat_ip = std::nullopt) {
+  return InstanceSpec{.id = Uuid::Random(),
+                      .ncpus = 2,
+                      .memory = 1 << 30,
+                      .vni = 100,
+                      .mac = "a8:40:25:f0:00:01",
+                      .private_ipv4 = Ip("172.30.0.5"),
+                      .external_ips = std::move(external_ips),
+                      .snat_ip = snat_ip,
+                      .snat_last_port = snat_ip ? 16383 : 0};
+}
+
+class SledAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(SimOptions{}); }
+
+  void Start(const SimOptions& options) {
+    agent_ = SledAgentSim::Start(options).value();
+    client_ = MakeSledAgentClient(agent_->base_url(), 2000);
+    control_ = std::make_unique<HttpClient>("sled agent", agent_->base_url(), milliseconds(2000));
+  }
+
+  // Polls the sled (over HTTP) until the instance is in `state`.
+  bool ReachesState(const Uuid& id, VmState state) {
+    return WaitFor([&] {
+      auto instance = client_->Get(id);
+      return instance && instance->state == state;
+    });
+  }
+
+  std::unique_ptr<SledAgentSim> agent_;
+  std::unique_ptr<SledAgentClient> client_;
+  std::unique_ptr<HttpClient> control_;
+};
+
+TEST_F(SledAgentTest, StartIsStartingThenRunningNoSoonerThanTheStartDelay) {
+  constexpr milliseconds kDelay(300);
+  Start(SimOptions{.start_delay = kDelay});
+  InstanceSpec spec = Spec();
+  auto begin = std::chrono::steady_clock::now();
+  SledInstance answer = client_->EnsureRunning(spec).value();
+  EXPECT_EQ(answer.id, spec.id);
+  EXPECT_EQ(answer.state, VmState::kStarting);
+  ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, kDelay);
+}
+
+TEST_F(SledAgentTest, StopIsStoppingThenStoppedNoSoonerThanTheStopDelay) {
+  constexpr milliseconds kDelay(300);
+  Start(SimOptions{.stop_delay = kDelay});
+  InstanceSpec spec = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
+  auto begin = std::chrono::steady_clock::now();
+  EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopping);
+  EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopping);
+  ASSERT_TRUE(ReachesState(spec.id, VmState::kStopped));
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, kDelay);
+  EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopped);
+}
+
+TEST_F(SledAgentTest, EnsureRunningOnARunningInstanceOnlyUpdatesItsSpec) {
+  InstanceSpec spec = Spec({Ip("198.51.100.1")});
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
+  spec.external_ips = {Ip("198.51.100.2")};
+  SledInstance again = client_->EnsureRunning(spec).value();
+  EXPECT_EQ(again.state, VmState::kRunning);
+  EXPECT_EQ(again.external_ips, std::vector<IpAddr>{Ip("198.51.100.2")});
+  EXPECT_EQ(agent_->Spec(spec.id), spec);
+}
+
+TEST_F(SledAgentTest, EnsureRunningStartsAStoppedInstanceAgain) {
+  InstanceSpec spec = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  ASSERT_TRUE(client_->Stop(spec.id));
+  ASSERT_TRUE(ReachesState(spec.id, VmState::kStopped));
+  EXPECT_EQ(client_->EnsureRunning(spec).value().state, VmState::kStarting);
+  EXPECT_TRUE(ReachesState(spec.id, VmState::kRunning));
+}
+
+TEST_F(SledAgentTest, StoppingAnUnknownInstanceAnswersStopped) {
+  Uuid id = Uuid::Random();
+  SledInstance answer = client_->Stop(id).value();
+  EXPECT_EQ(answer.id, id);
+  EXPECT_EQ(answer.state, VmState::kStopped);
+  EXPECT_FALSE(agent_->Instance(id));
+}
+
+TEST_F(SledAgentTest, AMigratingInstanceStopsAndAFailedOneIsStoppedAtOnce) {
+  InstanceSpec migrating = Spec();
+  InstanceSpec failed = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(migrating));
+  ASSERT_TRUE(client_->EnsureRunning(failed));
+  ASSERT_TRUE(agent_->ForceState(migrating.id, VmState::kMigrating));
+  ASSERT_TRUE(agent_->ForceState(failed.id, VmState::kFailed));
+  EXPECT_EQ(client_->Get(migrating.id).value().state, VmState::kMigrating);
+  EXPECT_EQ(client_->Stop(failed.id).value().state, VmState::kStopped);
+  EXPECT_EQ(client_->Stop(migrating.id).value().state, VmState::kStopping);
+  EXPECT_TRUE(ReachesState(migrating.id, VmState::kStopped));
+}
+
+TEST_F(SledAgentTest, UnregisterForgetsTheInstanceAndIsIdempotent) {
+  InstanceSpec spec = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  EXPECT_TRUE(client_->Unregister(spec.id));
+  auto gone = client_->Get(spec.id);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(gone.error().message().rfind("sled agent at " + agent_->base_url() + ": ", 0), 0u)
+      << gone.error().message();
+  EXPECT_TRUE(client_->Unregister(spec.id));
+  EXPECT_TRUE(client_->List().value().empty());
+}
+
+TEST_F(SledAgentTest, ListShowsEachInstanceWithStateAndExternalIpsSnatLast) {
+  InstanceSpec with_snat = Spec({Ip("198.51.100.1"), Ip("2001:db8::5")}, Ip("198.51.100.9"));
+  InstanceSpec bare = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(with_snat));
+  ASSERT_TRUE(client_->EnsureRunning(bare));
+  ASSERT_TRUE(ReachesState(with_snat.id, VmState::kRunning));
+
+  std::vector<SledInstance> listed = client_->List().value();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed, agent_->Instances());
+  auto answer = control_->Call("GET", "/instances");
+  ASSERT_TRUE(answer);
+  Json body = Json::parse(answer->body);
+  ASSERT_EQ(body["instances"].size(), 2u);
+  for (const Json& instance : body["instances"]) {
+    if (instance["id"] != with_snat.id.ToString()) continue;
+    EXPECT_EQ(instance["state"], "running");
+    EXPECT_EQ(instance["external_ips"],
+              Json::parse(R"(["198.51.100.1", "2001:db8::5", "198.51.100.9"])"));
+  }
+  SledInstance viewed = client_->Get(with_snat.id).value();
+  EXPECT_EQ(viewed.snat_ip, Ip("198.51.100.9"));
+}
+
+TEST_F(SledAgentTest, ExternalIpsAreAddedAndRemovedIdempotently) {
+  InstanceSpec spec = Spec({}, Ip("198.51.100.9"));
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  EXPECT_TRUE(client_->AddExternalIp(spec.id, Ip("198.51.100.1")));
+  EXPECT_TRUE(client_->AddExternalIp(spec.id, Ip("2001:db8::1")));
+  EXPECT_TRUE(client_->AddExternalIp(spec.id, Ip("198.51.100.1")));
+  EXPECT_EQ(client_->Get(spec.id).value().external_ips,
+            (std::vector<IpAddr>{Ip("198.51.100.1"), Ip("2001:db8::1"), Ip("198.51.100.9")}));
+  EXPECT_TRUE(client_->RemoveExternalIp(spec.id, Ip("198.51.100.1")));
+  EXPECT_TRUE(client_->RemoveExternalIp(spec.id, Ip("198.51.100.1")));
+  EXPECT_TRUE(client_->RemoveExternalIp(spec.id, Ip("2001:db8::1")));
+  EXPECT_EQ(client_->Get(spec.id).value().external_ips, std::vector<IpAddr>{Ip("198.51.100.9")});
+
+  Uuid unknown = Uuid::Random();
+  EXPECT_EQ(client_->AddExternalIp(unknown, Ip("198.51.100.1")).error().kind(),
+            ErrorKind::kNotFound);
+  EXPECT_EQ(client_->RemoveExternalIp(unknown, Ip("198.51.100.1")).error().kind(),
+            ErrorKind::kNotFound);
+  // The SNAT address belongs to the spec; the sled refuses (4xx: Internal for the caller).
+  EXPECT_EQ(client_->RemoveExternalIp(spec.id, Ip("198.51.100.9")).error().kind(),
+            ErrorKind::kInternal);
+}
+
+TEST_F(SledAgentTest, ASpecForAnotherInstanceIsRefused) {
+  InstanceSpec spec = Spec();
+  auto answer =
+      control_->Call("PUT", "/instances/" + Uuid::Random().ToString(), spec.ToJson().dump());
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, 400);
+  EXPECT_EQ(control_->Call("GET", "/instances/not-a-uuid").value().status, 400);
+  EXPECT_TRUE(agent_->Instances().empty());
+}
+
+TEST_F(SledAgentTest, ResetForgetsEveryInstance) {
+  ASSERT_TRUE(client_->EnsureRunning(Spec()));
+  ASSERT_TRUE(client_->EnsureRunning(Spec()));
+  ASSERT_EQ(client_->List().value().size(), 2u);
+  ASSERT_EQ(control_->Call("POST", "/reset").value().status, 200);
+  EXPECT_TRUE(client_->List().value().empty());
+}
+
+}  // namespace
+}  // namespace fp::agents

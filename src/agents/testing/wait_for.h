@@ -1,0 +1,20 @@
+#pragma once
+
+#include <chrono>
+#include <thread>
+
+namespace fp::agents::testing {
+
+// Polls `condition` until it holds or `timeout` passes; returns whether it held. Tests use it
+// instead of sleeping for a fixed time.
+template <typename Condition>
+bool WaitFor(Condition condition, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace fp::agents::testing

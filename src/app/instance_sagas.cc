@@ -1,0 +1,265 @@
+// The instance sagas' actions. Identifiers a later node needs come from the saga parameters
+// (chosen before the saga starts) or from an earlier node's recorded output, so a re-run after
+// a crash reuses them. Dataplane undo steps are best effort: they log and succeed when an
+// agent cannot be reached, because the NAT reconciler and the instance watcher converge that
+// state anyway; database undo steps are strict.
+
+#include <fmt/format.h>
+
+#include "api/log.h"
+#include "app/instances.h"
+
+namespace fp::app {
+
+namespace {
+
+using saga::Action;
+using saga::ActionContext;
+using saga::Json;
+
+Result<Uuid> UuidParam(const Json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_string()) {
+    return Fail(Error::Internal(fmt::format("saga parameter \"{}\" missing", key)));
+  }
+  auto id = Uuid::Parse(j[key].get<std::string>());
+  if (!id) return Fail(Error::Internal(fmt::format("saga parameter \"{}\" is not a UUID", key)));
+  return *id;
+}
+
+Result<db::NicKind> NicParam(const Json& p) {
+  std::string nic = p.value("nic", "dual_stack");
+  if (nic == "ipv4") return db::NicKind::kIpv4;
+  if (nic == "ipv6") return db::NicKind::kIpv6;
+  if (nic == "dual_stack") return db::NicKind::kDualStack;
+  if (nic == "none") return db::NicKind::kNone;
+  return Fail(Error::Internal("bad nic parameter"));
+}
+
+void LogBestEffort(std::string_view what, const Error& e) {
+  api::LogEvent("warn", "best-effort saga undo step failed",
+                {{"step", what}, {"error", e.message()}});
+}
+
+// Starts the instance on `sled` or, if that fails, leaves nothing behind on the sled (a failed
+// action must have no effect: it is never undone).
+Result<Json> EnsureRunningOn(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(d.ds, instance_id));
+  auto vm = sled->EnsureRunning(spec);
+  if (!vm) {
+    if (auto s = sled->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+    return Fail(vm.error());
+  }
+  return Json{{"state", agents::ToString(vm->state)}};
+}
+
+void UnregisterFrom(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+  auto sled = d.dataplane.Sled(sled_id);
+  if (!sled) return LogBestEffort("sled unregister", sled.error());
+  if (auto s = (*sled)->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+}
+
+void SyncNatBestEffort(InstanceSagaDeps& d) {
+  if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+}
+
+}  // namespace
+
+Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id) {
+  auto instance =
+      FP_TRY(ds.Read<db::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); }));
+  agents::InstanceSpec spec;
+  spec.id = instance.id;
+  spec.ncpus = instance.ncpus;
+  spec.memory = instance.memory;
+  if (auto nic = FP_TRY(db::PrimaryNic(ds, instance_id))) {
+    spec.vni = nic->vni;
+    spec.mac = nic->mac;
+    spec.private_ipv4 = nic->ipv4;
+    spec.private_ipv6 = nic->ipv6;
+  }
+  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds, instance_id))) {
+    if (e.state != db::AttachState::kAttached) continue;
+    if (e.kind == db::IpKind::kSnat) {
+      spec.snat_ip = e.ip;
+      spec.snat_first_port = e.first_port;
+      spec.snat_last_port = e.last_port;
+    } else {
+      spec.external_ips.push_back(e.ip);
+    }
+  }
+  return spec;
+}
+
+void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
+  // --- instance_create ---
+  r.Add(Action{.name = "instance_create.record",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 db::InstanceCreate c;
+                 c.id = FP_TRY(UuidParam(p, "instance_id"));
+                 c.nic_id = FP_TRY(UuidParam(p, "nic_id"));
+                 c.project_id = FP_TRY(UuidParam(p, "project_id"));
+                 c.name = p.value("name", "");
+                 c.description = p.value("description", "");
+                 c.hostname = p.value("hostname", "");
+                 c.ncpus = p.value("ncpus", int64_t{1});
+                 c.memory = p.value("memory", int64_t{0});
+                 c.nic = FP_TRY(NicParam(p));
+                 db::Instance i = FP_TRY(db::InstanceCreateRecordIn(tx, c));
+                 return Json{{"instance_id", i.id.ToString()}};
+               },
+               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+                 return db::InstanceDeleteRecordIn(tx,
+                                                   FP_TRY(UuidParam(ctx.params(), "instance_id")));
+               }});
+  r.Add(Action{.name = "instance_create.snat",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 db::NicKind nic = FP_TRY(NicParam(p));
+                 // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683).
+                 if (nic != db::NicKind::kIpv4 && nic != db::NicKind::kDualStack)
+                   return Json::object();
+                 db::ExternalIp snat = FP_TRY(db::SnatAllocateIn(
+                     tx, FP_TRY(UuidParam(p, "snat_id")), FP_TRY(UuidParam(p, "instance_id")),
+                     FP_TRY(UuidParam(p, "silo_id"))));
+                 return Json{{"snat_ip", snat.ip.ToString()}, {"first_port", snat.first_port}};
+               },
+               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+                 return db::ExternalIpReleaseIn(tx, FP_TRY(UuidParam(ctx.params(), "snat_id")));
+               }});
+  r.Add(Action{.name = "instance_create.finish",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 FP_CHECK_OK(db::InstanceFinishCreateIn(
+                     tx, FP_TRY(UuidParam(ctx.params(), "instance_id"))));
+                 return Json::object();
+               }});
+
+  // --- instance_start ---
+  r.Add(Action{.name = "instance_start.place",
+               .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 std::vector<Uuid> candidates;
+                 for (const auto& [id, client] : d.dataplane.sleds) candidates.push_back(id);
+                 Uuid sled = FP_TRY(db::PickSledIn(tx, candidates));
+                 FP_TRY(db::InstanceBeginStartIn(tx, FP_TRY(UuidParam(ctx.params(), "instance_id")),
+                                                 sled));
+                 return Json{{"sled_id", sled.ToString()}};
+               },
+               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+                 Json placed = FP_TRY(ctx.Lookup("place"));
+                 return db::InstanceUndoStartIn(tx, FP_TRY(UuidParam(ctx.params(), "instance_id")),
+                                                FP_TRY(UuidParam(placed, "sled_id")));
+               }});
+  r.Add(Action{.name = "instance_start.nat",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 Json placed = FP_TRY(ctx.Lookup("place"));
+                 db::Sled sled = FP_TRY(db::SledGetIn(tx, FP_TRY(UuidParam(placed, "sled_id"))));
+                 auto rows = FP_TRY(db::NatEnsureForInstanceIn(
+                     tx, FP_TRY(UuidParam(ctx.params(), "instance_id")), sled));
+                 return Json{{"nat_entries", rows.size()}};
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
+                 FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+                   FP_CHECK_OK(db::NatRemoveForInstanceIn(tx, instance_id));
+                   return true;
+                 }));
+                 SyncNatBestEffort(d);
+                 return Ok();
+               }});
+  r.Add(Action{.name = "instance_start.sled",
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 Json placed = FP_TRY(ctx.Lookup("place"));
+                 return EnsureRunningOn(d, FP_TRY(UuidParam(ctx.params(), "instance_id")),
+                                        FP_TRY(UuidParam(placed, "sled_id")));
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 Json placed = FP_TRY(ctx.Lookup("place"));
+                 UnregisterFrom(d, FP_TRY(UuidParam(ctx.params(), "instance_id")),
+                                FP_TRY(UuidParam(placed, "sled_id")));
+                 return Ok();
+               }});
+  r.Add(Action{.name = "instance_start.switch", .run = [&d](const ActionContext&) -> Result<Json> {
+                 FP_CHECK_OK(d.nat.Sync());
+                 return Json::object();
+               }});
+
+  // --- instance_delete ---
+  r.Add(Action{.name = "instance_delete.record",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 FP_CHECK_OK(
+                     db::InstanceDeleteIn(tx, FP_TRY(UuidParam(ctx.params(), "instance_id"))));
+                 return Json::object();
+               }});
+  r.Add(Action{.name = "instance_delete.switch", .run = [&d](const ActionContext&) -> Result<Json> {
+                 // The delete is committed and cannot unwind; the reconciler retries the push.
+                 SyncNatBestEffort(d);
+                 return Json::object();
+               }});
+
+  // --- instance_migrate ---
+  r.Add(Action{.name = "instance_migrate.begin",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 FP_TRY(db::InstanceBeginMigrateIn(tx, FP_TRY(UuidParam(p, "instance_id")),
+                                                   FP_TRY(UuidParam(p, "dst_sled_id")),
+                                                   FP_TRY(UuidParam(p, "migration_id"))));
+                 return Json::object();
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 // Runs last when unwinding, after NAT was pointed back at the source sled: push
+                 // it.
+                 const Json& p = ctx.params();
+                 Uuid instance_id = FP_TRY(UuidParam(p, "instance_id"));
+                 Uuid migration_id = FP_TRY(UuidParam(p, "migration_id"));
+                 FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+                   FP_CHECK_OK(db::InstanceUndoMigrateIn(tx, instance_id, migration_id));
+                   return true;
+                 }));
+                 SyncNatBestEffort(d);
+                 return Ok();
+               }});
+  r.Add(Action{.name = "instance_migrate.destination",
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 return EnsureRunningOn(d, FP_TRY(UuidParam(p, "instance_id")),
+                                        FP_TRY(UuidParam(p, "dst_sled_id")));
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 const Json& p = ctx.params();
+                 UnregisterFrom(d, FP_TRY(UuidParam(p, "instance_id")),
+                                FP_TRY(UuidParam(p, "dst_sled_id")));
+                 return Ok();
+               }});
+  r.Add(Action{.name = "instance_migrate.finish",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 FP_CHECK_OK(db::InstanceFinishMigrateIn(tx, FP_TRY(UuidParam(p, "instance_id")),
+                                                         FP_TRY(UuidParam(p, "dst_sled_id")),
+                                                         FP_TRY(UuidParam(p, "migration_id"))));
+                 return Json::object();
+               },
+               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+                 const Json& p = ctx.params();
+                 return db::InstanceRevertMigrateIn(tx, FP_TRY(UuidParam(p, "instance_id")),
+                                                    FP_TRY(UuidParam(p, "src_sled_id")),
+                                                    FP_TRY(UuidParam(p, "migration_id")));
+               }});
+  r.Add(Action{.name = "instance_migrate.switch",
+               .run = [&d](const ActionContext&) -> Result<Json> {
+                 FP_CHECK_OK(d.nat.Sync());
+                 return Json::object();
+               },
+               .undo = [&d](const ActionContext&) -> Status {
+                 SyncNatBestEffort(d);
+                 return Ok();
+               }});
+  r.Add(Action{
+      .name = "instance_migrate.source", .run = [&d](const ActionContext& ctx) -> Result<Json> {
+        const Json& p = ctx.params();
+        UnregisterFrom(d, FP_TRY(UuidParam(p, "instance_id")), FP_TRY(UuidParam(p, "src_sled_id")));
+        return Json::object();
+      }});
+}
+
+}  // namespace fp::app

@@ -1,0 +1,122 @@
+#pragma once
+
+// Instances on sleds: create, start, stop, reboot, migrate and delete, the first four of
+// which (create, start, migrate, delete) run as sagas. The instance's run state follows its
+// sled agent (a watcher polls the sleds of instances that have a VMM).
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agents/agents.h"
+#include "app/control_plane.h"
+#include "db/instances.h"
+#include "nat/nat_reconciler.h"
+#include "saga/saga.h"
+
+namespace fp::app {
+
+// The agents the control plane drives, by sled. Not owned.
+struct Dataplane {
+  agents::SwitchAgentClient* switch_agent = nullptr;
+  std::map<Uuid, agents::SledAgentClient*> sleds;
+
+  // ServiceUnavailable if no agent is known for the sled.
+  Result<agents::SledAgentClient*> Sled(const Uuid& sled_id) const;
+};
+
+struct InstanceCreateParams {
+  std::string name;
+  std::string description;
+  std::string hostname;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  db::NicKind nic = db::NicKind::kDualStack;
+  bool start = true;
+};
+
+// What the saga actions need; lives as long as the executor.
+struct InstanceSagaDeps {
+  db::Datastore& ds;
+  Dataplane& dataplane;
+  nat::NatReconciler& nat;
+};
+
+// What a sled needs to run the instance (its NIC and attached external IPs), from the
+// datastore.
+Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
+
+// Registers the instance sagas' actions (instance_create.*, instance_start.*,
+// instance_delete.*, instance_migrate.*).
+void RegisterInstanceActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);
+
+class Instances {
+ public:
+  Instances(db::Datastore& ds, ControlPlane& control_plane, Dataplane& dataplane,
+            nat::NatReconciler& nat, saga::SagaExecutor& executor)
+      : ds_(ds), cp_(control_plane), dataplane_(dataplane), nat_(nat), exec_(executor) {}
+  ~Instances() { StopWatcher(); }
+
+  Result<db::Instance> Create(const Actor& actor, const NameOrId& project,
+                              const InstanceCreateParams& params);
+  // `project` is required with a name and forbidden with an id (§2.0).
+  Result<db::Instance> Lookup(const Actor& actor, const NameOrId& instance,
+                              const std::optional<NameOrId>& project);
+  Result<std::vector<db::Instance>> List(const Actor& actor, const NameOrId& project,
+                                         const db::PageRequest& page);
+  Result<db::Instance> Update(const Actor& actor, const NameOrId& instance,
+                              const std::optional<NameOrId>& project,
+                              const db::InstanceUpdate& update);
+  Status Delete(const Actor& actor, const NameOrId& instance,
+                const std::optional<NameOrId>& project);
+  Result<db::Instance> Start(const Actor& actor, const NameOrId& instance,
+                             const std::optional<NameOrId>& project);
+  Result<db::Instance> Stop(const Actor& actor, const NameOrId& instance,
+                            const std::optional<NameOrId>& project);
+  Result<db::Instance> Reboot(const Actor& actor, const NameOrId& instance,
+                              const std::optional<NameOrId>& project);
+  // Fleet admin only.
+  Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
+                               const std::optional<NameOrId>& project, const Uuid& dst_sled);
+
+  Result<std::vector<db::Sled>> SledList(const Actor& actor);
+  Result<db::Sled> SledView(const Actor& actor, const Uuid& sled_id);
+  // The instances on a sled with their project and silo names.
+  struct SledInstance {
+    db::Instance instance;
+    std::string project_name;
+    std::string silo_name;
+  };
+  Result<std::vector<SledInstance>> SledInstances(const Actor& actor, const Uuid& sled_id);
+
+  // Polls sled agents every `period_ms` and records run-state changes.
+  void StartWatcher(int period_ms);
+  void StopWatcher();
+  // One watcher pass (also used by tests and after operations).
+  void WatchOnce();
+
+ private:
+  Result<db::Instance> RunStartSaga(const db::Instance& instance);
+  Result<db::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
+  // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
+  void SettleStopped(const db::Instance& instance, agents::SledAgentClient& sled,
+                     const std::string& run_state);
+
+  db::Datastore& ds_;
+  ControlPlane& cp_;
+  Dataplane& dataplane_;
+  nat::NatReconciler& nat_;
+  saga::SagaExecutor& exec_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
+  std::thread watcher_;
+};
+
+}  // namespace fp::app

@@ -1,0 +1,678 @@
+#include "db/instances.h"
+
+#include <fmt/format.h>
+
+#include "db/in_transaction.h"
+
+namespace fp::db {
+
+namespace {
+
+constexpr std::string_view kInstanceColumns =
+    "i.id, i.project_id, i.name, i.description, i.hostname, i.ncpus, i.memory, i.state, "
+    "i.run_state, i.sled_id, i.migration_id, i.time_run_state_updated, i.time_created, "
+    "i.time_modified";
+
+constexpr std::array<std::string_view, 5> kStates = {"creating", "no_vmm", "vmm", "failed",
+                                                     "destroyed"};
+
+Result<InstanceState> ParseState(std::string_view s) {
+  for (size_t i = 0; i < kStates.size(); ++i) {
+    if (kStates[i] == s) return static_cast<InstanceState>(i);
+  }
+  return Fail(Error::Internal("corrupt instance state"));
+}
+
+Result<Instance> InstanceFromRow(const Row& r) {
+  Instance i;
+  i.id = FP_TRY(UuidColumn(r, 0));
+  i.project_id = FP_TRY(UuidColumn(r, 1));
+  i.name = r.Text(2);
+  i.description = r.Text(3);
+  i.hostname = r.Text(4);
+  i.ncpus = r.Int(5);
+  i.memory = r.Int(6);
+  i.state = FP_TRY(ParseState(r.Text(7)));
+  i.run_state = r.Text(8);
+  i.sled_id = FP_TRY(OptUuidColumn(r, 9));
+  i.migration_id = FP_TRY(OptUuidColumn(r, 10));
+  i.time_run_state_updated = r.Int(11);
+  i.time_created = r.Int(12);
+  i.time_modified = r.Int(13);
+  return i;
+}
+
+Result<Sled> SledFromRow(const Row& r) {
+  return Sled{FP_TRY(UuidColumn(r, 0)), r.Text(1), r.Text(2),
+              FP_TRY(IpColumn(r, 3)),   r.Int(4),  r.Int(5)};
+}
+
+// The next value of a monotonic counter, bumped in this transaction.
+Result<int64_t> NextCounter(Tx& tx, std::string_view name, int64_t first) {
+  FP_TRY(
+      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
+              "ON CONFLICT (name) DO UPDATE SET value = value + 1",
+              name, first));
+  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
+  return row->Int(0);
+}
+
+std::string MacFromCounter(int64_t n) {
+  uint64_t v = 0xA84025F00000ull + static_cast<uint64_t>(n);
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", (v >> 40) & 0xff,
+                     (v >> 32) & 0xff, (v >> 24) & 0xff, (v >> 16) & 0xff, (v >> 8) & 0xff,
+                     v & 0xff);
+}
+
+constexpr std::string_view kNatColumns =
+    "id, external_ip, first_port, last_port, sled_address, vni, mac, instance_id, version_added, "
+    "version_removed";
+
+Result<NatRow> NatFromRow(const Row& r) {
+  NatRow n;
+  n.id = FP_TRY(UuidColumn(r, 0));
+  n.external_ip = FP_TRY(IpColumn(r, 1));
+  n.first_port = static_cast<int>(r.Int(2));
+  n.last_port = static_cast<int>(r.Int(3));
+  n.sled_address = FP_TRY(IpColumn(r, 4));
+  n.vni = r.Int(5);
+  n.mac = r.Text(6);
+  n.instance_id = FP_TRY(UuidColumn(r, 7));
+  n.version_added = r.Int(8);
+  if (!r.IsNull(9)) n.version_removed = r.Int(9);
+  return n;
+}
+
+Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
+  int64_t version = FP_TRY(NextCounter(tx, "nat_version", 1));
+  FP_TRY(
+      tx.Exec("UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
+              "version_removed IS NULL",
+              version, tx.now(), id));
+  return Ok();
+}
+
+}  // namespace
+
+std::string_view ToString(InstanceState s) { return kStates[static_cast<size_t>(s)]; }
+std::string_view Label(InstanceState s) {
+  switch (s) {
+    case InstanceState::kNoVmm:
+      return "no_VMM";
+    case InstanceState::kVmm:
+      return "VMM";
+    default:
+      return ToString(s);
+  }
+}
+
+// --- Sleds ---
+
+Result<Sled> SledUpsert(Datastore& ds, const std::string& serial, const std::string& agent_url,
+                        const IpAddr& underlay) {
+  return ds.Write<Sled>([&](Tx& tx) -> Result<Sled> {
+    FP_TRY(tx.Exec(
+        "INSERT INTO sled (id, serial, agent_url, underlay_address, time_created, time_modified) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (serial) DO UPDATE SET agent_url = "
+        "excluded.agent_url, "
+        "underlay_address = excluded.underlay_address, time_modified = excluded.time_modified",
+        Uuid::Random(), serial, agent_url, underlay, tx.now(), tx.now()));
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT id, serial, agent_url, underlay_address, time_created, time_modified FROM sled "
+        "WHERE serial = ?",
+        serial));
+    return SledFromRow(*row);
+  });
+}
+
+Result<std::vector<Sled>> SledList(Datastore& ds) {
+  return ds.Read<std::vector<Sled>>([&](Tx& tx) -> Result<std::vector<Sled>> {
+    std::vector<Sled> out;
+    for (const Row& r : FP_TRY(tx.Query("SELECT id, serial, agent_url, underlay_address, "
+                                        "time_created, time_modified FROM sled ORDER BY id"))) {
+      out.push_back(FP_TRY(SledFromRow(r)));
+    }
+    return out;
+  });
+}
+
+Result<Sled> SledGetIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(tx.QueryRow(
+      "SELECT id, serial, agent_url, underlay_address, time_created, time_modified FROM sled "
+      "WHERE id = ?",
+      id));
+  if (!row) return Fail(Error::NotFoundById("sled", id.ToString()));
+  return SledFromRow(*row);
+}
+
+Result<Sled> SledGet(Datastore& ds, const Uuid& id) {
+  return ds.Read<Sled>([&](Tx& tx) { return SledGetIn(tx, id); });
+}
+
+Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds) {
+  using Out = std::vector<std::pair<Uuid, int64_t>>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    Out out;
+    for (const Row& r : FP_TRY(
+             tx.Query("SELECT s.id, (SELECT count(*) FROM instance i WHERE i.sled_id = s.id AND "
+                      "i.time_deleted IS NULL AND i.state = 'vmm') FROM sled s ORDER BY s.id"))) {
+      out.emplace_back(FP_TRY(UuidColumn(r, 0)), r.Int(1));
+    }
+    return out;
+  });
+}
+
+// --- Instances ---
+
+Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
+                              kInstanceColumns),
+                  id));
+  if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+  return InstanceFromRow(*row);
+}
+
+Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id) {
+  return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
+    auto row = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM instance i JOIN project p ON p.id = i.project_id WHERE "
+                    "i.id = ? AND i.time_deleted IS NULL AND p.silo_id = ? AND "
+                    "p.time_deleted IS NULL",
+                    kInstanceColumns),
+        id, silo_id));
+    if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+    return InstanceFromRow(*row);
+  });
+}
+
+Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name) {
+  return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
+    auto row = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM instance i WHERE i.project_id = ? AND i.name = ? AND "
+                    "i.time_deleted IS NULL",
+                    kInstanceColumns),
+        project_id, name));
+    if (!row) return Fail(Error::NotFoundByName("instance", name));
+    return InstanceFromRow(*row);
+  });
+}
+
+Result<std::vector<Instance>> InstanceList(Datastore& ds, const Uuid& project_id,
+                                           const PageRequest& page) {
+  return ds.Read<std::vector<Instance>>([&](Tx& tx) -> Result<std::vector<Instance>> {
+    std::vector<SqlValue> params{project_id.ToString()};
+    std::string sql =
+        fmt::format("SELECT {} FROM instance i WHERE i.project_id = ? AND i.time_deleted IS NULL",
+                    kInstanceColumns);
+    sql += PageClause(page, "i.name", "i.id", params);
+    std::vector<Instance> out;
+    for (const Row& r : FP_TRY(tx.QueryV(sql, params))) out.push_back(FP_TRY(InstanceFromRow(r)));
+    return out;
+  });
+}
+
+Result<std::vector<Instance>> InstancesOnSled(Datastore& ds, const Uuid& sled_id) {
+  return ds.Read<std::vector<Instance>>([&](Tx& tx) -> Result<std::vector<Instance>> {
+    std::vector<Instance> out;
+    for (const Row& r :
+         FP_TRY(tx.Query(fmt::format("SELECT {} FROM instance i WHERE i.sled_id = ? AND "
+                                     "i.time_deleted IS NULL ORDER BY i.id",
+                                     kInstanceColumns),
+                         sled_id))) {
+      out.push_back(FP_TRY(InstanceFromRow(r)));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<Instance>> InstancesWithVmm(Datastore& ds) {
+  return ds.Read<std::vector<Instance>>([&](Tx& tx) -> Result<std::vector<Instance>> {
+    std::vector<Instance> out;
+    for (const Row& r : FP_TRY(tx.Query(fmt::format(
+             "SELECT {} FROM instance i WHERE i.state = 'vmm' AND i.time_deleted IS NULL",
+             kInstanceColumns)))) {
+      out.push_back(FP_TRY(InstanceFromRow(r)));
+    }
+    return out;
+  });
+}
+
+Result<std::pair<std::string, std::string>> InstanceNames(Datastore& ds, const Uuid& id) {
+  using Out = std::pair<std::string, std::string>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    auto row = FP_TRY(
+        tx.QueryRow("SELECT p.name, s.name FROM instance i JOIN project p ON p.id = i.project_id "
+                    "JOIN silo s ON s.id = p.silo_id WHERE i.id = ?",
+                    id));
+    if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+    return Out{row->Text(0), row->Text(1)};
+  });
+}
+
+Result<std::optional<NetworkInterface>> PrimaryNicIn(Tx& tx, const Uuid& instance_id) {
+  auto row = FP_TRY(tx.QueryRow(
+      "SELECT n.id, n.instance_id, n.vpc_id, n.name, n.mac, n.ipv4, n.ipv6, v.vni "
+      "FROM network_interface n JOIN vpc v ON v.id = n.vpc_id WHERE n.instance_id = ? AND "
+      "n.is_primary = 1 AND n.time_deleted IS NULL",
+      instance_id));
+  if (!row) return std::optional<NetworkInterface>();
+  NetworkInterface n;
+  n.id = FP_TRY(UuidColumn(*row, 0));
+  n.instance_id = FP_TRY(UuidColumn(*row, 1));
+  n.vpc_id = FP_TRY(UuidColumn(*row, 2));
+  n.name = row->Text(3);
+  n.mac = row->Text(4);
+  if (!row->IsNull(5)) n.ipv4 = FP_TRY(IpColumn(*row, 5));
+  if (!row->IsNull(6)) n.ipv6 = FP_TRY(IpColumn(*row, 6));
+  n.vni = row->Int(7);
+  return std::optional<NetworkInterface>(n);
+}
+
+Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& instance_id) {
+  return ds.Read<std::optional<NetworkInterface>>(
+      [&](Tx& tx) { return PrimaryNicIn(tx, instance_id); });
+}
+
+Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id) {
+  return ds.Read<std::vector<ExternalIp>>(
+      [&](Tx& tx) { return InstanceExternalIpsIn(tx, instance_id); });
+}
+
+Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u) {
+  return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+    Instance i = FP_TRY(InstanceGetIn(tx, id));
+    if (u.name && *u.name != i.name) {
+      auto dup = FP_TRY(tx.QueryRow(
+          "SELECT 1 FROM instance WHERE project_id = ? AND name = ? AND time_deleted IS NULL",
+          i.project_id, *u.name));
+      if (dup) return Fail(Error::AlreadyExists("instance", *u.name));
+      i.name = *u.name;
+    }
+    if (u.description) i.description = *u.description;
+    if (u.hostname) i.hostname = *u.hostname;
+    bool resources = (u.ncpus && *u.ncpus != i.ncpus) || (u.memory && *u.memory != i.memory);
+    if (resources && i.state != InstanceState::kNoVmm) {
+      return Fail(Error::InvalidRequest(
+          fmt::format("instance \"{}\" must be stopped to change ncpus or memory (it is {})",
+                      i.name, i.run_state)));
+    }
+    if (u.ncpus) i.ncpus = *u.ncpus;
+    if (u.memory) i.memory = *u.memory;
+    i.time_modified = tx.now();
+    FP_TRY(tx.Exec(
+        "UPDATE instance SET name = ?, description = ?, hostname = ?, ncpus = ?, memory = ?, "
+        "time_modified = ? WHERE id = ?",
+        i.name, i.description, i.hostname, i.ncpus, i.memory, i.time_modified, id));
+    return i;
+  });
+}
+
+Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
+  auto existing = FP_TRY(tx.QueryRow("SELECT 1 FROM instance WHERE id = ?", p.id));
+  if (existing) return InstanceGetIn(tx, p.id);  // re-run of a committed step
+  auto project = FP_TRY(
+      tx.QueryRow("SELECT 1 FROM project WHERE id = ? AND time_deleted IS NULL", p.project_id));
+  if (!project) return Fail(Error::NotFoundById("project", p.project_id.ToString()));
+  auto dup = FP_TRY(tx.QueryRow(
+      "SELECT 1 FROM instance WHERE project_id = ? AND name = ? AND time_deleted IS NULL",
+      p.project_id, p.name));
+  if (dup) return Fail(Error::AlreadyExists("instance", p.name));
+  FP_TRY(tx.Exec(
+      "INSERT INTO instance (id, project_id, name, description, hostname, ncpus, memory, state, "
+      "run_state, time_run_state_updated, time_created, time_modified) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 'creating', 'creating', ?, ?, ?)",
+      p.id, p.project_id, p.name, p.description, p.hostname, p.ncpus, p.memory, tx.now(), tx.now(),
+      tx.now()));
+  if (p.nic != NicKind::kNone) {
+    // The project's VPC, created on first use with a VNI of its own and a ULA /64.
+    auto vpc = FP_TRY(
+        tx.QueryRow("SELECT id, vni, ipv6_prefix FROM vpc WHERE project_id = ?", p.project_id));
+    Uuid vpc_id;
+    IpAddr prefix;
+    if (vpc) {
+      vpc_id = FP_TRY(UuidColumn(*vpc, 0));
+      prefix = FP_TRY(IpColumn(*vpc, 2));
+    } else {
+      int64_t vni = FP_TRY(NextCounter(tx, "vni", 1024));
+      vpc_id = Uuid::Random();
+      prefix = IpAddr(IpVersion::kV6,
+                      (uint128{0xfd00u} << 112) | (uint128(static_cast<uint64_t>(vni)) << 64));
+      FP_TRY(tx.Exec(
+          "INSERT INTO vpc (id, project_id, vni, ipv6_prefix, time_created) VALUES (?, ?, ?, ?, ?)",
+          vpc_id, p.project_id, vni, prefix, tx.now()));
+    }
+    int64_t host = FP_TRY(NextCounter(tx, "nic_host:" + vpc_id.ToString(), 5));
+    std::optional<IpAddr> v4, v6;
+    if (p.nic == NicKind::kIpv4 || p.nic == NicKind::kDualStack) {
+      if (host > 1020) {
+        return Fail(
+            Error::InsufficientCapacity("No private IPv4 addresses left in the VPC subnet"));
+      }
+      v4 = IpAddr(IpVersion::kV4,
+                  (uint128{172} << 24 | uint128{30} << 16) + static_cast<uint64_t>(host));
+    }
+    if (p.nic == NicKind::kIpv6 || p.nic == NicKind::kDualStack) {
+      v6 = IpAddr(IpVersion::kV6, prefix.value() + static_cast<uint64_t>(host));
+    }
+    std::string mac = MacFromCounter(FP_TRY(NextCounter(tx, "mac", 1)));
+    FP_TRY(
+        tx.Exec("INSERT INTO network_interface (id, instance_id, vpc_id, name, mac, ipv4, ipv6, "
+                "is_primary, time_created) VALUES (?, ?, ?, 'net0', ?, ?, ?, 1, ?)",
+                p.nic_id, p.id, vpc_id, mac, v4 ? SqlValue(Blob{v4->Key()}) : SqlValue(nullptr),
+                v6 ? SqlValue(Blob{v6->Key()}) : SqlValue(nullptr), tx.now()));
+  }
+  return InstanceGetIn(tx, p.id);
+}
+
+Status InstanceDeleteRecordIn(Tx& tx, const Uuid& id) {
+  FP_TRY(
+      tx.Exec("UPDATE network_interface SET time_deleted = ? WHERE instance_id = ? AND "
+              "time_deleted IS NULL",
+              tx.now(), id));
+  FP_TRY(
+      tx.Exec("UPDATE instance SET time_deleted = ?, state = 'destroyed', run_state = "
+              "'destroyed' WHERE id = ? AND time_deleted IS NULL",
+              tx.now(), id));
+  return Ok();
+}
+
+Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
+                                  const Uuid& silo_id) {
+  auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", snat_id));
+  if (existing) {
+    if (!existing->IsNull(0)) {
+      // Never revive a released row (product.md difference 4).
+      return Fail(Error::Internal("SNAT allocation re-run after its row was released"));
+    }
+    return ExternalIpGetIn(tx, snat_id);
+  }
+  auto pool = FP_TRY(tx.QueryRow(
+      "SELECT l.ip_pool_id FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
+      "WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' AND "
+      "l.ip_version = 'v4' AND p.time_deleted IS NULL AND p.assignment = 'silos'",
+      silo_id));
+  if (!pool) return Fail(Error::NotFound("default unicast IPv4 pool for current silo"));
+  Uuid pool_id = FP_TRY(UuidColumn(*pool, 0));
+  AllocatedAddress a = FP_TRY(AllocateSnatBlock(tx, pool_id));
+  FP_TRY(
+      tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
+              "first_port, last_port, state, time_created, time_modified) "
+              "VALUES (?, ?, ?, ?, 'snat', ?, ?, ?, 'attached', ?, ?)",
+              snat_id, pool_id, a.range_id, instance_id, a.ip, a.first_port, a.last_port, tx.now(),
+              tx.now()));
+  return ExternalIpGetIn(tx, snat_id);
+}
+
+Status ExternalIpReleaseIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(
+      tx.QueryRow("SELECT ip_pool_id, ip_pool_range_id, ip, first_port, last_port FROM external_ip "
+                  "WHERE id = ? AND time_deleted IS NULL",
+                  id));
+  if (!row) return Ok();
+  FP_TRY(
+      tx.Exec("UPDATE external_ip SET time_deleted = ?, state = 'detached', parent_id = NULL "
+              "WHERE id = ?",
+              tx.now(), id));
+  return ReleaseAddress(
+      tx, FP_TRY(UuidColumn(*row, 0)),
+      AllocatedAddress{FP_TRY(UuidColumn(*row, 1)), FP_TRY(IpColumn(*row, 2)),
+                       static_cast<int>(row->Int(3)), static_cast<int>(row->Int(4))});
+}
+
+Status InstanceFinishCreateIn(Tx& tx, const Uuid& id) {
+  FP_TRY(tx.Exec(
+      "UPDATE instance SET state = 'no_vmm', run_state = 'stopped', time_run_state_updated = ? "
+      "WHERE id = ? AND state = 'creating' AND time_deleted IS NULL",
+      tx.now(), id));
+  return Ok();
+}
+
+Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
+  Instance i = FP_TRY(InstanceGetIn(tx, id));
+  if (i.state == InstanceState::kVmm && i.sled_id == sled_id) return i;  // re-run
+  if (i.state != InstanceState::kNoVmm) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
+  }
+  FP_TRY(
+      tx.Exec("UPDATE instance SET state = 'vmm', run_state = 'starting', sled_id = ?, "
+              "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
+              sled_id, tx.now(), tx.now(), id));
+  return InstanceGetIn(tx, id);
+}
+
+Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates) {
+  std::optional<std::pair<int64_t, Uuid>> best;
+  for (const Uuid& sled : candidates) {
+    auto row =
+        FP_TRY(tx.QueryRow("SELECT count(*) FROM instance WHERE sled_id = ? AND state = 'vmm' AND "
+                           "time_deleted IS NULL",
+                           sled));
+    std::pair<int64_t, Uuid> load{row->Int(0), sled};
+    if (!best || load < *best) best = load;
+  }
+  if (!best) return Fail(Error::Unavailable("no sled is available to run the instance"));
+  return best->second;
+}
+
+Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
+  FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
+  FP_TRY(
+      tx.Exec("UPDATE instance SET state = 'no_vmm', run_state = 'stopped', sled_id = NULL, "
+              "time_run_state_updated = ? WHERE id = ? AND state = 'vmm' AND sled_id = ?",
+              tx.now(), id, sled_id));
+  return Ok();
+}
+
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state) {
+  return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+    Instance i = FP_TRY(InstanceGetIn(tx, id));
+    if (i.run_state == run_state) return i;
+    FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
+                   run_state, tx.now(), id));
+    return InstanceGetIn(tx, id);
+  });
+}
+
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
+                                        const std::string& run_state) {
+  return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+    Instance i = FP_TRY(InstanceGetIn(tx, id));
+    if (i.state != InstanceState::kVmm || i.migration_id) return i;  // sagas own these moves
+    if (run_state == "stopped" || run_state == "failed") {
+      FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
+      FP_TRY(
+          tx.Exec("UPDATE instance SET state = ?, run_state = ?, sled_id = NULL, "
+                  "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
+                  run_state == "stopped" ? "no_vmm" : "failed", run_state, tx.now(), tx.now(), id));
+    } else if (run_state != i.run_state) {
+      FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
+                     run_state, tx.now(), id));
+    }
+    return InstanceGetIn(tx, id);
+  });
+}
+
+Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
+                                        const Uuid& migration_id) {
+  Instance i = FP_TRY(InstanceGetIn(tx, id));
+  if (i.migration_id == migration_id) return i;  // re-run
+  if (i.state != InstanceState::kVmm || i.run_state != "running") {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "instance \"{}\" can only be migrated while running (it is {})", i.name, i.run_state)));
+  }
+  if (i.migration_id) {
+    return Fail(Error::Unavailable(fmt::format(
+        "instance \"{}\" is already migrating; retry when that migration completes", i.name)));
+  }
+  if (i.sled_id == dst) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" already runs on sled {}", i.name, dst.ToString())));
+  }
+  FP_CHECK_OK(SledGetIn(tx, dst));
+  FP_TRY(tx.Exec(
+      "UPDATE instance SET migration_id = ?, run_state = 'migrating', time_run_state_updated = ? "
+      "WHERE id = ?",
+      migration_id, tx.now(), id));
+  return InstanceGetIn(tx, id);
+}
+
+Status InstanceUndoMigrateIn(Tx& tx, const Uuid& id, const Uuid& migration_id) {
+  FP_TRY(tx.Exec(
+      "UPDATE instance SET migration_id = NULL, run_state = 'running', time_run_state_updated = ? "
+      "WHERE id = ? AND migration_id = ?",
+      tx.now(), id, migration_id));
+  return Ok();
+}
+
+Status InstanceRevertMigrateIn(Tx& tx, const Uuid& id, const Uuid& src, const Uuid& migration_id) {
+  Instance i = FP_TRY(InstanceGetIn(tx, id));
+  if (i.migration_id && *i.migration_id == migration_id && i.sled_id == src) return Ok();
+  Sled sled = FP_TRY(SledGetIn(tx, src));
+  FP_TRY(
+      tx.Exec("UPDATE instance SET sled_id = ?, migration_id = ?, run_state = 'migrating', "
+              "time_run_state_updated = ? WHERE id = ?",
+              src, migration_id, tx.now(), id));
+  FP_TRY(NatEnsureForInstanceIn(tx, id, sled));
+  return Ok();
+}
+
+Status InstanceFinishMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst, const Uuid& migration_id) {
+  Instance i = FP_TRY(InstanceGetIn(tx, id));
+  if (i.migration_id != migration_id) return Ok();  // re-run after it finished
+  Sled sled = FP_TRY(SledGetIn(tx, dst));
+  FP_TRY(
+      tx.Exec("UPDATE instance SET sled_id = ?, migration_id = NULL, run_state = 'running', "
+              "time_run_state_updated = ? WHERE id = ?",
+              dst, tx.now(), id));
+  FP_TRY(NatEnsureForInstanceIn(tx, id, sled));
+  return Ok();
+}
+
+Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
+  if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+  Instance i = FP_TRY(InstanceFromRow(*row));
+  if (i.state == InstanceState::kDestroyed) return Ok();  // re-run
+  if (i.state == InstanceState::kVmm) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "cannot delete instance: instance is running or has not yet fully stopped (instance "
+        "\"{}\" is {}; stop it first)",
+        i.name, i.run_state)));
+  }
+  if (i.state != InstanceState::kNoVmm && i.state != InstanceState::kFailed) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance cannot be deleted in state \"{}\"", i.run_state)));
+  }
+  FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
+  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, id))) {
+    if (e.kind == IpKind::kFloating) {
+      FP_TRY(
+          tx.Exec("UPDATE external_ip SET parent_id = NULL, state = 'detached', "
+                  "time_modified = ? WHERE id = ?",
+                  tx.now(), e.id));
+    } else {
+      FP_CHECK_OK(ExternalIpReleaseIn(tx, e.id));
+    }
+  }
+  return InstanceDeleteRecordIn(tx, id);
+}
+
+// --- NAT ---
+
+Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                   const Sled& sled) {
+  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
+  std::vector<NatRow> out;
+  if (!nic) return out;
+  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
+    if (e.state != AttachState::kAttached) {
+      return Fail(Error::Unavailable(fmt::format(
+          "cannot program NAT for instance {}: external IP {} is {}; retry when that operation "
+          "completes",
+          instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
+    }
+    auto live = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
+                    "last_port = ? AND version_removed IS NULL",
+                    kNatColumns),
+        e.ip, e.first_port, e.last_port));
+    if (live) {
+      NatRow row = FP_TRY(NatFromRow(*live));
+      if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
+          row.instance_id == instance_id) {
+        out.push_back(row);
+        continue;
+      }
+      // A leftover mapping for this address (another sled, or an instance since deleted).
+      FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
+    }
+    NatRow row;
+    row.id = Uuid::Random();
+    row.external_ip = e.ip;
+    row.first_port = e.first_port;
+    row.last_port = e.last_port;
+    row.sled_address = sled.underlay_address;
+    row.vni = nic->vni;
+    row.mac = nic->mac;
+    row.instance_id = instance_id;
+    row.version_added = FP_TRY(NextCounter(tx, "nat_version", 1));
+    FP_TRY(tx.Exec(
+        "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
+        "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,
+        instance_id, row.version_added, tx.now()));
+    out.push_back(row);
+  }
+  return out;
+}
+
+Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT id FROM nat_entry WHERE instance_id = ? AND version_removed IS NULL ORDER BY "
+           "version_added",
+           instance_id))) {
+    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
+  }
+  return Ok();
+}
+
+Result<std::vector<NatFeedChange>> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
+  return ds.Read<std::vector<NatFeedChange>>([&](Tx& tx) -> Result<std::vector<NatFeedChange>> {
+    std::vector<NatFeedChange> out;
+    for (const Row& r : FP_TRY(tx.Query(
+             fmt::format("SELECT {0}, version_added AS v, 0 FROM nat_entry WHERE "
+                         "version_removed IS NULL AND version_added > ? "
+                         "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+                         "version_removed > ? ORDER BY v LIMIT ?",
+                         kNatColumns),
+             after, after, limit))) {
+      out.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
+    }
+    return out;
+  });
+}
+
+Result<int64_t> NatCurrentVersion(Datastore& ds) {
+  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    return row ? row->Int(0) : 0;
+  });
+}
+
+Result<std::vector<NatRow>> NatLive(Datastore& ds) {
+  return ds.Read<std::vector<NatRow>>([&](Tx& tx) -> Result<std::vector<NatRow>> {
+    std::vector<NatRow> out;
+    for (const Row& r : FP_TRY(tx.Query(fmt::format(
+             "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
+             "first_port",
+             kNatColumns)))) {
+      out.push_back(FP_TRY(NatFromRow(r)));
+    }
+    return out;
+  });
+}
+
+}  // namespace fp::db

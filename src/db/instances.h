@@ -1,0 +1,181 @@
+#pragma once
+
+// Sleds, instances, their network interfaces and the NAT table. Whole-operation functions
+// take the Datastore; the *In functions run inside a caller's transaction (saga actions), and
+// each is idempotent: running it again after it committed changes nothing and returns the
+// same result.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/datastore.h"
+
+namespace fp::db {
+
+struct Sled {
+  Uuid id;
+  std::string serial;
+  std::string agent_url;
+  IpAddr underlay_address;
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
+enum class InstanceState { kCreating, kNoVmm, kVmm, kFailed, kDestroyed };
+std::string_view ToString(InstanceState s);
+// The label Oxide's messages use: creating, no_VMM, VMM, failed, destroyed.
+std::string_view Label(InstanceState s);
+
+struct Instance {
+  Uuid id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  std::string hostname;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  InstanceState state = InstanceState::kCreating;
+  std::string run_state = "creating";  // the API's InstanceState
+  std::optional<Uuid> sled_id;
+  std::optional<Uuid> migration_id;
+  Timestamp time_run_state_updated = 0;
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
+struct NetworkInterface {
+  Uuid id;
+  Uuid instance_id;
+  Uuid vpc_id;
+  std::string name;
+  std::string mac;
+  std::optional<IpAddr> ipv4;
+  std::optional<IpAddr> ipv6;
+  int64_t vni = 0;
+};
+
+enum class NicKind { kNone, kIpv4, kIpv6, kDualStack };
+
+struct InstanceCreate {
+  Uuid id;
+  Uuid nic_id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  std::string hostname;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  NicKind nic = NicKind::kIpv4;
+};
+
+struct NatRow {
+  Uuid id;
+  IpAddr external_ip;
+  int first_port = 0;
+  int last_port = 65535;
+  IpAddr sled_address;
+  int64_t vni = 0;
+  std::string mac;
+  Uuid instance_id;
+  int64_t version_added = 0;
+  std::optional<int64_t> version_removed;
+};
+
+// --- Sleds ---
+// Registers the sled with this serial, or updates its agent URL; the id is stable per serial.
+Result<Sled> SledUpsert(Datastore& ds, const std::string& serial, const std::string& agent_url,
+                        const IpAddr& underlay);
+Result<std::vector<Sled>> SledList(Datastore& ds);
+Result<Sled> SledGet(Datastore& ds, const Uuid& id);
+Result<Sled> SledGetIn(Tx& tx, const Uuid& id);
+// Running (vmm) instances per sled, for placement.
+Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds);
+
+// --- Instances ---
+Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id);
+Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name);
+Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id);  // live only; NotFound by id
+Result<std::vector<Instance>> InstanceList(Datastore& ds, const Uuid& project_id,
+                                           const PageRequest& page);
+Result<std::vector<Instance>> InstancesOnSled(Datastore& ds, const Uuid& sled_id);
+Result<std::vector<Instance>> InstancesWithVmm(Datastore& ds);
+// The instance's (project name, silo name), for sled views.
+Result<std::pair<std::string, std::string>> InstanceNames(Datastore& ds, const Uuid& id);
+Result<std::optional<NetworkInterface>> PrimaryNicIn(Tx& tx, const Uuid& instance_id);
+Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& instance_id);
+// Live external IPs whose parent is the instance (all kinds and states).
+Result<std::vector<ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);
+Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id);
+
+struct InstanceUpdate {
+  std::optional<std::string> name;
+  std::optional<std::string> description;
+  std::optional<std::string> hostname;
+  std::optional<int64_t> ncpus;
+  std::optional<int64_t> memory;
+};
+// ncpus and memory change only while stopped (InvalidRequest otherwise).
+Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u);
+
+// Saga steps of instance create. Insert the instance (state creating) with its primary NIC
+// in the project's VPC (created on first use).
+Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p);
+// Undo: soft-delete the instance and its NICs (tolerates their absence).
+Status InstanceDeleteRecordIn(Tx& tx, const Uuid& id);
+// Allocates the instance's SNAT block (kind snat, attached) with id `snat_id` from the silo's
+// default unicast IPv4 pool: NotFound `default unicast IPv4 pool for current silo` without one.
+Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
+                                  const Uuid& silo_id);
+// Undo: soft-delete and release the SNAT row (tolerates its absence).
+Status ExternalIpReleaseIn(Tx& tx, const Uuid& id);
+// creating -> no_vmm (stopped).
+Status InstanceFinishCreateIn(Tx& tx, const Uuid& id);
+
+// Start: no_vmm -> vmm (starting) on `sled_id`. Already vmm on that sled: no change.
+// InvalidRequest if the instance is in a state that cannot start.
+Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
+// The least loaded of `candidates` (fewest instances with a VMM), ties broken by id.
+// ServiceUnavailable if there are no candidates.
+Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates);
+// Undo of start: back to no_vmm (stopped) if still placed on `sled_id`.
+Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
+// Sets the run state the sled reported; leaving the sled (stopped) moves vmm -> no_vmm and
+// removes the instance's NAT rows. Returns the instance as updated.
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
+                                        const std::string& run_state);
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state);
+
+// Migration: mark migrating to `dst` (running, not migrating, not already there).
+Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
+                                        const Uuid& migration_id);
+Status InstanceUndoMigrateIn(Tx& tx, const Uuid& id, const Uuid& migration_id);
+// Undo of FinishMigrate: back on `src`, still migrating, NAT pointed at `src` again.
+Status InstanceRevertMigrateIn(Tx& tx, const Uuid& id, const Uuid& src, const Uuid& migration_id);
+// Completes the move: sled = dst, migration cleared, NAT re-pointed at dst.
+Status InstanceFinishMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst, const Uuid& migration_id);
+
+// Delete: refused before any change unless stopped (no_vmm) or failed. Releases SNAT and
+// ephemeral addresses, detaches floating IPs, removes NICs and NAT rows, soft-deletes.
+Status InstanceDeleteIn(Tx& tx, const Uuid& id);
+
+// --- NAT ---
+// Ensures a live NAT row for each of the instance's external IPs pointing at `sled`; a live
+// row for the same (ip, ports) with another target is replaced. ServiceUnavailable if an IP
+// is mid attach/detach.
+Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                   const Sled& sled);
+// Soft-deletes every live NAT row of the instance.
+Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id);
+// The change feed: additions (live rows, at version_added) and removals (at version_removed)
+// with version > `after`, in version order, at most `limit`.
+struct NatFeedChange {
+  NatRow row;
+  int64_t version = 0;
+  bool deleted = false;
+};
+Result<std::vector<NatFeedChange>> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
+Result<int64_t> NatCurrentVersion(Datastore& ds);
+Result<std::vector<NatRow>> NatLive(Datastore& ds);
+
+}  // namespace fp::db

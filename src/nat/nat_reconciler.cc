@@ -1,0 +1,98 @@
+#include "nat/nat_reconciler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "api/log.h"
+
+namespace fp::nat {
+
+namespace {
+constexpr int64_t kBatch = 500;
+
+bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
+  return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
+}
+}  // namespace
+
+agents::NatEntry NatReconciler::ToEntry(const db::NatRow& row) {
+  return agents::NatEntry{row.external_ip,  row.first_port, row.last_port,
+                          row.sled_address, row.vni,        row.mac};
+}
+
+Status NatReconciler::Sync() {
+  std::lock_guard lock(sync_mu_);
+  agents::NatTable installed = FP_TRY(switch_.GetNat());
+  int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
+  if (installed.generation > desired) {
+    // The switch is ahead of the datastore (e.g. a restored database): resend the whole table.
+    return RepairLocked().map([](bool) {});
+  }
+  int64_t at = installed.generation;
+  while (at < desired) {
+    auto changes = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+    if (changes.empty()) break;
+    std::vector<agents::NatChange> batch;
+    for (const auto& c : changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
+    int64_t reached = FP_TRY(switch_.ApplyChanges(batch));
+    if (reached < batch.back().gen) {
+      return Fail(Error::Unavailable(
+          fmt::format("switch agent at {} stopped at NAT generation {} of {}; retry later",
+                      switch_.address(), reached, batch.back().gen)));
+    }
+    at = reached;
+  }
+  return Ok();
+}
+
+Result<bool> NatReconciler::Repair() {
+  std::lock_guard lock(sync_mu_);
+  return RepairLocked();
+}
+
+Result<bool> NatReconciler::RepairLocked() {
+  // Read the desired version first: rows are read at or after it, so the table sent is at
+  // least as new as the generation it is labelled with.
+  int64_t version = FP_TRY(db::NatCurrentVersion(ds_));
+  std::vector<agents::NatEntry> desired;
+  for (const auto& row : FP_TRY(db::NatLive(ds_))) desired.push_back(ToEntry(row));
+  agents::NatTable installed = FP_TRY(switch_.GetNat());
+  std::sort(desired.begin(), desired.end(), EntryLess);
+  std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
+  if (installed.entries == desired && installed.generation >= version) return false;
+  FP_TRY(switch_.ReplaceAll(agents::NatTable{std::max(version, installed.generation), desired}));
+  api::LogEvent("warn", "NAT drift repaired",
+                {{"switch_agent", switch_.address()},
+                 {"installed_entries", installed.entries.size()},
+                 {"desired_entries", desired.size()},
+                 {"generation", version}});
+  return true;
+}
+
+void NatReconciler::StartBackground(int period_ms) {
+  bg_ = std::thread([this, period_ms] {
+    std::unique_lock lock(bg_mu_);
+    while (!bg_stop_) {
+      lock.unlock();
+      if (auto s = Sync(); !s) {
+        api::LogEvent("warn", "NAT sync failed", {{"error", s.error().message()}});
+      } else if (auto r = Repair(); !r) {
+        api::LogEvent("warn", "NAT repair failed", {{"error", r.error().message()}});
+      }
+      lock.lock();
+      bg_cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return bg_stop_; });
+    }
+  });
+}
+
+void NatReconciler::StopBackground() {
+  {
+    std::lock_guard lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_.joinable()) bg_.join();
+}
+
+}  // namespace fp::nat

@@ -1,0 +1,55 @@
+#pragma once
+
+// Brings the switch agent's NAT table to the datastore's desired state.
+//
+// The datastore's nat_entry table is a versioned log (versions assigned in commit order);
+// the switch keeps the generation of the last change it installed. Sync() sends the changes
+// after that generation, in order; the switch never advances past a change it failed to
+// install, so nothing is skipped. Repair() compares the whole tables and replaces the switch's
+// on any difference (drift, a switch restarted with its state lost, a database restored to an
+// earlier version).
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "agents/agents.h"
+#include "common/error.h"
+#include "db/datastore.h"
+#include "db/instances.h"
+
+namespace fp::nat {
+
+class NatReconciler {
+ public:
+  NatReconciler(db::Datastore& ds, agents::SwitchAgentClient& switch_agent)
+      : ds_(ds), switch_(switch_agent) {}
+  ~NatReconciler() { StopBackground(); }
+
+  // Sends the switch every change it lacks. Returns once the switch acknowledged all changes
+  // committed before the call. ServiceUnavailable naming the switch agent if it does not
+  // answer or refuses a change. Thread-safe (calls are serialized).
+  Status Sync();
+  // Full comparison; replaces the switch's table if it differs. Returns true if it repaired.
+  Result<bool> Repair();
+
+  // Runs Sync + Repair every `period_ms` on a thread of its own until StopBackground().
+  void StartBackground(int period_ms);
+  void StopBackground();
+
+  static agents::NatEntry ToEntry(const db::NatRow& row);
+
+ private:
+  Result<bool> RepairLocked();  // requires sync_mu_
+
+  db::Datastore& ds_;
+  agents::SwitchAgentClient& switch_;
+  std::mutex sync_mu_;
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+  std::thread bg_;
+};
+
+}  // namespace fp::nat
