@@ -8,6 +8,7 @@
 #include "api/log.h"
 #include "api/router.h"
 #include "api/views.h"
+#include "db/saga_log.h"
 
 namespace fp::api {
 
@@ -817,6 +818,20 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
   });
 }
 
+void AddSagaRoutes(Router<Endpoint>& r) {
+  // Extension for operators and tests: recent sagas and where they rest. A stuck saga shows
+  // here until someone repairs it.
+  r.Add("GET", "/v1/system/sagas", [](const Ctx& c) -> Result<Reply> {
+    if (!c.actor.is_fleet_admin()) return Fail(Error::Forbidden());
+    int64_t limit = FP_TRY(ParseLimit(c.query));
+    Json items = Json::array();
+    for (const auto& [id, name, state] : FP_TRY(db::SagaListStates(c.cp.datastore(), limit))) {
+      items.push_back(Json{{"id", id.ToString()}, {"name", name}, {"state", db::ToString(state)}});
+    }
+    return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
+  });
+}
+
 void AddTokenRoutes(Router<Endpoint>& r) {
   r.Add("POST", "/v1/system/tokens", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
@@ -874,6 +889,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
   AddFloatingIpRoutes(*router);
   AddTokenRoutes(*router);
   AddInstanceRoutes(*router);
+  AddSagaRoutes(*router);
 
   return [router, &cp, instances](const HttpRequest& req) -> HttpResponse {
     try {

@@ -138,11 +138,16 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   // --- instance_start ---
   r.Add(Action{.name = "instance_start.place",
                .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
+                 // A re-run keeps the placement this saga made (placement is not deterministic).
+                 db::Instance i = FP_TRY(db::InstanceGetIn(tx, instance_id));
+                 if (i.start_saga_id == ctx.saga_id() && i.sled_id) {
+                   return Json{{"sled_id", i.sled_id->ToString()}};
+                 }
                  std::vector<Uuid> candidates;
                  for (const auto& [id, client] : d.dataplane.sleds) candidates.push_back(id);
                  Uuid sled = FP_TRY(db::PickSledIn(tx, candidates));
-                 FP_TRY(db::InstanceBeginStartIn(tx, FP_TRY(UuidParam(ctx.params(), "instance_id")),
-                                                 sled));
+                 FP_TRY(db::InstanceBeginStartIn(tx, instance_id, sled, ctx.saga_id()));
                  return Json{{"sled_id", sled.ToString()}};
                },
                .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
@@ -189,11 +194,6 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  FP_CHECK_OK(
                      db::InstanceDeleteIn(tx, FP_TRY(UuidParam(ctx.params(), "instance_id"))));
-                 return Json::object();
-               }});
-  r.Add(Action{.name = "instance_delete.switch", .run = [&d](const ActionContext&) -> Result<Json> {
-                 // The delete is committed and cannot unwind; the reconciler retries the push.
-                 SyncNatBestEffort(d);
                  return Json::object();
                }});
 

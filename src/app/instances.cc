@@ -219,10 +219,16 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   saga::SagaDag dag;
   dag.name = "instance_delete";
   dag.params = saga::Json{{"instance_id", i.id.ToString()}};
-  dag.nodes = {{"record", "instance_delete.record"}, {"switch", "instance_delete.switch"}};
+  // One node: the delete commits atomically or not at all, so there is nothing to unwind.
+  dag.nodes = {{"record", "instance_delete.record"}};
   auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("delete did not complete"));
+  }
+  // The instance's NAT rows went with it; tell the switch now (the reconciler retries if the
+  // switch does not answer).
+  if (auto s = nat_.Sync(); !s) {
+    api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
   return Ok();
 }

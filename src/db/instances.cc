@@ -11,7 +11,7 @@ namespace {
 constexpr std::string_view kInstanceColumns =
     "i.id, i.project_id, i.name, i.description, i.hostname, i.ncpus, i.memory, i.state, "
     "i.run_state, i.sled_id, i.migration_id, i.time_run_state_updated, i.time_created, "
-    "i.time_modified";
+    "i.time_modified, i.start_saga_id";
 
 constexpr std::array<std::string_view, 5> kStates = {"creating", "no_vmm", "vmm", "failed",
                                                      "destroyed"};
@@ -39,6 +39,7 @@ Result<Instance> InstanceFromRow(const Row& r) {
   i.time_run_state_updated = r.Int(11);
   i.time_created = r.Int(12);
   i.time_modified = r.Int(13);
+  i.start_saga_id = FP_TRY(OptUuidColumn(r, 14));
   return i;
 }
 
@@ -410,9 +411,10 @@ Status ExternalIpReleaseIn(Tx& tx, const Uuid& id) {
                   "WHERE id = ? AND time_deleted IS NULL",
                   id));
   if (!row) return Ok();
+  // SNAT rows keep their parent even when released (the schema requires one).
   FP_TRY(
-      tx.Exec("UPDATE external_ip SET time_deleted = ?, state = 'detached', parent_id = NULL "
-              "WHERE id = ?",
+      tx.Exec("UPDATE external_ip SET time_deleted = ?, state = 'detached', parent_id = "
+              "CASE WHEN kind = 'snat' THEN parent_id ELSE NULL END WHERE id = ?",
               tx.now(), id));
   return ReleaseAddress(
       tx, FP_TRY(UuidColumn(*row, 0)),
@@ -428,17 +430,22 @@ Status InstanceFinishCreateIn(Tx& tx, const Uuid& id) {
   return Ok();
 }
 
-Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
+Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id,
+                                      const Uuid& saga_id) {
   Instance i = FP_TRY(InstanceGetIn(tx, id));
-  if (i.state == InstanceState::kVmm && i.sled_id == sled_id) return i;  // re-run
+  if (i.state == InstanceState::kVmm && i.start_saga_id == saga_id) return i;  // re-run
+  if (i.state == InstanceState::kVmm && i.run_state == "starting") {
+    return Fail(Error::Unavailable(fmt::format(
+        "instance \"{}\" is being started by another request; retry when it completes", i.name)));
+  }
   if (i.state != InstanceState::kNoVmm) {
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
   }
-  FP_TRY(
-      tx.Exec("UPDATE instance SET state = 'vmm', run_state = 'starting', sled_id = ?, "
-              "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
-              sled_id, tx.now(), tx.now(), id));
+  FP_TRY(tx.Exec(
+      "UPDATE instance SET state = 'vmm', run_state = 'starting', sled_id = ?, start_saga_id = ?, "
+      "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
+      sled_id, saga_id, tx.now(), tx.now(), id));
   return InstanceGetIn(tx, id);
 }
 
@@ -460,6 +467,7 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
   FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
   FP_TRY(
       tx.Exec("UPDATE instance SET state = 'no_vmm', run_state = 'stopped', sled_id = NULL, "
+              "start_saga_id = NULL, "
               "time_run_state_updated = ? WHERE id = ? AND state = 'vmm' AND sled_id = ?",
               tx.now(), id, sled_id));
   return Ok();
@@ -482,10 +490,10 @@ Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
     if (i.state != InstanceState::kVmm || i.migration_id) return i;  // sagas own these moves
     if (run_state == "stopped" || run_state == "failed") {
       FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
-      FP_TRY(
-          tx.Exec("UPDATE instance SET state = ?, run_state = ?, sled_id = NULL, "
-                  "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
-                  run_state == "stopped" ? "no_vmm" : "failed", run_state, tx.now(), tx.now(), id));
+      FP_TRY(tx.Exec(
+          "UPDATE instance SET state = ?, run_state = ?, sled_id = NULL, start_saga_id = NULL, "
+          "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
+          run_state == "stopped" ? "no_vmm" : "failed", run_state, tx.now(), tx.now(), id));
     } else if (run_state != i.run_state) {
       FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
                      run_state, tx.now(), id));

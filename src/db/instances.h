@@ -38,6 +38,7 @@ struct Instance {
   InstanceState state = InstanceState::kCreating;
   std::string run_state = "creating";  // the API's InstanceState
   std::optional<Uuid> sled_id;
+  std::optional<Uuid> start_saga_id;  // the saga that placed the current VMM
   std::optional<Uuid> migration_id;
   Timestamp time_run_state_updated = 0;
   Timestamp time_created = 0;
@@ -132,9 +133,11 @@ Status ExternalIpReleaseIn(Tx& tx, const Uuid& id);
 // creating -> no_vmm (stopped).
 Status InstanceFinishCreateIn(Tx& tx, const Uuid& id);
 
-// Start: no_vmm -> vmm (starting) on `sled_id`. Already vmm on that sled: no change.
-// InvalidRequest if the instance is in a state that cannot start.
-Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
+// Start: no_vmm -> vmm (starting) on `sled_id`, owned by `saga_id`. A re-run by the same
+// saga changes nothing. InvalidRequest if the instance cannot start (ServiceUnavailable if
+// another start is placing it).
+Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id,
+                                      const Uuid& saga_id);
 // The least loaded of `candidates` (fewest instances with a VMM), ties broken by id.
 // ServiceUnavailable if there are no candidates.
 Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates);

@@ -71,7 +71,12 @@ Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);
 // Sagas owned by `sec` that are running or unwinding, oldest first.
 Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec);
-// Every saga's id and state (for tests and operators), newest first, at most `limit`.
-Result<std::vector<std::pair<Uuid, SagaState>>> SagaListStates(Datastore& ds, int64_t limit);
+// Every saga's id, name and state (for operators and tests), newest first, at most `limit`.
+struct SagaSummary {
+  Uuid id;
+  std::string name;
+  SagaState state = SagaState::kRunning;
+};
+Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit);
 
 }  // namespace fp::db

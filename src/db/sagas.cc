@@ -117,15 +117,15 @@ Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& s
   });
 }
 
-Result<std::vector<std::pair<Uuid, SagaState>>> SagaListStates(Datastore& ds, int64_t limit) {
-  using Out = std::vector<std::pair<Uuid, SagaState>>;
+Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit) {
+  using Out = std::vector<SagaSummary>;
   return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
     Out out;
-    for (const Row& r :
-         FP_TRY(tx.Query("SELECT id, state FROM saga ORDER BY time_created DESC LIMIT ?", limit))) {
-      auto state = ParseSagaState(r.Text(1));
+    for (const Row& r : FP_TRY(tx.Query(
+             "SELECT id, name, state FROM saga ORDER BY time_created DESC LIMIT ?", limit))) {
+      auto state = ParseSagaState(r.Text(2));
       if (!state) return Fail(Error::Internal("corrupt saga state"));
-      out.emplace_back(FP_TRY(UuidColumn(r, 0)), *state);
+      out.push_back(SagaSummary{FP_TRY(UuidColumn(r, 0)), r.Text(1), *state});
     }
     return out;
   });

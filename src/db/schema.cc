@@ -216,6 +216,7 @@ CREATE TABLE instance (
   state TEXT NOT NULL CHECK (state IN ('creating', 'no_vmm', 'vmm', 'failed', 'destroyed')),
   run_state TEXT NOT NULL,
   sled_id TEXT REFERENCES sled (id),
+  start_saga_id TEXT,  -- the saga that placed the current VMM
   migration_id TEXT,
   time_run_state_updated INTEGER NOT NULL,
   time_created INTEGER NOT NULL,

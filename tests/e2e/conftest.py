@@ -9,7 +9,10 @@ against `Error`. The check lives inside the client, so no test can forget it.
 Fixtures:
   server         a server of its own for one test (function scope)
   module_server  one server shared by the tests of a module (they use distinct names)
-  start_server   factory for tests that need several servers or a chosen data dir
+  start_server   factory for tests that need several servers, a chosen data dir, extra
+                 command-line flags or environment
+  start_agent    factory for external simulated agents (`floatplane switch-agent --sim`,
+                 `floatplane sled-agent --sim`), stopped at teardown
 """
 
 import http.client
@@ -126,10 +129,30 @@ EXTENSION_SCHEMAS = {
         },
         "required": ["id", "token"],
     },
+    "FloatplaneSaga": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "name": {"type": "string", "minLength": 1},
+            "state": {"enum": ["running", "unwinding", "done", "unwound", "stuck"]},
+        },
+        "required": ["id", "name", "state"],
+    },
+    "FloatplaneSagaResultsPage": {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/FloatplaneSaga"}},
+            "next_page": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["items"],
+    },
 }
 EXTENSION_OPERATIONS = {
     ("POST", "/v1/system/tokens"): {"201": {"$ref": "#/$defs/FloatplaneToken"}},
     ("DELETE", "/v1/system/tokens/{id}"): {"204": None},
+    ("GET", "/v1/system/sagas"): {"200": {"$ref": "#/$defs/FloatplaneSagaResultsPage"}},
+    # Operator extension: the Oxide Instance view of the instance being migrated.
+    ("POST", "/v1/system/instances/{instance}/migrate"): {"202": {"$ref": "#/$defs/Instance"}},
 }
 
 _HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -327,11 +350,16 @@ class Client:
 class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
-    def __init__(self, binary, data_dir, log_dir, schema):
+    def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None):
         self.binary = binary
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self._schema = schema
+        # Added to `server --dev --data-dir D --listen 127.0.0.1:0` at each start; `env`
+        # (variables added to this process's environment) too. Both may be changed between
+        # starts, e.g. to restart without test faults.
+        self.extra_args = list(extra_args)
+        self.env = dict(env or {})
         self.process = None
         self.port = None
         self.admin_token = None
@@ -352,12 +380,16 @@ class FloatplaneServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = self.log_dir / f"stderr.{self._starts}.log"
         listening = threading.Event()
+        environment = None
+        if self.env:
+            environment = dict(os.environ)
+            environment.update(self.env)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
                 [str(self.binary), "server", "--dev", "--data-dir", str(self.data_dir),
-                 "--listen", "127.0.0.1:0"],
+                 "--listen", "127.0.0.1:0", *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-                start_new_session=True)
+                start_new_session=True, env=environment)
         threading.Thread(target=self._pump_stdout, args=(self.process, listening),
                          daemon=True).start()
 
@@ -419,6 +451,18 @@ class FloatplaneServer:
         assert code == 0, f"SIGTERM exit code {code}\n{self.describe_output()}"
         return self.start()
 
+    def wait_for_exit(self, timeout=STOP_DEADLINE_S):
+        """Waits for a process expected to end by itself (e.g. a test fault killing it); the
+        exit is then not reported at teardown. Returns the exit code (negative: signal)."""
+        assert self.process is not None, "server not started"
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"server did not exit within {timeout} s\n{self.describe_output()}") from None
+        self._stop_requested = True
+        return self.process.returncode
+
     def exited_on_its_own(self):
         return (self.process is not None and not self._stop_requested
                 and self.process.poll() is not None)
@@ -469,6 +513,182 @@ class FloatplaneServer:
                 "\n--- stderr (tail) ---\n" + "\n".join(stderr.splitlines()[-30:]))
 
 
+class SimAgent:
+    """An external simulated agent process (`floatplane switch-agent --sim` or
+    `floatplane sled-agent --sim`) and a small JSON client for its own API, which is not part of
+    the OpenAPI document (so its answers are not schema-checked)."""
+
+    def __init__(self, binary, kind, flags, stderr_path):
+        assert kind in ("switch", "sled"), kind
+        self.binary = binary
+        self.kind = kind
+        self.flags = list(flags)
+        self.stderr_path = Path(stderr_path)
+        self.process = None
+        self.url = None
+        self.port = None
+        self._stdout = []
+
+    def start(self):
+        command = [str(self.binary), f"{self.kind}-agent", "--sim", "--listen", "127.0.0.1:0",
+                   *self.flags]
+        listening = threading.Event()
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=stderr,
+                                            start_new_session=True)
+
+        def pump(process):
+            for raw in process.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                self._stdout.append(line)
+                match = LISTENING_LINE.fullmatch(line)
+                if match and not listening.is_set():
+                    self.port = int(match.group(1))
+                    listening.set()
+            process.stdout.close()
+
+        threading.Thread(target=pump, args=(self.process,), daemon=True).start()
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        while not listening.wait(POLL_INTERVAL_S):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(f"{' '.join(command)} did not start listening\n"
+                                     f"{self.describe_output()}")
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def stop(self):
+        """SIGTERM and wait; returns a problem description, or None if all went well."""
+        if self.process is None:
+            return None
+        if self.process.poll() is not None:
+            return (f"{self.kind} agent {self.url} exited by itself with "
+                    f"{self.process.returncode}\n{self.describe_output()}")
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return f"{self.kind} agent {self.url} ignored SIGTERM\n{self.describe_output()}"
+        if code != 0:
+            return f"{self.kind} agent {self.url} exited with {code}\n{self.describe_output()}"
+        return None
+
+    def describe_output(self):
+        stderr = ""
+        if self.stderr_path.exists():
+            stderr = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        return ("--- stdout ---\n" + "\n".join(self._stdout[-10:]) +
+                "\n--- stderr (tail) ---\n" + "\n".join(stderr.splitlines()[-20:]))
+
+    # -- its API --
+
+    def call(self, method, path, body=None):
+        """One request; returns (status, decoded JSON or None)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            headers = {"Accept": "application/json"}
+            if payload is not None:
+                headers["Content-Type"] = "application/json"
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            raw = response.read()
+        finally:
+            connection.close()
+        return response.status, (json.loads(raw) if raw else None)
+
+    def _ok(self, method, path, body=None):
+        status, decoded = self.call(method, path, body)
+        assert 200 <= status < 300, f"{self.kind} agent: {method} {path} -> {status}: {decoded}"
+        return decoded
+
+    def nat(self):
+        """Switch agent: {"generation": N, "entries": [...]}."""
+        return self._ok("GET", "/nat")
+
+    def instances(self):
+        """Sled agent: the list of {"id", "state", "external_ips", ...}."""
+        return self._ok("GET", "/instances")["instances"]
+
+    def add_fault(self, endpoint, **rule):
+        """POST /faults, e.g. add_fault("PUT /instances/*", fail_next=1)."""
+        return self._ok("POST", "/faults", dict(rule, endpoint=endpoint))
+
+    def faults(self):
+        return self._ok("GET", "/faults")
+
+    def clear_faults(self):
+        self._ok("DELETE", "/faults")
+
+    def reset(self):
+        self._ok("POST", "/reset")
+
+
+class Rack:
+    """A server driving external simulated agents (one switch agent, N sled agents), so that
+    tests can look at what the dataplane really holds."""
+
+    def __init__(self, server, switch, sleds, dataplane_args):
+        self.server = server
+        self.switch = switch
+        self.sleds = sleds
+        self.dataplane_args = list(dataplane_args)
+        self.sled_ids = {}      # agent URL -> sled id
+        self.agent_by_id = {}   # sled id -> SimAgent
+        self.load_sleds()
+
+    @property
+    def admin(self):
+        return self.server.admin
+
+    def load_sleds(self):
+        """Maps the API's sleds to the agents (a sled's baseboard serial is its agent's URL)."""
+        reply = self.admin.get("/v1/system/hardware/sleds")
+        assert reply.status == 200, f"sled list: {reply.status} {reply.body}"
+        by_url = {agent.url: agent for agent in self.sleds}
+        serials = sorted(item["baseboard"]["serial"] for item in reply.body["items"])
+        assert serials == sorted(by_url), (
+            f"one sled per sled agent expected: sled serials {serials}, agents {sorted(by_url)}")
+        self.sled_ids = {item["baseboard"]["serial"]: item["id"] for item in reply.body["items"]}
+        self.agent_by_id = {sled_id: by_url[url] for url, sled_id in self.sled_ids.items()}
+
+    def sled_id(self, agent):
+        return self.sled_ids[agent.url]
+
+    def vms(self, instance_id):
+        """[(sled id, VM as its sled agent reports it)] for every sled agent that knows it."""
+        found = []
+        for agent in self.sleds:
+            for vm in agent.instances():
+                if vm["id"] == instance_id:
+                    found.append((self.sled_id(agent), vm))
+        return found
+
+    def nat_entries(self):
+        return self.switch.nat()["entries"]
+
+    def restart_server(self, extra_args=(), env=None):
+        """Starts the server again on its data dir and the same agents, with `extra_args` and
+        `env` instead of the ones it had (e.g. without test faults)."""
+        self.server.extra_args = [*self.dataplane_args, *extra_args]
+        self.server.env = dict(env or {})
+        self.server.start()
+        self.load_sleds()
+        return self.server
+
+    def describe(self):
+        """The dataplane's state, for failure messages."""
+        lines = [f"switch {self.switch.url}: {self.switch.nat()}"]
+        for agent in self.sleds:
+            lines.append(f"sled {self.sled_ids.get(agent.url)} ({agent.url}): "
+                         f"{agent.instances()}")
+        return "\n".join(lines)
+
+
 def stop_and_check(servers):
     """Stops every server with SIGTERM; fails if one crashed earlier or did not exit with 0."""
     problems = []
@@ -513,19 +733,56 @@ def api_schema():
 
 @pytest.fixture
 def start_server(floatplane_bin, api_schema, tmp_path):
-    """Factory: start_server(data_dir=None) -> running FloatplaneServer, stopped at teardown."""
+    """Factory: start_server(data_dir=None, extra_args=(), env=None) -> running
+    FloatplaneServer, stopped at teardown."""
     servers = []
 
-    def start(data_dir=None):
+    def start(data_dir=None, extra_args=(), env=None):
         index = len(servers)
         data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
         server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
-                                  api_schema)
+                                  api_schema, extra_args=extra_args, env=env)
         servers.append(server)
         return server.start()
 
     yield start
     stop_and_check(servers)
+
+
+@pytest.fixture
+def start_agent(floatplane_bin, tmp_path):
+    """Factory: start_agent("switch" | "sled", *flags) -> running SimAgent, stopped at teardown
+    (which fails if an agent crashed or does not exit with 0 on SIGTERM)."""
+    agents = []
+
+    def start(kind, *flags):
+        agent = SimAgent(floatplane_bin, kind, flags, tmp_path / f"agent-{len(agents)}.log")
+        agents.append(agent)
+        return agent.start()
+
+    yield start
+    problems = [problem for problem in (agent.stop() for agent in agents) if problem]
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def start_rack(start_agent, start_server):
+    """Factory: start_rack(sleds=2, sled_flags=..., server_args=(), env=None) -> Rack: a
+    switch agent, `sleds` sled agents (with `sled_flags`, by default short start and stop
+    delays) and a server on a fresh data dir driving them. The server stops before the agents
+    at teardown."""
+    def start(sleds=2, sled_flags=("--start-delay-ms", "50", "--stop-delay-ms", "50"),
+              server_args=(), env=None):
+        switch = start_agent("switch")
+        sled_agents = [start_agent("sled", *sled_flags) for _ in range(sleds)]
+        dataplane_args = ["--switch-agent", switch.url]
+        for agent in sled_agents:
+            dataplane_args += ["--sled-agent", agent.url]
+        server = start_server(extra_args=[*dataplane_args, *server_args], env=env)
+        return Rack(server, switch, sled_agents, dataplane_args)
+
+    return start
 
 
 @pytest.fixture

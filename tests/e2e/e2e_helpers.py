@@ -7,6 +7,7 @@ the status of the setup calls they make, so a test fails where its setup broke.
 import ipaddress
 import itertools
 import re
+import time
 from datetime import datetime, timedelta, timezone
 
 DEFAULT_SILO = "default"
@@ -220,3 +221,168 @@ def make_fip(client, project, name, allocator=NO_ALLOCATOR):
 
 def delete_fip(client, fip_id):
     return expect(client.delete(f"/v1/floating-ips/{fip_id}"), 204)
+
+
+# -- polling -----------------------------------------------------------------------------------
+
+def wait_until(check, timeout=10.0, what="condition", describe=None, interval=0.02):
+    """Calls `check()` until it returns a truthy value, which is returned. After `timeout`
+    seconds fails with `what`, the last value and `describe()` (if given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = f"\n{describe()}" if describe else ""
+            raise AssertionError(f"{what}: not reached within {timeout} s "
+                                 f"(last: {value!r}){detail}")
+        time.sleep(interval)
+
+
+# -- instances ---------------------------------------------------------------------------------
+
+GIB = 1 << 30
+
+
+def instance_body(name, start=True, nic="default_dual_stack", **extra):
+    """An InstanceCreate body; `nic` is the network_interfaces type (None: left out)."""
+    body = {"name": name, "description": f"instance {name}", "hostname": name, "ncpus": 1,
+            "memory": GIB, "start": start}
+    if nic is not None:
+        body["network_interfaces"] = {"type": nic}
+    body.update(extra)
+    return body
+
+
+def create_instance(client, project, name, **kwargs):
+    """POSTs an instance (see instance_body); returns the reply."""
+    return client.post("/v1/instances", instance_body(name, **kwargs), params={"project": project})
+
+
+def make_instance(client, project, name, **kwargs):
+    return expect(create_instance(client, project, name, **kwargs), 201)
+
+
+def view_instance(client, instance_id):
+    return expect(client.get(f"/v1/instances/{instance_id}"), 200)
+
+
+def instance_action(client, instance_id, verb):
+    """POST /v1/instances/{id}/{start|stop|reboot}; returns the reply."""
+    return client.post(f"/v1/instances/{instance_id}/{verb}")
+
+
+def migrate(admin, instance_id, dst_sled_id):
+    return admin.post(f"/v1/system/instances/{instance_id}/migrate",
+                      {"dst_sled_id": dst_sled_id})
+
+
+def wait_run_state(client, instance_id, state, timeout=10.0):
+    """Polls the instance view until its run_state is `state`; returns the view."""
+    last = {}
+
+    def check():
+        last["view"] = view_instance(client, instance_id)
+        return last["view"] if last["view"]["run_state"] == state else None
+
+    return wait_until(check, timeout, f"instance {instance_id} run_state {state!r}",
+                      describe=lambda: f"last view: {last.get('view')}")
+
+
+# -- sagas (extension endpoint) ----------------------------------------------------------------
+
+SETTLED_SAGA_STATES = ("done", "unwound")
+
+
+def list_sagas(admin, limit=1000):
+    return expect(admin.get("/v1/system/sagas", params={"limit": limit}), 200)["items"]
+
+
+def wait_sagas_settled(admin, timeout=10.0):
+    """Polls until no saga is running or unwinding; asserts none is stuck; returns them all."""
+    def check():
+        items = list_sagas(admin)
+        # Wrapped: an empty list is a valid (settled) answer.
+        return [items] if all(s["state"] not in ("running", "unwinding") for s in items) else None
+
+    [sagas] = wait_until(check, timeout, "every saga done, unwound or stuck",
+                         describe=lambda: f"sagas: {list_sagas(admin)}")
+    stuck = [s for s in sagas if s["state"] not in SETTLED_SAGA_STATES]
+    assert not stuck, f"sagas not done or unwound: {stuck}"
+    return sagas
+
+
+# -- the dataplane (a Rack from conftest.py: server + external simulated agents) -------------
+
+SNAT_BLOCK_PORTS = 16384
+
+
+def snat_block(ip, index):
+    """The NAT key (address, first_port, last_port) of SNAT block `index` (0..3) of `ip`."""
+    first = index * SNAT_BLOCK_PORTS
+    return (ipaddress.ip_address(ip), first, first + SNAT_BLOCK_PORTS - 1)
+
+
+def nat_key(entry):
+    return (ipaddress.ip_address(entry["external_ip"]), entry["first_port"], entry["last_port"])
+
+
+def nat_keys(entries):
+    return sorted(nat_key(e) for e in entries)
+
+
+def sled_instance_ids(admin, sled_id):
+    """The ids the operator view lists on a sled."""
+    items = expect(admin.get(f"/v1/system/hardware/sleds/{sled_id}/instances"), 200)["items"]
+    return [item["id"] for item in items]
+
+
+def disagreement(rack, instance_id, snat):
+    """Compares the three places for one instance: the API (database) view, the sled agents
+    and the switch agent. `snat` is the instance's SNAT key (see snat_block) or None if it has
+    none. Returns None if they agree on a settled state, else what differs:
+
+    - running: exactly one sled agent has the VM, running, and the operator view lists the
+      instance on that sled; the switch has the SNAT entry;
+    - stopped: no sled agent runs the VM and no sled lists it; the switch has no SNAT entry.
+    """
+    view = view_instance(rack.admin, instance_id)
+    state = view["run_state"]
+    if state not in ("running", "stopped"):
+        return f"run_state is {state!r}, not settled"
+    vms = rack.vms(instance_id)
+    running = [(sled, vm) for sled, vm in vms if vm["state"] == "running"]
+    entries = rack.nat_entries()
+    has_snat = snat is not None and any(nat_key(e) == snat for e in entries)
+    listed_on = [sled for sled in rack.agent_by_id
+                 if instance_id in sled_instance_ids(rack.admin, sled)]
+    if state == "running":
+        if len(vms) != 1 or len(running) != 1:
+            return f"DB says running; sled agents have {vms}"
+        if listed_on != [running[0][0]]:
+            return (f"DB says running on {listed_on} (operator view); sled agent "
+                    f"{running[0][0]} runs it")
+        if snat is not None and not has_snat:
+            return f"DB says running; switch has no SNAT entry {snat}: {entries}"
+    else:
+        if running:
+            return f"DB says stopped; sled agents run it: {running}"
+        if listed_on:
+            return f"DB says stopped; the operator view lists it on {listed_on}"
+        if has_snat:
+            return f"DB says stopped; switch still has SNAT entry {snat}: {entries}"
+    return None
+
+
+def wait_agreement(rack, instance_id, snat, timeout=10.0):
+    """Polls until disagreement() is None; returns the instance view."""
+    last = {}
+
+    def check():
+        last["problem"] = disagreement(rack, instance_id, snat)
+        return last["problem"] is None
+
+    wait_until(check, timeout, f"database, sled agents and switch agree on {instance_id}",
+               describe=lambda: f"last: {last.get('problem')}\n{rack.describe()}")
+    return view_instance(rack.admin, instance_id)
