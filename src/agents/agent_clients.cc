@@ -313,7 +313,9 @@ namespace {
 // 404 → NotFound, any other non-2xx → Internal; each message names the agent.
 Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_view target,
                        const Json& body = nullptr) {
-  HttpAnswer answer = FP_TRY(http.Call(method, target, body.is_null() ? "" : body.dump()));
+  std::string text =
+      body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  HttpAnswer answer = FP_TRY(http.Call(method, target, text));
   Json parsed = answer.body.empty() ? Json(nullptr)
                                     : Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
   if (answer.status >= 200 && answer.status < 300) {
@@ -329,11 +331,11 @@ Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_vi
   } else {
     message = answer.body.substr(0, 200);
   }
-  std::string text = fmt::format("{}: {} {} answered {}: {}", http.description(), method, target,
-                                 answer.status, message);
-  if (answer.status >= 500) return Fail(Error::Unavailable(std::move(text)));
-  if (answer.status == 404) return Fail(Error(ErrorKind::kNotFound, std::move(text)));
-  return Fail(Error::Internal(std::move(text)));
+  std::string failure = fmt::format("{}: {} {} answered {}: {}", http.description(), method, target,
+                                    answer.status, message);
+  if (answer.status >= 500) return Fail(Error::Unavailable(std::move(failure)));
+  if (answer.status == 404) return Fail(Error(ErrorKind::kNotFound, std::move(failure)));
+  return Fail(Error::Internal(std::move(failure)));
 }
 
 // Decodes an agent's answer; an answer that does not decode is the agent's bug: Internal.

@@ -35,7 +35,9 @@ class HttpClient {
 
   // Sends `method target` (target is the path and query, e.g. "/nat") with `body` as
   // application/json when non-empty, and returns the answer whatever its status.
-  // The whole call (resolve, connect, write, read) has one deadline of `timeout`.
+  // The whole call (resolve, connect, write, read) has one deadline of `timeout`, except that
+  // resolving a host name (getaddrinfo) cannot be cut short: name agents by IP address where
+  // the deadline must be hard.
   // Errors, all naming the peer and its URL:
   //  - ServiceUnavailable `<peer> at <url> did not answer within <timeout> ms` on timeout;
   //  - ServiceUnavailable `<peer> at <url>: <reason>` when the peer cannot be resolved or

@@ -192,6 +192,15 @@ TEST_F(SledAgentTest, ASpecForAnotherInstanceIsRefused) {
   EXPECT_TRUE(agent_->Instances().empty());
 }
 
+TEST_F(SledAgentTest, AnAddressThatIsNotUtf8IsRefusedNotCrashedOn) {
+  InstanceSpec spec = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(spec));
+  auto answer = control_->Call("PUT", "/instances/" + spec.id.ToString() + "/external-ips/%FF%FE");
+  ASSERT_TRUE(answer) << answer.error().message();
+  EXPECT_EQ(answer->status, 400);
+  EXPECT_NE(answer->body.find("invalid IP address"), std::string::npos) << answer->body;
+}
+
 TEST_F(SledAgentTest, ResetForgetsEveryInstance) {
   ASSERT_TRUE(client_->EnsureRunning(Spec()));
   ASSERT_TRUE(client_->EnsureRunning(Spec()));

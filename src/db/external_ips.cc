@@ -83,9 +83,11 @@ Result<Uuid> DefaultPool(Tx& tx, const Uuid& silo_id, std::optional<IpVersion> v
   return UuidColumn(rows.front(), 0);
 }
 
+}  // namespace
+
 // Resolves the pool an allocation request draws from, as the caller's silo sees it. Runs in
 // the allocating transaction, so a pool unlinked concurrently can never be drawn from.
-Result<Uuid> ResolvePool(Tx& tx, const Uuid& silo_id, const PoolSelector& selector) {
+Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector) {
   if (selector.mode == PoolSelector::Mode::kDefault) {
     return DefaultPool(tx, silo_id, selector.ip_version);
   }
@@ -101,6 +103,8 @@ Result<Uuid> ResolvePool(Tx& tx, const Uuid& silo_id, const PoolSelector& select
   }
   return pool->id;
 }
+
+namespace {
 
 // The pool whose live range holds `ip`, if that pool is a unicast pool linked to the silo.
 Result<Uuid> PoolOfAddress(Tx& tx, const Uuid& silo_id, const IpAddr& ip) {
@@ -164,7 +168,7 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& p,
       pool_id = FP_TRY(PoolOfAddress(tx, p.silo_id, *p.address.explicit_ip));
       a = FP_TRY(AllocateExplicitAddress(tx, pool_id, *p.address.explicit_ip));
     } else {
-      pool_id = FP_TRY(ResolvePool(tx, p.silo_id, p.address.selector));
+      pool_id = FP_TRY(ResolvePoolIdIn(tx, p.silo_id, p.address.selector));
       a = FP_TRY(AllocateLowestAddress(tx, pool_id));
     }
     if (sync_point) sync_point("floating_ip_create:allocated");

@@ -17,6 +17,11 @@ Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);
 Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& params,
                                       const std::function<void(std::string_view)>& sync_point);
 
+// The pool `selector` names for the silo: the silo's default unicast pool (of the selector's
+// version), or an explicit unicast pool linked to the silo. NotFound / InvalidRequest worded
+// as the API words them.
+Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
+
 // The external IP row with this id, live or not; NotFound if there is none.
 Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 

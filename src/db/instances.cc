@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "db/attach.h"
 #include "db/in_transaction.h"
 
 namespace fp::db {
@@ -590,11 +591,58 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
 
 // --- NAT ---
 
+Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
+                                             const Sled& sled) {
+  std::vector<NatRow> out;
+  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
+  if (!nic) return out;
+  auto live = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
+                  "last_port = ? AND version_removed IS NULL",
+                  kNatColumns),
+      e.ip, e.first_port, e.last_port));
+  if (live) {
+    NatRow row = FP_TRY(NatFromRow(*live));
+    if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
+        row.instance_id == instance_id) {
+      out.push_back(row);
+      return out;
+    }
+    // A leftover mapping for this address (another sled, or an instance since deleted).
+    FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
+  }
+  NatRow row;
+  row.id = Uuid::Random();
+  row.external_ip = e.ip;
+  row.first_port = e.first_port;
+  row.last_port = e.last_port;
+  row.sled_address = sled.underlay_address;
+  row.vni = nic->vni;
+  row.mac = nic->mac;
+  row.instance_id = instance_id;
+  row.version_added = FP_TRY(NextCounter(tx, "nat_version", 1));
+  FP_TRY(tx.Exec(
+      "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
+      "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,
+      instance_id, row.version_added, tx.now()));
+  out.push_back(row);
+  return out;
+}
+
+Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT id FROM nat_entry WHERE external_ip = ? AND first_port = ? AND last_port = ? "
+           "AND version_removed IS NULL",
+           e.ip, e.first_port, e.last_port))) {
+    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
+  }
+  return Ok();
+}
+
 Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
                                                    const Sled& sled) {
-  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
   std::vector<NatRow> out;
-  if (!nic) return out;
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
     if (e.state != AttachState::kAttached) {
       return Fail(Error::Unavailable(fmt::format(
@@ -602,37 +650,7 @@ Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_
           "completes",
           instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
     }
-    auto live = FP_TRY(tx.QueryRow(
-        fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
-                    "last_port = ? AND version_removed IS NULL",
-                    kNatColumns),
-        e.ip, e.first_port, e.last_port));
-    if (live) {
-      NatRow row = FP_TRY(NatFromRow(*live));
-      if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
-          row.instance_id == instance_id) {
-        out.push_back(row);
-        continue;
-      }
-      // A leftover mapping for this address (another sled, or an instance since deleted).
-      FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
-    }
-    NatRow row;
-    row.id = Uuid::Random();
-    row.external_ip = e.ip;
-    row.first_port = e.first_port;
-    row.last_port = e.last_port;
-    row.sled_address = sled.underlay_address;
-    row.vni = nic->vni;
-    row.mac = nic->mac;
-    row.instance_id = instance_id;
-    row.version_added = FP_TRY(NextCounter(tx, "nat_version", 1));
-    FP_TRY(tx.Exec(
-        "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
-        "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,
-        instance_id, row.version_added, tx.now()));
-    out.push_back(row);
+    for (NatRow& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
   }
   return out;
 }

@@ -265,6 +265,10 @@ CREATE UNIQUE INDEX nat_entry_live ON nat_entry (external_ip, first_port, last_p
   WHERE version_removed IS NULL;
 CREATE INDEX nat_entry_by_instance ON nat_entry (instance_id) WHERE version_removed IS NULL;
 CREATE INDEX nat_entry_removed ON nat_entry (version_removed) WHERE version_removed IS NOT NULL;
+
+-- The saga holding an external IP in a transitional state (attaching, detaching), so that a
+-- second request does not run the same steps in parallel (product.md difference 6).
+ALTER TABLE external_ip ADD COLUMN op_saga_id TEXT;
 )sql",
 };
 

@@ -285,10 +285,29 @@ class SagaExecutor::Execution {
 
   Status Record(std::optional<db::SagaEvent> event, std::optional<SagaState> state,
                 std::optional<std::string> result) {
+    FP_CHECK_OK(FlushPending());
     FP_CHECK_OK(db::SagaRecord(ds_, id_, owner_, event, state, result));
     if (state) {
       state_ = *state;
       result_ = result;
+    }
+    return Ok();
+  }
+
+  // Writes the "succeeded" events of unlogged nodes that no later commit carried yet.
+  Status FlushPending() {
+    if (pending_.empty()) return Ok();
+    FP_TRY(ds_.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+      FP_CHECK_OK(RecordPendingIn(tx));
+      return true;
+    }));
+    pending_.clear();
+    return Ok();
+  }
+
+  Status RecordPendingIn(db::Tx& tx) {
+    for (const auto& e : pending_) {
+      FP_CHECK_OK(db::SagaRecordIn(tx, id_, owner_, e, std::nullopt, std::nullopt));
     }
     return Ok();
   }
@@ -321,6 +340,8 @@ class SagaExecutor::Execution {
       // The effect and its "succeeded" event (and "done" for the last node) commit together.
       auto committed = ds_.Write<Json>([&](db::Tx& tx) -> Result<Json> {
         if (auto injected = InjectedFailure(i)) return Fail(*injected);
+        if (create_with_first_node_ && i == 0) FP_TRY(db::SagaCreateIn(tx, *create_row_));
+        FP_CHECK_OK(RecordPendingIn(tx));
         Result<Json> r = Fail(Error::Internal("not run"));
         for (int k = 0; k < Repeats(); ++k) r = action->run_in_tx(tx, ctx);
         if (!r) return r;
@@ -331,13 +352,40 @@ class SagaExecutor::Execution {
         return r;
       });
       if (committed) {
+        pending_.clear();
+        create_with_first_node_ = false;
         outputs_[name] = *committed;
         status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
-        if (IsLast(i)) state_ = SagaState::kDone;
+        if (IsLast(i)) {
+          state_ = SagaState::kDone;
+          result_ = committed->dump();
+        }
         MaybeExitAfter(i);
         return true;
       }
       out = committed;
+      if (create_with_first_node_) {
+        // The saga row was rolled back with the failed first node: create it now, to record
+        // the failure (a saga that fails at once costs two commits, one that succeeds one).
+        create_with_first_node_ = false;
+        FP_TRY(db::SagaCreate(ds_, *create_row_));
+      }
+    } else if (action->unlogged) {
+      if (auto injected = InjectedFailure(i)) {
+        out = Fail(*injected);
+      } else {
+        for (int k = 0; k < Repeats(); ++k) out = action->run(ctx);
+      }
+      if (out) {
+        outputs_[name] = *out;
+        status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
+        pending_.push_back(db::SagaEvent{i, SagaEventType::kSucceeded, out->dump()});
+        if (IsLast(i)) {
+          FP_CHECK_OK(Record(std::nullopt, SagaState::kDone, out->dump()));
+        }
+        MaybeExitAfter(i);
+        return true;
+      }
     } else {
       if (status_[static_cast<size_t>(i)] == NodeStatus::kNeverStarted) {
         FP_CHECK_OK(Record(db::SagaEvent{i, SagaEventType::kStarted, std::nullopt}, std::nullopt,
@@ -469,6 +517,15 @@ class SagaExecutor::Execution {
   std::optional<FaultPlan> faults_;
   std::vector<NodeStatus> status_;
   std::map<std::string, Json> outputs_;
+  std::vector<db::SagaEvent> pending_;  // "succeeded" of unlogged nodes, not yet written
+
+ public:
+  // Set by Run for a new saga whose first node is a database action: the saga row is
+  // inserted in that node's transaction.
+  std::optional<db::SagaRow> create_row_;
+  bool create_with_first_node_ = false;
+
+ private:
   std::optional<int> failed_node_;
   Json failure_;
 };
@@ -502,6 +559,18 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
   row.dag = dag.ToJson().dump();
   row.owner = db::SagaOwner{sec_, 1};
   row.engine_version = kEngineVersion;
+  const Action* first = dag.nodes.empty() ? nullptr : registry_.Find(dag.nodes.front().action);
+  if (first && first->run_in_tx) {
+    auto existing = db::SagaLoad(ds_, saga_id);
+    if (existing) return Resume(saga_id);  // an idempotent retry of a saga already created
+    if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
+    db::SagaLog log;
+    log.saga = row;
+    Execution run(*this, std::move(log), dag);
+    run.create_row_ = row;
+    run.create_with_first_node_ = true;
+    return run.Drive();
+  }
   FP_TRY(db::SagaCreate(ds_, row));
   return Resume(saga_id);
 }

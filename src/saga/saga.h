@@ -60,6 +60,10 @@ struct Action {
   std::function<Result<Json>(db::Tx&, const ActionContext&)> run_in_tx;
   std::function<Status(const ActionContext&)> undo;
   std::function<Status(db::Tx&, const ActionContext&)> undo_in_tx;
+  // For `run` actions that are idempotent and leave no effect when they fail: no "started" is
+  // logged, and "succeeded" is written in the same transaction as the next node's commit.
+  // After a crash such a node simply runs again. Saves two durable commits.
+  bool unlogged = false;
 };
 
 // Actions by name. Build it once at start-up; it is read-only afterwards (thread-safe reads).
@@ -120,9 +124,10 @@ class SagaExecutor {
   SagaExecutor(db::Datastore& datastore, const ActionRegistry& registry, std::string sec);
 
   // Creates the saga (unless one with this id exists, which makes this a resume: the caller's
-  // idempotent retry) and runs it to rest. Errors are only about the engine itself (the
-  // datastore unreachable past the retry deadline, a corrupt log, lost ownership); an action's
-  // failure is a normal outcome (kUnwound).
+  // idempotent retry) and runs it to rest. When the first node is a database action, the saga
+  // row commits together with that node's effect (one durable commit for both). Errors are only
+  // about the engine itself (the datastore unreachable past the retry deadline, a corrupt log, lost
+  // ownership); an action's failure is a normal outcome (kUnwound).
   Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag);
   // Loads the saga's log and continues from where it stopped.
   Result<SagaOutcome> Resume(const Uuid& saga_id);

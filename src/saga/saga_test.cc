@@ -54,6 +54,18 @@ ActionRegistry ToyRegistry(World& world) {
                  world.Remove(ctx.node() + ":" + id["id"].get<std::string>());
                  return Ok();
                }});
+  r.Add(Action{.name = "toy.put_unlogged",
+               .run = [&world](const ActionContext& ctx) -> Result<Json> {
+                 Json id = FP_TRY(ctx.Lookup("new_id"));
+                 world.Put(ctx.node() + ":" + id["id"].get<std::string>());
+                 return Json::object();
+               },
+               .undo = [&world](const ActionContext& ctx) -> Status {
+                 Json id = FP_TRY(ctx.Lookup("new_id"));
+                 world.Remove(ctx.node() + ":" + id["id"].get<std::string>());
+                 return Ok();
+               },
+               .unlogged = true});
   r.Add(Action{.name = "toy.row",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  FP_TRY(tx.Exec("INSERT OR IGNORE INTO toy (saga, node) VALUES (?, ?)",
@@ -189,8 +201,43 @@ TEST_F(SagaTest, DatabaseActionsCommitEffectAndEventTogether) {
   auto out = exec.Run(Uuid::Random(), dag);
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
-  // One commit creates the saga; each database node is one commit (the last also marks done).
-  EXPECT_EQ(ds->durable_commits() - before, 3);
+  // The saga row commits with the first node; each database node is one commit (the last also
+  // marks the saga done).
+  EXPECT_EQ(ds->durable_commits() - before, 2);
+}
+
+TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
+  SagaDag dag;
+  dag.name = "mixed";
+  dag.nodes = {
+      {"new_id", "toy.new_id"}, {"r1", "toy.row"}, {"a", "toy.put_unlogged"}, {"r2", "toy.row"}};
+  int64_t before = ds->durable_commits();
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, dag);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  // create, new_id started, new_id succeeded, r1, r2 (+ a's succeeded): five commits.
+  EXPECT_EQ(ds->durable_commits() - before, 5);
+  EXPECT_EQ(world.keys.size(), 1u);
+  // The unlogged node's success is in the log all the same.
+  int succeeded = 0;
+  for (const auto& e : db::SagaLoad(*ds, id)->events) {
+    succeeded += e.type == db::SagaEventType::kSucceeded ? 1 : 0;
+  }
+  EXPECT_EQ(succeeded, 4);
+}
+
+TEST_F(SagaTest, AFailingFirstDatabaseNodeStillLeavesARecord) {
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node = 0});
+  SagaDag dag;
+  dag.name = "rows";
+  dag.nodes = {{"r1", "toy.row"}};
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, dag);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
+  EXPECT_EQ(StateOf(id), db::SagaState::kUnwound);
+  EXPECT_EQ(ToyRows(), 0);
 }
 
 TEST_F(SagaTest, ASagaRunsOnceAndItsOutcomeIsRemembered) {

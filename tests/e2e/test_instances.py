@@ -280,6 +280,31 @@ def test_delete_is_refused_while_running_and_releases_snat_once_stopped(rack):
     assert [s["name"] for s in sagas].count("instance_delete") == 2
 
 
+def test_delete_is_refused_until_the_instance_has_fully_stopped(start_rack):
+    # Slow stops on the sleds, so that the instance is seen "stopping" for a while.
+    rack = start_rack(sled_flags=("--start-delay-ms", "50", "--stop-delay-ms", "700"))
+    make_pool(rack.admin, POOL, POOL_FIRST, POOL_LAST)
+    link(rack.admin, POOL, default=True)
+    make_project(rack.admin, PROJECT)
+    admin = rack.admin
+    instance_id = make_instance(admin, PROJECT, "slow-1")["id"]
+    wait_run_state(admin, instance_id, "running")
+
+    stopping = expect(instance_action(admin, instance_id, "stop"), 202)
+    assert stopping["run_state"] == "stopping", stopping
+    assert_error(admin.delete(f"/v1/instances/{instance_id}"), 400, "InvalidRequest",
+                 startswith=RUNNING_DELETE_MESSAGE)
+    assert view_instance(admin, instance_id)["run_state"] in ("stopping", "stopped")
+    assert remaining(admin) == POOL_SIZE - 1
+
+    wait_run_state(admin, instance_id, "stopped")
+    wait_agreement(rack, instance_id, snat_of(0))
+    expect(admin.delete(f"/v1/instances/{instance_id}"), 204)
+    assert remaining(admin) == POOL_SIZE
+    assert rack.nat_entries() == [] and rack.vms(instance_id) == []
+    wait_sagas_settled(admin)
+
+
 def test_delete_of_a_never_started_instance_releases_its_snat(rack):
     admin = rack.admin
     instance_id = make_instance(admin, PROJECT, "brief-1", start=False)["id"]

@@ -23,7 +23,7 @@ api::HttpResponse ErrorAnswer(const Error& error, const std::string& request_id)
   response.body = Json{{"request_id", request_id},
                        {"error_code", error.ErrorCode()},
                        {"message", error.message()}}
-                      .dump();
+                      .dump(-1, ' ', false, Json::error_handler_t::replace);
   if (error.kind() == ErrorKind::kServiceUnavailable) {
     response.headers.emplace_back("retry-after", std::to_string(error.retry_after_seconds()));
   }
@@ -36,7 +36,8 @@ api::HttpResponse Answer(const Result<Json>& result, const std::string& request_
   if (result->is_null()) {
     response.status = 204;
   } else {
-    response.body = result->dump();
+    // Messages can quote request text; never let invalid UTF-8 throw here.
+    response.body = result->dump(-1, ' ', false, Json::error_handler_t::replace);
   }
   return response;
 }

@@ -1,0 +1,58 @@
+#pragma once
+
+// Attaching and detaching external IPs (omicron-behaviour.md §3): each begin/complete step is
+// one transaction that decides from what it read, so the answer is right under concurrency.
+// The IP row records the saga holding it in a transitional state (product.md difference 6).
+
+#include <optional>
+
+#include "db/datastore.h"
+#include "db/instances.h"
+
+namespace fp::db {
+
+struct AttachStep {
+  ExternalIp ip;
+  bool do_saga = true;       // false: already done; the rest of the saga does nothing
+  std::optional<Sled> sled;  // set when the instance runs on a sled (NAT and port work)
+};
+
+struct AttachRequest {
+  Uuid ip_id;
+  IpKind kind = IpKind::kFloating;
+  Uuid instance_id;
+  Uuid saga_id;
+  bool creating = false;  // called from instance create: `creating` is a valid state
+};
+
+// detached -> attaching (parent = instance). Errors, in the order they are decided:
+// NotFound (instance, floating IP), InvalidRequest (attached elsewhere, naming the holder),
+// ServiceUnavailable (IP mid-operation, instance migrating or between states), InvalidRequest
+// (instance state, 32-IP limit, NIC without an address of the IP's version).
+Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r);
+// attached -> detaching. `ip` absent for an ephemeral detach means "nothing to detach".
+Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
+
+// Finishes or reverts a transition held by `saga_id`. Returns rows changed (0: already done).
+// attaching -> attached: Internal "unwinding due to concurrent instance delete" if the IP was
+// detached or deleted underneath (so the saga unwinds).
+// attaching -> detached, detaching -> detached: floating IPs lose their parent; ephemeral IPs
+// are released back to their pool. detaching -> attached: restores the attachment.
+Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target);
+
+// The instance's ephemeral IP of `version`, if any (any state).
+Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
+                                                       IpVersion version);
+// Allocates a detached ephemeral IP with id `ip_id` from the pool `selector` names for the
+// silo; a re-run with the same id returns the same row (never a released one).
+Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& silo_id,
+                                       const PoolSelector& selector);
+// The pool a selector names, as Oxide resolves it for the silo (errors as floating IP create).
+Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
+
+// NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
+Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip, const Uuid& instance_id,
+                                             const Sled& sled);
+Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
+
+}  // namespace fp::db
