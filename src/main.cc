@@ -251,6 +251,7 @@ int RunServer(const ServerFlags& flags) {
   fp::app::InstanceSagaDeps deps{**datastore, processes.dataplane, nat};
   fp::saga::ActionRegistry registry;
   fp::app::RegisterInstanceActions(registry, deps);
+  fp::app::RegisterExternalIpActions(registry, deps);
   // One server per SQLite database: it is the only saga execution coordinator.
   fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
   if (flags.enable_test_faults) {

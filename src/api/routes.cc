@@ -818,6 +818,58 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
   });
 }
 
+void AddAttachRoutes(Router<Endpoint>& r) {
+  r.Add("POST", "/v1/floating-ips/{floating_ip}/attach", [](const Ctx& c) -> Result<Reply> {
+    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    Json body = FP_TRY(c.Body());
+    Fields f(body, "");
+    std::string kind = FP_TRY(f.String("kind"));
+    if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
+    NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
+    return Reply{
+        202,
+        FloatingIpView(FP_TRY(FP_TRY(c.Compute())->AttachFloating(c.actor, fip, project, parent)))};
+  });
+  r.Add("POST", "/v1/floating-ips/{floating_ip}/detach", [](const Ctx& c) -> Result<Reply> {
+    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    return Reply{
+        202, FloatingIpView(FP_TRY(FP_TRY(c.Compute())->DetachFloating(c.actor, fip, project)))};
+  });
+  r.Add("GET", "/v1/instances/{instance}/external-ips", [](const Ctx& c) -> Result<Reply> {
+    auto instance = FP_TRY(c.PathNameOrId("instance"));
+    auto project = FP_TRY(c.query.OptNameOrId("project"));
+    Json items = Json::array();
+    for (const auto& e : FP_TRY(FP_TRY(c.Compute())->ExternalIps(c.actor, instance, project))) {
+      items.push_back(ExternalIpView(e));
+    }
+    return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
+  });
+  r.Add(
+      "POST", "/v1/instances/{instance}/external-ips/ephemeral", [](const Ctx& c) -> Result<Reply> {
+        auto instance = FP_TRY(c.PathNameOrId("instance"));
+        auto project = FP_TRY(c.query.OptNameOrId("project"));
+        Json body = FP_TRY(c.Body(/*allow_empty=*/true));
+        Fields f(body, "");
+        db::PoolSelector selector;
+        if (!f.IsNullOrAbsent("pool_selector")) {
+          selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
+        }
+        return Reply{
+            202, ExternalIpView(FP_TRY(
+                     FP_TRY(c.Compute())->AttachEphemeral(c.actor, instance, project, selector)))};
+      });
+  r.Add("DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
+        [](const Ctx& c) -> Result<Reply> {
+          auto instance = FP_TRY(c.PathNameOrId("instance"));
+          auto project = FP_TRY(c.query.OptNameOrId("project"));
+          auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
+          FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
+          return Reply{204, nullptr};
+        });
+}
+
 void AddSagaRoutes(Router<Endpoint>& r) {
   // Extension for operators and tests: recent sagas and where they rest. A stuck saga shows
   // here until someone repairs it.
@@ -890,6 +942,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
   AddTokenRoutes(*router);
   AddInstanceRoutes(*router);
   AddSagaRoutes(*router);
+  AddAttachRoutes(*router);
 
   return [router, &cp, instances](const HttpRequest& req) -> HttpResponse {
     try {

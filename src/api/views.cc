@@ -90,6 +90,20 @@ Json InstanceView(const db::Instance& i) {
   return j;
 }
 
+Json ExternalIpView(const db::ExternalIp& e) {
+  if (e.kind == db::IpKind::kFloating) {
+    Json j = FloatingIpView(e);
+    j["kind"] = "floating";
+    return j;
+  }
+  Json j{{"kind", ToString(e.kind)}, {"ip", e.ip.ToString()}, {"ip_pool_id", e.pool_id.ToString()}};
+  if (e.kind == db::IpKind::kSnat) {
+    j["first_port"] = e.first_port;
+    j["last_port"] = e.last_port;
+  }
+  return j;
+}
+
 Json SledView(const db::Sled& s) {
   return Json{
       {"id", s.id.ToString()},

@@ -19,6 +19,8 @@ nlohmann::json SiloLinkView(const db::SiloLink& l);
 nlohmann::json FloatingIpView(const db::ExternalIp& e);
 nlohmann::json UtilizationView(const db::PoolUtilization& u);
 nlohmann::json InstanceView(const db::Instance& i);
+// Oxide's ExternalIp: tagged by kind (snat, ephemeral, floating).
+nlohmann::json ExternalIpView(const db::ExternalIp& e);
 nlohmann::json SledView(const db::Sled& s);
 nlohmann::json SledInstanceView(const db::Instance& i, const std::string& project_name,
                                 const std::string& silo_name);

@@ -80,6 +80,7 @@ class InstanceSagaTest : public ::testing::Test {
     nat_ = std::make_unique<nat::NatReconciler>(*ds, *switch_client_);
     deps_ = std::make_unique<InstanceSagaDeps>(InstanceSagaDeps{*ds, dataplane_, *nat_});
     RegisterInstanceActions(registry_, *deps_);
+    RegisterExternalIpActions(registry_, *deps_);
     exec_ = std::make_unique<saga::SagaExecutor>(*ds, registry_, "test-sec");
     cp_ = std::make_unique<ControlPlane>(*ds);
     instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_);

@@ -53,8 +53,9 @@ struct InstanceSagaDeps {
 Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
 
 // Registers the instance sagas' actions (instance_create.*, instance_start.*,
-// instance_delete.*, instance_migrate.*).
+// instance_delete.*, instance_migrate.*) and the external IP sagas' (ip_attach.*, ip_detach.*).
 void RegisterInstanceActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);
+void RegisterExternalIpActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);
 
 class Instances {
  public:
@@ -85,6 +86,22 @@ class Instances {
   Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
                                const std::optional<NameOrId>& project, const Uuid& dst_sled);
 
+  // Live attach and detach (external_ips.cc). Floating attach/detach answer with the floating
+  // IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
+  Result<db::ExternalIp> AttachFloating(const Actor& actor, const NameOrId& fip,
+                                        const std::optional<NameOrId>& fip_project,
+                                        const NameOrId& instance);
+  Result<db::ExternalIp> DetachFloating(const Actor& actor, const NameOrId& fip,
+                                        const std::optional<NameOrId>& fip_project);
+  Result<db::ExternalIp> AttachEphemeral(const Actor& actor, const NameOrId& instance,
+                                         const std::optional<NameOrId>& project,
+                                         const db::PoolSelector& selector);
+  Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
+                         const std::optional<NameOrId>& project, std::optional<IpVersion> version);
+  // The instance's attached external IPs (SNAT, ephemeral, floating).
+  Result<std::vector<db::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
+                                                  const std::optional<NameOrId>& project);
+
   Result<std::vector<db::Sled>> SledList(const Actor& actor);
   Result<db::Sled> SledView(const Actor& actor, const Uuid& sled_id);
   // The instances on a sled with their project and silo names.
@@ -103,6 +120,8 @@ class Instances {
 
  private:
   Result<db::Instance> RunStartSaga(const db::Instance& instance);
+  Result<db::ExternalIp> RunAttachSaga(const saga::Json& params);
+  Result<std::optional<db::ExternalIp>> RunDetachSaga(const saga::Json& params);
   Result<db::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
   void SettleStopped(const db::Instance& instance, agents::SledAgentClient& sled,

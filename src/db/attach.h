@@ -40,6 +40,9 @@ Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
 // are released back to their pool. detaching -> attached: restores the attachment.
 Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target);
 
+// The external IP row with this id, live or not; NotFound if there is none.
+Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
+
 // The instance's ephemeral IP of `version`, if any (any state).
 Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
                                                        IpVersion version);

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "db/attach.h"
 #include "db/in_transaction.h"
 #include "db/instances.h"
 
@@ -267,11 +268,19 @@ Status Datastore::FloatingIpDelete(const Uuid& id) {
   return RunTransaction(true, [&](Tx& tx) -> Status {
     ExternalIp e = FP_TRY(FloatingIpById(tx, id));
     if (e.parent_id || e.state != AttachState::kDetached) {
+      std::string holder = e.parent_id ? e.parent_id->ToString() : std::string("?");
+      if (e.parent_id) {
+        auto row = FP_TRY(tx.QueryRow("SELECT name FROM instance WHERE id = ?", *e.parent_id));
+        if (row) holder = row->Text(0);
+      }
       return Fail(Error::InvalidRequest(fmt::format(
           "Floating IP cannot be deleted while attached to an instance (floating IP \"{}\" is {} "
-          "instance {}; detach it first)",
-          *e.name, e.state == AttachState::kAttached ? "attached to" : "being attached to",
-          e.parent_id ? e.parent_id->ToString() : std::string("?"))));
+          "instance \"{}\"; detach it first)",
+          *e.name,
+          e.state == AttachState::kAttached    ? "attached to"
+          : e.state == AttachState::kAttaching ? "being attached to"
+                                               : "being detached from",
+          holder)));
     }
     SyncPoint("floating_ip_delete:checked");
     FP_TRY(tx.Exec("UPDATE external_ip SET time_deleted = ? WHERE id = ?", tx.now(), id));

@@ -22,7 +22,4 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& params,
 // as the API words them.
 Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
 
-// The external IP row with this id, live or not; NotFound if there is none.
-Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
-
 }  // namespace fp::db

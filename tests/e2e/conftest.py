@@ -368,6 +368,7 @@ class FloatplaneServer:
         self.stdout_lines = []
         self._starts = 0
         self._stop_requested = False
+        self._exit_expected = False
 
     # -- lifecycle --
 
@@ -375,6 +376,7 @@ class FloatplaneServer:
         assert self.process is None or self.process.poll() is not None, "already running"
         self._starts += 1
         self._stop_requested = False
+        self._exit_expected = False
         self.port = None
         self.stdout_lines = []
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -461,7 +463,12 @@ class FloatplaneServer:
             raise AssertionError(
                 f"server did not exit within {timeout} s\n{self.describe_output()}") from None
         self._stop_requested = True
+        self._exit_expected = True
         return self.process.returncode
+
+    def exit_was_expected(self):
+        """True if the process ended and a test said it would (wait_for_exit)."""
+        return self._exit_expected and self.process.poll() is not None
 
     def exited_on_its_own(self):
         return (self.process is not None and not self._stop_requested
@@ -693,7 +700,7 @@ def stop_and_check(servers):
     """Stops every server with SIGTERM; fails if one crashed earlier or did not exit with 0."""
     problems = []
     for server in servers:
-        if server.process is None:
+        if server.process is None or server.exit_was_expected():
             continue
         if server.exited_on_its_own():
             problems.append(f"server on {server.data_dir} exited by itself with code "
@@ -772,7 +779,7 @@ def start_rack(start_agent, start_server):
     switch agent, `sleds` sled agents (with `sled_flags`, by default short start and stop
     delays) and a server on a fresh data dir driving them. The server stops before the agents
     at teardown."""
-    def start(sleds=2, sled_flags=("--start-delay-ms", "50", "--stop-delay-ms", "50"),
+    def start(sleds=2, sled_flags=("--start-delay-ms", "150", "--stop-delay-ms", "50"),
               server_args=(), env=None):
         switch = start_agent("switch")
         sled_agents = [start_agent("sled", *sled_flags) for _ in range(sleds)]

@@ -171,8 +171,9 @@ def test_sled_refusing_the_start_unwinds_it(rack, via):
 SWITCH_FAULTS = {
     # Two refusals: the start's own push, and the best-effort push of its undo.
     "refuses": {"fail_next": 2},
-    # The switch installs the entry, then answers 503: the unwind must take the entry away.
-    "applies-then-fails": {"apply_then_fail": 1},
+    # The switch installs the change, then answers 503: the unwind must take the entry away.
+    # (Twice, so that the start's own push fails even if a background push took the first.)
+    "applies-then-fails": {"apply_then_fail": 2},
 }
 
 

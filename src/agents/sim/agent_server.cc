@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "api/json_input.h"
+#include <algorithm>
+
 #include "api/log.h"
 
 namespace fp::agents::sim {
@@ -42,7 +43,87 @@ api::HttpResponse Answer(const Result<Json>& result, const std::string& request_
   return response;
 }
 
+std::vector<std::string> Segments(std::string_view path) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    if (path[pos] == '/') {
+      ++pos;
+      continue;
+    }
+    size_t next = std::min(path.find('/', pos), path.size());
+    out.emplace_back(path.substr(pos, next - pos));
+    pos = next;
+  }
+  return out;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes a path segment; InvalidRequest for a malformed escape.
+Result<std::string> DecodeSegment(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '%') {
+      out.push_back(raw[i]);
+      continue;
+    }
+    int high = i + 2 < raw.size() ? HexDigit(raw[i + 1]) : -1;
+    int low = i + 2 < raw.size() ? HexDigit(raw[i + 2]) : -1;
+    if (high < 0 || low < 0) {
+      return Fail(Error::InvalidRequest(
+          fmt::format("malformed percent-encoding in \"{}\"", std::string(raw))));
+    }
+    out.push_back(static_cast<char>(high * 16 + low));
+    i += 2;
+  }
+  return out;
+}
+
 }  // namespace
+
+void EndpointRoutes::Add(std::string method, std::string_view pattern, EndpointHandler handler) {
+  routes_.push_back(Route{std::move(method), Segments(pattern), std::move(handler)});
+}
+
+Result<EndpointRoutes::Match> EndpointRoutes::Find(std::string_view method,
+                                                   std::string_view path) const {
+  std::vector<std::string> actual = Segments(path);
+  bool path_matched = false;
+  for (const Route& route : routes_) {
+    if (route.segments.size() != actual.size()) continue;
+    PathParams params;
+    bool matched = true;
+    for (size_t i = 0; matched && i < actual.size(); ++i) {
+      const std::string& p = route.segments[i];
+      if (p.size() > 2 && p.front() == '{' && p.back() == '}') {
+        params[p.substr(1, p.size() - 2)] = FP_TRY(DecodeSegment(actual[i]));
+      } else {
+        matched = p == actual[i];
+      }
+    }
+    if (!matched) continue;
+    path_matched = true;
+    if (route.method == method) return Match{&route.handler, std::move(params)};
+  }
+  if (path_matched) return Fail(Error::InvalidRequest("method not allowed"));
+  return Fail(Error::NotFound(fmt::format("no endpoint {}", path)));
+}
+
+Result<Json> ParseBody(const api::HttpRequest& request) {
+  Json body = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return Fail(Error::InvalidRequest("the request body is not valid JSON"));
+  }
+  if (!body.is_object()) return Fail(Error::InvalidRequest("expected a JSON object"));
+  return body;
+}
 
 AgentServer::AgentServer(std::string host, std::string agent, EndpointRoutes routes,
                          std::function<void()> reset)
@@ -99,7 +180,7 @@ api::HttpResponse AgentServer::Handle(const api::HttpRequest& request) {
     return ErrorAnswer(Error::Unavailable(fmt::format("{}: {}", agent_, decision.reason)),
                        request.request_id);
   }
-  Result<Json> result = (*route->target)(request, route->params);
+  Result<Json> result = (*route->handler)(request, route->params);
   if (decision.verdict == FaultVerdict::kHandleThenRefuse) {
     return ErrorAnswer(Error::Unavailable(fmt::format("{}: {}", agent_, decision.reason)),
                        request.request_id);
@@ -124,7 +205,7 @@ Result<Json> AgentServer::HandleControl(const api::HttpRequest& request) {
     return faults_.ToJson();
   }
   if (request.method == "POST") {
-    Json body = FP_TRY(api::ParseBodyObject(request.body));
+    Json body = FP_TRY(ParseBody(request));
     FaultRule rule = FP_TRY(FaultRule::FromJson(body));
     api::LogEvent("info", "fault added", {{"agent", agent_}, {"fault", rule.ToJson()}});
     faults_.Add(std::move(rule));

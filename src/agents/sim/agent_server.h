@@ -16,13 +16,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agents/sim/faults.h"
 #include "api/http_server.h"
-#include "api/router.h"
 #include "common/error.h"
 
 namespace fp::agents::sim {
@@ -39,11 +41,40 @@ struct SimOptions {
   size_t nat_capacity = 0;
 };
 
+// Path parameters captured from `{name}` segments, percent-decoded.
+using PathParams = std::map<std::string, std::string, std::less<>>;
+
 // Handles one call to an agent endpoint. Returns the JSON answer (200), or null for an empty
 // answer (204), or an error (answered with its kind's status).
 using EndpointHandler =
-    std::function<Result<nlohmann::json>(const api::HttpRequest&, const api::PathParams&)>;
-using EndpointRoutes = api::Router<EndpointHandler>;
+    std::function<Result<nlohmann::json>(const api::HttpRequest&, const PathParams&)>;
+
+// An agent's endpoints: (method, path pattern) → handler. Patterns are literal segments and
+// `{name}` segments, e.g. "/instances/{id}/external-ips/{ip}". (The simulated agents keep their
+// own small router so that they depend on the HTTP server only, not on the API layer.)
+class EndpointRoutes {
+ public:
+  struct Match {
+    const EndpointHandler* handler;
+    PathParams params;
+  };
+
+  void Add(std::string method, std::string_view pattern, EndpointHandler handler);
+  // NotFound when no pattern matches the path; InvalidRequest `method not allowed` when one
+  // does but not with this method, or a segment's percent-encoding is invalid.
+  Result<Match> Find(std::string_view method, std::string_view path) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;
+    EndpointHandler handler;
+  };
+  std::vector<Route> routes_;
+};
+
+// Parses a request body that must be a JSON object; InvalidRequest otherwise.
+Result<nlohmann::json> ParseBody(const api::HttpRequest& request);
 
 class AgentServer {
  public:

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "api/json_input.h"
-
 namespace fp::agents::sim {
 
 using Json = nlohmann::json;
@@ -13,7 +11,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-Result<Uuid> InstanceId(const api::PathParams& params) {
+Result<Uuid> InstanceId(const PathParams& params) {
   const std::string& text = params.at("id");
   auto id = Uuid::Parse(text);
   if (!id) return Fail(Error::InvalidRequest(fmt::format("invalid instance id \"{}\"", text)));
@@ -196,37 +194,36 @@ void SledAgentSim::RunTransitions() {
 
 EndpointRoutes SledAgentSim::Routes() {
   EndpointRoutes routes;
-  routes.Add("GET", "/instances", [this](const api::HttpRequest&, const api::PathParams&) {
+  routes.Add("GET", "/instances", [this](const api::HttpRequest&, const PathParams&) {
     Json list = Json::array();
     for (const SledInstance& instance : Instances()) list.push_back(instance.ToJson());
     return Result<Json>(Json{{"instances", std::move(list)}});
   });
 
   routes.Add("GET", "/instances/{id}",
-             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                auto instance = Instance(id);
                if (!instance) return Fail(UnknownInstance(id));
                return instance->ToJson();
              });
 
-  routes.Add(
-      "PUT", "/instances/{id}",
-      [this](const api::HttpRequest& request, const api::PathParams& params) -> Result<Json> {
-        Uuid id = FP_TRY(InstanceId(params));
-        Json body = FP_TRY(api::ParseBodyObject(request.body));
-        InstanceSpec spec = FP_TRY(InstanceSpec::FromJson(body));
-        return FP_TRY(EnsureRunning(id, std::move(spec))).ToJson();
-      });
+  routes.Add("PUT", "/instances/{id}",
+             [this](const api::HttpRequest& request, const PathParams& params) -> Result<Json> {
+               Uuid id = FP_TRY(InstanceId(params));
+               Json body = FP_TRY(ParseBody(request));
+               InstanceSpec spec = FP_TRY(InstanceSpec::FromJson(body));
+               return FP_TRY(EnsureRunning(id, std::move(spec))).ToJson();
+             });
 
   routes.Add("POST", "/instances/{id}/stop",
-             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                return StopInstance(id).ToJson();
              });
 
   routes.Add("DELETE", "/instances/{id}",
-             [this](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                std::lock_guard lock(mu_);
                vms_.erase(id);
@@ -235,7 +232,7 @@ EndpointRoutes SledAgentSim::Routes() {
 
   for (bool add : {true, false}) {
     routes.Add(add ? "PUT" : "DELETE", "/instances/{id}/external-ips/{ip}",
-               [this, add](const api::HttpRequest&, const api::PathParams& params) -> Result<Json> {
+               [this, add](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
                  Uuid id = FP_TRY(InstanceId(params));
                  auto ip = IpAddr::Parse(params.at("ip"));
                  if (!ip) return Fail(ip.error());

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "api/json_input.h"
-
 namespace fp::agents::sim {
 
 using Json = nlohmann::json;
@@ -76,13 +74,13 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
 
 EndpointRoutes SwitchAgentSim::Routes() {
   EndpointRoutes routes;
-  routes.Add("GET", "/nat", [this](const api::HttpRequest&, const api::PathParams&) {
+  routes.Add("GET", "/nat", [this](const api::HttpRequest&, const PathParams&) {
     return Result<Json>(Nat().ToJson());
   });
 
   routes.Add("POST", "/nat/changes",
-             [this](const api::HttpRequest& request, const api::PathParams&) -> Result<Json> {
-               Json body = FP_TRY(api::ParseBodyObject(request.body));
+             [this](const api::HttpRequest& request, const PathParams&) -> Result<Json> {
+               Json body = FP_TRY(ParseBody(request));
                auto list = body.find("changes");
                if (list == body.end() || !list->is_array()) {
                  return Fail(Error::InvalidRequest("field \"changes\": expected an array"));
@@ -104,8 +102,8 @@ EndpointRoutes SwitchAgentSim::Routes() {
              });
 
   routes.Add("PUT", "/nat",
-             [this](const api::HttpRequest& request, const api::PathParams&) -> Result<Json> {
-               Json body = FP_TRY(api::ParseBodyObject(request.body));
+             [this](const api::HttpRequest& request, const PathParams&) -> Result<Json> {
+               Json body = FP_TRY(ParseBody(request));
                NatTable table = FP_TRY(NatTable::FromJson(body));
                std::map<EntryKey, NatEntry> replacement;
                for (const NatEntry& e : table.entries) {

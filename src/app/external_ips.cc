@@ -1,0 +1,361 @@
+// Live attach and detach of floating and ephemeral IPs (omicron-behaviour.md §4.1-§4.3).
+//
+// ip_attach: begin (database: the IP becomes `attaching`, held by this saga, and its NAT row
+// is written if the instance runs on a sled) -> dataplane (the switch is told and the sled's
+// port gains the address) -> complete (database: `attached`). ip_detach mirrors it. With the
+// saga row written in the first node's transaction and the dataplane node unlogged, an attach
+// or detach costs two durable commits.
+
+#include <fmt/format.h>
+
+#include "api/log.h"
+#include "app/instances.h"
+#include "db/attach.h"
+
+namespace fp::app {
+
+namespace {
+
+using saga::Action;
+using saga::ActionContext;
+using saga::Json;
+
+Result<Uuid> IdParam(const Json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_string()) {
+    return Fail(Error::Internal(fmt::format("saga parameter \"{}\" missing", key)));
+  }
+  auto id = Uuid::Parse(j[key].get<std::string>());
+  if (!id) return Fail(Error::Internal(fmt::format("saga parameter \"{}\" is not a UUID", key)));
+  return *id;
+}
+
+Json StepJson(const db::AttachStep& step) {
+  return Json{{"ip_id", step.ip.id.ToString()},
+              {"do_saga", step.do_saga},
+              {"sled_id", step.sled ? Json(step.sled->id.ToString()) : Json(nullptr)},
+              {"ip", step.ip.ip.ToString()}};
+}
+
+Result<std::optional<Uuid>> SledOfStep(const Json& step) {
+  if (!step.contains("sled_id") || step["sled_id"].is_null()) return std::optional<Uuid>();
+  return std::optional<Uuid>(FP_TRY(IdParam(step, "sled_id")));
+}
+
+db::PoolSelector SelectorFromJson(const Json& p) {
+  db::PoolSelector s;
+  if (p.contains("pool") && p["pool"].is_string()) {
+    s.mode = db::PoolSelector::Mode::kExplicitPool;
+    s.pool = *NameOrId::Parse(p["pool"].get<std::string>());
+  } else if (p.contains("ip_version") && p["ip_version"].is_string()) {
+    s.ip_version = ParseIpVersion(p["ip_version"].get<std::string>());
+  }
+  return s;
+}
+
+void LogBestEffort(std::string_view what, const Error& e) {
+  api::LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
+}
+
+// Tells the switch, then the sled. On failure undoes what it did on the sled, so that the
+// failed (unlogged) node leaves nothing behind; the caller's undo removes the NAT row.
+Status ProgramAttach(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& sled_id,
+                     const IpAddr& ip) {
+  FP_CHECK_OK(d.nat.Sync());
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  Status added = sled->AddExternalIp(instance_id, ip);
+  if (!added) {
+    if (auto s = sled->RemoveExternalIp(instance_id, ip); !s)
+      LogBestEffort("sled remove", s.error());
+    return added;
+  }
+  return Ok();
+}
+
+Status ProgramDetach(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& sled_id,
+                     const IpAddr& ip) {
+  FP_CHECK_OK(d.nat.Sync());
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  Status removed = sled->RemoveExternalIp(instance_id, ip);
+  if (!removed) {
+    if (auto s = sled->AddExternalIp(instance_id, ip); !s) LogBestEffort("sled re-add", s.error());
+    return removed;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
+  r.Add(Action{
+      .name = "ip_attach.begin",
+      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+        const Json& p = ctx.params();
+        Uuid instance_id = FP_TRY(IdParam(p, "instance_id"));
+        db::AttachRequest req;
+        req.instance_id = instance_id;
+        req.saga_id = ctx.saga_id();
+        if (p.value("kind", "floating") == "ephemeral") {
+          req.kind = db::IpKind::kEphemeral;
+          req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+          // One ephemeral IP per version: an existing one is the answer (Oxide's idempotency).
+          db::PoolSelector selector = SelectorFromJson(p);
+          std::optional<IpVersion> version = selector.ip_version;
+          if (selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+            version =
+                FP_TRY(db::ResolvePoolIn(tx, FP_TRY(IdParam(p, "silo_id")), selector)).ip_version;
+          }
+          if (version) {
+            if (auto existing = FP_TRY(db::EphemeralOfVersionIn(tx, instance_id, *version))) {
+              if (existing->id != req.ip_id) {
+                req.ip_id = existing->id;
+                if (existing->state == db::AttachState::kAttached) {
+                  return StepJson(db::AttachStep{*existing, false, std::nullopt});
+                }
+              }
+            }
+          }
+          // Allocates under this saga's id, or returns the row already there (a re-run, or the
+          // instance's existing ephemeral IP of this version).
+          FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, FP_TRY(IdParam(p, "silo_id")), selector));
+        } else {
+          req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+        }
+        db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
+        if (step.do_saga && step.sled) {
+          FP_TRY(db::NatEnsureForIpIn(tx, step.ip, instance_id, *step.sled));
+        }
+        return StepJson(step);
+      },
+      .undo = [&d](const ActionContext& ctx) -> Status {
+        Json step = FP_TRY(ctx.Lookup("begin"));
+        if (!step.value("do_saga", false)) return Ok();
+        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+        FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+          auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
+          FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
+          FP_TRY(
+              db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching, db::AttachState::kDetached));
+          return true;
+        }));
+        if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+        return Ok();
+      }});
+  r.Add(Action{.name = "ip_attach.dataplane",
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 auto sled = FP_TRY(SledOfStep(step));
+                 if (!step.value("do_saga", false) || !sled) return Json::object();
+                 FP_CHECK_OK(ProgramAttach(d, FP_TRY(IdParam(ctx.params(), "instance_id")), *sled,
+                                           FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()))));
+                 return Json::object();
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 auto sled_id = FP_TRY(SledOfStep(step));
+                 if (!step.value("do_saga", false) || !sled_id) return Ok();
+                 auto sled = d.dataplane.Sled(*sled_id);
+                 if (!sled) return Ok();
+                 if (auto s = (*sled)->RemoveExternalIp(
+                         FP_TRY(IdParam(ctx.params(), "instance_id")),
+                         FP_TRY(IpAddr::Parse(step["ip"].get<std::string>())));
+                     !s) {
+                   LogBestEffort("sled remove", s.error());
+                 }
+                 return Ok();
+               },
+               .unlogged = true});
+  r.Add(Action{.name = "ip_attach.complete",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+                 if (step.value("do_saga", false)) {
+                   FP_TRY(db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching,
+                                           db::AttachState::kAttached));
+                 }
+                 return Json{{"ip_id", ip_id.ToString()}};
+               }});
+
+  r.Add(Action{
+      .name = "ip_detach.begin",
+      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+        const Json& p = ctx.params();
+        db::AttachRequest req;
+        req.instance_id = FP_TRY(IdParam(p, "instance_id"));
+        req.saga_id = ctx.saga_id();
+        req.kind = p.value("kind", "floating") == "ephemeral" ? db::IpKind::kEphemeral
+                                                              : db::IpKind::kFloating;
+        req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+        db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
+        if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
+        return StepJson(step);
+      },
+      .undo = [&d](const ActionContext& ctx) -> Status {
+        Json step = FP_TRY(ctx.Lookup("begin"));
+        if (!step.value("do_saga", false)) return Ok();
+        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+        Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+        auto sled_id = FP_TRY(SledOfStep(step));
+        FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+          auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
+          if (sled_id) {
+            FP_TRY(db::NatEnsureForIpIn(tx, ip, instance_id, FP_TRY(db::SledGetIn(tx, *sled_id))));
+          }
+          FP_TRY(
+              db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching, db::AttachState::kAttached));
+          return true;
+        }));
+        if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+        return Ok();
+      }});
+  r.Add(Action{.name = "ip_detach.dataplane",
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 auto sled = FP_TRY(SledOfStep(step));
+                 if (!step.value("do_saga", false) || !sled) return Json::object();
+                 FP_CHECK_OK(ProgramDetach(d, FP_TRY(IdParam(ctx.params(), "instance_id")), *sled,
+                                           FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()))));
+                 return Json::object();
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 auto sled_id = FP_TRY(SledOfStep(step));
+                 if (!step.value("do_saga", false) || !sled_id) return Ok();
+                 auto sled = d.dataplane.Sled(*sled_id);
+                 if (!sled) return Ok();
+                 if (auto s = (*sled)->AddExternalIp(
+                         FP_TRY(IdParam(ctx.params(), "instance_id")),
+                         FP_TRY(IpAddr::Parse(step["ip"].get<std::string>())));
+                     !s) {
+                   LogBestEffort("sled re-add", s.error());
+                 }
+                 return Ok();
+               },
+               .unlogged = true});
+  r.Add(Action{
+      .name = "ip_detach.complete",
+      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+        Json step = FP_TRY(ctx.Lookup("begin"));
+        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+        if (step.value("do_saga", false)) {
+          FP_TRY(
+              db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching, db::AttachState::kDetached));
+        }
+        return Json{{"ip_id", ip_id.ToString()}, {"did_detach", step.value("do_saga", false)}};
+      }});
+}
+
+Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
+  saga::SagaDag dag;
+  dag.name = "ip_attach";
+  dag.params = params;
+  dag.nodes = {{"begin", "ip_attach.begin"},
+               {"dataplane", "ip_attach.dataplane"},
+               {"complete", "ip_attach.complete"}};
+  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  if (outcome.kind != saga::SagaResultKind::kDone) {
+    return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
+  }
+  Uuid ip_id = FP_TRY(IdParam(outcome.output, "ip_id"));
+  return ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
+}
+
+Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& params) {
+  saga::SagaDag dag;
+  dag.name = "ip_detach";
+  dag.params = params;
+  dag.nodes = {{"begin", "ip_detach.begin"},
+               {"dataplane", "ip_detach.dataplane"},
+               {"complete", "ip_detach.complete"}};
+  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  if (outcome.kind != saga::SagaResultKind::kDone) {
+    return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
+  }
+  Uuid ip_id = FP_TRY(IdParam(outcome.output, "ip_id"));
+  auto ip =
+      FP_TRY(ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); }));
+  return std::optional<db::ExternalIp>(ip);
+}
+
+Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
+                                                 const std::optional<NameOrId>& fip_project,
+                                                 const NameOrId& instance) {
+  db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  // A parent named by name is looked up in the floating IP's project.
+  db::Instance i = instance.is_id()
+                       ? FP_TRY(Lookup(actor, instance, std::nullopt))
+                       : FP_TRY(db::InstanceByName(ds_, *ip.project_id, instance.name().str()));
+  if (i.project_id != *ip.project_id) {
+    return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
+  }
+  return RunAttachSaga(Json{{"kind", "floating"},
+                            {"ip_id", ip.id.ToString()},
+                            {"instance_id", i.id.ToString()},
+                            {"silo_id", actor.silo_id.ToString()}});
+}
+
+Result<db::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
+                                                 const std::optional<NameOrId>& fip_project) {
+  db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
+  auto detached = FP_TRY(RunDetachSaga(Json{{"kind", "floating"},
+                                            {"ip_id", ip.id.ToString()},
+                                            {"instance_id", ip.parent_id->ToString()}}));
+  return detached ? *detached : ip;
+}
+
+Result<db::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
+                                                  const std::optional<NameOrId>& project,
+                                                  const db::PoolSelector& selector) {
+  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  Json params{{"kind", "ephemeral"},
+              {"ip_id", Uuid::Random().ToString()},
+              {"instance_id", i.id.ToString()},
+              {"silo_id", actor.silo_id.ToString()}};
+  if (selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+    params["pool"] = selector.pool->ToString();
+  } else if (selector.ip_version) {
+    params["ip_version"] = ToString(*selector.ip_version);
+  }
+  return RunAttachSaga(params);
+}
+
+Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
+                                  const std::optional<NameOrId>& project,
+                                  std::optional<IpVersion> version) {
+  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  std::vector<db::ExternalIp> ephemeral;
+  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.kind == db::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
+      ephemeral.push_back(e);
+    }
+  }
+  if (ephemeral.size() > 1) {
+    return Fail(Error::InvalidRequest(
+        "instance has two ephemeral IPs; specify ip_version to select which to detach"));
+  }
+  if (ephemeral.empty()) {
+    return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
+  }
+  auto detached = FP_TRY(RunDetachSaga(Json{{"kind", "ephemeral"},
+                                            {"ip_id", ephemeral.front().id.ToString()},
+                                            {"instance_id", i.id.ToString()}}));
+  (void)detached;
+  return Ok();
+}
+
+Result<std::vector<db::ExternalIp>> Instances::ExternalIps(const Actor& actor,
+                                                           const NameOrId& instance,
+                                                           const std::optional<NameOrId>& project) {
+  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  std::vector<db::ExternalIp> out;
+  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.state == db::AttachState::kAttached) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace fp::app
