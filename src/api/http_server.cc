@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -74,13 +75,18 @@ class BeastServer final : public HttpServer {
     if (stopped_.exchange(true)) return;
     // On the I/O thread: stop accepting, close connections that wait for a request, and make
     // every busy connection answer its request (with "Connection: close") before it ends.
-    asio::post(ioc_, [this] {
+    std::promise<void> closed;
+    asio::post(ioc_, [this, &closed] {
       stopping_ = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
       // Cancel rather than close: a read that already completed still gets its answer.
       for (beast::tcp_stream* idle : idle_) idle->socket().cancel(ignored);
+      closed.set_value();
     });
+    // The listener must be closed before the loop stops, or the port would keep accepting
+    // connections nobody answers.
+    closed.get_future().wait();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -271,7 +271,37 @@ void Instances::SettleStopped(const db::Instance& instance, agents::SledAgentCli
   }
 }
 
+void Instances::ReapOrphans() {
+  for (const auto& [sled_id, sled] : dataplane_.sleds) {
+    // List the sled first, then read the datastore: a VM the sled already runs was placed by a
+    // start saga that committed before the read, so only true orphans are removed.
+    auto vms = sled->List();
+    if (!vms) {
+      api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
+      continue;
+    }
+    for (const agents::SledInstance& vm : *vms) {
+      if (vm.state == agents::VmState::kStopped) continue;
+      auto instance = db::InstanceAnyState(ds_, vm.id);
+      bool orphan = false;
+      if (!instance) {
+        orphan = instance.error().kind() == ErrorKind::kNotFound;
+      } else if (!instance->migration_id) {
+        orphan = instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
+      }
+      if (!orphan) continue;
+      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards.
+      api::LogEvent("warn", "removing a VM the datastore does not place on this sled",
+                    {{"instance", vm.id.ToString()}, {"sled_agent", sled->address()}});
+      if (auto s = sled->Unregister(vm.id); !s) {
+        api::LogEvent("warn", "could not remove an orphaned VM", {{"error", s.error().message()}});
+      }
+    }
+  }
+}
+
 void Instances::WatchOnce() {
+  ReapOrphans();
   auto instances = db::InstancesWithVmm(ds_);
   if (!instances) return;
   for (const db::Instance& i : *instances) {

@@ -115,8 +115,10 @@ class Instances {
   // Polls sled agents every `period_ms` and records run-state changes.
   void StartWatcher(int period_ms);
   void StopWatcher();
-  // One watcher pass (also used by tests and after operations).
+  // One watcher pass (also used by tests and after operations): records run-state changes
+  // reported by sleds, and removes VMs that sleds run but the datastore does not place there.
   void WatchOnce();
+  void ReapOrphans();
 
  private:
   Result<db::Instance> RunStartSaga(const db::Instance& instance);

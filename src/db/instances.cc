@@ -175,6 +175,15 @@ Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id) {
   return InstanceFromRow(*row);
 }
 
+Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
+  return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
+    auto row = FP_TRY(
+        tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
+    if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+    return InstanceFromRow(*row);
+  });
+}
+
 Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id) {
   return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
     auto row = FP_TRY(tx.QueryRow(
@@ -477,7 +486,9 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
 Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state) {
   return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
-    if (i.run_state == run_state) return i;
+    // Only an instance that still has a VMM: the watcher may have recorded it stopped since
+    // the caller read it.
+    if (i.run_state == run_state || i.state != InstanceState::kVmm) return i;
     FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
                    run_state, tx.now(), id));
     return InstanceGetIn(tx, id);

@@ -147,7 +147,11 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
 // removes the instance's NAT rows. Returns the instance as updated.
 Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
                                         const std::string& run_state);
+// Sets the run state of an instance that has a VMM (stopping, rebooting, starting); no change
+// for an instance without one.
 Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state);
+// The instance with this id, live or deleted (for reconciling sleds); NotFound if none.
+Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id);
 
 // Migration: mark migrating to `dst` (running, not migrating, not already there).
 Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
