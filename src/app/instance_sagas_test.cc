@@ -126,8 +126,13 @@ class InstanceSagaTest : public ::testing::Test {
     std::sort(w.switch_nat.begin(), w.switch_nat.end());
     for (size_t i = 0; i < sled_sims_.size(); ++i) {
       for (const auto& vm : sled_sims_[i]->Instances()) {
+        std::vector<std::string> sorted;
+        for (const auto& ip : vm.external_ips) sorted.push_back(ip.ToString());
+        std::sort(sorted.begin(), sorted.end());  // a re-added address may move in the list
+        std::string ips;
+        for (const auto& ip : sorted) ips += ip + ",";
         w.sled_vms.push_back(std::to_string(i) + ":" + vm.id.ToString() + "/" +
-                             std::string(agents::ToString(vm.state)));
+                             std::string(agents::ToString(vm.state)) + "/" + ips);
       }
     }
     std::sort(w.sled_vms.begin(), w.sled_vms.end());
@@ -303,6 +308,130 @@ TEST_F(InstanceSagaTest, MigrateWithEveryActionTwiceMovesTheInstanceAndItsNat) {
   ASSERT_EQ(w.switch_nat.size(), 1u);
   EXPECT_NE(w.switch_nat[0].find(sled.underlay_address.ToString()), std::string::npos);
   EXPECT_EQ(w.switch_nat, w.nat_rows);
+}
+
+// --- Live attach and detach (omicron-behaviour.md §7.3) ---
+
+class AttachSagaTest : public InstanceSagaTest {
+ protected:
+  db::ExternalIp Fip(const std::string& name) {
+    db::FloatingIpCreate c;
+    c.id = Uuid::Random();
+    c.silo_id = silo_.id;
+    c.project_id = ds->ProjectLookup(silo_.id, ByName("p1"))->id;
+    c.name = name;
+    c.description = "";
+    return *ds->FloatingIpCreate(c);
+  }
+
+  // Attaches (kind "floating" or "ephemeral") and returns the attached address.
+  Result<db::ExternalIp> Attach(const std::string& kind, const db::Instance& vm,
+                                const db::ExternalIp* fip) {
+    if (kind == "floating") {
+      return instances_->AttachFloating(actor_, NameOrId(fip->id), std::nullopt, NameOrId(vm.id));
+    }
+    return instances_->AttachEphemeral(actor_, NameOrId(vm.id), std::nullopt, {});
+  }
+
+  Status Detach(const std::string& kind, const db::Instance& vm, const db::ExternalIp* fip) {
+    if (kind == "floating") {
+      auto r = instances_->DetachFloating(actor_, NameOrId(fip->id), std::nullopt);
+      if (!r) return Fail(r.error());
+      return Ok();
+    }
+    return instances_->DetachEphemeral(actor_, NameOrId(vm.id), std::nullopt, std::nullopt);
+  }
+};
+
+constexpr int kAttachNodes = 3;
+
+TEST_F(AttachSagaTest, AttachFailingAtEachNodeLeavesACleanSlate) {
+  db::Instance vm = Running("vm");
+  db::ExternalIp fip = Fip("web");
+  for (const std::string kind : {"floating", "ephemeral"}) {
+    World before = Observe();
+    for (int node = 0; node < kAttachNodes; ++node) {
+      Faults("ip_attach", {.fail_node = node});
+      ASSERT_FALSE(Attach(kind, vm, &fip)) << kind << " node " << node;
+      EXPECT_EQ(Observe(), before) << kind << ", after failing node " << node;
+    }
+    for (int node = 1; node < kAttachNodes; ++node) {
+      Faults("ip_attach", {.fail_node = node, .repeat_undo_node = node - 1});
+      ASSERT_FALSE(Attach(kind, vm, &fip)) << kind << " node " << node;
+      EXPECT_EQ(Observe(), before) << kind << ", undo twice, after failing node " << node;
+    }
+  }
+  ExpectNoSagaStuckOrUnfinished();
+}
+
+TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
+  db::Instance vm = Running("vm");
+  db::ExternalIp fip = Fip("web");
+  Faults("ip_attach", {.repeat_every_action = true});
+  for (const std::string kind : {"floating", "ephemeral"}) {
+    auto ip = Attach(kind, vm, &fip);
+    ASSERT_TRUE(ip) << kind << ": " << ip.error().message();
+    EXPECT_EQ(ip->state, db::AttachState::kAttached);
+  }
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 3u);  // SNAT, floating, ephemeral
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+  ASSERT_EQ(w.sled_vms.size(), 1u);
+  EXPECT_NE(w.sled_vms[0].find(fip.ip.ToString()), std::string::npos);
+}
+
+TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
+  db::Instance vm = Running("vm");
+  db::ExternalIp fip = Fip("web");
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  ASSERT_TRUE(Attach("ephemeral", vm, &fip));
+  World attached = Observe();
+  for (const std::string kind : {"floating", "ephemeral"}) {
+    for (int node = 0; node < kAttachNodes; ++node) {
+      Faults("ip_detach", {.fail_node = node});
+      ASSERT_FALSE(Detach(kind, vm, &fip)) << kind << " node " << node;
+      EXPECT_EQ(Observe(), attached) << kind << ", after failing node " << node;
+    }
+    for (int node = 1; node < kAttachNodes; ++node) {
+      Faults("ip_detach", {.fail_node = node, .repeat_undo_node = node - 1});
+      ASSERT_FALSE(Detach(kind, vm, &fip)) << kind << " node " << node;
+      EXPECT_EQ(Observe(), attached) << kind << ", undo twice, after failing node " << node;
+    }
+  }
+  ExpectNoSagaStuckOrUnfinished();
+  Faults("ip_detach", {.repeat_every_action = true});
+  ASSERT_TRUE(Detach("floating", vm, &fip));
+  ASSERT_TRUE(Detach("ephemeral", vm, &fip));
+  World detached = Observe();
+  EXPECT_EQ(detached.nat_rows.size(), 1u);  // the SNAT alone
+  EXPECT_EQ(detached.switch_nat, detached.nat_rows);
+}
+
+TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
+  db::Instance vm = Running("vm");
+  db::ExternalIp fip = Fip("web");
+  int64_t before = ds->durable_commits();
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  EXPECT_EQ(ds->durable_commits() - before, 2);
+  before = ds->durable_commits();
+  ASSERT_TRUE(Detach("floating", vm, &fip));
+  EXPECT_EQ(ds->durable_commits() - before, 2);
+}
+
+TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
+  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  db::ExternalIp fip = Fip("web");
+  auto ip = Attach("floating", vm, &fip);
+  ASSERT_TRUE(ip) << ip.error().message();
+  World w = Observe();
+  EXPECT_TRUE(w.nat_rows.empty());
+  EXPECT_TRUE(w.switch_nat.empty());
+  EXPECT_TRUE(w.sled_vms.empty());
+  // Starting it programs every attached address.
+  ASSERT_TRUE(instances_->Start(actor_, NameOrId(vm.id), std::nullopt));
+  World running = Observe();
+  EXPECT_EQ(running.nat_rows.size(), 2u);
+  EXPECT_EQ(running.switch_nat, running.nat_rows);
 }
 
 }  // namespace
