@@ -8,6 +8,7 @@
 #include "api/log.h"
 #include "api/router.h"
 #include "api/views.h"
+#include "db/idempotency.h"
 #include "db/saga_log.h"
 
 namespace fp::api {
@@ -931,6 +932,53 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
   return r;
 }
 
+// Runs `run` at most once per (token, Idempotency-Key): a retry with the same request gets the
+// first answer again; another request under the same key gets 422. 5xx answers are not
+// remembered, so that a retry does the work.
+HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const app::Actor& actor,
+                                const std::string& key, const std::function<HttpResponse()>& run) {
+  if (key.size() > 255) {
+    return ErrorResponse(req, Error::InvalidRequest(
+                                  "header Idempotency-Key: may contain at most 255 characters"));
+  }
+  std::string hash =
+      db::HashToken(req.method + "\n" + req.path + "\n" + req.query + "\n" + req.body);
+  constexpr int64_t kAbandonAfterUs = 120'000'000;
+  auto claim = db::IdempotencyBegin(ds, actor.token_id, key, hash, kAbandonAfterUs);
+  if (!claim) return ErrorResponse(req, claim.error());
+  using Kind = db::IdempotencyClaim::Kind;
+  switch (claim->kind) {
+    case Kind::kMismatch:
+      return ErrorResponse(req, Error::Unprocessable(fmt::format(
+                                    "Idempotency-Key \"{}\" was already used for a different "
+                                    "request; use a new key for a new request",
+                                    key)));
+    case Kind::kInProgress:
+      return ErrorResponse(req, Error::Unavailable(fmt::format(
+                                    "a request with Idempotency-Key \"{}\" is still in "
+                                    "progress; retry when it completes",
+                                    key)));
+    case Kind::kReplay: {
+      HttpResponse r;
+      r.status = claim->status;
+      r.body = claim->body;
+      r.headers.emplace_back("idempotent-replayed", "true");
+      return r;
+    }
+    case Kind::kNew:
+      break;
+  }
+  HttpResponse response = run();
+  if (response.status >= 500) {
+    (void)db::IdempotencyAbandon(ds, actor.token_id, key);
+  } else if (auto s = db::IdempotencyFinish(ds, actor.token_id, key, response.status,
+                                            response.body);
+             !s) {
+    LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
+  }
+  return response;
+}
+
 }  // namespace
 
 HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
@@ -986,9 +1034,14 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
       auto query = Query::Parse(req.query);
       if (!query) return ErrorResponse(req, query.error());
       Ctx ctx{req, match->params, *query, *actor, cp, instances};
-      auto reply = (*match->target)(ctx);
-      if (!reply) return ErrorResponse(req, reply.error());
-      return JsonResponse(reply->status, reply->body);
+      auto run = [&]() -> HttpResponse {
+        auto reply = (*match->target)(ctx);
+        if (!reply) return ErrorResponse(req, reply.error());
+        return JsonResponse(reply->status, reply->body);
+      };
+      std::string key = req.Header("idempotency-key");
+      if (key.empty() || req.method != "POST") return run();
+      return WithIdempotencyKey(cp.datastore(), req, *actor, key, run);
     } catch (const std::exception& e) {
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
     }

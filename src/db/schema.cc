@@ -269,6 +269,19 @@ CREATE INDEX nat_entry_removed ON nat_entry (version_removed) WHERE version_remo
 -- The saga holding an external IP in a transitional state (attaching, detaching), so that a
 -- second request does not run the same steps in parallel (product.md difference 6).
 ALTER TABLE external_ip ADD COLUMN op_saga_id TEXT;
+
+-- Idempotency-Key: the first response to a (token, key) is replayed to retries with the same
+-- request, and a different request under the same key is refused.
+CREATE TABLE idempotency_key (
+  token_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  request_sha256 TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+  status INTEGER,
+  body TEXT,
+  time_created INTEGER NOT NULL,
+  PRIMARY KEY (token_id, key)
+) STRICT;
 )sql",
 };
 

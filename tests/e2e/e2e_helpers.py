@@ -8,6 +8,7 @@ import ipaddress
 import itertools
 import re
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 DEFAULT_SILO = "default"
@@ -386,3 +387,224 @@ def wait_agreement(rack, instance_id, snat, timeout=10.0):
     wait_until(check, timeout, f"database, sled agents and switch agree on {instance_id}",
                describe=lambda: f"last: {last.get('problem')}\n{rack.describe()}")
     return view_instance(rack.admin, instance_id)
+
+
+# -- external IPs: attach, detach, list (omicron-behaviour.md §2.1-§2.2) -----------------------
+
+# Messages of §2-§3 (product.md differences 1 and 2 may append holder details after the text).
+ATTACHED_ELSEWHERE = ("floating IP cannot be attached to one instance while still attached to "
+                      "another")
+OTHER_PROJECT = "floating IP must be in the same project as the instance"
+TOO_MANY_IPS = "an instance may not have more than 32 external IP addresses"
+NO_EPHEMERAL = "instance does not have an ephemeral IP attached"
+TWO_EPHEMERAL = "instance has two ephemeral IPs; specify ip_version to select which to detach"
+DELETE_ATTACHED = "Floating IP cannot be deleted while attached to an instance"
+NO_ADDRESSES = "Insufficient capacity: No external IP addresses available"
+MULTIPLE_DEFAULTS = ("Multiple default unicast IP pools exist with different IP versions. "
+                     "Please specify ip_version (v4 or v6) or provide an explicit pool.")
+MAX_EXTERNAL_IPS = 32
+
+
+def missing_stack_message(kind, version, instance_id):
+    """§3.2: the attach of a `kind` ("floating"/"ephemeral") IP of `version` (4 or 6) to an
+    instance whose primary NIC lacks that stack."""
+    v = f"IPv{version}"
+    return (f"The {kind} external IP is an {v} address, but the instance with ID {instance_id} "
+            f"does not have a primary network interface with a VPC-private {v} address. Add a "
+            f"VPC-private {v} address to the interface, or attach a different IP address")
+
+
+def explicit_pool(pool):
+    """A PoolSelector naming a pool."""
+    return {"type": "explicit", "pool": pool}
+
+
+def auto_pool(ip_version=None):
+    """A PoolSelector for the silo's default pool (of `ip_version` if given)."""
+    return {"type": "auto", "ip_version": ip_version}
+
+
+def attach_fip(client, fip, parent, project=None):
+    """POST /v1/floating-ips/{fip}/attach to instance `parent` (name or id); returns the reply.
+    `project` selects a floating IP given by name."""
+    return client.post(f"/v1/floating-ips/{fip}/attach", {"kind": "instance", "parent": parent},
+                       params={"project": project})
+
+
+def detach_fip(client, fip, project=None):
+    return client.post(f"/v1/floating-ips/{fip}/detach", params={"project": project})
+
+
+def attach_ephemeral(client, instance, pool_selector=None, project=None):
+    """POST /v1/instances/{instance}/external-ips/ephemeral; body {} without a selector."""
+    body = {} if pool_selector is None else {"pool_selector": pool_selector}
+    return client.post(f"/v1/instances/{instance}/external-ips/ephemeral", body,
+                       params={"project": project})
+
+
+def detach_ephemeral(client, instance, ip_version=None, project=None):
+    return client.delete(f"/v1/instances/{instance}/external-ips/ephemeral",
+                         params={"project": project, "ip_version": ip_version})
+
+
+def instance_external_ips(client, instance, project=None):
+    """The instance's attached external IPs; asserts they come in one page (§2.2)."""
+    page = expect(client.get(f"/v1/instances/{instance}/external-ips",
+                             params={"project": project}), 200)
+    assert page.get("next_page") is None, f"external IPs must come in one page: {page}"
+    return page["items"]
+
+
+def external_ip_key(item):
+    """The NAT key (address, first_port, last_port) an ExternalIp item should have on the
+    switch: its port block for SNAT, every port for floating and ephemeral IPs."""
+    if item["kind"] == "snat":
+        return (ipaddress.ip_address(item["ip"]), item["first_port"], item["last_port"])
+    return (ipaddress.ip_address(item["ip"]), 0, 65535)
+
+
+def assert_retry_later(reply, *mentions):
+    """A 503 with a Retry-After header whose message names each of `mentions` (product.md
+    difference 1: actionable, not a bare "Service Unavailable")."""
+    body = assert_error(reply, 503, "ServiceNotAvailable")
+    retry_after = reply.headers.get("Retry-After")
+    assert retry_after, f"503 without Retry-After: {dict(reply.headers)} {body}"
+    if retry_after.isdigit():
+        assert int(retry_after) >= 1, f"Retry-After {retry_after!r}"
+    for mention in mentions:
+        assert mention in body["message"], f"503 message does not name {mention!r}: {body}"
+    return body
+
+
+def external_ip_disagreement(rack, projects):
+    """Compares the database (the API's views of the instances and floating IPs of `projects`),
+    the switch agent's NAT table and the sled agents, for a whole rack. Returns None if they
+    agree on a settled state, else a description of every difference:
+
+    - every instance is running or stopped;
+    - a running instance runs on exactly one sled, which the operator view also names, and that
+      VM's external addresses are exactly the instance's attached IPs (SNAT included);
+    - a stopped instance has no VM on any sled;
+    - the NAT table holds exactly one entry per attached IP of each running instance (its SNAT
+      block, or every port for floating and ephemeral IPs) and nothing else: no entry for
+      stopped instances, detached or deleted IPs; all entries of an instance carry the same
+      sled address, VNI and MAC, and the sled address is the one of the sled running it
+      (one address per sled, different sleds different addresses);
+    - a floating IP whose instance_id is set is listed by that (existing) instance, and one
+      whose instance_id is null by none.
+    """
+    admin = rack.admin
+    problems = []
+    instances = [i for p in projects for i in list_all(admin, "/v1/instances", project=p)]
+    fips = [f for p in projects for f in list_all(admin, "/v1/floating-ips", project=p)]
+    unsettled = [(i["name"], i["run_state"]) for i in instances
+                 if i["run_state"] not in ("running", "stopped")]
+    if unsettled:
+        return f"instances not settled: {unsettled}"
+
+    vms = {}  # instance id -> [(sled id, VM)]
+    for agent in rack.sleds:
+        for vm in agent.instances():
+            vms.setdefault(vm["id"], []).append((rack.sled_id(agent), vm))
+    listed_on = {sled: set(sled_instance_ids(admin, sled)) for sled in rack.agent_by_id}
+    entries = rack.nat_entries()
+    by_key = {}
+    for entry in entries:
+        by_key.setdefault(nat_key(entry), []).append(entry)
+
+    expected = Counter()
+    sled_address = {}  # sled id -> underlay address its instances' entries carry
+    attached = {}      # instance id -> attached items
+    for instance in instances:
+        iid, name = instance["id"], instance["name"]
+        items = instance_external_ips(admin, iid)
+        attached[iid] = items
+        keys = [external_ip_key(item) for item in items]
+        if len(set(keys)) != len(keys):
+            problems.append(f"{name}: the same address listed twice: {items}")
+        here = vms.get(iid, [])
+        if instance["run_state"] == "stopped":
+            if here:
+                problems.append(f"{name}: DB says stopped; sled agents have {here}")
+            if any(iid in ids for ids in listed_on.values()):
+                problems.append(f"{name}: DB says stopped; the operator view lists it on a sled")
+            continue
+        running = [(sled, vm) for sled, vm in here if vm["state"] == "running"]
+        if len(here) != 1 or len(running) != 1:
+            problems.append(f"{name}: DB says running; sled agents have {here}")
+            continue
+        sled, vm = running[0]
+        on = sorted(s for s, ids in listed_on.items() if iid in ids)
+        if on != [sled]:
+            problems.append(f"{name}: operator view lists it on {on}; sled {sled} runs it")
+        want = sorted({ipaddress.ip_address(item["ip"]) for item in items})
+        have = sorted({ipaddress.ip_address(ip) for ip in vm["external_ips"]})
+        if want != have:
+            problems.append(f"{name}: attached IPs {[str(a) for a in want]}, but its VM on "
+                            f"sled {sled} has {[str(a) for a in have]}")
+        expected.update(keys)
+        targets = set()
+        for key in keys:
+            for entry in by_key.get(key, []):
+                targets.add((entry["sled_address"], entry["vni"], entry["mac"]))
+        if len(targets) > 1:
+            problems.append(f"{name}: its NAT entries point at different targets {targets}")
+        for address, _, _ in targets:
+            known = sled_address.setdefault(sled, address)
+            if known != address:
+                problems.append(f"{name}: NAT points at {address}, but other instances on "
+                                f"sled {sled} are reached at {known}")
+
+    actual = Counter(nat_key(e) for e in entries)
+    missing = sorted((expected - actual).elements())
+    extra = sorted((actual - expected).elements())
+    if missing:
+        problems.append(f"NAT entries missing on the switch: {[str(k) for k in missing]}")
+    if extra:
+        problems.append(f"NAT entries the database does not account for: "
+                        f"{[str(k) for k in extra]}")
+    if len(set(sled_address.values())) != len(sled_address):
+        problems.append(f"different sleds share one NAT sled address: {sled_address}")
+
+    known_ids = {i["id"] for i in instances}
+    strays = [(sled, vm) for iid, here in vms.items() if iid not in known_ids
+              for sled, vm in here]
+    if strays:
+        problems.append(f"sled agents have VMs of no instance: {strays}")
+    listing = {}  # floating IP id -> instance ids listing it
+    for iid, items in attached.items():
+        for item in items:
+            if item["kind"] == "floating":
+                listing.setdefault(item["id"], []).append(iid)
+                if item.get("instance_id") != iid:
+                    problems.append(f"instance {iid} lists floating IP {item['name']} with "
+                                    f"instance_id {item.get('instance_id')}")
+    for fip in fips:
+        holders = listing.get(fip["id"], [])
+        holder = fip.get("instance_id")
+        if holder is None and holders:
+            problems.append(f"floating IP {fip['name']} is detached but listed by {holders}")
+        if holder is not None and holders != [holder]:
+            problems.append(f"floating IP {fip['name']} has instance_id {holder} (existing: "
+                            f"{holder in known_ids}) but is listed by {holders}")
+    return "\n".join(problems) or None
+
+
+def wait_external_ip_agreement(rack, projects, timeout=10.0):
+    """Polls until external_ip_disagreement() is None and no saga runs or unwinds; asserts
+    that none is stuck. Returns the sagas."""
+    last = {}
+
+    def check():
+        last["problem"] = external_ip_disagreement(rack, projects)
+        return last["problem"] is None
+
+    def describe():
+        return f"last: {last.get('problem')}\n{rack.describe()}"
+
+    wait_until(check, timeout, "database, switch agent and sled agents agree on external IPs",
+               describe=describe)
+    sagas = wait_sagas_settled(rack.admin, timeout)
+    # Settling sagas may have changed something: the places must still agree.
+    wait_until(check, timeout, "agreement after the sagas settled", describe=describe)
+    return sagas

@@ -1,0 +1,68 @@
+"""Idempotency-Key on POST (product.md difference 13): a retry with the same key and body gets
+the first response and does no work; the same key with another body gets 422."""
+
+import json
+import urllib.request
+
+from e2e_helpers import expect, list_all, make_pool, link
+
+
+def raw_post(server, path, body, key, token=None):
+    """POST without the validating client, to control headers exactly."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}{path}", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token or server.admin_token}",
+                 "Content-Type": "application/json", "Idempotency-Key": key})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read() or b"null"), dict(reply.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null"), dict(error.headers)
+
+
+def test_retry_with_the_same_key_returns_the_first_response_once(server):
+    body = {"name": "once", "description": "created once"}
+    first = raw_post(server, "/v1/projects", body, "key-1")
+    again = raw_post(server, "/v1/projects", body, "key-1")
+    assert first[0] == 201 and again[0] == 201
+    assert again[1] == first[1], "the retry must get the first response"
+    assert again[2].get("idempotent-replayed") == "true"
+    assert [p["name"] for p in list_all(server.admin, "/v1/projects")].count("once") == 1
+
+
+def test_same_key_with_another_body_is_422(server):
+    assert raw_post(server, "/v1/projects", {"name": "a", "description": ""}, "key-2")[0] == 201
+    status, body, _ = raw_post(server, "/v1/projects", {"name": "b", "description": ""}, "key-2")
+    assert status == 422, body
+    assert body["error_code"] == "UnprocessableEntity"
+    assert "key-2" in body["message"]
+    assert "b" not in [p["name"] for p in list_all(server.admin, "/v1/projects")]
+
+
+def test_refusals_are_replayed_too_and_keys_are_per_token(server):
+    body = {"name": "dup", "description": ""}
+    assert raw_post(server, "/v1/projects", body, "k")[0] == 201
+    # A new key for the same body is a new request: it fails as a duplicate name, and that
+    # answer is what a retry with that key gets.
+    status, refusal, _ = raw_post(server, "/v1/projects", body, "k2")
+    assert status == 400 and refusal["error_code"] == "ObjectAlreadyExists"
+    assert raw_post(server, "/v1/projects", body, "k2")[1] == refusal
+    # Another token's key space is separate.
+    token = expect(server.admin.post("/v1/system/tokens", {"silo": "default",
+                                                           "role": "silo_admin",
+                                                           "name": "other"}), 201)["token"]
+    status, _, _ = raw_post(server, "/v1/projects", {"name": "other", "description": ""}, "k",
+                            token=token)
+    assert status == 201
+
+
+def test_floating_ip_create_with_a_key_allocates_one_address(server):
+    make_pool(server.admin, "idem-pool", "192.0.2.1", "192.0.2.9")
+    link(server.admin, "idem-pool", default=True)
+    expect(server.admin.post("/v1/projects", {"name": "idem", "description": ""}), 201)
+    body = {"name": "fip", "description": ""}
+    first = raw_post(server, "/v1/floating-ips?project=idem", body, "fip-key")
+    again = raw_post(server, "/v1/floating-ips?project=idem", body, "fip-key")
+    assert first[0] == 201 and again[1] == first[1]
+    util = expect(server.admin.get("/v1/system/ip-pools/idem-pool/utilization"), 200)
+    assert util["remaining"] == 8.0
