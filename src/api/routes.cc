@@ -618,10 +618,13 @@ Result<int64_t> PositiveInt(const Fields& f, const Json& body, std::string_view 
   return v.get<int64_t>();
 }
 
-// Validates `external_ips` of InstanceCreate up front (omicron-behaviour.md §2.3).
-Status CheckRequestedExternalIps(const Ctx& c, const Json& body) {
+// Validates `external_ips` of InstanceCreate up front (omicron-behaviour.md §2.3) and returns
+// them in request order.
+Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ctx& c,
+                                                                        const Json& body) {
+  std::vector<app::RequestedExternalIp> out;
   auto it = body.find("external_ips");
-  if (it == body.end() || it->is_null()) return Ok();
+  if (it == body.end() || it->is_null()) return out;
   if (!it->is_array()) return Fail(BodyError("external_ips", "expected an array"));
   if (it->size() > 32) {
     return Fail(
@@ -640,8 +643,9 @@ Status CheckRequestedExternalIps(const Ctx& c, const Json& body) {
         sel = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
       }
       ephemeral.push_back(sel);
+      out.push_back(app::RequestedExternalIp{true, sel, NameOrId(Uuid())});
     } else if (type == "floating") {
-      FP_TRY(f.NameOrIdField("floating_ip"));
+      out.push_back(app::RequestedExternalIp{false, {}, FP_TRY(f.NameOrIdField("floating_ip"))});
     } else {
       return Fail(BodyError(f.FieldPath("type"), "expected \"ephemeral\" or \"floating\""));
     }
@@ -691,13 +695,7 @@ Status CheckRequestedExternalIps(const Ctx& c, const Json& body) {
       }
     }
   }
-  if (!it->empty()) {
-    // Attaching at create comes with live attach; refusing beats silently dropping them.
-    return Fail(BodyError("external_ips",
-                          "attaching external IPs when creating an instance is not supported by "
-                          "this version of floatplane; create the instance, then attach them"));
-  }
-  return Ok();
+  return out;
 }
 
 void AddInstanceRoutes(Router<Endpoint>& r) {
@@ -748,7 +746,7 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
                               "\"default_dual_stack\", \"none\", \"create\""));
       }
     }
-    FP_CHECK_OK(CheckRequestedExternalIps(c, body));
+    p.external_ips = FP_TRY(ParseRequestedExternalIps(c, body));
     auto* compute = FP_TRY(c.Compute());
     return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
   });
@@ -938,8 +936,8 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
 HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const app::Actor& actor,
                                 const std::string& key, const std::function<HttpResponse()>& run) {
   if (key.size() > 255) {
-    return ErrorResponse(req, Error::InvalidRequest(
-                                  "header Idempotency-Key: may contain at most 255 characters"));
+    return ErrorResponse(
+        req, Error::InvalidRequest("header Idempotency-Key: may contain at most 255 characters"));
   }
   std::string hash =
       db::HashToken(req.method + "\n" + req.path + "\n" + req.query + "\n" + req.body);
@@ -954,10 +952,10 @@ HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const
                                     "request; use a new key for a new request",
                                     key)));
     case Kind::kInProgress:
-      return ErrorResponse(req, Error::Unavailable(fmt::format(
-                                    "a request with Idempotency-Key \"{}\" is still in "
-                                    "progress; retry when it completes",
-                                    key)));
+      return ErrorResponse(
+          req, Error::Unavailable(fmt::format("a request with Idempotency-Key \"{}\" is still in "
+                                              "progress; retry when it completes",
+                                              key)));
     case Kind::kReplay: {
       HttpResponse r;
       r.status = claim->status;
@@ -971,8 +969,8 @@ HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const
   HttpResponse response = run();
   if (response.status >= 500) {
     (void)db::IdempotencyAbandon(ds, actor.token_id, key);
-  } else if (auto s = db::IdempotencyFinish(ds, actor.token_id, key, response.status,
-                                            response.body);
+  } else if (auto s =
+                 db::IdempotencyFinish(ds, actor.token_id, key, response.status, response.body);
              !s) {
     LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
   }

@@ -8,6 +8,7 @@
 
 #include "api/log.h"
 #include "app/instances.h"
+#include "db/attach.h"
 
 namespace fp::app {
 
@@ -128,6 +129,46 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
                  return db::ExternalIpReleaseIn(tx, FP_TRY(UuidParam(ctx.params(), "snat_id")));
                }});
+  // One requested external IP (node "external_ip_<k>" attaches params.external_ips[k]). The
+  // instance is `creating`, which keeps API attach/detach away, so attach completes at once;
+  // its NAT is programmed when the instance starts.
+  r.Add(Action{
+      .name = "instance_create.external_ip",
+      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+        const Json& p = ctx.params();
+        size_t k = std::stoul(ctx.node().substr(ctx.node().rfind('_') + 1));
+        const Json& e = p.at("external_ips").at(k);
+        db::AttachRequest req;
+        req.instance_id = FP_TRY(UuidParam(p, "instance_id"));
+        req.ip_id = FP_TRY(UuidParam(e, "ip_id"));
+        req.saga_id = ctx.saga_id();
+        req.creating = true;
+        if (e.value("type", "") == "ephemeral") {
+          req.kind = db::IpKind::kEphemeral;
+          db::PoolSelector selector;
+          if (e.contains("pool")) {
+            selector.mode = db::PoolSelector::Mode::kExplicitPool;
+            selector.pool = FP_TRY(NameOrId::Parse(e["pool"].get<std::string>()));
+          } else if (e.contains("ip_version")) {
+            selector.ip_version = ParseIpVersion(e["ip_version"].get<std::string>());
+          }
+          FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, FP_TRY(UuidParam(p, "silo_id")), selector));
+        }
+        db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
+        if (step.do_saga) {
+          FP_TRY(db::CompleteOpIn(tx, req.ip_id, db::AttachState::kAttaching,
+                                  db::AttachState::kAttached));
+        }
+        return Json{{"ip_id", req.ip_id.ToString()}};
+      },
+      .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
+        const Json& p = ctx.params();
+        size_t k = std::stoul(ctx.node().substr(ctx.node().rfind('_') + 1));
+        const Json& e = p.at("external_ips").at(k);
+        Uuid ip_id = FP_TRY(UuidParam(e, "ip_id"));
+        if (e.value("type", "") == "ephemeral") return db::ExternalIpReleaseIn(tx, ip_id);
+        return db::ReleaseFloatingFromInstanceIn(tx, ip_id, FP_TRY(UuidParam(p, "instance_id")));
+      }});
   r.Add(Action{.name = "instance_create.finish",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  FP_CHECK_OK(db::InstanceFinishCreateIn(

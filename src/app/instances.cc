@@ -92,9 +92,34 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                           {"ncpus", params.ncpus},
                           {"memory", params.memory},
                           {"nic", NicName(params.nic)}};
-  dag.nodes = {{"record", "instance_create.record"},
-               {"snat", "instance_create.snat"},
-               {"finish", "instance_create.finish"}};
+  dag.nodes = {{"record", "instance_create.record"}, {"snat", "instance_create.snat"}};
+  // Each requested IP is a node of its own, in request order (§4.4). Floating IPs are resolved
+  // now, so that lookup errors (404, other project) come before anything is created.
+  saga::Json requested = saga::Json::array();
+  for (size_t k = 0; k < params.external_ips.size(); ++k) {
+    const RequestedExternalIp& r = params.external_ips[k];
+    if (r.ephemeral) {
+      saga::Json e{{"type", "ephemeral"}, {"ip_id", Uuid::Random().ToString()}};
+      if (r.selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+        e["pool"] = r.selector.pool->ToString();
+      } else if (r.selector.ip_version) {
+        e["ip_version"] = ToString(*r.selector.ip_version);
+      }
+      requested.push_back(e);
+    } else {
+      db::ExternalIp fip = r.floating_ip.is_id()
+                               ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
+                               : FP_TRY(db::FloatingIpByName(ds_, p.id, r.floating_ip));
+      if (fip.project_id != p.id) {
+        return Fail(
+            Error::InvalidRequest("floating IP must be in the same project as the instance"));
+      }
+      requested.push_back(saga::Json{{"type", "floating"}, {"ip_id", fip.id.ToString()}});
+    }
+    dag.nodes.push_back({fmt::format("external_ip_{}", k), "instance_create.external_ip"});
+  }
+  dag.params["external_ips"] = requested;
+  dag.nodes.push_back({"finish", "instance_create.finish"});
   auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
   db::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
   if (!params.start) return created;

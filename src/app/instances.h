@@ -31,6 +31,13 @@ struct Dataplane {
   Result<agents::SledAgentClient*> Sled(const Uuid& sled_id) const;
 };
 
+// An external IP requested at instance create.
+struct RequestedExternalIp {
+  bool ephemeral = true;
+  db::PoolSelector selector;     // ephemeral
+  NameOrId floating_ip{Uuid()};  // floating: by name in the instance's project, or by id
+};
+
 struct InstanceCreateParams {
   std::string name;
   std::string description;
@@ -39,6 +46,7 @@ struct InstanceCreateParams {
   int64_t memory = 0;
   db::NicKind nic = db::NicKind::kDualStack;
   bool start = true;
+  std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
 };
 
 // What the saga actions need; lives as long as the executor.

@@ -202,6 +202,14 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
       ToString(target), tx.now(), ip_id);
 }
 
+Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id) {
+  FP_TRY(
+      tx.Exec("UPDATE external_ip SET parent_id = NULL, state = 'detached', op_saga_id = NULL, "
+              "time_modified = ? WHERE id = ? AND parent_id = ? AND kind = 'floating'",
+              tx.now(), ip_id, instance_id));
+  return Ok();
+}
+
 Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
                                                        IpVersion version) {
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {

@@ -43,6 +43,10 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
 // The external IP row with this id, live or not; NotFound if there is none.
 Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 
+// Undo of an attach made at instance create: a floating IP held by the instance goes back
+// to detached (no parent). Idempotent.
+Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id);
+
 // The instance's ephemeral IP of `version`, if any (any state).
 Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
                                                        IpVersion version);

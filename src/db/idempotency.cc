@@ -3,14 +3,13 @@
 namespace fp::db {
 
 Result<IdempotencyClaim> IdempotencyBegin(Datastore& ds, const Uuid& token_id,
-                                          const std::string& key,
-                                          const std::string& request_sha256,
+                                          const std::string& key, const std::string& request_sha256,
                                           int64_t abandon_after_us) {
   return ds.Write<IdempotencyClaim>([&](Tx& tx) -> Result<IdempotencyClaim> {
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT request_sha256, state, status, body, time_created FROM idempotency_key "
-        "WHERE token_id = ? AND key = ?",
-        token_id, key));
+    auto row = FP_TRY(
+        tx.QueryRow("SELECT request_sha256, state, status, body, time_created FROM idempotency_key "
+                    "WHERE token_id = ? AND key = ?",
+                    token_id, key));
     IdempotencyClaim claim;
     if (row) {
       if (row->Text(0) != request_sha256) {
@@ -29,33 +28,36 @@ Result<IdempotencyClaim> IdempotencyBegin(Datastore& ds, const Uuid& token_id,
       }
       FP_TRY(tx.Exec("DELETE FROM idempotency_key WHERE token_id = ? AND key = ?", token_id, key));
     }
-    FP_TRY(tx.Exec(
-        "INSERT INTO idempotency_key (token_id, key, request_sha256, state, time_created) "
-        "VALUES (?, ?, ?, 'pending', ?)",
-        token_id, key, request_sha256, tx.now()));
+    FP_TRY(
+        tx.Exec("INSERT INTO idempotency_key (token_id, key, request_sha256, state, time_created) "
+                "VALUES (?, ?, ?, 'pending', ?)",
+                token_id, key, request_sha256, tx.now()));
     return claim;
   });
 }
 
 Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string& key, int status,
                          const std::string& body) {
-  return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
-           FP_TRY(tx.Exec(
-               "UPDATE idempotency_key SET state = 'done', status = ?, body = ? WHERE "
-               "token_id = ? AND key = ?",
-               status, body, token_id, key));
-           return true;
-         })
+  return ds
+      .Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_TRY(
+            tx.Exec("UPDATE idempotency_key SET state = 'done', status = ?, body = ? WHERE "
+                    "token_id = ? AND key = ?",
+                    status, body, token_id, key));
+        return true;
+      })
       .map([](bool) {});
 }
 
 Status IdempotencyAbandon(Datastore& ds, const Uuid& token_id, const std::string& key) {
-  return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
-           FP_TRY(tx.Exec("DELETE FROM idempotency_key WHERE token_id = ? AND key = ? AND "
-                          "state = 'pending'",
-                          token_id, key));
-           return true;
-         })
+  return ds
+      .Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_TRY(
+            tx.Exec("DELETE FROM idempotency_key WHERE token_id = ? AND key = ? AND "
+                    "state = 'pending'",
+                    token_id, key));
+        return true;
+      })
       .map([](bool) {});
 }
 

@@ -24,8 +24,7 @@ struct IdempotencyClaim {
 // Claims `key` for the token's request whose hash is `request_sha256`. A claim left pending
 // longer than `abandon_after_us` (its server died) is taken over.
 Result<IdempotencyClaim> IdempotencyBegin(Datastore& ds, const Uuid& token_id,
-                                          const std::string& key,
-                                          const std::string& request_sha256,
+                                          const std::string& key, const std::string& request_sha256,
                                           int64_t abandon_after_us);
 // Records the response to replay.
 Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string& key, int status,

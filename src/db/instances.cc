@@ -175,6 +175,19 @@ Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id) {
   return InstanceFromRow(*row);
 }
 
+Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const NameOrId& fip) {
+  if (fip.is_id()) {
+    return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+      auto ip = ExternalIpGetIn(tx, fip.id());
+      if (!ip || ip->kind != IpKind::kFloating) {
+        return Fail(Error::NotFoundById("floating-ip", fip.id().ToString()));
+      }
+      return *ip;
+    });
+  }
+  return ds.FloatingIpLookupByName(project_id, fip.name().str());
+}
+
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
   return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
     auto row = FP_TRY(

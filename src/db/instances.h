@@ -97,6 +97,9 @@ Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds);
 Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id);
 Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name);
 Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id);  // live only; NotFound by id
+// A floating IP of the project by name (NotFound worded by name); an id selector is looked up
+// by id (the caller checks the project).
+Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const NameOrId& fip);
 Result<std::vector<Instance>> InstanceList(Datastore& ds, const Uuid& project_id,
                                            const PageRequest& page);
 Result<std::vector<Instance>> InstancesOnSled(Datastore& ds, const Uuid& sled_id);

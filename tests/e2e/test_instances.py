@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from e2e_helpers import (DEFAULT_SILO, assert_error, create_instance, disagreement, expect,
+from e2e_helpers import (DEFAULT_SILO, make_fip, assert_error, create_instance, disagreement, expect,
                          instance_action, instance_body, link, list_all, list_sagas,
                          make_instance, make_pool, make_project, make_silo, migrate, nat_key,
                          nat_keys, role_client, sled_instance_ids, snat_block, unique,
@@ -562,32 +562,42 @@ def test_create_validates_external_ips(env, external_ips, status, message):
 
 
 VALID_EXTERNAL_IPS = [
-    ("one ephemeral", [ephemeral()]),
-    ("no selector", [ephemeral(selector=False)]),
-    ("v4 and v6", [ephemeral(version="v4"), ephemeral(version="v6")]),
-    ("two pools", [ephemeral(MOD_V4_A), ephemeral(MOD_V6_A)]),
-    ("floating", [floating("some-fip")]),
-    ("32 floating", [floating(f"fip-{i}") for i in range(32)]),
+    ("one ephemeral", [ephemeral()], 0),
+    ("no selector", [ephemeral(selector=False)], 0),
+    ("auto v4 and a v6 pool", [ephemeral(version="v4"), ephemeral(MOD_V6_A)], 0),
+    ("two pools", [ephemeral(MOD_V4_A), ephemeral(MOD_V6_A)], 0),
+    ("floating", None, 1),
+    ("32 floating", None, 32),
 ]
 
 
-@pytest.mark.parametrize("external_ips", [case[1] for case in VALID_EXTERNAL_IPS],
+@pytest.mark.parametrize("external_ips,fips", [(case[1], case[2]) for case in VALID_EXTERNAL_IPS],
                          ids=[case[0] for case in VALID_EXTERNAL_IPS])
-def test_create_refuses_valid_external_ips_until_attach_exists(env, external_ips):
-    """Valid requests pass validation, then are refused (attach at create is not implemented
-    yet): never silently dropped, and nothing is created."""
+def test_create_attaches_valid_external_ips(env, external_ips, fips):
+    """Valid requests are attached in the create saga (§4.4): all of them, none dropped; the
+    instance's delete gives them back."""
     admin = env.admin
     name = unique("extip-ok")
-    sagas_before = [s["id"] for s in list_sagas(admin)]
-    reply = create_instance(admin, MOD_PROJECT, name, external_ips=external_ips)
-    body = assert_error(reply, 400, "InvalidRequest")
-    assert "external" in body["message"].lower(), body
-    for limit_message in ("may not have more than", "cannot request two",
-                          "when requesting two"):
-        assert limit_message not in body["message"], body
-    assert_error(admin.get(f"/v1/instances/{name}", params={"project": MOD_PROJECT}), 404,
-                 "ObjectNotFound")
-    assert [s["id"] for s in list_sagas(admin)] == sagas_before
+    fip_ids = []
+    if fips:
+        external_ips = []
+        for k in range(fips):
+            fip = make_fip(admin, MOD_PROJECT, unique(f"extip-fip{k}"))
+            fip_ids.append(fip["id"])
+            external_ips.append(floating(fip["name"]))
+    created = expect(create_instance(admin, MOD_PROJECT, name, external_ips=external_ips), 201)
+    listed = expect(admin.get(f"/v1/instances/{created['id']}/external-ips"), 200)["items"]
+    non_snat = [ip for ip in listed if ip["kind"] != "snat"]
+    assert len(non_snat) == len(external_ips), listed
+    assert {ip["id"] for ip in non_snat if ip["kind"] == "floating"} == set(fip_ids)
+    if created["run_state"] != "stopped":
+        expect(instance_action(admin, created["id"], "stop"), 202)
+        wait_run_state(admin, created["id"], "stopped")
+    expect(admin.delete(f"/v1/instances/{created['id']}"), 204)
+    for fip_id in fip_ids:
+        assert expect(admin.get(f"/v1/floating-ips/{fip_id}"), 200)["instance_id"] is None
+        expect(admin.delete(f"/v1/floating-ips/{fip_id}"), 204)
+    wait_sagas_settled(admin)
 
 
 def test_empty_external_ips_are_accepted(env):
