@@ -995,6 +995,17 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
       if (req.method == "GET" && req.path == "/v1/ping") {
         return JsonResponse(200, Json{{"status", "ok"}});
       }
+      if (req.method == "GET" && req.path == "/metrics") {
+        // Prometheus text format; no secrets here, so no token (like ping).
+        HttpResponse r;
+        r.content_type = "text/plain; version=0.0.4";
+        r.body = fmt::format(
+            "# HELP floatplane_durable_commits_total Write transactions committed to the "
+            "datastore.\n# TYPE floatplane_durable_commits_total counter\n"
+            "floatplane_durable_commits_total {}\n",
+            cp.datastore().durable_commits());
+        return r;
+      }
       auto match = router->Find(req.method, req.path);
       if (!match) {
         if (match.error().kind() == ErrorKind::kInvalidRequest) {

@@ -59,14 +59,10 @@ Result<std::optional<Sled>> SledOf(Tx& tx, const Instance& i) {
 }
 
 Result<std::optional<ExternalIp>> LiveIp(Tx& tx, const Uuid& id) {
-  auto ip = ExternalIpGetIn(tx, id);
-  if (!ip) {
-    if (ip.error().kind() == ErrorKind::kNotFound) return std::optional<ExternalIp>();
-    return Fail(ip.error());
-  }
-  auto deleted = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", id));
-  if (!deleted->IsNull(0)) return std::optional<ExternalIp>();
-  return std::optional<ExternalIp>(*ip);
+  auto live =
+      FP_TRY(tx.QueryRow("SELECT 1 FROM external_ip WHERE id = ? AND time_deleted IS NULL", id));
+  if (!live) return std::optional<ExternalIp>();
+  return std::optional<ExternalIp>(FP_TRY(ExternalIpGetIn(tx, id)));
 }
 
 Result<std::optional<Uuid>> OpSaga(Tx& tx, const Uuid& id) {

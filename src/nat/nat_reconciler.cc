@@ -23,13 +23,20 @@ agents::NatEntry NatReconciler::ToEntry(const db::NatRow& row) {
 
 Status NatReconciler::Sync() {
   std::lock_guard lock(sync_mu_);
-  agents::NatTable installed = FP_TRY(switch_.GetNat());
   int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
-  if (installed.generation > desired) {
-    // The switch is ahead of the datastore (e.g. a restored database): resend the whole table.
-    return RepairLocked().map([](bool) {});
+  if (known_generation_ && *known_generation_ == desired) return Ok();  // nothing new
+  if (!known_generation_) {
+    // Ask the switch where it is (after a start, or after an error: it may have restarted).
+    agents::NatTable installed = FP_TRY(switch_.GetNat());
+    if (installed.generation > desired) {
+      // The switch is ahead of the datastore (e.g. a restored database): resend everything.
+      return RepairLocked().map([](bool) {});
+    }
+    known_generation_ = installed.generation;
   }
-  int64_t at = installed.generation;
+  int64_t at = *known_generation_;
+  // Any failure below leaves the switch's position unknown until it is asked again.
+  known_generation_.reset();
   while (at < desired) {
     auto changes = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
     if (changes.empty()) break;
@@ -43,6 +50,7 @@ Status NatReconciler::Sync() {
     }
     at = reached;
   }
+  known_generation_ = at;
   return Ok();
 }
 
@@ -61,6 +69,7 @@ Result<bool> NatReconciler::RepairLocked() {
   std::sort(desired.begin(), desired.end(), EntryLess);
   std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
   if (installed.entries == desired && installed.generation >= version) return false;
+  known_generation_.reset();
   FP_TRY(switch_.ReplaceAll(agents::NatTable{std::max(version, installed.generation), desired}));
   api::LogEvent("warn", "NAT drift repaired",
                 {{"switch_agent", switch_.address()},

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "agents/agents.h"
@@ -46,6 +47,9 @@ class NatReconciler {
   db::Datastore& ds_;
   agents::SwitchAgentClient& switch_;
   std::mutex sync_mu_;
+  // The switch's generation as of our last successful exchange (guarded by sync_mu_); unknown
+  // after any error, so the next Sync asks the switch first.
+  std::optional<int64_t> known_generation_;
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;
