@@ -169,8 +169,14 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                  Json step = FP_TRY(ctx.Lookup("begin"));
                  Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
                  if (step.value("do_saga", false)) {
-                   FP_TRY(db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching,
-                                           db::AttachState::kAttached));
+                   auto done = db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching,
+                                                db::AttachState::kAttached);
+                   if (!done && done.error().kind() == ErrorKind::kNotFound) {
+                     // The instance was deleted underneath: answer as for a missing instance.
+                     return Fail(Error::NotFoundById(
+                         "instance", FP_TRY(IdParam(ctx.params(), "instance_id")).ToString()));
+                   }
+                   FP_TRY(done);
                  }
                  return Json{{"ip_id", ip_id.ToString()}};
                }});

@@ -177,7 +177,10 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
   if (deleted || state != ToString(expected)) {
     if (expected == AttachState::kAttaching && target == AttachState::kAttached &&
         (deleted || state == "detached")) {
-      return Fail(Error::Internal("unwinding due to concurrent instance delete"));
+      // The instance was deleted while the IP was being attached (its delete detaches every
+      // IP): the attach fails and its saga unwinds. A client error, not an internal one.
+      return Fail(Error::NotFound(
+          "instance (it was deleted while the external IP was being attached to it)"));
     }
     return int64_t{0};
   }

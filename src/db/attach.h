@@ -34,8 +34,8 @@ Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r);
 Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
 
 // Finishes or reverts a transition held by `saga_id`. Returns rows changed (0: already done).
-// attaching -> attached: Internal "unwinding due to concurrent instance delete" if the IP was
-// detached or deleted underneath (so the saga unwinds).
+// attaching -> attached: NotFound (the instance) if the IP was detached or deleted underneath
+// by the instance's delete (so the saga unwinds).
 // attaching -> detached, detaching -> detached: floating IPs lose their parent; ephemeral IPs
 // are released back to their pool. detaching -> attached: restores the attachment.
 Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target);

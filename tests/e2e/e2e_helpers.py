@@ -7,6 +7,7 @@ the status of the setup calls they make, so a test fails where its setup broke.
 import ipaddress
 import itertools
 import re
+import threading
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -455,6 +456,12 @@ def instance_external_ips(client, instance, project=None):
     return page["items"]
 
 
+def version_first(key):
+    """A sort key for addresses or NAT keys of both IP versions (which do not compare)."""
+    address = key[0] if isinstance(key, tuple) else key
+    return (address.version, key)
+
+
 def external_ip_key(item):
     """The NAT key (address, first_port, last_port) an ExternalIp item should have on the
     switch: its port block for SNAT, every port for floating and ephemeral IPs."""
@@ -537,8 +544,9 @@ def external_ip_disagreement(rack, projects):
         on = sorted(s for s, ids in listed_on.items() if iid in ids)
         if on != [sled]:
             problems.append(f"{name}: operator view lists it on {on}; sled {sled} runs it")
-        want = sorted({ipaddress.ip_address(item["ip"]) for item in items})
-        have = sorted({ipaddress.ip_address(ip) for ip in vm["external_ips"]})
+        want = sorted({ipaddress.ip_address(item["ip"]) for item in items}, key=version_first)
+        have = sorted({ipaddress.ip_address(ip) for ip in vm["external_ips"]},
+                      key=version_first)
         if want != have:
             problems.append(f"{name}: attached IPs {[str(a) for a in want]}, but its VM on "
                             f"sled {sled} has {[str(a) for a in have]}")
@@ -556,8 +564,8 @@ def external_ip_disagreement(rack, projects):
                                 f"sled {sled} are reached at {known}")
 
     actual = Counter(nat_key(e) for e in entries)
-    missing = sorted((expected - actual).elements())
-    extra = sorted((actual - expected).elements())
+    missing = sorted((expected - actual).elements(), key=version_first)
+    extra = sorted((actual - expected).elements(), key=version_first)
     if missing:
         problems.append(f"NAT entries missing on the switch: {[str(k) for k in missing]}")
     if extra:
@@ -608,3 +616,49 @@ def wait_external_ip_agreement(rack, projects, timeout=10.0):
     # Settling sagas may have changed something: the places must still agree.
     wait_until(check, timeout, "agreement after the sagas settled", describe=describe)
     return sagas
+
+
+# -- concurrency -------------------------------------------------------------------------------
+
+class Background:
+    """Runs `call()` in a daemon thread at once (requests made there use connections of their
+    own); result() waits for it with a deadline and returns its value or re-raises."""
+
+    def __init__(self, call):
+        self._value = None
+        self._error = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call):
+        try:
+            self._value = call()
+        except BaseException as error:  # reported by result()
+            self._error = error
+
+    def running(self):
+        return self._thread.is_alive()
+
+    def result(self, timeout=30.0):
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the background call did not end within {timeout} s"
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def run_together(calls, timeout=60.0):
+    """Starts every call of `calls` in its own thread, releases them at once with a barrier,
+    and returns their results in order. Fails if one raised or they did not all end within
+    `timeout` seconds."""
+    barrier = threading.Barrier(len(calls))
+
+    def released(call):
+        def run():
+            barrier.wait(timeout)
+            return call()
+        return run
+
+    workers = [Background(released(call)) for call in calls]
+    deadline = time.monotonic() + timeout
+    return [w.result(max(0.0, deadline - time.monotonic())) for w in workers]
