@@ -116,7 +116,9 @@ struct ServerFlags {
   std::string listen = "127.0.0.1:12220";
   std::string switch_agent;              // URL; empty: an in-process simulated switch agent
   std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
-  int agent_timeout_ms = 5000;
+  // Short enough that an operation whose agent hangs (one call, then its undo's) still
+  // answers within 10 s.
+  int agent_timeout_ms = 2000;
   bool enable_test_faults = false;
 };
 

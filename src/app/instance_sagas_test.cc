@@ -115,7 +115,8 @@ class InstanceSagaTest : public ::testing::Test {
     });
     EXPECT_TRUE(rows) << rows.error().message();
     w = *rows;
-    for (const auto& n : *db::NatLive(*ds)) {
+    auto nat_rows = db::NatLive(*ds);  // a named result: a range-for over *temporary dangles
+    for (const auto& n : *nat_rows) {
       w.nat_rows.push_back(n.external_ip.ToString() + ":" + std::to_string(n.first_port) + "->" +
                            n.sled_address.ToString());
     }
@@ -141,7 +142,8 @@ class InstanceSagaTest : public ::testing::Test {
   }
 
   void ExpectNoSagaStuckOrUnfinished() {
-    for (const auto& s : *db::SagaListStates(*ds, 1000)) {
+    auto sagas = db::SagaListStates(*ds, 1000);
+    for (const auto& s : *sagas) {
       EXPECT_NE(s.state, db::SagaState::kStuck) << s.name << " " << s.id.ToString();
       EXPECT_NE(s.state, db::SagaState::kRunning) << s.name << " " << s.id.ToString();
       EXPECT_NE(s.state, db::SagaState::kUnwinding) << s.name << " " << s.id.ToString();

@@ -127,6 +127,9 @@ class Instances {
   // reported by sleds, and removes VMs that sleds run but the datastore does not place there.
   void WatchOnce();
   void ReapOrphans();
+  // Makes the sled's port carry exactly the instance's settled attached addresses.
+  void ReconcilePort(const db::Instance& instance, agents::SledAgentClient& sled,
+                     const agents::SledInstance& vm);
 
  private:
   Result<db::Instance> RunStartSaga(const db::Instance& instance);

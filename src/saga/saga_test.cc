@@ -221,7 +221,8 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
   EXPECT_EQ(world.keys.size(), 1u);
   // The unlogged node's success is in the log all the same.
   int succeeded = 0;
-  for (const auto& e : db::SagaLoad(*ds, id)->events) {
+  auto log = db::SagaLoad(*ds, id);
+  for (const auto& e : log->events) {
     succeeded += e.type == db::SagaEventType::kSucceeded ? 1 : 0;
   }
   EXPECT_EQ(succeeded, 4);
