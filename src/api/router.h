@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/url_path.h"
 
 namespace fp::api {
 
@@ -51,17 +52,7 @@ class Router {
 
   static std::vector<std::string> Split(std::string_view path) {
     std::vector<std::string> out;
-    size_t pos = 0;
-    while (pos < path.size()) {
-      if (path[pos] == '/') {
-        ++pos;
-        continue;
-      }
-      size_t next = path.find('/', pos);
-      if (next == std::string_view::npos) next = path.size();
-      out.emplace_back(path.substr(pos, next - pos));
-      pos = next;
-    }
+    for (std::string_view segment : PathSegments(path)) out.emplace_back(segment);
     return out;
   }
 

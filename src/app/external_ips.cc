@@ -83,6 +83,34 @@ Status ProgramDetach(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& s
   return Ok();
 }
 
+// The dataplane node of ip_attach (`attach`) or ip_detach: nothing to do unless the begin node
+// moved the IP of an instance that runs on a sled.
+Result<Json> RunDataplane(InstanceSagaDeps& d, const ActionContext& ctx, bool attach) {
+  Json step = FP_TRY(ctx.Lookup("begin"));
+  auto sled = FP_TRY(SledOfStep(step));
+  if (!step.value("do_saga", false) || !sled) return Json::object();
+  Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+  IpAddr ip = FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()));
+  FP_CHECK_OK(attach ? ProgramAttach(d, instance_id, *sled, ip)
+                     : ProgramDetach(d, instance_id, *sled, ip));
+  return Json::object();
+}
+
+// Undo of a dataplane node on the sled's port (best effort: the watcher reconciles ports).
+Status UndoPortChange(InstanceSagaDeps& d, const ActionContext& ctx, bool was_attach) {
+  Json step = FP_TRY(ctx.Lookup("begin"));
+  auto sled_id = FP_TRY(SledOfStep(step));
+  if (!step.value("do_saga", false) || !sled_id) return Ok();
+  auto sled = d.dataplane.Sled(*sled_id);
+  if (!sled) return Ok();
+  Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+  IpAddr ip = FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()));
+  Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, ip)
+                        : (*sled)->AddExternalIp(instance_id, ip);
+  if (!s) LogBestEffort(was_attach ? "sled remove" : "sled re-add", s.error());
+  return Ok();
+}
+
 }  // namespace
 
 void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
@@ -141,28 +169,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         return Ok();
       }});
   r.Add(Action{.name = "ip_attach.dataplane",
-               .run = [&d](const ActionContext& ctx) -> Result<Json> {
-                 Json step = FP_TRY(ctx.Lookup("begin"));
-                 auto sled = FP_TRY(SledOfStep(step));
-                 if (!step.value("do_saga", false) || !sled) return Json::object();
-                 FP_CHECK_OK(ProgramAttach(d, FP_TRY(IdParam(ctx.params(), "instance_id")), *sled,
-                                           FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()))));
-                 return Json::object();
-               },
-               .undo = [&d](const ActionContext& ctx) -> Status {
-                 Json step = FP_TRY(ctx.Lookup("begin"));
-                 auto sled_id = FP_TRY(SledOfStep(step));
-                 if (!step.value("do_saga", false) || !sled_id) return Ok();
-                 auto sled = d.dataplane.Sled(*sled_id);
-                 if (!sled) return Ok();
-                 if (auto s = (*sled)->RemoveExternalIp(
-                         FP_TRY(IdParam(ctx.params(), "instance_id")),
-                         FP_TRY(IpAddr::Parse(step["ip"].get<std::string>())));
-                     !s) {
-                   LogBestEffort("sled remove", s.error());
-                 }
-                 return Ok();
-               },
+               .run = [&d](const ActionContext& ctx) { return RunDataplane(d, ctx, true); },
+               .undo = [&d](const ActionContext& ctx) { return UndoPortChange(d, ctx, true); },
                .unlogged = true});
   r.Add(Action{.name = "ip_attach.complete",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
@@ -214,28 +222,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         return Ok();
       }});
   r.Add(Action{.name = "ip_detach.dataplane",
-               .run = [&d](const ActionContext& ctx) -> Result<Json> {
-                 Json step = FP_TRY(ctx.Lookup("begin"));
-                 auto sled = FP_TRY(SledOfStep(step));
-                 if (!step.value("do_saga", false) || !sled) return Json::object();
-                 FP_CHECK_OK(ProgramDetach(d, FP_TRY(IdParam(ctx.params(), "instance_id")), *sled,
-                                           FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()))));
-                 return Json::object();
-               },
-               .undo = [&d](const ActionContext& ctx) -> Status {
-                 Json step = FP_TRY(ctx.Lookup("begin"));
-                 auto sled_id = FP_TRY(SledOfStep(step));
-                 if (!step.value("do_saga", false) || !sled_id) return Ok();
-                 auto sled = d.dataplane.Sled(*sled_id);
-                 if (!sled) return Ok();
-                 if (auto s = (*sled)->AddExternalIp(
-                         FP_TRY(IdParam(ctx.params(), "instance_id")),
-                         FP_TRY(IpAddr::Parse(step["ip"].get<std::string>())));
-                     !s) {
-                   LogBestEffort("sled re-add", s.error());
-                 }
-                 return Ok();
-               },
+               .run = [&d](const ActionContext& ctx) { return RunDataplane(d, ctx, false); },
+               .undo = [&d](const ActionContext& ctx) { return UndoPortChange(d, ctx, false); },
                .unlogged = true});
   r.Add(Action{
       .name = "ip_detach.complete",

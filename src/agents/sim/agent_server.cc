@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "api/log.h"
+#include "common/url_path.h"
 
 namespace fp::agents::sim {
 
@@ -45,16 +46,7 @@ api::HttpResponse Answer(const Result<Json>& result, const std::string& request_
 
 std::vector<std::string> Segments(std::string_view path) {
   std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    if (path[pos] == '/') {
-      ++pos;
-      continue;
-    }
-    size_t next = std::min(path.find('/', pos), path.size());
-    out.emplace_back(path.substr(pos, next - pos));
-    pos = next;
-  }
+  for (std::string_view segment : PathSegments(path)) out.emplace_back(segment);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <limits>
 
+#include "common/url_path.h"
+
 namespace fp::agents::sim {
 
 using Json = nlohmann::json;
@@ -13,21 +15,6 @@ using Json = nlohmann::json;
 namespace {
 
 constexpr int64_t kMaxDelayMs = 10 * 60 * 1000;
-
-std::vector<std::string_view> Segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    if (path[pos] == '/') {
-      ++pos;
-      continue;
-    }
-    size_t next = std::min(path.find('/', pos), path.size());
-    out.push_back(path.substr(pos, next - pos));
-    pos = next;
-  }
-  return out;
-}
 
 Result<int64_t> OptCount(const Json& j, std::string_view field, int64_t max) {
   auto it = j.find(field);
@@ -47,8 +34,8 @@ bool FaultRule::Matches(std::string_view method, std::string_view path) const {
   size_t space = text.find(' ');
   std::string_view rule_method = text.substr(0, space);
   if (rule_method != "*" && rule_method != method) return false;
-  std::vector<std::string_view> pattern = Segments(text.substr(space + 1));
-  std::vector<std::string_view> actual = Segments(path);
+  std::vector<std::string_view> pattern = PathSegments(text.substr(space + 1));
+  std::vector<std::string_view> actual = PathSegments(path);
   if (pattern.size() != actual.size()) return false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != "*" && pattern[i] != actual[i]) return false;
