@@ -409,6 +409,37 @@ TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
   EXPECT_EQ(detached.switch_nat, detached.nat_rows);
 }
 
+TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) {
+  db::ExternalIp fip = Fip("web");
+  InstanceCreateParams p = Params("vm", false);
+  RequestedExternalIp floating;
+  floating.ephemeral = false;
+  floating.floating_ip = NameOrId(fip.id);
+  RequestedExternalIp ephemeral;  // from the silo's default pool
+  p.external_ips = {floating, ephemeral};
+  // record, snat, external_ip_0, external_ip_1, finish
+  constexpr int kNodes = 5;
+  World before = Observe();
+  for (int node = 0; node < kNodes; ++node) {
+    Faults("instance_create", {.fail_node = node});
+    ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
+    EXPECT_EQ(Observe(), before) << "after failing node " << node;
+    EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);
+  }
+  for (int node = 1; node < kNodes; ++node) {
+    Faults("instance_create", {.fail_node = node, .repeat_undo_node = node - 1});
+    ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
+    EXPECT_EQ(Observe(), before) << "undo twice, after failing node " << node;
+  }
+  ExpectNoSagaStuckOrUnfinished();
+  Faults("instance_create", {.repeat_every_action = true});
+  auto vm = instances_->Create(actor_, ByName("p1"), p);
+  ASSERT_TRUE(vm) << vm.error().message();
+  auto ips = *instances_->ExternalIps(actor_, NameOrId(vm->id), std::nullopt);
+  EXPECT_EQ(ips.size(), 3u);  // SNAT, floating, ephemeral
+  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, vm->id);
+}
+
 TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
   db::Instance vm = Running("vm");
   db::ExternalIp fip = Fip("web");
