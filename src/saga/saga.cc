@@ -161,7 +161,9 @@ Result<SagaDag> SagaDag::FromJson(const Json& j) {
 // One run of one saga from its log to rest.
 class SagaExecutor::Execution {
  public:
-  Execution(SagaExecutor& exec, db::SagaLog log, SagaDag dag)
+  // `create_row`: set for a saga not yet in the datastore (see create_row_).
+  Execution(SagaExecutor& exec, db::SagaLog log, SagaDag dag,
+            std::optional<db::SagaRow> create_row = std::nullopt)
       : exec_(exec),
         ds_(exec.ds_),
         id_(log.saga.id),
@@ -172,7 +174,9 @@ class SagaExecutor::Execution {
         result_(log.saga.result),
         dag_(std::move(dag)),
         events_(std::move(log.events)),
-        faults_(exec.FaultsFor(dag_.name)) {}
+        faults_(exec.FaultsFor(dag_.name)),
+        create_row_(std::move(create_row)),
+        create_with_first_node_(create_row_.has_value()) {}
 
   Result<SagaOutcome> Drive() {
     FP_CHECK_OK(Replay());
@@ -518,14 +522,10 @@ class SagaExecutor::Execution {
   std::vector<NodeStatus> status_;
   std::map<std::string, Json> outputs_;
   std::vector<db::SagaEvent> pending_;  // "succeeded" of unlogged nodes, not yet written
-
- public:
-  // Set by Run for a new saga whose first node is a database action: the saga row is
-  // inserted in that node's transaction.
+  // For a new saga whose first node is a database action: the saga row, inserted in that
+  // node's transaction (and, if the node fails, on its own to record the failure).
   std::optional<db::SagaRow> create_row_;
   bool create_with_first_node_ = false;
-
- private:
   std::optional<int> failed_node_;
   Json failure_;
 };
@@ -566,9 +566,7 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
     if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
     db::SagaLog log;
     log.saga = row;
-    Execution run(*this, std::move(log), dag);
-    run.create_row_ = row;
-    run.create_with_first_node_ = true;
+    Execution run(*this, std::move(log), dag, row);
     return run.Drive();
   }
   FP_TRY(db::SagaCreate(ds_, row));
