@@ -529,19 +529,21 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   });
 }
 
+// The project a project-scoped list reads: the `project` parameter on the first page; on later
+// pages the project id carried in the page token (so a rename between pages cannot change
+// which list is read, and clients may follow next_page with only limit and page_token).
+Result<NameOrId> ListProject(const Query& q) {
+  if (auto given = FP_TRY(q.OptNameOrId("project"))) return *given;
+  auto token = FP_TRY(ParsePageToken(q));
+  auto scoped = token ? Uuid::Parse(token->scope) : std::nullopt;
+  if (!scoped) return Fail(BadQuery("project", "required"));
+  return NameOrId(*scoped);
+}
+
 void AddFloatingIpRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
-    // Later pages take the project from the token; the project is its id, so a rename between
-    // pages cannot change which list is being read.
-    auto token = FP_TRY(ParsePageToken(c.query));
-    auto given = FP_TRY(c.query.OptNameOrId("project"));
-    NameOrId project = given ? *given : NameOrId(Uuid());
-    if (!given) {
-      auto scoped = token ? Uuid::Parse(token->scope) : std::nullopt;
-      if (!scoped) return Fail(BadQuery("project", "required"));
-      project = NameOrId(*scoped);
-    }
+    NameOrId project = FP_TRY(ListProject(c.query));
     auto items = FP_TRY(c.cp.FloatingIpList(c.actor, project, page));
     std::string scope;
     if (!items.empty() && items.front().project_id) scope = items.front().project_id->ToString();
@@ -701,14 +703,7 @@ Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ct
 void AddInstanceRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/instances", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
-    auto token = FP_TRY(ParsePageToken(c.query));
-    auto given = FP_TRY(c.query.OptNameOrId("project"));
-    NameOrId project = given ? *given : NameOrId(Uuid());
-    if (!given) {
-      auto scoped = token ? Uuid::Parse(token->scope) : std::nullopt;
-      if (!scoped) return Fail(BadQuery("project", "required"));
-      project = NameOrId(*scoped);
-    }
+    NameOrId project = FP_TRY(ListProject(c.query));
     auto items = FP_TRY(FP_TRY(c.Compute())->List(c.actor, project, page));
     std::string scope = items.empty() ? std::string() : items.front().project_id.ToString();
     return PageReply<db::Instance>(items, page, &InstanceView, InstanceKeys, scope);
