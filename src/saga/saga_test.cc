@@ -80,6 +80,16 @@ ActionRegistry ToyRegistry(World& world) {
   return r;
 }
 
+// The table toy.row writes to.
+Status CreateToyTable(db::Datastore& ds) {
+  return ds
+      .Write<bool>([](db::Tx& tx) -> Result<bool> {
+        FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+        return true;
+      })
+      .map([](bool) {});
+}
+
 SagaDag ToyDag() {
   SagaDag dag;
   dag.name = "toy";
@@ -94,12 +104,7 @@ SagaDag ToyDag() {
 
 class SagaTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
-      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
-      return true;
-    }));
-  }
+  void SetUp() override { ASSERT_TRUE(CreateToyTable(*ds)); }
 
   int64_t ToyRows() {
     return ds
@@ -282,16 +287,12 @@ TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
 // only that prefix (as a crash right after those writes would leave it), resumed to rest.
 void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind expected) {
   std::vector<db::SagaEvent> events;
-  std::string new_id;
   {
     TempDatastore ds;
     World world;
     ActionRegistry registry = ToyRegistry(world);
     SagaExecutor exec(*ds, registry, "sec-test");
-    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
-      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
-      return true;
-    }));
+    ASSERT_TRUE(CreateToyTable(*ds));
     exec.SetFaultPlanForTest(plan);
     Uuid id = Uuid::Random();
     auto out = exec.Run(id, ToyDag());
@@ -306,10 +307,7 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
     World world;
     ActionRegistry registry = ToyRegistry(world);
     SagaExecutor exec(*ds, registry, "sec-test");
-    ASSERT_TRUE(ds->Write<bool>([](db::Tx& tx) -> Result<bool> {
-      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
-      return true;
-    }));
+    ASSERT_TRUE(CreateToyTable(*ds));
     Uuid id = Uuid::Random();
     db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
                     db::SagaOwner{"sec-test", 1}};
