@@ -8,7 +8,9 @@ creates one running instance and one floating IP per client, then for 1 and 16 c
 clients runs attach + detach cycles (each client its own keep-alive connection and its own IP
 and instance). Prints cycles/s, attach and detach latency p50/p99, durable commits per attach
 and per detach (from the server's /metrics), and, on the same disk, the raw rate of
-single-row durable commits (SQLite WAL, synchronous=FULL: the machine's limit).
+single-row durable commits (SQLite WAL, synchronous=FULL: one sync per commit, the
+machine's limit). Also prints write-ahead log syncs per cycle: under concurrency one sync
+covers several commits (group commit).
 """
 
 import argparse
@@ -41,11 +43,13 @@ class Client:
         return reply.status, (json.loads(data) if data else None)
 
 
-def commits(port):
+def metrics(port):
+    """(durable commits, write-ahead log syncs) so far."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
-    return int(re.search(r"floatplane_durable_commits_total (\d+)", text).group(1))
+    return (int(re.search(r"floatplane_durable_commits_total (\d+)", text).group(1)),
+            int(re.search(r"floatplane_log_syncs_total (\d+)", text).group(1)))
 
 
 def raw_commit_rate(directory, seconds=3.0):
@@ -123,7 +127,7 @@ def main():
                         attach_ms.append((t1 - t0) * 1000)
                         detach_ms.append((t2 - t1) * 1000)
 
-            before = commits(port)
+            commits_before, syncs_before = metrics(port)
             start = time.monotonic()
             threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
             for t in threads:
@@ -132,12 +136,14 @@ def main():
                 t.join()
             elapsed = time.monotonic() - start
             cycles = clients * per_client
-            per_cycle = (commits(port) - before) / cycles
+            commits_after, syncs_after = metrics(port)
+            per_cycle = (commits_after - commits_before) / cycles
+            syncs_per_cycle = (syncs_after - syncs_before) / cycles
             print(f"{clients:2d} client(s): {cycles} cycles in {elapsed:.2f} s = "
                   f"{cycles / elapsed:.0f} cycles/s; attach p50 {percentile(attach_ms, .5):.2f} ms "
                   f"p99 {percentile(attach_ms, .99):.2f} ms; detach p50 "
                   f"{percentile(detach_ms, .5):.2f} ms p99 {percentile(detach_ms, .99):.2f} ms; "
-                  f"durable commits per cycle {per_cycle:.2f}")
+                  f"durable commits per cycle {per_cycle:.2f} (log syncs {syncs_per_cycle:.2f})")
     finally:
         server.terminate()
         server.wait(10)

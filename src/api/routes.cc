@@ -997,8 +997,11 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
         r.body = fmt::format(
             "# HELP floatplane_durable_commits_total Write transactions committed to the "
             "datastore.\n# TYPE floatplane_durable_commits_total counter\n"
-            "floatplane_durable_commits_total {}\n",
-            cp.datastore().durable_commits());
+            "floatplane_durable_commits_total {}\n"
+            "# HELP floatplane_log_syncs_total Syncs of the datastore's write-ahead log (one "
+            "sync makes every commit written before it durable).\n"
+            "# TYPE floatplane_log_syncs_total counter\nfloatplane_log_syncs_total {}\n",
+            cp.datastore().durable_commits(), cp.datastore().log_syncs());
         return r;
       }
       auto match = router->Find(req.method, req.path);

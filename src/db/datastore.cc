@@ -1,9 +1,16 @@
 #include "db/datastore.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -103,7 +110,9 @@ std::string HashToken(const std::string& secret) {
 Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock)
     : path_(std::move(path)), clock_(std::move(clock)) {}
 
-Datastore::~Datastore() = default;
+Datastore::~Datastore() {
+  if (wal_fd_ >= 0) ::close(wal_fd_);
+}
 
 Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path,
                                                          std::shared_ptr<const Clock> clock) {
@@ -111,6 +120,7 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   auto conn = FP_TRY(ds->Acquire());
   FP_CHECK_OK(MigrateSchema(*conn));
   ds->Release(std::move(conn));
+  FP_CHECK_OK(ds->SyncLog());  // the migration's commits, and the WAL's directory entry
   return ds;
 }
 
@@ -147,6 +157,59 @@ void Datastore::SyncPoint(std::string_view name) {
   if (hook) hook(name);
 }
 
+Status Datastore::SyncLog() {
+  if (wal_fd_ < 0) {
+    std::string wal = path_ + "-wal";
+    wal_fd_ = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd_ < 0) {
+      return Fail(Error::Internal(
+          fmt::format("cannot open the write-ahead log {}: {}", wal, std::strerror(errno))));
+    }
+    // The log was created by SQLite without a directory sync: make its name durable too.
+    std::string dir = std::filesystem::path(path_).parent_path().string();
+    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      ::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+  }
+  if (::fdatasync(wal_fd_) != 0) {
+    // After a failed sync the kernel may have dropped the dirty pages, and a later sync can
+    // report success without them: continuing could acknowledge commits that are not on disk.
+    // Stop, and let the restart recover from what the disk really holds.
+    std::fprintf(stderr,
+                 "{\"level\":\"error\",\"msg\":\"cannot sync the write-ahead log; "
+                 "stopping\",\"path\":\"%s-wal\",\"error\":\"%s\"}\n",
+                 path_.c_str(), std::strerror(errno));
+    std::abort();
+  }
+  log_syncs_.fetch_add(1);
+  return Ok();
+}
+
+Status Datastore::WaitDurable(int64_t seq) {
+  std::unique_lock lock(durable_mu_);
+  while (durable_ < seq) {
+    // Someone is syncing, or commit `seq` is still being written: its writer wakes us.
+    if (syncing_ || commit_done_ < seq) {
+      durable_cv_.wait(lock);
+      continue;
+    }
+    // Lead: one sync makes every commit written so far durable.
+    syncing_ = true;
+    int64_t target = commit_done_;
+    lock.unlock();
+    SyncPoint("group_commit:syncing");
+    Status synced = SyncLog();
+    lock.lock();
+    syncing_ = false;
+    if (synced) durable_ = std::max(durable_, target);
+    durable_cv_.notify_all();
+    FP_CHECK_OK(synced);
+  }
+  return Ok();
+}
+
 Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body) {
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + seconds(30);
@@ -161,12 +224,22 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
     }
     Status result = conn->ExecScript(write ? "BEGIN IMMEDIATE" : "BEGIN");
     bool began = static_cast<bool>(result);
+    std::optional<int64_t> seq;  // this write's commit number
     if (began) {
       Tx tx(*conn, clock_->Now());
       result = body(tx);
-      if (result) {
+      if (result && write) {
+        // Numbered before COMMIT: a reader that sees this commit also sees its number.
+        seq = commit_begun_.fetch_add(1) + 1;
         result = conn->ExecScript("COMMIT");
-        if (result && write) durable_commits_.fetch_add(1);
+        if (result) durable_commits_.fetch_add(1);
+        {
+          std::lock_guard lock(durable_mu_);
+          commit_done_ = *seq;  // written to the log (or failed): a sync may now cover it
+        }
+        durable_cv_.notify_all();
+      } else if (result) {
+        result = conn->ExecScript("COMMIT");
       }
     }
     bool busy = !result && conn->last_error_was_busy();
@@ -177,12 +250,19 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
     }
     if (writer.owns_lock()) writer.unlock();
     Release(std::move(conn));
-    if (result || !busy || steady_clock::now() >= deadline) return result;
-    // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
-    auto sleep = microseconds(
-        jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
-    std::this_thread::sleep_for(sleep);
-    backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+    if (!result && busy && steady_clock::now() < deadline) {
+      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
+      auto sleep = microseconds(
+          jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
+      std::this_thread::sleep_for(sleep);
+      backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+      continue;
+    }
+    // Whatever this transaction read or wrote (its answer, or the error it derived from what
+    // it read) leaves only once durable. Outside the writer lock, so that the next writers'
+    // commits join the same sync.
+    FP_CHECK_OK(WaitDurable(seq.value_or(commit_begun_.load())));
+    return result;
   }
 }
 

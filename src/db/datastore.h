@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -190,6 +191,9 @@ class Datastore {
 
   // Durable commits (write transactions that committed) since open.
   int64_t durable_commits() const { return durable_commits_.load(); }
+  // Syncs of the write-ahead log since open. Under concurrent writes one sync makes several
+  // commits durable, so this grows more slowly than durable_commits().
+  int64_t log_syncs() const { return log_syncs_.load(); }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
@@ -256,6 +260,10 @@ class Datastore {
   Status RunTransaction(bool write, const std::function<Status(Tx&)>& body);
   Result<std::unique_ptr<SqliteConnection>> Acquire();
   void Release(std::unique_ptr<SqliteConnection> conn);
+  // Returns once every commit numbered up to `seq` is on disk, syncing the log if no sync that
+  // covers it is already running (the leader syncs for everyone waiting: group commit).
+  Status WaitDurable(int64_t seq);
+  Status SyncLog();  // fdatasync of the WAL file; requires durable_mu_ not held
 
   std::string path_;
   std::shared_ptr<const Clock> clock_;
@@ -264,6 +272,18 @@ class Datastore {
   // One writer at a time within this process; SQLite's lock covers other processes.
   std::mutex write_mu_;
   std::atomic<int64_t> durable_commits_{0};
+  // Group commit. A write transaction takes a number before its COMMIT (commit_begun_) and
+  // publishes it after (commit_done_); durable_ is the highest number known to be on disk.
+  // Every transaction, reads included, waits until what it may have seen is durable before
+  // its result leaves the datastore: no caller acts on a commit a crash could still undo.
+  std::atomic<int64_t> commit_begun_{0};
+  std::mutex durable_mu_;
+  std::condition_variable durable_cv_;
+  int64_t commit_done_ = 0;  // guarded by durable_mu_
+  int64_t durable_ = 0;      // guarded by durable_mu_
+  bool syncing_ = false;     // guarded by durable_mu_
+  int wal_fd_ = -1;          // opened by the first sync; used only by the syncing leader
+  std::atomic<int64_t> log_syncs_{0};
   std::atomic<bool> sync_hook_set_{false};
   std::mutex sync_mu_;
   std::function<void(std::string_view)> sync_hook_;

@@ -40,7 +40,7 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 10000);
   FP_CHECK_OK(conn->ExecScript(
-      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   return conn;
 }
 

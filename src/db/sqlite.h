@@ -46,7 +46,12 @@ class Row {
 class SqliteConnection {
  public:
   // Opens (creating if needed) the database file and applies the connection settings the
-  // datastore relies on: WAL, synchronous=FULL, foreign keys, busy timeout.
+  // datastore relies on: WAL, synchronous=NORMAL, foreign keys, busy timeout.
+  //
+  // synchronous=NORMAL: a commit writes its WAL frames without waiting for the disk, and the
+  // WAL is synced before each checkpoint (so the database file never gets ahead of a durable
+  // log). The Datastore makes each commit durable itself, syncing the WAL once for every
+  // commit that finished while the previous sync ran (group commit).
   static Result<std::unique_ptr<SqliteConnection>> Open(const std::string& path);
   ~SqliteConnection();
   SqliteConnection(const SqliteConnection&) = delete;
