@@ -227,8 +227,9 @@ HttpClient::~HttpClient() = default;
 const std::string& HttpClient::base_url() const { return impl_->base_url; }
 const std::string& HttpClient::description() const { return impl_->description; }
 
-Result<HttpAnswer> HttpClient::Call(std::string_view method, std::string_view target,
-                                    std::string_view body) {
+Result<HttpAnswer> HttpClient::Call(
+    std::string_view method, std::string_view target, std::string_view body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   Impl& impl = *impl_;
   if (!impl.address) return Fail(impl.address.error());
   auto deadline = Clock::now() + impl.timeout;
@@ -245,6 +246,7 @@ Result<HttpAnswer> HttpClient::Call(std::string_view method, std::string_view ta
     request.set(http::field::content_type, "application/json");
     request.body() = std::string(body);
   }
+  for (const auto& [name, value] : headers) request.set(name, value);
   request.keep_alive(true);
   request.prepare_payload();
 

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 
@@ -44,8 +46,10 @@ class HttpClient {
   //    reached, refuses the connection, closes it before answering or answers something that
   //    is not HTTP;
   //  - Internal `<peer> at <url>: ...` for a malformed base URL.
+  // `headers` are sent as given, after the client's own (Host, User-Agent, Content-Type).
   Result<HttpAnswer> Call(std::string_view method, std::string_view target,
-                          std::string_view body = {});
+                          std::string_view body = {},
+                          const std::vector<std::pair<std::string, std::string>>& headers = {});
 
   const std::string& base_url() const;
   // "<peer> at <url>", the prefix of every message about this peer.

@@ -10,8 +10,10 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <future>
-#include <set>
+#include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "api/log.h"
 #include "common/uuid.h"
@@ -37,13 +39,17 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
   return j.dump();
 }
 
+// Every thread runs the I/O loop, and a request's handler runs inline on the thread that read
+// it: no hand-off between an I/O thread and a worker (two context switches per request). Each
+// connection is a coroutine on a strand of its own, so its steps never run concurrently.
 class BeastServer final : public HttpServer {
  public:
   BeastServer(HttpServerOptions options, HttpHandler handler)
       : options_(std::move(options)),
         handler_(std::move(handler)),
-        acceptor_(ioc_),
-        workers_(static_cast<size_t>(options_.worker_threads)) {}
+        ioc_(options_.worker_threads),
+        accept_strand_(asio::make_strand(ioc_)),
+        acceptor_(accept_strand_) {}
 
   ~BeastServer() override { Stop(); }
 
@@ -64,8 +70,10 @@ class BeastServer final : public HttpServer {
           fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, ec.message())));
     }
     port_ = acceptor_.local_endpoint().port();
-    asio::co_spawn(ioc_, Accept(), asio::detached);
-    io_thread_ = std::thread([this] { ioc_.run(); });
+    asio::co_spawn(accept_strand_, Accept(), asio::detached);
+    for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
     return Ok();
   }
 
@@ -73,46 +81,67 @@ class BeastServer final : public HttpServer {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
-    // On the I/O thread: stop accepting, close connections that wait for a request, and make
-    // every busy connection answer its request (with "Connection: close") before it ends.
+    // Stop accepting, close connections that wait for a request, and make every busy
+    // connection answer its request (with "Connection: close") before it ends.
+    stopping_ = true;
     std::promise<void> closed;
-    asio::post(ioc_, [this, &closed] {
-      stopping_ = true;
+    asio::post(accept_strand_, [this, &closed] {
       boost::system::error_code ignored;
       acceptor_.close(ignored);
-      // Cancel rather than close: a read that already completed still gets its answer.
-      for (beast::tcp_stream* idle : idle_) idle->socket().cancel(ignored);
       closed.set_value();
     });
     // The listener must be closed before the loop stops, or the port would keep accepting
     // connections nobody answers.
     closed.get_future().wait();
+    {
+      std::lock_guard lock(idle_mu_);
+      for (const auto& [id, idle] : idle_) {
+        // On the connection's own strand: it is still waiting there, or it has moved on and
+        // removed itself (then there is nothing to cancel).
+        asio::post(idle.executor, [this, id = id] {
+          std::lock_guard inner(idle_mu_);
+          auto it = idle_.find(id);
+          boost::system::error_code ignored;
+          // Cancel rather than close: a read that already completed still gets its answer.
+          if (it != idle_.end()) it->second.stream->socket().cancel(ignored);
+        });
+      }
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ioc_.stop();
-    if (io_thread_.joinable()) io_thread_.join();
-    workers_.join();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
 
  private:
+  struct Idle {
+    beast::tcp_stream* stream;
+    asio::any_io_executor executor;
+  };
+
   asio::awaitable<void> Accept() {
     for (;;) {
       boost::system::error_code ec;
-      tcp::socket socket =
-          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      // Each connection gets a strand of its own.
+      tcp::socket socket = co_await acceptor_.async_accept(
+          asio::make_strand(ioc_), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (!acceptor_.is_open()) co_return;
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      asio::co_spawn(ioc_, Session(std::move(socket)), asio::detached);
+      auto executor = socket.get_executor();
+      asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
     }
   }
 
   asio::awaitable<void> Session(tcp::socket socket) {
     ++active_sessions_;
+    const uint64_t id = next_session_id_.fetch_add(1);
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     while (!stopping_) {
@@ -121,10 +150,22 @@ class BeastServer final : public HttpServer {
       parser.body_limit(options_.body_limit);
       stream.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
       boost::system::error_code ec;
-      idle_.insert(&stream);
+      {
+        std::lock_guard lock(idle_mu_);
+        idle_.emplace(id, Idle{&stream, stream.get_executor()});
+      }
+      // Stop() may have run its cancellation pass between the loop test and the line above.
+      if (stopping_) {
+        std::lock_guard lock(idle_mu_);
+        idle_.erase(id);
+        break;
+      }
       co_await http::async_read(stream, buffer, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
-      idle_.erase(&stream);
+      {
+        std::lock_guard lock(idle_mu_);
+        idle_.erase(id);
+      }
       auto start = std::chrono::steady_clock::now();
       if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::connection_reset || ec == asio::error::eof ||
@@ -164,9 +205,7 @@ class BeastServer final : public HttpServer {
         keep_alive = req.keep_alive();
         res.version(req.version());
 
-        HttpResponse out = co_await asio::co_spawn(
-            workers_, [this, &r]() -> asio::awaitable<HttpResponse> { co_return handler_(r); },
-            asio::use_awaitable);
+        HttpResponse out = handler_(r);  // inline: this thread serves nothing else meanwhile
         res.result(static_cast<unsigned>(out.status));
         if (!out.body.empty()) res.set(http::field::content_type, out.content_type);
         for (const auto& [k, v] : out.headers) res.set(k, v);
@@ -202,14 +241,15 @@ class BeastServer final : public HttpServer {
   HttpServerOptions options_;
   HttpHandler handler_;
   asio::io_context ioc_;
+  asio::strand<asio::io_context::executor_type> accept_strand_;
   tcp::acceptor acceptor_;
-  asio::thread_pool workers_;
-  std::thread io_thread_;
+  std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> stopped_{false};
-  // I/O-thread state: set by Stop()'s posted handler, read by sessions.
-  bool stopping_ = false;
-  std::set<beast::tcp_stream*> idle_;  // sessions waiting for their next request
+  std::atomic<bool> stopping_{false};
+  std::mutex idle_mu_;
+  std::map<uint64_t, Idle> idle_;  // sessions waiting for their next request, by session id
+  std::atomic<uint64_t> next_session_id_{1};
   std::atomic<int> active_sessions_{0};
 };
 

@@ -30,8 +30,9 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Handles one request. Called on a worker thread, never on the I/O thread, so it may block
-// (on the database, on agents). Must not throw.
+// Handles one request. Called on one of the server's `worker_threads` threads, which serves
+// nothing else until the handler returns; it may block (on the database, on agents), and at
+// most `worker_threads` handlers run at once. Must not throw.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
@@ -39,7 +40,7 @@ struct HttpServerOptions {
   uint16_t port = 0;            // 0: the kernel picks a free port
   size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
-  int worker_threads = 16;
+  int worker_threads = 16;  // threads serving connections and running handlers
   int idle_timeout_seconds = 60;  // a connection idle (or trickling) this long is closed
 };
 
