@@ -49,15 +49,14 @@ using Clock = std::chrono::steady_clock;
 class Api {
  public:
   Api(uint16_t port, std::string token)
-      : http_("floatplane", "http://127.0.0.1:" + std::to_string(port),
-              std::chrono::seconds(30)),
+      : http_("floatplane", "http://127.0.0.1:" + std::to_string(port), std::chrono::seconds(30)),
         headers_{{"Authorization", "Bearer " + token}} {}
 
   // The status and parsed body; dies on a transport error.
   std::pair<int, Json> Call(std::string_view method, const std::string& target,
                             const Json& body = nullptr) {
-    auto answer = http_.Call(method, target, body.is_null() ? std::string() : body.dump(),
-                             headers_);
+    auto answer =
+        http_.Call(method, target, body.is_null() ? std::string() : body.dump(), headers_);
     if (!answer) Die(answer.error().message());
     Json parsed = answer->body.empty() ? Json() : Json::parse(answer->body, nullptr, false);
     return {answer->status, parsed};
@@ -67,8 +66,8 @@ class Api {
               const Json& body = nullptr) {
     auto [got, reply] = Call(method, target, body);
     if (got != status) {
-      Die(std::string(method) + " " + target + ": expected " + std::to_string(status) +
-          ", got " + std::to_string(got) + " " + reply.dump());
+      Die(std::string(method) + " " + target + ": expected " + std::to_string(status) + ", got " +
+          std::to_string(got) + " " + reply.dump());
     }
     return reply;
   }

@@ -40,7 +40,7 @@ struct HttpServerOptions {
   uint16_t port = 0;            // 0: the kernel picks a free port
   size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
-  int worker_threads = 16;  // threads serving connections and running handlers
+  int worker_threads = 16;        // threads serving connections and running handlers
   int idle_timeout_seconds = 60;  // a connection idle (or trickling) this long is closed
 };
 
