@@ -117,9 +117,8 @@ Datastore::~Datastore() {
 Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path,
                                                          std::shared_ptr<const Clock> clock) {
   std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock)));
-  auto conn = FP_TRY(ds->Acquire());
-  FP_CHECK_OK(MigrateSchema(*conn));
-  ds->Release(std::move(conn));
+  ds->writer_ = FP_TRY(SqliteConnection::Open(path));
+  FP_CHECK_OK(MigrateSchema(*ds->writer_));
   FP_CHECK_OK(ds->SyncLog());  // the migration's commits, and the WAL's directory entry
   return ds;
 }
@@ -216,12 +215,15 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
   thread_local std::minstd_rand jitter(std::random_device{}());
   auto backoff = milliseconds(1);
   for (int attempt = 0;; ++attempt) {
-    auto conn = FP_TRY(Acquire());
+    std::unique_ptr<SqliteConnection> reader;
     std::unique_lock<std::mutex> writer(write_mu_, std::defer_lock);
     if (write) {
       SyncPoint("tx:waiting_for_writer");
       writer.lock();
+    } else {
+      reader = FP_TRY(Acquire());
     }
+    SqliteConnection* conn = write ? writer_.get() : reader.get();
     Status result = conn->ExecScript(write ? "BEGIN IMMEDIATE" : "BEGIN");
     bool began = static_cast<bool>(result);
     std::optional<int64_t> seq;  // this write's commit number
@@ -249,7 +251,7 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
       (void)conn->ExecScript("ROLLBACK");
     }
     if (writer.owns_lock()) writer.unlock();
-    Release(std::move(conn));
+    if (reader) Release(std::move(reader));
     if (!result && busy && steady_clock::now() < deadline) {
       // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
       auto sleep = microseconds(

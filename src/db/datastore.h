@@ -268,9 +268,12 @@ class Datastore {
   std::string path_;
   std::shared_ptr<const Clock> clock_;
   std::mutex pool_mu_;
-  std::vector<std::unique_ptr<SqliteConnection>> idle_;
-  // One writer at a time within this process; SQLite's lock covers other processes.
+  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // for read transactions
+  // One writer at a time within this process; SQLite's lock covers other processes. Writes
+  // always use writer_: a connection's page cache is dropped whenever another connection
+  // wrote, so one writing connection keeps its cache warm across write transactions.
   std::mutex write_mu_;
+  std::unique_ptr<SqliteConnection> writer_;  // guarded by write_mu_
   std::atomic<int64_t> durable_commits_{0};
   // Group commit. A write transaction takes a number before its COMMIT (commit_begun_) and
   // publishes it after (commit_done_); durable_ is the highest number known to be on disk.
