@@ -1,17 +1,32 @@
-// The only translation unit that includes Boost.Beast/Asio (they are slow to compile).
+// The HTTP server: Beast parses and serializes, plain POSIX sockets carry the bytes.
+//
+// One thread per connection, blocking I/O. A request is read, handled and answered on the
+// thread the kernel wakes for that connection, with no hand-off between threads: on a small
+// machine the context switches of a shared I/O loop plus a worker pool cost more than the
+// handlers themselves. Handlers block (on the database, on agents), so a connection's thread
+// is the natural place for them anyway.
 
 #include "api/http_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
-#include <future>
+#include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -20,10 +35,9 @@
 
 namespace fp::api {
 
-namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
@@ -39,143 +53,231 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
   return j.dump();
 }
 
-// Every thread runs the I/O loop, and a request's handler runs inline on the thread that read
-// it: no hand-off between an I/O thread and a worker (two context switches per request). Each
-// connection is a coroutine on a strand of its own, so its steps never run concurrently.
-class BeastServer final : public HttpServer {
- public:
-  BeastServer(HttpServerOptions options, HttpHandler handler)
-      : options_(std::move(options)),
-        handler_(std::move(handler)),
-        ioc_(options_.worker_threads),
-        accept_strand_(asio::make_strand(ioc_)),
-        acceptor_(accept_strand_) {}
+// Milliseconds left until `deadline`, at least 0.
+int MillisLeft(SteadyClock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
 
-  ~BeastServer() override { Stop(); }
+// Waits until `fd` is ready for `events` or the deadline passes. False on timeout or error.
+bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, MillisLeft(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+enum class ReadOutcome {
+  kRequest,    // a complete request is in the parser
+  kClosed,     // the peer closed (or reset) between requests, or the server is stopping
+  kTimedOut,   // nothing complete arrived before the deadline
+  kMalformed,  // not HTTP, or over a limit: `ec` says which
+};
+
+// Reads one request from `fd` into `parser`, starting with bytes left in `buffer` by the
+// previous request on this connection.
+ReadOutcome ReadRequest(int fd, beast::flat_buffer& buffer,
+                        http::request_parser<http::string_body>& parser,
+                        SteadyClock::time_point deadline, beast::error_code& ec) {
+  for (;;) {
+    while (buffer.size() > 0 && !parser.is_done()) {
+      size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec == http::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec) return ReadOutcome::kMalformed;
+    }
+    if (parser.is_done()) return ReadOutcome::kRequest;
+    if (!WaitReady(fd, POLLIN, deadline)) return ReadOutcome::kTimedOut;
+    auto space = buffer.prepare(16 << 10);
+    ssize_t n = ::recv(fd, space.data(), space.size(), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      if (!parser.got_some()) return ReadOutcome::kClosed;
+      // Closed mid-request: a message without a length may end here; anything else is cut.
+      parser.put_eof(ec);
+      if (!ec && parser.is_done()) return ReadOutcome::kRequest;
+      return ReadOutcome::kClosed;
+    }
+    buffer.commit(static_cast<size_t>(n));
+  }
+}
+
+// Sends all of `data`. False if the peer is gone or stops reading until the deadline.
+bool SendAll(int fd, std::string_view data, SteadyClock::time_point deadline) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && WaitReady(fd, POLLOUT, deadline)) continue;
+    return false;
+  }
+  return true;
+}
+
+class ThreadedServer final : public HttpServer {
+ public:
+  ThreadedServer(HttpServerOptions options, HttpHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+
+  ~ThreadedServer() override {
+    Stop();
+    for (int fd : {listen_fd_, wake_[0], wake_[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
 
   Status Bind() {
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(options_.host, ec);
-    if (ec) {
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    const std::string& host = options_.host;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(options_.port);
+      len = sizeof *v4;
+    } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(options_.port);
+      len = sizeof *v6;
+    } else {
       return Fail(Error::InvalidRequest(
-          fmt::format("invalid listen address \"{}\": {}", options_.host, ec.message())));
+          fmt::format("invalid listen address \"{}\": not an IPv4 or IPv6 address", host)));
     }
-    tcp::endpoint endpoint(address, options_.port);
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Fail(Error::Internal(
-          fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, ec.message())));
-    }
-    port_ = acceptor_.local_endpoint().port();
-    asio::co_spawn(accept_strand_, Accept(), asio::detached);
-    for (int i = 0; i < std::max(1, options_.worker_threads); ++i) {
-      threads_.emplace_back([this] { ioc_.run(); });
-    }
+    auto fail = [&](const char* what) {
+      return Fail(Error::Internal(fmt::format("cannot listen on {}:{}: {}: {}", host, options_.port,
+                                              what, std::strerror(errno))));
+    };
+    listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) return fail("socket");
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) return fail("bind");
+    if (::listen(listen_fd_, SOMAXCONN) != 0) return fail("listen");
+    sockaddr_storage bound{};
+    socklen_t bound_len = sizeof bound;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+    port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+    if (::pipe2(wake_, O_CLOEXEC) != 0) return fail("pipe");
+    acceptor_ = std::thread([this] { AcceptLoop(); });
     return Ok();
   }
 
   uint16_t port() const override { return port_; }
 
   void Stop() override {
-    if (stopped_.exchange(true)) return;
-    // Stop accepting, close connections that wait for a request, and make every busy
-    // connection answer its request (with "Connection: close") before it ends.
+    if (stopped_.exchange(true) || !acceptor_.joinable()) return;
+    // Stop accepting first: the port must not keep accepting connections nobody answers.
     stopping_ = true;
-    std::promise<void> closed;
-    asio::post(accept_strand_, [this, &closed] {
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-      closed.set_value();
-    });
-    // The listener must be closed before the loop stops, or the port would keep accepting
-    // connections nobody answers.
-    closed.get_future().wait();
+    char byte = 0;
+    (void)!::write(wake_[1], &byte, 1);
+    acceptor_.join();
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    // Close connections that wait for a request; busy ones answer theirs ("Connection:
+    // close") and end. Shutting down reading wakes a thread blocked in poll on the socket.
     {
-      std::lock_guard lock(idle_mu_);
-      for (const auto& [id, idle] : idle_) {
-        // On the connection's own strand: it is still waiting there, or it has moved on and
-        // removed itself (then there is nothing to cancel).
-        asio::post(idle.executor, [this, id = id] {
-          std::lock_guard inner(idle_mu_);
-          auto it = idle_.find(id);
-          boost::system::error_code ignored;
-          // Cancel rather than close: a read that already completed still gets its answer.
-          if (it != idle_.end()) it->second.stream->socket().cancel(ignored);
-        });
+      std::lock_guard lock(mu_);
+      for (auto& [id, c] : conns_) {
+        if (c.idle) ::shutdown(c.fd, SHUT_RD);
       }
     }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return live_ == 0; })) {
+      // Still busy after 10 s (a peer that stopped reading): cut the sockets.
+      for (auto& [id, c] : conns_) ::shutdown(c.fd, SHUT_RDWR);
     }
-    ioc_.stop();
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
+    std::map<uint64_t, Conn> all = std::move(conns_);
+    lock.unlock();
+    for (auto& [id, c] : all) {
+      if (c.thread.joinable()) c.thread.join();
     }
   }
 
  private:
-  struct Idle {
-    beast::tcp_stream* stream;
-    asio::any_io_executor executor;
+  struct Conn {
+    int fd = -1;
+    bool idle = false;  // waiting for its next request
+    std::thread thread;
   };
 
-  asio::awaitable<void> Accept() {
+  void AcceptLoop() {
     for (;;) {
-      boost::system::error_code ec;
-      // Each connection gets a strand of its own.
-      tcp::socket socket = co_await acceptor_.async_accept(
-          asio::make_strand(ioc_), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (!acceptor_.is_open()) co_return;
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      int n = ::poll(fds, 2, -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (stopping_ || n < 0 || (fds[1].revents & POLLIN)) return;
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      ReapFinished();
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::lock_guard lock(mu_);
+      if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+        LogEvent("warn", "connection refused: too many connections",
+                 {{"max_connections", options_.max_connections}});
+        ::close(fd);
         continue;
       }
-      socket.set_option(tcp::no_delay(true), ec);
-      auto executor = socket.get_executor();
-      asio::co_spawn(executor, Session(std::move(socket)), asio::detached);
+      uint64_t id = next_id_++;
+      Conn& c = conns_[id];
+      c.fd = fd;
+      ++live_;
+      c.thread = std::thread([this, id, fd] { Serve(id, fd); });
     }
   }
 
-  asio::awaitable<void> Session(tcp::socket socket) {
-    ++active_sessions_;
-    const uint64_t id = next_session_id_.fetch_add(1);
-    beast::tcp_stream stream(std::move(socket));
+  // Joins the threads of connections that ended.
+  void ReapFinished() {
+    std::vector<std::thread> done;
+    {
+      std::lock_guard lock(mu_);
+      for (uint64_t id : finished_) {
+        auto it = conns_.find(id);
+        if (it == conns_.end()) continue;
+        done.push_back(std::move(it->second.thread));
+        conns_.erase(it);
+      }
+      finished_.clear();
+    }
+    for (auto& t : done) t.join();
+  }
+
+  void SetIdle(uint64_t id, bool idle) {
+    std::lock_guard lock(mu_);
+    conns_[id].idle = idle;
+  }
+
+  void Serve(uint64_t id, int fd) {
     beast::flat_buffer buffer;
-    while (!stopping_) {
+    const auto timeout = std::chrono::seconds(options_.idle_timeout_seconds);
+    for (;;) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options_.header_limit));
       parser.body_limit(options_.body_limit);
-      stream.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
-      boost::system::error_code ec;
-      {
-        std::lock_guard lock(idle_mu_);
-        idle_.emplace(id, Idle{&stream, stream.get_executor()});
-      }
-      // Stop() may have run its cancellation pass between the loop test and the line above.
-      if (stopping_) {
-        std::lock_guard lock(idle_mu_);
-        idle_.erase(id);
-        break;
-      }
-      co_await http::async_read(stream, buffer, parser,
-                                asio::redirect_error(asio::use_awaitable, ec));
-      {
-        std::lock_guard lock(idle_mu_);
-        idle_.erase(id);
-      }
-      auto start = std::chrono::steady_clock::now();
-      if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-          ec == asio::error::connection_reset || ec == asio::error::eof ||
-          ec == asio::error::operation_aborted) {
-        break;
-      }
+      parser.eager(true);
+      SetIdle(id, true);
+      // Stop() may have run its pass over idle connections before this one became idle.
+      if (stopping_) break;
+      beast::error_code ec;
+      ReadOutcome got = ReadRequest(fd, buffer, parser, SteadyClock::now() + timeout, ec);
+      SetIdle(id, false);
+      if (got == ReadOutcome::kClosed || got == ReadOutcome::kTimedOut) break;
+      auto start = SteadyClock::now();
       std::string request_id = Uuid::Random().ToString();
       http::response<http::string_body> res;
       bool keep_alive = false;
-      if (ec) {
+      if (got == ReadOutcome::kMalformed) {
         // The request could not be read as HTTP (over a limit, malformed): answer 400 and close.
         std::string msg =
             ec == http::error::body_limit
@@ -204,8 +306,7 @@ class BeastServer final : public HttpServer {
         r.request_id = request_id;
         keep_alive = req.keep_alive();
         res.version(req.version());
-
-        HttpResponse out = handler_(r);  // inline: this thread serves nothing else meanwhile
+        HttpResponse out = handler_(r);
         res.result(static_cast<unsigned>(out.status));
         if (!out.body.empty()) res.set(http::field::content_type, out.content_type);
         for (const auto& [k, v] : out.headers) res.set(k, v);
@@ -216,20 +317,24 @@ class BeastServer final : public HttpServer {
       keep_alive = keep_alive && !stopping_;
       res.keep_alive(keep_alive);
       res.prepare_payload();
-      stream.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
-      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec || !keep_alive) break;
+      std::ostringstream wire;
+      wire << res;
+      if (!SendAll(fd, wire.view(), SteadyClock::now() + timeout) || !keep_alive) break;
     }
-    boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    --active_sessions_;
+    ::shutdown(fd, SHUT_WR);
+    std::lock_guard lock(mu_);
+    // Closed under the lock: Stop() never shuts down a descriptor number already reused.
+    ::close(fd);
+    conns_[id].fd = -1;
+    finished_.push_back(id);
+    --live_;
+    cv_.notify_all();
   }
 
   static void LogRequest(std::string_view method, std::string_view path, int status,
-                         std::chrono::steady_clock::time_point start,
-                         const std::string& request_id) {
+                         SteadyClock::time_point start, const std::string& request_id) {
     double latency_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
     LogEvent("info", "request",
              {{"method", method},
               {"path", path},
@@ -240,24 +345,25 @@ class BeastServer final : public HttpServer {
 
   HttpServerOptions options_;
   HttpHandler handler_;
-  asio::io_context ioc_;
-  asio::strand<asio::io_context::executor_type> accept_strand_;
-  tcp::acceptor acceptor_;
-  std::vector<std::thread> threads_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};  // a byte written here ends the accept loop
   uint16_t port_ = 0;
+  std::thread acceptor_;
   std::atomic<bool> stopped_{false};
   std::atomic<bool> stopping_{false};
-  std::mutex idle_mu_;
-  std::map<uint64_t, Idle> idle_;  // sessions waiting for their next request, by session id
-  std::atomic<uint64_t> next_session_id_{1};
-  std::atomic<int> active_sessions_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;      // signalled when a connection ends
+  std::map<uint64_t, Conn> conns_;  // guarded by mu_
+  std::vector<uint64_t> finished_;  // ended, thread not yet joined; guarded by mu_
+  int live_ = 0;                    // connections whose thread still runs; guarded by mu_
+  uint64_t next_id_ = 1;            // accept thread only
 };
 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                       HttpHandler handler) {
-  auto server = std::make_unique<BeastServer>(options, std::move(handler));
+  auto server = std::make_unique<ThreadedServer>(options, std::move(handler));
   FP_CHECK_OK(server->Bind());
   return std::unique_ptr<HttpServer>(std::move(server));
 }

@@ -30,9 +30,8 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Handles one request. Called on one of the server's `worker_threads` threads, which serves
-// nothing else until the handler returns; it may block (on the database, on agents), and at
-// most `worker_threads` handlers run at once. Must not throw.
+// Handles one request. Called on the thread of the request's connection, which serves nothing
+// else until the handler returns; it may block (on the database, on agents). Must not throw.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
@@ -40,13 +39,14 @@ struct HttpServerOptions {
   uint16_t port = 0;            // 0: the kernel picks a free port
   size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
-  int worker_threads = 16;        // threads serving connections and running handlers
+  int max_connections = 1024;     // one thread each; further connections are closed at once
   int idle_timeout_seconds = 60;  // a connection idle (or trickling) this long is closed
 };
 
-// An HTTP/1.1 server (Boost.Beast) with keep-alive, TCP_NODELAY, per-read timeouts and
-// body/header limits. Every response carries `x-request-id`; one structured log line is written
-// per request (method, path, status, latency, request id).
+// An HTTP/1.1 server (Beast's parser and serializer over blocking sockets, one thread per
+// connection) with keep-alive, TCP_NODELAY, timeouts and body/header limits. Every response carries
+// `x-request-id`; one structured log line is written per request (method, path, status, latency,
+// request id).
 class HttpServer {
  public:
   // Binds and starts serving. InvalidRequest if the address cannot be parsed, Internal if it

@@ -15,7 +15,6 @@ namespace {
 
 // Calls held by a hang occupy a worker thread each; the control endpoints need one free
 // worker to release them, so there are more workers than the tests ever hold calls.
-constexpr int kWorkerThreads = 32;
 // Large enough for a full NAT table (100,000 entries is about 15 MB of JSON).
 constexpr size_t kBodyLimit = 64 << 20;
 
@@ -135,7 +134,6 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
   http.host = options.host;
   http.port = options.port;
   http.body_limit = kBodyLimit;
-  http.worker_threads = kWorkerThreads;
   AgentServer* self = server.get();
   server->server_ = FP_TRY(api::HttpServer::Start(
       http, [self](const api::HttpRequest& request) { return self->Handle(request); }));
