@@ -1,21 +1,27 @@
-// With src/api/http_server.cc, the only translation units that include Boost.Beast/Asio.
+// With src/api/http_server.cc, the only translation units that include Boost.Beast. Blocking
+// sockets with poll()-bounded waits: a call does its I/O on the calling thread.
 
 #include "agents/http_client.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <cstring>
 #include <mutex>
+#include <sstream>
 #include <vector>
+
+#include "api/socket_io.h"
 
 namespace fp::agents {
 
-namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = asio::ip::tcp;
+namespace socket_io = api::socket_io;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -69,52 +75,46 @@ Result<PeerAddress> ParseBaseUrl(std::string_view url, std::string_view descript
   return out;
 }
 
-// One connection with its own I/O context, so that a call runs its I/O on the calling thread
-// and a deadline can cut it short. Used by one call at a time.
+// One connection (a non-blocking socket). Used by one call at a time.
 struct Connection {
-  asio::io_context ioc{1};
-  tcp::socket socket{ioc};
+  int fd = -1;
   beast::flat_buffer buffer;
   bool reused = false;
-};
-
-// How one step of a call ended.
-struct StepOutcome {
-  bool timed_out = false;
-  boost::system::error_code ec;
-};
-
-// Starts an asynchronous operation with `start(handler)` and runs the connection's I/O until
-// it completes or `deadline` passes. On the deadline the socket (and `resolver`, if any) is
-// cancelled, so the operation finishes at once with operation_aborted.
-template <typename Start>
-StepOutcome RunStep(Connection& conn, Clock::time_point deadline, Start&& start,
-                    tcp::resolver* resolver = nullptr) {
-  StepOutcome outcome;
-  bool done = false;
-  start([&](boost::system::error_code ec, auto&&...) {
-    outcome.ec = ec;
-    done = true;
-  });
-  conn.ioc.restart();
-  conn.ioc.run_until(deadline);
-  if (!done) {
-    boost::system::error_code ignored;
-    if (resolver != nullptr) resolver->cancel();
-    conn.socket.close(ignored);
-    conn.ioc.restart();
-    conn.ioc.run();
-    outcome.timed_out = true;
+  Connection() = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() {
+    if (fd >= 0) ::close(fd);
   }
-  return outcome;
-}
+};
 
-// True when a reused keep-alive connection failed in a way that means the peer had closed it
-// before it saw our request; the call is then repeated once on a fresh connection.
-bool IsStaleConnection(const boost::system::error_code& ec) {
-  return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-         ec == asio::error::connection_aborted;
+// True when a send or receive failure on a reused keep-alive connection means the peer had
+// closed it before it saw our request; the call is then repeated once on a fresh connection.
+bool IsStaleErrno(int e) { return e == EPIPE || e == ECONNRESET || e == ECONNABORTED; }
+
+// Connects to one address within the deadline. The socket's descriptor, or -1 with errno set.
+int ConnectOne(const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+  int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, addr, len) != 0) {
+    int err = errno;
+    if (err == EINPROGRESS) {
+      if (!socket_io::WaitReady(fd, POLLOUT, deadline)) {
+        err = errno;
+      } else {
+        socklen_t err_len = sizeof err;
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) != 0) err = errno;
+      }
+    }
+    if (err != 0) {
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
 }
 
 }  // namespace
@@ -140,8 +140,12 @@ struct HttpClient::Impl {
     return Error::Unavailable(
         fmt::format("{} did not answer within {} ms", description, timeout.count()));
   }
-  Error Unreachable(std::string_view what, const boost::system::error_code& ec) const {
-    return Error::Unavailable(fmt::format("{}: {}: {}", description, what, ec.message()));
+  Error Unreachable(std::string_view what, std::string_view why) const {
+    return Error::Unavailable(fmt::format("{}: {}: {}", description, what, why));
+  }
+  // The error for a failed step: a timeout, or the peer's failure with errno `err`.
+  Error StepFailed(std::string_view what, int err) const {
+    return err == ETIMEDOUT ? TimedOut() : Unreachable(what, std::strerror(err));
   }
 
   std::unique_ptr<Connection> TakeIdle() {
@@ -159,59 +163,50 @@ struct HttpClient::Impl {
   }
 
   Result<std::unique_ptr<Connection>> Connect(Clock::time_point deadline) {
-    auto conn = std::make_unique<Connection>();
-    tcp::resolver resolver(conn->ioc);
-    std::vector<tcp::endpoint> endpoints;
-    boost::system::error_code ec;
-    auto numeric = asio::ip::make_address(address->host, ec);
-    if (!ec) {
-      endpoints.emplace_back(numeric, static_cast<uint16_t>(std::stoi(address->port)));
-    } else {
-      auto resolved = RunStep(
-          *conn, deadline,
-          [&](auto handler) {
-            resolver.async_resolve(
-                address->host, address->port,
-                [&endpoints, handler](boost::system::error_code e,
-                                      const tcp::resolver::results_type& results) mutable {
-                  for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-                  handler(e);
-                });
-          },
-          &resolver);
-      if (resolved.timed_out) return Fail(TimedOut());
-      if (resolved.ec) return Fail(Unreachable("cannot resolve " + address->host, resolved.ec));
+    // A numeric address needs no resolver; a name is resolved by getaddrinfo, which the
+    // deadline cannot cut short (see the header).
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    int rc = ::getaddrinfo(address->host.c_str(), address->port.c_str(), &hints, &found);
+    if (rc != 0) {
+      return Fail(Unreachable("cannot resolve " + address->host, ::gai_strerror(rc)));
     }
-    auto connected = RunStep(*conn, deadline, [&](auto handler) {
-      asio::async_connect(conn->socket, endpoints, handler);
-    });
-    if (connected.timed_out) return Fail(TimedOut());
-    if (connected.ec) return Fail(Unreachable("cannot connect", connected.ec));
-    conn->socket.set_option(tcp::no_delay(true), ec);
+    auto conn = std::make_unique<Connection>();
+    int err = ECONNREFUSED;
+    for (addrinfo* a = found; a != nullptr && conn->fd < 0; a = a->ai_next) {
+      conn->fd = ConnectOne(a->ai_addr, a->ai_addrlen, deadline);
+      if (conn->fd < 0) err = errno;
+    }
+    ::freeaddrinfo(found);
+    if (conn->fd < 0) return Fail(StepFailed("cannot connect", err));
     return conn;
   }
 
   // One request/answer exchange on `conn`. `stale` is set when a reused connection turned out
   // to be closed by the peer before it read the request.
-  Result<HttpAnswer> Exchange(Connection& conn, const http::request<http::string_body>& request,
+  Result<HttpAnswer> Exchange(Connection& conn, std::string_view request,
                               Clock::time_point deadline, bool& stale, bool& keep_alive) {
     stale = false;
-    auto written = RunStep(conn, deadline,
-                           [&](auto handler) { http::async_write(conn.socket, request, handler); });
-    if (written.timed_out) return Fail(TimedOut());
-    if (written.ec) {
-      stale = conn.reused && IsStaleConnection(written.ec);
-      return Fail(Unreachable("connection lost while sending the request", written.ec));
+    if (!socket_io::SendAll(conn.fd, request, deadline)) {
+      int err = errno;
+      stale = conn.reused && IsStaleErrno(err);
+      return Fail(StepFailed("connection lost while sending the request", err));
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(kAnswerBodyLimit);
-    auto read = RunStep(conn, deadline, [&](auto handler) {
-      http::async_read(conn.socket, conn.buffer, parser, handler);
-    });
-    if (read.timed_out) return Fail(TimedOut());
-    if (read.ec) {
-      stale = conn.reused && IsStaleConnection(read.ec) && !parser.got_some();
-      return Fail(Unreachable("no valid answer", read.ec));
+    beast::error_code ec;
+    switch (socket_io::ReadMessage(conn.fd, conn.buffer, parser, deadline, ec)) {
+      case socket_io::ReadOutcome::kMessage:
+        break;
+      case socket_io::ReadOutcome::kTimedOut:
+        return Fail(TimedOut());
+      case socket_io::ReadOutcome::kClosed:
+        stale = conn.reused && !parser.got_some();
+        return Fail(Unreachable("no valid answer", "the connection was closed"));
+      case socket_io::ReadOutcome::kMalformed:
+        return Fail(Unreachable("no valid answer", ec.message()));
     }
     auto& response = parser.get();
     keep_alive = response.keep_alive();
@@ -249,13 +244,15 @@ Result<HttpAnswer> HttpClient::Call(
   for (const auto& [name, value] : headers) request.set(name, value);
   request.keep_alive(true);
   request.prepare_payload();
+  std::ostringstream wire;
+  wire << request;
 
   std::unique_ptr<Connection> conn = impl.TakeIdle();
   for (;;) {
     if (!conn) conn = FP_TRY(impl.Connect(deadline));
     bool stale = false;
     bool keep_alive = false;
-    auto answer = impl.Exchange(*conn, request, deadline, stale, keep_alive);
+    auto answer = impl.Exchange(*conn, wire.view(), deadline, stale, keep_alive);
     if (!answer) {
       if (stale) {
         conn.reset();

@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "api/log.h"
+#include "api/socket_io.h"
 #include "common/uuid.h"
 
 namespace fp::api {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
-using SteadyClock = std::chrono::steady_clock;
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
@@ -53,75 +53,8 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
   return j.dump();
 }
 
-// Milliseconds left until `deadline`, at least 0.
-int MillisLeft(SteadyClock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
-}
-
-// Waits until `fd` is ready for `events` or the deadline passes. False on timeout or error.
-bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, MillisLeft(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
-enum class ReadOutcome {
-  kRequest,    // a complete request is in the parser
-  kClosed,     // the peer closed (or reset) between requests, or the server is stopping
-  kTimedOut,   // nothing complete arrived before the deadline
-  kMalformed,  // not HTTP, or over a limit: `ec` says which
-};
-
-// Reads one request from `fd` into `parser`, starting with bytes left in `buffer` by the
-// previous request on this connection.
-ReadOutcome ReadRequest(int fd, beast::flat_buffer& buffer,
-                        http::request_parser<http::string_body>& parser,
-                        SteadyClock::time_point deadline, beast::error_code& ec) {
-  for (;;) {
-    while (buffer.size() > 0 && !parser.is_done()) {
-      size_t used = parser.put(buffer.data(), ec);
-      buffer.consume(used);
-      if (ec == http::error::need_more) {
-        ec = {};
-        break;
-      }
-      if (ec) return ReadOutcome::kMalformed;
-    }
-    if (parser.is_done()) return ReadOutcome::kRequest;
-    if (!WaitReady(fd, POLLIN, deadline)) return ReadOutcome::kTimedOut;
-    auto space = buffer.prepare(16 << 10);
-    ssize_t n = ::recv(fd, space.data(), space.size(), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      if (!parser.got_some()) return ReadOutcome::kClosed;
-      // Closed mid-request: a message without a length may end here; anything else is cut.
-      parser.put_eof(ec);
-      if (!ec && parser.is_done()) return ReadOutcome::kRequest;
-      return ReadOutcome::kClosed;
-    }
-    buffer.commit(static_cast<size_t>(n));
-  }
-}
-
-// Sends all of `data`. False if the peer is gone or stops reading until the deadline.
-bool SendAll(int fd, std::string_view data, SteadyClock::time_point deadline) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN && WaitReady(fd, POLLOUT, deadline)) continue;
-    return false;
-  }
-  return true;
-}
+using socket_io::ReadOutcome;
+using socket_io::SteadyClock;
 
 class ThreadedServer final : public HttpServer {
  public:
@@ -265,12 +198,12 @@ class ThreadedServer final : public HttpServer {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options_.header_limit));
       parser.body_limit(options_.body_limit);
-      parser.eager(true);
       SetIdle(id, true);
       // Stop() may have run its pass over idle connections before this one became idle.
       if (stopping_) break;
       beast::error_code ec;
-      ReadOutcome got = ReadRequest(fd, buffer, parser, SteadyClock::now() + timeout, ec);
+      ReadOutcome got =
+          socket_io::ReadMessage(fd, buffer, parser, SteadyClock::now() + timeout, ec);
       SetIdle(id, false);
       if (got == ReadOutcome::kClosed || got == ReadOutcome::kTimedOut) break;
       auto start = SteadyClock::now();
@@ -319,7 +252,9 @@ class ThreadedServer final : public HttpServer {
       res.prepare_payload();
       std::ostringstream wire;
       wire << res;
-      if (!SendAll(fd, wire.view(), SteadyClock::now() + timeout) || !keep_alive) break;
+      if (!socket_io::SendAll(fd, wire.view(), SteadyClock::now() + timeout) || !keep_alive) {
+        break;
+      }
     }
     ::shutdown(fd, SHUT_WR);
     std::lock_guard lock(mu_);

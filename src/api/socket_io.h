@@ -1,0 +1,108 @@
+#pragma once
+
+// Blocking HTTP/1.1 message I/O over a plain socket with a deadline, shared by the HTTP server
+// and the agents' HTTP client. Beast parses and serializes; poll() bounds every wait, so the
+// calling thread does the I/O itself with no event loop and no hand-off to another thread.
+// Include only from http_server.cc and http_client.cc (Beast is slow to compile).
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <string_view>
+
+namespace fp::api::socket_io {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Milliseconds left until `deadline`, rounded up, at least 0.
+inline int MillisLeft(SteadyClock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes. False on timeout (errno
+// ETIMEDOUT) or error (errno set by poll).
+inline bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, MillisLeft(deadline));
+    if (n > 0) return true;
+    if (n == 0) {
+      if (SteadyClock::now() < deadline) continue;  // poll's clock is coarser than ours
+      errno = ETIMEDOUT;
+      return false;
+    }
+    if (errno != EINTR) return false;
+  }
+}
+
+// Sends all of `data`. False with errno set (ETIMEDOUT when the peer stopped reading until the
+// deadline, EPIPE/ECONNRESET when it is gone).
+inline bool SendAll(int fd, std::string_view data, SteadyClock::time_point deadline) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (WaitReady(fd, POLLOUT, deadline)) continue;
+      return false;
+    }
+    return false;
+  }
+  return true;
+}
+
+enum class ReadOutcome {
+  kMessage,    // a complete message is in the parser
+  kClosed,     // the peer closed or reset the connection (`ec` empty) before a whole message
+  kTimedOut,   // nothing complete arrived before the deadline
+  kMalformed,  // not HTTP, or over a limit: `ec` says which
+};
+
+// Reads one message from `fd` into `parser`, starting with the bytes `buffer` kept from the
+// previous message on this connection. On kClosed, parser.got_some() tells whether the peer
+// closed between messages or in the middle of one.
+template <typename Parser>
+ReadOutcome ReadMessage(int fd, boost::beast::flat_buffer& buffer, Parser& parser,
+                        SteadyClock::time_point deadline, boost::beast::error_code& ec) {
+  namespace http = boost::beast::http;
+  parser.eager(true);
+  for (;;) {
+    while (buffer.size() > 0 && !parser.is_done()) {
+      size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec == http::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec) return ReadOutcome::kMalformed;
+    }
+    if (parser.is_done()) return ReadOutcome::kMessage;
+    if (!WaitReady(fd, POLLIN, deadline)) {
+      return errno == ETIMEDOUT ? ReadOutcome::kTimedOut : ReadOutcome::kClosed;
+    }
+    auto space = buffer.prepare(16 << 10);
+    ssize_t n = ::recv(fd, space.data(), space.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) {
+      if (parser.got_some()) {
+        // A message whose length is "until the connection closes" ends here.
+        parser.put_eof(ec);
+        if (!ec && parser.is_done()) return ReadOutcome::kMessage;
+      }
+      ec = {};
+      return ReadOutcome::kClosed;
+    }
+    buffer.commit(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace fp::api::socket_io
