@@ -245,7 +245,7 @@ Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   dag.nodes = {{"begin", "ip_attach.begin"},
                {"dataplane", "ip_attach.dataplane"},
                {"complete", "ip_attach.complete"}};
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
   }
@@ -260,7 +260,7 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
   dag.nodes = {{"begin", "ip_detach.begin"},
                {"dataplane", "ip_detach.dataplane"},
                {"complete", "ip_detach.complete"}};
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }

@@ -121,7 +121,7 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
   }
   dag.params["external_ips"] = requested;
   dag.nodes.push_back({"finish", "instance_create.finish"});
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   db::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
   if (!params.start) return created;
   return RunStartSaga(created);
@@ -135,7 +135,7 @@ Result<db::Instance> Instances::RunStartSaga(const db::Instance& instance) {
                {"nat", "instance_start.nat"},
                {"sled", "instance_start.sled"},
                {"switch", "instance_start.switch"}};
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   return AfterSaga(instance.id, outcome);
 }
 
@@ -218,7 +218,7 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
                {"finish", "instance_migrate.finish"},
                {"switch", "instance_migrate.switch"},
                {"source", "instance_migrate.source"}};
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   return AfterSaga(i.id, outcome);
 }
 
@@ -247,7 +247,7 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   dag.params = saga::Json{{"instance_id", i.id.ToString()}};
   // One node: the delete commits atomically or not at all, so there is nothing to unwind.
   dag.nodes = {{"record", "instance_delete.record"}};
-  auto outcome = FP_TRY(exec_.Run(Uuid::Random(), dag));
+  auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("delete did not complete"));
   }

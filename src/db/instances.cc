@@ -689,9 +689,12 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
   return Ok();
 }
 
-Result<std::vector<NatFeedChange>> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
-  return ds.Read<std::vector<NatFeedChange>>([&](Tx& tx) -> Result<std::vector<NatFeedChange>> {
-    std::vector<NatFeedChange> out;
+Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
+  return ds.Read<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
+    NatFeed out;
+    auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    out.current_version = version ? version->Int(0) : 0;
+    if (out.current_version <= after) return out;
     for (const Row& r : FP_TRY(tx.Query(
              fmt::format("SELECT {0}, version_added AS v, 0 FROM nat_entry WHERE "
                          "version_removed IS NULL AND version_added > ? "
@@ -699,7 +702,7 @@ Result<std::vector<NatFeedChange>> NatChangesSince(Datastore& ds, int64_t after,
                          "version_removed > ? ORDER BY v LIMIT ?",
                          kNatColumns),
              after, after, limit))) {
-      out.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
+      out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
     }
     return out;
   });

@@ -184,7 +184,13 @@ struct NatFeedChange {
   int64_t version = 0;
   bool deleted = false;
 };
-Result<std::vector<NatFeedChange>> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
+// The NAT changes after version `after` (at most `limit`, in version order), and the current
+// NAT version, read in one transaction.
+struct NatFeed {
+  int64_t current_version = 0;
+  std::vector<NatFeedChange> changes;
+};
+Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatRow>> NatLive(Datastore& ds);
 

@@ -23,10 +23,9 @@ agents::NatEntry NatReconciler::ToEntry(const db::NatRow& row) {
 
 Status NatReconciler::Sync() {
   std::lock_guard lock(sync_mu_);
-  int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
-  if (known_generation_ && *known_generation_ == desired) return Ok();  // nothing new
   if (!known_generation_) {
     // Ask the switch where it is (after a start, or after an error: it may have restarted).
+    int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
     agents::NatTable installed = FP_TRY(switch_.GetNat());
     if (installed.generation > desired) {
       // The switch is ahead of the datastore (e.g. a restored database): resend everything.
@@ -35,13 +34,16 @@ Status NatReconciler::Sync() {
     known_generation_ = installed.generation;
   }
   int64_t at = *known_generation_;
+  // The current version and the first batch after the switch's position, in one read.
+  db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+  const int64_t desired = feed.current_version;
+  if (at >= desired) return Ok();  // nothing new
   // Any failure below leaves the switch's position unknown until it is asked again.
   known_generation_.reset();
   while (at < desired) {
-    auto changes = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
-    if (changes.empty()) break;
+    if (feed.changes.empty()) break;
     std::vector<agents::NatChange> batch;
-    for (const auto& c : changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
+    for (const auto& c : feed.changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
     int64_t reached = FP_TRY(switch_.ApplyChanges(batch));
     if (reached < batch.back().gen) {
       return Fail(Error::Unavailable(
@@ -49,6 +51,7 @@ Status NatReconciler::Sync() {
                       switch_.address(), reached, batch.back().gen)));
     }
     at = reached;
+    if (at < desired) feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
   }
   known_generation_ = at;
   return Ok();

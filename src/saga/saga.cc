@@ -342,9 +342,14 @@ class SagaExecutor::Execution {
     Result<Json> out = Fail(Error::Internal("not run"));
     if (action->run_in_tx) {
       // The effect and its "succeeded" event (and "done" for the last node) commit together.
+      bool id_taken = false;
       auto committed = ds_.Write<Json>([&](db::Tx& tx) -> Result<Json> {
         if (auto injected = InjectedFailure(i)) return Fail(*injected);
-        if (create_with_first_node_ && i == 0) FP_TRY(db::SagaCreateIn(tx, *create_row_));
+        if (create_with_first_node_ && i == 0 && !FP_TRY(db::SagaCreateIn(tx, *create_row_))) {
+          id_taken = true;
+          return Fail(Error::Internal(
+              fmt::format("saga {} already exists: it cannot be created again", id_.ToString())));
+        }
         FP_CHECK_OK(RecordPendingIn(tx));
         Result<Json> r = Fail(Error::Internal("not run"));
         for (int k = 0; k < Repeats(); ++k) r = action->run_in_tx(tx, ctx);
@@ -367,6 +372,7 @@ class SagaExecutor::Execution {
         MaybeExitAfter(i);
         return true;
       }
+      if (id_taken) return Fail(committed.error());  // another saga's log: touch nothing
       out = committed;
       if (create_with_first_node_) {
         // The saga row was rolled back with the failed first node: create it now, to record
@@ -547,6 +553,14 @@ std::optional<FaultPlan> SagaExecutor::FaultsFor(const std::string& saga_name) c
 }
 
 Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
+  return Start(saga_id, dag, /*may_exist=*/true);
+}
+
+Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag) {
+  return Start(Uuid::Random(), dag, /*may_exist=*/false);
+}
+
+Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist) {
   for (const Node& n : dag.nodes) {
     if (!registry_.Find(n.action)) {
       return Fail(Error::Internal(
@@ -561,9 +575,11 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
   row.engine_version = kEngineVersion;
   const Action* first = dag.nodes.empty() ? nullptr : registry_.Find(dag.nodes.front().action);
   if (first && first->run_in_tx) {
-    auto existing = db::SagaLoad(ds_, saga_id);
-    if (existing) return Resume(saga_id);  // an idempotent retry of a saga already created
-    if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
+    if (may_exist) {
+      auto existing = db::SagaLoad(ds_, saga_id);
+      if (existing) return Resume(saga_id);  // an idempotent retry of a saga already created
+      if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
+    }
     db::SagaLog log;
     log.saga = row;
     Execution run(*this, std::move(log), dag, row);
