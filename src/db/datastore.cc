@@ -187,11 +187,18 @@ Status Datastore::SyncLog() {
 }
 
 Status Datastore::WaitDurable(int64_t seq) {
+  if (durable_seen_.load() >= seq) return Ok();  // the common case for reads: nothing to wait for
   std::unique_lock lock(durable_mu_);
   while (durable_ < seq) {
-    // Someone is syncing, or commit `seq` is still being written: its writer wakes us.
-    if (syncing_ || commit_done_ < seq) {
-      durable_cv_.wait(lock);
+    if (commit_done_ < seq) {
+      // Commit `seq` is still being written (a reader saw it early): its writer wakes us.
+      ++commit_waiters_;
+      commit_cv_.wait(lock);
+      --commit_waiters_;
+      continue;
+    }
+    if (syncing_) {
+      durable_cv_.wait(lock);  // the leader wakes everyone when its sync ends
       continue;
     }
     // Lead: one sync makes every commit written so far durable.
@@ -202,7 +209,10 @@ Status Datastore::WaitDurable(int64_t seq) {
     Status synced = SyncLog();
     lock.lock();
     syncing_ = false;
-    if (synced) durable_ = std::max(durable_, target);
+    if (synced) {
+      durable_ = std::max(durable_, target);
+      durable_seen_.store(durable_);
+    }
     durable_cv_.notify_all();
     FP_CHECK_OK(synced);
   }
@@ -235,11 +245,16 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
         seq = commit_begun_.fetch_add(1) + 1;
         result = conn->ExecScript("COMMIT");
         if (result) durable_commits_.fetch_add(1);
+        bool waiters = false;
         {
           std::lock_guard lock(durable_mu_);
           commit_done_ = *seq;  // written to the log (or failed): a sync may now cover it
+          waiters = commit_waiters_ > 0;
         }
-        durable_cv_.notify_all();
+        // Only readers that saw this commit before it was published wait for it (rarely):
+        // waking every thread waiting for a sync at each commit would cost a context switch
+        // per waiter per commit.
+        if (waiters) commit_cv_.notify_all();
       } else if (result) {
         result = conn->ExecScript("COMMIT");
       }

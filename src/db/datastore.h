@@ -281,11 +281,14 @@ class Datastore {
   // its result leaves the datastore: no caller acts on a commit a crash could still undo.
   std::atomic<int64_t> commit_begun_{0};
   std::mutex durable_mu_;
-  std::condition_variable durable_cv_;
-  int64_t commit_done_ = 0;  // guarded by durable_mu_
-  int64_t durable_ = 0;      // guarded by durable_mu_
-  bool syncing_ = false;     // guarded by durable_mu_
-  int wal_fd_ = -1;          // opened by the first sync; used only by the syncing leader
+  std::condition_variable durable_cv_;    // a sync ended
+  std::condition_variable commit_cv_;     // a commit was published (for commit_waiters_)
+  int commit_waiters_ = 0;                // guarded by durable_mu_
+  std::atomic<int64_t> durable_seen_{0};  // durable_, readable without the lock
+  int64_t commit_done_ = 0;               // guarded by durable_mu_
+  int64_t durable_ = 0;                   // guarded by durable_mu_
+  bool syncing_ = false;                  // guarded by durable_mu_
+  int wal_fd_ = -1;  // opened by the first sync; used only by the syncing leader
   std::atomic<int64_t> log_syncs_{0};
   std::atomic<bool> sync_hook_set_{false};
   std::mutex sync_mu_;
