@@ -14,9 +14,9 @@
 #include <random>
 #include <thread>
 
-namespace fp::db {
+#include "db/schema.h"
 
-Status MigrateSchema(SqliteConnection& conn);  // schema.cc
+namespace fp::db {
 
 std::string_view ToString(Role r) {
   switch (r) {

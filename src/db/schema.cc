@@ -1,12 +1,13 @@
 // The datastore's schema and its migrations. Each migration runs once, in order, inside one
 // transaction together with the bump of schema_version.
 
+#include "db/schema.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
-
-#include "db/sqlite.h"
 
 namespace fp::db {
 
@@ -338,7 +339,7 @@ CREATE INDEX saga_unfinished ON saga (current_sec, id)
 )sql",
 };
 
-Status MigrateWithForeignKeysOff(SqliteConnection& conn) {
+Status MigrateWithForeignKeysOff(SqliteConnection& conn, size_t target) {
   for (;;) {
     FP_CHECK_OK(conn.ExecScript("BEGIN IMMEDIATE"));
     auto rows = conn.Query("SELECT max(version) FROM schema_version", {});
@@ -354,7 +355,7 @@ Status MigrateWithForeignKeysOff(SqliteConnection& conn) {
           fmt::format("database schema version {} is newer than this binary knows ({})", current,
                       kMigrations.size())));
     }
-    if (current == kMigrations.size()) return conn.ExecScript("COMMIT");
+    if (current >= target) return conn.ExecScript("COMMIT");
     Status applied = conn.ExecScript(kMigrations[current]);
     if (applied) {
       auto broken = conn.Query("PRAGMA foreign_key_check", {});
@@ -380,13 +381,15 @@ Status MigrateWithForeignKeysOff(SqliteConnection& conn) {
 
 }  // namespace
 
-Status MigrateSchema(SqliteConnection& conn) {
+Status MigrateSchema(SqliteConnection& conn) { return MigrateSchemaTo(conn, kMigrations.size()); }
+
+Status MigrateSchemaTo(SqliteConnection& conn, size_t target) {
   FP_CHECK_OK(conn.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT"));
   // Rebuilding a table (create, copy, drop, rename) needs foreign keys off, which SQLite only
   // allows outside a transaction; each migration checks them itself before it commits.
   FP_CHECK_OK(conn.ExecScript("PRAGMA foreign_keys=OFF"));
-  Status migrated = MigrateWithForeignKeysOff(conn);
+  Status migrated = MigrateWithForeignKeysOff(conn, std::min(target, kMigrations.size()));
   Status restored = conn.ExecScript("PRAGMA foreign_keys=ON");
   FP_CHECK_OK(migrated);
   return restored;
