@@ -189,17 +189,21 @@ int main(int argc, char** argv) {
 
   fp::agents::HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
                                         std::chrono::seconds(10));
-  auto metrics = [&]() -> std::pair<int64_t, int64_t> {
+  struct Counters {
+    int64_t commits, syncs, sqlite_commits;
+  };
+  auto metrics = [&]() -> Counters {
     auto answer = metrics_client.Call("GET", "/metrics");
     if (!answer) Die(answer.error().message());
-    std::smatch m1, m2;
-    static const std::regex commits(R"(floatplane_durable_commits_total (\d+))");
-    static const std::regex syncs(R"(floatplane_log_syncs_total (\d+))");
-    if (!std::regex_search(answer->body, m1, commits) ||
-        !std::regex_search(answer->body, m2, syncs)) {
-      Die("/metrics lacks the commit counters");
-    }
-    return {std::stoll(m1[1]), std::stoll(m2[1])};
+    auto counter = [&](const char* name) -> int64_t {
+      std::smatch m;
+      if (!std::regex_search(answer->body, m, std::regex(std::string(name) + R"( (\d+))"))) {
+        Die(std::string("/metrics lacks ") + name);
+      }
+      return std::stoll(m[1]);
+    };
+    return {counter("floatplane_durable_commits_total"), counter("floatplane_log_syncs_total"),
+            counter("floatplane_sqlite_commits_total")};
   };
 
   std::printf("raw single-row durable commits on this disk: %.0f/s\n", RawCommitRate(data_dir));
@@ -207,7 +211,7 @@ int main(int argc, char** argv) {
     int per_client = cycles / clients;
     std::vector<double> attach_ms, detach_ms;
     std::mutex mu;
-    auto [commits_before, syncs_before] = metrics();
+    Counters before = metrics();
     auto start = Clock::now();
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
@@ -232,15 +236,17 @@ int main(int argc, char** argv) {
     }
     for (auto& t : threads) t.join();
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    auto [commits_after, syncs_after] = metrics();
+    Counters after = metrics();
     int done = clients * per_client;
     std::printf(
         "%2d client(s): %d cycles in %.2f s = %.0f cycles/s; attach p50 %.2f ms p99 %.2f ms; "
-        "detach p50 %.2f ms p99 %.2f ms; durable commits per cycle %.2f (log syncs %.2f)\n",
+        "detach p50 %.2f ms p99 %.2f ms; durable commits per cycle %.2f (SQLite commits %.2f, "
+        "log syncs %.2f)\n",
         clients, done, elapsed, done / elapsed, Percentile(attach_ms, .5),
         Percentile(attach_ms, .99), Percentile(detach_ms, .5), Percentile(detach_ms, .99),
-        static_cast<double>(commits_after - commits_before) / done,
-        static_cast<double>(syncs_after - syncs_before) / done);
+        static_cast<double>(after.commits - before.commits) / done,
+        static_cast<double>(after.sqlite_commits - before.sqlite_commits) / done,
+        static_cast<double>(after.syncs - before.syncs) / done);
     std::fflush(stdout);
   }
   kill(server, SIGTERM);

@@ -1000,8 +1000,12 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             "floatplane_durable_commits_total {}\n"
             "# HELP floatplane_log_syncs_total Syncs of the datastore's write-ahead log (one "
             "sync makes every commit written before it durable).\n"
-            "# TYPE floatplane_log_syncs_total counter\nfloatplane_log_syncs_total {}\n",
-            cp.datastore().durable_commits(), cp.datastore().log_syncs());
+            "# TYPE floatplane_log_syncs_total counter\nfloatplane_log_syncs_total {}\n"
+            "# HELP floatplane_sqlite_commits_total SQLite transactions that carried the "
+            "durable commits (concurrent writes share one).\n"
+            "# TYPE floatplane_sqlite_commits_total counter\nfloatplane_sqlite_commits_total {}\n",
+            cp.datastore().durable_commits(), cp.datastore().log_syncs(),
+            cp.datastore().sqlite_commits());
         return r;
       }
       auto match = router->Find(req.method, req.path);

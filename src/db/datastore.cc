@@ -219,54 +219,124 @@ Status Datastore::WaitDurable(int64_t seq) {
   return Ok();
 }
 
-Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body) {
+struct Datastore::QueuedWrite {
+  const std::function<Status(Tx&)>* body;
+  Status result = Ok();
+  int64_t seq = 0;  // the commit number of the batch that ran it
+  bool done = false;
+};
+
+Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
+  SyncPoint("tx:waiting_for_writer");
+  QueuedWrite me{&body};
+  std::vector<QueuedWrite*> batch;
+  {
+    std::unique_lock lock(queue_mu_);
+    queue_.push_back(&me);
+    queue_cv_.wait(lock, [&] { return me.done || !writing_; });
+    if (!me.done) {
+      writing_ = true;
+      batch.swap(queue_);  // every write waiting now, this one included
+    }
+  }
+  if (!batch.empty()) {
+    RunWriteBatch(batch);
+    {
+      std::lock_guard lock(queue_mu_);
+      for (QueuedWrite* w : batch) w->done = true;
+      writing_ = false;
+    }
+    // The writes of this batch return; one of those still queued runs the next batch.
+    queue_cv_.notify_all();
+  }
+  // The answer (a result, or an error derived from what the write read, possibly the effects of
+  // earlier writes in its batch) leaves only once the batch is durable. Outside the batch, so
+  // that the next batches' commits join the same sync.
+  FP_CHECK_OK(WaitDurable(me.seq != 0 ? me.seq : commit_begun_.load()));
+  return me.result;
+}
+
+void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
+  using namespace std::chrono;
+  SqliteConnection& conn = *writer_;
+  // Another process holding the database's write lock: retry with jittered backoff.
+  const auto deadline = steady_clock::now() + seconds(30);
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  auto backoff = milliseconds(1);
+  Status began = conn.ExecScript("BEGIN IMMEDIATE");
+  while (!began && conn.last_error_was_busy() && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(microseconds(
+        jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
+    backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+    began = conn.ExecScript("BEGIN IMMEDIATE");
+  }
+  if (!began) {
+    for (QueuedWrite* w : batch) w->result = began;
+    return;
+  }
+  int64_t committed = 0;
+  for (QueuedWrite* w : batch) {
+    if (!conn.InTransaction()) {
+      // SQLite ended the transaction after an error (disk full, I/O): nothing more can join.
+      w->result = Fail(Error::Internal("the write transaction was aborted by an earlier error"));
+      continue;
+    }
+    Status s = conn.ExecScript("SAVEPOINT write");
+    if (s) {
+      Tx tx(conn, clock_->Now());
+      s = (*w->body)(tx);
+      if (s) s = conn.ExecScript("RELEASE write");
+      if (!s) {
+        // Undo this write only; the batch's other writes stay.
+        (void)conn.ExecScript("ROLLBACK TO write");
+        (void)conn.ExecScript("RELEASE write");
+      }
+    }
+    w->result = s;
+    if (s) ++committed;
+  }
+  // Numbered before COMMIT: a reader that sees this commit also sees its number.
+  const int64_t seq = commit_begun_.fetch_add(1) + 1;
+  Status commit = conn.InTransaction() ? conn.ExecScript("COMMIT") : Status(Ok());
+  if (!commit) {
+    (void)conn.ExecScript("ROLLBACK");
+    // Nothing of the batch is kept, and a failed write may have read what others wrote.
+    for (QueuedWrite* w : batch) w->result = commit;
+    committed = 0;
+  }
+  for (QueuedWrite* w : batch) w->seq = seq;
+  durable_commits_.fetch_add(committed);
+  sqlite_commits_.fetch_add(1);
+  bool waiters = false;
+  {
+    std::lock_guard lock(durable_mu_);
+    commit_done_ = seq;  // written to the log (or failed): a sync may now cover it
+    waiters = commit_waiters_ > 0;
+  }
+  // Only readers that saw this commit before it was published wait for it (rarely): waking
+  // every thread waiting for a sync at each commit would cost a context switch per waiter.
+  if (waiters) commit_cv_.notify_all();
+}
+
+Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body,
+                                 bool wait_durable) {
+  if (write) return RunWrite(body);
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + seconds(30);
   thread_local std::minstd_rand jitter(std::random_device{}());
   auto backoff = milliseconds(1);
-  for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<SqliteConnection> reader;
-    std::unique_lock<std::mutex> writer(write_mu_, std::defer_lock);
-    if (write) {
-      SyncPoint("tx:waiting_for_writer");
-      writer.lock();
-    } else {
-      reader = FP_TRY(Acquire());
-    }
-    SqliteConnection* conn = write ? writer_.get() : reader.get();
-    Status result = conn->ExecScript(write ? "BEGIN IMMEDIATE" : "BEGIN");
+  for (;;) {
+    auto conn = FP_TRY(Acquire());
+    Status result = conn->ExecScript("BEGIN");
     bool began = static_cast<bool>(result);
-    std::optional<int64_t> seq;  // this write's commit number
     if (began) {
       Tx tx(*conn, clock_->Now());
       result = body(tx);
-      if (result && write) {
-        // Numbered before COMMIT: a reader that sees this commit also sees its number.
-        seq = commit_begun_.fetch_add(1) + 1;
-        result = conn->ExecScript("COMMIT");
-        if (result) durable_commits_.fetch_add(1);
-        bool waiters = false;
-        {
-          std::lock_guard lock(durable_mu_);
-          commit_done_ = *seq;  // written to the log (or failed): a sync may now cover it
-          waiters = commit_waiters_ > 0;
-        }
-        // Only readers that saw this commit before it was published wait for it (rarely):
-        // waking every thread waiting for a sync at each commit would cost a context switch
-        // per waiter per commit.
-        if (waiters) commit_cv_.notify_all();
-      } else if (result) {
-        result = conn->ExecScript("COMMIT");
-      }
+      if (result) result = conn->ExecScript("COMMIT");
     }
     bool busy = !result && conn->last_error_was_busy();
-    if (!result && began) {
-      // Ignore the rollback's own result: after a failed COMMIT SQLite may already have
-      // rolled back, and either way the connection is left without a transaction.
-      (void)conn->ExecScript("ROLLBACK");
-    }
-    if (writer.owns_lock()) writer.unlock();
-    if (reader) Release(std::move(reader));
+    if (!result && began) (void)conn->ExecScript("ROLLBACK");
+    Release(std::move(conn));
     if (!result && busy && steady_clock::now() < deadline) {
       // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
       auto sleep = microseconds(
@@ -275,10 +345,8 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
       backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
       continue;
     }
-    // Whatever this transaction read or wrote (its answer, or the error it derived from what
-    // it read) leaves only once durable. Outside the writer lock, so that the next writers'
-    // commits join the same sync.
-    FP_CHECK_OK(WaitDurable(seq.value_or(commit_begun_.load())));
+    // What this read saw leaves only once durable (see WaitDurable).
+    if (wait_durable) FP_CHECK_OK(WaitDurable(commit_begun_.load()));
     return result;
   }
 }

@@ -178,19 +178,25 @@ class Datastore {
     return out;
   }
   // Same for a read-only transaction (a consistent snapshot; runs concurrently with writes).
+  // Returns once every commit it could have seen is durable.
   template <typename T>
   Result<T> Read(const std::function<Result<T>(Tx&)>& fn) {
-    Result<T> out = Fail(Error::Internal("transaction did not run"));
-    FP_CHECK_OK(RunTransaction(false, [&](Tx& tx) -> Status {
-      out = fn(tx);
-      if (!out) return Fail(out.error());
-      return Ok();
-    }));
-    return out;
+    return ReadImpl<T>(fn, /*wait_durable=*/true);
+  }
+  // A read that may return commits not yet durable, without waiting for the sync. Only for
+  // readers whose consumer tolerates a crash undoing what they saw: the NAT feed (a switch
+  // ahead of the datastore is detected and repaired at the next contact), which must not wait
+  // for syncs while it holds the lock that orders the switch's updates.
+  template <typename T>
+  Result<T> ReadLatest(const std::function<Result<T>(Tx&)>& fn) {
+    return ReadImpl<T>(fn, /*wait_durable=*/false);
   }
 
   // Durable commits (write transactions that committed) since open.
   int64_t durable_commits() const { return durable_commits_.load(); }
+  // SQLite transactions that carried them: concurrent write transactions run one after the
+  // other inside one SQLite transaction (each in a savepoint), so this grows more slowly.
+  int64_t sqlite_commits() const { return sqlite_commits_.load(); }
   // Syncs of the write-ahead log since open. Under concurrent writes one sync makes several
   // commits durable, so this grows more slowly than durable_commits().
   int64_t log_syncs() const { return log_syncs_.load(); }
@@ -257,7 +263,24 @@ class Datastore {
 
  private:
   Datastore(std::string path, std::shared_ptr<const Clock> clock);
-  Status RunTransaction(bool write, const std::function<Status(Tx&)>& body);
+  Status RunTransaction(bool write, const std::function<Status(Tx&)>& body,
+                        bool wait_durable = true);
+  template <typename T>
+  Result<T> ReadImpl(const std::function<Result<T>(Tx&)>& fn, bool wait_durable) {
+    Result<T> out = Fail(Error::Internal("transaction did not run"));
+    FP_CHECK_OK(RunTransaction(
+        false,
+        [&](Tx& tx) -> Status {
+          out = fn(tx);
+          if (!out) return Fail(out.error());
+          return Ok();
+        },
+        wait_durable));
+    return out;
+  }
+  struct QueuedWrite;
+  Status RunWrite(const std::function<Status(Tx&)>& body);
+  void RunWriteBatch(const std::vector<QueuedWrite*>& batch);
   Result<std::unique_ptr<SqliteConnection>> Acquire();
   void Release(std::unique_ptr<SqliteConnection> conn);
   // Returns once every commit numbered up to `seq` is on disk, syncing the log if no sync that
@@ -269,11 +292,18 @@ class Datastore {
   std::shared_ptr<const Clock> clock_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<SqliteConnection>> idle_;  // for read transactions
-  // One writer at a time within this process; SQLite's lock covers other processes. Writes
-  // always use writer_: a connection's page cache is dropped whenever another connection
-  // wrote, so one writing connection keeps its cache warm across write transactions.
-  std::mutex write_mu_;
-  std::unique_ptr<SqliteConnection> writer_;  // guarded by write_mu_
+  // Writes queue; the first writer to find nobody writing takes every queued write (its own
+  // included) and runs them in order, each in a savepoint of one SQLite transaction, then
+  // commits once. Pages the writes share (indexes, counters, the saga tables) are written to
+  // the log once per batch instead of once per write. One batch at a time within this process;
+  // SQLite's lock covers other processes. Writes always use writer_: a connection's page cache
+  // is dropped whenever another connection wrote, so one writing connection keeps it warm.
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::vector<QueuedWrite*> queue_;           // guarded by queue_mu_
+  bool writing_ = false;                      // a batch is running; guarded by queue_mu_
+  std::unique_ptr<SqliteConnection> writer_;  // used only by the thread running a batch
+  std::atomic<int64_t> sqlite_commits_{0};
   std::atomic<int64_t> durable_commits_{0};
   // Group commit. A write transaction takes a number before its COMMIT (commit_begun_) and
   // publishes it after (commit_done_); durable_ is the highest number known to be on disk.

@@ -142,5 +142,68 @@ TEST_F(GroupCommitTest, QuietDatastoreSyncsOncePerWrite) {
   EXPECT_EQ(ds_->log_syncs() - syncs_before, 3);
 }
 
+TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
+  // The first writer is held inside its transaction until four more writers queue behind it;
+  // those four then run as one batch, where the failing one is undone alone.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_body = false;
+  bool release = false;
+  int queued = 0;
+  ds_->TEST_SetSyncPoint([&](std::string_view name) {
+    if (name != "tx:waiting_for_writer") return;
+    std::lock_guard lock(mu);
+    ++queued;
+    cv.notify_all();
+  });
+  int64_t sqlite_before = ds_->sqlite_commits();
+  int64_t commits_before = ds_->durable_commits();
+  std::thread first([&] {
+    EXPECT_TRUE(ds_->Write<bool>([&](Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("INSERT INTO group_commit_probe (v) VALUES (100)"));
+      std::unique_lock lock(mu);
+      in_body = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+      return true;
+    }));
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return in_body; });
+  }
+  std::vector<std::thread> later;
+  for (int i = 1; i <= 4; ++i) {
+    later.emplace_back([&, i] {
+      auto r = ds_->Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_TRY(tx.Exec("INSERT INTO group_commit_probe (v) VALUES (?)", i));
+        if (i == 2) return Fail(Error::InvalidRequest("write 2 refuses"));
+        return true;
+      });
+      EXPECT_EQ(static_cast<bool>(r), i != 2);
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return queued >= 5; });  // the first writer's own, then four more
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // from the sync point to the queue
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  first.join();
+  for (auto& t : later) t.join();
+  ds_->TEST_SetSyncPoint(nullptr);
+  EXPECT_EQ(ds_->sqlite_commits() - sqlite_before, 2);
+  EXPECT_EQ(ds_->durable_commits() - commits_before, 4);
+  EXPECT_EQ(Count(*ds_), 4);  // 100, 1, 3, 4: the refused write left nothing
+  auto refused = ds_->Read<int64_t>([](Tx& tx) -> Result<int64_t> {
+    return FP_TRY(tx.QueryRow("SELECT count(*) FROM group_commit_probe WHERE v = 2"))->Int(0);
+  });
+  EXPECT_EQ(refused.value(), 0);
+}
+
 }  // namespace
 }  // namespace fp::db

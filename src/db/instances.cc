@@ -690,7 +690,8 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
 }
 
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
-  return ds.Read<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
+  // Not waiting for durability: see Datastore::ReadLatest.
+  return ds.ReadLatest<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
     NatFeed out;
     auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
     out.current_version = version ? version->Int(0) : 0;

@@ -185,7 +185,8 @@ struct NatFeedChange {
   bool deleted = false;
 };
 // The NAT changes after version `after` (at most `limit`, in version order), and the current
-// NAT version, read in one transaction.
+// NAT version, read in one transaction. May include commits not yet durable (for the switch
+// feed only: a switch left ahead by a crash is repaired, see NatReconciler).
 struct NatFeed {
   int64_t current_version = 0;
   std::vector<NatFeedChange> changes;

@@ -142,4 +142,6 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
 
 int64_t SqliteConnection::Changes() const { return sqlite3_changes64(db_); }
 
+bool SqliteConnection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 }  // namespace fp::db

@@ -64,6 +64,8 @@ class SqliteConnection {
   Result<std::vector<Row>> Query(std::string_view sql, const std::vector<SqlValue>& params);
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
+  // True while a transaction is open (SQLite may end one by itself after some errors).
+  bool InTransaction() const;
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }

@@ -7,7 +7,10 @@
 // after that generation, in order; the switch never advances past a change it failed to
 // install, so nothing is skipped. Repair() compares the whole tables and replaces the switch's
 // on any difference (drift, a switch restarted with its state lost, a database restored to an
-// earlier version).
+// earlier version). Sync sends commits as soon as they are visible, possibly before they are
+// durable (holding its lock through a disk sync would serialize every attach behind it); a
+// crash that then undoes them leaves the switch ahead of the datastore, which the first Sync
+// after the restart detects and repairs with a full replacement.
 
 #include <atomic>
 #include <condition_variable>
