@@ -8,7 +8,7 @@
 //                           resolution, allocation, row insert
 // Both run inside a transaction that is rolled back, so every iteration sees the same N and
 // the figure is the database work, not the disk's fsync. BM_FloatingIpCreateDurable commits
-// (synchronous=FULL) and shows what a client waits for.
+// (and waits for the WAL sync, as every write does) and shows what a client waits for.
 
 #include <benchmark/benchmark.h>
 
