@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -151,7 +152,14 @@ class ThreadedServer final : public HttpServer {
       if (n < 0 && errno == EINTR) continue;
       if (stopping_ || n < 0 || (fds[1].revents & POLLIN)) return;
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
+      if (fd < 0) {
+        // Out of descriptors (EMFILE) or memory: the connection stays queued and poll would
+        // report it again at once; pause rather than spin.
+        if (errno != EINTR && errno != ECONNABORTED) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        continue;
+      }
       ReapFinished();
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -165,8 +173,15 @@ class ThreadedServer final : public HttpServer {
       uint64_t id = next_id_++;
       Conn& c = conns_[id];
       c.fd = fd;
+      try {
+        c.thread = std::thread([this, id, fd] { Serve(id, fd); });
+      } catch (const std::system_error& e) {
+        LogEvent("warn", "connection refused: cannot start its thread", {{"error", e.what()}});
+        conns_.erase(id);
+        ::close(fd);
+        continue;
+      }
       ++live_;
-      c.thread = std::thread([this, id, fd] { Serve(id, fd); });
     }
   }
 

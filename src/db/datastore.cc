@@ -284,12 +284,21 @@ void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     Status s = conn.ExecScript("SAVEPOINT write");
     if (s) {
       Tx tx(conn, clock_->Now());
-      s = (*w->body)(tx);
+      try {
+        s = (*w->body)(tx);
+      } catch (const std::exception& e) {
+        // It runs on this thread for another caller: an exception must not escape here.
+        s = Fail(Error::Internal(fmt::format("write transaction failed: {}", e.what())));
+      } catch (...) {
+        s = Fail(Error::Internal("write transaction failed with an unknown exception"));
+      }
       if (s) s = conn.ExecScript("RELEASE write");
-      if (!s) {
-        // Undo this write only; the batch's other writes stay.
-        (void)conn.ExecScript("ROLLBACK TO write");
-        (void)conn.ExecScript("RELEASE write");
+      if (!s && conn.InTransaction()) {
+        // Undo this write only; the batch's other writes stay. If the undo itself fails, the
+        // write's partial effects could reach the COMMIT: give up the whole batch instead.
+        Status undone = conn.ExecScript("ROLLBACK TO write");
+        if (undone) undone = conn.ExecScript("RELEASE write");
+        if (!undone) (void)conn.ExecScript("ROLLBACK");
       }
     }
     w->result = s;
@@ -297,9 +306,14 @@ void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   }
   // Numbered before COMMIT: a reader that sees this commit also sees its number.
   const int64_t seq = commit_begun_.fetch_add(1) + 1;
-  Status commit = conn.InTransaction() ? conn.ExecScript("COMMIT") : Status(Ok());
+  Status commit = conn.InTransaction()
+                      ? conn.ExecScript("COMMIT")
+                      // SQLite (or a failed undo) ended the transaction: writes reported
+                      // as done so far were rolled back with it.
+                      : Status(Fail(Error::Internal(
+                            "the write transaction was rolled back by an error in its batch")));
   if (!commit) {
-    (void)conn.ExecScript("ROLLBACK");
+    if (conn.InTransaction()) (void)conn.ExecScript("ROLLBACK");
     // Nothing of the batch is kept, and a failed write may have read what others wrote.
     for (QueuedWrite* w : batch) w->result = commit;
     committed = 0;

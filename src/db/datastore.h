@@ -185,7 +185,7 @@ class Datastore {
   }
   // A read that may return commits not yet durable, without waiting for the sync. Only for
   // readers whose consumer tolerates a crash undoing what they saw: the NAT feed (a switch
-  // ahead of the datastore is detected and repaired at the next contact), which must not wait
+  // ahead of the datastore is repaired by the reconciler's checks), which must not wait
   // for syncs while it holds the lock that orders the switch's updates.
   template <typename T>
   Result<T> ReadLatest(const std::function<Result<T>(Tx&)>& fn) {

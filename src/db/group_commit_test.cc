@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -203,6 +204,18 @@ TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
     return FP_TRY(tx.QueryRow("SELECT count(*) FROM group_commit_probe WHERE v = 2"))->Int(0);
   });
   EXPECT_EQ(refused.value(), 0);
+}
+
+TEST_F(GroupCommitTest, AWriteThatThrowsFailsAloneAndWritingGoesOn) {
+  auto thrown = ds_->Write<bool>([](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("INSERT INTO group_commit_probe (v) VALUES (7)"));
+    throw std::runtime_error("boom");
+  });
+  ASSERT_FALSE(thrown);
+  EXPECT_NE(thrown.error().message().find("boom"), std::string::npos);
+  // Its insert was undone, and the writer is free for the next write.
+  ASSERT_TRUE(Insert(*ds_, 8));
+  EXPECT_EQ(Count(*ds_), 1);
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 // on any difference (drift, a switch restarted with its state lost, a database restored to an
 // earlier version). Sync sends commits as soon as they are visible, possibly before they are
 // durable (holding its lock through a disk sync would serialize every attach behind it); a
-// crash that then undoes them leaves the switch ahead of the datastore, which the first Sync
-// after the restart detects and repairs with a full replacement.
+// crash that then undoes them leaves the switch ahead of the datastore. The first Sync after
+// the restart detects that (switch generation above the datastore's) and replaces the table;
+// if newer changes already carried the datastore past the switch's generation, the full
+// comparison of Repair (every 2 s in the background) finds the stale entries instead.
 
 #include <atomic>
 #include <condition_variable>
