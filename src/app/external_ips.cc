@@ -10,6 +10,7 @@
 
 #include "api/log.h"
 #include "app/instances.h"
+#include "app/saga_params.h"
 #include "db/attach.h"
 
 namespace fp::app {
@@ -20,15 +21,6 @@ using saga::Action;
 using saga::ActionContext;
 using saga::Json;
 
-Result<Uuid> IdParam(const Json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_string()) {
-    return Fail(Error::Internal(fmt::format("saga parameter \"{}\" missing", key)));
-  }
-  auto id = Uuid::Parse(j[key].get<std::string>());
-  if (!id) return Fail(Error::Internal(fmt::format("saga parameter \"{}\" is not a UUID", key)));
-  return *id;
-}
-
 Json StepJson(const db::AttachStep& step) {
   return Json{{"ip_id", step.ip.id.ToString()},
               {"do_saga", step.do_saga},
@@ -38,7 +30,7 @@ Json StepJson(const db::AttachStep& step) {
 
 Result<std::optional<Uuid>> SledOfStep(const Json& step) {
   if (!step.contains("sled_id") || step["sled_id"].is_null()) return std::optional<Uuid>();
-  return std::optional<Uuid>(FP_TRY(IdParam(step, "sled_id")));
+  return std::optional<Uuid>(FP_TRY(UuidParam(step, "sled_id")));
 }
 
 db::PoolSelector SelectorFromJson(const Json& p) {
@@ -89,7 +81,7 @@ Result<Json> RunDataplane(InstanceSagaDeps& d, const ActionContext& ctx, bool at
   Json step = FP_TRY(ctx.Lookup("begin"));
   auto sled = FP_TRY(SledOfStep(step));
   if (!step.value("do_saga", false) || !sled) return Json::object();
-  Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+  Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
   IpAddr ip = FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()));
   FP_CHECK_OK(attach ? ProgramAttach(d, instance_id, *sled, ip)
                      : ProgramDetach(d, instance_id, *sled, ip));
@@ -103,7 +95,7 @@ Status UndoPortChange(InstanceSagaDeps& d, const ActionContext& ctx, bool was_at
   if (!step.value("do_saga", false) || !sled_id) return Ok();
   auto sled = d.dataplane.Sled(*sled_id);
   if (!sled) return Ok();
-  Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+  Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
   IpAddr ip = FP_TRY(IpAddr::Parse(step["ip"].get<std::string>()));
   Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, ip)
                         : (*sled)->AddExternalIp(instance_id, ip);
@@ -118,19 +110,19 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       .name = "ip_attach.begin",
       .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
         const Json& p = ctx.params();
-        Uuid instance_id = FP_TRY(IdParam(p, "instance_id"));
+        Uuid instance_id = FP_TRY(UuidParam(p, "instance_id"));
         db::AttachRequest req;
         req.instance_id = instance_id;
         req.saga_id = ctx.saga_id();
         if (p.value("kind", "floating") == "ephemeral") {
           req.kind = db::IpKind::kEphemeral;
-          req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+          req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
           // One ephemeral IP per version: an existing one is the answer (Oxide's idempotency).
           db::PoolSelector selector = SelectorFromJson(p);
           std::optional<IpVersion> version = selector.ip_version;
           if (selector.mode == db::PoolSelector::Mode::kExplicitPool) {
             version =
-                FP_TRY(db::ResolvePoolIn(tx, FP_TRY(IdParam(p, "silo_id")), selector)).ip_version;
+                FP_TRY(db::ResolvePoolIn(tx, FP_TRY(UuidParam(p, "silo_id")), selector)).ip_version;
           }
           if (version) {
             if (auto existing = FP_TRY(db::EphemeralOfVersionIn(tx, instance_id, *version))) {
@@ -144,9 +136,9 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
           }
           // Allocates under this saga's id, or returns the row already there (a re-run, or the
           // instance's existing ephemeral IP of this version).
-          FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, FP_TRY(IdParam(p, "silo_id")), selector));
+          FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, FP_TRY(UuidParam(p, "silo_id")), selector));
         } else {
-          req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+          req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
         }
         db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
         if (step.do_saga && step.sled) {
@@ -157,7 +149,7 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       .undo = [&d](const ActionContext& ctx) -> Status {
         Json step = FP_TRY(ctx.Lookup("begin"));
         if (!step.value("do_saga", false)) return Ok();
-        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+        Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
         FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
           auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
           FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
@@ -175,14 +167,14 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   r.Add(Action{.name = "ip_attach.complete",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  Json step = FP_TRY(ctx.Lookup("begin"));
-                 Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+                 Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
                  if (step.value("do_saga", false)) {
                    auto done = db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching,
                                                 db::AttachState::kAttached);
                    if (!done && done.error().kind() == ErrorKind::kNotFound) {
                      // The instance was deleted underneath: answer as for a missing instance.
                      return Fail(Error::NotFoundById(
-                         "instance", FP_TRY(IdParam(ctx.params(), "instance_id")).ToString()));
+                         "instance", FP_TRY(UuidParam(ctx.params(), "instance_id")).ToString()));
                    }
                    FP_TRY(done);
                  }
@@ -194,11 +186,11 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
         const Json& p = ctx.params();
         db::AttachRequest req;
-        req.instance_id = FP_TRY(IdParam(p, "instance_id"));
+        req.instance_id = FP_TRY(UuidParam(p, "instance_id"));
         req.saga_id = ctx.saga_id();
         req.kind = p.value("kind", "floating") == "ephemeral" ? db::IpKind::kEphemeral
                                                               : db::IpKind::kFloating;
-        req.ip_id = FP_TRY(IdParam(p, "ip_id"));
+        req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
         db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
         if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
         return StepJson(step);
@@ -206,8 +198,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       .undo = [&d](const ActionContext& ctx) -> Status {
         Json step = FP_TRY(ctx.Lookup("begin"));
         if (!step.value("do_saga", false)) return Ok();
-        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
-        Uuid instance_id = FP_TRY(IdParam(ctx.params(), "instance_id"));
+        Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
+        Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
         auto sled_id = FP_TRY(SledOfStep(step));
         FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
           auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
@@ -229,7 +221,7 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       .name = "ip_detach.complete",
       .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
         Json step = FP_TRY(ctx.Lookup("begin"));
-        Uuid ip_id = FP_TRY(IdParam(step, "ip_id"));
+        Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
         if (step.value("do_saga", false)) {
           FP_TRY(
               db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching, db::AttachState::kDetached));
@@ -249,7 +241,7 @@ Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
   }
-  Uuid ip_id = FP_TRY(IdParam(outcome.output, "ip_id"));
+  Uuid ip_id = FP_TRY(UuidParam(outcome.output, "ip_id"));
   return ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
 }
 
@@ -264,7 +256,7 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }
-  Uuid ip_id = FP_TRY(IdParam(outcome.output, "ip_id"));
+  Uuid ip_id = FP_TRY(UuidParam(outcome.output, "ip_id"));
   auto ip =
       FP_TRY(ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); }));
   return std::optional<db::ExternalIp>(ip);

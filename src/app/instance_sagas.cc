@@ -8,6 +8,7 @@
 
 #include "api/log.h"
 #include "app/instances.h"
+#include "app/saga_params.h"
 #include "db/attach.h"
 
 namespace fp::app {
@@ -17,15 +18,6 @@ namespace {
 using saga::Action;
 using saga::ActionContext;
 using saga::Json;
-
-Result<Uuid> UuidParam(const Json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_string()) {
-    return Fail(Error::Internal(fmt::format("saga parameter \"{}\" missing", key)));
-  }
-  auto id = Uuid::Parse(j[key].get<std::string>());
-  if (!id) return Fail(Error::Internal(fmt::format("saga parameter \"{}\" is not a UUID", key)));
-  return *id;
-}
 
 Result<db::NicKind> NicParam(const Json& p) {
   std::string nic = p.value("nic", "dual_stack");
