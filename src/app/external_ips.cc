@@ -44,6 +44,68 @@ db::PoolSelector SelectorFromJson(const Json& p) {
   return s;
 }
 
+// The IP row as the complete node's transaction left it: the reply is built from it, not from a
+// later read that a concurrent detach or instance delete could already have changed.
+Json IpRecord(const db::ExternalIp& e) {
+  auto opt = [](const auto& v) { return v ? Json(*v) : Json(nullptr); };
+  auto opt_id = [](const std::optional<Uuid>& v) {
+    return v ? Json(v->ToString()) : Json(nullptr);
+  };
+  return Json{{"id", e.id.ToString()},
+              {"name", opt(e.name)},
+              {"description", opt(e.description)},
+              {"pool_id", e.pool_id.ToString()},
+              {"range_id", e.range_id.ToString()},
+              {"parent_id", opt_id(e.parent_id)},
+              {"kind", ToString(e.kind)},
+              {"ip", e.ip.ToString()},
+              {"first_port", e.first_port},
+              {"last_port", e.last_port},
+              {"project_id", opt_id(e.project_id)},
+              {"state", ToString(e.state)},
+              {"time_created", e.time_created},
+              {"time_modified", e.time_modified}};
+}
+
+Result<db::ExternalIp> IpFromRecord(const Json& r) {
+  auto opt_text = [&](const char* key) -> std::optional<std::string> {
+    if (!r.contains(key) || !r[key].is_string()) return std::nullopt;
+    return r[key].get<std::string>();
+  };
+  auto opt_id = [&](const char* key) -> Result<std::optional<Uuid>> {
+    if (!r.contains(key) || r[key].is_null()) return std::optional<Uuid>();
+    return std::optional<Uuid>(FP_TRY(UuidParam(r, key)));
+  };
+  try {
+    db::ExternalIp e;
+    e.id = FP_TRY(UuidParam(r, "id"));
+    e.name = opt_text("name");
+    e.description = opt_text("description");
+    e.pool_id = FP_TRY(UuidParam(r, "pool_id"));
+    e.range_id = FP_TRY(UuidParam(r, "range_id"));
+    e.parent_id = FP_TRY(opt_id("parent_id"));
+    e.kind = db::ParseIpKind(r.at("kind").get<std::string>());
+    e.ip = FP_TRY(IpAddr::Parse(r.at("ip").get<std::string>()));
+    e.first_port = r.at("first_port").get<int>();
+    e.last_port = r.at("last_port").get<int>();
+    e.project_id = FP_TRY(opt_id("project_id"));
+    e.state = db::ParseAttachState(r.at("state").get<std::string>());
+    e.time_created = r.at("time_created").get<Timestamp>();
+    e.time_modified = r.at("time_modified").get<Timestamp>();
+    return e;
+  } catch (const Json::exception& ex) {
+    return Fail(Error::Internal(fmt::format("saga output \"ip\" is malformed: {}", ex.what())));
+  }
+}
+
+// The reply of an attach or detach saga: the row its complete node recorded. Sagas logged
+// before the record was added carry only the id; their row is read again.
+Result<db::ExternalIp> IpOfOutcome(db::Datastore& ds, const Json& output) {
+  if (output.contains("ip") && output["ip"].is_object()) return IpFromRecord(output["ip"]);
+  Uuid ip_id = FP_TRY(UuidParam(output, "ip_id"));
+  return ds.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
+}
+
 void LogBestEffort(std::string_view what, const Error& e) {
   api::LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
 }
@@ -178,7 +240,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                    }
                    FP_TRY(done);
                  }
-                 return Json{{"ip_id", ip_id.ToString()}};
+                 auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
+                 return Json{{"ip_id", ip_id.ToString()}, {"ip", IpRecord(ip)}};
                }});
 
   r.Add(Action{
@@ -217,17 +280,19 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                .run = [&d](const ActionContext& ctx) { return RunDataplane(d, ctx, false); },
                .undo = [&d](const ActionContext& ctx) { return UndoPortChange(d, ctx, false); },
                .unlogged = true});
-  r.Add(Action{
-      .name = "ip_detach.complete",
-      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
-        Json step = FP_TRY(ctx.Lookup("begin"));
-        Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
-        if (step.value("do_saga", false)) {
-          FP_TRY(
-              db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching, db::AttachState::kDetached));
-        }
-        return Json{{"ip_id", ip_id.ToString()}, {"did_detach", step.value("do_saga", false)}};
-      }});
+  r.Add(Action{.name = "ip_detach.complete",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
+                 if (step.value("do_saga", false)) {
+                   FP_TRY(db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching,
+                                           db::AttachState::kDetached));
+                 }
+                 auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
+                 return Json{{"ip_id", ip_id.ToString()},
+                             {"did_detach", step.value("do_saga", false)},
+                             {"ip", IpRecord(ip)}};
+               }});
 }
 
 Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
@@ -241,8 +306,7 @@ Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
   }
-  Uuid ip_id = FP_TRY(UuidParam(outcome.output, "ip_id"));
-  return ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
+  return IpOfOutcome(ds_, outcome.output);
 }
 
 Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& params) {
@@ -256,10 +320,7 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }
-  Uuid ip_id = FP_TRY(UuidParam(outcome.output, "ip_id"));
-  auto ip =
-      FP_TRY(ds_.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); }));
-  return std::optional<db::ExternalIp>(ip);
+  return std::optional<db::ExternalIp>(FP_TRY(IpOfOutcome(ds_, outcome.output)));
 }
 
 Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,

@@ -440,6 +440,31 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
   EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, vm->id);
 }
 
+// The reply is the row the saga's last node committed, even when a concurrent request changes
+// the IP before the reply is built (a detach here; an instance delete in the e2e race test).
+TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
+  db::Instance vm = Running("vm");
+  db::Instance other = Running("other");
+  db::ExternalIp fip = Fip("web");
+  Faults("ip_attach", {.call_after_node = kAttachNodes - 1,
+                       .after_node_call = [&] { ASSERT_TRUE(Detach("floating", vm, &fip)); }});
+  auto attached = Attach("floating", vm, &fip);
+  ASSERT_TRUE(attached) << attached.error().message();
+  EXPECT_EQ(attached->parent_id, vm.id);
+  EXPECT_EQ(attached->state, db::AttachState::kAttached);
+  EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);  // the hook did run
+
+  Faults("ip_attach", {});
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  Faults("ip_detach", {.call_after_node = kAttachNodes - 1,
+                       .after_node_call = [&] { ASSERT_TRUE(Attach("floating", other, &fip)); }});
+  auto detached = instances_->DetachFloating(actor_, NameOrId(fip.id), std::nullopt);
+  ASSERT_TRUE(detached) << detached.error().message();
+  EXPECT_FALSE(detached->parent_id);
+  EXPECT_EQ(detached->state, db::AttachState::kDetached);
+  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, other.id);
+}
+
 TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
   db::Instance vm = Running("vm");
   db::ExternalIp fip = Fip("web");

@@ -80,6 +80,19 @@ std::string_view ToString(AttachState s) {
   return "detached";
 }
 
+IpKind ParseIpKind(std::string_view text) {
+  return text == "snat"        ? IpKind::kSnat
+         : text == "ephemeral" ? IpKind::kEphemeral
+                               : IpKind::kFloating;
+}
+
+AttachState ParseAttachState(std::string_view text) {
+  return text == "attached"    ? AttachState::kAttached
+         : text == "attaching" ? AttachState::kAttaching
+         : text == "detaching" ? AttachState::kDetaching
+                               : AttachState::kDetached;
+}
+
 Result<Uuid> UuidColumn(const Row& row, size_t i) {
   auto id = Uuid::Parse(row.Text(i));
   if (!id) return Fail(Error::Internal(fmt::format("corrupt uuid column {}", i)));

@@ -20,19 +20,12 @@ Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   e.pool_id = FP_TRY(UuidColumn(r, 3));
   e.range_id = FP_TRY(UuidColumn(r, 4));
   e.parent_id = FP_TRY(OptUuidColumn(r, 5));
-  std::string_view kind = r.Text(6);
-  e.kind = kind == "snat"        ? IpKind::kSnat
-           : kind == "ephemeral" ? IpKind::kEphemeral
-                                 : IpKind::kFloating;
+  e.kind = ParseIpKind(r.Text(6));
   e.ip = FP_TRY(IpColumn(r, 7));
   e.first_port = static_cast<int>(r.Int(8));
   e.last_port = static_cast<int>(r.Int(9));
   e.project_id = FP_TRY(OptUuidColumn(r, 10));
-  std::string_view state = r.Text(11);
-  e.state = state == "attached"    ? AttachState::kAttached
-            : state == "attaching" ? AttachState::kAttaching
-            : state == "detaching" ? AttachState::kDetaching
-                                   : AttachState::kDetached;
+  e.state = ParseAttachState(r.Text(11));
   e.time_created = r.Int(12);
   e.time_modified = r.Int(13);
   return e;

@@ -28,6 +28,9 @@ enum class IpKind { kSnat, kEphemeral, kFloating };
 enum class AttachState { kDetached, kAttaching, kAttached, kDetaching };
 std::string_view ToString(IpKind k);
 std::string_view ToString(AttachState s);
+// Inverses of the two above, for stored text (unknown text reads as floating / detached).
+IpKind ParseIpKind(std::string_view text);
+AttachState ParseAttachState(std::string_view text);
 
 struct Silo {
   Uuid id;

@@ -326,10 +326,13 @@ class SagaExecutor::Execution {
 
   int Repeats() const { return faults_ && faults_->repeat_every_action ? 2 : 1; }
 
-  void MaybeExitAfter(int i) const {
+  void AfterNodeLogged(int i) const {
     if (faults_ && faults_->exit_after_node == i) {
       std::fflush(nullptr);
       raise(SIGKILL);
+    }
+    if (faults_ && faults_->call_after_node == i && faults_->after_node_call) {
+      faults_->after_node_call();
     }
   }
 
@@ -369,7 +372,7 @@ class SagaExecutor::Execution {
           state_ = SagaState::kDone;
           result_ = committed->dump();
         }
-        MaybeExitAfter(i);
+        AfterNodeLogged(i);
         return true;
       }
       if (id_taken) return Fail(committed.error());  // another saga's log: touch nothing
@@ -393,7 +396,7 @@ class SagaExecutor::Execution {
         if (IsLast(i)) {
           FP_CHECK_OK(Record(std::nullopt, SagaState::kDone, out->dump()));
         }
-        MaybeExitAfter(i);
+        AfterNodeLogged(i);
         return true;
       }
     } else {
@@ -413,7 +416,7 @@ class SagaExecutor::Execution {
                            IsLast(i) ? std::optional<std::string>(out->dump()) : std::nullopt));
         outputs_[name] = *out;
         status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
-        MaybeExitAfter(i);
+        AfterNodeLogged(i);
         return true;
       }
     }

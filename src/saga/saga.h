@@ -114,6 +114,10 @@ struct FaultPlan {
   std::optional<int> fail_undo_node;     // this node's undo fails
   // Stop the process (std::_Exit) right after this node's "succeeded" event is durable.
   std::optional<int> exit_after_node;
+  // Call `after_node_call` right after this node's "succeeded" event is durable: a test's
+  // stand-in for a concurrent request that lands between two nodes, or after the last one.
+  std::optional<int> call_after_node;
+  std::function<void()> after_node_call;
 };
 
 // Runs sagas to rest and recovers unfinished ones. Thread-safe: sagas run on the calling
