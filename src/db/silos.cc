@@ -75,7 +75,7 @@ Result<std::vector<Silo>> Datastore::SiloList(const PageRequest& page) {
 }
 
 Status Datastore::SiloDelete(const Uuid& id) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+  Status deleted = RunTransaction(true, [&](Tx& tx) -> Status {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT name FROM silo WHERE id = ? AND time_deleted IS NULL", id));
     if (!silo) return Fail(Error::NotFoundById("silo", id.ToString()));
@@ -94,6 +94,8 @@ Status Datastore::SiloDelete(const Uuid& id) {
     FP_TRY(tx.Exec("UPDATE silo SET time_deleted = ? WHERE id = ?", tx.now(), id));
     return Ok();
   });
+  InvalidateTokenCache();  // the silo's tokens are revoked
+  return deleted;
 }
 
 }  // namespace fp::db
