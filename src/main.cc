@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +48,17 @@ void TuneAllocator() {
   }
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
+// Each client connection (up to 1024, one thread each), agent connection and
+// read connection of the datastore holds a descriptor; the usual soft limit of 1024 is below
+// what a loaded server needs. Raise it to the hard limit, as servers commonly do.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 struct ListenAddress {
@@ -361,6 +373,7 @@ int RunAgent(const std::string& command, bool sim, const std::string& listen,
 
 int main(int argc, char** argv) {
   TuneAllocator();
+  RaiseDescriptorLimit();
   CLI::App app{"floatplane: the control plane for cloud VMs' public IP addresses"};
   app.require_subcommand(1);
 

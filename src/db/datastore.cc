@@ -136,21 +136,44 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   return ds;
 }
 
+namespace {
+thread_local int readers_held = 0;  // read connections this thread holds (any datastore)
+}  // namespace
+
 Result<std::unique_ptr<SqliteConnection>> Datastore::Acquire() {
   {
-    std::lock_guard lock(pool_mu_);
+    std::unique_lock lock(pool_mu_);
+    if (readers_held == 0) {
+      pool_cv_.wait(lock, [&] { return !idle_.empty() || open_readers_ < kMaxReaders; });
+    }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
       idle_.pop_back();
+      ++readers_held;
       return conn;
     }
+    ++open_readers_;
   }
-  return SqliteConnection::Open(path_);
+  auto opened = SqliteConnection::Open(path_);
+  if (!opened) {
+    {
+      std::lock_guard lock(pool_mu_);
+      --open_readers_;
+    }
+    pool_cv_.notify_one();
+    return opened;
+  }
+  ++readers_held;
+  return opened;
 }
 
 void Datastore::Release(std::unique_ptr<SqliteConnection> conn) {
-  std::lock_guard lock(pool_mu_);
-  idle_.push_back(std::move(conn));
+  --readers_held;
+  {
+    std::lock_guard lock(pool_mu_);
+    idle_.push_back(std::move(conn));
+  }
+  pool_cv_.notify_one();
 }
 
 void Datastore::TEST_SetSyncPoint(std::function<void(std::string_view)> hook) {

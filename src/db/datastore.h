@@ -202,6 +202,11 @@ class Datastore {
   // Syncs of the write-ahead log since open. Under concurrent writes one sync makes several
   // commits durable, so this grows more slowly than durable_commits().
   int64_t log_syncs() const { return log_syncs_.load(); }
+  // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
+  int open_readers() {
+    std::lock_guard lock(pool_mu_);
+    return open_readers_;
+  }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
@@ -265,6 +270,7 @@ class Datastore {
   Result<std::optional<Token>> TokenAuthenticate(const std::string& secret);
   Status TokenRevoke(const Uuid& id);
   static constexpr std::chrono::milliseconds kTokenCacheTtl{1000};
+  static constexpr int kMaxReaders = 64;  // see pool_mu_
 
   const Clock& clock() const { return *clock_; }
 
@@ -297,8 +303,13 @@ class Datastore {
 
   std::string path_;
   std::shared_ptr<const Clock> clock_;
+  // Read connections: at most kMaxReaders open (each holds descriptors for the database, its
+  // log and the shared-memory index); a read finding all of them busy waits for one. A thread
+  // that already holds one (a read inside a read) is never made to wait, so it cannot deadlock.
   std::mutex pool_mu_;
-  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // for read transactions
+  std::condition_variable pool_cv_;                      // a connection came back
+  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // guarded by pool_mu_
+  int open_readers_ = 0;                                 // guarded by pool_mu_
   // Writes queue; the first writer to find nobody writing takes every queued write (its own
   // included) and runs them in order, each in a savepoint of one SQLite transaction, then
   // commits once. Pages the writes share (indexes, counters, the saga tables) are written to

@@ -1,0 +1,100 @@
+// Read connections are bounded: under more concurrent reads than kMaxReaders, reads wait for a
+// connection instead of opening one each (each holds file descriptors), and a read made inside
+// a read never waits, so it cannot deadlock when the pool is exhausted.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using testing::TempDatastore;
+
+// Lets `n` threads in, then holds them until all are inside (or Open() is called).
+class Gate {
+ public:
+  void Arrive() {
+    std::unique_lock lock(mu_);
+    ++inside_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  bool WaitInside(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return inside_ >= n; });
+  }
+  int inside() {
+    std::lock_guard lock(mu_);
+    return inside_;
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int inside_ = 0;
+  bool open_ = false;
+};
+
+TEST(ReaderPoolTest, ReadsBeyondTheBoundWaitForAConnection) {
+  TempDatastore ds;
+  Gate gate;
+  const int n = Datastore::kMaxReaders + 8;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&] {
+      auto r = ds->Read<bool>([&](Tx&) -> Result<bool> {
+        gate.Arrive();
+        return true;
+      });
+      EXPECT_TRUE(r);
+      ++done;
+    });
+  }
+  ASSERT_TRUE(gate.WaitInside(Datastore::kMaxReaders));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(gate.inside(), Datastore::kMaxReaders);  // the other 8 wait for a connection
+  EXPECT_EQ(ds->open_readers(), Datastore::kMaxReaders);
+  gate.Open();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), n);
+  EXPECT_EQ(ds->open_readers(), Datastore::kMaxReaders);
+}
+
+TEST(ReaderPoolTest, AReadInsideAReadDoesNotWaitForTheExhaustedPool) {
+  TempDatastore ds;
+  Gate gate;
+  std::atomic<int> nested{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < Datastore::kMaxReaders; ++i) {
+    threads.emplace_back([&] {
+      auto r = ds->Read<bool>([&](Tx&) -> Result<bool> {
+        gate.Arrive();  // every connection is in use once all have arrived
+        auto inner = ds->Read<bool>([](Tx&) -> Result<bool> { return true; });
+        if (inner) ++nested;
+        return true;
+      });
+      EXPECT_TRUE(r);
+    });
+  }
+  ASSERT_TRUE(gate.WaitInside(Datastore::kMaxReaders));
+  gate.Open();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(nested.load(), Datastore::kMaxReaders);
+}
+
+}  // namespace
+}  // namespace fp::db
