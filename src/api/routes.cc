@@ -1003,9 +1003,12 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             "# TYPE floatplane_log_syncs_total counter\nfloatplane_log_syncs_total {}\n"
             "# HELP floatplane_sqlite_commits_total SQLite transactions that carried the "
             "durable commits (concurrent writes share one).\n"
-            "# TYPE floatplane_sqlite_commits_total counter\nfloatplane_sqlite_commits_total {}\n",
+            "# TYPE floatplane_sqlite_commits_total counter\nfloatplane_sqlite_commits_total {}\n"
+            "# HELP floatplane_checkpoints_total Checkpoints of the write-ahead log into the "
+            "database file (run in the background).\n"
+            "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n",
             cp.datastore().durable_commits(), cp.datastore().log_syncs(),
-            cp.datastore().sqlite_commits());
+            cp.datastore().sqlite_commits(), cp.datastore().checkpoints());
         return r;
       }
       auto match = router->Find(req.method, req.path);

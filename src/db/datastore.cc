@@ -18,6 +18,11 @@
 
 namespace fp::db {
 
+namespace {
+// Frames in the write-ahead log (pages of 4 KiB) between checkpoints: about 40 MiB of log.
+constexpr int kCheckpointFrames = 10000;
+}  // namespace
+
 std::string_view ToString(Role r) {
   switch (r) {
     case Role::kFleetAdmin:
@@ -124,6 +129,12 @@ Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock)
     : path_(std::move(path)), clock_(std::move(clock)) {}
 
 Datastore::~Datastore() {
+  {
+    std::lock_guard lock(checkpoint_mu_);
+    checkpoint_stop_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
   if (wal_fd_ >= 0) ::close(wal_fd_);
 }
 
@@ -133,7 +144,42 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   ds->writer_ = FP_TRY(SqliteConnection::Open(path));
   FP_CHECK_OK(MigrateSchema(*ds->writer_));
   FP_CHECK_OK(ds->SyncLog());  // the migration's commits, and the WAL's directory entry
+  ds->checkpoint_conn_ = FP_TRY(SqliteConnection::Open(path));
+  Datastore* self = ds.get();
+  ds->writer_->SetWalHook([self](int frames) {
+    // Once per kCheckpointFrames of growth (the log starts over after a complete checkpoint),
+    // not at every commit while a reader keeps the log from starting over.
+    if (frames < self->frames_at_request_) self->frames_at_request_ = 0;
+    if (frames - self->frames_at_request_ < kCheckpointFrames) return;
+    self->frames_at_request_ = frames;
+    {
+      std::lock_guard lock(self->checkpoint_mu_);
+      self->checkpoint_wanted_ = true;
+    }
+    self->checkpoint_cv_.notify_one();
+  });
+  ds->checkpointer_ = std::thread([self] { self->CheckpointLoop(); });
   return ds;
+}
+
+void Datastore::CheckpointLoop() {
+  std::unique_lock lock(checkpoint_mu_);
+  for (;;) {
+    checkpoint_cv_.wait(lock, [&] { return checkpoint_wanted_ || checkpoint_stop_; });
+    if (checkpoint_stop_) return;
+    checkpoint_wanted_ = false;
+    lock.unlock();
+    // PASSIVE: copies what no reader still needs; the next request copies the rest. Once all
+    // is copied, the next write starts the log over from its beginning.
+    Status done = checkpoint_conn_->CheckpointPassive();
+    if (done) {
+      checkpoints_.fetch_add(1);
+    } else if (!checkpoint_conn_->last_error_was_busy()) {
+      std::fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\"}\n",
+                   path_.c_str());
+    }
+    lock.lock();
+  }
 }
 
 namespace {

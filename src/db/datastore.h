@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -203,6 +204,8 @@ class Datastore {
   // commits durable, so this grows more slowly than durable_commits().
   int64_t log_syncs() const { return log_syncs_.load(); }
   // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
+  // Checkpoints (the log copied into the database file) run by the background checkpointer.
+  int64_t checkpoints() const { return checkpoints_.load(); }
   int open_readers() {
     std::lock_guard lock(pool_mu_);
     return open_readers_;
@@ -348,6 +351,20 @@ class Datastore {
   std::mutex token_cache_mu_;
   uint64_t token_generation_ = 0;                             // guarded by token_cache_mu_
   std::unordered_map<std::string, CachedToken> token_cache_;  // guarded by token_cache_mu_
+  // Checkpoints run on a thread of their own with a connection of their own, once the log
+  // holds kCheckpointFrames frames since the last one: no commit waits while the log is copied
+  // into the database and both files are synced (SQLite's automatic checkpoint runs inside the
+  // commit that crossed its threshold, holding up every write queued behind it). The rarer
+  // they run, the fewer times a page written over and over is copied.
+  void CheckpointLoop();
+  std::unique_ptr<SqliteConnection> checkpoint_conn_;  // used only by checkpointer_
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_wanted_ = false;  // guarded by checkpoint_mu_
+  bool checkpoint_stop_ = false;    // guarded by checkpoint_mu_
+  int frames_at_request_ = 0;       // writer thread only: the log's size when last requested
+  std::atomic<int64_t> checkpoints_{0};
+  std::thread checkpointer_;
   std::atomic<bool> sync_hook_set_{false};
   std::mutex sync_mu_;
   std::function<void(std::string_view)> sync_hook_;

@@ -49,6 +49,24 @@ SqliteConnection::~SqliteConnection() {
   sqlite3_close(db_);
 }
 
+void SqliteConnection::SetWalHook(std::function<void(int)> hook) {
+  wal_hook_ = std::move(hook);
+  sqlite3_wal_hook(
+      db_,
+      [](void* self, sqlite3*, const char*, int frames) {
+        static_cast<SqliteConnection*>(self)->wal_hook_(frames);
+        return SQLITE_OK;
+      },
+      this);
+}
+
+Status SqliteConnection::CheckpointPassive() {
+  last_error_busy_ = false;
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  if (rc != SQLITE_OK) return Fail(SqlError("checkpoint", rc));
+  return Ok();
+}
+
 Error SqliteConnection::SqlError(std::string_view what, int rc) {
   last_error_busy_ = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
   return Error::Internal(fmt::format("sqlite: {}: {} ({})", what, sqlite3_errmsg(db_), rc));

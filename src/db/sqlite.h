@@ -66,6 +66,12 @@ class SqliteConnection {
   int64_t Changes() const;
   // True while a transaction is open (SQLite may end one by itself after some errors).
   bool InTransaction() const;
+  // Replaces SQLite's automatic checkpoint on this connection: after each commit, `hook` gets
+  // the number of frames now in the write-ahead log (called on the committing thread).
+  void SetWalHook(std::function<void(int frames)> hook);
+  // A PASSIVE checkpoint: copies what it can of the log into the database without waiting for
+  // readers or writers.
+  Status CheckpointPassive();
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }
@@ -77,6 +83,7 @@ class SqliteConnection {
   sqlite3* db_;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
   bool last_error_busy_ = false;
+  std::function<void(int)> wal_hook_;
 };
 
 }  // namespace fp::db
