@@ -1,5 +1,6 @@
-// The write-ahead log is checkpointed into the database file by the datastore's background
-// checkpointer once it has grown by Datastore's checkpoint threshold; no writer runs it.
+// The write-ahead log reaches the database file once it has grown past the datastore's
+// checkpoint threshold, with no explicit checkpoint by the caller, and the background
+// checkpointer counts the checkpoint it ran.
 
 #include <gtest/gtest.h>
 

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -175,8 +176,12 @@ void Datastore::CheckpointLoop() {
     if (done) {
       checkpoints_.fetch_add(1);
     } else if (!checkpoint_conn_->last_error_was_busy()) {
-      std::fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\"}\n",
-                   path_.c_str());
+      std::string why = done.error().message();
+      std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
+      std::fprintf(stderr,
+                   "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\","
+                   "\"error\":\"%s\"}\n",
+                   path_.c_str(), why.c_str());
     }
     lock.lock();
   }
