@@ -235,6 +235,10 @@ int RunServer(const ServerFlags& flags) {
               << ec.message() << "\n";
     return 1;
   }
+  // Before the datastore starts its checkpointer thread: a thread started earlier would not
+  // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
+  // signal during startup stays pending and stops the server as soon as it is up.
+  sigset_t stop_signals = BlockStopSignals();
   std::filesystem::path dir(data_dir);
   auto datastore = fp::db::Datastore::OpenSqlite((dir / "floatplane.db").string(),
                                                  std::make_shared<fp::SystemClock>());
@@ -269,8 +273,6 @@ int RunServer(const ServerFlags& flags) {
       return 1;
     }
   }
-
-  sigset_t stop_signals = BlockStopSignals();
 
   DataplaneProcesses processes;
   if (auto s = StartDataplane(flags, **datastore, processes); !s) {

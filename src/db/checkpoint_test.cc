@@ -1,11 +1,15 @@
 // The write-ahead log reaches the database file once it has grown past the datastore's
 // checkpoint threshold, with no explicit checkpoint by the caller, and the background
-// checkpointer counts the checkpoint it ran.
+// checkpointer counts the checkpoint it ran. The checkpointer never takes a process signal.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "db/testing/temp_datastore.h"
@@ -39,6 +43,45 @@ TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
   ASSERT_GT(ds->checkpoints(), 0);
   // The pages are in the database file now, not only in the log.
   EXPECT_GT(std::filesystem::file_size(db_file), size_before + (20u << 20));
+}
+
+std::set<std::string> ThreadsOfThisProcess() {
+  std::set<std::string> tids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    tids.insert(entry.path().filename().string());
+  return tids;
+}
+
+// The "SigBlk:" mask of one of this process's threads, from /proc.
+unsigned long long BlockedSignals(const std::string& tid) {
+  std::ifstream status("/proc/self/task/" + tid + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  ADD_FAILURE() << "no SigBlk line for thread " << tid;
+  return 0;
+}
+
+// A program that waits for SIGTERM with sigwait blocks it in its threads; a thread the
+// datastore started with SIGTERM unblocked would take the signal and the process would die
+// of it instead of stopping cleanly.
+TEST(CheckpointTest, TheCheckpointerThreadBlocksProcessSignals) {
+  sigset_t none, before;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, &before);  // open the datastore with nothing blocked
+  const auto threads_before = ThreadsOfThisProcess();
+  TempDatastore ds;
+  const auto threads_after = ThreadsOfThisProcess();
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  int started = 0;
+  for (const auto& tid : threads_after) {
+    if (threads_before.count(tid)) continue;
+    ++started;
+    const unsigned long long blocked = BlockedSignals(tid);
+    EXPECT_TRUE(blocked & (1ull << (SIGTERM - 1))) << "thread " << tid << " takes SIGTERM";
+    EXPECT_TRUE(blocked & (1ull << (SIGINT - 1))) << "thread " << tid << " takes SIGINT";
+  }
+  EXPECT_GE(started, 1) << "the datastore started no thread; this test checks nothing";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,7 +160,13 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
     }
     self->checkpoint_cv_.notify_one();
   });
+  // A library's background thread: process signals (SIGTERM, SIGINT) belong to the threads the
+  // program chose, never to this one. It inherits the mask in force when it starts.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   ds->checkpointer_ = std::thread([self] { self->CheckpointLoop(); });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return ds;
 }
 
