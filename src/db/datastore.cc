@@ -314,39 +314,61 @@ Status Datastore::WaitDurable(int64_t seq) {
 }
 
 struct Datastore::QueuedWrite {
+  enum class State { kQueued, kLeading, kTaken, kDone };
   const std::function<Status(Tx&)>* body;
   Status result = Ok();
-  int64_t seq = 0;  // the commit number of the batch that ran it
-  bool done = false;
+  int64_t seq = 0;               // the commit number of the batch that ran it
+  State state = State::kQueued;  // guarded by queue_mu_
+  // Signalled, under queue_mu_, when this write is to lead a batch or is done and durable.
+  // One per write: waking a writer wakes that writer and no other.
+  std::condition_variable cv;
 };
 
 Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
+  using State = QueuedWrite::State;
   SyncPoint("tx:waiting_for_writer");
   QueuedWrite me{&body};
   std::vector<QueuedWrite*> batch;
   {
     std::unique_lock lock(queue_mu_);
-    queue_.push_back(&me);
-    queue_cv_.wait(lock, [&] { return me.done || !writing_; });
-    if (!me.done) {
-      writing_ = true;
-      batch.swap(queue_);  // every write waiting now, this one included
+    if (writing_) {
+      queue_.push_back(&me);
+      me.cv.wait(lock, [&] { return me.state == State::kLeading || me.state == State::kDone; });
+      // Another writer ran this write in its batch and waited until it was durable.
+      if (me.state == State::kDone) return me.result;
     }
+    writing_ = true;
+    batch.push_back(&me);  // this write first, then every write queued behind the last batch
+    for (QueuedWrite* w : queue_) {
+      w->state = State::kTaken;
+      batch.push_back(w);
+    }
+    queue_.clear();
   }
-  if (!batch.empty()) {
-    RunWriteBatch(batch);
-    {
-      std::lock_guard lock(queue_mu_);
-      for (QueuedWrite* w : batch) w->done = true;
+  RunWriteBatch(batch);
+  {
+    // The next batch starts while this one's sync runs, so that its commit joins the next sync.
+    std::lock_guard lock(queue_mu_);
+    if (queue_.empty()) {
       writing_ = false;
+    } else {
+      QueuedWrite* next = queue_.front();
+      queue_.erase(queue_.begin());
+      next->state = State::kLeading;
+      next->cv.notify_one();
     }
-    // The writes of this batch return; one of those still queued runs the next batch.
-    queue_cv_.notify_all();
   }
-  // The answer (a result, or an error derived from what the write read, possibly the effects of
-  // earlier writes in its batch) leaves only once the batch is durable. Outside the batch, so
-  // that the next batches' commits join the same sync.
-  FP_CHECK_OK(WaitDurable(me.seq != 0 ? me.seq : commit_begun_.load()));
+  // The answers (results, or errors derived from what the writes read, possibly the effects of
+  // earlier writes in the batch) leave only once the batch is durable. The writes of the batch
+  // sleep until then and are woken once, here.
+  Status durable = WaitDurable(me.seq != 0 ? me.seq : commit_begun_.load());
+  std::lock_guard lock(queue_mu_);
+  for (QueuedWrite* w : batch) {
+    if (!durable) w->result = durable;
+    w->state = State::kDone;
+    // Under the lock: the woken writer returns and destroys its cv only after we release it.
+    if (w != &me) w->cv.notify_one();
+  }
   return me.result;
 }
 

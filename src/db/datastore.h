@@ -313,14 +313,15 @@ class Datastore {
   std::condition_variable pool_cv_;                      // a connection came back
   std::vector<std::unique_ptr<SqliteConnection>> idle_;  // guarded by pool_mu_
   int open_readers_ = 0;                                 // guarded by pool_mu_
-  // Writes queue; the first writer to find nobody writing takes every queued write (its own
-  // included) and runs them in order, each in a savepoint of one SQLite transaction, then
-  // commits once. Pages the writes share (indexes, counters, the saga tables) are written to
-  // the log once per batch instead of once per write. One batch at a time within this process;
-  // SQLite's lock covers other processes. Writes always use writer_: a connection's page cache
-  // is dropped whenever another connection wrote, so one writing connection keeps it warm.
+  // Writes queue; a writer finding nobody writing leads a batch: it takes every queued write
+  // (its own first) and runs them in order, each in a savepoint of one SQLite transaction, then
+  // commits once, hands the lead to the first write queued meanwhile, waits until its batch is
+  // durable and wakes the batch's writers. Pages the writes share (indexes, counters, the saga
+  // tables) are written to the log once per batch instead of once per write. One batch at a time
+  // within this process; SQLite's lock covers other processes. Writes always use writer_: a
+  // connection's page cache is dropped whenever another connection wrote, so one writing connection
+  // keeps it warm.
   std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
   std::vector<QueuedWrite*> queue_;           // guarded by queue_mu_
   bool writing_ = false;                      // a batch is running; guarded by queue_mu_
   std::unique_ptr<SqliteConnection> writer_;  // used only by the thread running a batch
