@@ -326,6 +326,7 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
 Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
                                                  const std::optional<NameOrId>& fip_project,
                                                  const NameOrId& instance) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   // A parent named by name is looked up in the floating IP's project.
@@ -343,6 +344,7 @@ Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameO
 
 Result<db::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
                                                  const std::optional<NameOrId>& fip_project) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
@@ -355,6 +357,7 @@ Result<db::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameO
 Result<db::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
                                                   const std::optional<NameOrId>& project,
                                                   const db::PoolSelector& selector) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   db::Instance i = FP_TRY(Lookup(actor, instance, project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   Json params{{"kind", "ephemeral"},
@@ -372,6 +375,7 @@ Result<db::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const Name
 Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
                                   const std::optional<NameOrId>& project,
                                   std::optional<IpVersion> version) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   db::Instance i = FP_TRY(Lookup(actor, instance, project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   std::vector<db::ExternalIp> ephemeral;

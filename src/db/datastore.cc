@@ -196,7 +196,27 @@ void Datastore::CheckpointLoop() {
 
 namespace {
 thread_local int readers_held = 0;  // read connections this thread holds (any datastore)
+thread_local Datastore::DeferredDurability* deferred_durability = nullptr;
 }  // namespace
+
+Datastore::DeferredDurability::DeferredDurability(Datastore& ds)
+    : ds_(ds), outer_(deferred_durability) {
+  deferred_durability = this;
+}
+
+Datastore::DeferredDurability::~DeferredDurability() {
+  deferred_durability = outer_;
+  if (seen_ == 0) return;
+  if (Status s = ds_.WaitDurable(seen_); !s) {
+    // The log cannot be opened (a failed sync stops the process in SyncLog): the answer about
+    // to leave could describe commits a crash would undo. Stop, as SyncLog does.
+    std::fprintf(stderr,
+                 "{\"level\":\"error\",\"msg\":\"cannot make what a request read durable; "
+                 "stopping\",\"path\":\"%s\",\"error\":\"%s\"}\n",
+                 ds_.path_.c_str(), s.error().message().c_str());
+    std::abort();
+  }
+}
 
 Result<std::unique_ptr<SqliteConnection>> Datastore::Acquire() {
   {
@@ -475,8 +495,15 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
       backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
       continue;
     }
-    // What this read saw leaves only once durable (see WaitDurable).
-    if (wait_durable) FP_CHECK_OK(WaitDurable(commit_begun_.load()));
+    // What this read saw leaves only once durable (see WaitDurable), now or at the end of the
+    // caller's DeferredDurability scope.
+    if (wait_durable) {
+      if (deferred_durability != nullptr && &deferred_durability->ds_ == this) {
+        deferred_durability->seen_ = std::max(deferred_durability->seen_, commit_begun_.load());
+      } else {
+        FP_CHECK_OK(WaitDurable(commit_begun_.load()));
+      }
+    }
     return result;
   }
 }

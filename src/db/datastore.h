@@ -195,6 +195,26 @@ class Datastore {
     return ReadImpl<T>(fn, /*wait_durable=*/false);
   }
 
+  // Within its scope, reads on this thread through `ds` return without waiting for the sync of
+  // the commits they could have seen; the scope's end waits for them instead. For a request
+  // whose checks read, then run a saga: its writes wait for a later commit anyway, so on success
+  // the end finds everything durable already, and only an answer derived from the checks alone
+  // (an error, or an "already done") waits, as every read's answer does. An inner scope waits
+  // at its own end.
+  class DeferredDurability {
+   public:
+    explicit DeferredDurability(Datastore& ds);
+    ~DeferredDurability();
+    DeferredDurability(const DeferredDurability&) = delete;
+    DeferredDurability& operator=(const DeferredDurability&) = delete;
+
+   private:
+    friend class Datastore;
+    Datastore& ds_;
+    int64_t seen_ = 0;  // the highest commit number a read in the scope could have seen
+    DeferredDurability* outer_;
+  };
+
   // Durable commits (write transactions that committed) since open.
   int64_t durable_commits() const { return durable_commits_.load(); }
   // SQLite transactions that carried them: concurrent write transactions run one after the

@@ -134,6 +134,50 @@ TEST_F(GroupCommitTest, ReaderDoesNotAnswerWithACommitNotYetDurable) {
   EXPECT_EQ(seen.load(), 1);
 }
 
+// A request's checks read without waiting for the sync; the request's answer (the scope's end)
+// still waits for every commit they could have seen.
+TEST_F(GroupCommitTest, DeferredReadsReturnAtOnceAndTheScopeEndWaitsForTheirSync) {
+  HeldSync held(*ds_);
+  std::thread writer([&] { EXPECT_TRUE(Insert(*ds_, 1)); });
+  held.WaitUntilHeld();  // committed, visible, not yet synced
+  std::atomic<int64_t> seen{-1};
+  std::atomic<bool> scope_ended{false};
+  std::thread request([&] {
+    {
+      Datastore::DeferredDurability checks(*ds_);
+      seen = Count(*ds_);
+    }
+    scope_ended = true;
+  });
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       seen.load() == -1 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(seen.load(), 1) << "the deferred read waited for the sync";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(scope_ended.load()) << "the scope ended before what it read was durable";
+  held.Release();
+  writer.join();
+  request.join();
+  EXPECT_TRUE(scope_ended.load());
+}
+
+// Deferral is per thread and per datastore: a read elsewhere still waits.
+TEST_F(GroupCommitTest, ReadsOutsideTheDeferringThreadStillWait) {
+  Datastore::DeferredDurability checks(*ds_);  // on this thread only
+  HeldSync held(*ds_);
+  std::thread writer([&] { EXPECT_TRUE(Insert(*ds_, 1)); });
+  held.WaitUntilHeld();
+  std::atomic<int64_t> seen{-1};
+  std::thread reader([&] { seen = Count(*ds_); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(seen.load(), -1) << "another thread's read answered before the sync";
+  held.Release();
+  writer.join();
+  reader.join();
+  EXPECT_EQ(seen.load(), 1);
+}
+
 TEST_F(GroupCommitTest, QuietDatastoreSyncsOncePerWrite) {
   int64_t syncs_before = ds_->log_syncs();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Insert(*ds_, i));
