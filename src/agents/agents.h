@@ -8,6 +8,11 @@
 // connection or answers 5xx gives ServiceUnavailable whose message names the agent and its
 // address. A 4xx answer (a request the agent considers wrong) gives Internal.
 //
+// A request on a reused keep-alive connection that the agent had closed is sent once more on a
+// new connection (HttpClient), so an agent may see a request twice. Every request here is safe
+// to repeat: NAT changes carry generations and the switch skips those it already has, and
+// adding or removing a VM's external IP is a set operation.
+//
 // The wire types below convert to and from JSON; FromJson never throws and returns
 // InvalidRequest naming the offending field (e.g. `field "entries[2].first_port": ...`).
 
