@@ -716,6 +716,15 @@ Result<int64_t> NatCurrentVersion(Datastore& ds) {
   });
 }
 
+Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before) {
+  return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    return tx.Exec(
+        "DELETE FROM nat_entry WHERE version_removed IS NOT NULL AND version_removed < ? AND "
+        "time_deleted < ?",
+        below_version, removed_before);
+  });
+}
+
 Result<std::vector<NatRow>> NatLive(Datastore& ds) {
   return ds.Read<std::vector<NatRow>>([&](Tx& tx) -> Result<std::vector<NatRow>> {
     std::vector<NatRow> out;

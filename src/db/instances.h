@@ -194,5 +194,9 @@ struct NatFeed {
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatRow>> NatLive(Datastore& ds);
+// Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
+// installed) and before `removed_before`: the log keeps removals only as long as a switch may
+// still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.
+Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before);
 
 }  // namespace fp::db

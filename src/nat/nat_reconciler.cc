@@ -82,8 +82,16 @@ Result<bool> NatReconciler::RepairLocked() {
   return true;
 }
 
+Result<int64_t> NatReconciler::CollectGarbage(Timestamp now) {
+  int64_t below = FP_TRY(db::NatCurrentVersion(ds_));
+  agents::NatTable installed = FP_TRY(switch_.GetNat());
+  below = std::min(below, installed.generation);
+  return db::NatCollectGarbage(ds_, below, now - kGarbageRetention);
+}
+
 void NatReconciler::StartBackground(int period_ms) {
   bg_ = std::thread([this, period_ms] {
+    auto next_collection = std::chrono::steady_clock::now() + kGarbagePeriod;
     std::unique_lock lock(bg_mu_);
     while (!bg_stop_) {
       lock.unlock();
@@ -91,6 +99,14 @@ void NatReconciler::StartBackground(int period_ms) {
         api::LogEvent("warn", "NAT sync failed", {{"error", s.error().message()}});
       } else if (auto r = Repair(); !r) {
         api::LogEvent("warn", "NAT repair failed", {{"error", r.error().message()}});
+      }
+      if (std::chrono::steady_clock::now() >= next_collection) {
+        next_collection = std::chrono::steady_clock::now() + kGarbagePeriod;
+        if (auto g = CollectGarbage(ds_.clock().Now()); !g) {
+          api::LogEvent("warn", "NAT garbage collection failed", {{"error", g.error().message()}});
+        } else if (*g > 0) {
+          api::LogEvent("info", "NAT garbage collected", {{"removed_rows", *g}});
+        }
       }
       lock.lock();
       bg_cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return bg_stop_; });

@@ -15,6 +15,7 @@
 // comparison of Repair (every 2 s in the background) finds the stale entries instead.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -39,8 +40,17 @@ class NatReconciler {
   Status Sync();
   // Full comparison; replaces the switch's table if it differs. Returns true if it repaired.
   Result<bool> Repair();
+  // Deletes removed rows no switch needs any more: removed below both the datastore's version
+  // and the switch's generation, more than kGarbageRetention before `now` (§5.6). Stops at the
+  // first error (an unreachable switch deletes nothing). Returns how many rows it deleted.
+  // Needs no lock against Sync: the switch has installed every removal it deletes, and a switch
+  // that restarts empty needs no removals.
+  Result<int64_t> CollectGarbage(Timestamp now);
+  static constexpr Timestamp kGarbageRetention = int64_t{14} * 24 * 3600 * 1000 * 1000;  // 2 weeks
+  static constexpr std::chrono::seconds kGarbagePeriod{30};
 
-  // Runs Sync + Repair every `period_ms` on a thread of its own until StopBackground().
+  // Runs Sync + Repair every `period_ms`, and CollectGarbage every kGarbagePeriod, on a thread
+  // of its own until StopBackground().
   void StartBackground(int period_ms);
   void StopBackground();
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -108,6 +109,32 @@ class NatReconcilerTest : public ::testing::Test {
     ASSERT_TRUE(added) << added.error().message();
   }
 
+  // Marks the entry added as version `added` removed, at the next version, at time `when`.
+  void RemoveEntry(int64_t added, Timestamp when) {
+    auto removed = ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
+      FP_TRY(
+          tx.Exec("UPDATE nat_entry SET version_removed = (SELECT value FROM counter WHERE name = "
+                  "'nat_version'), time_deleted = ? WHERE version_added = ?",
+                  when, added));
+      return true;
+    });
+    ASSERT_TRUE(removed) << removed.error().message();
+  }
+
+  std::vector<int64_t> RowsLeft() {
+    return ds
+        ->Read<std::vector<int64_t>>([](db::Tx& tx) -> Result<std::vector<int64_t>> {
+          std::vector<int64_t> out;
+          for (const auto& r :
+               FP_TRY(tx.Query("SELECT version_added FROM nat_entry ORDER BY version_added"))) {
+            out.push_back(r.Int(0));
+          }
+          return out;
+        })
+        .value();
+  }
+
   TempDatastore ds;
   FakeSwitch sw;
   NatReconciler nat{*ds, sw};
@@ -155,6 +182,38 @@ TEST_F(NatReconcilerTest, AFailedExchangeFailsOnlyTheCallersItCovered) {
   // The second caller's commit was not covered by the failed exchange: it ran one of its own.
   second.join();
   EXPECT_EQ(sw.generation(), 2);
+}
+
+// §5.6: a removed row is deleted once the switch has installed its removal (version below both
+// the datastore's version and the switch's generation) and it was removed over two weeks ago;
+// live rows, recent removals and removals the switch may still need stay.
+TEST_F(NatReconcilerTest, GarbageCollectionDeletesOnlyOldRemovalsTheSwitchHasInstalled) {
+  const Timestamp now = int64_t{1'800'000'000} * 1'000'000;
+  const Timestamp day = int64_t{24} * 3600 * 1'000'000;
+  for (int i = 0; i < 4; ++i) AddEntry();               // versions 1-4
+  RemoveEntry(1, now - 15 * day);                       // removed at version 5: old
+  RemoveEntry(2, now - 1 * day);                        // removed at version 6: recent
+  RemoveEntry(3, now - 15 * day);                       // removed at version 7: old
+  AddEntry();                                           // version 8: the datastore is at 8
+  ASSERT_TRUE(sw.ReplaceAll(agents::NatTable{7, {}}));  // the switch installed up to 7
+
+  auto collected = nat.CollectGarbage(now);
+  ASSERT_TRUE(collected) << collected.error().message();
+  EXPECT_EQ(*collected, 1);
+  // 1 went (old, and below the switch's generation); 2 is recent; 3's removal, at 7, is not
+  // below the switch's generation 7 (the comparison is strict, as Oxide's is).
+  EXPECT_EQ(RowsLeft(), (std::vector<int64_t>{2, 3, 4, 8}));
+
+  ASSERT_TRUE(sw.ReplaceAll(agents::NatTable{8, {}}));  // the switch caught up
+  collected = nat.CollectGarbage(now);
+  ASSERT_TRUE(collected) << collected.error().message();
+  EXPECT_EQ(*collected, 1);
+  EXPECT_EQ(RowsLeft(), (std::vector<int64_t>{2, 4, 8}));
+
+  // Two weeks after its removal, 2 goes too; live rows never do.
+  collected = nat.CollectGarbage(now + 14 * day);
+  ASSERT_TRUE(collected) << collected.error().message();
+  EXPECT_EQ(RowsLeft(), (std::vector<int64_t>{4, 8}));
 }
 
 }  // namespace
