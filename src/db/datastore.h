@@ -223,9 +223,9 @@ class Datastore {
   // Syncs of the write-ahead log since open. Under concurrent writes one sync makes several
   // commits durable, so this grows more slowly than durable_commits().
   int64_t log_syncs() const { return log_syncs_.load(); }
-  // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
   // Checkpoints (the log copied into the database file) run by the background checkpointer.
   int64_t checkpoints() const { return checkpoints_.load(); }
+  // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
   int open_readers() {
     std::lock_guard lock(pool_mu_);
     return open_readers_;
