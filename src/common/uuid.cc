@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -23,6 +24,18 @@ Uuid Uuid::Random() {
   Uuid u;
   RandomBytes(u.bytes_.data(), u.bytes_.size());
   u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x40);
+  u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
+  return u;
+}
+
+Uuid Uuid::TimeOrdered() {
+  using namespace std::chrono;
+  const auto ms = static_cast<uint64_t>(
+      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+  Uuid u;
+  RandomBytes(u.bytes_.data() + 6, u.bytes_.size() - 6);
+  for (size_t i = 0; i < 6; ++i) u.bytes_[i] = static_cast<uint8_t>(ms >> (8 * (5 - i)));
+  u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x70);
   u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
   return u;
 }

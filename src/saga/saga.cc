@@ -560,7 +560,9 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
 }
 
 Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag) {
-  return Start(Uuid::Random(), dag, /*may_exist=*/false);
+  // Time-ordered: the saga and saga_node_event tables, keyed by saga id, then grow at their
+  // end, so the writes of a group-commit batch share pages (see Uuid::TimeOrdered).
+  return Start(Uuid::TimeOrdered(), dag, /*may_exist=*/false);
 }
 
 Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist) {
