@@ -1006,9 +1006,13 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             "# TYPE floatplane_sqlite_commits_total counter\nfloatplane_sqlite_commits_total {}\n"
             "# HELP floatplane_checkpoints_total Checkpoints of the write-ahead log into the "
             "database file (run in the background).\n"
-            "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n",
+            "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n"
+            "# HELP floatplane_log_restarts_total Times the write-ahead log was emptied after a "
+            "checkpoint, so that it starts over instead of growing.\n"
+            "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n",
             cp.datastore().durable_commits(), cp.datastore().log_syncs(),
-            cp.datastore().sqlite_commits(), cp.datastore().checkpoints());
+            cp.datastore().sqlite_commits(), cp.datastore().checkpoints(),
+            cp.datastore().log_restarts());
         return r;
       }
       auto match = router->Find(req.method, req.path);

@@ -1,16 +1,21 @@
 // The write-ahead log reaches the database file once it has grown past the datastore's
 // checkpoint threshold, with no explicit checkpoint by the caller, and the background
-// checkpointer counts the checkpoint it ran. The checkpointer never takes a process signal.
+// checkpointer counts the checkpoint it ran. The log starts over after checkpoints even while
+// writes never pause. The checkpointer never takes a process signal.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "db/testing/temp_datastore.h"
 
@@ -27,7 +32,7 @@ TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
     FP_TRY(tx.Exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"));
     return true;
   }));
-  // About 12,000 pages of 4 KiB in 60 commits: past the threshold of 10,000 frames.
+  // About 12,000 pages of 4 KiB in 60 commits: past the threshold of 4,000 frames.
   for (int i = 0; i < 60; ++i) {
     auto wrote = ds->Write<bool>([](Tx& tx) -> Result<bool> {
       for (int r = 0; r < 200; ++r)
@@ -43,6 +48,49 @@ TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
   ASSERT_GT(ds->checkpoints(), 0);
   // The pages are in the database file now, not only in the log.
   EXPECT_GT(std::filesystem::file_size(db_file), size_before + (20u << 20));
+}
+
+// Under writes that never pause, with readers coming and going, the log still starts over
+// after each checkpoint instead of growing for as long as the writes last (each commit then
+// wrote into newly allocated blocks, and the file grew by gigabytes an hour).
+TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
+  TempDatastore ds;
+  const std::string wal_file = ds.dir() + "/floatplane.db-wal";
+  ASSERT_TRUE(ds->Write<bool>([](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"));
+    return true;
+  }));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> reads{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto got = ds->Read<bool>([](Tx& tx) -> Result<bool> {
+          FP_TRY(tx.QueryRow("SELECT max(id) FROM filler"));
+          return true;
+        });
+        if (got) reads.fetch_add(1);
+      }
+    });
+  }
+  // About 20,000 pages of 4 KiB, back to back: five times the checkpoint threshold.
+  uintmax_t largest_log = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto wrote = ds->Write<bool>([](Tx& tx) -> Result<bool> {
+      for (int r = 0; r < 200; ++r)
+        FP_TRY(tx.Exec("INSERT INTO filler (data) VALUES (zeroblob(4000))"));
+      return true;
+    });
+    ASSERT_TRUE(wrote) << wrote.error().message();
+    largest_log = std::max(largest_log, std::filesystem::file_size(wal_file));
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_GT(ds->log_restarts(), 0);
+  // Without restarts the log would hold all 20,000 frames (about 82 MB).
+  EXPECT_LT(largest_log, uintmax_t{10'000} * 4120) << "the log kept growing";
 }
 
 std::set<std::string> ThreadsOfThisProcess() {

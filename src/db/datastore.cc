@@ -21,8 +21,13 @@
 namespace fp::db {
 
 namespace {
-// Frames in the write-ahead log (pages of 4 KiB) between checkpoints: about 40 MiB of log.
-constexpr int kCheckpointFrames = 10000;
+// Frames in the write-ahead log (pages of 4 KiB) between checkpoints: about 16 MiB of log.
+constexpr int kCheckpointFrames = 4000;
+// After a background checkpoint, the write lane waits this long at most for readers to leave
+// the log so that it can start over, and tries again at this many batches before giving up
+// until the next checkpoint.
+constexpr auto kRestartBudget = std::chrono::milliseconds(2);
+constexpr int kRestartAttempts = 8;
 }  // namespace
 
 std::string_view ToString(Role r) {
@@ -182,6 +187,7 @@ void Datastore::CheckpointLoop() {
     Status done = checkpoint_conn_->CheckpointPassive();
     if (done) {
       checkpoints_.fetch_add(1);
+      restart_wanted_.store(true);
     } else if (!checkpoint_conn_->last_error_was_busy()) {
       std::string why = done.error().message();
       std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
@@ -366,6 +372,7 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     queue_.clear();
   }
   RunWriteBatch(batch);
+  if (restart_wanted_.load(std::memory_order_relaxed)) RestartLog();
   {
     // The next batch starts while this one's sync runs, so that its commit joins the next sync.
     std::lock_guard lock(queue_mu_);
@@ -390,6 +397,30 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     if (w != &me) w->cv.notify_one();
   }
   return me.result;
+}
+
+void Datastore::RestartLog() {
+  // The background checkpoint copied the log up to where it stood then; this copies what was
+  // appended meanwhile (little) and waits briefly for readers, with no write in between.
+  Status done = writer_->CheckpointRestart(kRestartBudget);
+  if (done) {
+    restart_wanted_.store(false);
+    restart_attempts_ = 0;
+    log_restarts_.fetch_add(1);
+    return;
+  }
+  const bool busy = writer_->last_error_was_busy();
+  if (busy && ++restart_attempts_ < kRestartAttempts) return;  // again after the next batch
+  restart_wanted_.store(false);
+  restart_attempts_ = 0;
+  if (!busy) {
+    std::string why = done.error().message();
+    std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
+    std::fprintf(stderr,
+                 "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\","
+                 "\"error\":\"%s\"}\n",
+                 path_.c_str(), why.c_str());
+  }
 }
 
 void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {

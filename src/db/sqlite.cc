@@ -3,7 +3,14 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <thread>
+
 namespace fp::db {
+
+namespace {
+// How long a statement waits for a lock held by another connection before failing busy.
+constexpr int kBusyTimeoutMs = 10000;
+}  // namespace
 
 int64_t Row::Int(size_t i) const {
   const SqlValue& v = values_.at(i);
@@ -38,7 +45,7 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   }
   std::unique_ptr<SqliteConnection> conn(new SqliteConnection(db));
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   // temp_store=MEMORY keeps statement and savepoint journals (every write in a group-commit
   // batch runs under a savepoint) in memory: they only matter while their transaction is open,
   // and a temporary file for each costs an open, an unlink and page writes.
@@ -68,6 +75,28 @@ Status SqliteConnection::CheckpointPassive() {
   last_error_busy_ = false;
   int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   if (rc != SQLITE_OK) return Fail(SqlError("checkpoint", rc));
+  return Ok();
+}
+
+Status SqliteConnection::CheckpointRestart(std::chrono::microseconds budget) {
+  using Clock = std::chrono::steady_clock;
+  last_error_busy_ = false;
+  // The connection's 10 s busy timeout would let a long read stall every write queued behind
+  // this checkpoint: wait for at most `budget` instead, in short sleeps.
+  struct Wait {
+    Clock::time_point deadline;
+  } wait{Clock::now() + budget};
+  sqlite3_busy_handler(
+      db_,
+      [](void* arg, int) -> int {
+        if (Clock::now() >= static_cast<Wait*>(arg)->deadline) return 0;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        return 1;
+      },
+      &wait);
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  if (rc != SQLITE_OK) return Fail(SqlError("checkpoint (restart)", rc));
   return Ok();
 }
 

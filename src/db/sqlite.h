@@ -1,6 +1,8 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +74,11 @@ class SqliteConnection {
   // A PASSIVE checkpoint: copies what it can of the log into the database without waiting for
   // readers or writers.
   Status CheckpointPassive();
+  // A RESTART checkpoint: copies the rest of the log into the database, waiting up to `budget`
+  // for readers still using the log, so that the next write starts the log over from its
+  // beginning instead of appending. Fails busy (the log left as it is) when a reader or another
+  // writer outlasts the budget. The connection must not be in a transaction.
+  Status CheckpointRestart(std::chrono::microseconds budget);
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }
