@@ -24,22 +24,31 @@ namespace {
 
 using testing::TempDatastore;
 
+void CreateFiller(Datastore& ds) {
+  ASSERT_TRUE(ds.Write<bool>([](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"));
+    return true;
+  }));
+}
+
+// One commit of about `pages` pages of 4 KiB.
+void WriteFillerPages(Datastore& ds, int pages) {
+  auto wrote = ds.Write<bool>([pages](Tx& tx) -> Result<bool> {
+    for (int r = 0; r < pages; ++r)
+      FP_TRY(tx.Exec("INSERT INTO filler (data) VALUES (zeroblob(4000))"));
+    return true;
+  });
+  ASSERT_TRUE(wrote) << wrote.error().message();
+}
+
 TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
   TempDatastore ds;
   const std::string db_file = ds.dir() + "/floatplane.db";
   const auto size_before = std::filesystem::file_size(db_file);
-  ASSERT_TRUE(ds->Write<bool>([](Tx& tx) -> Result<bool> {
-    FP_TRY(tx.Exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"));
-    return true;
-  }));
+  ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
   // About 12,000 pages of 4 KiB in 60 commits: past the threshold of 4,000 frames.
   for (int i = 0; i < 60; ++i) {
-    auto wrote = ds->Write<bool>([](Tx& tx) -> Result<bool> {
-      for (int r = 0; r < 200; ++r)
-        FP_TRY(tx.Exec("INSERT INTO filler (data) VALUES (zeroblob(4000))"));
-      return true;
-    });
-    ASSERT_TRUE(wrote) << wrote.error().message();
+    ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 200));
   }
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
        ds->checkpoints() == 0 && std::chrono::steady_clock::now() < deadline;) {
@@ -56,10 +65,7 @@ TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
 TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
   TempDatastore ds;
   const std::string wal_file = ds.dir() + "/floatplane.db-wal";
-  ASSERT_TRUE(ds->Write<bool>([](Tx& tx) -> Result<bool> {
-    FP_TRY(tx.Exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB NOT NULL)"));
-    return true;
-  }));
+  ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
   std::atomic<bool> stop{false};
   std::atomic<int64_t> reads{0};
   std::vector<std::thread> readers;
@@ -77,12 +83,7 @@ TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
   // About 20,000 pages of 4 KiB, back to back: five times the checkpoint threshold.
   uintmax_t largest_log = 0;
   for (int i = 0; i < 100; ++i) {
-    auto wrote = ds->Write<bool>([](Tx& tx) -> Result<bool> {
-      for (int r = 0; r < 200; ++r)
-        FP_TRY(tx.Exec("INSERT INTO filler (data) VALUES (zeroblob(4000))"));
-      return true;
-    });
-    ASSERT_TRUE(wrote) << wrote.error().message();
+    ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 200));
     largest_log = std::max(largest_log, std::filesystem::file_size(wal_file));
   }
   stop = true;

@@ -189,12 +189,7 @@ void Datastore::CheckpointLoop() {
       checkpoints_.fetch_add(1);
       restart_wanted_.store(true);
     } else if (!checkpoint_conn_->last_error_was_busy()) {
-      std::string why = done.error().message();
-      std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
-      std::fprintf(stderr,
-                   "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\","
-                   "\"error\":\"%s\"}\n",
-                   path_.c_str(), why.c_str());
+      WarnCheckpointFailed(done.error());
     }
     lock.lock();
   }
@@ -413,14 +408,16 @@ void Datastore::RestartLog() {
   if (busy && ++restart_attempts_ < kRestartAttempts) return;  // again after the next batch
   restart_wanted_.store(false);
   restart_attempts_ = 0;
-  if (!busy) {
-    std::string why = done.error().message();
-    std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
-    std::fprintf(stderr,
-                 "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\","
-                 "\"error\":\"%s\"}\n",
-                 path_.c_str(), why.c_str());
-  }
+  if (!busy) WarnCheckpointFailed(done.error());
+}
+
+void Datastore::WarnCheckpointFailed(const Error& error) const {
+  std::string why = error.message();
+  std::replace(why.begin(), why.end(), '"', '\'');  // keep the line valid JSON
+  std::fprintf(stderr,
+               "{\"level\":\"warn\",\"msg\":\"checkpoint failed\",\"path\":\"%s\","
+               "\"error\":\"%s\"}\n",
+               path_.c_str(), why.c_str());
 }
 
 void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {

@@ -387,7 +387,10 @@ class Datastore {
   // write lane, between two batches, copies the remainder (RestartLog, a RESTART checkpoint
   // with a short wait for readers), and the next write starts the log over.
   void CheckpointLoop();
-  void RestartLog();                         // write lane only
+  void RestartLog();  // write lane only
+  // A line on stderr (the datastore has no logger of its own); the log keeps growing until the
+  // next checkpoint succeeds, and nothing written is lost.
+  void WarnCheckpointFailed(const Error& error) const;
   std::atomic<bool> restart_wanted_{false};  // set by the checkpointer, cleared by the lane
   int restart_attempts_ = 0;                 // write lane only
   std::atomic<int64_t> log_restarts_{0};
