@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <mutex>
 #include <thread>
 
 namespace fp::db {
@@ -35,6 +36,14 @@ const std::string& Row::Text(size_t i) const {
 }
 
 Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path) {
+  static std::once_flag configured;
+  std::call_once(configured, [] {
+    // SQLite's memory statistics put every allocation of every connection behind one global
+    // mutex; with a connection per request thread that mutex was contended (futex calls from
+    // sqlite3Malloc in profiles). Nothing here reads the statistics. The setting only takes
+    // before SQLite initializes; if something already initialized it, it stays as it was.
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  });
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -108,6 +117,26 @@ Error SqliteConnection::SqlError(std::string_view what, int rc) {
 Status SqliteConnection::ExecScript(std::string_view sql) {
   last_error_busy_ = false;
   std::string text(sql);
+  if (text.find(';') == std::string::npos) {
+    // One statement (BEGIN, COMMIT, SAVEPOINT, RELEASE ... run once or more per transaction):
+    // prepared once and kept, instead of parsed again at every call.
+    auto it = statements_.find(text);
+    if (it == statements_.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      int rc = sqlite3_prepare_v3(db_, text.data(), static_cast<int>(text.size()),
+                                  SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+      if (rc != SQLITE_OK) return Fail(SqlError(text.substr(0, 80), rc));
+      if (stmt == nullptr) return Ok();  // only whitespace or a comment
+      it = statements_.emplace(text, stmt).first;
+    }
+    sqlite3_stmt* stmt = it->second;
+    int rc = SQLITE_ROW;
+    while (rc == SQLITE_ROW) rc = sqlite3_step(stmt);
+    Status result = Ok();
+    if (rc != SQLITE_DONE) result = Fail(SqlError(text.substr(0, 80), rc));
+    sqlite3_reset(stmt);
+    return result;
+  }
   char* err = nullptr;
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {

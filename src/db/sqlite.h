@@ -59,7 +59,8 @@ class SqliteConnection {
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;
 
-  // Runs one or more statements that take no parameters and return no rows.
+  // Runs one or more statements that take no parameters and return no rows. A text without ';'
+  // (one statement) is prepared once and cached like Query's.
   Status ExecScript(std::string_view sql);
   // Runs one statement with parameters and returns every row. Prepared statements are cached
   // per SQL text.

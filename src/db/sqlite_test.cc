@@ -1,0 +1,86 @@
+// SqliteConnection::ExecScript: single statements run from the statement cache, scripts still
+// run every statement, and an error leaves the connection usable for the next call.
+
+#include "db/sqlite.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace fp::db {
+namespace {
+
+class ExecScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/floatplane-sqlite-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto opened = SqliteConnection::Open(dir_ + "/t.db");
+    ASSERT_TRUE(opened) << opened.error().message();
+    conn_ = std::move(*opened);
+    ASSERT_TRUE(conn_->ExecScript("CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (1)"));
+  }
+  int64_t Count() {
+    auto rows = conn_->Query("SELECT count(*) FROM t", {});
+    EXPECT_TRUE(rows) << rows.error().message();
+    return rows ? (*rows)[0].Int(0) : -1;
+  }
+
+  void TearDown() override {
+    conn_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string dir_;
+  std::unique_ptr<SqliteConnection> conn_;
+};
+
+TEST_F(ExecScriptTest, ACachedStatementRunsAgainAtEachCall) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(conn_->ExecScript("BEGIN IMMEDIATE"));
+    EXPECT_TRUE(conn_->InTransaction());
+    ASSERT_TRUE(conn_->ExecScript("INSERT INTO t VALUES (2)"));
+    ASSERT_TRUE(conn_->ExecScript("COMMIT"));
+    EXPECT_FALSE(conn_->InTransaction());
+  }
+  EXPECT_EQ(Count(), 4);
+  // Savepoints nest and undo only their own part, call after call.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(conn_->ExecScript("BEGIN IMMEDIATE"));
+    ASSERT_TRUE(conn_->ExecScript("SAVEPOINT write"));
+    ASSERT_TRUE(conn_->ExecScript("INSERT INTO t VALUES (3)"));
+    ASSERT_TRUE(conn_->ExecScript("RELEASE write"));
+    ASSERT_TRUE(conn_->ExecScript("SAVEPOINT write"));
+    ASSERT_TRUE(conn_->ExecScript("INSERT INTO t VALUES (4)"));
+    ASSERT_TRUE(conn_->ExecScript("ROLLBACK TO write"));
+    ASSERT_TRUE(conn_->ExecScript("RELEASE write"));
+    ASSERT_TRUE(conn_->ExecScript("COMMIT"));
+  }
+  EXPECT_EQ(Count(), 6);
+}
+
+TEST_F(ExecScriptTest, AFailedStatementReportsItsErrorAndTheNextCallWorks) {
+  Status commit = conn_->ExecScript("COMMIT");  // no transaction is open
+  ASSERT_FALSE(commit);
+  EXPECT_NE(commit.error().message().find("no transaction is active"), std::string::npos)
+      << commit.error().message();
+  Status again = conn_->ExecScript("COMMIT");  // the cached statement fails the same way
+  EXPECT_FALSE(again);
+  EXPECT_FALSE(conn_->ExecScript("INSERT INTO missing VALUES (1)"));
+  ASSERT_TRUE(conn_->ExecScript("BEGIN"));
+  ASSERT_TRUE(conn_->ExecScript("COMMIT"));
+  EXPECT_TRUE(conn_->ExecScript("   "));  // nothing to run
+}
+
+TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
+  ASSERT_TRUE(conn_->ExecScript("INSERT INTO t VALUES (5); INSERT INTO t VALUES (6);"));
+  EXPECT_EQ(Count(), 3);
+}
+
+}  // namespace
+}  // namespace fp::db
