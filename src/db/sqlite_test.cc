@@ -4,6 +4,7 @@
 #include "db/sqlite.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -75,6 +76,20 @@ TEST_F(ExecScriptTest, AFailedStatementReportsItsErrorAndTheNextCallWorks) {
   ASSERT_TRUE(conn_->ExecScript("BEGIN"));
   ASSERT_TRUE(conn_->ExecScript("COMMIT"));
   EXPECT_TRUE(conn_->ExecScript("   "));  // nothing to run
+}
+
+// Memory statistics are off (they put every SQLite allocation behind one global mutex), so
+// SQLite reports no memory in use however much it allocated.
+TEST_F(ExecScriptTest, SqliteKeepsNoMemoryStatistics) {
+  ASSERT_TRUE(
+      conn_->ExecScript("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                        "WHERE i < 1000) INSERT INTO t SELECT i FROM n"));
+  EXPECT_EQ(Count(), 1001);
+  sqlite3_int64 current = -1;
+  sqlite3_int64 highwater = -1;
+  ASSERT_EQ(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &current, &highwater, 0), SQLITE_OK);
+  EXPECT_EQ(current, 0);
+  EXPECT_EQ(highwater, 0);
 }
 
 TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
