@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   fp::agents::HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
                                         std::chrono::seconds(10));
   struct Counters {
-    int64_t commits, syncs, sqlite_commits;
+    int64_t commits, syncs, sqlite_commits, checkpoints, log_restarts;
   };
   auto metrics = [&]() -> Counters {
     auto answer = metrics_client.Call("GET", "/metrics");
@@ -211,7 +211,8 @@ int main(int argc, char** argv) {
       return std::stoll(m[1]);
     };
     return {counter("floatplane_durable_commits_total"), counter("floatplane_log_syncs_total"),
-            counter("floatplane_sqlite_commits_total")};
+            counter("floatplane_sqlite_commits_total"), counter("floatplane_checkpoints_total"),
+            counter("floatplane_log_restarts_total")};
   };
 
   const double raw = RawCommitRate(data_dir);
@@ -270,6 +271,13 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  // A log that never starts over grows for as long as writes last and slows every commit.
+  const Counters end = metrics();
+  std::error_code ec;
+  const auto wal_bytes = std::filesystem::file_size(data_dir + "/floatplane.db-wal", ec);
+  std::printf("write-ahead log: %lld checkpoints, %lld restarts, %.1f MiB at the end\n",
+              static_cast<long long>(end.checkpoints), static_cast<long long>(end.log_restarts),
+              ec ? 0.0 : static_cast<double>(wal_bytes) / (1 << 20));
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);
   if (own_dir) std::filesystem::remove_all(data_dir);
