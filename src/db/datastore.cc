@@ -23,9 +23,9 @@ namespace fp::db {
 namespace {
 // Frames in the write-ahead log (pages of 4 KiB) between checkpoints: about 16 MiB of log.
 constexpr int kCheckpointFrames = 4000;
-// After a background checkpoint, the write lane waits this long at most for readers to leave
-// the log so that it can start over, and tries again at this many batches before giving up
-// until the next checkpoint.
+// After a background checkpoint, the write lane waits at most kRestartBudget for readers to
+// leave the log so that it can start over. It tries after at most kRestartAttempts batches,
+// then gives up until the next checkpoint.
 constexpr auto kRestartBudget = std::chrono::milliseconds(2);
 constexpr int kRestartAttempts = 8;
 }  // namespace
