@@ -50,8 +50,8 @@ void TuneAllocator() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
-// Each client connection (up to 1024, one thread each), agent connection and
-// read connection of the datastore holds a descriptor; the usual soft limit of 1024 is below
+// Each client connection (up to --max-connections), agent connection and read connection of
+// the datastore holds a descriptor; the usual soft limit of 1024 is below
 // what a loaded server needs. Raise it to the hard limit, as servers commonly do.
 void RaiseDescriptorLimit() {
   rlimit limit{};
@@ -148,6 +148,11 @@ struct ServerFlags {
   // answers within 10 s.
   int agent_timeout_ms = 2000;
   bool enable_test_faults = false;
+  // Connection admission (see fp::api::HttpServerOptions).
+  int max_connections = fp::api::HttpServerOptions{}.max_connections;
+  int max_connections_per_client = fp::api::HttpServerOptions{}.max_connections_per_client;
+  int request_timeout_ms = 10'000;
+  int idle_timeout_ms = 60'000;
 };
 
 // The agents the server drives: external ones named by URL, or simulated ones in this process
@@ -315,6 +320,10 @@ int RunServer(const ServerFlags& flags) {
   fp::api::HttpServerOptions options;
   options.host = address->host;
   options.port = address->port;
+  options.max_connections = flags.max_connections;
+  options.max_connections_per_client = flags.max_connections_per_client;
+  options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
   auto server =
       fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane, &instances));
   if (!server) {
@@ -400,6 +409,29 @@ int main(int argc, char** argv) {
       ->add_option("--agent-timeout-ms", flags.agent_timeout_ms,
                    "Deadline of every call to an agent")
       ->check(CLI::Range(50, 60000))
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections", flags.max_connections,
+                   "Open client connections, idle ones included; beyond it a connection gets "
+                   "503 with Retry-After (lowered to fit the descriptor limit)")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections-per-client", flags.max_connections_per_client,
+                   "Open connections from one client address (IPv6: one /64); beyond it, 503")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--request-timeout-ms", flags.request_timeout_ms,
+                   "A request (head and body) must arrive within this from its first byte, and "
+                   "a new connection's first request within this from connecting; else 408 and "
+                   "the connection is closed")
+      ->check(CLI::Range(100, 3'600'000))
+      ->capture_default_str();
+  server
+      ->add_option("--idle-timeout-ms", flags.idle_timeout_ms,
+                   "A keep-alive connection with no request for this long is closed")
+      ->check(CLI::Range(100, 3'600'000))
       ->capture_default_str();
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
                    "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS");
