@@ -231,7 +231,12 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
                                         const std::optional<NameOrId>& project,
                                         const Uuid& dst_sled) {
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  // A /v1/system operation: by id, the fleet admin reaches instances of every silo (as the
+  // sled views list them). Names stay scoped to the token's silo, where they are unique.
+  db::Instance i = instance.is_id() && !project ? FP_TRY(ds_.Read<db::Instance>([&](db::Tx& tx) {
+    return db::InstanceGetIn(tx, instance.id());
+  }))
+                                                : FP_TRY(Lookup(actor, instance, project));
   FP_TRY(db::SledGet(ds_, dst_sled));
   if (i.state != db::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
     return Fail(Error::InvalidRequest(fmt::format(

@@ -112,7 +112,8 @@ class Instances {
                             const std::optional<NameOrId>& project);
   Result<db::Instance> Reboot(const Actor& actor, const NameOrId& instance,
                               const std::optional<NameOrId>& project);
-  // Fleet admin only.
+  // Fleet admin only (Forbidden otherwise, before any lookup). An instance given by id is
+  // found in any silo; by name, in `project` of the token's silo.
   Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
                                const std::optional<NameOrId>& project, const Uuid& dst_sled);
 

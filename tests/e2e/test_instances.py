@@ -214,6 +214,44 @@ def test_migrate_moves_the_vm_and_points_nat_at_the_destination(rack):
     assert {s["name"] for s in wait_sagas_settled(admin)} >= {"instance_migrate"}
 
 
+def test_fleet_admin_migrates_an_instance_of_another_silo(rack):
+    """/v1/system operations act across silos for the fleet administrator: the token that lists
+    another silo's instance on its sled can also migrate it (by id). Others keep getting 403."""
+    admin = rack.admin  # a fleet admin of the default silo
+    make_silo(admin, "tenant-b")
+    make_pool(admin, "tenant-b-pool", "198.51.100.100", "198.51.100.109")
+    link(admin, "tenant-b-pool", silo="tenant-b", default=True)
+    tenant = role_client(admin, "tenant-b", "silo_admin")
+    make_project(tenant, "b-project")
+    instance_id = make_instance(tenant, "b-project", "b-vm")["id"]
+    wait_run_state(tenant, instance_id, "running")
+    source, _ = only_vm(rack, instance_id)
+    destination = other_sled(rack, source)
+    assert sled_instance_ids(admin, source) == [instance_id]
+
+    # Not a fleet admin, in either silo: 403, and the VM stays.
+    for client in (tenant, role_client(admin, DEFAULT_SILO, "silo_admin")):
+        assert_error(migrate(client, instance_id, destination), 403, "Forbidden")
+    assert only_vm(rack, instance_id)[0] == source
+
+    moved = expect(migrate(admin, instance_id, destination), 202)
+    assert moved["id"] == instance_id and moved["project_id"] == view_instance(
+        tenant, instance_id)["project_id"]
+    wait_run_state(tenant, instance_id, "running")
+    assert only_vm(rack, instance_id)[0] == destination
+    assert sled_instance_ids(admin, destination) == [instance_id]
+    assert sled_instance_ids(admin, source) == []
+
+    # Names still resolve in the token's own silo, where this project does not exist.
+    reply = admin.post("/v1/system/instances/b-vm/migrate", {"dst_sled_id": source},
+                       params={"project": "b-project"})
+    assert_error(reply, 404, "ObjectNotFound", 'not found: project with name "b-project"')
+    missing = str(uuid.uuid4())
+    assert_error(migrate(admin, missing, source), 404, "ObjectNotFound",
+                 f'not found: instance with id "{missing}"')
+    assert only_vm(rack, instance_id)[0] == destination
+
+
 def test_migrate_of_a_stopped_instance_is_refused(rack):
     admin = rack.admin
     instance_id = make_instance(admin, PROJECT, "parked-1", start=False)["id"]
