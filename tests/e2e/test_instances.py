@@ -14,7 +14,8 @@ import pytest
 from e2e_helpers import (DEFAULT_SILO, make_fip, assert_error, create_instance, disagreement, expect,
                          instance_action, instance_body, link, list_all, list_sagas,
                          make_instance, make_pool, make_project, make_silo, migrate, nat_key,
-                         nat_keys, role_client, sled_instance_ids, snat_block, unique,
+                         nat_keys, pool_links, role_client, same_ip, sled_instance_ids,
+                         snat_block, unique, unlink,
                          utilization, view_instance, wait_agreement, wait_run_state,
                          wait_sagas_settled, wait_until)
 
@@ -260,6 +261,50 @@ def test_migrate_of_a_stopped_instance_is_refused(rack):
     assert view_instance(admin, instance_id)["run_state"] == "stopped"
     assert rack.vms(instance_id) == [] and rack.nat_entries() == []
     assert "instance_migrate" not in {s["name"] for s in list_sagas(admin)}
+
+
+UNLINK_IN_USE = "IP addresses from this pool are in use in the linked silo"
+
+
+def instance_ip(admin, instance_id, kind):
+    items = expect(admin.get(f"/v1/instances/{instance_id}/external-ips"), 200)["items"]
+    [ip] = [item["ip"] for item in items if item["kind"] == kind]
+    return ip
+
+
+def test_unlink_is_refused_while_an_instance_holds_snat_or_ephemeral_from_the_pool(rack):
+    """A stopped instance keeps its SNAT and ephemeral addresses; the pool they come from
+    cannot be unlinked from its silo until they are released (the message names the holder)."""
+    admin = rack.admin
+    make_pool(admin, "eph-only", "198.51.100.200", "198.51.100.209")
+    link(admin, "eph-only")
+    both = make_instance(admin, PROJECT, "holder-1", start=False,
+                         external_ips=[{"type": "ephemeral", "pool_selector": {
+                             "type": "explicit", "pool": POOL}}])["id"]
+    eph = make_instance(admin, PROJECT, "holder-2", start=False,
+                        external_ips=[{"type": "ephemeral", "pool_selector": {
+                            "type": "explicit", "pool": "eph-only"}}])["id"]
+    snat = instance_ip(admin, both, "snat")
+    assert same_ip(snat, POOL_FIRST)
+    eph_ip = instance_ip(admin, eph, "ephemeral")
+
+    assert_error(unlink(admin, POOL), 400, "InvalidRequest",
+                 f'{UNLINK_IN_USE} (instance "holder-1" in project "{PROJECT}" holds {snat} as '
+                 f'its SNAT address)')
+    assert_error(unlink(admin, "eph-only"), 400, "InvalidRequest",
+                 f'{UNLINK_IN_USE} (instance "holder-2" in project "{PROJECT}" holds {eph_ip} '
+                 f'as its ephemeral address)')
+    assert [ln["is_default"] for ln in pool_links(admin, POOL)] == [True]
+    assert len(pool_links(admin, "eph-only")) == 1
+    assert instance_ip(admin, eph, "ephemeral") == eph_ip
+
+    # Released, the addresses no longer hold the pools.
+    expect(admin.delete(f"/v1/instances/{eph}/external-ips/ephemeral"), 204)
+    assert unlink(admin, "eph-only").status == 204
+    expect(admin.delete(f"/v1/instances/{eph}"), 204)
+    assert_error(unlink(admin, POOL), 400, "InvalidRequest", startswith=UNLINK_IN_USE)
+    expect(admin.delete(f"/v1/instances/{both}"), 204)
+    assert unlink(admin, POOL).status == 204
 
 
 def test_delete_is_refused_while_running_and_releases_snat_once_stopped(rack):
