@@ -3,6 +3,7 @@
 // contender has reached the point where it waits to write. A datastore that checked in one
 // transaction and changed in another would let the contenders in during that window.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -76,15 +77,21 @@ class ForcedInterleaving {
   int waiting_ = 0;
 };
 
-int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
+// Live external IPs whose `column` (ip_pool_range_id, ip_pool_id) is `id`.
+int64_t LiveIpsWhere(Datastore& ds, std::string_view column, const Uuid& id) {
   return ds
       .Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
         auto row = FP_TRY(tx.QueryRow(
-            "SELECT count(*) FROM external_ip WHERE ip_pool_range_id = ? AND time_deleted IS NULL",
-            range_id));
+            fmt::format("SELECT count(*) FROM external_ip WHERE {} = ? AND time_deleted IS NULL",
+                        column),
+            id));
         return row->Int(0);
       })
       .value();
+}
+
+int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
+  return LiveIpsWhere(ds, "ip_pool_range_id", range_id);
 }
 
 bool RangeIsLive(Datastore& ds, const Uuid& range_id) {
@@ -277,17 +284,6 @@ Result<Uuid> CreateInstanceWithAddresses(Datastore& ds, const testing::Fixture& 
   });
 }
 
-int64_t LiveIpsOfPool(Datastore& ds, const Uuid& pool_id) {
-  return ds
-      .Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
-        auto row = FP_TRY(tx.QueryRow(
-            "SELECT count(*) FROM external_ip WHERE ip_pool_id = ? AND time_deleted IS NULL",
-            pool_id));
-        return row->Int(0);
-      })
-      .value();
-}
-
 TEST(DatastoreRace, UnlinkIsRefusedWhileAnInstanceOfTheSiloHoldsSnatOrEphemeral) {
   TempDatastore ds;
   auto snat_pool = MakeFixture(*ds, "10.0.0.0", "10.0.0.15", "snat-pool");
@@ -372,7 +368,7 @@ TEST(DatastoreRace, UnlinkRacingInstanceCreateLeavesNoSnatFromAnUnlinkedPool) {
                        "not found: default unicast IPv4 pool for current silo");
            });
   ASSERT_TRUE(unlinked) << unlinked.error().message();
-  EXPECT_EQ(LiveIpsOfPool(*ds, f.pool.id), 0);
+  EXPECT_EQ(LiveIpsWhere(*ds, "ip_pool_id", f.pool.id), 0);
 }
 
 TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
