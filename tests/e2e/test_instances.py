@@ -147,14 +147,18 @@ def test_stop_start_and_reboot_keep_snat_on_the_switch_exactly_while_running(rac
     assert nat_keys(rack.nat_entries()) == [snat]
     assert remaining(admin) == POOL_SIZE - 1
 
-    # Reboot: back to running, on a sled, with its SNAT entry.
-    sled_before, _ = only_vm(rack, instance_id)
+    # Reboot: the VM stops and comes up again (its sled counts one more boot), on the same
+    # sled, with its SNAT entry.
+    sled_before, vm_before = only_vm(rack, instance_id)
+    assert vm_before["state"] == "running" and vm_before["boots"] >= 1, vm_before
     rebooting = expect(instance_action(admin, instance_id, "reboot"), 202)
     assert rebooting["run_state"] in ("rebooting", "starting", "running"), rebooting
     wait_run_state(admin, instance_id, "running")
     wait_agreement(rack, instance_id, snat)
     sled_after, vm = only_vm(rack, instance_id)
     assert sled_after == sled_before, "a reboot does not move the instance"
+    assert vm["boots"] == vm_before["boots"] + 1, (
+        f"the sled did not start the VM again: {vm_before} then {vm}")
     assert [ipaddress.ip_address(ip) for ip in vm["external_ips"]] == [snat[0]]
     assert nat_keys(rack.nat_entries()) == [snat]
     assert first_sled in rack.agent_by_id
