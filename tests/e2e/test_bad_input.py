@@ -264,6 +264,11 @@ CASES = [
          params={"limit": "1e400"}, fields=("limit",)),
     Case("sagas-limit-beyond-64-bits", "GET", "/v1/system/sagas",
          params={"limit": "-99999999999999999999"}, fields=("limit",)),
+    # Huge numbers in path segments.
+    Case("sled-path-huge-number", "GET", "/v1/system/hardware/sleds/99999999999999999999",
+         fields=("sled_id",)),
+    Case("token-path-huge-exponent", "DELETE", "/v1/system/tokens/1e400", fields=("id",)),
+    Case("project-path-huge-number", "GET", "/v1/projects/1e400", fields=("project",)),
 ]
 
 
