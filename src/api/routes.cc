@@ -606,18 +606,14 @@ Status CheckHostname(const std::string& h) {
   return Ok();
 }
 
-Result<int64_t> PositiveInt(const Fields& f, const Json& body, std::string_view field,
-                            int64_t max) {
-  if (!f.Has(field)) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("unable to parse JSON body: missing field \"{}\"", f.FieldPath(field))));
-  }
-  const Json& v = body[std::string(field)];
-  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > max) {
-    return Fail(
-        BodyError(f.FieldPath(field), fmt::format("expected an integer from 1 to {}", max)));
-  }
-  return v.get<int64_t>();
+// An instance's vCPU count and memory as the API's types allow them (uint16 and uint64): the
+// limits are the application's (app::CheckInstanceSize), decided after the lookups as Oxide
+// does.
+Result<app::InstanceSize> ParseInstanceSize(const Fields& f) {
+  app::InstanceSize size;
+  size.ncpus = static_cast<int64_t>(FP_TRY(f.Unsigned("ncpus", UINT16_MAX)));
+  size.memory = FP_TRY(f.Unsigned("memory", UINT64_MAX));
+  return size;
 }
 
 // Validates `external_ips` of InstanceCreate up front (omicron-behaviour.md §2.3) and returns
@@ -717,8 +713,9 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     p.description = FP_TRY(f.Description("description"));
     p.hostname = FP_TRY(f.String("hostname"));
     FP_CHECK_OK(CheckHostname(p.hostname));
-    p.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
-    p.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
+    app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
+    p.ncpus = size.ncpus;
+    p.memory = size.memory;
     if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
     if (!f.IsNullOrAbsent("network_interfaces")) {
       Fields nics = FP_TRY(f.Object("network_interfaces"));
@@ -756,11 +753,9 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
-    db::InstanceUpdate u;
-    u.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
-    u.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
-    return Reply{200,
-                 InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, u)))};
+    app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
+    return Reply{
+        200, InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, size)))};
   });
   r.Add("DELETE", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
     auto instance = FP_TRY(c.PathNameOrId("instance"));

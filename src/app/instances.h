@@ -38,12 +38,31 @@ struct RequestedExternalIp {
   NameOrId floating_ip{Uuid()};  // floating: by name in the instance's project, or by id
 };
 
+// Oxide's limits on an instance's size (nexus/src/app/mod.rs).
+constexpr int64_t kMaxVcpusPerInstance = 64;
+constexpr uint64_t kMinMemoryBytesPerInstance = uint64_t{1} << 30;           // 1 GiB
+constexpr uint64_t kMaxMemoryBytesPerInstance = 1536 * (uint64_t{1} << 30);  // 1.5 TiB
+
+// The size an InstanceCreate or InstanceUpdate asks for: any vCPU count and byte count the
+// API's types carry (uint16, uint64). Create and Update check it with CheckInstanceSize.
+struct InstanceSize {
+  int64_t ncpus = 1;
+  uint64_t memory = 0;
+};
+
+// Oxide's checks, in its order and words: more than 64 vCPUs is InvalidRequest `cannot have
+// more than 64 vCPUs per instance`; memory below 1 GiB, not a multiple of 1 GiB, or above
+// 1536 GiB is InvalidValue `unsupported value for "size": memory must be at least 1 GiB` (`...
+// divisible by 1 GiB`, `... less than or equal to 1536 GiB`). Zero vCPUs, which Oxide leaves
+// to the sled to refuse, is InvalidRequest `cannot have fewer than 1 vCPU per instance`.
+Status CheckInstanceSize(const InstanceSize& size);
+
 struct InstanceCreateParams {
   std::string name;
   std::string description;
   std::string hostname;
   int64_t ncpus = 1;
-  int64_t memory = 0;
+  uint64_t memory = 0;
   db::NicKind nic = db::NicKind::kDualStack;
   bool start = true;
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
@@ -72,6 +91,8 @@ class Instances {
       : ds_(ds), cp_(control_plane), dataplane_(dataplane), nat_(nat), exec_(executor) {}
   ~Instances() { StopWatcher(); }
 
+  // Errors, in order: NotFound for the project, Forbidden without write access, those of
+  // CheckInstanceSize, then those of resolving the requested floating IPs and of the saga.
   Result<db::Instance> Create(const Actor& actor, const NameOrId& project,
                               const InstanceCreateParams& params);
   // `project` is required with a name and forbidden with an id (§2.0).
@@ -79,9 +100,10 @@ class Instances {
                               const std::optional<NameOrId>& project);
   Result<std::vector<db::Instance>> List(const Actor& actor, const NameOrId& project,
                                          const db::PageRequest& page);
+  // Sets ncpus and memory of a stopped instance. Errors, in order: those of Lookup,
+  // Forbidden without write access, those of CheckInstanceSize, InvalidRequest unless stopped.
   Result<db::Instance> Update(const Actor& actor, const NameOrId& instance,
-                              const std::optional<NameOrId>& project,
-                              const db::InstanceUpdate& update);
+                              const std::optional<NameOrId>& project, const InstanceSize& size);
   Status Delete(const Actor& actor, const NameOrId& instance,
                 const std::optional<NameOrId>& project);
   Result<db::Instance> Start(const Actor& actor, const NameOrId& instance,
@@ -90,7 +112,8 @@ class Instances {
                             const std::optional<NameOrId>& project);
   Result<db::Instance> Reboot(const Actor& actor, const NameOrId& instance,
                               const std::optional<NameOrId>& project);
-  // Fleet admin only.
+  // Fleet admin only (Forbidden otherwise, before any lookup). An instance given by id is
+  // found in any silo; by name, in `project` of the token's silo.
   Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
                                const std::optional<NameOrId>& project, const Uuid& dst_sled);
 

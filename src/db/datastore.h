@@ -268,6 +268,10 @@ class Datastore {
                                          int64_t limit);
   Result<SiloLink> Link(const Uuid& pool_id, const NameOrId& silo, bool is_default);
   Result<SiloLink> LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default);
+  // Removes the link. NotFound (`ip-pool-resource`) without one; InvalidRequest `IP addresses
+  // from this pool are in use in the linked silo (<holder> holds <ip>)` while a live address of
+  // the pool belongs to a live resource of the silo: a floating IP of one of its projects, or
+  // an instance's SNAT or ephemeral address. The check and the removal are one transaction.
   Status Unlink(const Uuid& pool_id, const Uuid& silo_id);
   Result<PoolUtilization> Utilization(const Uuid& pool_id);
   Result<std::vector<SiloIpPool>> SiloPoolList(const Uuid& silo_id, const IpPoolFilter& filter,
