@@ -398,6 +398,10 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
   return Ok();
 }
 
+Result<db::ExternalIp> Instances::IpOfSagaOutput(const Json& output) {
+  return IpOfOutcome(ds_, output);
+}
+
 Result<std::vector<db::ExternalIp>> Instances::ExternalIps(const Actor& actor,
                                                            const NameOrId& instance,
                                                            const std::optional<NameOrId>& project) {

@@ -106,6 +106,9 @@ class Instances {
                                          const db::PoolSelector& selector);
   Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
+  // The IP an attach or detach saga answered with, from the saga's output (the row as its
+  // complete node committed it): an Idempotency-Key's replay of that request.
+  Result<db::ExternalIp> IpOfSagaOutput(const saga::Json& output);
   // The instance's attached external IPs (SNAT, ephemeral, floating).
   Result<std::vector<db::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
                                                   const std::optional<NameOrId>& project);
