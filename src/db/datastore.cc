@@ -370,6 +370,11 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     std::unique_lock lock(queue_mu_);
     if (writing_) {
       queue_.push_back(&me);
+      if (sync_hook_set_.load(std::memory_order_relaxed)) {
+        lock.unlock();  // the hook may wait for other writers to queue
+        SyncPoint("tx:queued");
+        lock.lock();
+      }
       me.cv.wait(lock, [&] { return me.state == State::kLeading || me.state == State::kDone; });
       // Another writer ran this write in its batch and waited until it was durable.
       if (me.state == State::kDone) return me.result;

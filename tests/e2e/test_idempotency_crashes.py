@@ -137,3 +137,221 @@ def test_keyed_floating_ip_creates_killed_mid_burst_are_each_done_once(start_ser
         f"no create committed without its answer: {len(listed)} committed, "
         f"{len(answered)} answered")
     assert len(listed) < CREATES, "every create had committed before the kill"
+
+
+# ---------------------------------------------------------------------------------------------
+# Saga-driven keyed operations killed after a node
+
+POOL, POOL_FIRST, POOL_LAST = "idem-saga-pool", "198.51.100.40", "198.51.100.47"
+PROJECT = "idem-saga"
+RECOVER_S = 15.0  # a restarted server may answer 503 while it recovers the saga
+
+
+def prepare(rack):
+    make_pool(rack.admin, POOL, POOL_FIRST, POOL_LAST)
+    link(rack.admin, POOL, default=True)
+    make_project(rack.admin, PROJECT)
+
+
+def keyed_post(client, path, body, key, params=None):
+    """POST with an Idempotency-Key; `body` None sends none."""
+    if body is None:
+        return client.post(path, params=params, headers=keyed(key))
+    return client.post(path, body, params=params, headers=keyed(key))
+
+
+def retry_until_answered(server, send, timeout=RECOVER_S):
+    """Sends `send(admin)` until it is not a 503 (which must carry Retry-After); returns it."""
+    last = {}
+
+    def attempt():
+        reply = send(server.admin)
+        last["reply"] = reply
+        if reply.status == 503:
+            assert_retry_later(reply)
+            return None
+        return reply
+
+    return wait_until(attempt, timeout, "an answer other than 503", interval=0.1,
+                      describe=lambda: f"last: {last.get('reply')}")
+
+
+def saga_count(admin, name):
+    return sum(1 for s in list_sagas(admin) if s["name"] == name)
+
+
+def fip_body(name):
+    return {"name": name, "description": ""}
+
+
+class Scene:
+    """A running instance and a floating IP in the saga test's project."""
+
+    def __init__(self, rack):
+        admin = rack.admin
+        self.instance = make_instance(admin, PROJECT, "idem-vm")
+        wait_run_state(admin, self.instance["id"], "running")
+        self.fip = expect(admin.post("/v1/floating-ips", fip_body("idem-fip"),
+                                     params={"project": PROJECT}), 201)
+
+    def attach(self, key):
+        body = {"kind": "instance", "parent": self.instance["id"]}
+        return lambda admin: keyed_post(admin, f"/v1/floating-ips/{self.fip['id']}/attach",
+                                        body, key)
+
+    def detach(self, key):
+        return lambda admin: keyed_post(admin, f"/v1/floating-ips/{self.fip['id']}/detach",
+                                        None, key)
+
+    def ephemeral(self, key):
+        return lambda admin: keyed_post(
+            admin, f"/v1/instances/{self.instance['id']}/external-ips/ephemeral", {}, key)
+
+
+def create_vm(key):
+    body = {"name": "idem-new", "description": "", "hostname": "idem-new", "ncpus": 1,
+            "memory": 1 << 30, "start": False}
+    return lambda admin: keyed_post(admin, "/v1/instances", body, key, params={"project": PROJECT})
+
+
+# (operation, saga, node after which the server dies, expected status)
+SAGA_CASES = {
+    "attach-after-begin": ("attach", "ip_attach", 0, 202),
+    "attach-after-complete": ("attach", "ip_attach", 2, 202),
+    "detach-after-complete": ("detach", "ip_detach", 2, 202),
+    "ephemeral-after-complete": ("ephemeral", "ip_attach", 2, 202),
+    "create-after-record": ("create", "instance_create", 0, 201),
+    "create-after-finish": ("create", "instance_create", 2, 201),
+}
+
+
+@pytest.mark.parametrize("case", SAGA_CASES, ids=SAGA_CASES)
+def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(start_rack, case):
+    op, saga, node, status = SAGA_CASES[case]
+    rack = start_rack(server_args=["--enable-test-faults"],
+                      env={"FLOATPLANE_TEST_SAGA_FAULTS":
+                           json.dumps({"saga": saga, "exit_after_node": node})})
+    prepare(rack)
+    # The fault plan kills every instance_create saga: an instance create case needs no other.
+    scene = None if op == "create" else Scene(rack)
+    if op == "detach":
+        expect(scene.attach("setup")(rack.admin), 202)
+    send = create_vm(case) if op == "create" else getattr(scene, op)(case)
+    before = saga_count(rack.admin, saga)
+
+    with pytest.raises(AssertionError, match="no HTTP response"):
+        send(rack.admin)
+    assert rack.server.wait_for_exit() == -signal.SIGKILL
+    rack.restart_server()
+
+    reply = retry_until_answered(rack.server, send)
+    assert reply.status == status, reply
+    assert reply.headers.get("idempotent-replayed") == "true", (reply, dict(reply.headers))
+    again = send(rack.admin)
+    assert (again.status, again.body) == (reply.status, reply.body), (reply, again)
+    assert again.headers.get("idempotent-replayed") == "true"
+    admin = rack.admin
+    wait_sagas_settled(admin)
+    assert saga_count(admin, saga) == before + 1, "the operation ran once"
+    if op == "create":
+        listed = [i for i in list_all(admin, "/v1/instances", project=PROJECT)
+                  if i["name"] == "idem-new"]
+        assert [i["id"] for i in listed] == [reply.body["id"]], (listed, reply.body)
+        return
+    ips = expect(admin.get(f"/v1/instances/{scene.instance['id']}/external-ips"), 200)["items"]
+    kinds = sorted(i["kind"] for i in ips)
+    if op == "attach":
+        assert reply.body["id"] == scene.fip["id"]
+        assert reply.body["instance_id"] == scene.instance["id"], reply.body
+        assert kinds == ["floating", "snat"], ips
+    elif op == "detach":
+        assert reply.body["id"] == scene.fip["id"] and reply.body.get("instance_id") is None
+        assert kinds == ["snat"], ips
+    else:
+        assert reply.body["kind"] == "ephemeral"
+        assert kinds == ["ephemeral", "snat"], ips
+        assert [i["ip"] for i in ips if i["kind"] == "ephemeral"] == [reply.body["ip"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# One key, two requests in flight; keys on attach, detach and instance create
+
+def test_second_request_under_a_key_in_flight_is_503_and_a_kill_leaves_the_answer(start_rack):
+    # A long agent timeout: the first attach stays in flight while the sled agent holds it.
+    rack = start_rack(server_args=["--agent-timeout-ms", "20000"])
+    prepare(rack)
+    scene = Scene(rack)
+    [(sled_id, _)] = [(s, vm) for s, vm in rack.vms(scene.instance["id"])]
+    sled = rack.agent_by_id[sled_id]
+    sled.add_fault("PUT /instances/*/external-ips/*", hang=True)
+    first = scene.attach("overlap")
+    started = threading.Thread(target=lambda: _swallow(first, rack.admin), daemon=True)
+    started.start()
+    wait_until(lambda: sled.faults()["held_calls"] == 1, 10.0, "the first attach at the sled")
+
+    began = time.monotonic()
+    second = first(rack.admin)
+    assert time.monotonic() - began < 2.0, "the second request must not wait for the first"
+    assert_retry_later(second, "overlap")
+    assert sled.faults()["held_calls"] == 1, "the second request must not run"
+
+    # The server dies with the first request in flight (its saga began); the agent recovers.
+    rack.server.stop(signal.SIGKILL)
+    rack.server.wait_for_exit()
+    sled.clear_faults()
+    started.join(10)
+    rack.restart_server()
+    reply = retry_until_answered(rack.server, scene.attach("overlap"))
+    assert reply.status == 202, reply
+    assert reply.headers.get("idempotent-replayed") == "true"
+    assert reply.body["instance_id"] == scene.instance["id"], reply.body
+    wait_sagas_settled(rack.admin)
+    assert saga_count(rack.admin, "ip_attach") == 1
+
+    # Keyed detach and instance create, answered normally, replay the same answer once.
+    for send, status, saga in [(scene.detach("detach-key"), 202, "ip_detach"),
+                               (create_vm("create-key"), 201, "instance_create")]:
+        before = saga_count(rack.admin, saga)
+        answer = send(rack.admin)
+        assert answer.status == status, answer
+        assert answer.headers.get("idempotent-replayed") is None
+        replay = send(rack.admin)
+        assert (replay.status, replay.body) == (answer.status, answer.body)
+        assert replay.headers.get("idempotent-replayed") == "true"
+        assert saga_count(rack.admin, saga) == before + 1
+    assert [i["name"] for i in list_all(rack.admin, "/v1/instances", project=PROJECT)].count(
+        "idem-new") == 1
+
+
+def test_second_keyed_stop_in_flight_is_503_and_never_reaches_the_sled(start_rack):
+    # A stop calls the sled before it writes anything: only the server's memory knows the key
+    # is in flight.
+    rack = start_rack(server_args=["--agent-timeout-ms", "20000"])
+    prepare(rack)
+    scene = Scene(rack)
+    [(sled_id, _)] = rack.vms(scene.instance["id"])
+    sled = rack.agent_by_id[sled_id]
+    sled.add_fault("POST /instances/*/stop", hang=True)
+    stop = lambda admin: keyed_post(  # noqa: E731
+        admin, f"/v1/instances/{scene.instance['id']}/stop", None, "stop-key")
+    first = {}
+    thread = threading.Thread(target=lambda: first.setdefault("reply", stop(rack.admin)),
+                              daemon=True)
+    thread.start()
+    wait_until(lambda: sled.faults()["held_calls"] == 1, 10.0, "the first stop at the sled")
+    assert_retry_later(stop(rack.admin), "stop-key")
+    assert sled.faults()["held_calls"] == 1, "the second stop must not reach the sled"
+    sled.clear_faults()
+    thread.join(20)
+    assert first["reply"].status == 202, first
+    replay = stop(rack.admin)
+    assert (replay.status, replay.body) == (202, first["reply"].body)
+    assert replay.headers.get("idempotent-replayed") == "true"
+
+
+def _swallow(send, admin):
+    """Runs a request whose connection the test kills; its outcome does not matter."""
+    try:
+        send(admin)
+    except AssertionError:
+        pass
