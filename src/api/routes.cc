@@ -97,15 +97,11 @@ void AnswerWrite(const Ctx& c, int status, Json (*view)(const T&)) {
   });
 }
 
-// The replay of an instance operation carried by a saga: the instance now, as the request
-// itself answers after its saga (it reads the instance again).
+// The replay of an instance operation carried by a saga (see Instances::InstanceOfSaga).
 SagaReplay InstanceFromSaga(int status) {
-  return [status](const Ctx& c, const Json& params, const Json&) -> Result<Reply> {
-    auto id = Uuid::Parse(params.value("instance_id", ""));
-    if (!id) return Fail(Error::Internal("saga without an instance_id parameter"));
+  return [status](const Ctx& c, const Json& params, const Json& output) -> Result<Reply> {
     return Reply{
-        status,
-        InstanceView(FP_TRY(FP_TRY(c.Compute())->Lookup(c.actor, NameOrId(*id), std::nullopt)))};
+        status, InstanceView(FP_TRY(FP_TRY(c.Compute())->InstanceOfSaga(c.actor, params, output)))};
   };
 }
 

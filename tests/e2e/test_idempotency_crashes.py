@@ -28,10 +28,13 @@ from e2e_helpers import (assert_retry_later, expect, link, list_all, list_sagas,
                          make_pool, make_project, wait_run_state, wait_sagas_settled, wait_until)
 
 CREATES = 400
-# Creates committed (by the server's commit counter) before the kill: enough that a good part
-# of the burst is written but unanswered, few enough that much of it has not run yet.
-KILL_AFTER_COMMITS = 40
-SYNC_DELAY_MS = 300  # the slow disk: answers wait this long for each sync of the log
+LATE = 100  # of which sent once the others committed: they are in flight, never committed
+# Creates committed (by the server's commit counter) before the late ones are sent.
+COMMITS_FIRST = 40
+# The slow disk: each sync of the log takes this long, so committed creates stay unanswered and
+# a request arriving after a commit waits in its first read (which answers only what is
+# durable) until the kill.
+SYNC_DELAY_MS = 500
 
 
 def keyed(key):
@@ -51,14 +54,16 @@ def metric(server, name):
     raise AssertionError(f"/metrics has no {name}: {text}")
 
 
-def raw_post(port, token, path, body, key):
+def raw_post(port, token, path, body, key, sent=None):
     """One POST on its own connection; (status, body, headers) or None if the server gave no
-    answer (it was killed)."""
+    answer (it was killed). `sent` is called once the request is written."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         connection.request("POST", path, body=json.dumps(body),
                            headers={"Authorization": f"Bearer {token}",
                                     "Content-Type": "application/json", **keyed(key)})
+        if sent:
+            sent()
         response = connection.getresponse()
         return response.status, json.loads(response.read() or b"null"), response.headers
     except (ConnectionError, http.client.HTTPException, OSError):
@@ -79,23 +84,30 @@ def test_keyed_floating_ip_creates_killed_mid_burst_are_each_done_once(start_ser
     keys = {name: f"create-{name}" for name in names}
     bodies = {name: {"name": name, "description": "burst"} for name in names}
 
-    # The burst: every create on its own connection, released at once.
+    # The burst: every create on its own connection, the first ones released at once, the late
+    # ones once some creates committed; the kill once the late ones are sent.
     port, token = server.port, server.admin_token
     answers = {}
-    barrier = threading.Barrier(CREATES + 1)
+    early, late = names[:CREATES - LATE], names[CREATES - LATE:]
+    barriers = {"early": threading.Barrier(len(early) + 1), "late": threading.Barrier(LATE + 1)}
+    sent = threading.Semaphore(0)
 
-    def create(name):
-        barrier.wait(30)
-        answers[name] = raw_post(port, token, path, bodies[name], keys[name])
+    def create(name, wave):
+        barriers[wave].wait(30)
+        answers[name] = raw_post(port, token, path, bodies[name], keys[name],
+                                 sent.release if wave == "late" else None)
 
-    threads = [threading.Thread(target=create, args=(name,), daemon=True) for name in names]
+    threads = [threading.Thread(target=create, args=(name, wave), daemon=True)
+               for wave, group in (("early", early), ("late", late)) for name in group]
     for thread in threads:
         thread.start()
     baseline = metric(server, "floatplane_durable_commits_total")
-    barrier.wait(30)
+    barriers["early"].wait(30)
     wait_until(lambda: metric(server, "floatplane_durable_commits_total")
-               >= baseline + KILL_AFTER_COMMITS, 20.0, f"{KILL_AFTER_COMMITS} commits",
-               interval=0.002)
+               >= baseline + COMMITS_FIRST, 20.0, f"{COMMITS_FIRST} commits", interval=0.002)
+    barriers["late"].wait(30)
+    for _ in late:
+        assert sent.acquire(timeout=10), "a late create was not sent"
     server.process.send_signal(signal.SIGKILL)  # the real process, mid-burst
     assert server.wait_for_exit() == -signal.SIGKILL
     for thread in threads:
@@ -111,8 +123,6 @@ def test_keyed_floating_ip_creates_killed_mid_burst_are_each_done_once(start_ser
     # Every key, retried: the committed ones replay, the others run once now.
     problems = []
     committed_unanswered = [n for n in listed if n not in answered]
-    print(f"committed {len(listed)}, answered {len(answered)}, "
-          f"committed unanswered {len(committed_unanswered)}")
     for name in names:
         reply = raw_post(server.port, server.admin_token, path, bodies[name], keys[name])
         assert reply is not None, f"{name}: no answer after the restart"
@@ -136,7 +146,7 @@ def test_keyed_floating_ip_creates_killed_mid_burst_are_each_done_once(start_ser
     assert committed_unanswered, (
         f"no create committed without its answer: {len(listed)} committed, "
         f"{len(answered)} answered")
-    assert len(listed) < CREATES, "every create had committed before the kill"
+    assert not set(late) & set(listed), "a create sent after the first commits committed"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,6 +267,7 @@ def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(star
         listed = [i for i in list_all(admin, "/v1/instances", project=PROJECT)
                   if i["name"] == "idem-new"]
         assert [i["id"] for i in listed] == [reply.body["id"]], (listed, reply.body)
+        assert reply.body == listed[0], "the answer is the instance as created"
         return
     ips = expect(admin.get(f"/v1/instances/{scene.instance['id']}/external-ips"), 200)["items"]
     kinds = sorted(i["kind"] for i in ips)
@@ -271,6 +282,27 @@ def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(star
         assert reply.body["kind"] == "ephemeral"
         assert kinds == ["ephemeral", "snat"], ips
         assert [i["ip"] for i in ips if i["kind"] == "ephemeral"] == [reply.body["ip"]]
+
+
+def test_keyed_instance_create_replays_the_created_row_after_a_crash_and_a_delete(start_rack):
+    # The replay comes from what the create saga committed, not from a read of the instance.
+    rack = start_rack(server_args=["--enable-test-faults"],
+                      env={"FLOATPLANE_TEST_SAGA_FAULTS":
+                           json.dumps({"saga": "instance_create", "exit_after_node": 2})})
+    prepare(rack)
+    send = create_vm("create-then-delete")
+    with pytest.raises(AssertionError, match="no HTTP response"):
+        send(rack.admin)
+    assert rack.server.wait_for_exit() == -signal.SIGKILL
+    rack.restart_server()
+    [created] = [i for i in list_all(rack.admin, "/v1/instances", project=PROJECT)
+                 if i["name"] == "idem-new"]
+    expect(rack.admin.delete(f"/v1/instances/{created['id']}"), 204)
+    reply = send(rack.admin)
+    assert (reply.status, reply.body) == (201, created), reply
+    assert reply.headers.get("idempotent-replayed") == "true"
+    assert "idem-new" not in [i["name"] for i in list_all(rack.admin, "/v1/instances",
+                                                         project=PROJECT)]
 
 
 # ---------------------------------------------------------------------------------------------
