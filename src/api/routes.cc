@@ -825,14 +825,18 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
   for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
                           std::pair<const char*, Op>{"stop", &app::Instances::Stop},
                           std::pair<const char*, Op>{"reboot", &app::Instances::Reboot}}) {
-    // Start runs a saga; stop and reboot end with a write of the instance's run state.
+    // Start runs a saga. Stop ends with its one write, of the instance's run state, which
+    // records the answer. Reboot writes the run state before it talks to the sled, then again
+    // after: its answer is recorded only once it succeeded (a 202 replayed for a reboot that
+    // failed would be false), and a crash in between makes the retry run it again.
+    const bool answer_with_write = std::string_view(verb) == "stop";
     r.Add("POST", fmt::format("/v1/instances/{{instance}}/{}", verb),
           Endpoint(
-              [op = op](const Ctx& c) -> Result<Reply> {
+              [op = op, answer_with_write](const Ctx& c) -> Result<Reply> {
                 auto instance = FP_TRY(c.PathNameOrId("instance"));
                 auto project = FP_TRY(c.query.OptNameOrId("project"));
                 app::Instances* compute = FP_TRY(c.Compute());
-                AnswerWrite<db::Instance>(c, 202, &InstanceView);
+                if (answer_with_write) AnswerWrite<db::Instance>(c, 202, &InstanceView);
                 return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
               },
               InstanceFromSaga(202)));
