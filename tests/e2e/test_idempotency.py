@@ -66,3 +66,12 @@ def test_floating_ip_create_with_a_key_allocates_one_address(server):
     assert first[0] == 201 and again[1] == first[1]
     util = expect(server.admin.get("/v1/system/ip-pools/idem-pool/utilization"), 200)
     assert util["remaining"] == 8.0
+
+
+def test_token_create_refuses_a_key_whose_answer_would_store_the_secret(server):
+    body = {"silo": "default", "role": "silo_viewer", "name": "keyed"}
+    status, refusal, _ = raw_post(server, "/v1/system/tokens", body, "token-key")
+    assert status == 400, refusal
+    assert "Idempotency-Key" in refusal["message"] and "secret" in refusal["message"]
+    # Nothing was created; without the key the same request works.
+    assert expect(server.admin.post("/v1/system/tokens", body), 201)["token"]

@@ -381,6 +381,28 @@ def test_second_keyed_stop_in_flight_is_503_and_never_reaches_the_sled(start_rac
     assert replay.headers.get("idempotent-replayed") == "true"
 
 
+def test_keyed_attach_that_unwound_with_503_runs_again_on_retry(start_rack):
+    # A 5xx is not an answer to keep: the saga undid its effect, so the retry does the work.
+    rack = start_rack()
+    prepare(rack)
+    scene = Scene(rack)
+    [(sled_id, _)] = rack.vms(scene.instance["id"])
+    sled = rack.agent_by_id[sled_id]
+    sled.add_fault("PUT /instances/*/external-ips/*", fail_next=1)
+    send = scene.attach("unwound")
+    assert_retry_later(send(rack.admin))
+    wait_sagas_settled(rack.admin)
+    reply = send(rack.admin)
+    assert reply.status == 202, reply
+    assert reply.headers.get("idempotent-replayed") is None
+    assert reply.body["instance_id"] == scene.instance["id"]
+    assert sorted(s["state"] for s in list_sagas(rack.admin) if s["name"] == "ip_attach") == [
+        "done", "unwound"]
+    replay = send(rack.admin)
+    assert (replay.status, replay.body) == (202, reply.body)
+    assert replay.headers.get("idempotent-replayed") == "true"
+
+
 def _swallow(send, admin):
     """Runs a request whose connection the test kills; its outcome does not matter."""
     try:
