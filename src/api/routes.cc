@@ -1066,6 +1066,15 @@ std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx
                                     "was pruned; its answer cannot be replayed",
                                     key)));
   }
+  // An answer rebuilt from a finished saga is kept as the key's answer: later retries get the
+  // same one, even once the saga's history is pruned.
+  auto keep = [&](HttpResponse answer) {
+    if (auto s = db::IdempotencyFinish(ds, c.actor.token_id, key, hash, answer.status, answer.body);
+        !s) {
+      LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
+    }
+    return Replayed(std::move(answer));
+  };
   Json result = Json::parse(log->saga.result.value_or("null"), nullptr, false);
   switch (log->saga.state) {
     case db::SagaState::kRunning:
@@ -1079,7 +1088,7 @@ std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx
       }
       auto reply = endpoint.from_saga(c, params, result);
       if (!reply) return Replayed(ErrorResponse(c.req, reply.error()));
-      return Replayed(JsonResponse(reply->status, reply->body));
+      return keep(JsonResponse(reply->status, reply->body));
     }
     case db::SagaState::kUnwound:
     case db::SagaState::kStuck:
@@ -1092,7 +1101,8 @@ std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx
     }
     return std::nullopt;
   }
-  return Replayed(ErrorResponse(c.req, error));
+  if (error.HttpStatus() >= 500) return Replayed(ErrorResponse(c.req, error));  // stuck
+  return keep(ErrorResponse(c.req, error));
 }
 
 // Runs a request with an Idempotency-Key at most once per (token, key): a retry with the same

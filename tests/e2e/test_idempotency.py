@@ -4,7 +4,7 @@ the first response and does no work; the same key with another body gets 422."""
 import json
 import urllib.request
 
-from e2e_helpers import expect, list_all, make_pool, link
+from e2e_helpers import expect, link, list_all, make_pool, metric
 
 
 def raw_post(server, path, body, key, token=None):
@@ -75,3 +75,15 @@ def test_token_create_refuses_a_key_whose_answer_would_store_the_secret(server):
     assert "Idempotency-Key" in refusal["message"] and "secret" in refusal["message"]
     # Nothing was created; without the key the same request works.
     assert expect(server.admin.post("/v1/system/tokens", body), 201)["token"]
+
+
+def test_a_keyed_create_is_one_commit_and_its_replay_none(server):
+    # The key's record is written by the create's own transaction, not by one of its own.
+    commits = "floatplane_durable_commits_total"
+    before = metric(server, commits)
+    body = {"name": "one-commit", "description": ""}
+    first = raw_post(server, "/v1/projects", body, "one-commit-key")
+    assert first[0] == 201
+    assert metric(server, commits) == before + 1
+    assert raw_post(server, "/v1/projects", body, "one-commit-key")[1] == first[1]
+    assert metric(server, commits) == before + 1

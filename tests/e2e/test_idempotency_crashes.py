@@ -25,7 +25,8 @@ import time
 import pytest
 
 from e2e_helpers import (assert_retry_later, expect, link, list_all, list_sagas, make_instance,
-                         make_pool, make_project, wait_run_state, wait_sagas_settled, wait_until)
+                         make_pool, make_project, metric, wait_run_state, wait_sagas_settled,
+                         wait_until)
 
 CREATES = 400
 LATE = 100  # of which sent once the others committed: they are in flight, never committed
@@ -39,19 +40,6 @@ SYNC_DELAY_MS = 500
 
 def keyed(key):
     return {"Idempotency-Key": key}
-
-
-def metric(server, name):
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
-    try:
-        connection.request("GET", "/metrics")
-        text = connection.getresponse().read().decode()
-    finally:
-        connection.close()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise AssertionError(f"/metrics has no {name}: {text}")
 
 
 def raw_post(port, token, path, body, key, sent=None):
