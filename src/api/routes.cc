@@ -72,11 +72,13 @@ using Handler = std::function<Result<Reply>(const Ctx&)>;
 // of its last node, for a retry with the request's Idempotency-Key (db/idempotency.h).
 using SagaReplay = std::function<Result<Reply>(const Ctx&, const Json& params, const Json& output)>;
 
+// What routes are written as: lambdas from a request's context to its reply.
+template <typename F>
+concept HandlerLike = (std::is_invocable_r_v<Result<Reply>, F, const Ctx&>);
+
 struct Endpoint {
-  template <typename F>
-  requires std::is_invocable_r_v < Result<Reply>, F,
-  const Ctx& > Endpoint(F handler)
-      : run(std::move(handler)) {}  // NOLINT: implicit: routes are lambdas
+  template <HandlerLike F>
+  Endpoint(F handler) : run(std::move(handler)) {}  // NOLINT: implicit: routes are lambdas
   Endpoint(Handler handler, SagaReplay replay)
       : run(std::move(handler)), from_saga(std::move(replay)) {}
 
