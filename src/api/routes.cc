@@ -99,6 +99,16 @@ void AnswerWrite(const Ctx& c, int status, Json (*view)(const T&)) {
   });
 }
 
+// Same for a request whose effect is a write that returns only success (a delete): 204.
+void AnswerNoContent(const Ctx& c) {
+  if (c.idempotency != nullptr) c.idempotency->AnswerWithoutResult({204, ""});
+}
+
+// The replay of a 204 request carried by a saga.
+Result<Reply> NoContentFromSaga(const Ctx&, const Json&, const Json&) {
+  return Reply{204, nullptr};
+}
+
 // The replay of an instance operation carried by a saga (see Instances::InstanceOfSaga).
 SagaReplay InstanceFromSaga(int status) {
   return [status](const Ctx& c, const Json& params, const Json& output) -> Result<Reply> {
@@ -411,6 +421,7 @@ void AddSiloRoutes(Router<Endpoint>& r) {
     return Reply{200, SiloView(FP_TRY(c.cp.SiloView(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
   });
   r.Add("DELETE", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.SiloDelete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
@@ -442,9 +453,11 @@ void AddProjectRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::Project>(c, 200, &ProjectView);
     return Reply{200, ProjectView(FP_TRY(c.cp.ProjectUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.ProjectDelete(c.actor, FP_TRY(c.PathNameOrId("project"))));
     return Reply{204, nullptr};
   });
@@ -479,9 +492,11 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("pool"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::IpPool>(c, 200, &IpPoolView);
     return Reply{200, IpPoolView(FP_TRY(c.cp.PoolUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.PoolDelete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
     return Reply{204, nullptr};
   });
@@ -514,7 +529,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
-    if (c.idempotency != nullptr) c.idempotency->AnswerWithoutResult({204, ""});
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.RangeRemove(c.actor, pool, range));
     return Reply{204, nullptr};
   });
@@ -554,9 +569,11 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto silo = FP_TRY(c.PathNameOrId("silo"));
     Json body = FP_TRY(c.Body());
     bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
+    AnswerWrite<db::SiloLink>(c, 200, &SiloLinkView);
     return Reply{200, SiloLinkView(FP_TRY(c.cp.LinkUpdate(c.actor, pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(
         c.cp.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")), FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
@@ -619,11 +636,13 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::ExternalIp>(c, 200, &FloatingIpView);
     return Reply{200, FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.FloatingIpDelete(c.actor, fip, project));
     return Reply{204, nullptr};
   });
@@ -813,15 +832,19 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     db::InstanceUpdate u;
     u.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
     u.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
+    AnswerWrite<db::Instance>(c, 200, &InstanceView);
     return Reply{200,
                  InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, u)))};
   });
-  r.Add("DELETE", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
-    auto instance = FP_TRY(c.PathNameOrId("instance"));
-    auto project = FP_TRY(c.query.OptNameOrId("project"));
-    FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
-    return Reply{204, nullptr};
-  });
+  r.Add("DELETE", "/v1/instances/{instance}",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto instance = FP_TRY(c.PathNameOrId("instance"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
+              return Reply{204, nullptr};
+            },
+            NoContentFromSaga));
   using Op = Result<db::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
                                                       const std::optional<NameOrId>&);
   for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
@@ -936,14 +959,17 @@ void AddAttachRoutes(Router<Endpoint>& r) {
           [](const Ctx& c, const Json&, const Json& output) -> Result<Reply> {
             return Reply{202, ExternalIpView(FP_TRY(FP_TRY(c.Compute())->IpOfSagaOutput(output)))};
           }));
-  r.Add("DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
-        [](const Ctx& c) -> Result<Reply> {
-          auto instance = FP_TRY(c.PathNameOrId("instance"));
-          auto project = FP_TRY(c.query.OptNameOrId("project"));
-          auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
-          FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
-          return Reply{204, nullptr};
-        });
+  r.Add(
+      "DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
+      Endpoint(
+          [](const Ctx& c) -> Result<Reply> {
+            auto instance = FP_TRY(c.PathNameOrId("instance"));
+            auto project = FP_TRY(c.query.OptNameOrId("project"));
+            auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
+            FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
+            return Reply{204, nullptr};
+          },
+          NoContentFromSaga));
 }
 
 void AddSagaRoutes(Router<Endpoint>& r) {
@@ -980,6 +1006,7 @@ void AddTokenRoutes(Router<Endpoint>& r) {
     return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
   });
   r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.TokenRevoke(c.actor, FP_TRY(c.PathUuid("id"))));
     return Reply{204, nullptr};
   });
@@ -1254,7 +1281,9 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
         return JsonResponse(reply->status, reply->body);
       };
       std::string key = req.Header("idempotency-key");
-      if (key.empty() || req.method != "POST") return run();
+      // Mutating requests take a key (product.md difference 13).
+      bool mutating = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
+      if (key.empty() || !mutating) return run();
       return WithIdempotencyKey(*match->target, ctx, key, *in_flight, run);
     } catch (const std::exception& e) {
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));

@@ -87,3 +87,20 @@ def test_a_keyed_create_is_one_commit_and_its_replay_none(server):
     assert metric(server, commits) == before + 1
     assert raw_post(server, "/v1/projects", body, "one-commit-key")[1] == first[1]
     assert metric(server, commits) == before + 1
+
+
+def test_keyed_update_and_delete_are_replayed(server):
+    # Every mutating request takes a key, not only POST: a retried delete gets its 204 again.
+    expect(server.admin.post("/v1/projects", {"name": "keyed-del", "description": ""}), 201)
+    key = {"Idempotency-Key": "rename-key"}
+    renamed = server.admin.put("/v1/projects/keyed-del", {"name": "keyed-del2"}, headers=key)
+    assert renamed.status == 200, renamed
+    again = server.admin.put("/v1/projects/keyed-del", {"name": "keyed-del2"}, headers=key)
+    assert (again.status, again.body) == (200, renamed.body)
+    assert again.headers.get("idempotent-replayed") == "true"
+    key = {"Idempotency-Key": "delete-key"}
+    assert server.admin.delete("/v1/projects/keyed-del2", headers=key).status == 204
+    retry = server.admin.delete("/v1/projects/keyed-del2", headers=key)
+    assert retry.status == 204, retry
+    assert retry.headers.get("idempotent-replayed") == "true"
+    assert server.admin.delete("/v1/projects/keyed-del2").status == 404

@@ -205,6 +205,14 @@ class Scene:
         return lambda admin: keyed_post(
             admin, f"/v1/instances/{self.instance['id']}/external-ips/ephemeral", {}, key)
 
+    def ephemeral_detach(self, key):
+        return lambda admin: admin.delete(
+            f"/v1/instances/{self.instance['id']}/external-ips/ephemeral", headers=keyed(key))
+
+    def instance_delete(self, key):
+        return lambda admin: admin.delete(f"/v1/instances/{self.instance['id']}",
+                                          headers=keyed(key))
+
 
 def create_vm(key):
     body = {"name": "idem-new", "description": "", "hostname": "idem-new", "ncpus": 1,
@@ -218,6 +226,8 @@ SAGA_CASES = {
     "attach-after-complete": ("attach", "ip_attach", 2, 202),
     "detach-after-complete": ("detach", "ip_detach", 2, 202),
     "ephemeral-after-complete": ("ephemeral", "ip_attach", 2, 202),
+    "ephemeral-detach-after-complete": ("ephemeral_detach", "ip_detach", 2, 204),
+    "instance-delete-after-record": ("instance_delete", "instance_delete", 0, 204),
     "create-after-record": ("create", "instance_create", 0, 201),
     "create-after-finish": ("create", "instance_create", 2, 201),
 }
@@ -234,6 +244,11 @@ def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(star
     scene = None if op == "create" else Scene(rack)
     if op == "detach":
         expect(scene.attach("setup")(rack.admin), 202)
+    elif op == "ephemeral_detach":
+        expect(scene.ephemeral("setup")(rack.admin), 202)
+    elif op == "instance_delete":
+        expect(rack.admin.post(f"/v1/instances/{scene.instance['id']}/stop"), 202)
+        wait_run_state(rack.admin, scene.instance["id"], "stopped")
     send = create_vm(case) if op == "create" else getattr(scene, op)(case)
     before = saga_count(rack.admin, saga)
 
@@ -257,14 +272,19 @@ def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(star
         assert [i["id"] for i in listed] == [reply.body["id"]], (listed, reply.body)
         assert reply.body == listed[0], "the answer is the instance as created"
         return
+    if op == "instance_delete":
+        assert "idem-vm" not in [i["name"] for i in list_all(admin, "/v1/instances",
+                                                            project=PROJECT)]
+        return
     ips = expect(admin.get(f"/v1/instances/{scene.instance['id']}/external-ips"), 200)["items"]
     kinds = sorted(i["kind"] for i in ips)
     if op == "attach":
         assert reply.body["id"] == scene.fip["id"]
         assert reply.body["instance_id"] == scene.instance["id"], reply.body
         assert kinds == ["floating", "snat"], ips
-    elif op == "detach":
-        assert reply.body["id"] == scene.fip["id"] and reply.body.get("instance_id") is None
+    elif op in ("detach", "ephemeral_detach"):
+        if op == "detach":
+            assert reply.body["id"] == scene.fip["id"] and reply.body.get("instance_id") is None
         assert kinds == ["snat"], ips
     else:
         assert reply.body["kind"] == "ephemeral"
