@@ -413,7 +413,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
-                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS");
+                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
+                   "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");
 
   bool switch_sim = false;
   std::string switch_listen = "127.0.0.1:0";
