@@ -28,7 +28,13 @@
 // effect's transaction fail (Effect::kTaken), and that request answers from the first's
 // record.
 //
-// Records carry time_created (the first commit's time), indexed, for pruning by age.
+// Records carry time_created (the first commit's time), indexed, for pruning by age. A 'saga'
+// record needs its saga's history until it is answered: the API turns it into a 'done' record
+// at the first replay (and a request that completes does at once); one whose saga was pruned
+// first is refused with 422. Pruning should therefore keep sagas no shorter than records.
+//
+// Which answers must never be stored (a token's secret) is the API's decision: it refuses keys
+// on those requests.
 
 #include <functional>
 #include <optional>
