@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agents/sim/sled_agent_sim.h"
@@ -203,7 +205,8 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
 
 // Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
 // --enable-test-faults: {"saga": NAME, "fail_node": N, "repeat_every_action": true,
-// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N}.
+// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N}. Also
+// FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
 std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
   if (!text) return std::nullopt;
@@ -293,6 +296,14 @@ int RunServer(const ServerFlags& flags) {
   fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
+    // A slow disk: each sync of the log first waits this long, so commits stay written but
+    // unanswered for a while (a test kills the server in that window).
+    if (const char* delay = std::getenv("FLOATPLANE_TEST_SYNC_DELAY_MS")) {
+      auto ms = std::chrono::milliseconds(std::atoi(delay));
+      (*datastore)->TEST_SetSyncPoint([ms](std::string_view point) {
+        if (point == "group_commit:syncing") std::this_thread::sleep_for(ms);
+      });
+    }
     fp::api::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
   fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
@@ -434,7 +445,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 3'600'000))
       ->capture_default_str();
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
-                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS");
+                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
+                   "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");
 
   bool switch_sim = false;
   std::string switch_listen = "127.0.0.1:0";

@@ -127,7 +127,8 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                           {"hostname", params.hostname},
                           {"ncpus", params.ncpus},
                           {"memory", params.memory},
-                          {"nic", NicName(params.nic)}};
+                          {"nic", NicName(params.nic)},
+                          {"start", params.start}};
   dag.nodes = {{"record", "instance_create.record"}, {"snat", "instance_create.snat"}};
   // Each requested IP is a node of its own, in request order (§4.4). Floating IPs are resolved
   // now, so that lookup errors (404, other project) come before anything is created.

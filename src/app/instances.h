@@ -129,6 +129,16 @@ class Instances {
                                          const db::PoolSelector& selector);
   Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
+  // The instance an instance saga answers with, from the saga's parameters and last output:
+  // an Idempotency-Key's replay of the request. A create without start answers the row its
+  // last node committed; any other (a create that also starts the instance, which happens after
+  // that saga or in recovery, a start, a migrate) the instance now, as the request itself reads
+  // it after its saga, or the create's row if the instance was deleted since.
+  Result<db::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
+                                      const saga::Json& output);
+  // The IP an attach or detach saga answered with, from the saga's output (the row as its
+  // complete node committed it): an Idempotency-Key's replay of that request.
+  Result<db::ExternalIp> IpOfSagaOutput(const saga::Json& output);
   // The instance's attached external IPs (SNAT, ephemeral, floating).
   Result<std::vector<db::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
                                                   const std::optional<NameOrId>& project);

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "db/idempotency.h"
 #include "db/saga_log.h"
 
 namespace fp::db {
@@ -33,6 +34,12 @@ Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {
       "ON CONFLICT (id) DO NOTHING",
       row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
       row.engine_version, tx.now(), tx.now()));
+  // A keyed request's saga: its key's record commits with the saga's first commit.
+  if (n == 1) {
+    if (IdempotencyScope* scope = IdempotencyScope::OfWriteInProgress()) {
+      FP_CHECK_OK(scope->LinkSagaIn(tx, row.id));
+    }
+  }
   return n == 1;
 }
 

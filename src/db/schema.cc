@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 4> kMigrations = {
+constexpr std::array<std::string_view, 5> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -336,6 +336,33 @@ DROP TABLE saga;
 ALTER TABLE saga_v4 RENAME TO saga;
 CREATE INDEX saga_unfinished ON saga (current_sec, id)
   WHERE state IN ('running', 'unwinding');
+)sql",
+    // 5: an Idempotency-Key's record commits with the request's effect (db/idempotency.h):
+    // 'done' holds the answer; 'saga' names the saga that carries the effect, whose outcome
+    // gives the answer. 'pending' claims are gone: one left by a dead server did not say
+    // whether its effect committed, so it is dropped and a retry runs the request (what the
+    // old code did after 120 s). time_created orders records for pruning by age.
+    R"sql(
+CREATE TABLE idempotency_key_v5 (
+  token_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  request_sha256 TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('done', 'saga')),
+  status INTEGER,
+  body TEXT,
+  saga_id TEXT,
+  time_created INTEGER NOT NULL,
+  PRIMARY KEY (token_id, key),
+  CHECK ((state = 'done') = (status IS NOT NULL)),
+  CHECK ((state = 'saga') = (saga_id IS NOT NULL))
+) STRICT, WITHOUT ROWID;
+INSERT INTO idempotency_key_v5 (token_id, key, request_sha256, state, status, body,
+                                time_created)
+  SELECT token_id, key, request_sha256, state, status, body, time_created
+  FROM idempotency_key WHERE state = 'done';
+DROP TABLE idempotency_key;
+ALTER TABLE idempotency_key_v5 RENAME TO idempotency_key;
+CREATE INDEX idempotency_key_by_age ON idempotency_key (time_created);
 )sql",
 };
 

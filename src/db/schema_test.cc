@@ -55,7 +55,7 @@ TEST_F(SchemaUpgradeTest, Version3To4KeepsSagasEventsAndNatRows) {
               NULL);
   )sql"));
 
-  ASSERT_TRUE(MigrateSchema(*conn_));
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 4));
 
   EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 4);
   EXPECT_EQ(Count("SELECT count(*) FROM saga"), 2);
@@ -91,6 +91,30 @@ TEST_F(SchemaUpgradeTest, Version3To4KeepsSagasEventsAndNatRows) {
   EXPECT_FALSE(conn_->ExecScript(
       "INSERT INTO saga_node_event (saga_id, node_index, event_type, time_created) "
       "VALUES ('no-such-saga', 0, 'started', 1)"));
+}
+
+TEST_F(SchemaUpgradeTest, Version4To5KeepsAnswersAndDropsPendingClaims) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 4));
+  ASSERT_TRUE(conn_->ExecScript(R"sql(
+    INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body,
+                                 time_created)
+      VALUES ('t', 'answered', 'h1', 'done', 201, '{"id":"x"}', 7),
+             ('t', 'claimed', 'h2', 'pending', NULL, NULL, 8);
+  )sql"));
+
+  ASSERT_TRUE(MigrateSchema(*conn_));
+
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key"), 1);
+  EXPECT_EQ(Count("SELECT status FROM idempotency_key WHERE key = 'answered'"), 201);
+  EXPECT_EQ(Count("SELECT time_created FROM idempotency_key WHERE key = 'answered'"), 7);
+  // A record names its saga exactly when it is a saga's.
+  EXPECT_FALSE(conn_->ExecScript(
+      "INSERT INTO idempotency_key (token_id, key, request_sha256, state, time_created) "
+      "VALUES ('t', 'k', 'h', 'saga', 1)"));
+  EXPECT_TRUE(conn_->ExecScript(
+      "INSERT INTO idempotency_key (token_id, key, request_sha256, state, saga_id, "
+      "time_created) VALUES ('t', 'k', 'h', 'saga', 's', 1)"));
 }
 
 }  // namespace
