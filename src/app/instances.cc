@@ -34,6 +34,29 @@ std::string RunStateOf(agents::VmState s) { return std::string(agents::ToString(
 
 }  // namespace
 
+bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
+                          const std::function<void()>& remove) {
+  {
+    // The judgement and the mark are atomic with respect to AwaitNone: a placement that passed
+    // AwaitNone before the judgement had committed its placement, which the judgement then saw.
+    std::lock_guard lock(mu_);
+    if (removing_.count(instance_id) || !is_orphan()) return false;
+    removing_.insert(instance_id);
+  }
+  remove();
+  {
+    std::lock_guard lock(mu_);
+    removing_.erase(instance_id);
+  }
+  done_.notify_all();
+  return true;
+}
+
+void VmRemovals::AwaitNone(const Uuid& instance_id) {
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return removing_.count(instance_id) == 0; });
+}
+
 Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
   auto it = sleds.find(sled_id);
   if (it == sleds.end()) {
@@ -256,6 +279,16 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   if (auto s = nat_.Sync(); !s) {
     api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
+  // A stopped VM whose unregister failed may still be on any sled, holding the addresses just
+  // released: remove it now rather than on the reaper's next pass (which retries failures).
+  for (const auto& [sled_id, sled] : dataplane_.sleds) {
+    if (auto removed = RemoveIfOrphan(sled_id, *sled, i.id); removed && !*removed) {
+      api::LogEvent("warn", "sled unregister after delete failed; the reaper retries",
+                    {{"instance", i.id.ToString()},
+                     {"sled_agent", sled->address()},
+                     {"error", removed->error().message()}});
+    }
+  }
   return Ok();
 }
 
@@ -292,35 +325,57 @@ void Instances::SettleStopped(const db::Instance& instance, agents::SledAgentCli
   if (auto s = nat_.Sync(); !s) {
     api::LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
   }
-  if (auto s = sled.Unregister(instance.id); !s) {
-    api::LogEvent("warn", "sled unregister after stop failed", {{"error", s.error().message()}});
+  // Through the orphan check: a start may already have placed the instance again.
+  auto sled_id = instance.sled_id;
+  if (!sled_id) return;
+  if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
+    api::LogEvent("warn", "sled unregister after stop failed; the reaper retries",
+                  {{"instance", instance.id.ToString()},
+                   {"sled_agent", sled.address()},
+                   {"error", removed->error().message()}});
   }
+}
+
+std::optional<Status> Instances::RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                                                const Uuid& instance_id) {
+  auto is_orphan = [&] {
+    auto instance = db::InstanceAnyState(ds_, instance_id);
+    if (!instance) return instance.error().kind() == ErrorKind::kNotFound;
+    // Both ends of a migration hold a VM until the migration saga settles which one stays.
+    if (instance->migration_id) return false;
+    return instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
+  };
+  std::optional<Status> removed;
+  dataplane_.removals.RemoveIf(instance_id, is_orphan,
+                               [&] { removed = sled.Unregister(instance_id); });
+  return removed;
 }
 
 void Instances::ReapOrphans() {
   for (const auto& [sled_id, sled] : dataplane_.sleds) {
-    // List the sled first, then read the datastore: a VM the sled already runs was placed by a
-    // start saga that committed before the read, so only true orphans are removed.
+    // List the sled first, then read the datastore: a VM the sled already holds was placed by a
+    // saga that committed before the read, so only true orphans are removed (VmRemovals covers
+    // a placement racing the removal).
     auto vms = sled->List();
     if (!vms) {
       api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
     for (const agents::SledInstance& vm : *vms) {
-      if (vm.state == agents::VmState::kStopped) continue;
-      auto instance = db::InstanceAnyState(ds_, vm.id);
-      bool orphan = false;
-      if (!instance) {
-        orphan = instance.error().kind() == ErrorKind::kNotFound;
-      } else if (!instance->migration_id) {
-        orphan = instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
-      }
-      if (!orphan) continue;
-      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards.
-      api::LogEvent("warn", "removing a VM the datastore does not place on this sled",
-                    {{"instance", vm.id.ToString()}, {"sled_agent", sled->address()}});
-      if (auto s = sled->Unregister(vm.id); !s) {
-        api::LogEvent("warn", "could not remove an orphaned VM", {{"error", s.error().message()}});
+      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
+      // stopped or deleted instance whose unregister failed.
+      auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
+      if (!removed) continue;
+      if (*removed) {
+        api::LogEvent("warn", "removed a VM the datastore does not place on this sled",
+                      {{"instance", vm.id.ToString()},
+                       {"state", agents::ToString(vm.state)},
+                       {"sled_agent", sled->address()}});
+      } else {
+        api::LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+                      {{"instance", vm.id.ToString()},
+                       {"sled_agent", sled->address()},
+                       {"error", removed->error().message()}});
       }
     }
   }
