@@ -279,16 +279,10 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   if (auto s = nat_.Sync(); !s) {
     api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
-  // A stopped VM whose unregister failed may still be on any sled, holding the addresses just
-  // released: remove it now rather than on the reaper's next pass (which retries failures).
-  for (const auto& [sled_id, sled] : dataplane_.sleds) {
-    if (auto removed = RemoveIfOrphan(sled_id, *sled, i.id); removed && !*removed) {
-      api::LogEvent("warn", "sled unregister after delete failed; the reaper retries",
-                    {{"instance", i.id.ToString()},
-                     {"sled_agent", sled->address()},
-                     {"error", removed->error().message()}});
-    }
-  }
+  // A stopped VM whose unregister failed may still be on a sled, holding the addresses just
+  // released: the reaper removes it from whichever sled holds it, now rather than at its next
+  // pass. Not here: a hung sled would hold up every delete.
+  WakeWatcher();
   return Ok();
 }
 
@@ -450,9 +444,19 @@ void Instances::StartWatcher(int period_ms) {
       lock.unlock();
       WatchOnce();
       lock.lock();
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return watch_stop_; });
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(period_ms),
+                         [&] { return watch_stop_ || watch_now_; });
+      watch_now_ = false;
     }
   });
+}
+
+void Instances::WakeWatcher() {
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_now_ = true;
+  }
+  watch_cv_.notify_all();
 }
 
 void Instances::StopWatcher() {

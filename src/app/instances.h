@@ -148,6 +148,8 @@ class Instances {
   // Polls sled agents every `period_ms` and records run-state changes.
   void StartWatcher(int period_ms);
   void StopWatcher();
+  // Makes the watcher start its next pass now (no effect without a watcher). Thread-safe.
+  void WakeWatcher();
   // One watcher pass (also used by tests and after operations): records run-state changes
   // reported by sleds, and removes VMs that sleds hold but the datastore does not place there.
   void WatchOnce();
@@ -182,6 +184,7 @@ class Instances {
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool watch_stop_ = false;
+  bool watch_now_ = false;  // guarded by watch_mu_
   std::thread watcher_;
 };
 
