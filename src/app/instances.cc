@@ -184,6 +184,16 @@ Result<db::Instance> Instances::Stop(const Actor& actor, const NameOrId& instanc
         fmt::format("instance \"{}\" is migrating; retry when the migration completes", i.name)));
   }
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  if (i.run_state == "starting") {
+    // A start saga that has not registered the VM on its sled yet (in flight, or waiting for
+    // recovery after a restart) still owns the instance: a stop now would find no VM, and the
+    // watcher would take the missing VM for a failed one.
+    auto vm = sled->Get(i.id);
+    if (!vm && vm.error().kind() == ErrorKind::kNotFound) {
+      return Fail(Error::Unavailable(
+          fmt::format("instance \"{}\" is starting; retry the stop when it is running", i.name)));
+    }
+  }
   FP_TRY(sled->Stop(i.id));
   return db::InstanceSetRunState(ds_, i.id, "stopping");
 }

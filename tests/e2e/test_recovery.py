@@ -8,10 +8,13 @@ agent (`POST /faults` hang on the port's PUT), then restarted on the same data d
   log decides (begin committed, nothing failed: done) and the three places agree.
 - SIGTERM while recovery runs exits cleanly; the next start finishes what was left, each saga
   as its log at the SIGTERM decides (running: done; unwinding: unwound).
+- A stop of an instance whose start saga has not registered its VM yet (interrupted after its
+  NAT node, resumed but held by the sled) is refused as retryable; the start then completes.
 - A saga whose log cannot be resumed (a corrupt DAG) is marked stuck and reported, and the
   server serves.
 """
 
+import json
 import os
 import signal
 import sqlite3
@@ -19,9 +22,10 @@ import time
 
 import pytest
 
-from e2e_helpers import (assert_retry_later, attach_fip, detach_fip, expect, link, list_sagas,
-                         make_fip, make_instance, make_pool, make_project,
-                         wait_external_ip_agreement, wait_run_state, wait_until, Background)
+from e2e_helpers import (Background, assert_retry_later, attach_fip, create_instance, detach_fip,
+                         expect, instance_action, link, list_sagas, make_fip, make_instance,
+                         make_pool, make_project, view_instance, wait_external_ip_agreement,
+                         wait_run_state, wait_until)
 
 POOL = "recovery-pool"
 PROJECT = "recovery"
@@ -190,3 +194,34 @@ def test_a_saga_that_cannot_resume_is_marked_stuck_and_the_server_serves(start_s
     assert record["level"] == "error" and "corrupt saga DAG" in record["error"], record
     make_project(server.admin, "still-serving")
     assert expect(server.admin.get(f"/v1/instances/{broken}"), 200)["id"] == broken
+
+
+def test_a_stop_before_an_interrupted_start_reaches_the_sled_is_refused(start_rack):
+    faults = {"saga": "instance_start", "exit_after_node": 1}  # placed, NAT written
+    rack = start_rack(server_args=[*PATIENT, "--enable-test-faults"],
+                      env={"FLOATPLANE_TEST_SAGA_FAULTS": json.dumps(faults)})
+    admin = rack.admin
+    make_pool(admin, POOL, "10.88.0.0", "10.88.0.63")
+    link(admin, POOL, default=True)
+    make_project(admin, PROJECT)
+    with pytest.raises(AssertionError, match="no HTTP response"):
+        create_instance(admin, PROJECT, "interrupted")
+    assert rack.server.wait_for_exit() == -signal.SIGKILL
+
+    for agent in rack.sleds:
+        agent.add_fault("PUT /instances/*", hang=True)
+    rack.restart_server(extra_args=PATIENT)
+    admin = rack.admin
+    wait_until(lambda: sum(held(agent) for agent in rack.sleds) == 1, 10.0,
+               "the resumed start held by its sled")
+    [instance] = [i for i in expect(admin.get("/v1/instances", params={"project": PROJECT}),
+                                    200)["items"]]
+    assert instance["run_state"] == "starting", instance
+    assert_retry_later(instance_action(admin, instance["id"], "stop"), "starting")
+    assert view_instance(admin, instance["id"])["run_state"] == "starting"
+
+    for agent in rack.sleds:
+        agent.clear_faults()
+    wait_run_state(admin, instance["id"], "running")
+    assert [s["state"] for s in list_sagas(admin) if s["name"] == "instance_start"] == ["done"]
+    assert len(rack.vms(instance["id"])) == 1, rack.describe()
