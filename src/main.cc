@@ -30,6 +30,7 @@
 #include "app/instances.h"
 #include "db/datastore.h"
 #include "nat/nat_reconciler.h"
+#include "saga/recovery.h"
 #include "saga/saga.h"
 
 namespace {
@@ -222,6 +223,35 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   return plan;
 }
 
+// Unfinished sagas resumed at once after a restart.
+constexpr int kRecoveryConcurrency = 8;
+
+// Logs where a recovered saga came to rest; a saga that cannot resume, at level error.
+void LogRecovery(const fp::saga::RecoveryEvent& e) {
+  using Kind = fp::saga::RecoveryEvent::Kind;
+  nlohmann::json fields{{"saga_id", e.saga_id.ToString()}};
+  if (e.error) fields["error"] = e.error->message();
+  switch (e.kind) {
+    case Kind::kAtRest: {
+      auto kind = e.outcome.kind;
+      fields["outcome"] = kind == fp::saga::SagaResultKind::kDone      ? "done"
+                          : kind == fp::saga::SagaResultKind::kUnwound ? "unwound"
+                                                                       : "stuck";
+      if (e.outcome.error) fields["error"] = e.outcome.error->message();
+      bool stuck = kind == fp::saga::SagaResultKind::kStuck;
+      fp::api::LogEvent(stuck ? "error" : "info", "saga recovered", fields);
+      return;
+    }
+    case Kind::kCannotResume:
+      fields["outcome"] = "stuck";
+      fp::api::LogEvent("error", "saga cannot resume; marked stuck for an operator", fields);
+      return;
+    case Kind::kRetrying:
+      fp::api::LogEvent("warn", "saga recovery failed; trying again later", fields);
+      return;
+  }
+}
+
 int RunServer(const ServerFlags& flags) {
   const bool dev = flags.dev;
   const std::string& data_dir = flags.data_dir;
@@ -308,23 +338,24 @@ int RunServer(const ServerFlags& flags) {
   }
   fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
 
-  // Finish what a previous run left unfinished before taking new requests.
-  auto recovered = executor.RecoverAll();
-  if (!recovered) {
-    std::cerr << "floatplane server: saga recovery failed: " << recovered.error().message() << "\n";
+  // What a previous run left unfinished resumes in the background while the server serves:
+  // the resources those sagas hold are in transitional states, which requests meet as a
+  // retryable 503. The listing happens now, before any request can start a saga.
+  fp::saga::RecoveryOptions recovery_options;
+  recovery_options.concurrency = kRecoveryConcurrency;
+  recovery_options.report = LogRecovery;
+  auto recovery = fp::saga::SagaRecovery::Start(executor, std::move(recovery_options));
+  if (!recovery) {
+    std::cerr << "floatplane server: cannot list unfinished sagas: " << recovery.error().message()
+              << "\n";
     return 1;
   }
-  for (const auto& [id, outcome] : *recovered) {
+  if (!(*recovery)->sagas().empty()) {
     fp::api::LogEvent(
-        "info", "saga recovered",
-        {{"saga_id", id.ToString()},
-         {"outcome", outcome.kind == fp::saga::SagaResultKind::kDone      ? "done"
-                     : outcome.kind == fp::saga::SagaResultKind::kUnwound ? "unwound"
-                                                                          : "stuck"}});
+        "info", "resuming unfinished sagas in the background",
+        {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
   }
-  if (auto s = nat.Sync(); !s) {
-    fp::api::LogEvent("warn", "initial NAT sync failed", {{"error", s.error().message()}});
-  }
+  // The NAT reconciler's first pass runs at once, off the start path.
   instances.StartWatcher(100);
   nat.StartBackground(2000);
 
@@ -339,6 +370,7 @@ int RunServer(const ServerFlags& flags) {
       fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane, &instances));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
+    executor.Quiesce();
     return 1;
   }
   std::string host = UrlHost(address->host);
@@ -350,6 +382,10 @@ int RunServer(const ServerFlags& flags) {
 
   WaitForStopSignal(stop_signals);
   (*server)->Stop();
+  // No request runs a saga any more. Sagas still recovering stop before their next node (an
+  // agent call in progress ends within --agent-timeout-ms) and resume at the next start.
+  executor.Quiesce();
+  (*recovery)->Stop();
   instances.StopWatcher();
   nat.StopBackground();
   fp::api::LogEvent("info", "stopped");

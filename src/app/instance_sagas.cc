@@ -38,6 +38,9 @@ void LogBestEffort(std::string_view what, const Error& e) {
 Result<Json> EnsureRunningOn(InstanceSagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
   agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
   agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(d.ds, instance_id));
+  // A removal of a leftover VM of this instance, judged before the placement committed, must
+  // not land after the registration below.
+  d.dataplane.removals.AwaitNone(instance_id);
   auto vm = sled->EnsureRunning(spec);
   if (!vm) {
     if (auto s = sled->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <thread>
 
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
@@ -490,6 +491,85 @@ TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
   World running = Observe();
   EXPECT_EQ(running.nat_rows.size(), 2u);
   EXPECT_EQ(running.switch_nat, running.nat_rows);
+}
+
+// --- Sleds converge on the datastore (issue 10, defect 3) ---
+
+class SledConvergenceTest : public InstanceSagaTest {
+ protected:
+  static constexpr std::string_view kUnregister = "DELETE /instances/*";
+
+  size_t SledIndexOf(const db::Instance& i) {
+    for (size_t k = 0; k < sled_ids_.size(); ++k) {
+      if (i.sled_id == sled_ids_[k]) return k;
+    }
+    ADD_FAILURE() << "instance " << i.id.ToString() << " is on no known sled";
+    return 0;
+  }
+
+  std::optional<agents::SledInstance> VmOn(size_t k, const Uuid& id) {
+    return sled_sims_[k]->Instance(id);
+  }
+
+  // Stops the running instance while sled `k` refuses every unregister: the instance is
+  // stopped in the datastore and its stopped VM stays on the sled. Faults are cleared after.
+  void StopWhileUnregisterFails(const db::Instance& vm, size_t k) {
+    sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
+    ASSERT_TRUE(instances_->Stop(actor_, NameOrId(vm.id), std::nullopt));
+    ASSERT_TRUE(agents::testing::WaitFor([&] {
+      instances_->WatchOnce();
+      return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "stopped";
+    }));
+    ASSERT_TRUE(VmOn(k, vm.id)) << "the failed unregister left the VM on its sled";
+    EXPECT_EQ(VmOn(k, vm.id)->state, agents::VmState::kStopped);
+    sled_sims_[k]->faults().Clear();
+  }
+};
+
+TEST_F(SledConvergenceTest, TheReaperRemovesAStoppedVmWhoseUnregisterFailed) {
+  db::Instance vm = Running("vm");
+  size_t k = SledIndexOf(vm);
+  StopWhileUnregisterFails(vm, k);
+  instances_->ReapOrphans();
+  EXPECT_FALSE(VmOn(k, vm.id)) << "the stopped instance's VM is still on its sled";
+}
+
+TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
+  db::Instance vm = Running("vm");
+  size_t k = SledIndexOf(vm);
+  StopWhileUnregisterFails(vm, k);
+  // And a copy on the other sled, as a start call the sled applied after its saga gave up.
+  size_t other = 1 - k;
+  ASSERT_TRUE(sled_clients_[other]->EnsureRunning(*BuildInstanceSpec(*ds, vm.id)));
+  ASSERT_TRUE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
+  instances_->ReapOrphans();
+  EXPECT_FALSE(VmOn(k, vm.id));
+  EXPECT_FALSE(VmOn(other, vm.id));
+}
+
+// The reaper judges a leftover stopped VM an orphan, and while its unregister is on the wire a
+// start places the instance on that same sled again: the start's registration must come after
+// the unregister, or the new VM is taken away and the instance never runs.
+TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSled) {
+  db::Instance vm = Running("vm");
+  size_t k = SledIndexOf(vm);
+  StopWhileUnregisterFails(vm, k);
+  sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
+  std::thread reaper([&] { instances_->ReapOrphans(); });
+  bool removing =
+      agents::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
+  Result<db::Instance> started = Fail(Error::Internal("not started"));
+  if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+  reaper.join();
+  ASSERT_TRUE(removing) << "the reaper did not take the leftover VM for an orphan";
+  ASSERT_TRUE(started) << started.error().message();
+  ASSERT_EQ(started->sled_id, sled_ids_[k]) << "placed on the other sled: nothing to order";
+  sled_sims_[k]->faults().Clear();
+  EXPECT_TRUE(agents::testing::WaitFor([&] {
+    instances_->WatchOnce();
+    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
+  })) << Observe();
+  EXPECT_TRUE(VmOn(k, vm.id));
 }
 
 }  // namespace

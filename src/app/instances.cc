@@ -68,6 +68,29 @@ Status CheckInstanceSize(const InstanceSize& size) {
   return Ok();
 }
 
+bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
+                          const std::function<void()>& remove) {
+  {
+    // The judgement and the mark are atomic with respect to AwaitNone: a placement that passed
+    // AwaitNone before the judgement had committed its placement, which the judgement then saw.
+    std::lock_guard lock(mu_);
+    if (removing_.count(instance_id) || !is_orphan()) return false;
+    removing_.insert(instance_id);
+  }
+  remove();
+  {
+    std::lock_guard lock(mu_);
+    removing_.erase(instance_id);
+  }
+  done_.notify_all();
+  return true;
+}
+
+void VmRemovals::AwaitNone(const Uuid& instance_id) {
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return removing_.count(instance_id) == 0; });
+}
+
 Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
   auto it = sleds.find(sled_id);
   if (it == sleds.end()) {
@@ -197,6 +220,16 @@ Result<db::Instance> Instances::Stop(const Actor& actor, const NameOrId& instanc
         fmt::format("instance \"{}\" is migrating; retry when the migration completes", i.name)));
   }
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  if (i.run_state == "starting") {
+    // A start saga that has not registered the VM on its sled yet (in flight, or waiting for
+    // recovery after a restart) still owns the instance: a stop now would find no VM, and the
+    // watcher would take the missing VM for a failed one.
+    auto vm = sled->Get(i.id);
+    if (!vm && vm.error().kind() == ErrorKind::kNotFound) {
+      return Fail(Error::Unavailable(
+          fmt::format("instance \"{}\" is starting; retry the stop when it is running", i.name)));
+    }
+  }
   FP_TRY(sled->Stop(i.id));
   return db::InstanceSetRunState(ds_, i.id, "stopping");
 }
@@ -301,6 +334,10 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   if (auto s = nat_.Sync(); !s) {
     api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
+  // A stopped VM whose unregister failed may still be on a sled, holding the addresses just
+  // released: the reaper removes it from whichever sled holds it, now rather than at its next
+  // pass. Not here: a hung sled would hold up every delete.
+  WakeWatcher();
   return Ok();
 }
 
@@ -337,35 +374,57 @@ void Instances::SettleStopped(const db::Instance& instance, agents::SledAgentCli
   if (auto s = nat_.Sync(); !s) {
     api::LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
   }
-  if (auto s = sled.Unregister(instance.id); !s) {
-    api::LogEvent("warn", "sled unregister after stop failed", {{"error", s.error().message()}});
+  // Through the orphan check: a start may already have placed the instance again.
+  auto sled_id = instance.sled_id;
+  if (!sled_id) return;
+  if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
+    api::LogEvent("warn", "sled unregister after stop failed; the reaper retries",
+                  {{"instance", instance.id.ToString()},
+                   {"sled_agent", sled.address()},
+                   {"error", removed->error().message()}});
   }
+}
+
+std::optional<Status> Instances::RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                                                const Uuid& instance_id) {
+  auto is_orphan = [&] {
+    auto instance = db::InstanceAnyState(ds_, instance_id);
+    if (!instance) return instance.error().kind() == ErrorKind::kNotFound;
+    // Both ends of a migration hold a VM until the migration saga settles which one stays.
+    if (instance->migration_id) return false;
+    return instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
+  };
+  std::optional<Status> removed;
+  dataplane_.removals.RemoveIf(instance_id, is_orphan,
+                               [&] { removed = sled.Unregister(instance_id); });
+  return removed;
 }
 
 void Instances::ReapOrphans() {
   for (const auto& [sled_id, sled] : dataplane_.sleds) {
-    // List the sled first, then read the datastore: a VM the sled already runs was placed by a
-    // start saga that committed before the read, so only true orphans are removed.
+    // List the sled first, then read the datastore: a VM the sled already holds was placed by a
+    // saga that committed before the read, so only true orphans are removed (VmRemovals covers
+    // a placement racing the removal).
     auto vms = sled->List();
     if (!vms) {
       api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
     for (const agents::SledInstance& vm : *vms) {
-      if (vm.state == agents::VmState::kStopped) continue;
-      auto instance = db::InstanceAnyState(ds_, vm.id);
-      bool orphan = false;
-      if (!instance) {
-        orphan = instance.error().kind() == ErrorKind::kNotFound;
-      } else if (!instance->migration_id) {
-        orphan = instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
-      }
-      if (!orphan) continue;
-      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards.
-      api::LogEvent("warn", "removing a VM the datastore does not place on this sled",
-                    {{"instance", vm.id.ToString()}, {"sled_agent", sled->address()}});
-      if (auto s = sled->Unregister(vm.id); !s) {
-        api::LogEvent("warn", "could not remove an orphaned VM", {{"error", s.error().message()}});
+      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
+      // stopped or deleted instance whose unregister failed.
+      auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
+      if (!removed) continue;
+      if (*removed) {
+        api::LogEvent("warn", "removed a VM the datastore does not place on this sled",
+                      {{"instance", vm.id.ToString()},
+                       {"state", agents::ToString(vm.state)},
+                       {"sled_agent", sled->address()}});
+      } else {
+        api::LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+                      {{"instance", vm.id.ToString()},
+                       {"sled_agent", sled->address()},
+                       {"error", removed->error().message()}});
       }
     }
   }
@@ -440,9 +499,19 @@ void Instances::StartWatcher(int period_ms) {
       lock.unlock();
       WatchOnce();
       lock.lock();
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return watch_stop_; });
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(period_ms),
+                         [&] { return watch_stop_ || watch_now_; });
+      watch_now_ = false;
     }
   });
+}
+
+void Instances::WakeWatcher() {
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_now_ = true;
+  }
+  watch_cv_.notify_all();
 }
 
 void Instances::StopWatcher() {

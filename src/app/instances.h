@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,10 +24,33 @@
 
 namespace fp::app {
 
-// The agents the control plane drives, by sled. Not owned.
+// Orders the removal of a VM the datastore does not place on a sled (an orphan) against a
+// start or migration that places the same instance there at the same time: without it, a
+// removal judged on a datastore read taken just before the placement committed could land
+// after the placement's registration and take the new VM away. Per process (one server per
+// database). Thread-safe.
+class VmRemovals {
+ public:
+  // Runs `is_orphan` (a datastore read); if it returns true, runs `remove` while placements of
+  // `instance_id` wait in AwaitNone. Returns what `is_orphan` returned.
+  bool RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
+                const std::function<void()>& remove);
+  // Returns once no removal of `instance_id` is in progress. A placement calls it after its
+  // datastore placement committed and before it registers the VM on the sled.
+  void AwaitNone(const Uuid& instance_id);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::set<Uuid> removing_;  // guarded by mu_
+};
+
+// The agents the control plane drives, by sled (not owned), and the ordering of VM removals
+// against placements on them.
 struct Dataplane {
   agents::SwitchAgentClient* switch_agent = nullptr;
   std::map<Uuid, agents::SledAgentClient*> sleds;
+  VmRemovals removals;
 
   // ServiceUnavailable if no agent is known for the sled.
   Result<agents::SledAgentClient*> Sled(const Uuid& sled_id) const;
@@ -156,9 +181,15 @@ class Instances {
   // Polls sled agents every `period_ms` and records run-state changes.
   void StartWatcher(int period_ms);
   void StopWatcher();
+  // Makes the watcher start its next pass now (no effect without a watcher). Thread-safe.
+  void WakeWatcher();
   // One watcher pass (also used by tests and after operations): records run-state changes
-  // reported by sleds, and removes VMs that sleds run but the datastore does not place there.
+  // reported by sleds, and removes VMs that sleds hold but the datastore does not place there.
   void WatchOnce();
+  // Removes from every sled each VM, whatever its state (stopped included), that the datastore
+  // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
+  // on another sled, or of no instance at all. A removal that fails is logged and tried again
+  // on the next pass, so sleds converge once they answer.
   void ReapOrphans();
   // Makes the sled's port carry exactly the instance's settled attached addresses.
   void ReconcilePort(const db::Instance& instance, agents::SledAgentClient& sled,
@@ -172,6 +203,11 @@ class Instances {
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
   void SettleStopped(const db::Instance& instance, agents::SledAgentClient& sled,
                      const std::string& run_state);
+  // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
+  // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
+  // datastore could not say), else the sled's answer to the unregister.
+  std::optional<Status> RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                                       const Uuid& instance_id);
 
   db::Datastore& ds_;
   ControlPlane& cp_;
@@ -181,6 +217,7 @@ class Instances {
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool watch_stop_ = false;
+  bool watch_now_ = false;  // guarded by watch_mu_
   std::thread watcher_;
 };
 

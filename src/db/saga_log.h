@@ -71,6 +71,11 @@ Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);
 // Sagas owned by `sec` that are running or unwinding, oldest first.
 Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec);
+// Moves an unfinished saga owned by `sec` to stuck with `result` (JSON), whatever its log
+// holds: for a saga that cannot be resumed, so that operators see it. Returns false if the saga
+// is at rest already or owned by another SEC.
+Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const std::string& sec,
+                           const std::string& result);
 // Every saga's id, name and state (for operators and tests), newest first, at most `limit`.
 struct SagaSummary {
   Uuid id;

@@ -138,4 +138,15 @@ Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit) {
   });
 }
 
+Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const std::string& sec,
+                           const std::string& result) {
+  return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
+    int64_t n = FP_TRY(
+        tx.Exec("UPDATE saga SET state = 'stuck', result = ?, time_modified = ? WHERE id = ? AND "
+                "current_sec = ? AND state IN ('running', 'unwinding')",
+                result, tx.now(), id, sec));
+    return n == 1;
+  });
+}
+
 }  // namespace fp::db

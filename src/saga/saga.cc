@@ -197,6 +197,7 @@ class SagaExecutor::Execution {
     if (!unwinding) {
       for (size_t i = 0; i < dag_.nodes.size(); ++i) {
         if (status_[i] == NodeStatus::kSucceeded) continue;
+        FP_CHECK_OK(NotQuiesced());
         bool ok = FP_TRY(RunNode(static_cast<int>(i)));
         if (!ok) {
           unwinding = true;
@@ -215,6 +216,7 @@ class SagaExecutor::Execution {
       NodeStatus s = status_[static_cast<size_t>(i)];
       if (s == NodeStatus::kUndoFailed) return Stuck(i, Error::Internal("undo failed earlier"));
       if (s != NodeStatus::kSucceeded && s != NodeStatus::kUndoStarted) continue;
+      FP_CHECK_OK(NotQuiesced());
       auto undone = FP_TRY(UndoNode(i));
       if (!undone) return Rested();  // stuck
     }
@@ -260,6 +262,13 @@ class SagaExecutor::Execution {
       }
     }
     return Ok();
+  }
+
+  // Between nodes: an executor shutting down leaves the rest of the saga to the next start.
+  Status NotQuiesced() const {
+    if (!exec_.quiesced_.load()) return Ok();
+    return Fail(Error::Unavailable(fmt::format(
+        "the server is stopping; saga {} resumes when it starts again", id_.ToString())));
   }
 
   ActionContext Context(int i) const {
@@ -609,12 +618,16 @@ Result<SagaOutcome> SagaExecutor::Resume(const Uuid& saga_id) {
   return run.Drive();
 }
 
-Result<std::vector<std::pair<Uuid, SagaOutcome>>> SagaExecutor::RecoverAll() {
-  std::vector<std::pair<Uuid, SagaOutcome>> out;
-  for (const Uuid& id : FP_TRY(db::SagaListUnfinished(ds_, sec_))) {
-    out.emplace_back(id, FP_TRY(Resume(id)));
-  }
-  return out;
+Result<std::vector<Uuid>> SagaExecutor::ListUnfinished() {
+  return db::SagaListUnfinished(ds_, sec_);
 }
+
+Result<bool> SagaExecutor::MarkStuck(const Uuid& saga_id, const Error& why) {
+  Json result = ErrorToJson(why);
+  result["cannot_resume"] = true;
+  return db::SagaMarkStuck(ds_, saga_id, sec_, result.dump());
+}
+
+void SagaExecutor::Quiesce() { quiesced_.store(true); }
 
 }  // namespace fp::saga

@@ -12,9 +12,11 @@
 //  - An undo may also run more than once. An undo that fails leaves the saga `stuck`.
 //  - Nodes share values only through recorded outputs (ActionContext::Lookup).
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -138,8 +140,23 @@ class SagaExecutor {
   Result<SagaOutcome> RunNew(const SagaDag& dag);
   // Loads the saga's log and continues from where it stopped.
   Result<SagaOutcome> Resume(const Uuid& saga_id);
-  // Resumes every unfinished saga this executor owns; returns their outcomes by id.
+  // Resumes every unfinished saga this executor owns, several at a time, and waits until each
+  // is at rest (SagaRecovery does the same in the background); returns their outcomes by id.
+  // A saga that cannot resume is marked stuck and reported so; the others still recover.
+  // Errors: the datastore's, from listing the sagas.
   Result<std::vector<std::pair<Uuid, SagaOutcome>>> RecoverAll();
+
+  // The unfinished (running or unwinding) sagas this executor owns, oldest first.
+  Result<std::vector<Uuid>> ListUnfinished();
+  // Marks a saga this executor owns stuck, with `why` as its error, whatever its log holds: for
+  // a saga that cannot be resumed (a corrupt log, an action not registered, a newer engine).
+  // Returns false if the saga is at rest already or no longer this executor's.
+  Result<bool> MarkStuck(const Uuid& saga_id, const Error& why);
+  // For shutdown, once no request can start a saga any more: from now on every saga this
+  // executor drives stops before its next node or undo and returns ServiceUnavailable; its log
+  // stays unfinished, and recovery at the next start resumes it. Irreversible; thread-safe.
+  void Quiesce();
+  bool quiesced() const { return quiesced_.load(); }
 
   // Test seam (see FaultPlan).
   void SetFaultPlanForTest(std::optional<FaultPlan> plan);
@@ -154,6 +171,7 @@ class SagaExecutor {
   std::string sec_;
   mutable std::mutex faults_mu_;
   std::optional<FaultPlan> faults_;
+  std::atomic<bool> quiesced_{false};
 };
 
 // Maps an Error to the JSON stored in the log, and back.

@@ -1,0 +1,133 @@
+#include "saga/recovery.h"
+
+#include <algorithm>
+#include <map>
+
+namespace fp::saga {
+
+Result<std::unique_ptr<SagaRecovery>> SagaRecovery::Start(SagaExecutor& executor,
+                                                          RecoveryOptions options) {
+  std::vector<Uuid> sagas = FP_TRY(executor.ListUnfinished());
+  return std::unique_ptr<SagaRecovery>(
+      new SagaRecovery(executor, std::move(options), std::move(sagas)));
+}
+
+SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<Uuid> sagas)
+    : exec_(executor), options_(std::move(options)), sagas_(std::move(sagas)) {
+  auto now = std::chrono::steady_clock::now();
+  for (const Uuid& id : sagas_) queue_.push_back(Pending{id, now, options_.first_retry});
+  remaining_ = sagas_.size();
+  size_t threads = std::min(sagas_.size(), static_cast<size_t>(std::max(1, options_.concurrency)));
+  for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+SagaRecovery::~SagaRecovery() { Stop(); }
+
+void SagaRecovery::Wait() {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return remaining_ == 0 || stopping_; });
+}
+
+void SagaRecovery::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void SagaRecovery::Work() {
+  std::unique_lock lock(mu_);
+  while (!stopping_ && !queue_.empty()) {
+    // A saga waiting out a backoff does not hold up the ones behind it.
+    auto next = std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+      return a.not_before < b.not_before;
+    });
+    if (next->not_before > std::chrono::steady_clock::now()) {
+      changed_.wait_until(lock, next->not_before, [&] { return stopping_; });
+      continue;
+    }
+    Pending pending = *next;
+    queue_.erase(next);
+    lock.unlock();
+    Recover(pending);
+    lock.lock();
+  }
+}
+
+void SagaRecovery::Recover(Pending pending) {
+  auto outcome = exec_.Resume(pending.id);
+  if (outcome) {
+    Report(RecoveryEvent{RecoveryEvent::Kind::kAtRest, pending.id, *outcome, std::nullopt});
+    return Finished();
+  }
+  bool stopping = exec_.quiesced();
+  {
+    std::lock_guard lock(mu_);
+    stopping = stopping || stopping_;
+  }
+  if (stopping) return Finished();  // shutting down: unfinished in the log for the next start
+  const Error& error = outcome.error();
+  if (error.kind() == ErrorKind::kNotFound) return Finished();  // no longer in the log
+  if (error.kind() == ErrorKind::kServiceUnavailable) {
+    // Transient, or the saga was adopted by another executor since the listing (fenced).
+    auto ours = exec_.ListUnfinished();
+    if (ours && std::find(ours->begin(), ours->end(), pending.id) == ours->end()) {
+      return Finished();
+    }
+  } else {
+    auto marked = exec_.MarkStuck(pending.id, error);
+    if (marked) {
+      if (*marked) {
+        SagaOutcome stuck{SagaResultKind::kStuck, Json(), error, std::nullopt};
+        Report(RecoveryEvent{RecoveryEvent::Kind::kCannotResume, pending.id, stuck, error});
+      }
+      return Finished();
+    }
+  }
+  // Try again later: the resume itself, or marking the saga stuck, failed transiently.
+  Report(RecoveryEvent{RecoveryEvent::Kind::kRetrying, pending.id, SagaOutcome{}, error});
+  pending.not_before = std::chrono::steady_clock::now() + pending.backoff;
+  pending.backoff = std::min(pending.backoff * 2, options_.max_retry);
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(pending);
+  }
+  changed_.notify_all();
+}
+
+void SagaRecovery::Report(const RecoveryEvent& event) const {
+  if (options_.report) options_.report(event);
+}
+
+void SagaRecovery::Finished() {
+  {
+    std::lock_guard lock(mu_);
+    --remaining_;
+  }
+  changed_.notify_all();
+}
+
+Result<std::vector<std::pair<Uuid, SagaOutcome>>> SagaExecutor::RecoverAll() {
+  std::mutex mu;
+  std::map<Uuid, SagaOutcome> outcomes;
+  RecoveryOptions options;
+  options.report = [&](const RecoveryEvent& e) {
+    if (e.kind == RecoveryEvent::Kind::kRetrying) return;
+    std::lock_guard lock(mu);
+    outcomes[e.saga_id] = e.outcome;
+  };
+  auto recovery = FP_TRY(SagaRecovery::Start(*this, std::move(options)));
+  recovery->Wait();
+  recovery->Stop();
+  std::vector<std::pair<Uuid, SagaOutcome>> out;
+  for (const Uuid& id : recovery->sagas()) {
+    if (auto it = outcomes.find(id); it != outcomes.end()) out.emplace_back(id, it->second);
+  }
+  return out;
+}
+
+}  // namespace fp::saga

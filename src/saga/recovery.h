@@ -1,0 +1,102 @@
+#pragma once
+
+// Recovery of unfinished sagas off the start path. The sagas that an earlier run of this
+// executor left running or unwinding are listed once, synchronously, before the server takes
+// requests (so that no saga a request starts is taken for an unfinished one), and then resumed
+// on a few worker threads while the server serves. A request that touches a resource such a
+// saga holds meets the saga's transitional state (an IP attaching, an instance starting or
+// migrating) and is refused as retryable, exactly as while the saga ran before the restart.
+//
+// What happens to each saga:
+//  - resumed to rest (done, unwound, or stuck by a failed undo): reported;
+//  - its resume failed with ServiceUnavailable (e.g. the datastore busy past its retry
+//    deadline): reported and tried again after a backoff, unless it is no longer this
+//    executor's;
+//  - its resume failed otherwise (a corrupt log, an action not registered, a newer engine): it
+//    cannot resume, so it is marked stuck, for an operator to see, and reported. The other
+//    sagas recover all the same.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "saga/saga.h"
+
+namespace fp::saga {
+
+struct RecoveryEvent {
+  enum class Kind {
+    kAtRest,        // `outcome` is where the saga came to rest
+    kCannotResume,  // `error` says why; the saga is now stuck (`outcome` says so too)
+    kRetrying,      // `error` is a transient failure; the saga is tried again later
+  };
+  Kind kind = Kind::kAtRest;
+  Uuid saga_id;
+  SagaOutcome outcome;
+  std::optional<Error> error;
+};
+
+struct RecoveryOptions {
+  int concurrency = 8;  // sagas resumed at once
+  // Called on a worker thread for every event; must be thread-safe. May be empty.
+  std::function<void(const RecoveryEvent&)> report;
+  // Backoff of a transient failure: doubled at each failure of the same saga, up to max.
+  std::chrono::milliseconds first_retry{250};
+  std::chrono::milliseconds max_retry{8000};
+};
+
+class SagaRecovery {
+ public:
+  // Lists the executor's unfinished sagas now and starts resuming them on at most
+  // `options.concurrency` threads; returns at once. Errors: the datastore's, from the listing
+  // (nothing started then). `executor` must outlive the recovery.
+  static Result<std::unique_ptr<SagaRecovery>> Start(SagaExecutor& executor,
+                                                     RecoveryOptions options);
+  // Stop().
+  ~SagaRecovery();
+  SagaRecovery(const SagaRecovery&) = delete;
+  SagaRecovery& operator=(const SagaRecovery&) = delete;
+
+  // The sagas listed at Start, oldest first.
+  const std::vector<Uuid>& sagas() const { return sagas_; }
+  // Blocks until every listed saga is at rest or marked stuck, or was left for the next start
+  // (after Stop, or once the executor is quiesced).
+  void Wait();
+  // Takes no further saga and joins the workers once each has finished the call it is in; for
+  // shutdown, SagaExecutor::Quiesce first makes that at most the node it is in. Sagas not at
+  // rest stay unfinished in the log for the next start. Idempotent; call from one thread.
+  void Stop();
+
+ private:
+  struct Pending {
+    Uuid id;
+    std::chrono::steady_clock::time_point not_before;
+    std::chrono::milliseconds backoff;
+  };
+
+  SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<Uuid> sagas);
+  void Work();
+  // Resumes one saga; returns it to the queue if it is to be tried again.
+  void Recover(Pending pending);
+  void Report(const RecoveryEvent& event) const;
+  // The saga needs nothing more from this recovery.
+  void Finished();
+
+  SagaExecutor& exec_;
+  RecoveryOptions options_;
+  std::vector<Uuid> sagas_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  size_t remaining_ = 0;       // listed sagas not yet finished; guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace fp::saga

@@ -1,0 +1,182 @@
+// Recovery off the start path: unfinished sagas resume on a few threads at once, one that
+// cannot resume is marked stuck without holding up the others, and a stop leaves what is not
+// finished to the next start.
+
+#include "saga/recovery.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "agents/testing/wait_for.h"
+#include "db/saga_log.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::saga {
+namespace {
+
+using db::testing::TempDatastore;
+
+// Holds every run of the "gate" action until released, counting the runs in progress.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable changed;
+  int in_flight = 0;
+  int most_in_flight = 0;
+  int runs = 0;
+  bool open = false;
+
+  void Pass() {
+    std::unique_lock lock(mu);
+    ++in_flight;
+    ++runs;
+    most_in_flight = std::max(most_in_flight, in_flight);
+    changed.notify_all();
+    changed.wait(lock, [&] { return open; });
+    --in_flight;
+  }
+  // Opens the gate when it goes out of scope: declared after a recovery, it lets the
+  // recovery's workers finish when an assertion ends the test early.
+  struct OpenAtExit {
+    Gate& gate;
+    ~OpenAtExit() { gate.Open(); }
+  };
+
+  void Open() {
+    std::lock_guard lock(mu);
+    open = true;
+    changed.notify_all();
+  }
+  int InFlight() {
+    std::lock_guard lock(mu);
+    return in_flight;
+  }
+};
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  RecoveryTest() {
+    registry.Add(Action{.name = "test.step", .run = [](const ActionContext&) -> Result<Json> {
+                          return Json::object();
+                        }});
+    registry.Add(Action{.name = "test.gate", .run = [this](const ActionContext&) -> Result<Json> {
+                          gate.Pass();
+                          return Json::object();
+                        }});
+  }
+
+  // A saga as a crash before its first node left it: created, running, no event.
+  Uuid UnfinishedDag(const std::string& dag) {
+    Uuid id = Uuid::TimeOrdered();
+    db::SagaRow row{id, "test", dag, db::SagaState::kRunning, db::SagaOwner{"sec-test", 1}};
+    EXPECT_TRUE(db::SagaCreate(*ds, row));
+    return id;
+  }
+  Uuid Unfinished(std::vector<Node> nodes) {
+    SagaDag dag;
+    dag.name = "test";
+    dag.nodes = std::move(nodes);
+    return UnfinishedDag(dag.ToJson().dump());
+  }
+
+  db::SagaState StateOf(const Uuid& id) { return db::SagaLoad(*ds, id)->saga.state; }
+
+  TempDatastore ds;
+  Gate gate;
+  ActionRegistry registry;
+  SagaExecutor exec{*ds, registry, "sec-test"};
+};
+
+TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
+  Uuid before = Unfinished({{"a", "test.step"}, {"b", "test.step"}});
+  Uuid corrupt = UnfinishedDag(R"({"not": "a saga DAG"})");
+  Uuid unknown = Unfinished({{"a", "test.step"}, {"b", "no_longer.registered"}});
+  Uuid after = Unfinished({{"a", "test.step"}});
+
+  std::mutex mu;
+  std::map<Uuid, RecoveryEvent> events;
+  RecoveryOptions options;
+  options.report = [&](const RecoveryEvent& e) {
+    std::lock_guard lock(mu);
+    events[e.saga_id] = e;
+  };
+  auto recovery = SagaRecovery::Start(exec, options);
+  ASSERT_TRUE(recovery) << recovery.error().message();
+  EXPECT_EQ((*recovery)->sagas(), (std::vector<Uuid>{before, corrupt, unknown, after}));
+  (*recovery)->Wait();
+
+  EXPECT_EQ(StateOf(before), db::SagaState::kDone);
+  EXPECT_EQ(StateOf(after), db::SagaState::kDone);
+  EXPECT_EQ(events[before].kind, RecoveryEvent::Kind::kAtRest);
+  EXPECT_EQ(events[before].outcome.kind, SagaResultKind::kDone);
+  for (const auto& [id, why] : {std::pair{corrupt, "corrupt saga DAG"},
+                                std::pair{unknown, "\"no_longer.registered\" is not registered"}}) {
+    SCOPED_TRACE(why);
+    EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+    EXPECT_EQ(events[id].kind, RecoveryEvent::Kind::kCannotResume);
+    EXPECT_EQ(events[id].outcome.kind, SagaResultKind::kStuck);
+    ASSERT_TRUE(events[id].error);
+    EXPECT_NE(events[id].error->message().find(why), std::string::npos)
+        << events[id].error->message();
+    // The reason is kept with the saga for operators.
+    auto result = Json::parse(*db::SagaLoad(*ds, id)->saga.result);
+    EXPECT_NE(result["message"].get<std::string>().find(why), std::string::npos) << result;
+  }
+  // Nothing is left for the next start, and a stuck saga is not taken up again.
+  EXPECT_TRUE(exec.ListUnfinished()->empty());
+  auto again = exec.RecoverAll();
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->empty());
+}
+
+TEST_F(RecoveryTest, ResumesSeveralSagasAtOnceButNoMoreThanItsConcurrency) {
+  constexpr int kSagas = 16;
+  constexpr int kConcurrency = 8;
+  std::vector<Uuid> ids;
+  for (int i = 0; i < kSagas; ++i) ids.push_back(Unfinished({{"gate", "test.gate"}}));
+  auto recovery = SagaRecovery::Start(exec, RecoveryOptions{.concurrency = kConcurrency});
+  ASSERT_TRUE(recovery);
+  Gate::OpenAtExit open_at_exit{gate};
+  ASSERT_TRUE(agents::testing::WaitFor([&] { return gate.InFlight() == kConcurrency; }))
+      << "in flight: " << gate.InFlight();
+  gate.Open();
+  (*recovery)->Wait();
+  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), db::SagaState::kDone);
+  EXPECT_EQ(gate.most_in_flight, kConcurrency);
+  EXPECT_EQ(gate.runs, kSagas);
+}
+
+TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
+  constexpr int kSagas = 6;
+  std::vector<Uuid> ids;
+  for (int i = 0; i < kSagas; ++i) {
+    ids.push_back(Unfinished({{"gate", "test.gate"}, {"then", "test.step"}}));
+  }
+  auto recovery = SagaRecovery::Start(exec, RecoveryOptions{.concurrency = 2});
+  ASSERT_TRUE(recovery);
+  Gate::OpenAtExit open_at_exit{gate};
+  ASSERT_TRUE(agents::testing::WaitFor([&] { return gate.InFlight() == 2; }));
+  // Shutdown: the two sagas in their first node stop before the next one; the others are not
+  // taken up.
+  exec.Quiesce();
+  gate.Open();
+  (*recovery)->Stop();
+  (*recovery)->Wait();
+  EXPECT_EQ(gate.runs, 2);
+  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), db::SagaState::kRunning);
+
+  SagaExecutor next{*ds, registry, "sec-test"};
+  auto recovered = next.RecoverAll();
+  ASSERT_TRUE(recovered) << recovered.error().message();
+  ASSERT_EQ(recovered->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ((*recovered)[i].first, ids[i]);  // reported in the order they were listed
+    EXPECT_EQ((*recovered)[i].second.kind, SagaResultKind::kDone);
+    EXPECT_EQ(StateOf(ids[i]), db::SagaState::kDone);
+  }
+}
+
+}  // namespace
+}  // namespace fp::saga
