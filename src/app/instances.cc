@@ -79,6 +79,13 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                                        const InstanceCreateParams& params) {
   db::Project p = FP_TRY(cp_.ProjectView(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
+  // A name in use is refused from a read, before the saga writes anything; the record node
+  // checks again inside its transaction for a create racing this one.
+  if (auto existing = db::InstanceByName(ds_, p.id, params.name)) {
+    return Fail(Error::AlreadyExists("instance", params.name));
+  } else if (existing.error().kind() != ErrorKind::kNotFound) {
+    return Fail(existing.error());
+  }
   Uuid instance_id = Uuid::Random();
   saga::SagaDag dag;
   dag.name = "instance_create";
