@@ -972,6 +972,29 @@ HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const
   return response;
 }
 
+// The saga tables' and the database file's size, and what pruning removed (Prometheus text).
+Result<std::string> HistoryMetrics(db::Datastore& ds) {
+  db::SagaHistoryStats sagas = FP_TRY(db::SagaHistory(ds));
+  int64_t keys_pruned = FP_TRY(db::IdempotencyKeysPruned(ds));
+  return fmt::format(
+      "# HELP floatplane_saga_rows Sagas in the datastore, in any state (finished ones are "
+      "pruned after the history retention).\n# TYPE floatplane_saga_rows gauge\n"
+      "floatplane_saga_rows {}\n"
+      "# HELP floatplane_sagas_pruned_total Finished sagas deleted, with their node events, "
+      "after the history retention.\n# TYPE floatplane_sagas_pruned_total counter\n"
+      "floatplane_sagas_pruned_total {}\n"
+      "# HELP floatplane_idempotency_keys_pruned_total Idempotency keys deleted after the "
+      "history retention.\n# TYPE floatplane_idempotency_keys_pruned_total counter\n"
+      "floatplane_idempotency_keys_pruned_total {}\n"
+      "# HELP floatplane_database_size_bytes Size of the database file (pages freed by "
+      "pruning are reused, so it stops growing).\n"
+      "# TYPE floatplane_database_size_bytes gauge\nfloatplane_database_size_bytes {}\n"
+      "# HELP floatplane_log_size_bytes Size of the write-ahead log file.\n"
+      "# TYPE floatplane_log_size_bytes gauge\nfloatplane_log_size_bytes {}\n",
+      sagas.saga_rows, sagas.sagas_pruned, keys_pruned, ds.database_file_bytes(),
+      ds.log_file_bytes());
+}
+
 }  // namespace
 
 HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
@@ -1013,6 +1036,9 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             cp.datastore().durable_commits(), cp.datastore().log_syncs(),
             cp.datastore().sqlite_commits(), cp.datastore().checkpoints(),
             cp.datastore().log_restarts());
+        auto history = HistoryMetrics(cp.datastore());
+        if (!history) return ErrorResponse(req, history.error());
+        r.body += *history;
         return r;
       }
       auto match = router->Find(req.method, req.path);

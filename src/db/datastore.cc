@@ -255,6 +255,17 @@ void Datastore::Release(std::unique_ptr<SqliteConnection> conn) {
   pool_cv_.notify_one();
 }
 
+namespace {
+int64_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+}  // namespace
+
+int64_t Datastore::database_file_bytes() const { return FileBytes(path_); }
+int64_t Datastore::log_file_bytes() const { return FileBytes(path_ + "-wal"); }
+
 void Datastore::TEST_SetSyncPoint(std::function<void(std::string_view)> hook) {
   std::lock_guard lock(sync_mu_);
   sync_hook_ = std::move(hook);

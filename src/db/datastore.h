@@ -227,6 +227,9 @@ class Datastore {
   int64_t checkpoints() const { return checkpoints_.load(); }
   // Times the log was emptied so that the next write starts it over from its beginning.
   int64_t log_restarts() const { return log_restarts_.load(); }
+  // Sizes in bytes of the database file and of its write-ahead log (0 if a file is absent).
+  int64_t database_file_bytes() const;
+  int64_t log_file_bytes() const;
   // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
   int open_readers() {
     std::lock_guard lock(pool_mu_);

@@ -32,4 +32,14 @@ Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string&
 // Forgets a claim whose request failed in a way worth retrying (5xx).
 Status IdempotencyAbandon(Datastore& ds, const Uuid& token_id, const std::string& key);
 
+// --- Bounded history ---
+
+// Deletes, oldest first, at most `limit` keys claimed more than `retention_us` before the
+// transaction's time (a retry after that is a new request), in one write transaction, and adds
+// the number to counter 'idempotency_keys_pruned'. Returns how many it deleted: fewer than
+// `limit` means none is left to prune. Thread-safe.
+Result<int64_t> IdempotencyPrune(Datastore& ds, int64_t retention_us, int64_t limit);
+// Keys deleted by IdempotencyPrune since the database was created.
+Result<int64_t> IdempotencyKeysPruned(Datastore& ds);
+
 }  // namespace fp::db

@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 4> kMigrations = {
+constexpr std::array<std::string_view, 5> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -336,6 +336,24 @@ DROP TABLE saga;
 ALTER TABLE saga_v4 RENAME TO saga;
 CREATE INDEX saga_unfinished ON saga (current_sec, id)
   WHERE state IN ('running', 'unwinding');
+)sql",
+    // 5: bounded history (sagas.cc, idempotency.cc). Finished sagas and idempotency records
+    // are deleted once older than the retention, oldest first, through these indexes rather
+    // than a scan of the table. saga_finished gets one entry per saga, when it comes to rest,
+    // at the index's end (rest times grow), so a group-commit batch's entries share a page.
+    // counter 'saga_rows' follows the saga table's row count (for GET /metrics: counting a
+    // table of millions of rows would read all of it); its page is one most attach and
+    // detach batches write anyway (nat_version).
+    R"sql(
+CREATE INDEX saga_finished ON saga (time_modified) WHERE state IN ('done', 'unwound');
+CREATE INDEX idempotency_key_by_age ON idempotency_key (time_created);
+INSERT INTO counter (name, value) SELECT 'saga_rows', count(*) FROM saga;
+CREATE TRIGGER saga_rows_on_insert AFTER INSERT ON saga BEGIN
+  UPDATE counter SET value = value + 1 WHERE name = 'saga_rows';
+END;
+CREATE TRIGGER saga_rows_on_delete AFTER DELETE ON saga BEGIN
+  UPDATE counter SET value = value - 1 WHERE name = 'saga_rows';
+END;
 )sql",
 };
 
