@@ -184,9 +184,14 @@ class InstanceSagaTest : public ::testing::Test {
   std::unique_ptr<Instances> instances_;
 };
 
-constexpr int kCreateNodes = 3;
-constexpr int kStartNodes = 4;
-constexpr int kMigrateNodes = 5;
+// Node counts come from the definitions the operations use: a node added to a saga is failed,
+// and unwound from, like the others.
+const int kCreateNodes = static_cast<int>(InstanceCreateNodes(0).size());
+const int kStartNodes = static_cast<int>(InstanceStartNodes().size());
+const int kMigrateNodes = static_cast<int>(InstanceMigrateNodes().size());
+const int kDeleteNodes = static_cast<int>(InstanceDeleteNodes().size());
+const int kAttachNodes = static_cast<int>(IpAttachNodes().size());
+const int kDetachNodes = static_cast<int>(IpDetachNodes().size());
 
 TEST_F(InstanceSagaTest, CreateFailingAtEachNodeLeavesACleanSlate) {
   World before = Observe();
@@ -254,9 +259,11 @@ TEST_F(InstanceSagaTest, StartWithEveryActionTwiceRunsOnceEverywhere) {
 TEST_F(InstanceSagaTest, DeleteFailingLeavesTheInstanceUntouched) {
   auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
   World before = Observe();
-  Faults("instance_delete", {.fail_node = 0});
-  ASSERT_FALSE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
-  EXPECT_EQ(Observe(), before);
+  for (int node = 0; node < kDeleteNodes; ++node) {
+    Faults("instance_delete", {.fail_node = node});
+    ASSERT_FALSE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt)) << "node " << node;
+    EXPECT_EQ(Observe(), before) << "after failing node " << node;
+  }
   Faults("instance_delete", {.repeat_every_action = true});
   ASSERT_TRUE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
   World after = Observe();
@@ -362,8 +369,6 @@ class AttachSagaTest : public InstanceSagaTest {
   }
 };
 
-constexpr int kAttachNodes = 3;
-
 TEST_F(AttachSagaTest, AttachFailingAtEachNodeLeavesACleanSlate) {
   db::Instance vm = Running("vm");
   db::ExternalIp fip = Fip("web");
@@ -406,12 +411,12 @@ TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
   ASSERT_TRUE(Attach("ephemeral", vm, &fip));
   World attached = Observe();
   for (const std::string kind : {"floating", "ephemeral"}) {
-    for (int node = 0; node < kAttachNodes; ++node) {
+    for (int node = 0; node < kDetachNodes; ++node) {
       Faults("ip_detach", {.fail_node = node});
       ASSERT_FALSE(Detach(kind, vm, &fip)) << kind << " node " << node;
       EXPECT_EQ(Observe(), attached) << kind << ", after failing node " << node;
     }
-    for (int node = 1; node < kAttachNodes; ++node) {
+    for (int node = 1; node < kDetachNodes; ++node) {
       Faults("ip_detach", {.fail_node = node, .repeat_undo_node = node - 1});
       ASSERT_FALSE(Detach(kind, vm, &fip)) << kind << " node " << node;
       EXPECT_EQ(Observe(), attached) << kind << ", undo twice, after failing node " << node;
@@ -435,7 +440,7 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
   RequestedExternalIp ephemeral;  // from the silo's default pool
   p.external_ips = {floating, ephemeral};
   // record, snat, external_ip_0, external_ip_1, finish
-  constexpr int kNodes = 5;
+  const int kNodes = static_cast<int>(InstanceCreateNodes(p.external_ips.size()).size());
   World before = Observe();
   for (int node = 0; node < kNodes; ++node) {
     Faults("instance_create", {.fail_node = node});
@@ -473,7 +478,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
 
   Faults("ip_attach", {});
   ASSERT_TRUE(Attach("floating", vm, &fip));
-  Faults("ip_detach", {.call_after_node = kAttachNodes - 1,
+  Faults("ip_detach", {.call_after_node = kDetachNodes - 1,
                        .after_node_call = [&] { ASSERT_TRUE(Attach("floating", other, &fip)); }});
   auto detached = instances_->DetachFloating(actor_, NameOrId(fip.id), std::nullopt);
   ASSERT_TRUE(detached) << detached.error().message();
