@@ -1032,10 +1032,14 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n"
             "# HELP floatplane_log_restarts_total Times the write-ahead log was emptied after a "
             "checkpoint, so that it starts over instead of growing.\n"
-            "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n",
+            "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n"
+            "# HELP floatplane_log_limit_restarts_total Of those, the restarts made with writes "
+            "waiting because the log had reached its limit (checkpoints falling behind).\n"
+            "# TYPE floatplane_log_limit_restarts_total counter\n"
+            "floatplane_log_limit_restarts_total {}\n",
             cp.datastore().durable_commits(), cp.datastore().log_syncs(),
             cp.datastore().sqlite_commits(), cp.datastore().checkpoints(),
-            cp.datastore().log_restarts());
+            cp.datastore().log_restarts(), cp.datastore().log_limit_restarts());
         auto history = HistoryMetrics(cp.datastore());
         if (!history) return ErrorResponse(req, history.error());
         r.body += *history;
