@@ -344,6 +344,9 @@ Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameO
   if (i.project_id != *ip.project_id) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }
+  // Already attached to this instance: the saga would change nothing and answer with the IP as
+  // it is, so answer now and write no saga.
+  if (ip.parent_id == i.id && ip.state == db::AttachState::kAttached) return ip;
   return RunAttachSaga(Json{{"kind", "floating"},
                             {"ip_id", ip.id.ToString()},
                             {"instance_id", i.id.ToString()},

@@ -498,6 +498,24 @@ TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
   EXPECT_EQ(ds->durable_commits() - before, 2);
 }
 
+// Attaching a floating IP to the instance that already has it answers with the IP, as the
+// saga would, without writing a saga.
+TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
+  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  db::ExternalIp fip = Fip("web");
+  auto first = Attach("floating", vm, &fip);
+  ASSERT_TRUE(first) << first.error().message();
+  const size_t sagas = db::SagaListStates(*ds, 1000)->size();
+  const int64_t sqlite_commits = ds->sqlite_commits();
+  auto again = Attach("floating", vm, &fip);
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(again->parent_id, vm.id);
+  EXPECT_EQ(again->state, db::AttachState::kAttached);
+  EXPECT_EQ(again->ip, first->ip);
+  EXPECT_EQ(ds->sqlite_commits(), sqlite_commits);
+  EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas);
+}
+
 TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
   auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
   db::ExternalIp fip = Fip("web");
