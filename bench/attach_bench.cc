@@ -1,7 +1,8 @@
 // Attach + detach cycles over HTTP against a dev server (issue 4's benchmark).
 //
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
-//                              [--clients 16] [--data-dir DIR] [--history-retention 3d]
+//                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
+//                              [--history-retention 3d]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
 // every attach and detach also makes real HTTP calls to the switch and sled agents), creates one
@@ -17,12 +18,21 @@
 // seconds the run took. Last, with the server stopped, what the saga history takes in the
 // database (rows and bytes per cycle), for the steady state under --history-retention.
 //
+// With --idle-connections N it then opens N keep-alive connections from ten loopback client
+// addresses (127.0.1.1-10), each of which makes one request and then stays idle, and measures
+// ping latency and the concurrent run again with them open (issue 10: idle connections must
+// not cost the server's other clients anything).
+//
 // The load generator is C++ so that on a small machine the clients' own CPU does not decide the
 // result; it shares the machine's cores with the server all the same.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +40,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -144,6 +155,56 @@ void ReportSagaHistory(const std::string& path, int64_t cycles) {
       static_cast<double>(file) / (1 << 20));
 }
 
+// Pings over one keep-alive connection: (p50, p99) in ms.
+std::pair<double, double> PingLatency(uint16_t port, int count = 2000) {
+  fp::agents::HttpClient http("floatplane", "http://127.0.0.1:" + std::to_string(port),
+                              std::chrono::seconds(10));
+  std::vector<double> ms;
+  for (int i = 0; i < count; ++i) {
+    auto t0 = Clock::now();
+    auto answer = http.Call("GET", "/v1/ping");
+    if (!answer || answer->status != 200) Die("ping failed");
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return {Percentile(ms, .5), Percentile(ms, .99)};
+}
+
+// Opens `count` connections from 127.0.1.1-10, each of which makes one request and is then left
+// open and idle (a keep-alive client between requests). Returns their descriptors.
+std::vector<int> OpenIdleConnections(uint16_t port, int count) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  std::vector<int> fds;
+  const std::string request = "GET /v1/ping HTTP/1.1\r\nHost: bench\r\n\r\n";
+  for (int i = 0; i < count; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl((127u << 24) | (1u << 8) | static_cast<unsigned>(1 + i % 10));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+        connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
+        send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(request.size())) {
+      Die("idle connection " + std::to_string(i) + ": " + std::strerror(errno));
+    }
+    char reply[1024];
+    ssize_t n = recv(fd, reply, sizeof reply, 0);
+    if (n < 12 || std::string_view(reply, 12) != "HTTP/1.1 200") {
+      Die("idle connection " + std::to_string(i) +
+          " was not served: " + std::string(reply, static_cast<size_t>(std::max<ssize_t>(0, n))));
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +213,7 @@ int main(int argc, char** argv) {
   int concurrent = 16;
   std::string data_dir;
   std::string history_retention = "3d";  // the server's default
+  int idle_connections = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -168,9 +230,11 @@ int main(int argc, char** argv) {
       data_dir = value();
     } else if (a == "--history-retention") {
       history_retention = value();
+    } else if (a == "--idle-connections") {
+      idle_connections = std::atoi(value().c_str());
     } else {
       Die("usage: bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
-          "[--history-retention DURATION]");
+          "[--idle-connections N] [--history-retention DURATION]");
     }
   }
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
@@ -259,7 +323,7 @@ int main(int argc, char** argv) {
   const double raw = RawCommitRate(data_dir);
   std::printf("raw single-row durable commits on this disk: %.0f/s\n", raw);
   int64_t total_cycles = 0;
-  for (int clients : {1, concurrent}) {
+  auto run = [&](int clients, bool judge) {
     int per_client = cycles / clients;
     total_cycles += clients * per_client;
     std::vector<double> attach_ms, detach_ms;
@@ -300,7 +364,7 @@ int main(int argc, char** argv) {
         static_cast<double>(after.commits - before.commits) / done,
         static_cast<double>(after.sqlite_commits - before.sqlite_commits) / done,
         static_cast<double>(after.syncs - before.syncs) / done);
-    if (clients > 1) {
+    if (judge) {
       const double raw_after = RawCommitRate(data_dir);
       const double raw_mean = (raw + raw_after) / 2;
       double per_cycle = static_cast<double>(after.commits - before.commits) / done;
@@ -313,6 +377,22 @@ int main(int argc, char** argv) {
           100 * done / elapsed / target);
     }
     std::fflush(stdout);
+  };
+  auto ping = [&](const char* when) {
+    auto [p50, p99] = PingLatency(port);
+    std::printf("ping %s: p50 %.3f ms p99 %.3f ms\n", when, p50, p99);
+  };
+  ping("without idle connections");
+  run(1, false);
+  run(concurrent, true);
+  if (idle_connections > 0) {
+    auto start = Clock::now();
+    std::vector<int> idle = OpenIdleConnections(port, idle_connections);
+    std::printf("opened %d idle keep-alive connections in %.1f s\n", idle_connections,
+                std::chrono::duration<double>(Clock::now() - start).count());
+    ping("with them open");
+    run(concurrent, false);
+    for (int fd : idle) close(fd);
   }
   // A log that never starts over grows for as long as writes last and slows every commit.
   const Counters end = metrics();

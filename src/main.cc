@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agents/sim/sled_agent_sim.h"
@@ -52,8 +54,8 @@ void TuneAllocator() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
-// Each client connection (up to 1024, one thread each), agent connection and
-// read connection of the datastore holds a descriptor; the usual soft limit of 1024 is below
+// Each client connection (up to --max-connections), agent connection and read connection of
+// the datastore holds a descriptor; the usual soft limit of 1024 is below
 // what a loaded server needs. Raise it to the hard limit, as servers commonly do.
 void RaiseDescriptorLimit() {
   rlimit limit{};
@@ -154,6 +156,11 @@ struct ServerFlags {
   // app/history_pruner.h), checked every history_prune_interval_s.
   int64_t history_retention_s = 3 * 24 * 3600;
   int64_t history_prune_interval_s = 60;
+  // Connection admission (see fp::api::HttpServerOptions).
+  int max_connections = fp::api::HttpServerOptions{}.max_connections;
+  int max_connections_per_client = fp::api::HttpServerOptions{}.max_connections_per_client;
+  int request_timeout_ms = 10'000;
+  int idle_timeout_ms = 60'000;
 };
 
 // The agents the server drives: external ones named by URL, or simulated ones in this process
@@ -204,7 +211,8 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
 
 // Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
 // --enable-test-faults: {"saga": NAME, "fail_node": N, "repeat_every_action": true,
-// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N}.
+// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N}. Also
+// FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
 std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
   if (!text) return std::nullopt;
@@ -294,6 +302,14 @@ int RunServer(const ServerFlags& flags) {
   fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
+    // A slow disk: each sync of the log first waits this long, so commits stay written but
+    // unanswered for a while (a test kills the server in that window).
+    if (const char* delay = std::getenv("FLOATPLANE_TEST_SYNC_DELAY_MS")) {
+      auto ms = std::chrono::milliseconds(std::atoi(delay));
+      (*datastore)->TEST_SetSyncPoint([ms](std::string_view point) {
+        if (point == "group_commit:syncing") std::this_thread::sleep_for(ms);
+      });
+    }
     fp::api::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
   fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
@@ -326,6 +342,10 @@ int RunServer(const ServerFlags& flags) {
   fp::api::HttpServerOptions options;
   options.host = address->host;
   options.port = address->port;
+  options.max_connections = flags.max_connections;
+  options.max_connections_per_client = flags.max_connections_per_client;
+  options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
   auto server =
       fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane, &instances));
   if (!server) {
@@ -434,8 +454,32 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600).description(""))
       ->default_str("1m")
       ->type_name("DURATION");
+  server
+      ->add_option("--max-connections", flags.max_connections,
+                   "Open client connections, idle ones included; beyond it a connection gets "
+                   "503 with Retry-After (lowered to fit the descriptor limit)")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections-per-client", flags.max_connections_per_client,
+                   "Open connections from one client address (IPv6: one /64); beyond it, 503")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--request-timeout-ms", flags.request_timeout_ms,
+                   "A request (head and body) must arrive within this from its first byte, and "
+                   "a new connection's first request within this from connecting; else 408 and "
+                   "the connection is closed")
+      ->check(CLI::Range(100, 3'600'000))
+      ->capture_default_str();
+  server
+      ->add_option("--idle-timeout-ms", flags.idle_timeout_ms,
+                   "A keep-alive connection with no request for this long is closed")
+      ->check(CLI::Range(100, 3'600'000))
+      ->capture_default_str();
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
-                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS");
+                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
+                   "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");
 
   bool switch_sim = false;
   std::string switch_listen = "127.0.0.1:0";

@@ -194,6 +194,7 @@ Result<SledInstance> ParseSledInstance(const Json& j, std::string path) {
   s.state = *parsed;
   s.external_ips = FP_TRY(f.IpList("external_ips"));
   s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
+  s.boots = FP_TRY(f.OptInt("boots", 0, std::numeric_limits<int64_t>::max(), 0));
   return s;
 }
 
@@ -299,7 +300,8 @@ Json SledInstance::ToJson() const {
   return {{"id", id.ToString()},
           {"state", ToString(state)},
           {"external_ips", IpList(external_ips)},
-          {"snat_ip", OptIp(snat_ip)}};
+          {"snat_ip", OptIp(snat_ip)},
+          {"boots", boots}};
 }
 
 Result<SledInstance> SledInstance::FromJson(const Json& j) { return ParseSledInstance(j, ""); }

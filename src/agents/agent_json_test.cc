@@ -109,9 +109,11 @@ TEST(SledInstanceJson, CarriesIdStateAndAddressStrings) {
   SledInstance instance{.id = Uuid::Random(),
                         .state = VmState::kStopping,
                         .external_ips = {Ip("198.51.100.1"), Ip("198.51.100.9")},
-                        .snat_ip = Ip("198.51.100.9")};
+                        .snat_ip = Ip("198.51.100.9"),
+                        .boots = 3};
   Json j = instance.ToJson();
   EXPECT_EQ(j["state"], "stopping");
+  EXPECT_EQ(j["boots"], 3);
   EXPECT_EQ(j["external_ips"], Json::parse(R"(["198.51.100.1", "198.51.100.9"])"));
   EXPECT_EQ(SledInstance::FromJson(j).value(), instance);
   j["state"] = "sleeping";

@@ -112,6 +112,9 @@ struct SledInstance {
   VmState state = VmState::kStopped;
   std::vector<IpAddr> external_ips;
   std::optional<IpAddr> snat_ip;
+  // Times the VM has come up (starting -> running) since the sled registered it: a reboot
+  // adds one, a migration starts over at the destination. 0 when the sled does not say.
+  int64_t boots = 0;
 
   bool operator==(const SledInstance&) const = default;
   nlohmann::json ToJson() const;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,14 +40,43 @@ struct HttpServerOptions {
   uint16_t port = 0;            // 0: the kernel picks a free port
   size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
-  int max_connections = 1024;     // one thread each; further connections are closed at once
-  int idle_timeout_seconds = 60;  // a connection idle (or trickling) this long is closed
+  // Open connections, idle ones included. A connection beyond it is answered 503 with
+  // Retry-After and closed. Lowered at start to what the descriptor limit allows.
+  int max_connections = 16384;
+  // Open connections from one client address (an IPv6 client: its /64), answered likewise
+  // beyond it, so that one client cannot take the capacity every other client needs.
+  int max_connections_per_client = 1024;
+  // Requests handled at once, one thread each (started as needed, ended after 30 s idle).
+  // Complete requests beyond it wait in a queue of 4 x this; beyond that, 503.
+  int max_workers = 512;
+  // From a request's first byte to its last, head and body: a slower client gets 408 and its
+  // connection is closed. Until its request is complete a connection holds no thread.
+  std::chrono::milliseconds request_timeout{10'000};
+  // A keep-alive connection with no request for this long is closed.
+  std::chrono::milliseconds idle_timeout{60'000};
+  // After answering, a worker waits this long for the connection's next request before it
+  // hands the connection back to the event loop: a busy client's requests then skip two thread
+  // hand-offs each.
+  std::chrono::milliseconds linger{5};
+  // A response the client does not take within this is abandoned and the connection closed.
+  std::chrono::milliseconds send_timeout{10'000};
 };
 
-// An HTTP/1.1 server (Beast's parser and serializer over blocking sockets, one thread per
-// connection) with keep-alive, TCP_NODELAY, timeouts and body/header limits. Every response carries
-// `x-request-id`; one structured log line is written per request (method, path, status, latency,
-// request id).
+// Counters since start; thread-safe reads.
+struct HttpServerStats {
+  int64_t open_connections = 0;
+  int64_t refused_over_capacity = 0;  // 503 at accept: max_connections reached
+  int64_t refused_per_client = 0;     // 503 at accept: the client's bound reached
+  int64_t refused_busy = 0;           // 503 for a complete request: workers and queue full
+  int64_t request_timeouts = 0;       // 408: the request did not arrive in time
+};
+
+// An HTTP/1.1 server with keep-alive, TCP_NODELAY, timeouts and body/header limits (Beast's
+// parser and serializer over plain sockets). One event-loop thread (epoll) accepts connections
+// and reads requests without blocking; a complete request goes to a worker thread, which runs
+// the handler and writes the answer. Idle and slow connections therefore cost a descriptor and
+// a few KiB, never a thread. Every response carries `x-request-id`; one structured log line is
+// written per request (method, path, status, latency, request id).
 class HttpServer {
  public:
   // Binds and starts serving. InvalidRequest if the address cannot be parsed, Internal if it
@@ -57,7 +87,11 @@ class HttpServer {
 
   // The bound port (useful with port 0).
   virtual uint16_t port() const = 0;
-  // Stops accepting, lets requests in progress finish, and joins all threads. Idempotent.
+  // The limits in force (max_connections may have been lowered at start).
+  virtual const HttpServerOptions& options() const = 0;
+  virtual HttpServerStats stats() const = 0;
+  // Stops accepting, closes connections that wait for a request, lets requests in progress
+  // (and those already queued) finish, and joins all threads. Idempotent.
   virtual void Stop() = 0;
 };
 

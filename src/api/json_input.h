@@ -17,7 +17,10 @@ namespace fp::api {
 using Json = nlohmann::json;
 
 // Parses a request body that must be a JSON object. An empty body is treated as `{}` when
-// `allow_empty`.
+// `allow_empty`. InvalidRequest (400) for: text that is not JSON, a value that is not an
+// object, a field given twice in one object (`field "a.b": duplicate field \`b\``), a number
+// beyond the range of a double (`field "a.b": number out of range`), and objects or arrays
+// nested deeper than 128 levels; each at any depth, in known fields and unknown ones alike.
 Result<Json> ParseBodyObject(const std::string& body, bool allow_empty = false);
 
 // Field accessors on a JSON object. `field` is the field's name, `path` the dotted path used
@@ -39,6 +42,8 @@ class Fields {
   Result<std::optional<Name>> OptName(std::string_view field) const;
   Result<NameOrId> NameOrIdField(std::string_view field) const;
   Result<IpAddr> Ip(std::string_view field) const;
+  // A required integer from 0 to `max` (the API's unsigned types: uint16, uint64, ...).
+  Result<uint64_t> Unsigned(std::string_view field, uint64_t max) const;
   // An object-valued field (for nested parsing); InvalidRequest if absent or not an object.
   Result<Fields> Object(std::string_view field) const;
   std::string FieldPath(std::string_view field) const;

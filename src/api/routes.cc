@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <mutex>
+#include <set>
+#include <type_traits>
 
 #include "api/json_input.h"
 #include "api/log.h"
@@ -10,6 +13,7 @@
 #include "api/views.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
+#include "saga/saga.h"
 
 namespace fp::api {
 
@@ -31,6 +35,8 @@ struct Ctx {
   const app::Actor& actor;
   app::ControlPlane& cp;
   app::Instances* instances;
+  // Set while a request with an Idempotency-Key runs: what its effect's commit records.
+  db::IdempotencyScope* idempotency;
 
   Result<app::Instances*> Compute() const {
     if (!instances) return Fail(Error::Unavailable("this server runs without sled agents"));
@@ -61,7 +67,55 @@ struct Ctx {
   }
 };
 
-using Endpoint = std::function<Result<Reply>(const Ctx&)>;
+using Handler = std::function<Result<Reply>(const Ctx&)>;
+// Rebuilds the answer of a request carried by a saga from the saga's parameters and the output
+// of its last node, for a retry with the request's Idempotency-Key (db/idempotency.h).
+using SagaReplay = std::function<Result<Reply>(const Ctx&, const Json& params, const Json& output)>;
+
+// What routes are written as: lambdas from a request's context to its reply.
+template <typename F>
+concept HandlerLike = (std::is_invocable_r_v<Result<Reply>, F, const Ctx&>);
+
+struct Endpoint {
+  template <HandlerLike F>
+  Endpoint(F handler) : run(std::move(handler)) {}  // NOLINT: implicit: routes are lambdas
+  Endpoint(Handler handler, SagaReplay replay)
+      : run(std::move(handler)), from_saga(std::move(replay)) {}
+
+  Handler run;
+  SagaReplay from_saga;  // set for endpoints whose effect a saga carries
+};
+
+HttpResponse JsonResponse(int status, const Json& body);
+
+// Inside a keyed request, the first committed write whose result is a `T` records
+// (status, view(result)) as the answer, in the write's own transaction.
+template <typename T>
+void AnswerWrite(const Ctx& c, int status, Json (*view)(const T&)) {
+  if (c.idempotency == nullptr) return;
+  c.idempotency->AnswerWith<T>([status, view](const T& result) {
+    HttpResponse r = JsonResponse(status, view(result));
+    return db::IdempotencyScope::Answer{r.status, std::move(r.body)};
+  });
+}
+
+// Same for a request whose effect is a write that returns only success (a delete): 204.
+void AnswerNoContent(const Ctx& c) {
+  if (c.idempotency != nullptr) c.idempotency->AnswerWithoutResult({204, ""});
+}
+
+// The replay of a 204 request carried by a saga.
+Result<Reply> NoContentFromSaga(const Ctx&, const Json&, const Json&) {
+  return Reply{204, nullptr};
+}
+
+// The replay of an instance operation carried by a saga (see Instances::InstanceOfSaga).
+SagaReplay InstanceFromSaga(int status) {
+  return [status](const Ctx& c, const Json& params, const Json& output) -> Result<Reply> {
+    return Reply{
+        status, InstanceView(FP_TRY(FP_TRY(c.Compute())->InstanceOfSaga(c.actor, params, output)))};
+  };
+}
 
 // --- pagination ---
 
@@ -360,12 +414,14 @@ void AddSiloRoutes(Router<Endpoint>& r) {
       return Fail(BodyError("tls_certificates",
                             "floatplane does not serve TLS itself; pass an empty list"));
     }
+    AnswerWrite<db::Silo>(c, 201, &SiloView);
     return Reply{201, SiloView(FP_TRY(c.cp.SiloCreate(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     return Reply{200, SiloView(FP_TRY(c.cp.SiloView(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
   });
   r.Add("DELETE", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.SiloDelete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
@@ -387,6 +443,7 @@ void AddProjectRoutes(Router<Endpoint>& r) {
     Fields f(body, "");
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
+    AnswerWrite<db::Project>(c, 201, &ProjectView);
     return Reply{201, ProjectView(FP_TRY(c.cp.ProjectCreate(c.actor, name, description)))};
   });
   r.Add("GET", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
@@ -396,9 +453,11 @@ void AddProjectRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::Project>(c, 200, &ProjectView);
     return Reply{200, ProjectView(FP_TRY(c.cp.ProjectUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.ProjectDelete(c.actor, FP_TRY(c.PathNameOrId("project"))));
     return Reply{204, nullptr};
   });
@@ -424,6 +483,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     p.assignment = FP_TRY(ParseEnumField<db::PoolAssignment>(
         f, "assignment", &db::ParsePoolAssignment, db::PoolAssignment::kSilos,
         "\"silos\", \"system_services\""));
+    AnswerWrite<db::IpPool>(c, 201, &IpPoolView);
     return Reply{201, IpPoolView(FP_TRY(c.cp.PoolCreate(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
@@ -432,9 +492,11 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("pool"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::IpPool>(c, 200, &IpPoolView);
     return Reply{200, IpPoolView(FP_TRY(c.cp.PoolUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.PoolDelete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
     return Reply{204, nullptr};
   });
@@ -461,11 +523,13 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/add", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
+    AnswerWrite<db::IpPoolRange>(c, 201, &IpPoolRangeView);
     return Reply{201, IpPoolRangeView(FP_TRY(c.cp.RangeAdd(c.actor, pool, range)))};
   });
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.RangeRemove(c.actor, pool, range));
     return Reply{204, nullptr};
   });
@@ -497,6 +561,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     Fields f(body, "");
     NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
     bool is_default = FP_TRY(f.Bool("is_default"));
+    AnswerWrite<db::SiloLink>(c, 201, &SiloLinkView);
     return Reply{201, SiloLinkView(FP_TRY(c.cp.Link(c.actor, pool, silo, is_default)))};
   });
   r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
@@ -504,9 +569,11 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto silo = FP_TRY(c.PathNameOrId("silo"));
     Json body = FP_TRY(c.Body());
     bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
+    AnswerWrite<db::SiloLink>(c, 200, &SiloLinkView);
     return Reply{200, SiloLinkView(FP_TRY(c.cp.LinkUpdate(c.actor, pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(
         c.cp.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")), FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
@@ -556,6 +623,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
     auto address = FP_TRY(ParseAddressAllocator(f));
+    AnswerWrite<db::ExternalIp>(c, 201, &FloatingIpView);
     return Reply{201, FloatingIpView(FP_TRY(
                           c.cp.FloatingIpCreate(c.actor, project, name, description, address)))};
   });
@@ -568,11 +636,13 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
+    AnswerWrite<db::ExternalIp>(c, 200, &FloatingIpView);
     return Reply{200, FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.FloatingIpDelete(c.actor, fip, project));
     return Reply{204, nullptr};
   });
@@ -606,18 +676,14 @@ Status CheckHostname(const std::string& h) {
   return Ok();
 }
 
-Result<int64_t> PositiveInt(const Fields& f, const Json& body, std::string_view field,
-                            int64_t max) {
-  if (!f.Has(field)) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("unable to parse JSON body: missing field \"{}\"", f.FieldPath(field))));
-  }
-  const Json& v = body[std::string(field)];
-  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > max) {
-    return Fail(
-        BodyError(f.FieldPath(field), fmt::format("expected an integer from 1 to {}", max)));
-  }
-  return v.get<int64_t>();
+// An instance's vCPU count and memory as the API's types allow them (uint16 and uint64): the
+// limits are the application's (app::CheckInstanceSize), decided after the lookups as Oxide
+// does.
+Result<app::InstanceSize> ParseInstanceSize(const Fields& f) {
+  app::InstanceSize size;
+  size.ncpus = static_cast<int64_t>(FP_TRY(f.Unsigned("ncpus", UINT16_MAX)));
+  size.memory = FP_TRY(f.Unsigned("memory", UINT64_MAX));
+  return size;
 }
 
 // Validates `external_ips` of InstanceCreate up front (omicron-behaviour.md §2.3) and returns
@@ -708,43 +774,47 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     std::string scope = items.empty() ? std::string() : items.front().project_id.ToString();
     return PageReply<db::Instance>(items, page, &InstanceView, InstanceKeys, scope);
   });
-  r.Add("POST", "/v1/instances", [](const Ctx& c) -> Result<Reply> {
-    auto project = FP_TRY(c.query.RequiredNameOrId("project"));
-    Json body = FP_TRY(c.Body());
-    Fields f(body, "");
-    app::InstanceCreateParams p;
-    p.name = FP_TRY(f.NameField("name")).str();
-    p.description = FP_TRY(f.Description("description"));
-    p.hostname = FP_TRY(f.String("hostname"));
-    FP_CHECK_OK(CheckHostname(p.hostname));
-    p.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
-    p.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
-    if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
-    if (!f.IsNullOrAbsent("network_interfaces")) {
-      Fields nics = FP_TRY(f.Object("network_interfaces"));
-      std::string type = FP_TRY(nics.String("type"));
-      if (type == "default_ipv4") {
-        p.nic = db::NicKind::kIpv4;
-      } else if (type == "default_ipv6") {
-        p.nic = db::NicKind::kIpv6;
-      } else if (type == "default_dual_stack") {
-        p.nic = db::NicKind::kDualStack;
-      } else if (type == "none") {
-        p.nic = db::NicKind::kNone;
-      } else if (type == "create") {
-        return Fail(BodyError("network_interfaces.type",
-                              "\"create\" is not supported; use \"default_ipv4\", "
-                              "\"default_ipv6\", \"default_dual_stack\" or \"none\""));
-      } else {
-        return Fail(BodyError("network_interfaces.type",
-                              "expected one of \"default_ipv4\", \"default_ipv6\", "
-                              "\"default_dual_stack\", \"none\", \"create\""));
-      }
-    }
-    p.external_ips = FP_TRY(ParseRequestedExternalIps(c, body));
-    auto* compute = FP_TRY(c.Compute());
-    return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
-  });
+  r.Add("POST", "/v1/instances",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto project = FP_TRY(c.query.RequiredNameOrId("project"));
+              Json body = FP_TRY(c.Body());
+              Fields f(body, "");
+              app::InstanceCreateParams p;
+              p.name = FP_TRY(f.NameField("name")).str();
+              p.description = FP_TRY(f.Description("description"));
+              p.hostname = FP_TRY(f.String("hostname"));
+              FP_CHECK_OK(CheckHostname(p.hostname));
+              app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
+              p.ncpus = size.ncpus;
+              p.memory = size.memory;
+              if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
+              if (!f.IsNullOrAbsent("network_interfaces")) {
+                Fields nics = FP_TRY(f.Object("network_interfaces"));
+                std::string type = FP_TRY(nics.String("type"));
+                if (type == "default_ipv4") {
+                  p.nic = db::NicKind::kIpv4;
+                } else if (type == "default_ipv6") {
+                  p.nic = db::NicKind::kIpv6;
+                } else if (type == "default_dual_stack") {
+                  p.nic = db::NicKind::kDualStack;
+                } else if (type == "none") {
+                  p.nic = db::NicKind::kNone;
+                } else if (type == "create") {
+                  return Fail(BodyError("network_interfaces.type",
+                                        "\"create\" is not supported; use \"default_ipv4\", "
+                                        "\"default_ipv6\", \"default_dual_stack\" or \"none\""));
+                } else {
+                  return Fail(BodyError("network_interfaces.type",
+                                        "expected one of \"default_ipv4\", \"default_ipv6\", "
+                                        "\"default_dual_stack\", \"none\", \"create\""));
+                }
+              }
+              p.external_ips = FP_TRY(ParseRequestedExternalIps(c, body));
+              auto* compute = FP_TRY(c.Compute());
+              return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
+            },
+            InstanceFromSaga(201)));
   r.Add("GET", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
     auto instance = FP_TRY(c.PathNameOrId("instance"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
@@ -756,42 +826,56 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
-    db::InstanceUpdate u;
-    u.ncpus = FP_TRY(PositiveInt(f, body, "ncpus", 64));
-    u.memory = FP_TRY(PositiveInt(f, body, "memory", int64_t{1} << 40));
-    return Reply{200,
-                 InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, u)))};
+    app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
+    AnswerWrite<db::Instance>(c, 200, &InstanceView);
+    return Reply{
+        200, InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, size)))};
   });
-  r.Add("DELETE", "/v1/instances/{instance}", [](const Ctx& c) -> Result<Reply> {
-    auto instance = FP_TRY(c.PathNameOrId("instance"));
-    auto project = FP_TRY(c.query.OptNameOrId("project"));
-    FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
-    return Reply{204, nullptr};
-  });
+  r.Add("DELETE", "/v1/instances/{instance}",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto instance = FP_TRY(c.PathNameOrId("instance"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
+              return Reply{204, nullptr};
+            },
+            NoContentFromSaga));
   using Op = Result<db::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
                                                       const std::optional<NameOrId>&);
   for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
                           std::pair<const char*, Op>{"stop", &app::Instances::Stop},
                           std::pair<const char*, Op>{"reboot", &app::Instances::Reboot}}) {
+    // Start runs a saga. Stop ends with its one write, of the instance's run state, which
+    // records the answer. Reboot writes the run state before it talks to the sled, then again
+    // after: its answer is recorded only once it succeeded (a 202 replayed for a reboot that
+    // failed would be false), and a crash in between makes the retry run it again.
+    const bool answer_with_write = std::string_view(verb) == "stop";
     r.Add("POST", fmt::format("/v1/instances/{{instance}}/{}", verb),
-          [op = op](const Ctx& c) -> Result<Reply> {
-            auto instance = FP_TRY(c.PathNameOrId("instance"));
-            auto project = FP_TRY(c.query.OptNameOrId("project"));
-            app::Instances* compute = FP_TRY(c.Compute());
-            return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
-          });
+          Endpoint(
+              [op = op, answer_with_write](const Ctx& c) -> Result<Reply> {
+                auto instance = FP_TRY(c.PathNameOrId("instance"));
+                auto project = FP_TRY(c.query.OptNameOrId("project"));
+                app::Instances* compute = FP_TRY(c.Compute());
+                if (answer_with_write) AnswerWrite<db::Instance>(c, 202, &InstanceView);
+                return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
+              },
+              InstanceFromSaga(202)));
   }
-  r.Add("POST", "/v1/system/instances/{instance}/migrate", [](const Ctx& c) -> Result<Reply> {
-    auto instance = FP_TRY(c.PathNameOrId("instance"));
-    auto project = FP_TRY(c.query.OptNameOrId("project"));
-    Json body = FP_TRY(c.Body());
-    Fields f(body, "");
-    std::string dst_text = FP_TRY(f.String("dst_sled_id"));
-    auto dst = Uuid::Parse(dst_text);
-    if (!dst) return Fail(BodyError("dst_sled_id", "expected a UUID"));
-    return Reply{
-        202, InstanceView(FP_TRY(FP_TRY(c.Compute())->Migrate(c.actor, instance, project, *dst)))};
-  });
+  r.Add("POST", "/v1/system/instances/{instance}/migrate",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto instance = FP_TRY(c.PathNameOrId("instance"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              Json body = FP_TRY(c.Body());
+              Fields f(body, "");
+              std::string dst_text = FP_TRY(f.String("dst_sled_id"));
+              auto dst = Uuid::Parse(dst_text);
+              if (!dst) return Fail(BodyError("dst_sled_id", "expected a UUID"));
+              return Reply{
+                  202, InstanceView(
+                           FP_TRY(FP_TRY(c.Compute())->Migrate(c.actor, instance, project, *dst)))};
+            },
+            InstanceFromSaga(202)));
   r.Add("GET", "/v1/system/hardware/sleds", [](const Ctx& c) -> Result<Reply> {
     auto sleds = FP_TRY(FP_TRY(c.Compute())->SledList(c.actor));
     Json items = Json::array();
@@ -813,24 +897,34 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
 }
 
 void AddAttachRoutes(Router<Endpoint>& r) {
-  r.Add("POST", "/v1/floating-ips/{floating_ip}/attach", [](const Ctx& c) -> Result<Reply> {
-    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
-    auto project = FP_TRY(c.query.OptNameOrId("project"));
-    Json body = FP_TRY(c.Body());
-    Fields f(body, "");
-    std::string kind = FP_TRY(f.String("kind"));
-    if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
-    NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
-    return Reply{
-        202,
-        FloatingIpView(FP_TRY(FP_TRY(c.Compute())->AttachFloating(c.actor, fip, project, parent)))};
-  });
-  r.Add("POST", "/v1/floating-ips/{floating_ip}/detach", [](const Ctx& c) -> Result<Reply> {
-    auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
-    auto project = FP_TRY(c.query.OptNameOrId("project"));
-    return Reply{
-        202, FloatingIpView(FP_TRY(FP_TRY(c.Compute())->DetachFloating(c.actor, fip, project)))};
-  });
+  // Attach and detach answer with the row their saga's last node committed.
+  auto floating_ip_from_saga = [](const Ctx& c, const Json&, const Json& output) -> Result<Reply> {
+    return Reply{202, FloatingIpView(FP_TRY(FP_TRY(c.Compute())->IpOfSagaOutput(output)))};
+  };
+  r.Add("POST", "/v1/floating-ips/{floating_ip}/attach",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              Json body = FP_TRY(c.Body());
+              Fields f(body, "");
+              std::string kind = FP_TRY(f.String("kind"));
+              if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
+              NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
+              return Reply{
+                  202, FloatingIpView(FP_TRY(
+                           FP_TRY(c.Compute())->AttachFloating(c.actor, fip, project, parent)))};
+            },
+            floating_ip_from_saga));
+  r.Add("POST", "/v1/floating-ips/{floating_ip}/detach",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              return Reply{202, FloatingIpView(FP_TRY(
+                                    FP_TRY(c.Compute())->DetachFloating(c.actor, fip, project)))};
+            },
+            floating_ip_from_saga));
   r.Add("GET", "/v1/instances/{instance}/external-ips", [](const Ctx& c) -> Result<Reply> {
     auto instance = FP_TRY(c.PathNameOrId("instance"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
@@ -841,27 +935,36 @@ void AddAttachRoutes(Router<Endpoint>& r) {
     return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
   });
   r.Add(
-      "POST", "/v1/instances/{instance}/external-ips/ephemeral", [](const Ctx& c) -> Result<Reply> {
-        auto instance = FP_TRY(c.PathNameOrId("instance"));
-        auto project = FP_TRY(c.query.OptNameOrId("project"));
-        Json body = FP_TRY(c.Body(/*allow_empty=*/true));
-        Fields f(body, "");
-        db::PoolSelector selector;
-        if (!f.IsNullOrAbsent("pool_selector")) {
-          selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
-        }
-        return Reply{
-            202, ExternalIpView(FP_TRY(
-                     FP_TRY(c.Compute())->AttachEphemeral(c.actor, instance, project, selector)))};
-      });
-  r.Add("DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
-        [](const Ctx& c) -> Result<Reply> {
-          auto instance = FP_TRY(c.PathNameOrId("instance"));
-          auto project = FP_TRY(c.query.OptNameOrId("project"));
-          auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
-          FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
-          return Reply{204, nullptr};
-        });
+      "POST", "/v1/instances/{instance}/external-ips/ephemeral",
+      Endpoint(
+          [](const Ctx& c) -> Result<Reply> {
+            auto instance = FP_TRY(c.PathNameOrId("instance"));
+            auto project = FP_TRY(c.query.OptNameOrId("project"));
+            Json body = FP_TRY(c.Body(/*allow_empty=*/true));
+            Fields f(body, "");
+            db::PoolSelector selector;
+            if (!f.IsNullOrAbsent("pool_selector")) {
+              selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
+            }
+            return Reply{
+                202,
+                ExternalIpView(FP_TRY(
+                    FP_TRY(c.Compute())->AttachEphemeral(c.actor, instance, project, selector)))};
+          },
+          [](const Ctx& c, const Json&, const Json& output) -> Result<Reply> {
+            return Reply{202, ExternalIpView(FP_TRY(FP_TRY(c.Compute())->IpOfSagaOutput(output)))};
+          }));
+  r.Add(
+      "DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
+      Endpoint(
+          [](const Ctx& c) -> Result<Reply> {
+            auto instance = FP_TRY(c.PathNameOrId("instance"));
+            auto project = FP_TRY(c.query.OptNameOrId("project"));
+            auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
+            FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
+            return Reply{204, nullptr};
+          },
+          NoContentFromSaga));
 }
 
 void AddSagaRoutes(Router<Endpoint>& r) {
@@ -898,6 +1001,7 @@ void AddTokenRoutes(Router<Endpoint>& r) {
     return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
   });
   r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
+    AnswerNoContent(c);
     FP_CHECK_OK(c.cp.TokenRevoke(c.actor, FP_TRY(c.PathUuid("id"))));
     return Reply{204, nullptr};
   });
@@ -925,48 +1029,161 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
   return r;
 }
 
-// Runs `run` at most once per (token, Idempotency-Key): a retry with the same request gets the
-// first answer again; another request under the same key gets 422. 5xx answers are not
-// remembered, so that a retry does the work.
-HttpResponse WithIdempotencyKey(db::Datastore& ds, const HttpRequest& req, const app::Actor& actor,
-                                const std::string& key, const std::function<HttpResponse()>& run) {
+// The (token, Idempotency-Key) pairs of requests running in this process. "In progress" is
+// kept here only, never in the datastore (db/idempotency.h): a server that dies leaves no claim
+// behind. Thread-safe.
+class KeysInFlight {
+ public:
+  // False if a request with this (token, key) is running.
+  bool Claim(const std::string& id) {
+    std::lock_guard lock(mu_);
+    return keys_.insert(id).second;
+  }
+  void Release(const std::string& id) {
+    std::lock_guard lock(mu_);
+    keys_.erase(id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> keys_;  // guarded by mu_
+};
+
+HttpResponse Replayed(HttpResponse r) {
+  r.headers.emplace_back("idempotent-replayed", "true");
+  return r;
+}
+
+Error KeyInProgress(const std::string& key) {
+  return Error::Unavailable(fmt::format(
+      "a request with Idempotency-Key \"{}\" is still in progress; retry when it completes", key));
+}
+
+// The answer a request with `key` gets from the key's record: the stored answer, the answer
+// rebuilt from the outcome of the saga that carries it, 503 while that saga runs, 422 for
+// another request under the key. std::nullopt if the request is to run: no record, or a saga
+// that unwound (its effect undone) with a 5xx error, whose link is then forgotten.
+std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx& c,
+                                             const std::string& key, const std::string& hash) {
+  db::Datastore& ds = c.cp.datastore();
+  auto record = db::IdempotencyLookup(ds, c.actor.token_id, key);
+  if (!record) return ErrorResponse(c.req, record.error());
+  if (!*record) return std::nullopt;
+  const db::IdempotencyRecord& r = **record;
+  if (r.request_sha256 != hash) {
+    return ErrorResponse(c.req, Error::Unprocessable(fmt::format(
+                                    "Idempotency-Key \"{}\" was already used for a different "
+                                    "request; use a new key for a new request",
+                                    key)));
+  }
+  if (r.done) {
+    HttpResponse answer;
+    answer.status = r.status;
+    answer.body = r.body;
+    return Replayed(std::move(answer));
+  }
+  auto log = db::SagaLoad(ds, *r.saga_id);
+  if (!log) {
+    if (log.error().kind() != ErrorKind::kNotFound) return ErrorResponse(c.req, log.error());
+    return ErrorResponse(c.req, Error::Unprocessable(fmt::format(
+                                    "Idempotency-Key \"{}\" names an operation whose history "
+                                    "was pruned; its answer cannot be replayed",
+                                    key)));
+  }
+  // An answer rebuilt from a finished saga is kept as the key's answer: later retries get the
+  // same one, even once the saga's history is pruned.
+  auto keep = [&](HttpResponse answer) {
+    if (auto s = db::IdempotencyFinish(ds, c.actor.token_id, key, hash, answer.status, answer.body);
+        !s) {
+      LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
+    }
+    return Replayed(std::move(answer));
+  };
+  Json result = Json::parse(log->saga.result.value_or("null"), nullptr, false);
+  switch (log->saga.state) {
+    case db::SagaState::kRunning:
+    case db::SagaState::kUnwinding:
+      return ErrorResponse(c.req, KeyInProgress(key));
+    case db::SagaState::kDone: {
+      Json dag = Json::parse(log->saga.dag, nullptr, false);
+      Json params = dag.is_object() ? dag.value("params", Json::object()) : Json::object();
+      if (!endpoint.from_saga) {
+        return ErrorResponse(c.req, Error::Internal("no replay for the saga of this request"));
+      }
+      auto reply = endpoint.from_saga(c, params, result);
+      if (!reply) return Replayed(ErrorResponse(c.req, reply.error()));
+      return keep(JsonResponse(reply->status, reply->body));
+    }
+    case db::SagaState::kUnwound:
+    case db::SagaState::kStuck:
+      break;
+  }
+  Error error = saga::ErrorFromJson(result);
+  if (log->saga.state == db::SagaState::kUnwound && error.HttpStatus() >= 500) {
+    if (auto s = db::IdempotencyForgetSaga(ds, c.actor.token_id, key, *r.saga_id); !s) {
+      return ErrorResponse(c.req, s.error());
+    }
+    return std::nullopt;
+  }
+  if (error.HttpStatus() >= 500) return Replayed(ErrorResponse(c.req, error));  // stuck
+  return keep(ErrorResponse(c.req, error));
+}
+
+// Runs a request with an Idempotency-Key at most once per (token, key): a retry with the same
+// request gets the first answer again (header idempotent-replayed: true), also after a crash
+// at any instant (db/idempotency.h); a request under a key whose request is still running gets
+// 503 with Retry-After; another request under the same key gets 422.
+HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
+                                KeysInFlight& in_flight, const std::function<HttpResponse()>& run) {
+  const HttpRequest& req = ctx.req;
   if (key.size() > 255) {
     return ErrorResponse(
         req, Error::InvalidRequest("header Idempotency-Key: may contain at most 255 characters"));
   }
+  if (req.path == "/v1/system/tokens") {
+    // Its answer is the token's secret, shown once: a replay would need it stored in the clear.
+    return ErrorResponse(
+        req, Error::InvalidRequest("header Idempotency-Key: not accepted when creating a token, "
+                                   "whose secret is never stored; send the request without it"));
+  }
+  db::Datastore& ds = ctx.cp.datastore();
   std::string hash =
       db::HashToken(req.method + "\n" + req.path + "\n" + req.query + "\n" + req.body);
-  constexpr int64_t kAbandonAfterUs = 120'000'000;
-  auto claim = db::IdempotencyBegin(ds, actor.token_id, key, hash, kAbandonAfterUs);
-  if (!claim) return ErrorResponse(req, claim.error());
-  using Kind = db::IdempotencyClaim::Kind;
-  switch (claim->kind) {
-    case Kind::kMismatch:
-      return ErrorResponse(req, Error::Unprocessable(fmt::format(
-                                    "Idempotency-Key \"{}\" was already used for a different "
-                                    "request; use a new key for a new request",
-                                    key)));
-    case Kind::kInProgress:
-      return ErrorResponse(
-          req, Error::Unavailable(fmt::format("a request with Idempotency-Key \"{}\" is still in "
-                                              "progress; retry when it completes",
-                                              key)));
-    case Kind::kReplay: {
-      HttpResponse r;
-      r.status = claim->status;
-      r.body = claim->body;
-      r.headers.emplace_back("idempotent-replayed", "true");
-      return r;
-    }
-    case Kind::kNew:
-      break;
+  const std::string flight = ctx.actor.token_id.ToString() + "\n" + key;
+  if (!in_flight.Claim(flight)) return ErrorResponse(req, KeyInProgress(key));
+  struct Release {
+    KeysInFlight& keys;
+    const std::string& id;
+    ~Release() { keys.Release(id); }
+  } release{in_flight, flight};
+
+  if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
+  HttpResponse response;
+  db::IdempotencyScope::Effect effect;
+  db::IdempotencyScope::Answer recorded;
+  {
+    db::IdempotencyScope scope(ds, ctx.actor.token_id, key, hash);
+    ctx.idempotency = &scope;
+    response = run();
+    ctx.idempotency = nullptr;
+    effect = scope.effect();
+    recorded = scope.answer();
   }
-  HttpResponse response = run();
-  if (response.status >= 500) {
-    (void)db::IdempotencyAbandon(ds, actor.token_id, key);
-  } else if (auto s =
-                 db::IdempotencyFinish(ds, actor.token_id, key, response.status, response.body);
-             !s) {
+  using Effect = db::IdempotencyScope::Effect;
+  if (effect == Effect::kTaken) {
+    // Another server on this database ran the request first; this one's effect rolled back.
+    if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
+    return ErrorResponse(req, KeyInProgress(key));
+  }
+  // A 5xx is not remembered: a retry does the work again, or finds the effect's record.
+  if (response.status >= 500) return response;
+  if (effect == Effect::kAnswered && recorded.status == response.status &&
+      recorded.body == response.body) {
+    return response;  // committed with the effect
+  }
+  if (auto s =
+          db::IdempotencyFinish(ds, ctx.actor.token_id, key, hash, response.status, response.body);
+      !s) {
     LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
   }
   return response;
@@ -1008,7 +1225,8 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
   AddSagaRoutes(*router);
   AddAttachRoutes(*router);
 
-  return [router, &cp, instances](const HttpRequest& req) -> HttpResponse {
+  auto in_flight = std::make_shared<KeysInFlight>();
+  return [router, in_flight, &cp, instances](const HttpRequest& req) -> HttpResponse {
     try {
       if (req.method == "GET" && req.path == "/v1/ping") {
         return JsonResponse(200, Json{{"status", "ok"}});
@@ -1081,15 +1299,17 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
       if (!actor) return ErrorResponse(req, actor.error());
       auto query = Query::Parse(req.query);
       if (!query) return ErrorResponse(req, query.error());
-      Ctx ctx{req, match->params, *query, *actor, cp, instances};
+      Ctx ctx{req, match->params, *query, *actor, cp, instances, nullptr};
       auto run = [&]() -> HttpResponse {
-        auto reply = (*match->target)(ctx);
+        auto reply = match->target->run(ctx);
         if (!reply) return ErrorResponse(req, reply.error());
         return JsonResponse(reply->status, reply->body);
       };
       std::string key = req.Header("idempotency-key");
-      if (key.empty() || req.method != "POST") return run();
-      return WithIdempotencyKey(cp.datastore(), req, *actor, key, run);
+      // Mutating requests take a key (product.md difference 13).
+      bool mutating = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
+      if (key.empty() || !mutating) return run();
+      return WithIdempotencyKey(*match->target, ctx, key, *in_flight, run);
     } catch (const std::exception& e) {
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
     }

@@ -1,8 +1,9 @@
 #pragma once
 
-// Blocking HTTP/1.1 message I/O over a plain socket with a deadline, shared by the HTTP server
-// and the agents' HTTP client. Beast parses and serializes; poll() bounds every wait, so the
-// calling thread does the I/O itself with no event loop and no hand-off to another thread.
+// HTTP/1.1 message I/O over a plain socket, shared by the HTTP server and the agents' HTTP
+// client. Beast parses and serializes. The blocking calls bound every wait with poll() and a
+// deadline, so the calling thread does the I/O itself; ParseBuffered serves an event loop that
+// reads without waiting.
 // Include only from http_server.cc and http_client.cc (Beast is slow to compile).
 
 #include <poll.h>
@@ -67,25 +68,47 @@ enum class ReadOutcome {
   kMalformed,  // not HTTP, or over a limit: `ec` says which
 };
 
+enum class ParseOutcome {
+  kMessage,    // a complete message is in the parser
+  kNeedMore,   // every buffered byte was used and the message is not complete yet
+  kMalformed,  // not HTTP, or over a limit: `ec` says which
+};
+
+// Feeds the bytes `buffer` holds to `parser` and consumes what it used; never touches a socket.
+// Bytes after a complete message stay in `buffer` (the next pipelined message).
+template <typename Parser>
+ParseOutcome ParseBuffered(boost::beast::flat_buffer& buffer, Parser& parser,
+                           boost::beast::error_code& ec) {
+  namespace http = boost::beast::http;
+  parser.eager(true);
+  while (buffer.size() > 0 && !parser.is_done()) {
+    size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec) return ParseOutcome::kMalformed;
+  }
+  return parser.is_done() ? ParseOutcome::kMessage : ParseOutcome::kNeedMore;
+}
+
 // Reads one message from `fd` into `parser`, starting with the bytes `buffer` kept from the
 // previous message on this connection. On kClosed, parser.got_some() tells whether the peer
-// closed between messages or in the middle of one.
+// closed between messages or in the middle of one. On kTimedOut the parser keeps what arrived,
+// so a later call (or another reader) can go on where this one stopped.
 template <typename Parser>
 ReadOutcome ReadMessage(int fd, boost::beast::flat_buffer& buffer, Parser& parser,
                         SteadyClock::time_point deadline, boost::beast::error_code& ec) {
-  namespace http = boost::beast::http;
-  parser.eager(true);
   for (;;) {
-    while (buffer.size() > 0 && !parser.is_done()) {
-      size_t used = parser.put(buffer.data(), ec);
-      buffer.consume(used);
-      if (ec == http::error::need_more) {
-        ec = {};
+    switch (ParseBuffered(buffer, parser, ec)) {
+      case ParseOutcome::kMessage:
+        return ReadOutcome::kMessage;
+      case ParseOutcome::kMalformed:
+        return ReadOutcome::kMalformed;
+      case ParseOutcome::kNeedMore:
         break;
-      }
-      if (ec) return ReadOutcome::kMalformed;
     }
-    if (parser.is_done()) return ReadOutcome::kMessage;
     if (!WaitReady(fd, POLLIN, deadline)) {
       return errno == ETIMEDOUT ? ReadOutcome::kTimedOut : ReadOutcome::kClosed;
     }

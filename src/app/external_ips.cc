@@ -48,20 +48,17 @@ db::PoolSelector SelectorFromJson(const Json& p) {
 // later read that a concurrent detach or instance delete could already have changed.
 Json IpRecord(const db::ExternalIp& e) {
   auto opt = [](const auto& v) { return v ? Json(*v) : Json(nullptr); };
-  auto opt_id = [](const std::optional<Uuid>& v) {
-    return v ? Json(v->ToString()) : Json(nullptr);
-  };
   return Json{{"id", e.id.ToString()},
               {"name", opt(e.name)},
               {"description", opt(e.description)},
               {"pool_id", e.pool_id.ToString()},
               {"range_id", e.range_id.ToString()},
-              {"parent_id", opt_id(e.parent_id)},
+              {"parent_id", OptUuidJson(e.parent_id)},
               {"kind", ToString(e.kind)},
               {"ip", e.ip.ToString()},
               {"first_port", e.first_port},
               {"last_port", e.last_port},
-              {"project_id", opt_id(e.project_id)},
+              {"project_id", OptUuidJson(e.project_id)},
               {"state", ToString(e.state)},
               {"time_created", e.time_created},
               {"time_modified", e.time_modified}};
@@ -72,10 +69,6 @@ Result<db::ExternalIp> IpFromRecord(const Json& r) {
     if (!r.contains(key) || !r[key].is_string()) return std::nullopt;
     return r[key].get<std::string>();
   };
-  auto opt_id = [&](const char* key) -> Result<std::optional<Uuid>> {
-    if (!r.contains(key) || r[key].is_null()) return std::optional<Uuid>();
-    return std::optional<Uuid>(FP_TRY(UuidParam(r, key)));
-  };
   try {
     db::ExternalIp e;
     e.id = FP_TRY(UuidParam(r, "id"));
@@ -83,12 +76,12 @@ Result<db::ExternalIp> IpFromRecord(const Json& r) {
     e.description = opt_text("description");
     e.pool_id = FP_TRY(UuidParam(r, "pool_id"));
     e.range_id = FP_TRY(UuidParam(r, "range_id"));
-    e.parent_id = FP_TRY(opt_id("parent_id"));
+    e.parent_id = FP_TRY(OptUuidParam(r, "parent_id"));
     e.kind = db::ParseIpKind(r.at("kind").get<std::string>());
     e.ip = FP_TRY(IpAddr::Parse(r.at("ip").get<std::string>()));
     e.first_port = r.at("first_port").get<int>();
     e.last_port = r.at("last_port").get<int>();
-    e.project_id = FP_TRY(opt_id("project_id"));
+    e.project_id = FP_TRY(OptUuidParam(r, "project_id"));
     e.state = db::ParseAttachState(r.at("state").get<std::string>());
     e.time_created = r.at("time_created").get<Timestamp>();
     e.time_modified = r.at("time_modified").get<Timestamp>();
@@ -407,6 +400,10 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
                                             {"instance_id", i.id.ToString()}}));
   (void)detached;
   return Ok();
+}
+
+Result<db::ExternalIp> Instances::IpOfSagaOutput(const Json& output) {
+  return IpOfOutcome(ds_, output);
 }
 
 Result<std::vector<db::ExternalIp>> Instances::ExternalIps(const Actor& actor,

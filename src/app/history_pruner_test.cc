@@ -50,7 +50,7 @@ TEST_F(HistoryPrunerTest, OnePassEmptiesABacklogOfSeveralBatches) {
   ASSERT_NO_FATAL_FAILURE(MakeSagas(1, db::SagaState::kStuck));
   ASSERT_NO_FATAL_FAILURE(MakeSagas(1, db::SagaState::kUnwinding));
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(db::IdempotencyBegin(*ds, Uuid::Random(), "k", "hash", 120'000'000));
+    ASSERT_TRUE(db::IdempotencyFinish(*ds, Uuid::Random(), "k", "hash", 201, "{}"));
   }
   clock_->Advance(std::chrono::microseconds(kRetention).count() + 1);
   ASSERT_NO_FATAL_FAILURE(MakeSagas(7, db::SagaState::kDone));  // recent

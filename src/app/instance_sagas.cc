@@ -56,7 +56,74 @@ void SyncNatBestEffort(InstanceSagaDeps& d) {
   if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
 }
 
+// An instance row as a saga output records it, and back.
+Json InstanceRecord(const db::Instance& i) {
+  return Json{{"id", i.id.ToString()},
+              {"project_id", i.project_id.ToString()},
+              {"name", i.name},
+              {"description", i.description},
+              {"hostname", i.hostname},
+              {"ncpus", i.ncpus},
+              {"memory", i.memory},
+              {"state", db::ToString(i.state)},
+              {"run_state", i.run_state},
+              {"sled_id", OptUuidJson(i.sled_id)},
+              {"start_saga_id", OptUuidJson(i.start_saga_id)},
+              {"migration_id", OptUuidJson(i.migration_id)},
+              {"time_run_state_updated", i.time_run_state_updated},
+              {"time_created", i.time_created},
+              {"time_modified", i.time_modified}};
+}
+
+Result<db::Instance> InstanceFromRecord(const Json& r) {
+  try {
+    db::Instance i;
+    i.id = FP_TRY(UuidParam(r, "id"));
+    i.project_id = FP_TRY(UuidParam(r, "project_id"));
+    i.name = r.at("name").get<std::string>();
+    i.description = r.at("description").get<std::string>();
+    i.hostname = r.at("hostname").get<std::string>();
+    i.ncpus = r.at("ncpus").get<int64_t>();
+    i.memory = r.at("memory").get<int64_t>();
+    std::string state = r.at("state").get<std::string>();
+    bool known = false;
+    for (db::InstanceState s :
+         {db::InstanceState::kCreating, db::InstanceState::kNoVmm, db::InstanceState::kVmm,
+          db::InstanceState::kFailed, db::InstanceState::kDestroyed}) {
+      if (db::ToString(s) == state) {
+        i.state = s;
+        known = true;
+      }
+    }
+    if (!known) return Fail(Error::Internal("saga output \"instance\" has an unknown state"));
+    i.run_state = r.at("run_state").get<std::string>();
+    i.sled_id = FP_TRY(OptUuidParam(r, "sled_id"));
+    i.start_saga_id = FP_TRY(OptUuidParam(r, "start_saga_id"));
+    i.migration_id = FP_TRY(OptUuidParam(r, "migration_id"));
+    i.time_run_state_updated = r.at("time_run_state_updated").get<Timestamp>();
+    i.time_created = r.at("time_created").get<Timestamp>();
+    i.time_modified = r.at("time_modified").get<Timestamp>();
+    return i;
+  } catch (const Json::exception& ex) {
+    return Fail(
+        Error::Internal(fmt::format("saga output \"instance\" is malformed: {}", ex.what())));
+  }
+}
+
 }  // namespace
+
+Result<db::Instance> Instances::InstanceOfSaga(const Actor& actor, const Json& params,
+                                               const Json& output) {
+  Uuid id = FP_TRY(UuidParam(params, "instance_id"));
+  std::optional<db::Instance> recorded;
+  if (output.is_object() && output.contains("instance")) {
+    recorded = FP_TRY(InstanceFromRecord(output["instance"]));
+    if (!params.value("start", true)) return *recorded;
+  }
+  auto now = Lookup(actor, NameOrId(id), std::nullopt);
+  if (!now && now.error().kind() == ErrorKind::kNotFound && recorded) return *recorded;
+  return now;
+}
 
 Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id) {
   auto instance =
@@ -194,9 +261,10 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
       }});
   r.Add(Action{.name = "instance_create.finish",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
-                 FP_CHECK_OK(db::InstanceFinishCreateIn(
-                     tx, FP_TRY(UuidParam(ctx.params(), "instance_id"))));
-                 return Json::object();
+                 Uuid id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
+                 FP_CHECK_OK(db::InstanceFinishCreateIn(tx, id));
+                 // The created row: what a replay of the request answers (InstanceOfSaga).
+                 return Json{{"instance", InstanceRecord(FP_TRY(db::InstanceGetIn(tx, id)))}};
                }});
 
   // --- instance_start ---

@@ -32,7 +32,41 @@ std::string_view NicName(db::NicKind k) {
 
 std::string RunStateOf(agents::VmState s) { return std::string(agents::ToString(s)); }
 
+// A byte count the way Oxide's ByteCount displays it: in the largest binary unit that divides
+// it ("1 GiB", "1536 GiB").
+std::string ShowBytes(uint64_t bytes) {
+  constexpr std::pair<uint64_t, const char*> kUnits[] = {
+      {uint64_t{1} << 40, "TiB"}, {uint64_t{1} << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}};
+  for (const auto& [unit, name] : kUnits) {
+    if (bytes >= unit && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, name);
+  }
+  return fmt::format("{} B", bytes);
+}
+
 }  // namespace
+
+Status CheckInstanceSize(const InstanceSize& size) {
+  if (size.ncpus > kMaxVcpusPerInstance) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("cannot have more than {} vCPUs per instance", kMaxVcpusPerInstance)));
+  }
+  if (size.ncpus < 1) {
+    return Fail(Error::InvalidRequest("cannot have fewer than 1 vCPU per instance"));
+  }
+  if (size.memory < kMinMemoryBytesPerInstance) {
+    return Fail(Error::InvalidValue(
+        "size", fmt::format("memory must be at least {}", ShowBytes(kMinMemoryBytesPerInstance))));
+  }
+  if (size.memory % kMinMemoryBytesPerInstance != 0) {
+    return Fail(Error::InvalidValue("size", fmt::format("memory must be divisible by {}",
+                                                        ShowBytes(kMinMemoryBytesPerInstance))));
+  }
+  if (size.memory > kMaxMemoryBytesPerInstance) {
+    return Fail(Error::InvalidValue("size", fmt::format("memory must be less than or equal to {}",
+                                                        ShowBytes(kMaxMemoryBytesPerInstance))));
+  }
+  return Ok();
+}
 
 Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
   auto it = sleds.find(sled_id);
@@ -79,6 +113,7 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                                        const InstanceCreateParams& params) {
   db::Project p = FP_TRY(cp_.ProjectView(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
+  FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
   // A name in use is refused from a read, before the saga writes anything; the record node
   // checks again inside its transaction for a create racing this one.
   if (auto existing = db::InstanceByName(ds_, p.id, params.name)) {
@@ -99,7 +134,8 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                           {"hostname", params.hostname},
                           {"ncpus", params.ncpus},
                           {"memory", params.memory},
-                          {"nic", NicName(params.nic)}};
+                          {"nic", NicName(params.nic)},
+                          {"start", params.start}};
   // Floating IPs are resolved now, so that lookup errors (404, other project) come before
   // anything is created.
   saga::Json requested = saga::Json::array();
@@ -198,7 +234,12 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
                                         const std::optional<NameOrId>& project,
                                         const Uuid& dst_sled) {
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  // A /v1/system operation: by id, the fleet admin reaches instances of every silo (as the
+  // sled views list them). Names stay scoped to the token's silo, where they are unique.
+  db::Instance i = instance.is_id() && !project ? FP_TRY(ds_.Read<db::Instance>([&](db::Tx& tx) {
+    return db::InstanceGetIn(tx, instance.id());
+  }))
+                                                : FP_TRY(Lookup(actor, instance, project));
   FP_TRY(db::SledGet(ds_, dst_sled));
   if (i.state != db::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
     return Fail(Error::InvalidRequest(fmt::format(
@@ -222,9 +263,13 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
 
 Result<db::Instance> Instances::Update(const Actor& actor, const NameOrId& instance,
                                        const std::optional<NameOrId>& project,
-                                       const db::InstanceUpdate& update) {
+                                       const InstanceSize& size) {
   db::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
+  FP_CHECK_OK(CheckInstanceSize(size));
+  db::InstanceUpdate update;
+  update.ncpus = size.ncpus;
+  update.memory = static_cast<int64_t>(size.memory);  // at most 1536 GiB: checked above
   return db::InstanceUpdateFields(ds_, i.id, update);
 }
 

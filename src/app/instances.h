@@ -38,12 +38,31 @@ struct RequestedExternalIp {
   NameOrId floating_ip{Uuid()};  // floating: by name in the instance's project, or by id
 };
 
+// Oxide's limits on an instance's size (nexus/src/app/mod.rs).
+constexpr int64_t kMaxVcpusPerInstance = 64;
+constexpr uint64_t kMinMemoryBytesPerInstance = uint64_t{1} << 30;           // 1 GiB
+constexpr uint64_t kMaxMemoryBytesPerInstance = 1536 * (uint64_t{1} << 30);  // 1.5 TiB
+
+// The size an InstanceCreate or InstanceUpdate asks for: any vCPU count and byte count the
+// API's types carry (uint16, uint64). Create and Update check it with CheckInstanceSize.
+struct InstanceSize {
+  int64_t ncpus = 1;
+  uint64_t memory = 0;
+};
+
+// Oxide's checks, in its order and words: more than 64 vCPUs is InvalidRequest `cannot have
+// more than 64 vCPUs per instance`; memory below 1 GiB, not a multiple of 1 GiB, or above
+// 1536 GiB is InvalidValue `unsupported value for "size": memory must be at least 1 GiB` (`...
+// divisible by 1 GiB`, `... less than or equal to 1536 GiB`). Zero vCPUs, which Oxide leaves
+// to the sled to refuse, is InvalidRequest `cannot have fewer than 1 vCPU per instance`.
+Status CheckInstanceSize(const InstanceSize& size);
+
 struct InstanceCreateParams {
   std::string name;
   std::string description;
   std::string hostname;
   int64_t ncpus = 1;
-  int64_t memory = 0;
+  uint64_t memory = 0;
   db::NicKind nic = db::NicKind::kDualStack;
   bool start = true;
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
@@ -82,6 +101,8 @@ class Instances {
       : ds_(ds), cp_(control_plane), dataplane_(dataplane), nat_(nat), exec_(executor) {}
   ~Instances() { StopWatcher(); }
 
+  // Errors, in order: NotFound for the project, Forbidden without write access, those of
+  // CheckInstanceSize, then those of resolving the requested floating IPs and of the saga.
   Result<db::Instance> Create(const Actor& actor, const NameOrId& project,
                               const InstanceCreateParams& params);
   // `project` is required with a name and forbidden with an id (§2.0).
@@ -89,9 +110,10 @@ class Instances {
                               const std::optional<NameOrId>& project);
   Result<std::vector<db::Instance>> List(const Actor& actor, const NameOrId& project,
                                          const db::PageRequest& page);
+  // Sets ncpus and memory of a stopped instance. Errors, in order: those of Lookup,
+  // Forbidden without write access, those of CheckInstanceSize, InvalidRequest unless stopped.
   Result<db::Instance> Update(const Actor& actor, const NameOrId& instance,
-                              const std::optional<NameOrId>& project,
-                              const db::InstanceUpdate& update);
+                              const std::optional<NameOrId>& project, const InstanceSize& size);
   Status Delete(const Actor& actor, const NameOrId& instance,
                 const std::optional<NameOrId>& project);
   Result<db::Instance> Start(const Actor& actor, const NameOrId& instance,
@@ -100,7 +122,8 @@ class Instances {
                             const std::optional<NameOrId>& project);
   Result<db::Instance> Reboot(const Actor& actor, const NameOrId& instance,
                               const std::optional<NameOrId>& project);
-  // Fleet admin only.
+  // Fleet admin only (Forbidden otherwise, before any lookup). An instance given by id is
+  // found in any silo; by name, in `project` of the token's silo.
   Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
                                const std::optional<NameOrId>& project, const Uuid& dst_sled);
 
@@ -116,6 +139,16 @@ class Instances {
                                          const db::PoolSelector& selector);
   Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
+  // The instance an instance saga answers with, from the saga's parameters and last output:
+  // an Idempotency-Key's replay of the request. A create without start answers the row its
+  // last node committed; any other (a create that also starts the instance, which happens after
+  // that saga or in recovery, a start, a migrate) the instance now, as the request itself reads
+  // it after its saga, or the create's row if the instance was deleted since.
+  Result<db::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
+                                      const saga::Json& output);
+  // The IP an attach or detach saga answered with, from the saga's output (the row as its
+  // complete node committed it): an Idempotency-Key's replay of that request.
+  Result<db::ExternalIp> IpOfSagaOutput(const saga::Json& output);
   // The instance's attached external IPs (SNAT, ephemeral, floating).
   Result<std::vector<db::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
                                                   const std::optional<NameOrId>& project);

@@ -4,6 +4,11 @@
 
 namespace fp {
 
+Error Error::InvalidValue(std::string_view label, std::string_view message) {
+  return {ErrorKind::kInvalidValue,
+          fmt::format("unsupported value for \"{}\": {}", label, message)};
+}
+
 Error Error::AlreadyExists(std::string_view type, std::string_view name) {
   return {ErrorKind::kObjectAlreadyExists, fmt::format("already exists: {} \"{}\"", type, name)};
 }
@@ -27,6 +32,7 @@ Error Error::InsufficientCapacity(std::string_view text) {
 int Error::HttpStatus() const {
   switch (kind_) {
     case ErrorKind::kInvalidRequest:
+    case ErrorKind::kInvalidValue:
     case ErrorKind::kObjectAlreadyExists:
       return 400;
     case ErrorKind::kUnauthenticated:
@@ -51,6 +57,8 @@ std::string_view Error::ErrorCode() const {
   switch (kind_) {
     case ErrorKind::kInvalidRequest:
       return "InvalidRequest";
+    case ErrorKind::kInvalidValue:
+      return "InvalidValue";
     case ErrorKind::kObjectAlreadyExists:
       return "ObjectAlreadyExists";
     case ErrorKind::kUnauthenticated:

@@ -11,6 +11,7 @@ namespace fp {
 // (see HttpStatus) and one Oxide `error_code`.
 enum class ErrorKind {
   kInvalidRequest,        // 400 InvalidRequest
+  kInvalidValue,          // 400 InvalidValue (Oxide's for a value out of its allowed range)
   kObjectAlreadyExists,   // 400 ObjectAlreadyExists
   kUnauthenticated,       // 401 Unauthenticated
   kForbidden,             // 403 Forbidden
@@ -31,6 +32,8 @@ class Error {
   static Error InvalidRequest(std::string message) {
     return {ErrorKind::kInvalidRequest, std::move(message)};
   }
+  // `unsupported value for "<label>": <message>` (Oxide's InvalidValue).
+  static Error InvalidValue(std::string_view label, std::string_view message);
   // `already exists: <type> "<name>"`.
   static Error AlreadyExists(std::string_view type, std::string_view name);
   // `not found: <type> with name "<name>"`.

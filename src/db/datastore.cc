@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "db/idempotency.h"
 #include "db/schema.h"
 
 namespace fp::db {
@@ -352,6 +353,21 @@ Status Datastore::WaitDurable(int64_t seq) {
   return Ok();
 }
 
+Status Datastore::RunScopedWrite(const std::function<Status(Tx&)>& body,
+                                 const std::function<const void*()>& result,
+                                 const std::type_info& type) {
+  IdempotencyScope* scope = IdempotencyScope::Current(*this);
+  Status done = RunWrite([&](Tx& tx) -> Status {
+    // Even without a scope: the thread leading the commit may be a keyed request's, and its
+    // scope is not this write's.
+    IdempotencyInWrite in_write(scope);
+    FP_CHECK_OK(body(tx));
+    return scope ? scope->RecordIn(tx, result ? result() : nullptr, type) : Ok();
+  });
+  if (scope) scope->Settle(static_cast<bool>(done));
+  return done;
+}
+
 struct Datastore::QueuedWrite {
   enum class State { kQueued, kLeading, kTaken, kDone };
   const std::function<Status(Tx&)>* body;
@@ -372,6 +388,11 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     std::unique_lock lock(queue_mu_);
     if (writing_) {
       queue_.push_back(&me);
+      if (sync_hook_set_.load(std::memory_order_relaxed)) {
+        lock.unlock();  // the hook may wait for other writers to queue
+        SyncPoint("tx:queued");
+        lock.lock();
+      }
       me.cv.wait(lock, [&] { return me.state == State::kLeading || me.state == State::kDone; });
       // Another writer ran this write in its batch and waited until it was durable.
       if (me.state == State::kDone) return me.result;
@@ -539,7 +560,7 @@ void Datastore::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
 
 Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body,
                                  bool wait_durable) {
-  if (write) return RunWrite(body);
+  if (write) return RunScopedWrite(body, nullptr, typeid(void));
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + seconds(30);
   thread_local std::minstd_rand jitter(std::random_device{}());

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -170,14 +171,19 @@ class Datastore {
 
   // Runs `fn` in a write transaction (BEGIN IMMEDIATE), retrying the whole function on
   // SQLITE_BUSY with jittered backoff until a deadline. `fn` returning an error rolls back.
+  //
+  // Inside a keyed request (db/idempotency.h), the write also records the request's answer,
+  // rendered from its result, or the link to a saga it creates, in the same transaction.
   template <typename T>
   Result<T> Write(const std::function<Result<T>(Tx&)>& fn) {
     Result<T> out = Fail(Error::Internal("transaction did not run"));
-    FP_CHECK_OK(RunTransaction(true, [&](Tx& tx) -> Status {
-      out = fn(tx);
-      if (!out) return Fail(out.error());
-      return Ok();
-    }));
+    FP_CHECK_OK(RunScopedWrite(
+        [&](Tx& tx) -> Status {
+          out = fn(tx);
+          if (!out) return Fail(out.error());
+          return Ok();
+        },
+        [&]() -> const void* { return &*out; }, typeid(T)));
     return out;
   }
   // Same for a read-only transaction (a consistent snapshot; runs concurrently with writes).
@@ -280,6 +286,10 @@ class Datastore {
                                          int64_t limit);
   Result<SiloLink> Link(const Uuid& pool_id, const NameOrId& silo, bool is_default);
   Result<SiloLink> LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default);
+  // Removes the link. NotFound (`ip-pool-resource`) without one; InvalidRequest `IP addresses
+  // from this pool are in use in the linked silo (<holder> holds <ip>)` while a live address of
+  // the pool belongs to a live resource of the silo: a floating IP of one of its projects, or
+  // an instance's SNAT or ephemeral address. The check and the removal are one transaction.
   Status Unlink(const Uuid& pool_id, const Uuid& silo_id);
   Result<PoolUtilization> Utilization(const Uuid& pool_id);
   Result<std::vector<SiloIpPool>> SiloPoolList(const Uuid& silo_id, const IpPoolFilter& filter,
@@ -328,6 +338,10 @@ class Datastore {
         wait_durable));
     return out;
   }
+  // A write through the idempotency scope of the calling thread's keyed request, if any (see
+  // Write): `result` gives the body's result, of type `type` (nullptr and void: a Status).
+  Status RunScopedWrite(const std::function<Status(Tx&)>& body,
+                        const std::function<const void*()>& result, const std::type_info& type);
   struct QueuedWrite;
   Status RunWrite(const std::function<Status(Tx&)>& body);
   void RunWriteBatch(const std::vector<QueuedWrite*>& batch);

@@ -3,6 +3,7 @@
 // contender has reached the point where it waits to write. A datastore that checked in one
 // transaction and changed in another would let the contenders in during that window.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "db/attach.h"
+#include "db/instances.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -74,15 +77,21 @@ class ForcedInterleaving {
   int waiting_ = 0;
 };
 
-int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
+// Live external IPs whose `column` (ip_pool_range_id, ip_pool_id) is `id`.
+int64_t LiveIpsWhere(Datastore& ds, std::string_view column, const Uuid& id) {
   return ds
       .Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
         auto row = FP_TRY(tx.QueryRow(
-            "SELECT count(*) FROM external_ip WHERE ip_pool_range_id = ? AND time_deleted IS NULL",
-            range_id));
+            fmt::format("SELECT count(*) FROM external_ip WHERE {} = ? AND time_deleted IS NULL",
+                        column),
+            id));
         return row->Int(0);
       })
       .value();
+}
+
+int64_t LiveIpsInRange(Datastore& ds, const Uuid& range_id) {
+  return LiveIpsWhere(ds, "ip_pool_range_id", range_id);
 }
 
 bool RangeIsLive(Datastore& ds, const Uuid& range_id) {
@@ -235,6 +244,131 @@ TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
              }
            });
   EXPECT_EQ(unlinked.load(), 0);
+}
+
+// An instance of the fixture's project holding a SNAT address from the silo's default pool
+// and, if `ephemeral_pool` is given, an ephemeral address from that pool: the effects of the
+// instance create saga, in one transaction (which passes the sync point "test:instance_created"
+// before it commits).
+Result<Uuid> CreateInstanceWithAddresses(Datastore& ds, const testing::Fixture& f,
+                                         const std::string& name,
+                                         std::optional<std::string> ephemeral_pool = {}) {
+  InstanceCreate c;
+  c.id = Uuid::Random();
+  c.nic_id = Uuid::Random();
+  c.project_id = f.project.id;
+  c.name = name;
+  c.hostname = name;
+  c.memory = int64_t{1} << 30;
+  c.nic = NicKind::kIpv4;
+  return ds.Write<Uuid>([&](Tx& tx) -> Result<Uuid> {
+    FP_TRY(InstanceCreateRecordIn(tx, c));
+    FP_TRY(SnatAllocateIn(tx, Uuid::Random(), c.id, f.silo.id));
+    if (ephemeral_pool) {
+      PoolSelector selector;
+      selector.mode = PoolSelector::Mode::kExplicitPool;
+      selector.pool = ByName(*ephemeral_pool);
+      AttachRequest r;
+      r.ip_id = Uuid::Random();
+      r.kind = IpKind::kEphemeral;
+      r.instance_id = c.id;
+      r.saga_id = Uuid::Random();
+      r.creating = true;
+      FP_TRY(EphemeralAllocateIn(tx, r.ip_id, f.silo.id, selector));
+      FP_TRY(BeginAttachIn(tx, r));
+      FP_TRY(CompleteOpIn(tx, r.ip_id, AttachState::kAttaching, AttachState::kAttached));
+    }
+    FP_CHECK_OK(InstanceFinishCreateIn(tx, c.id));
+    ds.SyncPoint("test:instance_created");
+    return c.id;
+  });
+}
+
+TEST(DatastoreRace, UnlinkIsRefusedWhileAnInstanceOfTheSiloHoldsSnatOrEphemeral) {
+  TempDatastore ds;
+  auto snat_pool = MakeFixture(*ds, "10.0.0.0", "10.0.0.15", "snat-pool");
+  auto eph_pool = MakeFixture(*ds, "10.1.0.0", "10.1.0.15", "eph-pool");
+  ASSERT_TRUE(ds->Link(snat_pool.pool.id, NameOrId(snat_pool.silo.id), true));
+  ASSERT_TRUE(ds->Link(eph_pool.pool.id, NameOrId(eph_pool.silo.id), false));
+  auto instance = CreateInstanceWithAddresses(*ds, snat_pool, "web-1", "eph-pool");
+  ASSERT_TRUE(instance) << instance.error().message();
+
+  Status s = ds->Unlink(snat_pool.pool.id, snat_pool.silo.id);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message(),
+            "IP addresses from this pool are in use in the linked silo (instance \"web-1\" in "
+            "project \"p1\" holds 10.0.0.0 as its SNAT address)");
+  s = ds->Unlink(eph_pool.pool.id, eph_pool.silo.id);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message(),
+            "IP addresses from this pool are in use in the linked silo (instance \"web-1\" in "
+            "project \"p1\" holds 10.1.0.0 as its ephemeral address)");
+  EXPECT_EQ(s.error().HttpStatus(), 400);
+
+  // Once the instance is gone its addresses are released and the pools unlink.
+  ASSERT_TRUE(ds->Write<bool>([&](Tx& tx) -> Result<bool> {
+    FP_CHECK_OK(InstanceDeleteIn(tx, *instance));
+    return true;
+  }));
+  EXPECT_TRUE(ds->Unlink(snat_pool.pool.id, snat_pool.silo.id));
+  EXPECT_TRUE(ds->Unlink(eph_pool.pool.id, eph_pool.silo.id));
+}
+
+TEST(DatastoreRace, UnlinkIgnoresAddressesHeldInOtherSilos) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  SiloCreate other;
+  other.id = Uuid::Random();
+  other.name = "s2";
+  other.description = "";
+  ASSERT_TRUE(ds->SiloCreate(other));
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(other.id), false));
+  ASSERT_TRUE(CreateInstanceWithAddresses(*ds, f, "web-1"));
+  EXPECT_TRUE(ds->Unlink(f.pool.id, other.id)) << "s2 holds nothing of the pool";
+  EXPECT_FALSE(ds->Unlink(f.pool.id, f.silo.id));
+}
+
+TEST(DatastoreRace, InstanceCreateRacingUnlinkBlocksTheUnlink) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  auto eph = MakeFixture(*ds, "10.1.0.0", "10.1.0.15", "eph-pool");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(ds->Link(eph.pool.id, NameOrId(f.silo.id), false));
+  ForcedInterleaving race(*ds, "test:instance_created");
+  std::atomic<int> unlinked{0};
+  race.Run([&] { ASSERT_TRUE(CreateInstanceWithAddresses(*ds, f, "holder", "eph-pool")); },
+           [&](int i) {
+             // Half the contenders unlink the SNAT pool, half the ephemeral one.
+             Status s = ds->Unlink(i % 2 == 0 ? f.pool.id : eph.pool.id, f.silo.id);
+             if (s) {
+               ++unlinked;
+             } else {
+               EXPECT_NE(s.error().message().find(
+                             "IP addresses from this pool are in use in the linked silo (instance "
+                             "\"holder\""),
+                         std::string::npos)
+                   << s.error().message();
+             }
+           });
+  EXPECT_EQ(unlinked.load(), 0);
+}
+
+TEST(DatastoreRace, UnlinkRacingInstanceCreateLeavesNoSnatFromAnUnlinkedPool) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
+  Status unlinked = Ok();
+  race.Run([&] { unlinked = ds->Unlink(f.pool.id, f.silo.id); },
+           [&](int i) {
+             auto r = CreateInstanceWithAddresses(*ds, f, "vm-" + std::to_string(i));
+             ASSERT_FALSE(r) << "an instance got SNAT from a pool its silo no longer has";
+             EXPECT_EQ(r.error().message(),
+                       "not found: default unicast IPv4 pool for current silo");
+           });
+  ASSERT_TRUE(unlinked) << unlinked.error().message();
+  EXPECT_EQ(LiveIpsWhere(*ds, "ip_pool_id", f.pool.id), 0);
 }
 
 TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {

@@ -151,25 +151,22 @@ TEST_F(HistoryTest, TheSagaRowCountFollowsEveryInsertAndDelete) {
 
 TEST_F(HistoryTest, IdempotencyKeysArePrunedByAgeInBatches) {
   const Uuid token = Uuid::Random();
-  auto claim = [&](const std::string& key) {
-    ASSERT_TRUE(IdempotencyBegin(*ds, token, key, "hash", 120 * kSecond));
+  auto record = [&](const std::string& key) {
+    ASSERT_TRUE(IdempotencyFinish(*ds, token, key, "hash", 201, "{}"));
   };
-  claim("a");
-  ASSERT_TRUE(IdempotencyFinish(*ds, token, "a", 201, "{}"));
-  claim("b");  // pending: its server died, and it is as old as the others
+  record("a");
+  record("b");
   clock_->Advance(kSecond);
-  claim("c");
+  record("c");
   clock_->Advance(kRetention);  // a and b are older than the retention; c is exactly as old
   EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 1);
   EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 1);
   EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key WHERE key = 'c'"), 1);
+  EXPECT_TRUE(IdempotencyLookup(*ds, token, "c").value());
   EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key"), 1);
   EXPECT_EQ(IdempotencyKeysPruned(*ds).value(), 2);
-  // After pruning, the key is new again: the request runs instead of being replayed.
-  auto again = IdempotencyBegin(*ds, token, "a", "hash", 120 * kSecond);
-  ASSERT_TRUE(again);
-  EXPECT_EQ(again->kind, IdempotencyClaim::Kind::kNew);
+  // After pruning, the key is new again: a retry runs the request instead of a replay.
+  EXPECT_FALSE(IdempotencyLookup(*ds, token, "a").value());
 }
 
 // Pruning reads the oldest rows through an index: its cost does not grow with the tables.
@@ -177,12 +174,12 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   std::string sagas = Plan(
       "SELECT id FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
       "ORDER BY time_modified LIMIT ?");
-  EXPECT_NE(sagas.find("USING INDEX saga_finished"), std::string::npos) << sagas;
+  EXPECT_NE(sagas.find("INDEX saga_finished"), std::string::npos) << sagas;
   EXPECT_EQ(sagas.find("TEMP B-TREE"), std::string::npos) << sagas;
   std::string keys = Plan(
       "SELECT token_id, key FROM idempotency_key WHERE time_created < ? ORDER BY time_created "
       "LIMIT ?");
-  EXPECT_NE(keys.find("USING INDEX idempotency_key_by_age"), std::string::npos) << keys;
+  EXPECT_NE(keys.find("INDEX idempotency_key_by_age"), std::string::npos) << keys;
   EXPECT_EQ(keys.find("TEMP B-TREE"), std::string::npos) << keys;
 }
 

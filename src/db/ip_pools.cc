@@ -331,17 +331,28 @@ Status Datastore::Unlink(const Uuid& pool_id, const Uuid& silo_id) {
     auto link = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo_id));
     if (!link) return Fail(LinkNotFound(pool_id, silo_id));
-    auto in_use = FP_TRY(tx.QueryRow(
-        "SELECT e.ip, e.name, pr.name FROM external_ip e JOIN project pr ON pr.id = e.project_id "
-        "WHERE e.ip_pool_id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
-        "pr.silo_id = ? AND pr.time_deleted IS NULL ORDER BY e.ip LIMIT 1",
-        pool_id, silo_id));
+    // Any live address of the pool held by a live resource of the silo: a floating IP of one
+    // of its projects, or the SNAT or ephemeral address of an instance in one of them (a
+    // floating IP attached to an instance is named as the floating IP).
+    auto in_use = FP_TRY(
+        tx.QueryRow("SELECT e.ip, e.kind, e.name, i.name, pr.name FROM external_ip e "
+                    "LEFT JOIN instance i ON i.id = e.parent_id AND i.time_deleted IS NULL "
+                    "JOIN project pr ON pr.id = CASE WHEN e.kind = 'floating' THEN e.project_id "
+                    "ELSE i.project_id END "
+                    "WHERE e.ip_pool_id = ? AND e.time_deleted IS NULL AND pr.silo_id = ? AND "
+                    "pr.time_deleted IS NULL ORDER BY e.ip LIMIT 1",
+                    pool_id, silo_id));
     if (in_use) {
       IpAddr ip = FP_TRY(IpColumn(*in_use, 0));
-      return Fail(Error::InvalidRequest(fmt::format(
-          "IP addresses from this pool are in use in the linked silo (floating IP \"{}\" in "
-          "project \"{}\" holds {})",
-          in_use->Text(1), in_use->Text(2), ip.ToString())));
+      std::string holder =
+          in_use->Text(1) == "floating"
+              ? fmt::format("floating IP \"{}\" in project \"{}\" holds {}", in_use->Text(2),
+                            in_use->Text(4), ip.ToString())
+              : fmt::format("instance \"{}\" in project \"{}\" holds {} as its {} address",
+                            in_use->Text(3), in_use->Text(4), ip.ToString(),
+                            in_use->Text(1) == "snat" ? "SNAT" : "ephemeral");
+      return Fail(Error::InvalidRequest(
+          fmt::format("IP addresses from this pool are in use in the linked silo ({})", holder)));
     }
     SyncPoint("ip_pool_unlink:checked");
     FP_TRY(tx.Exec("DELETE FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id,

@@ -94,7 +94,8 @@ struct SagaHistoryStats {
   int64_t saga_rows = 0;     // every saga, whatever its state
   int64_t sagas_pruned = 0;  // deleted by SagaPruneFinished
 };
-// One read of two counter rows, whatever the size of the tables.
+// One read of two counter rows, whatever the size of the tables. For metrics: it does not wait
+// for the log's sync, so it may count commits a crash would still undo.
 Result<SagaHistoryStats> SagaHistory(Datastore& ds);
 
 }  // namespace fp::db

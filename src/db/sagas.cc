@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "db/idempotency.h"
 #include "db/in_transaction.h"
 #include "db/saga_log.h"
 
@@ -34,6 +35,12 @@ Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {
       "ON CONFLICT (id) DO NOTHING",
       row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
       row.engine_version, tx.now(), tx.now()));
+  // A keyed request's saga: its key's record commits with the saga's first commit.
+  if (n == 1) {
+    if (IdempotencyScope* scope = IdempotencyScope::OfWriteInProgress()) {
+      FP_CHECK_OK(scope->LinkSagaIn(tx, row.id));
+    }
+  }
   return n == 1;
 }
 
@@ -170,7 +177,7 @@ Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
 }
 
 Result<SagaHistoryStats> SagaHistory(Datastore& ds) {
-  return ds.Read<SagaHistoryStats>([](Tx& tx) -> Result<SagaHistoryStats> {
+  return ds.ReadLatest<SagaHistoryStats>([](Tx& tx) -> Result<SagaHistoryStats> {
     return SagaHistoryStats{FP_TRY(CounterValueIn(tx, "saga_rows")),
                             FP_TRY(CounterValueIn(tx, "sagas_pruned"))};
   });

@@ -93,10 +93,34 @@ TEST_F(SchemaUpgradeTest, Version3To4KeepsSagasEventsAndNatRows) {
       "VALUES ('no-such-saga', 0, 'started', 1)"));
 }
 
-// Migration 5 (bounded history) starts the saga row counter at the rows already there, and
-// the triggers keep it right afterwards.
-TEST_F(SchemaUpgradeTest, Version4To5CountsTheSagasAlreadyThere) {
+TEST_F(SchemaUpgradeTest, Version4To5KeepsAnswersAndDropsPendingClaims) {
   ASSERT_TRUE(MigrateSchemaTo(*conn_, 4));
+  ASSERT_TRUE(conn_->ExecScript(R"sql(
+    INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body,
+                                 time_created)
+      VALUES ('t', 'answered', 'h1', 'done', 201, '{"id":"x"}', 7),
+             ('t', 'claimed', 'h2', 'pending', NULL, NULL, 8);
+  )sql"));
+
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 5));
+
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key"), 1);
+  EXPECT_EQ(Count("SELECT status FROM idempotency_key WHERE key = 'answered'"), 201);
+  EXPECT_EQ(Count("SELECT time_created FROM idempotency_key WHERE key = 'answered'"), 7);
+  // A record names its saga exactly when it is a saga's.
+  EXPECT_FALSE(conn_->ExecScript(
+      "INSERT INTO idempotency_key (token_id, key, request_sha256, state, time_created) "
+      "VALUES ('t', 'k', 'h', 'saga', 1)"));
+  EXPECT_TRUE(conn_->ExecScript(
+      "INSERT INTO idempotency_key (token_id, key, request_sha256, state, saga_id, "
+      "time_created) VALUES ('t', 'k', 'h', 'saga', 's', 1)"));
+}
+
+// Migration 6 (bounded history) starts the saga row counter at the rows already there, and
+// the triggers keep it right afterwards.
+TEST_F(SchemaUpgradeTest, Version5To6CountsTheSagasAlreadyThere) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 5));
   ASSERT_TRUE(conn_->ExecScript(R"sql(
     INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version,
                       result, time_created, time_modified)
@@ -104,8 +128,8 @@ TEST_F(SchemaUpgradeTest, Version4To5CountsTheSagasAlreadyThere) {
              ('s-stuck', 'ip_attach', '{}', 'stuck', 'sec-a', 1, 1, '{}', 1, 2),
              ('s-running', 'ip_detach', '{}', 'running', 'sec-a', 2, 1, NULL, 3, 4);
   )sql"));
-  ASSERT_TRUE(MigrateSchemaTo(*conn_, 5));
-  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 5);
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 6));
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 6);
   EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 3);
   ASSERT_TRUE(conn_->ExecScript("DELETE FROM saga WHERE id = 's-done'"));
   EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 2);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "db/testing/temp_datastore.h"
@@ -36,14 +38,50 @@ class TokenCacheTest : public ::testing::Test {
                             {SqlValue(token_.id.ToString())}));
   }
 
+  // Runs `action` the first time the datastore passes sync point `point`, on that thread.
+  void OnceAt(std::string point, std::function<void()> action) {
+    fired_ = false;
+    ds->TEST_SetSyncPoint(
+        [this, point = std::move(point), action = std::move(action)](std::string_view name) {
+          if (name != point || fired_) return;
+          fired_ = true;
+          action();
+        });
+  }
+
   TempDatastore ds;
   Silo silo_;
   Token token_;
+  bool fired_ = false;  // OnceAt's action ran
 };
 
 TEST_F(TokenCacheTest, RevocationThroughTheDatastoreTakesEffectAtOnce) {
   ASSERT_TRUE(Authenticates("secret-1"));  // cached now
   ASSERT_TRUE(ds->TokenRevoke(token_.id));
+  EXPECT_FALSE(Authenticates("secret-1"));
+}
+
+TEST_F(TokenCacheTest, ARevocationRacingAnAuthenticationInFlightIsNeverUndoneByTheCache) {
+  // Forced interleaving: the authentication has read the token as live and is about to cache
+  // that answer when the revocation commits and returns. The answer in flight may still be
+  // "live" (the request began before the revoke returned); every later one must not be.
+  OnceAt("token_authenticate:read", [&] { ASSERT_TRUE(ds->TokenRevoke(token_.id)); });
+  EXPECT_TRUE(Authenticates("secret-1"));
+  ds->TEST_SetSyncPoint(nullptr);
+  ASSERT_TRUE(fired_) << "the authentication never reached its sync point";
+  EXPECT_FALSE(Authenticates("secret-1"));
+  EXPECT_FALSE(Authenticates("secret-1"));
+}
+
+TEST_F(TokenCacheTest, AnAuthenticationDuringTheRevokesTransactionIsNotCachedPastIt) {
+  // Forced interleaving: an authentication runs while the revocation's transaction is open
+  // (it still reads the token as live, and caches that); once the revoke returns, that cached
+  // answer must be gone.
+  OnceAt("token_revoke:updated",
+         [&] { EXPECT_TRUE(Authenticates("secret-1")) << "the revocation has not committed yet"; });
+  ASSERT_TRUE(ds->TokenRevoke(token_.id));
+  ds->TEST_SetSyncPoint(nullptr);
+  ASSERT_TRUE(fired_) << "the revocation never reached its sync point";
   EXPECT_FALSE(Authenticates("secret-1"));
 }
 

@@ -45,6 +45,7 @@ Result<std::optional<Token>> Datastore::TokenAuthenticate(const std::string& sec
     return std::optional<Token>(
         Token{FP_TRY(UuidColumn(*row, 0)), FP_TRY(UuidColumn(*row, 1)), *role, row->Text(3)});
   }));
+  SyncPoint("token_authenticate:read");
   if (found) {
     std::lock_guard lock(token_cache_mu_);
     if (token_generation_ == generation) {
@@ -66,6 +67,7 @@ Status Datastore::TokenRevoke(const Uuid& id) {
     int64_t changed = FP_TRY(tx.Exec(
         "UPDATE token SET time_revoked = ? WHERE id = ? AND time_revoked IS NULL", tx.now(), id));
     if (changed == 0) return Fail(Error::NotFoundById("token", id.ToString()));
+    SyncPoint("token_revoke:updated");
     return Ok();
   });
   InvalidateTokenCache();  // after the commit: see TokenAuthenticate

@@ -64,6 +64,8 @@ std::string_view KindName(ErrorKind k) {
   switch (k) {
     case ErrorKind::kInvalidRequest:
       return "invalid_request";
+    case ErrorKind::kInvalidValue:
+      return "invalid_value";
     case ErrorKind::kObjectAlreadyExists:
       return "already_exists";
     case ErrorKind::kUnauthenticated:
@@ -96,9 +98,10 @@ Error ErrorFromJson(const Json& j) {
   std::string kind = j.value("kind", "internal");
   std::string message = j.value("message", "unknown error");
   for (ErrorKind k :
-       {ErrorKind::kInvalidRequest, ErrorKind::kObjectAlreadyExists, ErrorKind::kUnauthenticated,
-        ErrorKind::kForbidden, ErrorKind::kNotFound, ErrorKind::kUnprocessableEntity,
-        ErrorKind::kServiceUnavailable, ErrorKind::kInsufficientCapacity, ErrorKind::kInternal}) {
+       {ErrorKind::kInvalidRequest, ErrorKind::kInvalidValue, ErrorKind::kObjectAlreadyExists,
+        ErrorKind::kUnauthenticated, ErrorKind::kForbidden, ErrorKind::kNotFound,
+        ErrorKind::kUnprocessableEntity, ErrorKind::kServiceUnavailable,
+        ErrorKind::kInsufficientCapacity, ErrorKind::kInternal}) {
     if (KindName(k) == kind) {
       if (k == ErrorKind::kServiceUnavailable) {
         return Error::Unavailable(message, j.value("retry_after", 1));

@@ -4,6 +4,7 @@ Everything goes through the public API with a `Client` from conftest.py; the hel
 the status of the setup calls they make, so a test fails where its setup broke.
 """
 
+import http.client
 import ipaddress
 import itertools
 import re
@@ -50,6 +51,20 @@ def timestamp_ns(text):
     moment = datetime(year, month, day, hour, minute, second, tzinfo=tz)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     return (moment - epoch) // timedelta(seconds=1) * 1_000_000_000 + nanos
+
+
+def metric(server, name):
+    """The value of counter `name` in the server's GET /metrics (Prometheus text)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(f"/metrics has no {name}: {text}")
 
 
 # -- assertions --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Bad input walk: malformed JSON, wrong types, missing fields, invalid names, addresses,
-ranges and query or path parameters, oversized bodies. Every one must get 400 InvalidRequest
-with a message naming the offending field (product.md, "Reliability contract") — never a
-500, a 413 or a crash: the server must still answer ping after each."""
+ranges and query or path parameters, oversized bodies, numbers beyond double range, keys given
+twice, instance sizes beyond Oxide's limits. Every one must get a 400 with a message naming the
+offending field (product.md, "Reliability contract") — never a 500, a 413 or a crash: the
+server must still answer ping after each — and must change nothing."""
 
 import json
 import uuid
@@ -9,12 +10,14 @@ from typing import NamedTuple
 
 import pytest
 
-from e2e_helpers import (assert_error, expect, explicit_ip, from_default, from_pool, link,
-                         make_fip, make_pool, make_project)
+from e2e_helpers import (GIB, assert_error, expect, explicit_ip, from_default, from_pool,
+                         instance_body, link, list_all, make_fip, make_instance, make_pool,
+                         make_project)
 
 PROJECT = "bad-project"
 POOL = "bad-v4"
 FIP = "bad-fip"
+INSTANCE = "bad-vm"
 ONE_MIB = 1 << 20
 
 
@@ -24,6 +27,7 @@ def env(module_server):
     link(module_server.admin, POOL, default=True)
     make_project(module_server.admin, PROJECT)
     make_fip(module_server.admin, PROJECT, FIP)
+    make_instance(module_server.admin, PROJECT, INSTANCE, start=False)
     return module_server
 
 
@@ -54,6 +58,7 @@ def fip_body(allocator):
 
 
 FIPS = "/v1/floating-ips"
+INSTANCES = "/v1/instances"
 IN_PROJECT = {"project": PROJECT}
 RANGES_ADD = f"/v1/system/ip-pools/{POOL}/ranges/add"
 RANGES_REMOVE = f"/v1/system/ip-pools/{POOL}/ranges/remove"
@@ -190,35 +195,188 @@ CASES = [
          {"silo": "default", "role": "emperor", "name": "bad-role"}, fields=("role",)),
     Case("token-missing-silo", "POST", "/v1/system/tokens",
          {"role": "silo_viewer", "name": "no-silo"}, fields=("silo",)),
+    # Numbers beyond the range of a double (JSON allows them; nlohmann refuses them by
+    # throwing), in unknown and known fields, at any depth. Sent raw: Python's json would
+    # write them as Infinity.
+    Case("number-huge-unknown-field", "POST", "/v1/projects",
+         raw=b'{"name":"a1","description":"","x":1e400}', fields=('"x"',)),
+    Case("number-huge-negative", "POST", "/v1/projects",
+         raw=b'{"name":"a1","description":"","x":-1e400}', fields=('"x"',)),
+    Case("number-huge-top-level", "POST", "/v1/projects", raw=b"1e400"),
+    Case("number-huge-known-field", "POST", "/v1/system/silos",
+         raw=b'{"name":"huge-quota","description":"","discoverable":true,'
+             b'"identity_mode":"local_only","quotas":{"cpus":1,"memory":1e400,"storage":1},'
+             b'"tls_certificates":[]}', fields=('"quotas.memory"',)),
+    Case("number-huge-nested-unknown", "POST", FIPS,
+         raw=b'{"name":"huge-nested","description":"",'
+             b'"address_allocator":{"type":"auto","extra":[1,2e308]}}',
+         params=IN_PROJECT, fields=('"address_allocator.extra[1]"',)),
+    Case("number-huge-instance-ncpus", "POST", INSTANCES,
+         raw=b'{"name":"huge-cpus","description":"","hostname":"h","ncpus":1e400,'
+             b'"memory":1073741824}', params=IN_PROJECT, fields=('"ncpus"',)),
+    Case("number-huge-instance-update", "PUT", f"{INSTANCES}/{INSTANCE}",
+         raw=b'{"ncpus":1,"memory":1e999}', params=IN_PROJECT, fields=('"memory"',)),
+    # Keys given twice, at the top and nested, in known and unknown fields.
+    Case("duplicate-key-top-level", "POST", "/v1/projects",
+         raw=b'{"name":"dup-a","description":"","name":"dup-b"}',
+         fields=('field "name": duplicate field `name`',)),
+    Case("duplicate-key-same-value", "POST", "/v1/projects",
+         raw=b'{"name":"dup-a","description":"","description":""}',
+         fields=('field "description": duplicate field `description`',)),
+    Case("duplicate-key-nested", "POST", FIPS,
+         raw=b'{"name":"dup-fip","description":"",'
+             b'"address_allocator":{"type":"auto","type":"explicit"}}',
+         params=IN_PROJECT, fields=('field "address_allocator.type": duplicate field `type`',)),
+    Case("duplicate-key-nested-unknown", "POST", "/v1/projects",
+         raw=b'{"name":"dup-c","description":"","extra":{"deep":{"k":1,"k":2}}}',
+         fields=('field "extra.deep.k": duplicate field `k`',)),
+    Case("duplicate-key-in-array", "POST", INSTANCES,
+         raw=b'{"name":"dup-vm","description":"","hostname":"h","ncpus":1,'
+             b'"memory":1073741824,"start":false,'
+             b'"external_ips":[{"type":"ephemeral","type":"ephemeral"}]}',
+         params=IN_PROJECT, fields=('field "external_ips[0].type": duplicate field `type`',)),
+    # Instance sizes outside the API's types (uint16 vCPUs, uint64 bytes).
+    Case("instance-ncpus-beyond-uint16", "POST", INSTANCES,
+         instance_body("big-cpus", start=False, ncpus=65536), params=IN_PROJECT,
+         fields=('"ncpus"',)),
+    Case("instance-ncpus-negative", "POST", INSTANCES,
+         instance_body("neg-cpus", start=False, ncpus=-1), params=IN_PROJECT,
+         fields=('"ncpus"',)),
+    Case("instance-memory-negative", "POST", INSTANCES,
+         instance_body("neg-mem", start=False, memory=-GIB), params=IN_PROJECT,
+         fields=('"memory"',)),
+    Case("instance-memory-beyond-uint64", "POST", INSTANCES,
+         instance_body("huge-mem", start=False, memory=1 << 64), params=IN_PROJECT,
+         fields=('"memory"',)),
+    Case("instance-memory-fraction", "PUT", f"{INSTANCES}/{INSTANCE}",
+         {"ncpus": 1, "memory": 1.5}, params=IN_PROJECT, fields=('"memory"',)),
+    Case("instance-update-ncpus-string", "PUT", f"{INSTANCES}/{INSTANCE}",
+         {"ncpus": "2", "memory": GIB}, params=IN_PROJECT, fields=('"ncpus"',)),
+    # Huge numbers in query parameters.
+    Case("limit-huge-exponent", "GET", "/v1/projects", params={"limit": "1e400"},
+         fields=("limit",)),
+    Case("limit-beyond-64-bits", "GET", "/v1/projects",
+         params={"limit": "99999999999999999999"}, fields=("limit",)),
+    Case("page-token-huge-number", "GET", "/v1/projects",
+         params={"page_token": b'{"v":1,"o":"name_ascending","k":1e400,"s":""}'.hex()},
+         fields=("page_token",)),
+    Case("ranges-limit-huge", "GET", f"/v1/system/ip-pools/{POOL}/ranges",
+         params={"limit": "1e400"}, fields=("limit",)),
+    Case("sagas-limit-beyond-64-bits", "GET", "/v1/system/sagas",
+         params={"limit": "-99999999999999999999"}, fields=("limit",)),
+    # Huge numbers in path segments.
+    Case("sled-path-huge-number", "GET", "/v1/system/hardware/sleds/99999999999999999999",
+         fields=("sled_id",)),
+    Case("token-path-huge-exponent", "DELETE", "/v1/system/tokens/1e400", fields=("id",)),
+    Case("project-path-huge-number", "GET", "/v1/projects/1e400", fields=("project",)),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_400_naming_the_field(env, case):
-    kwargs = {"params": case.params}
-    if case.raw is not None:
-        kwargs["raw_body"] = case.raw
-    elif case.body is not None:
-        kwargs["body"] = case.body
-    reply = env.admin.request(case.method, case.path, **kwargs)
-    body = assert_error(reply, 400, "InvalidRequest")
+    body = assert_error(send_case(env.admin, case), 400, "InvalidRequest")
     if case.fields:
         assert any(field in body["message"] for field in case.fields), (
             f"message should name one of {case.fields}: {body['message']!r}")
 
 
-def test_bad_input_changed_nothing(env):
+GIB_1536 = 1536 * GIB
+
+# (ncpus, memory, error_code, message): Oxide's instance limits and messages
+# (nexus/src/app/instance.rs, check_instance_cpu_memory_sizes), on create and update alike.
+SIZE_LIMITS = [
+    (65, GIB, "InvalidRequest", "cannot have more than 64 vCPUs per instance"),
+    (65535, GIB, "InvalidRequest", "cannot have more than 64 vCPUs per instance"),
+    (0, GIB, "InvalidRequest", "cannot have fewer than 1 vCPU per instance"),
+    (1, 1, "InvalidValue", 'unsupported value for "size": memory must be at least 1 GiB'),
+    (1, GIB - 1, "InvalidValue", 'unsupported value for "size": memory must be at least 1 GiB'),
+    (1, GIB + 1, "InvalidValue",
+     'unsupported value for "size": memory must be divisible by 1 GiB'),
+    (1, GIB_1536 + GIB, "InvalidValue",
+     'unsupported value for "size": memory must be less than or equal to 1536 GiB'),
+    (1, (1 << 64) - (1 << 30), "InvalidValue",
+     'unsupported value for "size": memory must be less than or equal to 1536 GiB'),
+]
+
+
+def send_size(admin, action, ncpus, memory, project=PROJECT):
+    if action == "create":
+        body = instance_body("sized-vm", start=False, ncpus=ncpus, memory=memory)
+        return admin.post(INSTANCES, body, params={"project": project})
+    return admin.put(f"{INSTANCES}/{INSTANCE}", {"ncpus": ncpus, "memory": memory},
+                     params={"project": project})
+
+
+@pytest.mark.parametrize("ncpus,memory,error_code,message", SIZE_LIMITS,
+                         ids=[f"{c}cpu-{m}B" for c, m, _, _ in SIZE_LIMITS])
+@pytest.mark.parametrize("action", ["create", "update"])
+def test_instance_size_beyond_oxide_limits_is_400(env, action, ncpus, memory, error_code,
+                                                  message):
+    assert_error(send_size(env.admin, action, ncpus, memory), 400, error_code, message)
+    assert env.admin.get(f"{INSTANCES}/sized-vm", params=IN_PROJECT).status == 404
+    vm = expect(env.admin.get(f"{INSTANCES}/{INSTANCE}", params=IN_PROJECT), 200)
+    assert (vm["ncpus"], vm["memory"]) == (1, GIB)
+
+
+@pytest.mark.parametrize("action", ["create", "update"])
+def test_instance_size_at_oxide_limits_is_accepted(env, action):
     admin = env.admin
-    projects = expect(admin.get("/v1/projects"), 200)["items"]
-    assert [p["name"] for p in projects] == [PROJECT]
-    assert expect(admin.get(f"/v1/projects/{PROJECT}"), 200)["description"] == (
-        f"project {PROJECT}")
-    ranges = expect(admin.get(f"/v1/system/ip-pools/{POOL}/ranges"), 200)["items"]
-    assert [r["range"] for r in ranges] == [{"first": "10.99.0.0", "last": "10.99.0.255"}]
-    links = expect(admin.get(f"/v1/system/ip-pools/{POOL}/silos"), 200)["items"]
-    assert [silo_link["is_default"] for silo_link in links] == [True]
-    fip = expect(admin.get(f"{FIPS}/{FIP}", params={"project": PROJECT}), 200)
-    assert fip["description"] == f"floating IP {FIP}"
+    for ncpus, memory in [(64, GIB_1536), (1, GIB)]:
+        reply = send_size(admin, action, ncpus, memory)
+        body = expect(reply, 201 if action == "create" else 200)
+        assert (body["ncpus"], body["memory"]) == (ncpus, memory)
+        if action == "create":
+            expect(admin.delete(f"{INSTANCES}/sized-vm", params=IN_PROJECT), 204)
+
+
+@pytest.mark.parametrize("action", ["create", "update"])
+def test_instance_size_is_checked_after_the_lookup(env, action):
+    # As Oxide: the project (create) or instance (update) is looked up first.
+    reply = send_size(env.admin, action, 1, 1, project="no-such-project")
+    assert_error(reply, 404, "ObjectNotFound", 'not found: project with name "no-such-project"')
+
+
+def send_case(admin, case):
+    kwargs = {"params": case.params}
+    if case.raw is not None:
+        kwargs["raw_body"] = case.raw
+    elif case.body is not None:
+        kwargs["body"] = case.body
+    return admin.request(case.method, case.path, **kwargs)
+
+
+def snapshot(admin):
+    """Everything the bad inputs could touch, as the API shows it."""
+    return {
+        "silos": list_all(admin, "/v1/system/silos"),
+        "projects": list_all(admin, "/v1/projects"),
+        "pools": list_all(admin, "/v1/system/ip-pools"),
+        "ranges": list_all(admin, f"/v1/system/ip-pools/{POOL}/ranges"),
+        "links": list_all(admin, LINKS),
+        "utilization": expect(admin.get(f"/v1/system/ip-pools/{POOL}/utilization"), 200),
+        "fips": list_all(admin, FIPS, project=PROJECT),
+        "instances": list_all(admin, INSTANCES, project=PROJECT),
+    }
+
+
+def test_bad_input_changed_nothing(env):
+    """Sends every bad input itself (so that it proves something when run alone) and compares
+    what the API shows before and after."""
+    admin = env.admin
+    before = snapshot(admin)
+    # The evidence is there to be changed: the module's project, pool, link, FIP, instance.
+    assert [p["name"] for p in before["projects"]] == [PROJECT]
+    assert [r["range"] for r in before["ranges"]] == [{"first": "10.99.0.0",
+                                                      "last": "10.99.0.255"}]
+    assert [link_["is_default"] for link_ in before["links"]] == [True]
+    assert [f["name"] for f in before["fips"]] == [FIP]
+    assert [i["name"] for i in before["instances"]] == [INSTANCE]
+    for case in CASES:
+        assert send_case(admin, case).status == 400, case.id
+    for ncpus, memory, _, _ in SIZE_LIMITS:
+        for action in ("create", "update"):
+            assert send_size(admin, action, ncpus, memory).status == 400
+    assert snapshot(admin) == before
 
 
 @pytest.mark.parametrize("first,last", [("10.99.1.9", "10.99.1.1"), ("fd99::9", "fd99::1")],

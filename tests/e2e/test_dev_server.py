@@ -1,18 +1,20 @@
 """The `floatplane server --dev` process contract: startup, token file, persistence across
-restarts, request log on stderr, clean exit on SIGTERM and SIGINT."""
+restarts, request log on stderr, a request id on every response, clean exit on SIGTERM and
+SIGINT."""
 
 import http.client
 import json
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
 
 import pytest
 
-from e2e_helpers import (expect, explicit_ip, from_pool, link, list_all, make_fip, make_pool,
-                         make_project, same_ip)
+from e2e_helpers import (expect, explicit_ip, from_pool, is_uuid, link, list_all, make_fip,
+                         make_pool, make_project, same_ip)
 
 
 def test_ping_answers_without_authentication(server):
@@ -52,6 +54,29 @@ def test_restart_keeps_data_and_token(server):
     # Allocation state survived too: the next address is not the one already held.
     after = make_fip(server.admin, "survivor", "after-restart", from_pool("kept-pool"))
     assert same_ip(after["ip"], "192.0.2.2")
+
+
+def test_lost_admin_token_file_is_replaced_on_the_next_start(server):
+    """README: "if that file is lost, the next start mints a replacement token"."""
+    token_file = server.data_dir / "admin-token"
+    lost = token_file.read_text()
+    project = make_project(server.admin, "before-the-loss")
+    assert server.stop() == 0
+    token_file.unlink()
+
+    server.start()  # fails if no admin-token file appears
+
+    replacement = token_file.read_text()
+    assert re.fullmatch(r"\S+\n", replacement), replacement
+    assert replacement != lost, "a replacement is a new token"
+    assert server.admin_token == replacement.strip()
+    # A fleet admin's token on the same data.
+    assert expect(server.admin.get("/v1/projects/before-the-loss"), 200)["id"] == project["id"]
+    assert server.admin.get("/v1/system/ip-pools").status == 200
+    server.wait_for_log(lambda r: r.get("level") == "warn" and "admin-token" in r.get("msg", ""))
+    # Minted once: the start after that keeps it.
+    server.restart()
+    assert token_file.read_text() == replacement
 
 
 def test_restart_twice_on_same_dir(server):
@@ -193,3 +218,82 @@ def test_sigterm_answers_every_request_it_committed(server):
     committed = {n for n in listed if n.startswith("k")}
     assert committed - acked == set(), "committed but never acknowledged"
     assert acked - committed == set(), "acknowledged but lost"
+
+
+# -- x-request-id on every response ----------------------------------------------------------
+
+def _raw_exchange(port, data):
+    """Sends `data` as is on a fresh connection and reads until the server closes it; returns
+    (status, headers with lower-case names, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer and close before reading everything
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), f"no HTTP answer to {data[:80]!r}: {head[:200]!r}"
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+def _request(method, path, token=None, body=b"", extra=b""):
+    auth = f"Authorization: Bearer {token}\r\n".encode() if token else b""
+    length = f"Content-Length: {len(body)}\r\n".encode() if body else b""
+    return (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n".encode() + auth + length + extra +
+            b"Connection: close\r\n\r\n" + body)
+
+
+# (case, raw request given the admin token, expected status). The over-limit bodies and
+# headers are refused while the request is read, before any handler runs.
+REQUEST_ID_CASES = [
+    ("ping", lambda t: _request("GET", "/v1/ping"), 200),
+    ("list", lambda t: _request("GET", "/v1/projects", t), 200),
+    ("created", lambda t: _request("POST", "/v1/projects", t,
+                                   b'{"name":"with-request-id","description":""}'), 201),
+    ("deleted", lambda t: _request("DELETE", "/v1/projects/with-request-id", t), 204),
+    ("unknown-route", lambda t: _request("GET", "/v1/no-such-thing", t), 404),
+    ("missing-resource", lambda t: _request("GET", "/v1/projects/absent", t), 404),
+    ("method-not-allowed", lambda t: _request("PATCH", "/v1/projects", t), 405),
+    ("no-token", lambda t: _request("GET", "/v1/projects"), 401),
+    ("bad-token", lambda t: _request("GET", "/v1/projects", "not-a-token"), 401),
+    ("bad-json", lambda t: _request("POST", "/v1/projects", t, b'{"name": '), 400),
+    ("malformed-http", lambda t: b"NOT HTTP AT ALL\r\n\r\n", 400),
+    ("bad-version", lambda t: b"GET /v1/ping HTTP/9.9\r\n\r\n", 400),
+    ("bad-content-length", lambda t: _request("GET", "/v1/ping",
+                                              extra=b"Content-Length: 99999999999999999999\r\n"),
+     400),
+    ("body-over-limit", lambda t: _request("POST", "/v1/projects", t,
+                                           extra=b"Content-Length: 2097152\r\n"), 400),
+    ("headers-over-limit", lambda t: _request("GET", "/v1/ping",
+                                              extra=b"X-Padding: " + b"x" * 20000 + b"\r\n"),
+     400),
+]
+
+
+def test_every_response_carries_its_request_id(module_server):
+    """README: every response carries the request's id in `x-request-id` (and in error bodies),
+    whatever answered it: a handler, the router, authentication or the HTTP reader."""
+    seen = set()
+    for case, make_request, status in REQUEST_ID_CASES:
+        got, headers, body = _raw_exchange(module_server.port,
+                                           make_request(module_server.admin_token))
+        assert got == status, f"{case}: expected {status}, got {got}: {body[:300]!r}"
+        request_id = headers.get("x-request-id")
+        assert is_uuid(request_id), f"{case}: x-request-id {request_id!r}, headers {headers}"
+        if status >= 400:
+            assert json.loads(body)["request_id"] == request_id, f"{case}: {body!r}"
+        assert request_id not in seen, f"{case}: request id {request_id} reused"
+        seen.add(request_id)

@@ -4,7 +4,7 @@ the first response and does no work; the same key with another body gets 422."""
 import json
 import urllib.request
 
-from e2e_helpers import expect, list_all, make_pool, link
+from e2e_helpers import expect, link, list_all, make_pool, metric
 
 
 def raw_post(server, path, body, key, token=None):
@@ -66,3 +66,41 @@ def test_floating_ip_create_with_a_key_allocates_one_address(server):
     assert first[0] == 201 and again[1] == first[1]
     util = expect(server.admin.get("/v1/system/ip-pools/idem-pool/utilization"), 200)
     assert util["remaining"] == 8.0
+
+
+def test_token_create_refuses_a_key_whose_answer_would_store_the_secret(server):
+    body = {"silo": "default", "role": "silo_viewer", "name": "keyed"}
+    status, refusal, _ = raw_post(server, "/v1/system/tokens", body, "token-key")
+    assert status == 400, refusal
+    assert "Idempotency-Key" in refusal["message"] and "secret" in refusal["message"]
+    # Nothing was created; without the key the same request works.
+    assert expect(server.admin.post("/v1/system/tokens", body), 201)["token"]
+
+
+def test_a_keyed_create_is_one_commit_and_its_replay_none(server):
+    # The key's record is written by the create's own transaction, not by one of its own.
+    commits = "floatplane_durable_commits_total"
+    before = metric(server, commits)
+    body = {"name": "one-commit", "description": ""}
+    first = raw_post(server, "/v1/projects", body, "one-commit-key")
+    assert first[0] == 201
+    assert metric(server, commits) == before + 1
+    assert raw_post(server, "/v1/projects", body, "one-commit-key")[1] == first[1]
+    assert metric(server, commits) == before + 1
+
+
+def test_keyed_update_and_delete_are_replayed(server):
+    # Every mutating request takes a key, not only POST: a retried delete gets its 204 again.
+    expect(server.admin.post("/v1/projects", {"name": "keyed-del", "description": ""}), 201)
+    key = {"Idempotency-Key": "rename-key"}
+    renamed = server.admin.put("/v1/projects/keyed-del", {"name": "keyed-del2"}, headers=key)
+    assert renamed.status == 200, renamed
+    again = server.admin.put("/v1/projects/keyed-del", {"name": "keyed-del2"}, headers=key)
+    assert (again.status, again.body) == (200, renamed.body)
+    assert again.headers.get("idempotent-replayed") == "true"
+    key = {"Idempotency-Key": "delete-key"}
+    assert server.admin.delete("/v1/projects/keyed-del2", headers=key).status == 204
+    retry = server.admin.delete("/v1/projects/keyed-del2", headers=key)
+    assert retry.status == 204, retry
+    assert retry.headers.get("idempotent-replayed") == "true"
+    assert server.admin.delete("/v1/projects/keyed-del2").status == 404

@@ -14,7 +14,8 @@ import pytest
 from e2e_helpers import (DEFAULT_SILO, make_fip, assert_error, create_instance, disagreement, expect,
                          instance_action, instance_body, link, list_all, list_sagas,
                          make_instance, make_pool, make_project, make_silo, migrate, nat_key,
-                         nat_keys, role_client, sled_instance_ids, snat_block, unique,
+                         nat_keys, pool_links, role_client, same_ip, sled_instance_ids,
+                         snat_block, unique, unlink,
                          utilization, view_instance, wait_agreement, wait_run_state,
                          wait_sagas_settled, wait_until)
 
@@ -146,14 +147,18 @@ def test_stop_start_and_reboot_keep_snat_on_the_switch_exactly_while_running(rac
     assert nat_keys(rack.nat_entries()) == [snat]
     assert remaining(admin) == POOL_SIZE - 1
 
-    # Reboot: back to running, on a sled, with its SNAT entry.
-    sled_before, _ = only_vm(rack, instance_id)
+    # Reboot: the VM stops and comes up again (its sled counts one more boot), on the same
+    # sled, with its SNAT entry.
+    sled_before, vm_before = only_vm(rack, instance_id)
+    assert vm_before["state"] == "running" and vm_before["boots"] >= 1, vm_before
     rebooting = expect(instance_action(admin, instance_id, "reboot"), 202)
     assert rebooting["run_state"] in ("rebooting", "starting", "running"), rebooting
     wait_run_state(admin, instance_id, "running")
     wait_agreement(rack, instance_id, snat)
     sled_after, vm = only_vm(rack, instance_id)
     assert sled_after == sled_before, "a reboot does not move the instance"
+    assert vm["boots"] == vm_before["boots"] + 1, (
+        f"the sled did not start the VM again: {vm_before} then {vm}")
     assert [ipaddress.ip_address(ip) for ip in vm["external_ips"]] == [snat[0]]
     assert nat_keys(rack.nat_entries()) == [snat]
     assert first_sled in rack.agent_by_id
@@ -214,6 +219,44 @@ def test_migrate_moves_the_vm_and_points_nat_at_the_destination(rack):
     assert {s["name"] for s in wait_sagas_settled(admin)} >= {"instance_migrate"}
 
 
+def test_fleet_admin_migrates_an_instance_of_another_silo(rack):
+    """/v1/system operations act across silos for the fleet administrator: the token that lists
+    another silo's instance on its sled can also migrate it (by id). Others keep getting 403."""
+    admin = rack.admin  # a fleet admin of the default silo
+    make_silo(admin, "tenant-b")
+    make_pool(admin, "tenant-b-pool", "198.51.100.100", "198.51.100.109")
+    link(admin, "tenant-b-pool", silo="tenant-b", default=True)
+    tenant = role_client(admin, "tenant-b", "silo_admin")
+    make_project(tenant, "b-project")
+    instance_id = make_instance(tenant, "b-project", "b-vm")["id"]
+    wait_run_state(tenant, instance_id, "running")
+    source, _ = only_vm(rack, instance_id)
+    destination = other_sled(rack, source)
+    assert sled_instance_ids(admin, source) == [instance_id]
+
+    # Not a fleet admin, in either silo: 403, and the VM stays.
+    for client in (tenant, role_client(admin, DEFAULT_SILO, "silo_admin")):
+        assert_error(migrate(client, instance_id, destination), 403, "Forbidden")
+    assert only_vm(rack, instance_id)[0] == source
+
+    moved = expect(migrate(admin, instance_id, destination), 202)
+    assert moved["id"] == instance_id and moved["project_id"] == view_instance(
+        tenant, instance_id)["project_id"]
+    wait_run_state(tenant, instance_id, "running")
+    assert only_vm(rack, instance_id)[0] == destination
+    assert sled_instance_ids(admin, destination) == [instance_id]
+    assert sled_instance_ids(admin, source) == []
+
+    # Names still resolve in the token's own silo, where this project does not exist.
+    reply = admin.post("/v1/system/instances/b-vm/migrate", {"dst_sled_id": source},
+                       params={"project": "b-project"})
+    assert_error(reply, 404, "ObjectNotFound", 'not found: project with name "b-project"')
+    missing = str(uuid.uuid4())
+    assert_error(migrate(admin, missing, source), 404, "ObjectNotFound",
+                 f'not found: instance with id "{missing}"')
+    assert only_vm(rack, instance_id)[0] == destination
+
+
 def test_migrate_of_a_stopped_instance_is_refused(rack):
     admin = rack.admin
     instance_id = make_instance(admin, PROJECT, "parked-1", start=False)["id"]
@@ -222,6 +265,50 @@ def test_migrate_of_a_stopped_instance_is_refused(rack):
     assert view_instance(admin, instance_id)["run_state"] == "stopped"
     assert rack.vms(instance_id) == [] and rack.nat_entries() == []
     assert "instance_migrate" not in {s["name"] for s in list_sagas(admin)}
+
+
+UNLINK_IN_USE = "IP addresses from this pool are in use in the linked silo"
+
+
+def instance_ip(admin, instance_id, kind):
+    items = expect(admin.get(f"/v1/instances/{instance_id}/external-ips"), 200)["items"]
+    [ip] = [item["ip"] for item in items if item["kind"] == kind]
+    return ip
+
+
+def test_unlink_is_refused_while_an_instance_holds_snat_or_ephemeral_from_the_pool(rack):
+    """A stopped instance keeps its SNAT and ephemeral addresses; the pool they come from
+    cannot be unlinked from its silo until they are released (the message names the holder)."""
+    admin = rack.admin
+    make_pool(admin, "eph-only", "198.51.100.200", "198.51.100.209")
+    link(admin, "eph-only")
+    both = make_instance(admin, PROJECT, "holder-1", start=False,
+                         external_ips=[{"type": "ephemeral", "pool_selector": {
+                             "type": "explicit", "pool": POOL}}])["id"]
+    eph = make_instance(admin, PROJECT, "holder-2", start=False,
+                        external_ips=[{"type": "ephemeral", "pool_selector": {
+                            "type": "explicit", "pool": "eph-only"}}])["id"]
+    snat = instance_ip(admin, both, "snat")
+    assert same_ip(snat, POOL_FIRST)
+    eph_ip = instance_ip(admin, eph, "ephemeral")
+
+    assert_error(unlink(admin, POOL), 400, "InvalidRequest",
+                 f'{UNLINK_IN_USE} (instance "holder-1" in project "{PROJECT}" holds {snat} as '
+                 f'its SNAT address)')
+    assert_error(unlink(admin, "eph-only"), 400, "InvalidRequest",
+                 f'{UNLINK_IN_USE} (instance "holder-2" in project "{PROJECT}" holds {eph_ip} '
+                 f'as its ephemeral address)')
+    assert [ln["is_default"] for ln in pool_links(admin, POOL)] == [True]
+    assert len(pool_links(admin, "eph-only")) == 1
+    assert instance_ip(admin, eph, "ephemeral") == eph_ip
+
+    # Released, the addresses no longer hold the pools.
+    expect(admin.delete(f"/v1/instances/{eph}/external-ips/ephemeral"), 204)
+    assert unlink(admin, "eph-only").status == 204
+    expect(admin.delete(f"/v1/instances/{eph}"), 204)
+    assert_error(unlink(admin, POOL), 400, "InvalidRequest", startswith=UNLINK_IN_USE)
+    expect(admin.delete(f"/v1/instances/{both}"), 204)
+    assert unlink(admin, POOL).status == 204
 
 
 def test_delete_is_refused_while_running_and_releases_snat_once_stopped(rack):

@@ -52,6 +52,7 @@ SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
   out.state = vm.state;
   out.external_ips = vm.spec.external_ips;
   out.snat_ip = vm.spec.snat_ip;
+  out.boots = vm.boots;
   if (vm.spec.snat_ip && std::find(out.external_ips.begin(), out.external_ips.end(),
                                    *vm.spec.snat_ip) == out.external_ips.end()) {
     out.external_ips.push_back(*vm.spec.snat_ip);
@@ -178,7 +179,12 @@ void SledAgentSim::RunTransitions() {
     for (auto& [id, vm] : vms_) {
       if (!vm.transition_at) continue;
       if (*vm.transition_at <= now) {
-        vm.state = vm.state == VmState::kStarting ? VmState::kRunning : VmState::kStopped;
+        if (vm.state == VmState::kStarting) {
+          vm.state = VmState::kRunning;
+          ++vm.boots;
+        } else {
+          vm.state = VmState::kStopped;
+        }
         vm.transition_at.reset();
       } else if (!next || *vm.transition_at < *next) {
         next = vm.transition_at;

@@ -73,6 +73,7 @@ class SledAgentSim {
     VmState state = VmState::kStopped;
     // When starting becomes running, or stopping becomes stopped.
     std::optional<TimePoint> transition_at;
+    int64_t boots = 0;  // starting -> running transitions so far
   };
 
   explicit SledAgentSim(const SimOptions& options);

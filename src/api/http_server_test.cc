@@ -1,0 +1,235 @@
+// Connection admission: idle and slow clients hold no thread, cannot starve other clients, and
+// are told 503 or 408 instead of being cut off without an answer.
+
+#include "api/http_server.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agents/http_client.h"
+
+namespace fp::api {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A raw TCP connection to 127.0.0.1:port from `source` (another loopback address stands for
+// another client).
+class RawConn {
+ public:
+  RawConn(uint16_t port, const char* source = "127.0.0.1") {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &from.sin_addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      Fail();
+      return;
+    }
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) Fail();
+  }
+  ~RawConn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConn(RawConn&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  RawConn& operator=(RawConn&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+
+  bool ok() const { return fd_ >= 0; }
+  bool Send(std::string_view data) {
+    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  // Everything the server sends until it closes the connection or `timeout` passes.
+  std::string ReadUntilClosed(std::chrono::milliseconds timeout) {
+    std::string got;
+    auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        break;
+      }
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  void Fail() {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+  bool closed_ = false;
+};
+
+int ThreadCount() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+std::unique_ptr<HttpServer> StartServer(HttpServerOptions options) {
+  auto server = HttpServer::Start(options, [](const HttpRequest&) {
+    HttpResponse r;
+    r.body = R"({"status":"ok"})";
+    return r;
+  });
+  EXPECT_TRUE(server) << server.error().message();
+  return std::move(*server);
+}
+
+TEST(HttpServerTest, IdleConnectionsHoldNoThread) {
+  auto server = StartServer({});
+  // Warm up the worker pool so that its threads are counted before and after alike.
+  agents::HttpClient client("server", fmt::format("http://127.0.0.1:{}", server->port()), 2s);
+  ASSERT_TRUE(client.Call("GET", "/v1/ping"));
+  int before = ThreadCount();
+  std::vector<RawConn> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.emplace_back(server->port(), "127.0.0.2");
+    ASSERT_TRUE(idle.back().ok());
+  }
+  // Half of them send part of a request: slow clients.
+  for (size_t i = 0; i < idle.size(); i += 2)
+    ASSERT_TRUE(idle[i].Send("GET /v1/ping HTTP/1.1\r\n"));
+  auto deadline = Clock::now() + 5s;
+  while (server->stats().open_connections < 301 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server->stats().open_connections, 301);  // 300 + the client's keep-alive connection
+  EXPECT_LE(ThreadCount(), before + 2);
+  auto answer = client.Call("GET", "/v1/ping");
+  ASSERT_TRUE(answer) << answer.error().message();
+  EXPECT_EQ(answer->status, 200);
+}
+
+TEST(HttpServerTest, AClientOverItsBoundGets503WithRetryAfterAndOthersAreServed) {
+  HttpServerOptions options;
+  options.max_connections_per_client = 20;
+  auto server = StartServer(options);
+  std::vector<RawConn> held;
+  for (int i = 0; i < 20; ++i) held.emplace_back(server->port(), "127.0.0.2");
+  RawConn over(server->port(), "127.0.0.2");
+  ASSERT_TRUE(over.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string answer = over.ReadUntilClosed(3s);
+  EXPECT_TRUE(over.closed());
+  EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("x-request-id: "), std::string::npos) << answer;
+  EXPECT_NE(answer.find("too many open connections from 127.0.0.2 (limit 20)"), std::string::npos)
+      << answer;
+  EXPECT_EQ(server->stats().refused_per_client, 1);
+  // Another address is a different client.
+  RawConn other(server->port(), "127.0.0.3");
+  ASSERT_TRUE(other.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_NE(other.ReadUntilClosed(3s).find("HTTP/1.1 200"), std::string::npos);
+  // A closed connection frees its place.
+  held.pop_back();
+  for (auto deadline = Clock::now() + 3s; Clock::now() < deadline;) {
+    RawConn again(server->port(), "127.0.0.2");
+    ASSERT_TRUE(again.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    if (again.ReadUntilClosed(3s).find("HTTP/1.1 200") != std::string::npos) return;
+    std::this_thread::sleep_for(20ms);
+  }
+  ADD_FAILURE() << "a closed connection did not free its place";
+}
+
+TEST(HttpServerTest, BeyondCapacityAConnectionGets503NotASilentClose) {
+  HttpServerOptions options;
+  options.max_connections = 10;
+  auto server = StartServer(options);
+  std::vector<RawConn> held;
+  for (int i = 0; i < 10; ++i) held.emplace_back(server->port(), "127.0.0.2");
+  RawConn over(server->port(), "127.0.0.3");
+  ASSERT_TRUE(over.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string answer = over.ReadUntilClosed(3s);
+  EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("at its limit of 10 open connections"), std::string::npos) << answer;
+  EXPECT_EQ(server->stats().refused_over_capacity, 1);
+}
+
+TEST(HttpServerTest, ARequestTricklingPastTheRequestTimeoutGets408) {
+  HttpServerOptions options;
+  options.request_timeout = 600ms;
+  auto server = StartServer(options);
+  RawConn slow(server->port());
+  // A first request answered at once: the second one's deadline counts from its first byte.
+  ASSERT_TRUE(slow.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string answer = slow.ReadUntilClosed(300ms);
+  ASSERT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+  answer.clear();
+  auto start = Clock::now();
+  // One header line every 200 ms: each arrives well within any per-read timeout, but the whole
+  // head never does within the request timeout.
+  for (int i = 0; i < 20 && !slow.closed(); ++i) {
+    if (!slow.Send(i == 0 ? "GET /v1/ping HTTP/1.1\r\n" : fmt::format("X-Slow-{}: y\r\n", i))) {
+      break;
+    }
+    answer += slow.ReadUntilClosed(200ms);
+  }
+  auto elapsed = Clock::now() - start;
+  EXPECT_TRUE(slow.closed());
+  EXPECT_NE(answer.find("HTTP/1.1 408"), std::string::npos) << answer;
+  EXPECT_GE(elapsed, 600ms);
+  EXPECT_LT(elapsed, 600ms + 1500ms);
+  EXPECT_EQ(server->stats().request_timeouts, 1);
+}
+
+TEST(HttpServerTest, AConnectionThatSendsNothingIsClosedAtTheRequestTimeout) {
+  HttpServerOptions options;
+  options.request_timeout = 400ms;
+  options.idle_timeout = 60s;
+  auto server = StartServer(options);
+  RawConn silent(server->port());
+  auto start = Clock::now();
+  std::string answer = silent.ReadUntilClosed(5s);
+  EXPECT_TRUE(silent.closed());
+  EXPECT_EQ(answer, "");
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST(HttpServerTest, AKeepAliveConnectionIsServedAgainAfterIdlingInTheEventLoop) {
+  HttpServerOptions options;
+  options.linger = 1ms;
+  auto server = StartServer(options);
+  RawConn conn(server->port());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(conn.Send("GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::string got = conn.ReadUntilClosed(300ms);  // the connection stays open: times out
+    EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+    EXPECT_FALSE(conn.closed());
+  }
+  // Two requests in one write (pipelined) get two answers.
+  ASSERT_TRUE(conn.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string both = conn.ReadUntilClosed(300ms);
+  EXPECT_NE(both.find("HTTP/1.1 200"), both.rfind("HTTP/1.1 200")) << both;
+}
+
+}  // namespace
+}  // namespace fp::api
