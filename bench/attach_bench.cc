@@ -151,7 +151,8 @@ void ReportSagaHistory(const std::string& path, int64_t cycles) {
       "in their tables and indexes (%.0f bytes per saga); database file %.1f MiB\n",
       static_cast<long long>(sagas), static_cast<double>(sagas) / cycles,
       static_cast<long long>(events), static_cast<double>(events) / cycles,
-      static_cast<double>(bytes) / (1 << 20), static_cast<double>(bytes) / sagas,
+      static_cast<double>(bytes) / (1 << 20),
+      sagas > 0 ? static_cast<double>(bytes) / static_cast<double>(sagas) : 0.0,
       static_cast<double>(file) / (1 << 20));
 }
 
