@@ -2,6 +2,7 @@
 //
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
 //                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
+//                              [--history-retention 3d]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
 // every attach and detach also makes real HTTP calls to the switch and sled agents), creates one
@@ -14,7 +15,8 @@
 // of (raw commits/s / durable commits per cycle). The raw rate is measured again right after
 // the concurrent run and the target uses the mean of the two: this disk's rate drifts by a
 // factor of two within minutes, and one measurement taken earlier says little about the
-// seconds the run took.
+// seconds the run took. Last, with the server stopped, what the saga history takes in the
+// database (rows and bytes per cycle), for the steady state under --history-retention.
 //
 // With --idle-connections N it then opens N keep-alive connections from ten loopback client
 // addresses (127.0.1.1-10), each of which makes one request and then stays idle, and measures
@@ -119,6 +121,41 @@ double RawCommitRate(const std::string& dir, double seconds = 3.0) {
   return n / elapsed.count();
 }
 
+// What the saga history takes in the database at `path` (opened after the server stopped, so
+// the log is in the file): rows of the saga tables and the bytes of their B-trees and indexes
+// (SQLite's dbstat table), and the file's size.
+void ReportSagaHistory(const std::string& path, int64_t cycles) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    Die("cannot open " + path);
+  }
+  auto number = [&](const char* sql) -> int64_t {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+      Die(std::string("saga history: ") + sqlite3_errmsg(db));
+    }
+    int64_t value = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
+    sqlite3_finalize(stmt);
+    return value;
+  };
+  const int64_t sagas = number("SELECT count(*) FROM saga");
+  const int64_t events = number("SELECT count(*) FROM saga_node_event");
+  const int64_t bytes = number(
+      "SELECT sum(pgsize) FROM dbstat WHERE name IN ('saga', 'saga_node_event', "
+      "'saga_unfinished', 'saga_finished')");
+  const int64_t file =
+      number("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()");
+  sqlite3_close(db);
+  std::printf(
+      "saga history: %lld sagas (%.2f per cycle), %lld node events (%.2f per cycle), %.1f MiB "
+      "in their tables and indexes (%.0f bytes per saga); database file %.1f MiB\n",
+      static_cast<long long>(sagas), static_cast<double>(sagas) / cycles,
+      static_cast<long long>(events), static_cast<double>(events) / cycles,
+      static_cast<double>(bytes) / (1 << 20),
+      sagas > 0 ? static_cast<double>(bytes) / static_cast<double>(sagas) : 0.0,
+      static_cast<double>(file) / (1 << 20));
+}
+
 // Pings over one keep-alive connection: (p50, p99) in ms.
 std::pair<double, double> PingLatency(uint16_t port, int count = 2000) {
   fp::agents::HttpClient http("floatplane", "http://127.0.0.1:" + std::to_string(port),
@@ -176,6 +213,7 @@ int main(int argc, char** argv) {
   int cycles = 640;
   int concurrent = 16;
   std::string data_dir;
+  std::string history_retention = "3d";  // the server's default
   int idle_connections = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -191,11 +229,13 @@ int main(int argc, char** argv) {
       concurrent = std::atoi(value().c_str());
     } else if (a == "--data-dir") {
       data_dir = value();
+    } else if (a == "--history-retention") {
+      history_retention = value();
     } else if (a == "--idle-connections") {
       idle_connections = std::atoi(value().c_str());
     } else {
       Die("usage: bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
-          "[--idle-connections N]");
+          "[--idle-connections N] [--history-retention DURATION]");
     }
   }
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
@@ -217,7 +257,8 @@ int main(int argc, char** argv) {
     dup2(null, 2);
     close(out[0]);
     execl(binary.c_str(), binary.c_str(), "server", "--dev", "--data-dir", data_dir.c_str(),
-          "--listen", "127.0.0.1:0", static_cast<char*>(nullptr));
+          "--listen", "127.0.0.1:0", "--history-retention", history_retention.c_str(),
+          "--history-prune-interval", "1s", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(out[1]);
@@ -262,7 +303,7 @@ int main(int argc, char** argv) {
   fp::agents::HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
                                         std::chrono::seconds(10));
   struct Counters {
-    int64_t commits, syncs, sqlite_commits, checkpoints, log_restarts;
+    int64_t commits, syncs, sqlite_commits, checkpoints, log_restarts, saga_rows, sagas_pruned;
   };
   auto metrics = [&]() -> Counters {
     auto answer = metrics_client.Call("GET", "/metrics");
@@ -275,14 +316,17 @@ int main(int argc, char** argv) {
       return std::stoll(m[1]);
     };
     return {counter("floatplane_durable_commits_total"), counter("floatplane_log_syncs_total"),
-            counter("floatplane_sqlite_commits_total"), counter("floatplane_checkpoints_total"),
-            counter("floatplane_log_restarts_total")};
+            counter("floatplane_sqlite_commits_total"),  counter("floatplane_checkpoints_total"),
+            counter("floatplane_log_restarts_total"),    counter("floatplane_saga_rows"),
+            counter("floatplane_sagas_pruned_total")};
   };
 
   const double raw = RawCommitRate(data_dir);
   std::printf("raw single-row durable commits on this disk: %.0f/s\n", raw);
+  int64_t total_cycles = 0;
   auto run = [&](int clients, bool judge) {
     int per_client = cycles / clients;
+    total_cycles += clients * per_client;
     std::vector<double> attach_ms, detach_ms;
     std::mutex mu;
     Counters before = metrics();
@@ -358,8 +402,12 @@ int main(int argc, char** argv) {
   std::printf("write-ahead log: %lld checkpoints, %lld restarts, %.1f MiB at the end\n",
               static_cast<long long>(end.checkpoints), static_cast<long long>(end.log_restarts),
               ec ? 0.0 : static_cast<double>(wal_bytes) / (1 << 20));
+  std::printf("saga rows at the end: %lld (%lld pruned)\n", static_cast<long long>(end.saga_rows),
+              static_cast<long long>(end.sagas_pruned));
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);
+  // With the default retention every cycle's sagas are still there.
+  ReportSagaHistory(data_dir + "/floatplane.db", total_cycles);
   if (own_dir) std::filesystem::remove_all(data_dir);
   return 0;
 }

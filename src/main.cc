@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "api/log.h"
 #include "api/routes.h"
 #include "app/control_plane.h"
+#include "app/history_pruner.h"
 #include "app/instances.h"
 #include "db/datastore.h"
 #include "nat/nat_reconciler.h"
@@ -151,6 +153,10 @@ struct ServerFlags {
   // answers within 10 s.
   int agent_timeout_ms = 2000;
   bool enable_test_faults = false;
+  // Finished sagas and idempotency keys older than this are deleted (seconds; see
+  // app/history_pruner.h), checked every history_prune_interval_s.
+  int64_t history_retention_s = 3 * 24 * 3600;
+  int64_t history_prune_interval_s = 60;
   // Connection admission (see fp::api::HttpServerOptions).
   int max_connections = fp::api::HttpServerOptions{}.max_connections;
   int max_connections_per_client = fp::api::HttpServerOptions{}.max_connections_per_client;
@@ -358,6 +364,11 @@ int RunServer(const ServerFlags& flags) {
   // The NAT reconciler's first pass runs at once, off the start path.
   instances.StartWatcher(100);
   nat.StartBackground(2000);
+  fp::app::HistoryPruner pruner(
+      **datastore,
+      fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
+                                .period = std::chrono::seconds(flags.history_prune_interval_s)});
+  pruner.Start();
 
   fp::api::HttpServerOptions options;
   options.host = address->host;
@@ -388,6 +399,7 @@ int RunServer(const ServerFlags& flags) {
   (*recovery)->Stop();
   instances.StopWatcher();
   nat.StopBackground();
+  pruner.Stop();
   fp::api::LogEvent("info", "stopped");
   return 0;
 }
@@ -457,6 +469,27 @@ int main(int argc, char** argv) {
                    "Deadline of every call to an agent")
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
+  // A duration: a number with a unit s, m, h or d (seconds without one).
+  const std::map<std::string, int64_t> duration_units = {
+      {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 24 * 3600}};
+  server
+      ->add_option("--history-retention", flags.history_retention_s,
+                   "How long finished sagas (done, unwound) and Idempotency-Key records are "
+                   "kept before a background task deletes them: a number with a unit s, m, h or d "
+                   "(e.g. 12h), from 1s to 3650d; stuck sagas are kept until repaired")
+      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
+                      .description(""))
+      ->check(CLI::Range(int64_t{1}, int64_t{10} * 365 * 24 * 3600).description(""))
+      ->default_str("3d")
+      ->type_name("DURATION");
+  server
+      ->add_option("--history-prune-interval", flags.history_prune_interval_s,
+                   "How often that task runs (same units, from 1s to 1d)")
+      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
+                      .description(""))
+      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600).description(""))
+      ->default_str("1m")
+      ->type_name("DURATION");
   server
       ->add_option("--max-connections", flags.max_connections,
                    "Open client connections, idle ones included; beyond it a connection gets "

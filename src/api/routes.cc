@@ -1189,6 +1189,29 @@ HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::s
   return response;
 }
 
+// The saga tables' and the database file's size, and what pruning removed (Prometheus text).
+Result<std::string> HistoryMetrics(db::Datastore& ds) {
+  db::SagaHistoryStats sagas = FP_TRY(db::SagaHistory(ds));
+  int64_t keys_pruned = FP_TRY(db::IdempotencyKeysPruned(ds));
+  return fmt::format(
+      "# HELP floatplane_saga_rows Sagas in the datastore, in any state (finished ones are "
+      "pruned after the history retention).\n# TYPE floatplane_saga_rows gauge\n"
+      "floatplane_saga_rows {}\n"
+      "# HELP floatplane_sagas_pruned_total Finished sagas deleted, with their node events, "
+      "after the history retention.\n# TYPE floatplane_sagas_pruned_total counter\n"
+      "floatplane_sagas_pruned_total {}\n"
+      "# HELP floatplane_idempotency_keys_pruned_total Idempotency keys deleted after the "
+      "history retention.\n# TYPE floatplane_idempotency_keys_pruned_total counter\n"
+      "floatplane_idempotency_keys_pruned_total {}\n"
+      "# HELP floatplane_database_size_bytes Size of the database file (pages freed by "
+      "pruning are reused, so it stops growing).\n"
+      "# TYPE floatplane_database_size_bytes gauge\nfloatplane_database_size_bytes {}\n"
+      "# HELP floatplane_log_size_bytes Size of the write-ahead log file.\n"
+      "# TYPE floatplane_log_size_bytes gauge\nfloatplane_log_size_bytes {}\n",
+      sagas.saga_rows, sagas.sagas_pruned, keys_pruned, ds.database_file_bytes(),
+      ds.log_file_bytes());
+}
+
 }  // namespace
 
 HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
@@ -1227,10 +1250,17 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
             "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n"
             "# HELP floatplane_log_restarts_total Times the write-ahead log was emptied after a "
             "checkpoint, so that it starts over instead of growing.\n"
-            "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n",
+            "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n"
+            "# HELP floatplane_log_limit_restarts_total Of those, the restarts made with writes "
+            "waiting because the log had reached its limit (checkpoints falling behind).\n"
+            "# TYPE floatplane_log_limit_restarts_total counter\n"
+            "floatplane_log_limit_restarts_total {}\n",
             cp.datastore().durable_commits(), cp.datastore().log_syncs(),
             cp.datastore().sqlite_commits(), cp.datastore().checkpoints(),
-            cp.datastore().log_restarts());
+            cp.datastore().log_restarts(), cp.datastore().log_limit_restarts());
+        auto history = HistoryMetrics(cp.datastore());
+        if (!history) return ErrorResponse(req, history.error());
+        r.body += *history;
         return r;
       }
       auto match = router->Find(req.method, req.path);

@@ -288,13 +288,23 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                }});
 }
 
+std::vector<saga::Node> IpAttachNodes() {
+  return {{"begin", "ip_attach.begin"},
+          {"dataplane", "ip_attach.dataplane"},
+          {"complete", "ip_attach.complete"}};
+}
+
+std::vector<saga::Node> IpDetachNodes() {
+  return {{"begin", "ip_detach.begin"},
+          {"dataplane", "ip_detach.dataplane"},
+          {"complete", "ip_detach.complete"}};
+}
+
 Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   saga::SagaDag dag;
   dag.name = "ip_attach";
   dag.params = params;
-  dag.nodes = {{"begin", "ip_attach.begin"},
-               {"dataplane", "ip_attach.dataplane"},
-               {"complete", "ip_attach.complete"}};
+  dag.nodes = IpAttachNodes();
   auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
@@ -306,9 +316,7 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
   saga::SagaDag dag;
   dag.name = "ip_detach";
   dag.params = params;
-  dag.nodes = {{"begin", "ip_detach.begin"},
-               {"dataplane", "ip_detach.dataplane"},
-               {"complete", "ip_detach.complete"}};
+  dag.nodes = IpDetachNodes();
   auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
@@ -329,6 +337,9 @@ Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameO
   if (i.project_id != *ip.project_id) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }
+  // Already attached to this instance: the saga would change nothing and answer with the IP as
+  // it is, so answer now and write no saga.
+  if (ip.parent_id == i.id && ip.state == db::AttachState::kAttached) return ip;
   return RunAttachSaga(Json{{"kind", "floating"},
                             {"ip_id", ip.id.ToString()},
                             {"instance_id", i.id.ToString()},

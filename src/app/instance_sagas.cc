@@ -154,6 +154,37 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
   return spec;
 }
 
+std::vector<saga::Node> InstanceCreateNodes(size_t external_ips) {
+  std::vector<saga::Node> nodes = {{"record", "instance_create.record"},
+                                   {"snat", "instance_create.snat"}};
+  // Each requested IP is a node of its own, in request order (§4.4).
+  for (size_t k = 0; k < external_ips; ++k) {
+    nodes.push_back({fmt::format("external_ip_{}", k), "instance_create.external_ip"});
+  }
+  nodes.push_back({"finish", "instance_create.finish"});
+  return nodes;
+}
+
+std::vector<saga::Node> InstanceStartNodes() {
+  return {{"place", "instance_start.place"},
+          {"nat", "instance_start.nat"},
+          {"sled", "instance_start.sled"},
+          {"switch", "instance_start.switch"}};
+}
+
+std::vector<saga::Node> InstanceMigrateNodes() {
+  return {{"begin", "instance_migrate.begin"},
+          {"destination", "instance_migrate.destination"},
+          {"finish", "instance_migrate.finish"},
+          {"switch", "instance_migrate.switch"},
+          {"source", "instance_migrate.source"}};
+}
+
+std::vector<saga::Node> InstanceDeleteNodes() {
+  // One node: the delete commits atomically or not at all, so there is nothing to unwind.
+  return {{"record", "instance_delete.record"}};
+}
+
 void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   // --- instance_create ---
   r.Add(Action{.name = "instance_create.record",

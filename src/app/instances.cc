@@ -137,6 +137,13 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
   db::Project p = FP_TRY(cp_.ProjectView(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
+  // A name in use is refused from a read, before the saga writes anything; the record node
+  // checks again inside its transaction for a create racing this one.
+  if (auto existing = db::InstanceByName(ds_, p.id, params.name)) {
+    return Fail(Error::AlreadyExists("instance", params.name));
+  } else if (existing.error().kind() != ErrorKind::kNotFound) {
+    return Fail(existing.error());
+  }
   Uuid instance_id = Uuid::Random();
   saga::SagaDag dag;
   dag.name = "instance_create";
@@ -152,9 +159,8 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
                           {"memory", params.memory},
                           {"nic", NicName(params.nic)},
                           {"start", params.start}};
-  dag.nodes = {{"record", "instance_create.record"}, {"snat", "instance_create.snat"}};
-  // Each requested IP is a node of its own, in request order (§4.4). Floating IPs are resolved
-  // now, so that lookup errors (404, other project) come before anything is created.
+  // Floating IPs are resolved now, so that lookup errors (404, other project) come before
+  // anything is created.
   saga::Json requested = saga::Json::array();
   for (size_t k = 0; k < params.external_ips.size(); ++k) {
     const RequestedExternalIp& r = params.external_ips[k];
@@ -176,10 +182,9 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
       }
       requested.push_back(saga::Json{{"type", "floating"}, {"ip_id", fip.id.ToString()}});
     }
-    dag.nodes.push_back({fmt::format("external_ip_{}", k), "instance_create.external_ip"});
   }
   dag.params["external_ips"] = requested;
-  dag.nodes.push_back({"finish", "instance_create.finish"});
+  dag.nodes = InstanceCreateNodes(params.external_ips.size());
   auto outcome = FP_TRY(exec_.RunNew(dag));
   db::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
   if (!params.start) return created;
@@ -190,10 +195,7 @@ Result<db::Instance> Instances::RunStartSaga(const db::Instance& instance) {
   saga::SagaDag dag;
   dag.name = "instance_start";
   dag.params = saga::Json{{"instance_id", instance.id.ToString()}};
-  dag.nodes = {{"place", "instance_start.place"},
-               {"nat", "instance_start.nat"},
-               {"sled", "instance_start.sled"},
-               {"switch", "instance_start.switch"}};
+  dag.nodes = InstanceStartNodes();
   auto outcome = FP_TRY(exec_.RunNew(dag));
   return AfterSaga(instance.id, outcome);
 }
@@ -287,11 +289,7 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
                           {"src_sled_id", i.sled_id->ToString()},
                           {"dst_sled_id", dst_sled.ToString()},
                           {"migration_id", Uuid::Random().ToString()}};
-  dag.nodes = {{"begin", "instance_migrate.begin"},
-               {"destination", "instance_migrate.destination"},
-               {"finish", "instance_migrate.finish"},
-               {"switch", "instance_migrate.switch"},
-               {"source", "instance_migrate.source"}};
+  dag.nodes = InstanceMigrateNodes();
   auto outcome = FP_TRY(exec_.RunNew(dag));
   return AfterSaga(i.id, outcome);
 }
@@ -323,8 +321,7 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   saga::SagaDag dag;
   dag.name = "instance_delete";
   dag.params = saga::Json{{"instance_id", i.id.ToString()}};
-  // One node: the delete commits atomically or not at all, so there is nothing to unwind.
-  dag.nodes = {{"record", "instance_delete.record"}};
+  dag.nodes = InstanceDeleteNodes();
   auto outcome = FP_TRY(exec_.RunNew(dag));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("delete did not complete"));

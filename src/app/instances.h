@@ -104,6 +104,16 @@ struct InstanceSagaDeps {
 // datastore.
 Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
 
+// The saga definitions: each saga's nodes in execution order. The operations build their
+// sagas from these and nothing else, so the saga tests, which fail every node, cover a node
+// added here. Instance create has one node per requested external IP.
+std::vector<saga::Node> InstanceCreateNodes(size_t external_ips);
+std::vector<saga::Node> InstanceStartNodes();
+std::vector<saga::Node> InstanceMigrateNodes();
+std::vector<saga::Node> InstanceDeleteNodes();
+std::vector<saga::Node> IpAttachNodes();
+std::vector<saga::Node> IpDetachNodes();
+
 // Registers the instance sagas' actions (instance_create.*, instance_start.*,
 // instance_delete.*, instance_migrate.*) and the external IP sagas' (ip_attach.*, ip_detach.*).
 void RegisterInstanceActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);

@@ -22,13 +22,14 @@
 namespace fp::db {
 
 namespace {
-// Frames in the write-ahead log (pages of 4 KiB) between checkpoints: about 16 MiB of log.
-constexpr int kCheckpointFrames = 4000;
 // After a background checkpoint, the write lane waits at most kRestartBudget for readers to
 // leave the log so that it can start over. It tries after at most kRestartAttempts batches,
 // then gives up until the next checkpoint.
 constexpr auto kRestartBudget = std::chrono::milliseconds(2);
 constexpr int kRestartAttempts = 8;
+// With the log at kLogLimitFrames, the write lane waits at most this long for the background
+// checkpoint and for readers before it gives up until the next batch.
+constexpr auto kLogLimitBudget = std::chrono::seconds(1);
 }  // namespace
 
 std::string_view ToString(Role r) {
@@ -155,6 +156,7 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   ds->checkpoint_conn_ = FP_TRY(SqliteConnection::Open(path));
   Datastore* self = ds.get();
   ds->writer_->SetWalHook([self](int frames) {
+    self->log_frames_ = frames;
     // Once per kCheckpointFrames of growth (the log starts over after a complete checkpoint),
     // not at every commit while a reader keeps the log from starting over.
     if (frames < self->frames_at_request_) self->frames_at_request_ = 0;
@@ -183,9 +185,14 @@ void Datastore::CheckpointLoop() {
     if (checkpoint_stop_) return;
     checkpoint_wanted_ = false;
     lock.unlock();
+    SyncPoint("checkpoint:copying");
     // PASSIVE: copies what no reader still needs; the next request copies the rest. Once all
     // is copied, the next write starts the log over from its beginning.
-    Status done = checkpoint_conn_->CheckpointPassive();
+    Status done = Ok();
+    {
+      std::lock_guard copying(copying_mu_);
+      done = checkpoint_conn_->CheckpointPassive();
+    }
     if (done) {
       checkpoints_.fetch_add(1);
       restart_wanted_.store(true);
@@ -255,6 +262,17 @@ void Datastore::Release(std::unique_ptr<SqliteConnection> conn) {
   }
   pool_cv_.notify_one();
 }
+
+namespace {
+int64_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+}  // namespace
+
+int64_t Datastore::database_file_bytes() const { return FileBytes(path_); }
+int64_t Datastore::log_file_bytes() const { return FileBytes(path_ + "-wal"); }
 
 void Datastore::TEST_SetSyncPoint(std::function<void(std::string_view)> hook) {
   std::lock_guard lock(sync_mu_);
@@ -388,7 +406,11 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     queue_.clear();
   }
   RunWriteBatch(batch);
-  if (restart_wanted_.load(std::memory_order_relaxed)) RestartLog();
+  if (log_frames_ >= kLogLimitFrames) {
+    LimitLog();
+  } else if (restart_wanted_.load(std::memory_order_relaxed)) {
+    RestartLog();
+  }
   {
     // The next batch starts while this one's sync runs, so that its commit joins the next sync.
     std::lock_guard lock(queue_mu_);
@@ -430,6 +452,25 @@ void Datastore::RestartLog() {
   restart_wanted_.store(false);
   restart_attempts_ = 0;
   if (!busy) WarnCheckpointFailed(done.error());
+}
+
+void Datastore::LimitLog() {
+  // The background checkpoint fell behind the writes (a slow disk, a starved thread, large
+  // commits back to back): copy everything here, with the queued writes waiting, so that the
+  // next write starts the log over. This is what bounds the log. A checkpoint in progress
+  // makes SQLite refuse another at once, without its busy handler: wait for it to end first.
+  std::lock_guard copying(copying_mu_);
+  Status done = writer_->CheckpointRestart(kLogLimitBudget);
+  if (done) {
+    restart_wanted_.store(false);
+    restart_attempts_ = 0;
+    log_frames_ = 0;
+    log_restarts_.fetch_add(1);
+    log_limit_restarts_.fetch_add(1);
+    return;
+  }
+  // A read longer than the budget: the log grows until it ends (tried again after each batch).
+  WarnCheckpointFailed(done.error());
 }
 
 void Datastore::WarnCheckpointFailed(const Error& error) const {

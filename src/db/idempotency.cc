@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "db/in_transaction.h"
+
 namespace fp::db {
 
 namespace {
@@ -130,6 +132,25 @@ void IdempotencyScope::Settle(bool committed) {
     saga_id_ = pending_saga_;
   }
   pending_ = Effect::kNone;
+}
+
+// --- Bounded history ---
+
+Result<int64_t> IdempotencyPrune(Datastore& ds, int64_t retention_us, int64_t limit) {
+  return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    // Oldest first through idempotency_key_by_age (schema migration 5).
+    int64_t pruned = FP_TRY(
+        tx.Exec("DELETE FROM idempotency_key WHERE (token_id, key) IN (SELECT token_id, key FROM "
+                "idempotency_key WHERE time_created < ? ORDER BY time_created LIMIT ?)",
+                tx.now() - retention_us, limit));
+    FP_CHECK_OK(CounterAddIn(tx, "idempotency_keys_pruned", pruned));
+    return pruned;
+  });
+}
+
+Result<int64_t> IdempotencyKeysPruned(Datastore& ds) {
+  return ds.ReadLatest<int64_t>(
+      [](Tx& tx) -> Result<int64_t> { return CounterValueIn(tx, "idempotency_keys_pruned"); });
 }
 
 }  // namespace fp::db

@@ -157,4 +157,17 @@ class IdempotencyInWrite {
   IdempotencyScope* outer_;
 };
 
+// --- Bounded history ---
+
+// Deletes, oldest first, at most `limit` records first committed more than `retention_us`
+// before the transaction's time (a retry after that is a new request), in one write
+// transaction, and adds the number to counter 'idempotency_keys_pruned'. Returns how many it
+// deleted: fewer than `limit` means none is left to prune. Thread-safe. Called with the
+// retention of SagaPruneFinished, a 'saga' record goes no later than its saga: the record was
+// created with the saga, which is pruned by the time it came to rest.
+Result<int64_t> IdempotencyPrune(Datastore& ds, int64_t retention_us, int64_t limit);
+// Keys deleted by IdempotencyPrune since the database was created (without waiting for the
+// log's sync, as SagaHistory).
+Result<int64_t> IdempotencyKeysPruned(Datastore& ds);
+
 }  // namespace fp::db

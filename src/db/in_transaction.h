@@ -22,4 +22,9 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& params,
 // as the API words them.
 Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
 
+// Adds `n` to the counter `name` (created at 0 if absent), in table counter.
+Status CounterAddIn(Tx& tx, std::string_view name, int64_t n);
+// The counter's value; 0 if absent.
+Result<int64_t> CounterValueIn(Tx& tx, std::string_view name);
+
 }  // namespace fp::db

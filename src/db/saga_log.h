@@ -84,4 +84,23 @@ struct SagaSummary {
 };
 Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit);
 
+// --- Bounded history ---
+
+// Deletes, oldest first, at most `limit` sagas that came to rest as done or unwound more than
+// `retention_us` before the transaction's time (their time_modified), with their node events,
+// in one write transaction, and adds the number to counter 'sagas_pruned'. Never a stuck saga
+// (it waits for a human) nor an unfinished one. Returns how many it deleted: fewer than
+// `limit` means none is left to prune. Cost: one index probe and a few page writes per saga
+// (schema migration 5). Thread-safe.
+Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t limit);
+
+// The saga tables' size and what pruning removed since the database was created.
+struct SagaHistoryStats {
+  int64_t saga_rows = 0;     // every saga, whatever its state
+  int64_t sagas_pruned = 0;  // deleted by SagaPruneFinished
+};
+// One read of two counter rows, whatever the size of the tables. For metrics: it does not wait
+// for the log's sync, so it may count commits a crash would still undo.
+Result<SagaHistoryStats> SagaHistory(Datastore& ds);
+
 }  // namespace fp::db

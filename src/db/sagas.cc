@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "db/idempotency.h"
+#include "db/in_transaction.h"
 #include "db/saga_log.h"
 
 namespace fp::db {
@@ -146,6 +147,50 @@ Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const std::string& sec
                 "current_sec = ? AND state IN ('running', 'unwinding')",
                 result, tx.now(), id, sec));
     return n == 1;
+  });
+}
+
+Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t limit) {
+  return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    // The state condition is the index's own (saga_finished), so the oldest come from it.
+    auto oldest = FP_TRY(
+        tx.Query("SELECT id FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
+                 "ORDER BY time_modified LIMIT ?",
+                 tx.now() - retention_us, limit));
+    for (const Row& r : oldest) {
+      // Events first: they reference the saga.
+      FP_TRY(tx.Exec("DELETE FROM saga_node_event WHERE saga_id = ?", r.Text(0)));
+      FP_TRY(tx.Exec("DELETE FROM saga WHERE id = ?", r.Text(0)));
+    }
+    const auto pruned = static_cast<int64_t>(oldest.size());
+    if (pruned > 0) {
+      FP_TRY(
+          tx.Exec("INSERT INTO counter (name, value) VALUES ('sagas_pruned', ?) "
+                  "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+                  pruned));
+    }
+    return pruned;
+  });
+}
+
+Status CounterAddIn(Tx& tx, std::string_view name, int64_t n) {
+  if (n == 0) return Ok();
+  FP_TRY(
+      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
+              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+              name, n));
+  return Ok();
+}
+
+Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
+  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
+  return row ? row->Int(0) : int64_t{0};
+}
+
+Result<SagaHistoryStats> SagaHistory(Datastore& ds) {
+  return ds.ReadLatest<SagaHistoryStats>([](Tx& tx) -> Result<SagaHistoryStats> {
+    return SagaHistoryStats{FP_TRY(CounterValueIn(tx, "saga_rows")),
+                            FP_TRY(CounterValueIn(tx, "sagas_pruned"))};
   });
 }
 

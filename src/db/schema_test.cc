@@ -102,7 +102,7 @@ TEST_F(SchemaUpgradeTest, Version4To5KeepsAnswersAndDropsPendingClaims) {
              ('t', 'claimed', 'h2', 'pending', NULL, NULL, 8);
   )sql"));
 
-  ASSERT_TRUE(MigrateSchema(*conn_));
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 5));
 
   EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 5);
   EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key"), 1);
@@ -115,6 +115,32 @@ TEST_F(SchemaUpgradeTest, Version4To5KeepsAnswersAndDropsPendingClaims) {
   EXPECT_TRUE(conn_->ExecScript(
       "INSERT INTO idempotency_key (token_id, key, request_sha256, state, saga_id, "
       "time_created) VALUES ('t', 'k', 'h', 'saga', 's', 1)"));
+}
+
+// Migration 6 (bounded history) starts the saga row counter at the rows already there, and
+// the triggers keep it right afterwards.
+TEST_F(SchemaUpgradeTest, Version5To6CountsTheSagasAlreadyThere) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 5));
+  ASSERT_TRUE(conn_->ExecScript(R"sql(
+    INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version,
+                      result, time_created, time_modified)
+      VALUES ('s-done', 'ip_attach', '{}', 'done', 'sec-a', 1, 1, '{"ok":1}', 1, 2),
+             ('s-stuck', 'ip_attach', '{}', 'stuck', 'sec-a', 1, 1, '{}', 1, 2),
+             ('s-running', 'ip_detach', '{}', 'running', 'sec-a', 2, 1, NULL, 3, 4);
+  )sql"));
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 6));
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 6);
+  EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 3);
+  ASSERT_TRUE(conn_->ExecScript("DELETE FROM saga WHERE id = 's-done'"));
+  EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 2);
+  // The finished-saga index holds only sagas at rest as done or unwound.
+  EXPECT_EQ(Count("SELECT count(*) FROM saga INDEXED BY saga_finished WHERE state IN ('done', "
+                  "'unwound') AND time_modified > 0"),
+            0);
+  ASSERT_TRUE(conn_->ExecScript("UPDATE saga SET state = 'done' WHERE id = 's-running'"));
+  EXPECT_EQ(Count("SELECT count(*) FROM saga INDEXED BY saga_finished WHERE state IN ('done', "
+                  "'unwound') AND time_modified > 0"),
+            1);
 }
 
 }  // namespace

@@ -200,6 +200,7 @@ class SagaExecutor::Execution {
         FP_CHECK_OK(NotQuiesced());
         bool ok = FP_TRY(RunNode(static_cast<int>(i)));
         if (!ok) {
+          if (never_written_) return Rested();
           unwinding = true;
           break;
         }
@@ -390,10 +391,15 @@ class SagaExecutor::Execution {
       if (id_taken) return Fail(committed.error());  // another saga's log: touch nothing
       out = committed;
       if (create_with_first_node_) {
-        // The saga row was rolled back with the failed first node: create it now, to record
-        // the failure (a saga that fails at once costs two commits, one that succeeds one).
-        create_with_first_node_ = false;
-        FP_TRY(db::SagaCreate(ds_, *create_row_));
+        // The saga row was rolled back with the failed first node: nothing happened, so there
+        // is nothing to undo and no history worth keeping. A refused operation (a name in use,
+        // an address held elsewhere) writes no saga at all.
+        failed_node_ = i;
+        failure_ = ErrorToJson(out.error());
+        state_ = SagaState::kUnwound;
+        result_ = FailureJson().dump();
+        never_written_ = true;
+        return false;
       }
     } else if (action->unlogged) {
       if (auto injected = InjectedFailure(i)) {
@@ -544,9 +550,11 @@ class SagaExecutor::Execution {
   std::map<std::string, Json> outputs_;
   std::vector<db::SagaEvent> pending_;  // "succeeded" of unlogged nodes, not yet written
   // For a new saga whose first node is a database action: the saga row, inserted in that
-  // node's transaction (and, if the node fails, on its own to record the failure).
+  // node's transaction (and never, if that node fails).
   std::optional<db::SagaRow> create_row_;
   bool create_with_first_node_ = false;
+  // The first node of a new saga failed: the saga was never written (see RunNode).
+  bool never_written_ = false;
   std::optional<int> failed_node_;
   Json failure_;
 };

@@ -131,7 +131,9 @@ class SagaExecutor {
 
   // Creates the saga (unless one with this id exists, which makes this a resume: the caller's
   // idempotent retry) and runs it to rest. When the first node is a database action, the saga
-  // row commits together with that node's effect (one durable commit for both). Errors are only
+  // row commits together with that node's effect (one durable commit for both), and if that
+  // node fails the saga is never written: nothing happened, and a refused operation leaves no
+  // history (the outcome is kUnwound with the node's error all the same). Errors are only
   // about the engine itself (the datastore unreachable past the retry deadline, a corrupt log, lost
   // ownership); an action's failure is a normal outcome (kUnwound).
   Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag);

@@ -233,16 +233,35 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
   EXPECT_EQ(succeeded, 4);
 }
 
-TEST_F(SagaTest, AFailingFirstDatabaseNodeStillLeavesARecord) {
+// A first database node that fails (a refused operation: a name in use, an address held
+// elsewhere) rolled back the saga row with it: nothing happened, so nothing is written, and
+// refused requests do not fill the saga tables.
+TEST_F(SagaTest, AFailingFirstDatabaseNodeWritesNoSaga) {
   exec.SetFaultPlanForTest(FaultPlan{.fail_node = 0});
   SagaDag dag;
   dag.name = "rows";
-  dag.nodes = {{"r1", "toy.row"}};
+  dag.nodes = {{"r1", "toy.row"}, {"r2", "toy.row"}};
   Uuid id = Uuid::Random();
+  int64_t before = ds->durable_commits();
   auto out = exec.Run(id, dag);
-  ASSERT_TRUE(out);
+  ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
-  EXPECT_EQ(StateOf(id), db::SagaState::kUnwound);
+  EXPECT_EQ(out->failed_node, 0);
+  ASSERT_TRUE(out->error);
+  EXPECT_NE(out->error->message().find("injected failure at node 0"), std::string::npos);
+  EXPECT_EQ(ds->durable_commits(), before);
+  auto log = db::SagaLoad(*ds, id);
+  ASSERT_FALSE(log);
+  EXPECT_EQ(log.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(ToyRows(), 0);
+
+  // A later node's failure is history: the saga is written and unwound.
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node = 1});
+  Uuid second = Uuid::Random();
+  auto unwound = exec.Run(second, dag);
+  ASSERT_TRUE(unwound) << unwound.error().message();
+  EXPECT_EQ(unwound->kind, SagaResultKind::kUnwound);
+  EXPECT_EQ(StateOf(second), db::SagaState::kUnwound);
   EXPECT_EQ(ToyRows(), 0);
 }
 

@@ -13,10 +13,10 @@ namespace fp::db::testing {
 
 class TempDatastore {
  public:
-  TempDatastore() {
+  explicit TempDatastore(std::shared_ptr<const Clock> clock = std::make_shared<SystemClock>()) {
     char tmpl[] = "/tmp/floatplane-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    auto ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::make_shared<SystemClock>());
+    auto ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::move(clock));
     if (!ds) throw std::runtime_error(ds.error().message());
     ds_ = std::move(*ds);
   }

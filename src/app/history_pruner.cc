@@ -1,0 +1,55 @@
+#include "app/history_pruner.h"
+
+#include "api/log.h"
+#include "db/idempotency.h"
+#include "db/saga_log.h"
+
+namespace fp::app {
+
+Result<PrunedHistory> HistoryPruner::PruneOnce() {
+  const int64_t retention_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(retention_.retention).count();
+  PrunedHistory pruned;
+  for (;;) {
+    int64_t n = FP_TRY(db::SagaPruneFinished(ds_, retention_us, retention_.batch));
+    pruned.sagas += n;
+    if (n < retention_.batch || stopping_.load()) break;
+  }
+  for (;;) {
+    int64_t n = FP_TRY(db::IdempotencyPrune(ds_, retention_us, retention_.batch));
+    pruned.idempotency_keys += n;
+    if (n < retention_.batch || stopping_.load()) break;
+  }
+  return pruned;
+}
+
+void HistoryPruner::Start() {
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      auto pruned = PruneOnce();
+      if (!pruned) {
+        api::LogEvent("warn", "pruning history failed; retrying at the next pass",
+                      {{"error", pruned.error().message()}});
+      } else if (pruned->sagas > 0 || pruned->idempotency_keys > 0) {
+        api::LogEvent("info", "history pruned",
+                      {{"sagas", pruned->sagas}, {"idempotency_keys", pruned->idempotency_keys}});
+      }
+      lock.lock();
+      cv_.wait_for(lock, retention_.period, [&] { return stop_; });
+    }
+  });
+}
+
+void HistoryPruner::Stop() {
+  stopping_.store(true);  // a pass with a backlog ends after its current batch
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace fp::app

@@ -1,0 +1,187 @@
+// Bounded history: finished sagas with their node events, and idempotency keys, are deleted
+// once older than the retention, oldest first and in batches, through indexes; stuck and
+// unfinished sagas stay. Time comes from a manual clock: nothing here waits for days.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/testing/manual_clock.h"
+#include "db/idempotency.h"
+#include "db/saga_log.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using fp::testing::ManualClock;
+using testing::TempDatastore;
+
+constexpr int64_t kSecond = 1'000'000;
+constexpr int64_t kDay = 24 * 3600 * kSecond;
+constexpr int64_t kRetention = 3 * kDay;
+
+class HistoryTest : public ::testing::Test {
+ protected:
+  // A saga with two node events that comes to rest in `state` (running: never) now.
+  Uuid MakeSaga(SagaState state) {
+    Uuid id = Uuid::TimeOrdered();
+    SagaOwner owner{"sec", 1};
+    auto made = ds->Write<bool>([&](Tx& tx) -> Result<bool> {
+      FP_TRY(SagaCreateIn(tx, SagaRow{id, "toy", "{}", SagaState::kRunning, owner}));
+      FP_CHECK_OK(SagaRecordIn(tx, id, owner, SagaEvent{0, SagaEventType::kSucceeded, "{}"},
+                               std::nullopt, std::nullopt));
+      std::optional<SagaState> rest;
+      if (state != SagaState::kRunning) rest = state;
+      FP_CHECK_OK(SagaRecordIn(tx, id, owner, SagaEvent{1, SagaEventType::kStarted, std::nullopt},
+                               rest, std::nullopt));
+      return true;
+    });
+    EXPECT_TRUE(made) << made.error().message();
+    return id;
+  }
+
+  bool Exists(const Uuid& id) { return static_cast<bool>(SagaLoad(*ds, id)); }
+
+  int64_t EventsOf(const Uuid& id) {
+    return ds
+        ->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+          return FP_TRY(tx.QueryRow("SELECT count(*) FROM saga_node_event WHERE saga_id = ?", id))
+              ->Int(0);
+        })
+        .value();
+  }
+
+  int64_t Count(const std::string& sql) {
+    return ds
+        ->Read<int64_t>([&](Tx& tx) -> Result<int64_t> { return FP_TRY(tx.QueryRow(sql))->Int(0); })
+        .value();
+  }
+
+  std::string Plan(const std::string& sql) {
+    return ds
+        ->Read<std::string>([&](Tx& tx) -> Result<std::string> {
+          std::string plan;
+          for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql, int64_t{0}, 10)))
+            plan += r.Text(3) + "\n";
+          return plan;
+        })
+        .value();
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  TempDatastore ds{clock_};
+};
+
+TEST_F(HistoryTest, PruningDeletesExactlyTheFinishedSagasOlderThanTheRetention) {
+  Uuid old_done = MakeSaga(SagaState::kDone);
+  Uuid old_unwound = MakeSaga(SagaState::kUnwound);
+  Uuid old_stuck = MakeSaga(SagaState::kStuck);
+  Uuid old_running = MakeSaga(SagaState::kRunning);
+  Uuid old_unwinding = MakeSaga(SagaState::kUnwinding);
+  clock_->Advance(kSecond);
+  Uuid at_the_limit = MakeSaga(SagaState::kDone);  // exactly the retention old: kept
+  clock_->Advance(2 * kDay);
+  Uuid recent_done = MakeSaga(SagaState::kDone);
+  Uuid recent_unwound = MakeSaga(SagaState::kUnwound);
+  clock_->Advance(kRetention - 2 * kDay);
+  ASSERT_EQ(SagaHistory(*ds)->saga_rows, 8);
+
+  auto pruned = SagaPruneFinished(*ds, kRetention, 500);
+  ASSERT_TRUE(pruned) << pruned.error().message();
+  EXPECT_EQ(*pruned, 2);
+  EXPECT_FALSE(Exists(old_done));
+  EXPECT_FALSE(Exists(old_unwound));
+  EXPECT_EQ(EventsOf(old_done), 0);
+  EXPECT_EQ(EventsOf(old_unwound), 0);
+  for (const Uuid& kept :
+       {old_stuck, old_running, old_unwinding, at_the_limit, recent_done, recent_unwound}) {
+    EXPECT_TRUE(Exists(kept)) << kept.ToString();
+    EXPECT_EQ(EventsOf(kept), 2) << kept.ToString();
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM saga_node_event"), 12);
+  auto stats = SagaHistory(*ds);
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->saga_rows, 6);
+  EXPECT_EQ(stats->sagas_pruned, 2);
+
+  // Nothing else is old enough yet; a microsecond later the one at the limit is.
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 500).value(), 0);
+  clock_->Advance(1);
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 500).value(), 1);
+  EXPECT_FALSE(Exists(at_the_limit));
+  EXPECT_EQ(SagaHistory(*ds)->sagas_pruned, 3);
+  // However old, stuck and unfinished sagas stay.
+  clock_->Advance(365 * kDay);
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 500).value(), 2);
+  for (const Uuid& kept : {old_stuck, old_running, old_unwinding}) EXPECT_TRUE(Exists(kept));
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 3);
+}
+
+TEST_F(HistoryTest, PruningGoesOldestFirstInBatchesOfTheGivenSize) {
+  std::vector<Uuid> sagas;
+  for (int i = 0; i < 5; ++i) {
+    sagas.push_back(MakeSaga(SagaState::kDone));
+    clock_->Advance(kSecond);
+  }
+  clock_->Advance(kRetention);
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 2).value(), 2);
+  EXPECT_FALSE(Exists(sagas[0]));
+  EXPECT_FALSE(Exists(sagas[1]));
+  EXPECT_TRUE(Exists(sagas[2]));
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 2).value(), 2);
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 2).value(), 1);  // short: nothing left
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 0);
+  EXPECT_EQ(SagaHistory(*ds)->sagas_pruned, 5);
+}
+
+// The row count on GET /metrics is a counter the schema keeps, not a scan of the table.
+TEST_F(HistoryTest, TheSagaRowCountFollowsEveryInsertAndDelete) {
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 0);
+  Uuid id = MakeSaga(SagaState::kDone);
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 1);
+  // A create that finds the id taken inserts nothing and counts nothing.
+  EXPECT_FALSE(SagaCreate(*ds, SagaRow{id, "toy", "{}", SagaState::kRunning, {"sec", 1}}).value());
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 1);
+  MakeSaga(SagaState::kStuck);
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, 2);
+  EXPECT_EQ(SagaHistory(*ds)->saga_rows, Count("SELECT count(*) FROM saga"));
+}
+
+TEST_F(HistoryTest, IdempotencyKeysArePrunedByAgeInBatches) {
+  const Uuid token = Uuid::Random();
+  auto record = [&](const std::string& key) {
+    ASSERT_TRUE(IdempotencyFinish(*ds, token, key, "hash", 201, "{}"));
+  };
+  record("a");
+  record("b");
+  clock_->Advance(kSecond);
+  record("c");
+  clock_->Advance(kRetention);  // a and b are older than the retention; c is exactly as old
+  EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 1);
+  EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 1);
+  EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 1).value(), 0);
+  EXPECT_TRUE(IdempotencyLookup(*ds, token, "c").value());
+  EXPECT_EQ(Count("SELECT count(*) FROM idempotency_key"), 1);
+  EXPECT_EQ(IdempotencyKeysPruned(*ds).value(), 2);
+  // After pruning, the key is new again: a retry runs the request instead of a replay.
+  EXPECT_FALSE(IdempotencyLookup(*ds, token, "a").value());
+}
+
+// Pruning reads the oldest rows through an index: its cost does not grow with the tables.
+TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
+  std::string sagas = Plan(
+      "SELECT id FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
+      "ORDER BY time_modified LIMIT ?");
+  EXPECT_NE(sagas.find("INDEX saga_finished"), std::string::npos) << sagas;
+  EXPECT_EQ(sagas.find("TEMP B-TREE"), std::string::npos) << sagas;
+  std::string keys = Plan(
+      "SELECT token_id, key FROM idempotency_key WHERE time_created < ? ORDER BY time_created "
+      "LIMIT ?");
+  EXPECT_NE(keys.find("INDEX idempotency_key_by_age"), std::string::npos) << keys;
+  EXPECT_EQ(keys.find("TEMP B-TREE"), std::string::npos) << keys;
+}
+
+}  // namespace
+}  // namespace fp::db
