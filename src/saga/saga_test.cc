@@ -303,7 +303,7 @@ TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
 }
 
 // Runs the saga once with `plan`, then for every prefix of its log: a fresh database holding
-// only that prefix (as a crash right after those writes would leave it), resumed to rest.
+// only that prefix (as a crash right after those writes would leave it), recovered to rest.
 void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind expected) {
   std::vector<db::SagaEvent> events;
   {
@@ -363,9 +363,13 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
       }
     }
     exec.SetFaultPlanForTest(plan);
-    auto out = exec.Resume(id);
-    ASSERT_TRUE(out) << out.error().message();
-    EXPECT_EQ(out->kind, expected);
+    // Through RecoverAll, as a restarted server does: the log alone decides the direction
+    // (forward unless it says unwinding; sagas-and-reliability.md A3).
+    auto recovered = exec.RecoverAll();
+    ASSERT_TRUE(recovered) << recovered.error().message();
+    ASSERT_EQ(recovered->size(), 1u);
+    EXPECT_EQ(recovered->front().first, id);
+    EXPECT_EQ(recovered->front().second.kind, expected);
     int64_t rows = ds->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
                        return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
                      }).value();
