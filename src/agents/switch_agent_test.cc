@@ -153,6 +153,34 @@ TEST_F(SwitchAgentTest, StopsAtTheFirstChangeItCannotInstall) {
   EXPECT_EQ(client_->ApplyChanges({Add(3, Entry("203.0.113.6", 0, 100))}).value(), 3);
 }
 
+// A switch failing part way through a batch, until the faults are cleared: it answers as for a
+// change it cannot install (the generation it reached, and failed_gen).
+TEST_F(SwitchAgentTest, AnApplyFirstFaultInstallsOnlyTheStartOfEachBatchUntilCleared) {
+  PostFault({{"endpoint", "POST /nat/changes"}, {"apply_first", 1}});
+  std::vector<NatChange> changes = {Add(1, Entry("203.0.113.5", 0, 65535)),
+                                    Add(2, Entry("203.0.113.6", 0, 65535)),
+                                    Add(3, Entry("203.0.113.7", 0, 65535))};
+  // Each call installs the first change it carries; a resend from the failed change advances
+  // one more.
+  for (int64_t reached = 1; reached <= 2; ++reached) {
+    Json batch = Json::array();
+    for (size_t i = static_cast<size_t>(reached) - 1; i < changes.size(); ++i) {
+      batch.push_back(changes[i].ToJson());
+    }
+    auto answer = control_->Call("POST", "/nat/changes", Json{{"changes", batch}}.dump());
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    Json body = Json::parse(answer->body);
+    EXPECT_EQ(body["generation"], reached);
+    EXPECT_EQ(body["failed_gen"], reached + 1);
+    EXPECT_NE(body["message"].get<std::string>().find("apply_first"), std::string::npos);
+  }
+  EXPECT_EQ(client_->GetNat().value().entries.size(), 2u);
+  ASSERT_TRUE(control_->Call("DELETE", "/faults"));
+  EXPECT_EQ(client_->ApplyChanges(changes).value(), 3);
+  EXPECT_EQ(client_->GetNat().value().entries.size(), 3u);
+}
+
 TEST_F(SwitchAgentTest, ReplaceAllReplacesTheTableAndSetsTheGeneration) {
   ASSERT_TRUE(client_->ApplyChanges({Add(1, Entry("198.51.100.1", 0, 65535))}));
   NatTable desired{.generation = 7,

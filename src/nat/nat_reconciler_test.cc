@@ -1,6 +1,8 @@
 // NatReconciler::Sync: a caller returns only after an exchange that covers its commits (never
 // on the strength of one already in flight when it committed), concurrent callers do not cost
-// an exchange each, and a failed exchange fails only the caller it was for.
+// an exchange each, and a failed exchange fails only the caller it was for. Against the
+// simulated switch agent over HTTP: a batch the switch installs only in part is resent from
+// where the switch stopped, and Repair restores a switch that lost its state.
 
 #include "nat/nat_reconciler.h"
 
@@ -14,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "agents/http_client.h"
+#include "agents/sim/switch_agent_sim.h"
+#include "agents/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::nat {
@@ -84,6 +89,23 @@ class FakeSwitch : public agents::SwitchAgentClient {
   std::string address_ = "fake";
 };
 
+// Commits NAT entry 10.0.0.<n> (the next version) as the attach sagas do.
+void AddNatEntry(db::Datastore& ds, int n) {
+  auto added = ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(
+        tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
+                "ON CONFLICT (name) DO UPDATE SET value = value + 1"));
+    FP_TRY(tx.Exec(
+        "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
+        "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
+        "'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = 'nat_version'), 1)",
+        Uuid::Random(), IpAddr(*IpAddr::Parse(fmt::format("10.0.0.{}", n))),
+        IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
+    return true;
+  });
+  ASSERT_TRUE(added) << added.error().message();
+}
+
 class NatReconcilerTest : public ::testing::Test {
  protected:
   void ExpectSyncOk() {
@@ -91,23 +113,7 @@ class NatReconcilerTest : public ::testing::Test {
     EXPECT_TRUE(s) << s.error().message();
   }
 
-  // Commits one NAT entry (the next version) as the attach sagas do.
-  void AddEntry() {
-    int n = ++entries_;
-    auto added = ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
-      FP_TRY(
-          tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                  "ON CONFLICT (name) DO UPDATE SET value = value + 1"));
-      FP_TRY(tx.Exec(
-          "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
-          "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
-          "'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = 'nat_version'), 1)",
-          Uuid::Random(), IpAddr(*IpAddr::Parse(fmt::format("10.0.0.{}", n))),
-          IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
-      return true;
-    });
-    ASSERT_TRUE(added) << added.error().message();
-  }
+  void AddEntry() { AddNatEntry(*ds, ++entries_); }
 
   // Marks the entry added as version `added` removed, at the next version, at time `when`.
   void RemoveEntry(int64_t added, Timestamp when) {
@@ -214,6 +220,103 @@ TEST_F(NatReconcilerTest, GarbageCollectionDeletesOnlyOldRemovalsTheSwitchHasIns
   collected = nat.CollectGarbage(now + 14 * day);
   ASSERT_TRUE(collected) << collected.error().message();
   EXPECT_EQ(RowsLeft(), (std::vector<int64_t>{4, 8}));
+}
+
+// The reconciler against the simulated switch agent over HTTP.
+class NatReconcilerOnSwitchTest : public ::testing::Test {
+ protected:
+  // The table the datastore wants on the switch, at the datastore's NAT version.
+  agents::NatTable Desired() {
+    agents::NatTable t;
+    t.generation = db::NatCurrentVersion(*ds).value();
+    auto rows = db::NatLive(*ds);  // named: a range-for over a temporary's value() dangles
+    for (const auto& row : rows.value()) t.entries.push_back(NatReconciler::ToEntry(row));
+    std::sort(t.entries.begin(), t.entries.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
+    });
+    return t;
+  }
+
+  void Control(const std::string& method, const std::string& path, const std::string& body = {}) {
+    auto answer = control->Call(method, path, body);
+    ASSERT_TRUE(answer) << answer.error().message();
+    ASSERT_EQ(answer->status, 200) << answer->body;
+  }
+
+  TempDatastore ds;
+  std::unique_ptr<agents::sim::SwitchAgentSim> sim = agents::sim::SwitchAgentSim::Start({}).value();
+  std::unique_ptr<agents::SwitchAgentClient> client =
+      agents::MakeSwitchAgentClient(sim->base_url(), 2000);
+  std::unique_ptr<agents::HttpClient> control = std::make_unique<agents::HttpClient>(
+      "switch agent", sim->base_url(), std::chrono::milliseconds(2000));
+  NatReconciler nat{*ds, *client};
+};
+
+// The switch answers a batch having installed only its first changes: Sync must report the
+// failure (its caller's change is not on the switch) and must not count the rest as installed,
+// so that they are sent again and arrive once the switch recovers.
+TEST_F(NatReconcilerOnSwitchTest, ABatchInstalledInPartIsResentFromWhereTheSwitchStopped) {
+  for (int n = 1; n <= 5; ++n) AddNatEntry(*ds, n);
+  Control("POST", "/faults", R"({"endpoint": "POST /nat/changes", "apply_first": 2})");
+
+  Status first = nat.Sync();
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(first.error().message().find("switch agent at " + sim->base_url()), std::string::npos)
+      << first.error().message();
+  EXPECT_NE(first.error().message().find("stopped at NAT generation 2 of 5"), std::string::npos)
+      << first.error().message();
+  EXPECT_EQ(sim->Nat().generation, 2);
+  EXPECT_EQ(sim->Nat().entries.size(), 2u);
+
+  // Still failing: the next Sync sends the changes after generation 2 again (not nothing, as it
+  // would if it had counted the batch as installed), and fails again.
+  EXPECT_FALSE(nat.Sync());
+  EXPECT_EQ(sim->Nat().generation, 4);
+
+  Control("DELETE", "/faults");
+  Status recovered = nat.Sync();
+  ASSERT_TRUE(recovered) << recovered.error().message();
+  EXPECT_EQ(sim->Nat(), Desired());
+  EXPECT_EQ(sim->Nat().entries.size(), 5u);
+}
+
+// A switch agent that restarts loses its table and its generation (POST /reset). Sync alone
+// cannot see that (it remembers the generation it last installed); Repair compares the whole
+// tables and restores the switch, generation included, and the feed then continues from there.
+TEST_F(NatReconcilerOnSwitchTest, RepairRestoresTheTableAndGenerationOfASwitchThatLostItsState) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds, n);
+  ASSERT_TRUE(nat.Sync());
+  ASSERT_EQ(sim->Nat(), Desired());
+
+  Control("POST", "/reset");
+  ASSERT_EQ(sim->Nat(), agents::NatTable{});
+  auto repaired = nat.Repair();
+  ASSERT_TRUE(repaired) << repaired.error().message();
+  EXPECT_TRUE(*repaired);
+  EXPECT_EQ(sim->Nat(), Desired());
+  EXPECT_EQ(sim->Nat().generation, 3);
+  EXPECT_EQ(sim->Nat().entries.size(), 3u);
+
+  // Nothing left to repair; the next change arrives through the feed.
+  EXPECT_FALSE(nat.Repair().value());
+  AddNatEntry(*ds, 4);
+  ASSERT_TRUE(nat.Sync());
+  EXPECT_EQ(sim->Nat(), Desired());
+  EXPECT_EQ(sim->Nat().generation, 4);
+}
+
+// The server's background reconciler (Sync, then Repair, every period) restores a reset switch
+// without any request touching NAT.
+TEST_F(NatReconcilerOnSwitchTest, TheBackgroundReconcilerRestoresASwitchThatLostItsState) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds, n);
+  ASSERT_TRUE(nat.Sync());
+  Control("POST", "/reset");
+  nat.StartBackground(20);
+  EXPECT_TRUE(agents::testing::WaitFor([&] { return sim->Nat() == Desired(); }))
+      << "the switch holds " << sim->Nat().ToJson().dump();
+  nat.StopBackground();
+  EXPECT_EQ(sim->Nat().entries.size(), 3u);
 }
 
 }  // namespace

@@ -44,15 +44,17 @@ bool FaultRule::Matches(std::string_view method, std::string_view path) const {
 }
 
 bool FaultRule::Spent() const {
-  return fail_next == 0 && apply_then_fail == 0 && delay_ms == 0 && !hang;
+  return fail_next == 0 && apply_then_fail == 0 && delay_ms == 0 && !hang && !apply_first;
 }
 
 Json FaultRule::ToJson() const {
-  return {{"endpoint", endpoint},
-          {"fail_next", fail_next},
-          {"apply_then_fail", apply_then_fail},
-          {"delay_ms", delay_ms},
-          {"hang", hang}};
+  Json j = {{"endpoint", endpoint},
+            {"fail_next", fail_next},
+            {"apply_then_fail", apply_then_fail},
+            {"delay_ms", delay_ms},
+            {"hang", hang}};
+  if (apply_first) j["apply_first"] = *apply_first;
+  return j;
 }
 
 Result<FaultRule> FaultRule::FromJson(const Json& j) {
@@ -83,9 +85,13 @@ Result<FaultRule> FaultRule::FromJson(const Json& j) {
       return Fail(Error::InvalidRequest("field \"hang\": expected a boolean"));
     rule.hang = hang->get<bool>();
   }
+  if (auto first = j.find("apply_first"); first != j.end() && !first->is_null()) {
+    rule.apply_first = FP_TRY(OptCount(j, "apply_first", kMaxCount));
+  }
   if (rule.Spent()) {
-    return Fail(Error::InvalidRequest(
-        "the fault does nothing: set at least one of fail_next, apply_then_fail, delay_ms, hang"));
+    return Fail(
+        Error::InvalidRequest("the fault does nothing: set at least one of fail_next, "
+                              "apply_then_fail, delay_ms, hang, apply_first"));
   }
   return rule;
 }
@@ -164,6 +170,18 @@ FaultDecision FaultInjector::Admit(std::string_view method, std::string_view pat
     return {FaultVerdict::kHandleThenRefuse, std::move(reason)};
   }
   return {};
+}
+
+std::optional<int64_t> FaultInjector::ApplyFirst(std::string_view method,
+                                                 std::string_view path) const {
+  std::lock_guard lock(mu_);
+  std::optional<int64_t> limit;
+  for (const FaultRule& r : rules_) {
+    if (r.apply_first && r.Matches(method, path)) {
+      limit = std::min(limit.value_or(*r.apply_first), *r.apply_first);
+    }
+  }
+  return limit;
 }
 
 void FaultInjector::Shutdown() {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,7 @@ namespace fp::agents::sim {
 
 // One fault, as posted to /faults:
 //   {"endpoint": "POST /nat/changes", "fail_next": 2, "apply_then_fail": 0, "delay_ms": 0,
-//    "hang": false}
+//    "hang": false, "apply_first": 3}
 // `endpoint` is "*" (every endpoint except the fault endpoints) or "<METHOD> <path>" where
 // METHOD may be "*" and each path segment may be "*" to match any one segment
 // ("PUT /instances/*/external-ips/*").
@@ -27,9 +28,13 @@ struct FaultRule {
   int64_t apply_then_fail = 0;  // handle the next N matching calls, then answer 503
   int64_t delay_ms = 0;         // wait this long before handling every matching call
   bool hang = false;            // hold every matching call until the faults are cleared
+  // Batch endpoints (the switch's POST /nat/changes): every matching call applies only the
+  // first K items of its batch and reports the next one as not installed, until the faults
+  // are cleared (a switch that fails part way through a batch). Unset: no effect.
+  std::optional<int64_t> apply_first;
 
   bool Matches(std::string_view method, std::string_view path) const;
-  // A rule with nothing left to do (counts used up, no delay, no hang).
+  // A rule with nothing left to do (counts used up, no delay, no hang, no apply_first).
   bool Spent() const;
   nlohmann::json ToJson() const;
   // InvalidRequest naming the field for a malformed rule or one that does nothing.
@@ -65,6 +70,9 @@ class FaultInjector {
   // or apply_then_fail count of the first matching rule that has one. Blocks the calling
   // thread; returns kRefuse at once if the injector is shut down.
   FaultDecision Admit(std::string_view method, std::string_view path);
+  // For a batch endpoint: how many items of the call's batch to apply (the smallest
+  // apply_first of the rules matching `method path`), or nullopt to apply them all.
+  std::optional<int64_t> ApplyFirst(std::string_view method, std::string_view path) const;
 
   // Releases every held call (they are refused) and disables delays and hangs from now on, so
   // that the agent can stop. Idempotent.

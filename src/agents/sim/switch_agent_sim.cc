@@ -49,11 +49,19 @@ bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry
   return true;
 }
 
-SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>& changes) {
+SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>& changes,
+                                                   std::optional<int64_t> limit,
+                                                   std::string_view limit_reason) {
   std::lock_guard lock(mu_);
   ApplyOutcome outcome;
-  for (const NatChange& change : changes) {
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const NatChange& change = changes[i];
     if (change.gen <= generation_) continue;
+    if (limit && static_cast<int64_t>(i) >= *limit) {
+      outcome.failed_gen = change.gen;
+      outcome.message = std::string(limit_reason);
+      break;
+    }
     const NatEntry& e = change.entry;
     if (change.deleted) {
       auto it = entries_.find({e.external_ip, e.first_port});
@@ -92,7 +100,11 @@ EndpointRoutes SwitchAgentSim::Routes() {
                    return Fail(change.error().WithContext(fmt::format("changes[{}]", i)));
                  changes.push_back(std::move(*change));
                }
-               ApplyOutcome outcome = Apply(changes);
+               std::optional<int64_t> limit = faults().ApplyFirst(request.method, request.path);
+               ApplyOutcome outcome =
+                   Apply(changes, limit,
+                         fmt::format("injected fault: apply_first {} on \"POST /nat/changes\"",
+                                     limit.value_or(0)));
                Json answer = {{"generation", outcome.generation}};
                if (outcome.failed_gen) {
                  answer["failed_gen"] = *outcome.failed_gen;

@@ -11,7 +11,8 @@
 //                      (external_ip, first_port, last_port), if any. After each applied change
 //                      the generation becomes its gen. At the first change it cannot install
 //                      (the table is full) it stops without advancing past it, and the answer
-//                      adds {"failed_gen": G, "message": "..."}. Idempotent.
+//                      adds {"failed_gen": G, "message": "..."}. Idempotent. (An
+//                      `apply_first` fault makes it stop the same way after K changes.)
 //   PUT  /nat          {"generation": G, "entries": [...]} → {"generation": G}
 //                      Replaces the whole table (a full resync); 507 and no change if the
 //                      entries do not fit. Idempotent.
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,7 +63,10 @@ class SwitchAgentSim {
 
   explicit SwitchAgentSim(size_t nat_capacity) : nat_capacity_(nat_capacity) {}
   EndpointRoutes Routes();
-  ApplyOutcome Apply(const std::vector<NatChange>& changes);
+  // Applies `changes` in order; with `limit`, only the first `limit` of them (the next one is
+  // then reported as failed, with `limit_reason` as the message).
+  ApplyOutcome Apply(const std::vector<NatChange>& changes, std::optional<int64_t> limit = {},
+                     std::string_view limit_reason = {});
   // Installs `entry` into `table`, replacing overlapping entries of the same address; false if
   // the table is full.
   bool Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry) const;
