@@ -31,6 +31,8 @@ constexpr uint64_t kAnswerBodyLimit = 256ull << 20;
 // Idle keep-alive connections kept per client; more concurrent calls open more, and the
 // surplus is closed when they finish.
 constexpr size_t kMaxIdleConnections = 8;
+// The text of the timeout error, between the peer's description and the deadline.
+constexpr std::string_view kDidNotAnswerWithin = " did not answer within ";
 
 struct PeerAddress {
   std::string host;  // without brackets
@@ -119,6 +121,11 @@ int ConnectOne(const sockaddr* addr, socklen_t len, Clock::time_point deadline) 
 
 }  // namespace
 
+bool IsTimeout(const Error& e) {
+  return e.kind() == ErrorKind::kServiceUnavailable &&
+         e.message().find(kDidNotAnswerWithin) != std::string::npos;
+}
+
 struct HttpClient::Impl {
   std::string peer;
   std::string base_url;
@@ -138,7 +145,7 @@ struct HttpClient::Impl {
 
   Error TimedOut() const {
     return Error::Unavailable(
-        fmt::format("{} did not answer within {} ms", description, timeout.count()));
+        fmt::format("{}{}{} ms", description, kDidNotAnswerWithin, timeout.count()));
   }
   Error Unreachable(std::string_view what, std::string_view why) const {
     return Error::Unavailable(fmt::format("{}: {}: {}", description, what, why));

@@ -60,4 +60,8 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether `e` is Call's timeout error (the peer did not answer within the deadline), as opposed
+// to a refusal or an answer: a caller may then avoid calling a peer it just found hung.
+bool IsTimeout(const Error& e);
+
 }  // namespace fp::agents

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "agents/http_client.h"
 #include "api/log.h"
 
 namespace fp::nat {
@@ -21,8 +22,26 @@ agents::NatEntry NatReconciler::ToEntry(const db::NatRow& row) {
                           row.sled_address, row.vni,        row.mac};
 }
 
+template <typename T, typename Exchange>
+Result<T> NatReconciler::UnlessHung(Exchange exchange) {
+  auto began = std::chrono::steady_clock::now();
+  if (hung_ && began < hung_->until) return Fail(hung_->error);
+  Result<T> result = exchange();
+  if (!result && agents::IsTimeout(result.error())) {
+    auto ended = std::chrono::steady_clock::now();
+    hung_ = Hung{ended + (ended - began), result.error()};
+  } else {
+    hung_.reset();
+  }
+  return result;
+}
+
 Status NatReconciler::Sync() {
   std::lock_guard lock(sync_mu_);
+  return UnlessHung<void>([&] { return SyncLocked(); });
+}
+
+Status NatReconciler::SyncLocked() {
   if (!known_generation_) {
     // Ask the switch where it is (after a start, or after an error: it may have restarted).
     int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
@@ -59,7 +78,7 @@ Status NatReconciler::Sync() {
 
 Result<bool> NatReconciler::Repair() {
   std::lock_guard lock(sync_mu_);
-  return RepairLocked();
+  return UnlessHung<bool>([&] { return RepairLocked(); });
 }
 
 Result<bool> NatReconciler::RepairLocked() {

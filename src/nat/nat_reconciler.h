@@ -13,6 +13,13 @@
 // the restart detects that (switch generation above the datastore's) and replaces the table;
 // if newer changes already carried the datastore past the switch's generation, the full
 // comparison of Repair (every 2 s in the background) finds the stale entries instead.
+//
+// A hung switch is called once, not once per caller: after an exchange that timed out (the
+// switch did not answer within the agent timeout), Sync and Repair fail at once with that
+// error for as long again as the exchange took. So a caller that waited for the lock behind
+// the timed-out exchange (the background sync, say), or the best-effort sync of an undo right
+// after, does not wait out another timeout; an operation against a hung switch answers within
+// about one agent timeout. The background reconciler calls again after the hold-off.
 
 #include <atomic>
 #include <chrono>
@@ -36,9 +43,11 @@ class NatReconciler {
 
   // Sends the switch every change it lacks. Returns once the switch acknowledged all changes
   // committed before the call. ServiceUnavailable naming the switch agent if it does not
-  // answer or refuses a change. Thread-safe (calls are serialized).
+  // answer (or timed out within the hold-off above), or refuses a change, or installs only
+  // part of it. Thread-safe (calls are serialized).
   Status Sync();
   // Full comparison; replaces the switch's table if it differs. Returns true if it repaired.
+  // Errors as Sync's.
   Result<bool> Repair();
   // Deletes removed rows no switch needs any more: removed below both the datastore's version
   // and the switch's generation, more than kGarbageRetention before `now` (§5.6). Stops at the
@@ -57,7 +66,20 @@ class NatReconciler {
   static agents::NatEntry ToEntry(const db::NatRow& row);
 
  private:
+  Status SyncLocked();          // requires sync_mu_
   Result<bool> RepairLocked();  // requires sync_mu_
+  // Runs `exchange` (a locked Sync or Repair) unless the switch timed out within the hold-off,
+  // and starts a hold-off if it times out now. Requires sync_mu_.
+  template <typename T, typename Exchange>
+  Result<T> UnlessHung(Exchange exchange);
+
+  // The last exchange's timeout and the end of its hold-off (guarded by sync_mu_); reset by
+  // any exchange that ends otherwise.
+  struct Hung {
+    std::chrono::steady_clock::time_point until;
+    Error error;
+  };
+  std::optional<Hung> hung_;
 
   db::Datastore& ds_;
   agents::SwitchAgentClient& switch_;

@@ -319,5 +319,35 @@ TEST_F(NatReconcilerOnSwitchTest, TheBackgroundReconcilerRestoresASwitchThatLost
   EXPECT_EQ(sim->Nat().entries.size(), 3u);
 }
 
+// A switch that does not answer is called once: the callers right after (a request retried at
+// once, the best-effort sync of an undo) get the same timeout at once instead of waiting out
+// another; after as long again, the reconciler calls the switch again.
+TEST_F(NatReconcilerOnSwitchTest, AfterATimeoutTheSwitchIsNotCalledAgainForAsLongAgain) {
+  constexpr auto kTimeout = std::chrono::milliseconds(200);
+  std::unique_ptr<agents::SwitchAgentClient> impatient =
+      agents::MakeSwitchAgentClient(sim->base_url(), static_cast<int>(kTimeout.count()));
+  NatReconciler reconciler(*ds, *impatient);
+  AddNatEntry(*ds, 1);
+  Control("POST", "/faults", R"({"endpoint": "*", "hang": true})");
+
+  Status timed_out = reconciler.Sync();
+  ASSERT_FALSE(timed_out);
+  EXPECT_TRUE(agents::IsTimeout(timed_out.error())) << timed_out.error().message();
+  EXPECT_EQ(sim->faults().held_calls(), 1);
+  auto began = std::chrono::steady_clock::now();
+  Status again = reconciler.Sync();
+  auto repair = reconciler.Repair();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, kTimeout / 2);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().message(), timed_out.error().message());
+  ASSERT_FALSE(repair);
+  EXPECT_EQ(repair.error().message(), timed_out.error().message());
+  EXPECT_EQ(sim->faults().held_calls(), 1) << "the hung switch was called again";
+
+  Control("DELETE", "/faults");
+  EXPECT_TRUE(agents::testing::WaitFor([&] { return reconciler.Sync().has_value(); }));
+  EXPECT_EQ(sim->Nat(), Desired());
+}
+
 }  // namespace
 }  // namespace fp::nat

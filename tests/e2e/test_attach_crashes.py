@@ -372,3 +372,42 @@ def test_agent_fault_unwinds_the_operation_and_a_retry_succeeds(start_rack, op, 
     assert states.get(saga, []) == sorted(before.get(saga, []) + ["unwound", "done"]), (
         before, states)
     assert_usable_afterwards(case, TARGET[op])
+
+
+# ---------------------------------------------------------------------------------------------
+# A hung switch agent
+
+HUNG_TIMEOUT_MS = 300
+
+
+@pytest.mark.parametrize("op", ["attach", "detach"])
+def test_hung_switch_answers_503_naming_it_within_one_agent_timeout(start_rack, op):
+    """README: an attach or detach whose switch agent does not answer gets 503 naming the agent
+    within one --agent-timeout-ms plus the time of its own commits (bound asserted: 1.5x). The
+    server calls a hung agent once per operation: not again in the unwind, and not after
+    waiting for another call to it (the background NAT sync) that timed out."""
+    rack = prepare(start_rack(server_args=["--agent-timeout-ms", str(HUNG_TIMEOUT_MS)]))
+    case = Case(rack, "floating", None)
+    if op == "detach":
+        case.succeed("attach")
+    # Every switch endpoint hangs (the background NAT sync too); the sleds are healthy.
+    rack.switch.add_fault("*", hang=True)
+    # Let the background sync's call hang too, so that the operation may find it in flight.
+    wait_until(lambda: rack.switch.faults()["held_calls"] >= 1, 5.0,
+               "the background NAT sync reaches the hung switch")
+    for attempt in range(3):
+        began = time.monotonic()
+        reply = case.call(op)
+        elapsed = time.monotonic() - began
+        assert_retry_later(reply, "switch agent", rack.switch.url)
+        assert elapsed < 1.5 * HUNG_TIMEOUT_MS / 1000, (
+            f"attempt {attempt}: the {op} answered after {elapsed:.2f} s with a "
+            f"{HUNG_TIMEOUT_MS} ms agent timeout: {reply.body}")
+        assert db_state(case) == ORIGIN[op]
+
+    rack.switch.clear_faults()
+    wait_sagas_settled(case.admin)
+    seen = converge(case, stable_for=1.0)
+    assert seen.state == ORIGIN[op], f"{seen}\n{rack.describe()}"
+    case.succeed(op)
+    wait_external_ip_agreement(rack, [PROJECT])
