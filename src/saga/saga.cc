@@ -339,11 +339,16 @@ class SagaExecutor::Execution {
 
   int Repeats() const { return faults_ && faults_->repeat_every_action ? 2 : 1; }
 
-  void AfterNodeLogged(int i) const {
-    if (faults_ && faults_->exit_after_node == i) {
+  // Test faults: dies by SIGKILL, as a crash would, if `point` names node i.
+  void ExitIf(const std::optional<int> FaultPlan::*point, int i) const {
+    if (faults_ && (*faults_).*point == i) {
       std::fflush(nullptr);
       raise(SIGKILL);
     }
+  }
+
+  void AfterNodeLogged(int i) const {
+    ExitIf(&FaultPlan::exit_after_node, i);
     if (faults_ && faults_->call_after_node == i && faults_->after_node_call) {
       faults_->after_node_call();
     }
@@ -461,12 +466,14 @@ class SagaExecutor::Execution {
       FP_CHECK_OK(Record(db::SagaEvent{i, SagaEventType::kUndoFinished, std::nullopt}, std::nullopt,
                          std::nullopt));
       status_[static_cast<size_t>(i)] = NodeStatus::kUndoFinished;
+      ExitIf(&FaultPlan::exit_after_undo_node, i);
       return true;
     }
     Status undone = Ok();
     if (action->undo_in_tx && !inject_fail) {
       auto committed = ds_.Write<bool>([&](db::Tx& tx) -> Result<bool> {
         for (int k = 0; k < runs; ++k) FP_CHECK_OK(action->undo_in_tx(tx, ctx));
+        ExitIf(&FaultPlan::exit_in_undo_node, i);
         FP_CHECK_OK(db::SagaRecordIn(tx, id_, owner_,
                                      db::SagaEvent{i, SagaEventType::kUndoFinished, std::nullopt},
                                      std::nullopt, std::nullopt));
@@ -474,6 +481,7 @@ class SagaExecutor::Execution {
       });
       if (committed) {
         status_[static_cast<size_t>(i)] = NodeStatus::kUndoFinished;
+        ExitIf(&FaultPlan::exit_after_undo_node, i);
         return true;
       }
       undone = Fail(committed.error());
@@ -489,9 +497,11 @@ class SagaExecutor::Execution {
         for (int k = 0; k < runs && undone; ++k) undone = action->undo(ctx);
       }
       if (undone) {
+        ExitIf(&FaultPlan::exit_in_undo_node, i);
         FP_CHECK_OK(Record(db::SagaEvent{i, SagaEventType::kUndoFinished, std::nullopt},
                            std::nullopt, std::nullopt));
         status_[static_cast<size_t>(i)] = NodeStatus::kUndoFinished;
+        ExitIf(&FaultPlan::exit_after_undo_node, i);
         return true;
       }
     }

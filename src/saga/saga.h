@@ -114,8 +114,14 @@ struct FaultPlan {
   bool repeat_every_action = false;      // every action runs twice; the second result counts
   std::optional<int> repeat_undo_node;   // this node's undo runs twice
   std::optional<int> fail_undo_node;     // this node's undo fails
-  // Stop the process (std::_Exit) right after this node's "succeeded" event is durable.
+  // Stop the process (SIGKILL) right after this node's "succeeded" event is durable.
   std::optional<int> exit_after_node;
+  // While unwinding: stop the process right after this node's "undo finished" event is durable.
+  std::optional<int> exit_after_undo_node;
+  // While unwinding: stop the process once this node's undo has applied its effect, before its
+  // "undo finished" event is written (an undo_in_tx undo: before its transaction commits, as
+  // its effect and event commit together). Recovery must run the undo again.
+  std::optional<int> exit_in_undo_node;
   // Call `after_node_call` right after this node's "succeeded" event is durable: a test's
   // stand-in for a concurrent request that lands between two nodes, or after the last one.
   std::optional<int> call_after_node;

@@ -350,6 +350,13 @@ def test_agent_fault_unwinds_the_operation_and_a_retry_succeeds(start_rack, op, 
     # The saga unwound before the answer: the database is back where it was.
     assert db_state(case) == ORIGIN[op], (
         f"after a 503 the {kind} IP should still be {ORIGIN[op]}\n{rack.describe()}")
+    if not hang:
+        # And so are the agents, by the answer: a failed node is never undone (saga.h), so an
+        # agent call that applied and then failed was taken back by the failing action itself,
+        # not left for the instance watcher to find.
+        seen = observe(case)
+        assert seen.problem is None and seen.state == ORIGIN[op], (
+            f"right after the 503: {seen}\n{rack.describe()}")
     wait_sagas_settled(rack.admin)
     states = saga_states(rack.admin)
     assert states.get(saga, []) == sorted(before.get(saga, []) + ["unwound"]), (before, states)
