@@ -211,9 +211,10 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
 }
 
 // Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
-// --enable-test-faults: {"saga": NAME, "fail_node": N, "repeat_every_action": true,
-// "repeat_undo_node": N, "fail_undo_node": N, "exit_after_node": N, "exit_after_undo_node": N,
-// "exit_in_undo_node": N}. Also FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
+// --enable-test-faults: {"saga": NAME, "fail_node": N, "fail_node_after_effect": N,
+// "repeat_every_action": true, "repeat_undo_node": N, "fail_undo_node": N,
+// "exit_after_node": N, "exit_after_undo_node": N, "exit_in_undo_node": N} (saga.h's
+// FaultPlan). Also FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
 std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
   if (!text) return std::nullopt;
@@ -222,6 +223,9 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   fp::saga::FaultPlan plan;
   if (j.contains("saga")) plan.saga_name = j["saga"].get<std::string>();
   if (j.contains("fail_node")) plan.fail_node = j["fail_node"].get<int>();
+  if (j.contains("fail_node_after_effect")) {
+    plan.fail_node_after_effect = j["fail_node_after_effect"].get<int>();
+  }
   if (j.contains("repeat_undo_node")) plan.repeat_undo_node = j["repeat_undo_node"].get<int>();
   if (j.contains("fail_undo_node")) plan.fail_undo_node = j["fail_undo_node"].get<int>();
   if (j.contains("exit_after_node")) plan.exit_after_node = j["exit_after_node"].get<int>();

@@ -339,6 +339,19 @@ class SagaExecutor::Execution {
 
   int Repeats() const { return faults_ && faults_->repeat_every_action ? 2 : 1; }
 
+  // Runs node i's action through the test faults: fail before it runs (fail_node), run it
+  // twice (repeat_every_action), or fail after it applied its effect (fail_node_after_effect).
+  Result<Json> RunWithFaults(int i, const std::function<Result<Json>()>& run) const {
+    if (auto injected = InjectedFailure(i)) return Fail(*injected);
+    Result<Json> out = Fail(Error::Internal("not run"));
+    for (int k = 0; k < Repeats(); ++k) out = run();
+    if (out && faults_ && faults_->fail_node_after_effect == i) {
+      return Fail(Error::Internal(fmt::format("injected failure after the effect of node {} ({})",
+                                              i, dag_.nodes[static_cast<size_t>(i)].name)));
+    }
+    return out;
+  }
+
   // Test faults: dies by SIGKILL, as a crash would, if `point` names node i.
   void ExitIf(const std::optional<int> FaultPlan::*point, int i) const {
     if (faults_ && (*faults_).*point == i) {
@@ -365,15 +378,13 @@ class SagaExecutor::Execution {
       // The effect and its "succeeded" event (and "done" for the last node) commit together.
       bool id_taken = false;
       auto committed = ds_.Write<Json>([&](db::Tx& tx) -> Result<Json> {
-        if (auto injected = InjectedFailure(i)) return Fail(*injected);
         if (create_with_first_node_ && i == 0 && !FP_TRY(db::SagaCreateIn(tx, *create_row_))) {
           id_taken = true;
           return Fail(Error::Internal(
               fmt::format("saga {} already exists: it cannot be created again", id_.ToString())));
         }
         FP_CHECK_OK(RecordPendingIn(tx));
-        Result<Json> r = Fail(Error::Internal("not run"));
-        for (int k = 0; k < Repeats(); ++k) r = action->run_in_tx(tx, ctx);
+        Result<Json> r = RunWithFaults(i, [&] { return action->run_in_tx(tx, ctx); });
         if (!r) return r;
         FP_CHECK_OK(db::SagaRecordIn(
             tx, id_, owner_, db::SagaEvent{i, SagaEventType::kSucceeded, r->dump()},
@@ -407,11 +418,7 @@ class SagaExecutor::Execution {
         return false;
       }
     } else if (action->unlogged) {
-      if (auto injected = InjectedFailure(i)) {
-        out = Fail(*injected);
-      } else {
-        for (int k = 0; k < Repeats(); ++k) out = action->run(ctx);
-      }
+      out = RunWithFaults(i, [&] { return action->run(ctx); });
       if (out) {
         outputs_[name] = *out;
         status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
@@ -428,11 +435,7 @@ class SagaExecutor::Execution {
                            std::nullopt));
         status_[static_cast<size_t>(i)] = NodeStatus::kStarted;
       }
-      if (auto injected = InjectedFailure(i)) {
-        out = Fail(*injected);
-      } else {
-        for (int k = 0; k < Repeats(); ++k) out = action->run(ctx);
-      }
+      out = RunWithFaults(i, [&] { return action->run(ctx); });
       if (out) {
         FP_CHECK_OK(Record(db::SagaEvent{i, SagaEventType::kSucceeded, out->dump()},
                            IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
@@ -443,7 +446,8 @@ class SagaExecutor::Execution {
         return true;
       }
     }
-    // The action failed and left no effect: record it and start unwinding.
+    // The action failed and, by the rule for actions (saga.h), left no effect: record it and
+    // start unwinding. The node itself is never undone.
     if (out.error().kind() == ErrorKind::kServiceUnavailable &&
         out.error().message().find("no longer owned") != std::string::npos) {
       return Fail(out.error());  // fenced: another executor owns the saga now

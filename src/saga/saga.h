@@ -111,9 +111,14 @@ struct SagaOutcome {
 struct FaultPlan {
   std::optional<std::string> saga_name;  // restrict to sagas of this name (empty: all)
   std::optional<int> fail_node;          // the action of this node fails (after no effect)
-  bool repeat_every_action = false;      // every action runs twice; the second result counts
-  std::optional<int> repeat_undo_node;   // this node's undo runs twice
-  std::optional<int> fail_undo_node;     // this node's undo fails
+  // The action of this node runs, then the node fails as if the action had returned an error
+  // after applying its effect. A database action's effect rolls back with its transaction; any
+  // other effect stays, since a failed node is never undone (an action that can fail after an
+  // effect must take it back itself).
+  std::optional<int> fail_node_after_effect;
+  bool repeat_every_action = false;     // every action runs twice; the second result counts
+  std::optional<int> repeat_undo_node;  // this node's undo runs twice
+  std::optional<int> fail_undo_node;    // this node's undo fails
   // Stop the process (SIGKILL) right after this node's "succeeded" event is durable.
   std::optional<int> exit_after_node;
   // While unwinding: stop the process right after this node's "undo finished" event is durable.

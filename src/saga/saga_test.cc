@@ -159,6 +159,35 @@ TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
   EXPECT_EQ(StateOf(id), db::SagaState::kUnwound);
 }
 
+// saga.h's promise: a failed node is never undone; the nodes before it are. So the effect of an
+// action that fails after applying it stays unless the action takes it back itself, except for
+// a database action, whose effect rolls back with the transaction that records its failure.
+TEST_F(SagaTest, AFailedNodeIsNeverUndoneAndADatabaseNodesEffectRollsBack) {
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node_after_effect = 4});
+  auto out = exec.Run(Uuid::Random(), ToyDag());
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
+  EXPECT_EQ(out->failed_node, 4);
+  EXPECT_NE(out->error->message().find("injected failure after the effect of node 4"),
+            std::string::npos);
+  ASSERT_EQ(world.journal.size(), 5u);
+  EXPECT_EQ(world.journal[2].substr(0, 4), "do c");
+  EXPECT_EQ(world.journal[3].substr(0, 6), "undo b");  // not "undo c"
+  EXPECT_EQ(world.journal[4].substr(0, 6), "undo a");
+  ASSERT_EQ(world.keys.size(), 1u);
+  EXPECT_EQ(world.keys.begin()->substr(0, 2), "c:");
+  EXPECT_EQ(ToyRows(), 0);
+
+  world.keys.clear();
+  world.journal.clear();
+  exec.SetFaultPlanForTest(FaultPlan{.fail_node_after_effect = 2});  // the database node
+  out = exec.Run(Uuid::Random(), ToyDag());
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
+  EXPECT_EQ(ToyRows(), 0) << "the failed database node's row was committed";
+  EXPECT_TRUE(world.keys.empty());
+}
+
 TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
   exec.SetFaultPlanForTest(FaultPlan{.fail_node = 4, .fail_undo_node = 2});
   Uuid id = Uuid::Random();
