@@ -3,7 +3,8 @@ sagas-and-reliability.md A3, B2, B4), with real processes:
 
 - the create, migrate and delete sagas are SIGKILLed after each node (start, attach and detach:
   test_instance_crashes.py, test_attach_crashes.py);
-- an injected node failure starts the unwind, and the server is SIGKILLed right after an undo
+- an injected node failure starts the unwind (of a create, start, attach, detach or
+  migration), and the server is SIGKILLed right after an undo
   finished (`exit_after_undo_node`), or inside an undo: its effect applied, its "undo finished"
   event not yet durable (`exit_in_undo_node`);
 - an agent applies a migration's change and then fails (`apply_then_fail`): the engine never
@@ -104,19 +105,25 @@ def assert_runs_on(rack, instance_id, sled, address):
 # ---------------------------------------------------------------------------------------------
 # Crash after each node of the create, migrate and delete sagas: recovery finishes them.
 
-@pytest.mark.parametrize("node", range(len(CREATE_NODES) - 1),
-                         ids=[f"after-{n}" for n in CREATE_NODES[:-1]])
-def test_crash_after_create_saga_node_finishes_the_create(start_rack, node):
-    rack = faulty_rack(start_rack, {"saga": "instance_create", "exit_after_node": node})
-    admin = rack.admin
-    fip = make_fip(admin, PROJECT, "kept")
-    free_before = utilization(admin, POOL)[1]
+def crash_a_create(start_rack, faults):
+    """Creates a stopped instance with a floating and an ephemeral IP on a server with saga
+    `faults` that kill it; returns the rack (restarted without faults), the floating IP, the
+    pool's free addresses before the create and the sagas once they settled."""
+    rack = faulty_rack(start_rack, {"saga": "instance_create", **faults})
+    fip = make_fip(rack.admin, PROJECT, "kept")
+    free_before = utilization(rack.admin, POOL)[1]
     requested = [{"type": "floating", "floating_ip": fip["id"]}, {"type": "ephemeral"}]
-
     sagas = crash_and_restart(rack, lambda: rack.admin.post(
         "/v1/instances", {"name": "made", "description": "", "hostname": "made", "ncpus": 1,
                           "memory": 1 << 30, "start": False, "external_ips": requested},
         params={"project": PROJECT}))
+    return rack, fip, free_before, sagas
+
+
+@pytest.mark.parametrize("node", range(len(CREATE_NODES) - 1),
+                         ids=[f"after-{n}" for n in CREATE_NODES[:-1]])
+def test_crash_after_create_saga_node_finishes_the_create(start_rack, node):
+    rack, fip, free_before, sagas = crash_a_create(start_rack, {"exit_after_node": node})
     admin = rack.admin
     assert saga_states(sagas) == {"instance_create": ["done"]}, sagas
     instance = instance_by_name(admin, "made")
@@ -200,6 +207,28 @@ def test_crash_while_unwinding_a_start_ends_unwound_with_nothing_left(start_rack
     wait_agreement(rack, instance_id, SNAT)
     assert utilization(rack.admin, POOL)[1] == POOL_SIZE - 1, "the SNAT block stays"
     assert_usable_afterwards(rack, instance_id)
+
+
+CREATE_FAILING_NODE = 4  # finish: the undo runs external_ip_1, external_ip_0, snat, record
+# Every create undo is a database undo: "inside" it is before its transaction commits.
+CREATE_UNWIND_CRASHES = [("exit_after_undo_node", n) for n in (3, 2, 1)] + \
+    [("exit_in_undo_node", n) for n in (3, 0)]
+
+
+@pytest.mark.parametrize("crash", CREATE_UNWIND_CRASHES,
+                         ids=[crash_id(c) for c in CREATE_UNWIND_CRASHES])
+def test_crash_while_unwinding_a_create_leaves_no_instance_and_frees_its_ips(start_rack, crash):
+    point, node = crash
+    rack, fip, free_before, sagas = crash_a_create(
+        start_rack, {"fail_node": CREATE_FAILING_NODE, point: node})
+    admin = rack.admin
+    assert saga_states(sagas) == {"instance_create": ["unwound"]}, sagas
+    expect(admin.get("/v1/instances/made", params={"project": PROJECT}), 404)
+    assert expect(admin.get(f"/v1/floating-ips/{fip['id']}"), 200)["instance_id"] is None
+    assert utilization(admin, POOL)[1] == free_before, "SNAT or ephemeral address not freed"
+    # The name is free again.
+    made = make_instance(admin, PROJECT, "made", start=False)
+    assert made["run_state"] == "stopped", made
 
 
 ATTACH_UNWIND_CRASHES = [("exit_after_undo_node", n) for n in (1, 0)] + \
