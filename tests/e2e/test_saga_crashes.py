@@ -4,9 +4,9 @@ sagas-and-reliability.md A3, B2, B4), with real processes:
 - the create, migrate and delete sagas are SIGKILLed after each node (start, attach and detach:
   test_instance_crashes.py, test_attach_crashes.py);
 - an injected node failure starts the unwind (of a create, start, attach, detach or
-  migration), and the server is SIGKILLed right after an undo
-  finished (`exit_after_undo_node`), or inside an undo: its effect applied, its "undo finished"
-  event not yet durable (`exit_in_undo_node`);
+  migration), and the server is SIGKILLed right after an undo finished
+  (`exit_after_undo_node`), or inside an undo: its effect applied, its "undo finished" event
+  not yet durable (`exit_in_undo_node`);
 - an agent applies a migration's change and then fails (`apply_then_fail`): the engine never
   undoes a failed node (saga.h), so the action must leave nothing behind when it answers.
 
