@@ -206,6 +206,9 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         if (!step.value("do_saga", false)) return Ok();
         Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
         FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+          // Run again after a crash inside it, this undo may find the address attached since
+          // by a later operation: its NAT row is not this saga's to remove.
+          if (!FP_TRY(db::IpHeldBySagaIn(tx, ip_id, ctx.saga_id()))) return false;
           auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
           FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
           FP_TRY(
@@ -258,6 +261,9 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
         auto sled_id = FP_TRY(SledOfStep(step));
         FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+          // Run again after a crash inside it, this undo may find the address detached since
+          // by a later operation: it must not bring its NAT row back.
+          if (!FP_TRY(db::IpHeldBySagaIn(tx, ip_id, ctx.saga_id()))) return false;
           auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
           if (sled_id) {
             FP_TRY(db::NatEnsureForIpIn(tx, ip, instance_id, FP_TRY(db::SledGetIn(tx, *sled_id))));

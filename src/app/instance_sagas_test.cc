@@ -612,5 +612,65 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   EXPECT_TRUE(VmOn(k, vm.id));
 }
 
+// Runs the undo of `node` of the newest unwound saga named `name` again, with its recorded
+// outputs, as recovery does after a crash inside that undo (its effect applied, its "undo
+// finished" event lost).
+Status RerunUndo(db::Datastore& ds, const saga::ActionRegistry& registry, const std::string& name,
+                 const std::string& node) {
+  std::optional<Uuid> id;
+  for (const auto& s : FP_TRY(db::SagaListStates(ds, 1000))) {
+    if (s.name == name && s.state == db::SagaState::kUnwound) {
+      id = s.id;
+      break;
+    }
+  }
+  if (!id) return Fail(Error::Internal("no unwound saga named " + name));
+  db::SagaLog log = FP_TRY(db::SagaLoad(ds, *id));
+  saga::SagaDag dag = FP_TRY(saga::SagaDag::FromJson(saga::Json::parse(log.saga.dag)));
+  std::map<std::string, saga::Json> outputs;
+  for (const auto& e : log.events) {
+    if (e.type == db::SagaEventType::kSucceeded) {
+      outputs[dag.nodes[static_cast<size_t>(e.node_index)].name] = saga::Json::parse(*e.data);
+    }
+  }
+  for (const saga::Node& n : dag.nodes) {
+    if (n.name == node) {
+      return registry.Find(n.action)->undo(saga::ActionContext(*id, dag.params, outputs, node));
+    }
+  }
+  return Fail(Error::Internal("no node " + node));
+}
+
+// An undo that runs again after a crash inside it may find the IP moved on by a later
+// operation (recovery runs while the server serves): it must leave that operation's IP and NAT
+// alone. Attach: the address is attached to another instance since (the ephemeral one too: the
+// lowest free address). Detach: the address was detached since.
+TEST_F(AttachSagaTest, AnAttachOrDetachUndoRunAgainLeavesALaterOperationAlone) {
+  db::Instance vm = Running("vm");
+  db::Instance other = Running("other");
+  db::ExternalIp fip = Fip("web");
+  for (const std::string kind : {"floating", "ephemeral"}) {
+    Faults("ip_attach", {.fail_node = kAttachNodes - 1});
+    ASSERT_FALSE(Attach(kind, vm, &fip)) << kind;
+    Faults("ip_attach", {});
+    auto later = Attach(kind, other, &fip);
+    ASSERT_TRUE(later) << kind << ": " << later.error().message();
+    World attached = Observe();
+    Status again = RerunUndo(*ds, registry_, "ip_attach", "begin");
+    ASSERT_TRUE(again) << kind << ": " << again.error().message();
+    EXPECT_EQ(Observe(), attached) << kind << ": attach undo run again";
+
+    Faults("ip_detach", {.fail_node = kAttachNodes - 1});
+    ASSERT_FALSE(Detach(kind, other, &fip)) << kind;
+    Faults("ip_detach", {});
+    ASSERT_TRUE(Detach(kind, other, &fip)) << kind;
+    World detached = Observe();
+    again = RerunUndo(*ds, registry_, "ip_detach", "begin");
+    ASSERT_TRUE(again) << kind << ": " << again.error().message();
+    EXPECT_EQ(Observe(), detached) << kind << ": detach undo run again";
+  }
+  ExpectNoSagaStuckOrUnfinished();
+}
+
 }  // namespace
 }  // namespace fp::app

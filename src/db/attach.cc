@@ -201,6 +201,15 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
       ToString(target), tx.now(), ip_id);
 }
 
+Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id) {
+  // A released ephemeral row keeps its op_saga_id: only a live row in transition counts.
+  auto row = FP_TRY(
+      tx.QueryRow("SELECT 1 FROM external_ip WHERE id = ? AND op_saga_id = ? AND time_deleted IS "
+                  "NULL AND state IN ('attaching', 'detaching')",
+                  ip_id, saga_id));
+  return row.has_value();
+}
+
 Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id) {
   FP_TRY(
       tx.Exec("UPDATE external_ip SET parent_id = NULL, state = 'detached', op_saga_id = NULL, "

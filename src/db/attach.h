@@ -40,6 +40,11 @@ Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
 // are released back to their pool. detaching -> attached: restores the attachment.
 Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target);
 
+// Whether the attach or detach saga `saga_id` holds the IP (it is attaching or detaching under
+// that saga). False once that operation completed or was undone, whatever happened to the IP
+// since: an undo run again after a crash uses it to leave a later operation's IP alone.
+Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id);
+
 // The external IP row with this id, live or not; NotFound if there is none.
 Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 
