@@ -213,8 +213,8 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
 // Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
 // --enable-test-faults: {"saga": NAME, "fail_node": N, "fail_node_after_effect": N,
 // "repeat_every_action": true, "repeat_undo_node": N, "fail_undo_node": N,
-// "exit_after_node": N, "exit_after_undo_node": N, "exit_in_undo_node": N} (saga.h's
-// FaultPlan). Also FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
+// "exit_after_node": N, "exit_in_node": N, "exit_after_undo_node": N, "exit_in_undo_node": N}
+// (saga.h's FaultPlan). Also FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
 std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
   if (!text) return std::nullopt;
@@ -229,6 +229,7 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
   if (j.contains("repeat_undo_node")) plan.repeat_undo_node = j["repeat_undo_node"].get<int>();
   if (j.contains("fail_undo_node")) plan.fail_undo_node = j["fail_undo_node"].get<int>();
   if (j.contains("exit_after_node")) plan.exit_after_node = j["exit_after_node"].get<int>();
+  if (j.contains("exit_in_node")) plan.exit_in_node = j["exit_in_node"].get<int>();
   if (j.contains("exit_after_undo_node")) {
     plan.exit_after_undo_node = j["exit_after_undo_node"].get<int>();
   }

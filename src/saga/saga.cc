@@ -345,6 +345,7 @@ class SagaExecutor::Execution {
     if (auto injected = InjectedFailure(i)) return Fail(*injected);
     Result<Json> out = Fail(Error::Internal("not run"));
     for (int k = 0; k < Repeats(); ++k) out = run();
+    if (out) ExitIf(&FaultPlan::exit_in_node, i);
     if (out && faults_ && faults_->fail_node_after_effect == i) {
       return Fail(Error::Internal(fmt::format("injected failure after the effect of node {} ({})",
                                               i, dag_.nodes[static_cast<size_t>(i)].name)));

@@ -121,6 +121,10 @@ struct FaultPlan {
   std::optional<int> fail_undo_node;    // this node's undo fails
   // Stop the process (SIGKILL) right after this node's "succeeded" event is durable.
   std::optional<int> exit_after_node;
+  // Stop the process once this node's action has applied its effect, before its "succeeded"
+  // event is written (a run_in_tx action: before its transaction commits). Recovery must run
+  // the action again.
+  std::optional<int> exit_in_node;
   // While unwinding: stop the process right after this node's "undo finished" event is durable.
   std::optional<int> exit_after_undo_node;
   // While unwinding: stop the process once this node's undo has applied its effect, before its

@@ -2,7 +2,8 @@
 sagas-and-reliability.md A3, B2, B4), with real processes:
 
 - the create, migrate and delete sagas are SIGKILLed after each node (start, attach and detach:
-  test_instance_crashes.py, test_attach_crashes.py);
+  test_instance_crashes.py, test_attach_crashes.py), and start and migrate inside their agent
+  nodes (the call applied, "succeeded" not yet durable: `exit_in_node`);
 - an injected node failure starts the unwind (of a create, start, attach, detach or
   migration), and the server is SIGKILLed right after an undo finished
   (`exit_after_undo_node`), or inside an undo: its effect applied, its "undo finished" event
@@ -172,6 +173,33 @@ def test_crash_after_delete_saga_node_finishes_the_delete(start_rack, node):
     assert utilization(admin, POOL)[1] == POOL_SIZE
     wait_until(lambda: rack.vms(instance_id) == [] and rack.nat_entries() == [], 5.0,
                "no VM and no NAT entry left", describe=rack.describe)
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash inside an agent-calling node: its agent call applied, its "succeeded" not yet durable.
+# Recovery runs the action again (it is idempotent) and finishes the saga.
+
+@pytest.mark.parametrize("node", [2, 3], ids=["in-sled", "in-switch"])
+def test_crash_inside_a_start_saga_node_runs_it_again_and_finishes(start_rack, node):
+    rack = faulty_rack(start_rack, {"saga": "instance_start", "exit_in_node": node})
+    instance_id = make_instance(rack.admin, PROJECT, "again", start=False)["id"]
+    sagas = crash_and_restart(rack, lambda: rack.admin.post(
+        f"/v1/instances/{instance_id}/start"))
+    assert saga_states(sagas) == {"instance_create": ["done"], "instance_start": ["done"]}, \
+        sagas
+    wait_run_state(rack.admin, instance_id, "running")
+    wait_agreement(rack, instance_id, SNAT)
+    assert len(rack.vms(instance_id)) == 1 and len(rack.nat_entries()) == 1, rack.describe()
+    assert_usable_afterwards(rack, instance_id)
+
+
+@pytest.mark.parametrize("node", [1, 3, 4], ids=["in-destination", "in-switch", "in-source"])
+def test_crash_inside_a_migrate_saga_node_runs_it_again_and_finishes(start_rack, node):
+    rack, mover, sagas = crash_a_migration(start_rack, {"exit_in_node": node})
+    assert saga_states(sagas)["instance_migrate"] == ["done"], sagas
+    wait_agreement(rack, mover.instance_id, SNAT)
+    assert [s for s, vm in rack.vms(mover.instance_id)] == [mover.destination], rack.describe()
+    assert nat_sled_addresses(rack) != [mover.address], rack.describe()
 
 
 # ---------------------------------------------------------------------------------------------
