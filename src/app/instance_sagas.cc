@@ -392,7 +392,15 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   r.Add(Action{
       .name = "instance_migrate.source", .run = [&d](const ActionContext& ctx) -> Result<Json> {
         const Json& p = ctx.params();
-        UnregisterFrom(d, FP_TRY(UuidParam(p, "instance_id")), FP_TRY(UuidParam(p, "src_sled_id")));
+        Uuid instance_id = FP_TRY(UuidParam(p, "instance_id"));
+        UnregisterFrom(d, instance_id, FP_TRY(UuidParam(p, "src_sled_id")));
+        // Only now is the source VM no longer the instance's: until here the migration mark
+        // kept the reaper and the watcher away from both ends (InstanceFinishMigrateIn).
+        FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+          FP_CHECK_OK(
+              db::InstanceEndMigrateIn(tx, instance_id, FP_TRY(UuidParam(p, "migration_id"))));
+          return true;
+        }));
         return Json::object();
       }});
 }

@@ -320,6 +320,23 @@ TEST_F(InstanceSagaTest, MigrateFailingAtEachNodeLeavesItRunningWhereItWas) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
+// After the finish node the database places the instance on the destination, but until the
+// saga settles an unwind may move it back: a watcher pass (reaper included) in between must not
+// take the source VM for an orphan. Here the source node fails and the migration unwinds.
+TEST_F(InstanceSagaTest, AWatcherPassAfterTheFinishNodeLeavesTheSourceVmAlone) {
+  db::Instance vm = Running("vm");
+  Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
+  World before = Observe();
+  Faults("instance_migrate", {.fail_node = 4, .call_after_node = 2, .after_node_call = [&] {
+                                instances_->WatchOnce();
+                              }});
+  ASSERT_FALSE(instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst));
+  EXPECT_EQ(Observe(), before);
+  instances_->WatchOnce();
+  EXPECT_EQ(Observe(), before) << "after a watcher pass";
+  ExpectNoSagaStuckOrUnfinished();
+}
+
 TEST_F(InstanceSagaTest, MigrateWithEveryActionTwiceMovesTheInstanceAndItsNat) {
   db::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];

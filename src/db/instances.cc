@@ -573,13 +573,19 @@ Status InstanceRevertMigrateIn(Tx& tx, const Uuid& id, const Uuid& src, const Uu
 
 Status InstanceFinishMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst, const Uuid& migration_id) {
   Instance i = FP_TRY(InstanceGetIn(tx, id));
-  if (i.migration_id != migration_id) return Ok();  // re-run after it finished
+  if (i.migration_id != migration_id) return Ok();  // re-run after the migration ended
   Sled sled = FP_TRY(SledGetIn(tx, dst));
   FP_TRY(
-      tx.Exec("UPDATE instance SET sled_id = ?, migration_id = NULL, run_state = 'running', "
-              "time_run_state_updated = ? WHERE id = ?",
+      tx.Exec("UPDATE instance SET sled_id = ?, run_state = 'running', time_run_state_updated = ? "
+              "WHERE id = ?",
               dst, tx.now(), id));
   FP_TRY(NatEnsureForInstanceIn(tx, id, sled));
+  return Ok();
+}
+
+Status InstanceEndMigrateIn(Tx& tx, const Uuid& id, const Uuid& migration_id) {
+  FP_TRY(tx.Exec("UPDATE instance SET migration_id = NULL WHERE id = ? AND migration_id = ?", id,
+                 migration_id));
   return Ok();
 }
 

@@ -162,8 +162,12 @@ Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
 Status InstanceUndoMigrateIn(Tx& tx, const Uuid& id, const Uuid& migration_id);
 // Undo of FinishMigrate: back on `src`, still migrating, NAT pointed at `src` again.
 Status InstanceRevertMigrateIn(Tx& tx, const Uuid& id, const Uuid& src, const Uuid& migration_id);
-// Completes the move: sled = dst, migration cleared, NAT re-pointed at dst.
+// Moves the instance: sled = dst, running, NAT re-pointed at dst. The migration stays marked
+// until InstanceEndMigrateIn: until the saga settles, the source VM may still be the one the
+// instance keeps (an unwind moves it back), so nothing may take it for an orphan.
 Status InstanceFinishMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst, const Uuid& migration_id);
+// Clears the migration mark once the source VM is gone. Idempotent.
+Status InstanceEndMigrateIn(Tx& tx, const Uuid& id, const Uuid& migration_id);
 
 // Delete: refused before any change unless stopped (no_vmm) or failed. Releases SNAT and
 // ephemeral addresses, detaches floating IPs, removes NICs and NAT rows, soft-deletes.

@@ -97,10 +97,12 @@ def crash_a_migration(start_rack, faults):
 
 
 def assert_runs_on(rack, instance_id, sled, address):
-    """The instance runs on `sled` only, and the switch sends its traffic to `address`."""
+    """The instance runs on `sled` only, and the switch sends its traffic to `address` (within
+    the NAT reconciler's period: a hung switch may apply a held change late)."""
     wait_agreement(rack, instance_id, SNAT)
     assert [s for s, vm in rack.vms(instance_id)] == [sled], rack.describe()
-    assert nat_sled_addresses(rack) == [address], rack.describe()
+    wait_until(lambda: nat_sled_addresses(rack) == [address], 8.0,
+               f"the switch sends the instance's traffic to {address}", describe=rack.describe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,4 +341,22 @@ def test_switch_applying_the_migration_then_failing_points_back_at_the_source(st
     assert rack.agent_by_id[mover.destination].instances() == [], rack.describe()
     rack.switch.clear_faults()
     assert saga_states(wait_sagas_settled(rack.admin))["instance_migrate"] == ["unwound"]
+    assert_runs_on(rack, mover.instance_id, mover.source, mover.address)
+
+
+def test_switch_hanging_during_a_migration_leaves_the_instance_running_on_its_source(
+        start_rack):
+    """From the migration's finish node (the database moves the instance to the destination)
+    until its undo moves it back, the source VM is the one the instance will keep: the reaper,
+    which removes VMs the database does not place on their sled, must leave it alone while the
+    migration saga is unfinished (here for a whole agent timeout)."""
+    rack = prepare(start_rack(server_args=["--agent-timeout-ms", "500"]))
+    mover = running_instance(rack, "patient")
+
+    rack.switch.add_fault("POST /nat/changes", hang=True)
+    reply = migrate(rack.admin, mover.instance_id, mover.destination)
+    assert_retry_later(reply, "switch agent", rack.switch.url)
+    rack.switch.clear_faults()
+    assert saga_states(wait_sagas_settled(rack.admin))["instance_migrate"] == ["unwound"]
+    assert view_instance(rack.admin, mover.instance_id)["run_state"] == "running"
     assert_runs_on(rack, mover.instance_id, mover.source, mover.address)
