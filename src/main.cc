@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -386,13 +387,19 @@ int RunServer(const ServerFlags& flags) {
   options.max_connections_per_client = flags.max_connections_per_client;
   options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
-  auto server =
-      fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(control_plane, &instances));
+  // Set once the server runs; read by /metrics, which only a running server can serve.
+  std::atomic<fp::api::HttpServer*> serving{nullptr};
+  auto server = fp::api::HttpServer::Start(
+      options, fp::api::MakeApiHandler(control_plane, &instances, [&serving] {
+        fp::api::HttpServer* s = serving.load();
+        return s ? s->stats() : fp::api::HttpServerStats{};
+      }));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     executor.Quiesce();
     return 1;
   }
+  serving = server->get();
   std::string host = UrlHost(address->host);
   std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
   fp::api::LogEvent("info", "serving",

@@ -1214,7 +1214,27 @@ Result<std::string> HistoryMetrics(db::Datastore& ds) {
 
 }  // namespace
 
-HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
+// Connection admission counters (HttpServerStats) in Prometheus text format.
+std::string AdmissionMetrics(const HttpServerStats& s) {
+  return fmt::format(
+      "# HELP floatplane_http_connections Client connections open now, idle ones included.\n"
+      "# TYPE floatplane_http_connections gauge\nfloatplane_http_connections {}\n"
+      "# HELP floatplane_http_refused_total Connections (capacity, per_client) and complete "
+      "requests (busy) answered 503 by admission instead of being served.\n"
+      "# TYPE floatplane_http_refused_total counter\n"
+      "floatplane_http_refused_total{{reason=\"capacity\"}} {}\n"
+      "floatplane_http_refused_total{{reason=\"per_client\"}} {}\n"
+      "floatplane_http_refused_total{{reason=\"busy\"}} {}\n"
+      "# HELP floatplane_http_request_timeouts_total Requests that did not arrive completely "
+      "within the request timeout (connection closed, 408 where a request had begun).\n"
+      "# TYPE floatplane_http_request_timeouts_total counter\n"
+      "floatplane_http_request_timeouts_total {}\n",
+      s.open_connections, s.refused_over_capacity, s.refused_per_client, s.refused_busy,
+      s.request_timeouts);
+}
+
+HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances,
+                           std::function<HttpServerStats()> http_stats) {
   auto router = std::make_shared<Router<Endpoint>>();
   AddSiloRoutes(*router);
   AddProjectRoutes(*router);
@@ -1226,7 +1246,8 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
   AddAttachRoutes(*router);
 
   auto in_flight = std::make_shared<KeysInFlight>();
-  return [router, in_flight, &cp, instances](const HttpRequest& req) -> HttpResponse {
+  return [router, in_flight, &cp, instances,
+          http_stats = std::move(http_stats)](const HttpRequest& req) -> HttpResponse {
     try {
       if (req.method == "GET" && req.path == "/v1/ping") {
         return JsonResponse(200, Json{{"status", "ok"}});
@@ -1261,6 +1282,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances) {
         auto history = HistoryMetrics(cp.datastore());
         if (!history) return ErrorResponse(req, history.error());
         r.body += *history;
+        if (http_stats) r.body += AdmissionMetrics(http_stats());
         return r;
       }
       auto match = router->Find(req.method, req.path);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include "api/http_server.h"
 #include "app/control_plane.h"
 #include "app/instances.h"
@@ -10,6 +12,9 @@ namespace fp::api {
 // extension, as one HTTP handler. Authenticates every request but `GET /v1/ping`, maps errors
 // to the Oxide error body, and never lets an exception escape.
 // `instances` may be null (no dataplane): instance and sled endpoints then answer 503.
-HttpHandler MakeApiHandler(app::ControlPlane& control_plane, app::Instances* instances);
+// `http_stats`, if set, supplies the serving HTTP server's admission counters to `/metrics`; it
+// is called on request threads and must be thread-safe.
+HttpHandler MakeApiHandler(app::ControlPlane& control_plane, app::Instances* instances,
+                           std::function<HttpServerStats()> http_stats = nullptr);
 
 }  // namespace fp::api

@@ -163,6 +163,13 @@ def test_a_burst_beyond_the_bound_gets_answers_not_silent_closes(start_server):
     assert None not in statuses, f"{statuses.count(None)} connections closed without an answer"
     assert set(statuses) <= {200, 503}
     assert statuses.count(503) > 0, "the bound of 1,024 connections per client was never reached"
+    # Every refusal is counted, under its reason.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    conn.close()
+    assert f'floatplane_http_refused_total{{reason="per_client"}} {statuses.count(503)}\n' \
+        in metrics, metrics
     for s in sockets:
         answer = answers[s]
         if answer.startswith(b"HTTP/1.1 503"):
