@@ -163,12 +163,7 @@ Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t l
       FP_TRY(tx.Exec("DELETE FROM saga WHERE id = ?", r.Text(0)));
     }
     const auto pruned = static_cast<int64_t>(oldest.size());
-    if (pruned > 0) {
-      FP_TRY(
-          tx.Exec("INSERT INTO counter (name, value) VALUES ('sagas_pruned', ?) "
-                  "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
-                  pruned));
-    }
+    FP_CHECK_OK(CounterAddIn(tx, "sagas_pruned", pruned));
     return pruned;
   });
 }
