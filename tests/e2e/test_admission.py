@@ -44,6 +44,7 @@ class SlowLoris:
         self.statuses = []
         self.reconnects = 0
         self.stop = threading.Event()
+        self.ready = threading.Event()  # every connection opened once
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
@@ -57,6 +58,7 @@ class SlowLoris:
 
         for _ in range(self.count):
             open_one()
+        self.ready.set()
         next_trickle = time.monotonic()
         while not self.stop.is_set():
             for key, _ in selector.select(timeout=0.05):
@@ -95,12 +97,15 @@ def test_slow_clients_cannot_starve_other_clients(start_server):
     loris = SlowLoris(server.port, count=1500, interval=0.3)
     loris.thread.start()
     try:
-        # Let the attack reach its full size and outlive a request timeout or two, while the
-        # other client keeps working: a new connection per ping, and an authenticated write.
-        deadline = time.monotonic() + 4.0
+        assert loris.ready.wait(30), "the attack did not open its connections"
+        # The other client keeps working while the attack stands at its full size and outlives
+        # the request timeout (its connections are cut off and it reconnects): a new connection
+        # per ping, and an authenticated write.
+        start_of_attack = time.monotonic()
         checked = 0
         slowest = 0.0
-        while time.monotonic() < deadline:
+        while (time.monotonic() - start_of_attack < 2.5 or loris.reconnects < 1500) and \
+                time.monotonic() - start_of_attack < 30:
             start = time.monotonic()
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
             conn.request("GET", "/v1/ping")
@@ -113,7 +118,8 @@ def test_slow_clients_cannot_starve_other_clients(start_server):
             assert reply.status == 201, reply.body
             slowest = max(slowest, time.monotonic() - start)
             checked += 1
-        assert slowest < 1.0, f"a request of the well-behaved client took {slowest:.2f} s"
+        # A bound with room for a loaded test machine; the old server reset these connections.
+        assert slowest < 2.0, f"a request of the well-behaved client took {slowest:.2f} s"
     finally:
         loris.stop.set()
         loris.thread.join()
@@ -125,53 +131,63 @@ def test_slow_clients_cannot_starve_other_clients(start_server):
     assert loris.reconnects >= 1500, "the attack was never cut off and reconnected"
 
 
+def metric(server, line_prefix):
+    """The value of the /metrics line that starts with `line_prefix` (a name and labels)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return int(line.split()[-1])
+    raise AssertionError(f"/metrics lacks {line_prefix}:\n{text}")
+
+
 def test_a_burst_beyond_the_bound_gets_answers_not_silent_closes(start_server):
     server = start_server()
-    # 2,000 connections at once from one client, each sending a whole request (the old server
-    # closed 976 of such a burst without a word): every one gets an HTTP answer, 200 or 503
-    # with Retry-After beyond the default bound of 1,024 connections per client.
+    # 2,000 connections at once from one client (the old server closed 976 of such a burst
+    # without a word). The server holds the first 1,024, the default bound per client, and
+    # answers each of the others 503 with Retry-After at once.
     sockets = [connect_from(ATTACKER, server.port) for _ in range(2000)]
-    answers = {}
+    deadline = time.monotonic() + 20
+    while metric(server, 'floatplane_http_refused_total{reason="per_client"}') < 976:
+        assert time.monotonic() < deadline, "the server did not take in the burst"
+        time.sleep(0.05)
+    # Then each sends a whole request: the held ones are served.
+    answers = {s: b"" for s in sockets}
     selector = selectors.DefaultSelector()
     for s in sockets:
-        selector.register(s, selectors.EVENT_WRITE)
+        selector.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
     pending = set(sockets)
-    deadline = time.monotonic() + 20
     while pending and time.monotonic() < deadline:
         for key, events in selector.select(timeout=0.1):
             s = key.fileobj
+            if events & selectors.EVENT_READ:
+                data = receive(s)
+                if data:
+                    answers[s] += data
+                elif data == b"":
+                    selector.unregister(s)
+                    pending.discard(s)
+                    continue
             if events & selectors.EVENT_WRITE:
-                try:
-                    s.send(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    pass
+                if not answers[s]:
+                    try:
+                        s.send(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    except OSError:
+                        pass
                 selector.modify(s, selectors.EVENT_READ)
-                continue
-            data = receive(s)
-            if data is None:
-                continue
-            if data:
-                answers[s] = answers.get(s, b"") + data
-                continue
-            selector.unregister(s)
-            pending.discard(s)
     for s in sockets:
         s.close()
     assert not pending, f"{len(pending)} connections neither answered nor closed in time"
-    statuses = [int(a[9:12]) if a.startswith(b"HTTP/1.1 ") else None for a in
-                (answers.get(s, b"") for s in sockets)]
+    statuses = [int(a[9:12]) if a.startswith(b"HTTP/1.1 ") else None for a in answers.values()]
     assert None not in statuses, f"{statuses.count(None)} connections closed without an answer"
-    assert set(statuses) <= {200, 503}
-    assert statuses.count(503) > 0, "the bound of 1,024 connections per client was never reached"
+    assert (statuses.count(200), statuses.count(503)) == (1024, 976)
     # Every refusal is counted, under its reason.
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    conn.request("GET", "/metrics")
-    metrics = conn.getresponse().read().decode()
-    conn.close()
-    assert f'floatplane_http_refused_total{{reason="per_client"}} {statuses.count(503)}\n' \
-        in metrics, metrics
-    for s in sockets:
-        answer = answers[s]
+    assert metric(server, 'floatplane_http_refused_total{reason="per_client"}') == 976
+    for answer in answers.values():
         if answer.startswith(b"HTTP/1.1 503"):
             assert b"\r\nRetry-After: 1\r\n" in answer
             assert b"too many open connections from 127.0.0.2 (limit 1024)" in answer
