@@ -123,6 +123,7 @@ struct Conn {
   beast::error_code parse_error;           // set when the request could not be read as HTTP
   std::optional<TimePoint> request_began;  // the first byte of the request being read
   TimePoint idle_since;                    // when it was accepted or last answered
+  TimePoint queued_at;                     // when its complete request joined the queue
   bool answered_any = false;               // a first request must come within the request timeout
 
   void NextRequest(const HttpServerOptions& options) {
@@ -145,7 +146,6 @@ constexpr auto kSweepPeriod = std::chrono::milliseconds(250);
 // How long a refused connection may take to send its request before it is closed: reading it
 // lets the client see the 503 instead of a reset.
 constexpr auto kDrainTime = std::chrono::seconds(1);
-constexpr auto kWorkerIdleExit = std::chrono::seconds(30);
 constexpr int kMinWorkers = 4;
 
 class EventServer final : public HttpServer {
@@ -229,13 +229,14 @@ class EventServer final : public HttpServer {
     stopping_ = true;
     Wake();
     loop_.join();
+    // No connection may complete in the backlog that nobody will accept.
+    ::close(listen_fd_);
+    listen_fd_ = -1;
     std::unique_lock lock(mu_);
-    loop_done_ = true;
-    for (auto& conn : returned_) CloseLocked(*conn);
-    returned_.clear();
     if (!idle_cv_.wait_for(lock, std::chrono::seconds(10),
                            [&] { return queue_.empty() && busy_fds_.empty(); })) {
-      // Still busy after 10 s (a peer that stopped reading, a hung handler): cut the sockets.
+      // Still busy after 10 s (a peer that stops reading, a slow handler): cut the sockets, so
+      // that sends fail at once; the handlers themselves must still return.
       for (int fd : busy_fds_) ::shutdown(fd, SHUT_RDWR);
       for (auto& conn : queue_) CloseLocked(*conn);
       queue_.clear();
@@ -311,6 +312,14 @@ class EventServer final : public HttpServer {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
     for (auto& [id, conn] : parked_) Close(*conn);
     parked_.clear();
+    {
+      // From now on workers close the connections they would hand back (also after an
+      // epoll_wait failure, when nothing would take them).
+      std::lock_guard lock(mu_);
+      loop_done_ = true;
+      for (auto& conn : returned_) CloseLocked(*conn);
+      returned_.clear();
+    }
     for (auto& [fd, deadline] : draining_) ::close(fd);
     draining_.clear();
   }
@@ -513,13 +522,15 @@ class EventServer final : public HttpServer {
       Close(*conn);
       return;
     }
+    conn->queued_at = SteadyClock::now();
     queue_.push_back(std::move(conn));
+    // Joined first, so that workers which ended idle do not count against max_workers.
+    ReapWorkersLocked();
     if (static_cast<size_t>(idle_workers_) >= queue_.size() ||
         static_cast<int>(workers_.size()) >= options_.max_workers) {
       work_cv_.notify_one();
       return;
     }
-    ReapWorkersLocked();
     uint64_t wid = next_worker_id_++;
     try {
       workers_[wid] = std::thread([this, wid] { WorkerMain(wid); });
@@ -545,18 +556,27 @@ class EventServer final : public HttpServer {
     std::unique_lock lock(mu_);
     for (;;) {
       ++idle_workers_;
-      bool woken = work_cv_.wait_for(lock, kWorkerIdleExit,
+      bool woken = work_cv_.wait_for(lock, options_.worker_idle_exit,
                                      [&] { return !queue_.empty() || workers_exit_; });
       --idle_workers_;
       if (!queue_.empty()) {
         std::unique_ptr<Conn> conn = std::move(queue_.front());
         queue_.pop_front();
-        int fd = conn->fd;
-        busy_fds_.insert(fd);
+        busy_fds_.insert(conn->fd);
         lock.unlock();
-        Serve(std::move(conn));
+        if (SteadyClock::now() - conn->queued_at > options_.request_timeout) {
+          // Its client has likely given up; running the handler now would only add load.
+          ++refused_busy_;
+          std::string wire =
+              ErrorWire(503, "ServiceUnavailable",
+                        fmt::format("the request waited over {} ms for the server; retry shortly",
+                                    options_.request_timeout.count()));
+          (void)!::send(conn->fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          Release(std::move(conn), false);
+        } else {
+          Serve(std::move(conn));
+        }
         lock.lock();
-        busy_fds_.erase(fd);
         idle_cv_.notify_all();
         continue;
       }
@@ -576,21 +596,40 @@ class EventServer final : public HttpServer {
       bool keep_alive = Answer(*conn);
       if (!keep_alive || stopping_) break;
       conn->NextRequest(options_);
-      ReadOutcome got =
-          socket_io::ReadMessage(conn->fd, conn->buffer, *conn->parser,
-                                 SteadyClock::now() + options_.linger, conn->parse_error);
+      // While other requests wait for a worker, take only what has already arrived.
+      bool others_wait;
+      {
+        std::lock_guard lock(mu_);
+        others_wait = !queue_.empty();
+      }
+      TimePoint deadline =
+          SteadyClock::now() +
+          (others_wait ? TimePoint::duration::zero() : TimePoint::duration(options_.linger));
+      ReadOutcome got = socket_io::ReadMessage(conn->fd, conn->buffer, *conn->parser, deadline,
+                                               conn->parse_error);
       if (got == ReadOutcome::kMessage || got == ReadOutcome::kMalformed) continue;
       if (got == ReadOutcome::kClosed) break;
       // Nothing complete yet: the loop waits for the rest without holding this thread.
       if (conn->HasPartialRequest()) conn->request_began = SteadyClock::now();
-      std::unique_lock lock(mu_);
-      if (loop_done_) break;
-      returned_.push_back(std::move(conn));
-      lock.unlock();
-      Wake();
+      Release(std::move(conn), true);
       return;
     }
-    Close(*conn);
+    Release(std::move(conn), false);
+  }
+
+  // A worker is done with `conn`: hands it back to the loop (`keep`, unless the loop has
+  // ended) or closes it. Either way its descriptor leaves busy_fds_ first, so that Stop() never
+  // shuts down a descriptor number another socket has taken since.
+  void Release(std::unique_ptr<Conn> conn, bool keep) {
+    std::unique_lock lock(mu_);
+    if (auto it = busy_fds_.find(conn->fd); it != busy_fds_.end()) busy_fds_.erase(it);
+    if (!keep || loop_done_) {
+      CloseLocked(*conn);
+      return;
+    }
+    returned_.push_back(std::move(conn));
+    lock.unlock();
+    Wake();
   }
 
   // Runs the handler on the connection's complete request (or answers 400 for an unreadable

@@ -46,8 +46,9 @@ struct HttpServerOptions {
   // Open connections from one client address (an IPv6 client: its /64), answered likewise
   // beyond it, so that one client cannot take the capacity every other client needs.
   int max_connections_per_client = 1024;
-  // Requests handled at once, one thread each (started as needed, ended after 30 s idle).
-  // Complete requests beyond it wait in a queue of 4 x this; beyond that, 503.
+  // Requests handled at once, one thread each (started as needed, ended after
+  // worker_idle_exit). Complete requests beyond it wait in a queue of 4 x this; beyond that,
+  // and for a request that waited there longer than request_timeout, 503.
   int max_workers = 512;
   // From a request's first byte to its last, head and body: a slower client gets 408 and its
   // connection is closed. Until its request is complete a connection holds no thread.
@@ -60,6 +61,8 @@ struct HttpServerOptions {
   std::chrono::milliseconds linger{5};
   // A response the client does not take within this is abandoned and the connection closed.
   std::chrono::milliseconds send_timeout{10'000};
+  // A worker idle this long ends (down to 4 workers); more are started as requests need them.
+  std::chrono::milliseconds worker_idle_exit{30'000};
 };
 
 // Counters since start; thread-safe reads.
@@ -67,8 +70,9 @@ struct HttpServerStats {
   int64_t open_connections = 0;
   int64_t refused_over_capacity = 0;  // 503 at accept: max_connections reached
   int64_t refused_per_client = 0;     // 503 at accept: the client's bound reached
-  int64_t refused_busy = 0;           // 503 for a complete request: workers and queue full
-  int64_t request_timeouts = 0;       // 408: the request did not arrive in time
+  // 503 for a complete request: the queue was full, or it waited there past request_timeout
+  int64_t refused_busy = 0;
+  int64_t request_timeouts = 0;  // 408: the request did not arrive in time
 };
 
 // An HTTP/1.1 server with keep-alive, TCP_NODELAY, timeouts and body/header limits (Beast's
@@ -91,7 +95,10 @@ class HttpServer {
   virtual const HttpServerOptions& options() const = 0;
   virtual HttpServerStats stats() const = 0;
   // Stops accepting, closes connections that wait for a request, lets requests in progress
-  // (and those already queued) finish, and joins all threads. Idempotent.
+  // (and those already queued) finish, and joins all threads. Handlers must return (theirs are
+  // bounded by the agent and database deadlines): after 10 s their sockets are shut down, but
+  // Stop waits for the handlers themselves. Idempotent; call it from one thread, never from a
+  // handler.
   virtual void Stop() = 0;
 };
 

@@ -11,9 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -229,6 +232,131 @@ TEST(HttpServerTest, AKeepAliveConnectionIsServedAgainAfterIdlingInTheEventLoop)
   ASSERT_TRUE(conn.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
   std::string both = conn.ReadUntilClosed(300ms);
   EXPECT_NE(both.find("HTTP/1.1 200"), both.rfind("HTTP/1.1 200")) << both;
+}
+
+// A handler that records how many run at once, and can be held until released.
+class Gate {
+ public:
+  HttpResponse Handle(std::chrono::milliseconds hold) {
+    int now = ++running_;
+    for (int seen = peak_.load(); now > seen && !peak_.compare_exchange_weak(seen, now);) {
+    }
+    ++calls_;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, hold, [&] { return open_; });
+    }
+    --running_;
+    HttpResponse r;
+    r.body = "{}";
+    return r;
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int peak() const { return peak_; }
+  int calls() const { return calls_; }
+  void ResetPeak() { peak_ = 0; }
+
+ private:
+  std::atomic<int> running_{0}, peak_{0}, calls_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// Sends one request on a connection of its own from each of `n` threads; returns their answers.
+std::vector<std::string> Wave(uint16_t port, int n) {
+  std::vector<std::string> answers(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      RawConn c(port);
+      c.Send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      answers[static_cast<size_t>(i)] = c.ReadUntilClosed(5s);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return answers;
+}
+
+TEST(HttpServerTest, ThePoolGrowsBackToMaxWorkersAfterIdleWorkersEnded) {
+  HttpServerOptions options;
+  options.max_workers = 8;
+  options.worker_idle_exit = 100ms;
+  Gate gate;
+  auto server = HttpServer::Start(options, [&](const HttpRequest&) { return gate.Handle(300ms); });
+  ASSERT_TRUE(server);
+  Wave((*server)->port(), 8);
+  EXPECT_EQ(gate.peak(), 8);
+  // The idle workers end, down to the minimum; a new burst must get all eight again.
+  std::this_thread::sleep_for(600ms);
+  gate.ResetPeak();
+  Wave((*server)->port(), 8);
+  EXPECT_EQ(gate.peak(), 8);
+}
+
+TEST(HttpServerTest, AFullQueueAnswers503AndARequestThatWaitedTooLongIsNotRun) {
+  HttpServerOptions options;
+  options.max_workers = 1;  // a queue of 4
+  options.request_timeout = 400ms;
+  Gate gate;
+  auto server = HttpServer::Start(options, [&](const HttpRequest&) { return gate.Handle(5s); });
+  ASSERT_TRUE(server);
+  uint16_t port = (*server)->port();
+  // One request holds the only worker; four wait in the queue; the sixth finds it full.
+  std::vector<RawConn> conns;
+  for (int i = 0; i < 5; ++i) {
+    conns.emplace_back(port);
+    ASSERT_TRUE(conns.back().Send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    for (auto deadline = Clock::now() + 2s;
+         i == 0 && gate.calls() == 0 && Clock::now() < deadline;) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  std::this_thread::sleep_for(100ms);  // the four reach the queue (no answer to wait for)
+  RawConn sixth(port);
+  ASSERT_TRUE(sixth.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string refused = sixth.ReadUntilClosed(2s);
+  EXPECT_NE(refused.find("HTTP/1.1 503"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("handling as many requests as it can"), std::string::npos) << refused;
+  EXPECT_EQ((*server)->stats().refused_busy, 1);
+  // Past the request timeout the queued four are not run when the worker frees up: 503.
+  std::this_thread::sleep_for(500ms);
+  gate.Open();
+  for (size_t i = 1; i < conns.size(); ++i) {
+    std::string answer = conns[i].ReadUntilClosed(3s);
+    EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("waited over 400 ms"), std::string::npos) << answer;
+  }
+  EXPECT_NE(conns[0].ReadUntilClosed(3s).find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_EQ(gate.calls(), 1);
+  EXPECT_EQ((*server)->stats().refused_busy, 5);
+}
+
+TEST(HttpServerTest, EveryWayAConnectionEndsGivesBackItsPlace) {
+  HttpServerOptions options;
+  options.request_timeout = 300ms;
+  auto server = StartServer(options);
+  {
+    RawConn http10(server->port());
+    http10.Send("GET / HTTP/1.0\r\n\r\n");
+    EXPECT_NE(http10.ReadUntilClosed(2s).find("HTTP/1.0 200"), std::string::npos);
+    RawConn garbage(server->port());
+    garbage.Send("GARBAGE\r\n\r\n");
+    EXPECT_NE(garbage.ReadUntilClosed(2s).find("HTTP/1.1 400"), std::string::npos);
+    RawConn partial(server->port());
+    partial.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HT");
+    EXPECT_NE(partial.ReadUntilClosed(2s).find("HTTP/1.1 408"), std::string::npos);
+    RawConn idle(server->port());  // closed by the client
+  }
+  auto deadline = Clock::now() + 3s;
+  while (server->stats().open_connections != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server->stats().open_connections, 0);
 }
 
 }  // namespace
