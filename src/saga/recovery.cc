@@ -1,6 +1,9 @@
 #include "saga/recovery.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <exception>
 #include <map>
 
 namespace fp::saga {
@@ -59,7 +62,14 @@ void SagaRecovery::Work() {
 }
 
 void SagaRecovery::Recover(Pending pending) {
-  auto outcome = exec_.Resume(pending.id);
+  Result<SagaOutcome> outcome = Fail(Error::Internal("not resumed"));
+  try {
+    outcome = exec_.Resume(pending.id);
+  } catch (const std::exception& e) {
+    // An action that throws on this saga's parameters will throw at every attempt.
+    return CannotResume(pending, Error::Internal(fmt::format(
+                                     "resuming the saga threw an exception: {}", e.what())));
+  }
   if (outcome) {
     Report(RecoveryEvent{RecoveryEvent::Kind::kAtRest, pending.id, *outcome, std::nullopt});
     return Finished();
@@ -79,16 +89,14 @@ void SagaRecovery::Recover(Pending pending) {
       return Finished();
     }
   } else {
-    auto marked = exec_.MarkStuck(pending.id, error);
-    if (marked) {
-      if (*marked) {
-        SagaOutcome stuck{SagaResultKind::kStuck, Json(), error, std::nullopt};
-        Report(RecoveryEvent{RecoveryEvent::Kind::kCannotResume, pending.id, stuck, error});
-      }
-      return Finished();
-    }
+    auto why = exec_.WhyNotResumable(pending.id);
+    if (why && *why) return CannotResume(pending, **why);
+    if (++pending.failures >= options_.max_attempts) return CannotResume(pending, error);
   }
-  // Try again later: the resume itself, or marking the saga stuck, failed transiently.
+  Retry(std::move(pending), error);
+}
+
+void SagaRecovery::Retry(Pending pending, const Error& error) {
   Report(RecoveryEvent{RecoveryEvent::Kind::kRetrying, pending.id, SagaOutcome{}, error});
   pending.not_before = std::chrono::steady_clock::now() + pending.backoff;
   pending.backoff = std::min(pending.backoff * 2, options_.max_retry);
@@ -97,6 +105,19 @@ void SagaRecovery::Recover(Pending pending) {
     queue_.push_back(pending);
   }
   changed_.notify_all();
+}
+
+void SagaRecovery::CannotResume(Pending pending, const Error& why) {
+  auto marked = exec_.MarkStuck(pending.id, why);
+  if (marked) {
+    if (*marked) {
+      SagaOutcome stuck{SagaResultKind::kStuck, Json(), why, std::nullopt};
+      Report(RecoveryEvent{RecoveryEvent::Kind::kCannotResume, pending.id, stuck, why});
+    }
+    return Finished();
+  }
+  // Marking it failed (the datastore): try the whole thing again later.
+  Retry(std::move(pending), marked.error());
 }
 
 void SagaRecovery::Report(const RecoveryEvent& event) const {

@@ -12,9 +12,13 @@
 //  - its resume failed with ServiceUnavailable (e.g. the datastore busy past its retry
 //    deadline): reported and tried again after a backoff, unless it is no longer this
 //    executor's;
-//  - its resume failed otherwise (a corrupt log, an action not registered, a newer engine): it
-//    cannot resume, so it is marked stuck, for an operator to see, and reported. The other
-//    sagas recover all the same.
+//  - its log cannot be resumed by this engine (a corrupt log, an action not registered, a newer
+//    engine; SagaExecutor::WhyNotResumable), or its resume threw: it is marked stuck, for an
+//    operator to see, and reported. The other sagas recover all the same;
+//  - its resume failed otherwise (a datastore error, an action's engine error): reported and
+//    tried again after a backoff, like a transient failure, and marked stuck only after
+//    `max_attempts` failures in a row, so that a passing fault never strands a saga that could
+//    have finished.
 
 #include <chrono>
 #include <condition_variable>
@@ -49,6 +53,8 @@ struct RecoveryOptions {
   // Backoff of a transient failure: doubled at each failure of the same saga, up to max.
   std::chrono::milliseconds first_retry{250};
   std::chrono::milliseconds max_retry{8000};
+  // Failed resumes of one saga, other than ServiceUnavailable, before it is marked stuck.
+  int max_attempts = 8;
 };
 
 class SagaRecovery {
@@ -78,12 +84,17 @@ class SagaRecovery {
     Uuid id;
     std::chrono::steady_clock::time_point not_before;
     std::chrono::milliseconds backoff;
+    int failures = 0;  // failed resumes other than ServiceUnavailable
   };
 
   SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<Uuid> sagas);
   void Work();
   // Resumes one saga; returns it to the queue if it is to be tried again.
   void Recover(Pending pending);
+  // Marks the saga stuck (retrying later if even that fails).
+  void CannotResume(Pending pending, const Error& why);
+  // Reports `error` and queues the saga again after its backoff.
+  void Retry(Pending pending, const Error& error);
   void Report(const RecoveryEvent& event) const;
   // The saga needs nothing more from this recovery.
   void Finished();

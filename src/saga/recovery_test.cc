@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 #include "agents/testing/wait_for.h"
 #include "db/saga_log.h"
@@ -61,6 +62,10 @@ class RecoveryTest : public ::testing::Test {
     registry.Add(Action{.name = "test.step", .run = [](const ActionContext&) -> Result<Json> {
                           return Json::object();
                         }});
+    registry.Add(Action{.name = "test.throws", .run = [](const ActionContext&) -> Result<Json> {
+                          // As nlohmann's at() does on parameters a saga lacks.
+                          throw std::runtime_error("key 'instance_id' not found");
+                        }});
     registry.Add(Action{.name = "test.gate", .run = [this](const ActionContext&) -> Result<Json> {
                           gate.Pass();
                           return Json::object();
@@ -93,6 +98,7 @@ TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
   Uuid before = Unfinished({{"a", "test.step"}, {"b", "test.step"}});
   Uuid corrupt = UnfinishedDag(R"({"not": "a saga DAG"})");
   Uuid unknown = Unfinished({{"a", "test.step"}, {"b", "no_longer.registered"}});
+  Uuid throws = Unfinished({{"a", "test.step"}, {"b", "test.throws"}});
   Uuid after = Unfinished({{"a", "test.step"}});
 
   std::mutex mu;
@@ -104,15 +110,17 @@ TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
   };
   auto recovery = SagaRecovery::Start(exec, options);
   ASSERT_TRUE(recovery) << recovery.error().message();
-  EXPECT_EQ((*recovery)->sagas(), (std::vector<Uuid>{before, corrupt, unknown, after}));
+  EXPECT_EQ((*recovery)->sagas(), (std::vector<Uuid>{before, corrupt, unknown, throws, after}));
   (*recovery)->Wait();
 
   EXPECT_EQ(StateOf(before), db::SagaState::kDone);
   EXPECT_EQ(StateOf(after), db::SagaState::kDone);
   EXPECT_EQ(events[before].kind, RecoveryEvent::Kind::kAtRest);
   EXPECT_EQ(events[before].outcome.kind, SagaResultKind::kDone);
-  for (const auto& [id, why] : {std::pair{corrupt, "corrupt saga DAG"},
-                                std::pair{unknown, "\"no_longer.registered\" is not registered"}}) {
+  for (const auto& [id, why] :
+       {std::pair{corrupt, "corrupt saga DAG"},
+        std::pair{unknown, "\"no_longer.registered\" is not registered"},
+        std::pair{throws, "resuming the saga threw an exception: key 'instance_id' not found"}}) {
     SCOPED_TRACE(why);
     EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
     EXPECT_EQ(events[id].kind, RecoveryEvent::Kind::kCannotResume);

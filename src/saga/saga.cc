@@ -641,6 +641,23 @@ Result<SagaOutcome> SagaExecutor::Resume(const Uuid& saga_id) {
   return run.Drive();
 }
 
+Result<std::optional<Error>> SagaExecutor::WhyNotResumable(const Uuid& saga_id) {
+  db::SagaLog log = FP_TRY(db::SagaLoad(ds_, saga_id));
+  if (log.saga.engine_version > kEngineVersion) {
+    return Error::Internal(fmt::format("saga {} was written by a newer engine (version {})",
+                                       saga_id.ToString(), log.saga.engine_version));
+  }
+  auto dag = SagaDag::FromJson(Json::parse(log.saga.dag, nullptr, false));
+  if (!dag) return dag.error();
+  for (const Node& n : dag->nodes) {
+    if (!registry_.Find(n.action)) {
+      return Error::Internal(
+          fmt::format("saga {}: action \"{}\" is not registered", saga_id.ToString(), n.action));
+    }
+  }
+  return std::optional<Error>();
+}
+
 Result<std::vector<Uuid>> SagaExecutor::ListUnfinished() {
   return db::SagaListUnfinished(ds_, sec_);
 }

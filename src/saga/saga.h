@@ -163,6 +163,10 @@ class SagaExecutor {
   // Errors: the datastore's, from listing the sagas.
   Result<std::vector<std::pair<Uuid, SagaOutcome>>> RecoverAll();
 
+  // Why the saga's log cannot be resumed by this engine, whatever the datastore's state: a
+  // newer engine wrote it, its DAG does not parse, or it names an action this binary does not
+  // register. nullopt if it can be resumed. Errors: reading the log failed.
+  Result<std::optional<Error>> WhyNotResumable(const Uuid& saga_id);
   // The unfinished (running or unwinding) sagas this executor owns, oldest first.
   Result<std::vector<Uuid>> ListUnfinished();
   // Marks a saga this executor owns stuck, with `why` as its error, whatever its log holds: for
