@@ -168,6 +168,45 @@ unsigned long long BlockedSignals(const std::string& tid) {
 // A program that waits for SIGTERM with sigwait blocks it in its threads; a thread the
 // datastore started with SIGTERM unblocked would take the signal and the process would die
 // of it instead of stopping cleanly.
+// A read that outlasts the lane's budget pins the log above its limit; writes must not each
+// wait out that budget meanwhile (before the backoff, 20 small writes took 20 s here).
+TEST(CheckpointTest, AReadPinningTheLogAboveItsLimitDoesNotStallEveryWrite) {
+  TempDatastore ds;
+  ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reading = false, release = false;
+  std::thread reader([&] {
+    (void)ds->Read<bool>([&](Tx& tx) -> Result<bool> {
+      FP_TRY(tx.QueryRow("SELECT max(id) FROM filler"));
+      std::unique_lock lock(mu);
+      reading = true;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; });
+      return true;
+    });
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return reading; });
+  }
+  // Past the limit while the read holds the log.
+  for (int i = 0; i * kFramesPerCommit <= Datastore::kLogLimitFrames + kFramesPerCommit; ++i) {
+    ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 200));
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 1));
+  auto took = std::chrono::steady_clock::now() - start;
+  {
+    std::lock_guard lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  reader.join();
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(ds->log_limit_restarts(), 0);  // the read did pin the log throughout
+}
+
 TEST(CheckpointTest, TheCheckpointerThreadBlocksProcessSignals) {
   sigset_t none, before;
   sigemptyset(&none);

@@ -406,7 +406,7 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
     queue_.clear();
   }
   RunWriteBatch(batch);
-  if (log_frames_ >= kLogLimitFrames) {
+  if (log_frames_ >= kLogLimitFrames && std::chrono::steady_clock::now() >= limit_retry_at_) {
     LimitLog();
   } else if (restart_wanted_.load(std::memory_order_relaxed)) {
     RestartLog();
@@ -467,9 +467,14 @@ void Datastore::LimitLog() {
     log_frames_ = 0;
     log_restarts_.fetch_add(1);
     log_limit_restarts_.fetch_add(1);
+    limit_backoff_ = std::chrono::milliseconds(2000);
     return;
   }
-  // A read longer than the budget: the log grows until it ends (tried again after each batch).
+  // A read longer than the budget: the log grows until it ends. Tried again after a backoff, so
+  // that writes do not each wait out the budget meanwhile (and the warning is not repeated per
+  // batch).
+  limit_retry_at_ = std::chrono::steady_clock::now() + limit_backoff_;
+  limit_backoff_ = std::min(2 * limit_backoff_, std::chrono::milliseconds(30'000));
   WarnCheckpointFailed(done.error());
 }
 

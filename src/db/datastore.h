@@ -239,7 +239,8 @@ class Datastore {
   // frame is a page of 4 KiB and a 24-byte header) and starts over after each checkpoint. Should
   // it reach kLogLimitFrames all the same, the write lane checkpoints it before the next batch,
   // so it never holds more than kLogLimitFrames plus one batch's pages unless a read lasts
-  // longer than a second (see LimitLog).
+  // longer than a second (see LimitLog; after such a failure the lane tries again after a
+  // backoff of 2 s, doubling up to 30 s).
   static constexpr int kCheckpointFrames = 4000;
   static constexpr int kLogLimitFrames = 2 * kCheckpointFrames;
   // Sizes in bytes of the database file and of its write-ahead log (0 if a file is absent).
@@ -425,6 +426,11 @@ class Datastore {
   void WarnCheckpointFailed(const Error& error) const;
   std::atomic<bool> restart_wanted_{false};  // set by the checkpointer, cleared by the lane
   int restart_attempts_ = 0;                 // write lane only
+  // After LimitLog failed (a read longer than its budget pins the log), the next attempt waits
+  // this long, doubling up to 30 s: otherwise every batch would wait the whole budget for as
+  // long as the read lasts. Write lane only.
+  std::chrono::steady_clock::time_point limit_retry_at_{};
+  std::chrono::milliseconds limit_backoff_{2000};
   std::atomic<int64_t> log_restarts_{0};
   std::atomic<int64_t> log_limit_restarts_{0};
   int log_frames_ = 0;     // write lane only: frames in the log after the last commit
