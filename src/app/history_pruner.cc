@@ -10,14 +10,17 @@ Result<PrunedHistory> HistoryPruner::PruneOnce() {
   const int64_t retention_us =
       std::chrono::duration_cast<std::chrono::microseconds>(retention_.retention).count();
   PrunedHistory pruned;
-  for (;;) {
-    int64_t n = FP_TRY(db::SagaPruneFinished(ds_, retention_us, retention_.batch));
-    pruned.sagas += n;
-    if (n < retention_.batch || stopping_.load()) break;
-  }
+  // Keys first: a key's record is never younger than the saga it links to (the link commits
+  // with the saga's creation, and the saga comes to rest later), so no retry can find its key
+  // still recorded and its saga already gone.
   for (;;) {
     int64_t n = FP_TRY(db::IdempotencyPrune(ds_, retention_us, retention_.batch));
     pruned.idempotency_keys += n;
+    if (n < retention_.batch || stopping_.load()) break;
+  }
+  for (;;) {
+    int64_t n = FP_TRY(db::SagaPruneFinished(ds_, retention_us, retention_.batch));
+    pruned.sagas += n;
     if (n < retention_.batch || stopping_.load()) break;
   }
   return pruned;
