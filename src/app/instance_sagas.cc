@@ -125,6 +125,15 @@ Result<db::Instance> Instances::InstanceOfSaga(const Actor& actor, const Json& p
   }
   auto now = Lookup(actor, NameOrId(id), std::nullopt);
   if (!now && now.error().kind() == ErrorKind::kNotFound && recorded) return *recorded;
+  if (now && recorded && now->state == db::InstanceState::kNoVmm &&
+      now->time_run_state_updated == recorded->time_run_state_updated) {
+    // A create that asked for a start, whose run state has not changed since its create saga
+    // recorded the row: the start never began (the server died, or the start failed, between
+    // the two sagas). Do it now, as the request would have, rather than answer "stopped" for
+    // good. Any start attempt, or a stop since, changes the run state's time.
+    if (!actor.can_write()) return Fail(Error::Forbidden());
+    return RunStartSaga(*now);
+  }
   return now;
 }
 

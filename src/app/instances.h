@@ -166,9 +166,11 @@ class Instances {
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
   // The instance an instance saga answers with, from the saga's parameters and last output:
   // an Idempotency-Key's replay of the request. A create without start answers the row its
-  // last node committed; any other (a create that also starts the instance, which happens after
-  // that saga or in recovery, a start, a migrate) the instance now, as the request itself reads
-  // it after its saga, or the create's row if the instance was deleted since.
+  // last node committed; any other (a create that also starts the instance, a start, a
+  // migrate) the instance now, as the request itself reads it after its saga, or the create's
+  // row if the instance was deleted since. A create that asked for a start that never began
+  // (its run state unchanged since the create saga) runs that start first, as the request
+  // would have: errors then are the start's.
   Result<db::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
                                       const saga::Json& output);
   // The IP an attach or detach saga answered with, from the saga's output (the row as its

@@ -313,6 +313,39 @@ def test_keyed_instance_create_replays_the_created_row_after_a_crash_and_a_delet
                                                          project=PROJECT)]
 
 
+def test_keyed_create_with_start_killed_before_its_start_starts_it_on_retry(start_rack):
+    # The server dies after the create saga, before the start saga the request also asked for:
+    # the retry must not answer "stopped" for good, but do the start, as the request would have.
+    rack = start_rack(server_args=["--enable-test-faults"],
+                      env={"FLOATPLANE_TEST_SAGA_FAULTS":
+                           json.dumps({"saga": "instance_create", "exit_after_node": 2})})
+    prepare(rack)
+    body = {"name": "idem-up", "description": "", "hostname": "idem-up", "ncpus": 1,
+            "memory": 1 << 30, "start": True}
+    send = lambda admin: keyed_post(admin, "/v1/instances", body, "create-and-start",
+                                    params={"project": PROJECT})
+    with pytest.raises(AssertionError, match="no HTTP response"):
+        send(rack.admin)
+    assert rack.server.wait_for_exit() == -signal.SIGKILL
+    rack.restart_server()
+    [created] = [i for i in list_all(rack.admin, "/v1/instances", project=PROJECT)
+                 if i["name"] == "idem-up"]
+    assert created["run_state"] == "stopped", created  # the crash left it unstarted
+    starts = saga_count(rack.admin, "instance_start")
+
+    reply = retry_until_answered(rack.server, send)
+    assert reply.status == 201, reply
+    assert reply.headers.get("idempotent-replayed") == "true"
+    assert reply.body["id"] == created["id"]
+    assert reply.body["run_state"] in ("starting", "running"), reply.body
+    wait_run_state(rack.admin, created["id"], "running")
+    # Started once: a further retry answers from the record and starts nothing.
+    again = send(rack.admin)
+    assert (again.status, again.body) == (reply.status, reply.body), (reply, again)
+    wait_sagas_settled(rack.admin)
+    assert saga_count(rack.admin, "instance_start") == starts + 1
+
+
 # ---------------------------------------------------------------------------------------------
 # One key, two requests in flight; keys on attach, detach and instance create
 
