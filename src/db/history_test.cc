@@ -169,6 +169,17 @@ TEST_F(HistoryTest, IdempotencyKeysArePrunedByAgeInBatches) {
   EXPECT_FALSE(IdempotencyLookup(*ds, token, "a").value());
 }
 
+// A pass with nothing to prune (every pass but a few) commits nothing: it must not cost a log
+// sync every period, nor show up in the commit counts of whoever watches them.
+TEST_F(HistoryTest, NothingToPruneCommitsNothing) {
+  MakeSaga(SagaState::kDone);
+  ASSERT_TRUE(IdempotencyFinish(*ds, Uuid::Random(), "recent", "hash", 201, "{}"));
+  const int64_t before = ds->durable_commits();
+  EXPECT_EQ(SagaPruneFinished(*ds, kRetention, 100).value(), 0);
+  EXPECT_EQ(IdempotencyPrune(*ds, kRetention, 100).value(), 0);
+  EXPECT_EQ(ds->durable_commits(), before);
+}
+
 // Pruning reads the oldest rows through an index: its cost does not grow with the tables.
 TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   std::string sagas = Plan(

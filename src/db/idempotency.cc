@@ -137,6 +137,13 @@ void IdempotencyScope::Settle(bool committed) {
 // --- Bounded history ---
 
 Result<int64_t> IdempotencyPrune(Datastore& ds, int64_t retention_us, int64_t limit) {
+  // Nothing to prune, the usual case, costs one read and no durable commit.
+  bool any = FP_TRY(ds.ReadLatest<bool>([&](Tx& tx) -> Result<bool> {
+    auto row = FP_TRY(tx.QueryRow("SELECT 1 FROM idempotency_key WHERE time_created < ? LIMIT 1",
+                                  tx.now() - retention_us));
+    return row.has_value();
+  }));
+  if (!any) return int64_t{0};
   return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
     // Oldest first through idempotency_key_by_age (schema migration 5).
     int64_t pruned = FP_TRY(
