@@ -258,10 +258,14 @@ class EventServer final : public HttpServer {
     int64_t connections = std::max<int64_t>(64, budget * 3 / 4);
     max_draining_ = static_cast<size_t>(std::max<int64_t>(16, budget / 4));
     if (connections < options_.max_connections) {
-      LogEvent("warn", "max_connections lowered to fit the descriptor limit",
-               {{"max_connections", connections},
-                {"requested", options_.max_connections},
-                {"descriptor_limit", static_cast<int64_t>(limit.rlim_cur)}});
+      // The default is meant to be lowered so (as the flag's help says); only a bound the
+      // operator chose deserves a warning.
+      if (options_.max_connections != HttpServerOptions{}.max_connections) {
+        LogEvent("warn", "max_connections lowered to fit the descriptor limit",
+                 {{"max_connections", connections},
+                  {"requested", options_.max_connections},
+                  {"descriptor_limit", static_cast<int64_t>(limit.rlim_cur)}});
+      }
       options_.max_connections = static_cast<int>(connections);
     }
   }
