@@ -54,7 +54,8 @@ def timestamp_ns(text):
 
 
 def metric(server, name):
-    """The value of counter `name` in the server's GET /metrics (Prometheus text)."""
+    """The value of metric `name` in the server's GET /metrics (Prometheus text); `name` may
+    carry labels, e.g. 'floatplane_http_refused_total{reason="busy"}'."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
         connection.request("GET", "/metrics")

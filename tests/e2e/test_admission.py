@@ -10,6 +10,8 @@ import socket
 import threading
 import time
 
+from e2e_helpers import metric
+
 ATTACKER = "127.0.0.2"
 
 
@@ -129,20 +131,6 @@ def test_slow_clients_cannot_starve_other_clients(start_server):
     assert 408 in loris.statuses
     assert set(loris.statuses) <= {503, 408}
     assert loris.reconnects >= 1500, "the attack was never cut off and reconnected"
-
-
-def metric(server, line_prefix):
-    """The value of the /metrics line that starts with `line_prefix` (a name and labels)."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
-    finally:
-        conn.close()
-    for line in text.splitlines():
-        if line.startswith(line_prefix + " "):
-            return int(line.split()[-1])
-    raise AssertionError(f"/metrics lacks {line_prefix}:\n{text}")
 
 
 def test_a_burst_beyond_the_bound_gets_answers_not_silent_closes(start_server):
