@@ -79,8 +79,10 @@ struct HttpServerStats {
 // parser and serializer over plain sockets). One event-loop thread (epoll) accepts connections
 // and reads requests without blocking; a complete request goes to a worker thread, which runs
 // the handler and writes the answer. Idle and slow connections therefore cost a descriptor and
-// a few KiB, never a thread. Every response carries `x-request-id`; one structured log line is
-// written per request (method, path, status, latency, request id).
+// what they have sent so far (a few KiB idle; up to the header and body limits for a request
+// that stalls, which only the connection bounds limit in total), never a thread. Every
+// response carries `x-request-id`; one structured log line is written per request (method,
+// path, status, latency, request id).
 class HttpServer {
  public:
   // Binds and starts serving. InvalidRequest if the address cannot be parsed, Internal if it
