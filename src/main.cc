@@ -31,6 +31,9 @@
 #include "app/control_plane.h"
 #include "app/history_pruner.h"
 #include "app/instances.h"
+#include "app/sagas/sagas.h"
+#include "app/sled_watcher.h"
+#include "app/sleds.h"
 #include "db/datastore.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
@@ -335,10 +338,9 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
   fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
-  fp::app::InstanceSagaDeps deps{**datastore, processes.dataplane, nat};
+  fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
   fp::saga::ActionRegistry registry;
-  fp::app::RegisterInstanceActions(registry, deps);
-  fp::app::RegisterExternalIpActions(registry, deps);
+  fp::app::RegisterSagaActions(registry, deps);
   // One server per SQLite database: it is the only saga execution coordinator.
   fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
   if (flags.enable_test_faults) {
@@ -353,7 +355,10 @@ int RunServer(const ServerFlags& flags) {
     }
     fp::api::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
-  fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
+  fp::app::SledWatcher watcher(**datastore, processes.dataplane, nat);
+  fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor,
+                               watcher);
+  fp::app::Sleds sleds(**datastore);
 
   // What a previous run left unfinished resumes in the background while the server serves:
   // the resources those sagas hold are in transitional states, which requests meet as a
@@ -373,7 +378,7 @@ int RunServer(const ServerFlags& flags) {
         {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
   }
   // The NAT reconciler's first pass runs at once, off the start path.
-  instances.StartWatcher(100);
+  watcher.Start(100);
   nat.StartBackground(2000);
   fp::app::HistoryPruner pruner(
       **datastore,
@@ -391,7 +396,7 @@ int RunServer(const ServerFlags& flags) {
   // Set once the server runs; read by /metrics, which only a running server can serve.
   std::atomic<fp::api::HttpServer*> serving{nullptr};
   auto server = fp::api::HttpServer::Start(
-      options, fp::api::MakeApiHandler(control_plane, &instances, [&serving] {
+      options, fp::api::MakeApiHandler(control_plane, &instances, &sleds, [&serving] {
         fp::api::HttpServer* s = serving.load();
         return s ? s->stats() : fp::api::HttpServerStats{};
       }));
@@ -414,7 +419,7 @@ int RunServer(const ServerFlags& flags) {
   // agent call in progress ends within --agent-timeout-ms) and resume at the next start.
   executor.Quiesce();
   (*recovery)->Stop();
-  instances.StopWatcher();
+  watcher.Stop();
   nat.StopBackground();
   pruner.Stop();
   fp::api::LogEvent("info", "stopped");

@@ -35,12 +35,17 @@ struct Ctx {
   const app::Actor& actor;
   app::ControlPlane& cp;
   app::Instances* instances;
+  app::Sleds* sleds;
   // Set while a request with an Idempotency-Key runs: what its effect's commit records.
   db::IdempotencyScope* idempotency;
 
   Result<app::Instances*> Compute() const {
     if (!instances) return Fail(Error::Unavailable("this server runs without sled agents"));
     return instances;
+  }
+  Result<app::Sleds*> Hardware() const {
+    if (!sleds) return Fail(Error::Unavailable("this server runs without sled agents"));
+    return sleds;
   }
 
   Result<NameOrId> PathNameOrId(const std::string& name) const {
@@ -878,18 +883,17 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
             },
             InstanceFromSaga(202)));
   r.Add("GET", "/v1/system/hardware/sleds", [](const Ctx& c) -> Result<Reply> {
-    auto sleds = FP_TRY(FP_TRY(c.Compute())->SledList(c.actor));
+    auto sleds = FP_TRY(FP_TRY(c.Hardware())->List(c.actor));
     Json items = Json::array();
     for (const auto& s : sleds) items.push_back(SledView(s));
     return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
   });
   r.Add("GET", "/v1/system/hardware/sleds/{sled_id}", [](const Ctx& c) -> Result<Reply> {
     return Reply{
-        200,
-        SledView(FP_TRY(FP_TRY(c.Compute())->SledView(c.actor, FP_TRY(c.PathUuid("sled_id")))))};
+        200, SledView(FP_TRY(FP_TRY(c.Hardware())->View(c.actor, FP_TRY(c.PathUuid("sled_id")))))};
   });
   r.Add("GET", "/v1/system/hardware/sleds/{sled_id}/instances", [](const Ctx& c) -> Result<Reply> {
-    auto list = FP_TRY(FP_TRY(c.Compute())->SledInstances(c.actor, FP_TRY(c.PathUuid("sled_id"))));
+    auto list = FP_TRY(FP_TRY(c.Hardware())->InstancesOn(c.actor, FP_TRY(c.PathUuid("sled_id"))));
     Json items = Json::array();
     for (const auto& s : list)
       items.push_back(SledInstanceView(s.instance, s.project_name, s.silo_name));
@@ -1234,7 +1238,7 @@ std::string AdmissionMetrics(const HttpServerStats& s) {
       s.request_timeouts);
 }
 
-HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances,
+HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances, app::Sleds* sleds,
                            std::function<HttpServerStats()> http_stats) {
   auto router = std::make_shared<Router<Endpoint>>();
   AddSiloRoutes(*router);
@@ -1247,7 +1251,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances,
   AddAttachRoutes(*router);
 
   auto in_flight = std::make_shared<KeysInFlight>();
-  return [router, in_flight, &cp, instances,
+  return [router, in_flight, &cp, instances, sleds,
           http_stats = std::move(http_stats)](const HttpRequest& req) -> HttpResponse {
     try {
       if (req.method == "GET" && req.path == "/v1/ping") {
@@ -1322,7 +1326,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances,
       if (!actor) return ErrorResponse(req, actor.error());
       auto query = Query::Parse(req.query);
       if (!query) return ErrorResponse(req, query.error());
-      Ctx ctx{req, match->params, *query, *actor, cp, instances, nullptr};
+      Ctx ctx{req, match->params, *query, *actor, cp, instances, sleds, nullptr};
       auto run = [&]() -> HttpResponse {
         auto reply = match->target->run(ctx);
         if (!reply) return ErrorResponse(req, reply.error());

@@ -12,6 +12,14 @@
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
 #include "app/instances.h"
+#include "app/sagas/instance_create.h"
+#include "app/sagas/instance_delete.h"
+#include "app/sagas/instance_migrate.h"
+#include "app/sagas/instance_start.h"
+#include "app/sagas/ip_attach.h"
+#include "app/sagas/ip_detach.h"
+#include "app/sagas/sagas.h"
+#include "db/attach.h"
 #include "db/saga_log.h"
 #include "db/testing/temp_datastore.h"
 
@@ -79,12 +87,12 @@ class InstanceSagaTest : public ::testing::Test {
       dataplane_.sleds[sled.id] = sled_clients_.back().get();
     }
     nat_ = std::make_unique<nat::NatReconciler>(*ds, *switch_client_);
-    deps_ = std::make_unique<InstanceSagaDeps>(InstanceSagaDeps{*ds, dataplane_, *nat_});
-    RegisterInstanceActions(registry_, *deps_);
-    RegisterExternalIpActions(registry_, *deps_);
+    deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
+    RegisterSagaActions(registry_, *deps_);
     exec_ = std::make_unique<saga::SagaExecutor>(*ds, registry_, "test-sec");
     cp_ = std::make_unique<ControlPlane>(*ds);
-    instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_);
+    watcher_ = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);
+    instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_, *watcher_);
   }
 
   InstanceCreateParams Params(const std::string& name, bool start) {
@@ -155,7 +163,7 @@ class InstanceSagaTest : public ::testing::Test {
     auto created = instances_->Create(actor_, ByName("p1"), Params(name, true));
     EXPECT_TRUE(created) << created.error().message();
     EXPECT_TRUE(agents::testing::WaitFor([&] {
-      instances_->WatchOnce();
+      watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(created->id), std::nullopt)->run_state ==
              "running";
     }));
@@ -178,10 +186,11 @@ class InstanceSagaTest : public ::testing::Test {
   std::vector<Uuid> sled_ids_;
   Dataplane dataplane_;
   std::unique_ptr<nat::NatReconciler> nat_;
-  std::unique_ptr<InstanceSagaDeps> deps_;
+  std::unique_ptr<SagaDeps> deps_;
   saga::ActionRegistry registry_;
   std::unique_ptr<saga::SagaExecutor> exec_;
   std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<SledWatcher> watcher_;
   std::unique_ptr<Instances> instances_;
 };
 
@@ -327,12 +336,11 @@ TEST_F(InstanceSagaTest, AWatcherPassAfterTheFinishNodeLeavesTheSourceVmAlone) {
   model::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
   World before = Observe();
-  Faults("instance_migrate", {.fail_node = 4, .call_after_node = 2, .after_node_call = [&] {
-                                instances_->WatchOnce();
-                              }});
+  Faults("instance_migrate",
+         {.fail_node = 4, .call_after_node = 2, .after_node_call = [&] { watcher_->WatchOnce(); }});
   ASSERT_FALSE(instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst));
   EXPECT_EQ(Observe(), before);
-  instances_->WatchOnce();
+  watcher_->WatchOnce();
   EXPECT_EQ(Observe(), before) << "after a watcher pass";
   ExpectNoSagaStuckOrUnfinished();
 }
@@ -550,6 +558,164 @@ TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
   EXPECT_EQ(running.switch_nat, running.nat_rows);
 }
 
+// --- Sagas logged by the string-keyed code, resumed after an upgrade ---
+
+// Writes a saga as the older binary logged it, owned by the test's executor: `dag` is the DAG's
+// JSON as that binary wrote it, and node k of `outputs` succeeded with that output. The effects
+// of those nodes are the caller's to apply.
+Status WriteOldSaga(db::Datastore& ds, const Uuid& id, const saga::Json& dag,
+                    const std::vector<saga::Json>& outputs) {
+  db::SagaRow row;
+  row.id = id;
+  row.name = dag.at("name").get<std::string>();
+  row.dag = dag.dump();
+  row.owner = db::SagaOwner{"test-sec", 1};
+  FP_TRY(db::SagaCreate(ds, row));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int node = static_cast<int>(k);
+    FP_CHECK_OK(db::SagaRecord(ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kStarted},
+                               std::nullopt, std::nullopt));
+    FP_CHECK_OK(db::SagaRecord(
+        ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kSucceeded, outputs[k].dump()},
+        std::nullopt, std::nullopt));
+  }
+  return Ok();
+}
+
+saga::Json OldNodes(const std::string& saga, const std::vector<std::string>& nodes) {
+  saga::Json out = saga::Json::array();
+  for (const std::string& n : nodes) {
+    std::string action = n.rfind("external_ip_", 0) == 0 ? "external_ip" : n;
+    out.push_back(saga::Json{{"name", n}, {"action", saga + "." + action}});
+  }
+  return out;
+}
+
+TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
+  model::ExternalIp fip = Fip("web");
+  const Uuid saga_id = Uuid::Random(), instance_id = Uuid::Random();
+  saga::Json params{
+      {"instance_id", instance_id.ToString()},
+      {"nic_id", Uuid::Random().ToString()},
+      {"snat_id", Uuid::Random().ToString()},
+      {"project_id", ds->ProjectLookup(silo_.id, ByName("p1"))->id.ToString()},
+      {"silo_id", silo_.id.ToString()},
+      {"name", "old-vm"},
+      {"description", ""},
+      {"hostname", "old-vm"},
+      {"ncpus", 1},
+      {"memory", uint64_t{1} << 30},
+      {"nic", "dual_stack"},
+      {"start", false},
+      {"external_ips",
+       saga::Json::array({saga::Json{{"type", "floating"}, {"ip_id", fip.id.ToString()}},
+                          saga::Json{{"type", "ephemeral"},
+                                     {"ip_id", Uuid::Random().ToString()},
+                                     {"ip_version", "v4"}}})}};
+  saga::Json dag{{"name", "instance_create"},
+                 {"params", params},
+                 {"nodes", OldNodes("instance_create", {"record", "snat", "external_ip_0",
+                                                        "external_ip_1", "finish"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, saga_id, dag, {}));
+  auto outcome = exec_->Resume(saga_id);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  ASSERT_EQ(outcome->kind, saga::SagaResultKind::kDone)
+      << (outcome->error ? outcome->error->message() : "");
+  auto replayed = instances_->InstanceOfSaga(actor_, params, outcome->output);
+  ASSERT_TRUE(replayed) << replayed.error().message();
+  EXPECT_EQ(replayed->id, instance_id);
+  EXPECT_EQ(replayed->name, "old-vm");
+  EXPECT_EQ(replayed->run_state, "stopped");
+  auto ips = instances_->ExternalIps(actor_, NameOrId(instance_id), std::nullopt);
+  ASSERT_TRUE(ips) << ips.error().message();
+  EXPECT_EQ(ips->size(), 3u);  // SNAT, floating, ephemeral
+  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, instance_id);
+}
+
+// The start's `place` node had run under the older binary: the nodes after it read the sled
+// from that node's output as the older binary wrote it.
+TEST_F(AttachSagaTest, AnInstanceStartLoggedByTheOlderBinaryResumesOnItsSled) {
+  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  const Uuid saga_id = Uuid::Random();
+  const Uuid sled = sled_ids_[1];
+  ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(db::InstanceBeginStartIn(tx, vm.id, sled, saga_id));
+    return true;
+  }));
+  saga::Json dag{{"name", "instance_start"},
+                 {"params", saga::Json{{"instance_id", vm.id.ToString()}}},
+                 {"nodes", OldNodes("instance_start", {"place", "nat", "sled", "switch"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, saga_id, dag, {saga::Json{{"sled_id", sled.ToString()}}}));
+  auto outcome = exec_->Resume(saga_id);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  ASSERT_EQ(outcome->kind, saga::SagaResultKind::kDone)
+      << (outcome->error ? outcome->error->message() : "");
+  EXPECT_EQ(instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->sled_id, sled);
+  EXPECT_TRUE(sled_sims_[1]->Instance(vm.id));
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 1u);
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+}
+
+// An attach whose `begin` node ran under the older binary, then a detach it logged and never
+// ran: both finish under this one, and their replies decode.
+TEST_F(AttachSagaTest, AnAttachAndADetachLoggedByTheOlderBinaryResume) {
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
+  const Uuid attach_id = Uuid::Random();
+  auto step = ds->Write<db::AttachStep>([&](db::Tx& tx) -> Result<db::AttachStep> {
+    db::AttachRequest req;
+    req.ip_id = fip.id;
+    req.instance_id = vm.id;
+    req.saga_id = attach_id;
+    db::AttachStep s = FP_TRY(db::BeginAttachIn(tx, req));
+    FP_TRY(db::NatEnsureForIpIn(tx, s.ip, vm.id, *s.sled));
+    return s;
+  });
+  ASSERT_TRUE(step && step->sled) << (step ? "no sled" : step.error().message());
+  saga::Json attach{{"name", "ip_attach"},
+                    {"params", saga::Json{{"kind", "floating"},
+                                          {"ip_id", fip.id.ToString()},
+                                          {"instance_id", vm.id.ToString()},
+                                          {"silo_id", silo_.id.ToString()}}},
+                    {"nodes", OldNodes("ip_attach", {"begin", "dataplane", "complete"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, attach_id, attach,
+                           {saga::Json{{"ip_id", fip.id.ToString()},
+                                       {"do_saga", true},
+                                       {"sled_id", step->sled->id.ToString()},
+                                       {"ip", step->ip.ip.ToString()}}}));
+  auto attached = exec_->Resume(attach_id);
+  ASSERT_TRUE(attached) << attached.error().message();
+  ASSERT_EQ(attached->kind, saga::SagaResultKind::kDone)
+      << (attached->error ? attached->error->message() : "");
+  auto ip = instances_->IpOfSagaOutput(attached->output);
+  ASSERT_TRUE(ip) << ip.error().message();
+  EXPECT_EQ(ip->parent_id, vm.id);
+  EXPECT_EQ(ip->state, model::AttachState::kAttached);
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 2u);  // SNAT, floating
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+  ASSERT_EQ(w.sled_vms.size(), 1u);
+  EXPECT_NE(w.sled_vms[0].find(fip.ip.ToString()), std::string::npos);
+
+  const Uuid detach_id = Uuid::Random();
+  saga::Json detach{{"name", "ip_detach"},
+                    {"params", saga::Json{{"kind", "floating"},
+                                          {"ip_id", fip.id.ToString()},
+                                          {"instance_id", vm.id.ToString()}}},
+                    {"nodes", OldNodes("ip_detach", {"begin", "dataplane", "complete"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, detach_id, detach, {}));
+  auto detached = exec_->Resume(detach_id);
+  ASSERT_TRUE(detached) << detached.error().message();
+  ASSERT_EQ(detached->kind, saga::SagaResultKind::kDone)
+      << (detached->error ? detached->error->message() : "");
+  ip = instances_->IpOfSagaOutput(detached->output);
+  ASSERT_TRUE(ip) << ip.error().message();
+  EXPECT_FALSE(ip->parent_id);
+  EXPECT_EQ(Observe().nat_rows.size(), 1u);
+  ExpectNoSagaStuckOrUnfinished();
+}
+
 // --- Sleds converge on the datastore (issue 10, defect 3) ---
 
 class SledConvergenceTest : public InstanceSagaTest {
@@ -574,7 +740,7 @@ class SledConvergenceTest : public InstanceSagaTest {
     sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
     ASSERT_TRUE(instances_->Stop(actor_, NameOrId(vm.id), std::nullopt));
     ASSERT_TRUE(agents::testing::WaitFor([&] {
-      instances_->WatchOnce();
+      watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "stopped";
     }));
     ASSERT_TRUE(VmOn(k, vm.id)) << "the failed unregister left the VM on its sled";
@@ -587,7 +753,7 @@ TEST_F(SledConvergenceTest, TheReaperRemovesAStoppedVmWhoseUnregisterFailed) {
   model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
-  instances_->ReapOrphans();
+  watcher_->ReapOrphans();
   EXPECT_FALSE(VmOn(k, vm.id)) << "the stopped instance's VM is still on its sled";
 }
 
@@ -599,7 +765,7 @@ TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
   size_t other = 1 - k;
   ASSERT_TRUE(sled_clients_[other]->EnsureRunning(*BuildInstanceSpec(*ds, vm.id)));
   ASSERT_TRUE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
-  instances_->ReapOrphans();
+  watcher_->ReapOrphans();
   EXPECT_FALSE(VmOn(k, vm.id));
   EXPECT_FALSE(VmOn(other, vm.id));
 }
@@ -612,7 +778,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
   sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
-  std::thread reaper([&] { instances_->ReapOrphans(); });
+  std::thread reaper([&] { watcher_->ReapOrphans(); });
   bool removing =
       agents::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
@@ -623,7 +789,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   ASSERT_EQ(started->sled_id, sled_ids_[k]) << "placed on the other sled: nothing to order";
   sled_sims_[k]->faults().Clear();
   EXPECT_TRUE(agents::testing::WaitFor([&] {
-    instances_->WatchOnce();
+    watcher_->WatchOnce();
     return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
   })) << Observe();
   EXPECT_TRUE(VmOn(k, vm.id));

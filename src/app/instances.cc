@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <set>
+#include <thread>
 
 #include "api/log.h"
+#include "app/sagas/instance_create.h"
+#include "app/sagas/instance_delete.h"
+#include "app/sagas/instance_migrate.h"
+#include "app/sagas/instance_start.h"
 
 namespace fp::app {
 
@@ -15,22 +19,6 @@ Status RequireWrite(const Actor& actor) {
   if (!actor.can_write()) return Fail(Error::Forbidden());
   return Ok();
 }
-
-std::string_view NicName(model::NicKind k) {
-  switch (k) {
-    case model::NicKind::kIpv4:
-      return "ipv4";
-    case model::NicKind::kIpv6:
-      return "ipv6";
-    case model::NicKind::kDualStack:
-      return "dual_stack";
-    case model::NicKind::kNone:
-      return "none";
-  }
-  return "none";
-}
-
-std::string RunStateOf(agents::VmState s) { return std::string(agents::ToString(s)); }
 
 // A byte count the way Oxide's ByteCount displays it: in the largest binary unit that divides
 // it ("1 GiB", "1536 GiB").
@@ -42,6 +30,14 @@ std::string ShowBytes(uint64_t bytes) {
   }
   return fmt::format("{} B", bytes);
 }
+
+// What a replay reads of the parameters of instance_create, instance_start or
+// instance_migrate: each names the instance; only the create's say whether to start it.
+struct InstanceSagaReplay {
+  Uuid instance_id;
+  bool start = true;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InstanceSagaReplay, instance_id, start)
 
 }  // namespace
 
@@ -66,38 +62,6 @@ Status CheckInstanceSize(const InstanceSize& size) {
                                                         ShowBytes(kMaxMemoryBytesPerInstance))));
   }
   return Ok();
-}
-
-bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
-                          const std::function<void()>& remove) {
-  {
-    // The judgement and the mark are atomic with respect to AwaitNone: a placement that passed
-    // AwaitNone before the judgement had committed its placement, which the judgement then saw.
-    std::lock_guard lock(mu_);
-    if (removing_.count(instance_id) || !is_orphan()) return false;
-    removing_.insert(instance_id);
-  }
-  remove();
-  {
-    std::lock_guard lock(mu_);
-    removing_.erase(instance_id);
-  }
-  done_.notify_all();
-  return true;
-}
-
-void VmRemovals::AwaitNone(const Uuid& instance_id) {
-  std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return removing_.count(instance_id) == 0; });
-}
-
-Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
-  auto it = sleds.find(sled_id);
-  if (it == sleds.end()) {
-    return Fail(Error::Unavailable(
-        fmt::format("no sled agent is configured for sled {}", sled_id.ToString())));
-  }
-  return it->second;
 }
 
 Result<model::Instance> Instances::Lookup(const Actor& actor, const NameOrId& instance,
@@ -144,34 +108,29 @@ Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& pr
   } else if (existing.error().kind() != ErrorKind::kNotFound) {
     return Fail(existing.error());
   }
-  Uuid instance_id = Uuid::Random();
-  saga::SagaDag dag;
-  dag.name = "instance_create";
-  dag.params = saga::Json{{"instance_id", instance_id.ToString()},
-                          {"nic_id", Uuid::Random().ToString()},
-                          {"snat_id", Uuid::Random().ToString()},
-                          {"project_id", p.id.ToString()},
-                          {"silo_id", actor.silo_id.ToString()},
-                          {"name", params.name},
-                          {"description", params.description},
-                          {"hostname", params.hostname},
-                          {"ncpus", params.ncpus},
-                          {"memory", params.memory},
-                          {"nic", NicName(params.nic)},
-                          {"start", params.start}};
+  InstanceCreateSagaParams saga_params{.instance_id = Uuid::Random(),
+                                       .nic_id = Uuid::Random(),
+                                       .snat_id = Uuid::Random(),
+                                       .project_id = p.id,
+                                       .silo_id = actor.silo_id,
+                                       .name = params.name,
+                                       .description = params.description,
+                                       .hostname = params.hostname,
+                                       .ncpus = params.ncpus,
+                                       // at most 1536 GiB: checked above
+                                       .memory = static_cast<int64_t>(params.memory),
+                                       .nic = params.nic,
+                                       .start = params.start,
+                                       .external_ips = {}};
   // Floating IPs are resolved now, so that lookup errors (404, other project) come before
   // anything is created.
-  saga::Json requested = saga::Json::array();
-  for (size_t k = 0; k < params.external_ips.size(); ++k) {
-    const RequestedExternalIp& r = params.external_ips[k];
+  for (const RequestedExternalIp& r : params.external_ips) {
     if (r.ephemeral) {
-      saga::Json e{{"type", "ephemeral"}, {"ip_id", Uuid::Random().ToString()}};
-      if (r.selector.mode == model::PoolSelector::Mode::kExplicitPool) {
-        e["pool"] = r.selector.pool->ToString();
-      } else if (r.selector.ip_version) {
-        e["ip_version"] = ToString(*r.selector.ip_version);
-      }
-      requested.push_back(e);
+      auto [pool, ip_version] = SelectorFields(r.selector);
+      saga_params.external_ips.push_back(InstanceCreateExternalIp{.type = model::IpKind::kEphemeral,
+                                                                  .ip_id = Uuid::Random(),
+                                                                  .pool = pool,
+                                                                  .ip_version = ip_version});
     } else {
       model::ExternalIp fip = r.floating_ip.is_id()
                                   ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
@@ -180,24 +139,44 @@ Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& pr
         return Fail(
             Error::InvalidRequest("floating IP must be in the same project as the instance"));
       }
-      requested.push_back(saga::Json{{"type", "floating"}, {"ip_id", fip.id.ToString()}});
+      saga_params.external_ips.push_back(
+          InstanceCreateExternalIp{.type = model::IpKind::kFloating, .ip_id = fip.id});
     }
   }
-  dag.params["external_ips"] = requested;
-  dag.nodes = InstanceCreateNodes(params.external_ips.size());
-  auto outcome = FP_TRY(exec_.RunNew(dag));
-  model::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
+  auto outcome = FP_TRY(exec_.RunNew(InstanceCreateSaga(saga_params)));
+  model::Instance created = FP_TRY(AfterSaga(saga_params.instance_id, outcome));
   if (!params.start) return created;
   return RunStartSaga(created);
 }
 
 Result<model::Instance> Instances::RunStartSaga(const model::Instance& instance) {
-  saga::SagaDag dag;
-  dag.name = "instance_start";
-  dag.params = saga::Json{{"instance_id", instance.id.ToString()}};
-  dag.nodes = InstanceStartNodes();
-  auto outcome = FP_TRY(exec_.RunNew(dag));
+  auto outcome = FP_TRY(exec_.RunNew(InstanceStartSaga({.instance_id = instance.id})));
   return AfterSaga(instance.id, outcome);
+}
+
+Result<model::Instance> Instances::InstanceOfSaga(const Actor& actor, const saga::Json& params,
+                                                  const saga::Json& output) {
+  auto replayed = FP_TRY(Decode<InstanceSagaReplay>(params, "parameters"));
+  if (replayed.instance_id.IsNil()) {
+    return Fail(Error::Internal("saga parameters name no instance"));
+  }
+  std::optional<model::Instance> recorded;
+  if (output.is_object()) {
+    recorded = FP_TRY(Decode<InstanceCreated>(output, "output")).instance;
+    if (recorded && !replayed.start) return *recorded;
+  }
+  auto now = Lookup(actor, NameOrId(replayed.instance_id), std::nullopt);
+  if (!now && now.error().kind() == ErrorKind::kNotFound && recorded) return *recorded;
+  if (now && recorded && now->state == model::InstanceState::kNoVmm &&
+      now->time_run_state_updated == recorded->time_run_state_updated) {
+    // A create that asked for a start, whose run state has not changed since its create saga
+    // recorded the row: the start never began (the server died, or the start failed, between
+    // the two sagas). Do it now, as the request would have, rather than answer "stopped" for
+    // good. Any start attempt, or a stop since, changes the run state's time.
+    if (!actor.can_write()) return Fail(Error::Forbidden());
+    return RunStartSaga(*now);
+  }
+  return now;
 }
 
 Result<model::Instance> Instances::Start(const Actor& actor, const NameOrId& instance,
@@ -283,14 +262,10 @@ Result<model::Instance> Instances::Migrate(const Actor& actor, const NameOrId& i
         fmt::format("instance \"{}\" already runs on sled {}", i.name, dst_sled.ToString())));
   }
   FP_TRY(dataplane_.Sled(dst_sled));
-  saga::SagaDag dag;
-  dag.name = "instance_migrate";
-  dag.params = saga::Json{{"instance_id", i.id.ToString()},
-                          {"src_sled_id", i.sled_id->ToString()},
-                          {"dst_sled_id", dst_sled.ToString()},
-                          {"migration_id", Uuid::Random().ToString()}};
-  dag.nodes = InstanceMigrateNodes();
-  auto outcome = FP_TRY(exec_.RunNew(dag));
+  auto outcome = FP_TRY(exec_.RunNew(InstanceMigrateSaga({.instance_id = i.id,
+                                                          .src_sled_id = *i.sled_id,
+                                                          .dst_sled_id = dst_sled,
+                                                          .migration_id = Uuid::Random()})));
   return AfterSaga(i.id, outcome);
 }
 
@@ -318,11 +293,7 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
         "\"{}\" is {}; stop it first)",
         i.name, i.run_state)));
   }
-  saga::SagaDag dag;
-  dag.name = "instance_delete";
-  dag.params = saga::Json{{"instance_id", i.id.ToString()}};
-  dag.nodes = InstanceDeleteNodes();
-  auto outcome = FP_TRY(exec_.RunNew(dag));
+  auto outcome = FP_TRY(exec_.RunNew(InstanceDeleteSaga({.instance_id = i.id})));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("delete did not complete"));
   }
@@ -334,190 +305,8 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   // A stopped VM whose unregister failed may still be on a sled, holding the addresses just
   // released: the reaper removes it from whichever sled holds it, now rather than at its next
   // pass. Not here: a hung sled would hold up every delete.
-  WakeWatcher();
+  watcher_.Wake();
   return Ok();
-}
-
-Result<std::vector<model::Sled>> Instances::SledList(const Actor& actor) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  return db::SledList(ds_);
-}
-
-Result<model::Sled> Instances::SledView(const Actor& actor, const Uuid& sled_id) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  return db::SledGet(ds_, sled_id);
-}
-
-Result<std::vector<Instances::SledInstance>> Instances::SledInstances(const Actor& actor,
-                                                                      const Uuid& sled_id) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  FP_TRY(db::SledGet(ds_, sled_id));
-  std::vector<SledInstance> out;
-  for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds_, sled_id))) {
-    auto names = FP_TRY(db::InstanceNames(ds_, i.id));
-    out.push_back(SledInstance{i, names.first, names.second});
-  }
-  return out;
-}
-
-void Instances::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                              const std::string& run_state) {
-  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state);
-  if (!recorded) {
-    api::LogEvent("warn", "could not record run state",
-                  {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
-    return;
-  }
-  if (auto s = nat_.Sync(); !s) {
-    api::LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
-  }
-  // Through the orphan check: a start may already have placed the instance again.
-  auto sled_id = instance.sled_id;
-  if (!sled_id) return;
-  if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
-    api::LogEvent("warn", "sled unregister after stop failed; the reaper retries",
-                  {{"instance", instance.id.ToString()},
-                   {"sled_agent", sled.address()},
-                   {"error", removed->error().message()}});
-  }
-}
-
-std::optional<Status> Instances::RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                                                const Uuid& instance_id) {
-  auto is_orphan = [&] {
-    auto instance = db::InstanceAnyState(ds_, instance_id);
-    if (!instance) return instance.error().kind() == ErrorKind::kNotFound;
-    // Both ends of a migration hold a VM until the migration saga settles which one stays.
-    if (instance->migration_id) return false;
-    return instance->state != model::InstanceState::kVmm || instance->sled_id != sled_id;
-  };
-  std::optional<Status> removed;
-  dataplane_.removals.RemoveIf(instance_id, is_orphan,
-                               [&] { removed = sled.Unregister(instance_id); });
-  return removed;
-}
-
-void Instances::ReapOrphans() {
-  for (const auto& [sled_id, sled] : dataplane_.sleds) {
-    // List the sled first, then read the datastore: a VM the sled already holds was placed by a
-    // saga that committed before the read, so only true orphans are removed (VmRemovals covers
-    // a placement racing the removal).
-    auto vms = sled->List();
-    if (!vms) {
-      api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
-      continue;
-    }
-    for (const agents::SledInstance& vm : *vms) {
-      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
-      // stopped or deleted instance whose unregister failed.
-      auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
-      if (!removed) continue;
-      if (*removed) {
-        api::LogEvent("warn", "removed a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"state", agents::ToString(vm.state)},
-                       {"sled_agent", sled->address()}});
-      } else {
-        api::LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"sled_agent", sled->address()},
-                       {"error", removed->error().message()}});
-      }
-    }
-  }
-}
-
-void Instances::WatchOnce() {
-  ReapOrphans();
-  auto instances = db::InstancesWithVmm(ds_);
-  if (!instances) return;
-  for (const model::Instance& i : *instances) {
-    if (!i.sled_id || i.migration_id || i.run_state == "rebooting") continue;
-    auto sled = dataplane_.Sled(*i.sled_id);
-    if (!sled) continue;
-    auto vm = (*sled)->Get(i.id);
-    if (!vm) {
-      // The sled does not know the VM. While starting, the start saga may not have reached the
-      // sled yet; afterwards the VM is gone (the sled restarted and lost it).
-      if (vm.error().kind() == ErrorKind::kNotFound && i.run_state != "starting") {
-        SettleStopped(i, **sled, "failed");
-      }
-      continue;
-    }
-    std::string state = RunStateOf(vm->state);
-    if (state == "stopped" || state == "failed") {
-      if (i.run_state == "starting") continue;  // a start saga still owns this instance
-      SettleStopped(i, **sled, state);
-      continue;
-    }
-    if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state);
-    if (state == "running") ReconcilePort(i, **sled, *vm);
-  }
-}
-
-void Instances::ReconcilePort(const model::Instance& instance, agents::SledAgentClient& sled,
-                              const agents::SledInstance& vm) {
-  // `vm` was read from the sled before the datastore is read here: an address an attach or
-  // detach saga is still moving is left alone, and a settled one that the sled disagrees
-  // with (a call it applied after its saga gave up) is put right.
-  auto ips = db::InstanceExternalIps(ds_, instance.id);
-  if (!ips) return;
-  std::set<IpAddr> attached, moving;
-  for (const model::ExternalIp& e : *ips) {
-    if (e.kind == model::IpKind::kSnat) continue;
-    (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
-  }
-  std::set<IpAddr> on_port;
-  for (const IpAddr& ip : vm.external_ips) {
-    if (!vm.snat_ip || ip != *vm.snat_ip) on_port.insert(ip);
-  }
-  for (const IpAddr& ip : on_port) {
-    if (attached.count(ip) || moving.count(ip)) continue;
-    api::LogEvent("warn", "removing an address the sled's port should not have",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
-    if (auto s = sled.RemoveExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
-    }
-  }
-  for (const IpAddr& ip : attached) {
-    if (on_port.count(ip)) continue;
-    api::LogEvent("warn", "restoring an address missing from the sled's port",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
-    if (auto s = sled.AddExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
-    }
-  }
-}
-
-void Instances::StartWatcher(int period_ms) {
-  watcher_ = std::thread([this, period_ms] {
-    std::unique_lock lock(watch_mu_);
-    while (!watch_stop_) {
-      lock.unlock();
-      WatchOnce();
-      lock.lock();
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(period_ms),
-                         [&] { return watch_stop_ || watch_now_; });
-      watch_now_ = false;
-    }
-  });
-}
-
-void Instances::WakeWatcher() {
-  {
-    std::lock_guard lock(watch_mu_);
-    watch_now_ = true;
-  }
-  watch_cv_.notify_all();
-}
-
-void Instances::StopWatcher() {
-  {
-    std::lock_guard lock(watch_mu_);
-    watch_stop_ = true;
-  }
-  watch_cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
 }
 
 }  // namespace fp::app

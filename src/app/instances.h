@@ -1,60 +1,24 @@
 #pragma once
 
 // Instances on sleds: create, start, stop, reboot, migrate and delete, the first four of
-// which (create, start, migrate, delete) run as sagas. The instance's run state follows its
-// sled agent (a watcher polls the sleds of instances that have a VMM).
+// which (create, start, migrate, delete) run as sagas (app/sagas/), and the live attach and
+// detach of their external IPs (instance_external_ips.cc), which run as sagas too. The
+// instance's run state follows its sled agent (app/sled_watcher.h).
 
-#include <atomic>
-#include <condition_variable>
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "agents/agents.h"
 #include "app/control_plane.h"
+#include "app/dataplane.h"
+#include "app/sagas/ip_attach.h"
+#include "app/sagas/ip_detach.h"
+#include "app/sled_watcher.h"
 #include "db/instances.h"
 #include "nat/nat_reconciler.h"
 #include "saga/saga.h"
 
 namespace fp::app {
-
-// Orders the removal of a VM the datastore does not place on a sled (an orphan) against a
-// start or migration that places the same instance there at the same time: without it, a
-// removal judged on a datastore read taken just before the placement committed could land
-// after the placement's registration and take the new VM away. Per process (one server per
-// database). Thread-safe.
-class VmRemovals {
- public:
-  // Runs `is_orphan` (a datastore read); if it returns true, runs `remove` while placements of
-  // `instance_id` wait in AwaitNone. Returns what `is_orphan` returned.
-  bool RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
-                const std::function<void()>& remove);
-  // Returns once no removal of `instance_id` is in progress. A placement calls it after its
-  // datastore placement committed and before it registers the VM on the sled.
-  void AwaitNone(const Uuid& instance_id);
-
- private:
-  std::mutex mu_;
-  std::condition_variable done_;
-  std::set<Uuid> removing_;  // guarded by mu_
-};
-
-// The agents the control plane drives, by sled (not owned), and the ordering of VM removals
-// against placements on them.
-struct Dataplane {
-  agents::SwitchAgentClient* switch_agent = nullptr;
-  std::map<Uuid, agents::SledAgentClient*> sleds;
-  VmRemovals removals;
-
-  // ServiceUnavailable if no agent is known for the sled.
-  Result<agents::SledAgentClient*> Sled(const Uuid& sled_id) const;
-};
 
 // An external IP requested at instance create.
 struct RequestedExternalIp {
@@ -93,38 +57,21 @@ struct InstanceCreateParams {
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
 };
 
-// What the saga actions need; lives as long as the executor.
-struct InstanceSagaDeps {
-  db::Datastore& ds;
-  Dataplane& dataplane;
-  nat::NatReconciler& nat;
-};
-
-// What a sled needs to run the instance (its NIC and attached external IPs), from the
-// datastore.
-Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
-
-// The saga definitions: each saga's nodes in execution order. The operations build their
-// sagas from these and nothing else, so the saga tests, which fail every node, cover a node
-// added here. Instance create has one node per requested external IP.
-std::vector<saga::Node> InstanceCreateNodes(size_t external_ips);
-std::vector<saga::Node> InstanceStartNodes();
-std::vector<saga::Node> InstanceMigrateNodes();
-std::vector<saga::Node> InstanceDeleteNodes();
-std::vector<saga::Node> IpAttachNodes();
-std::vector<saga::Node> IpDetachNodes();
-
-// Registers the instance sagas' actions (instance_create.*, instance_start.*,
-// instance_delete.*, instance_migrate.*) and the external IP sagas' (ip_attach.*, ip_detach.*).
-void RegisterInstanceActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);
-void RegisterExternalIpActions(saga::ActionRegistry& registry, InstanceSagaDeps& deps);
-
+// The instances service: lookups, the operations, and the sagas that carry them out (each
+// operation runs its saga to rest on the caller's thread). Each method takes the acting token
+// first; NotFound covers instances that are absent or in another silo. Thread-safe (the
+// datastore and the saga executor are; the service holds no state of its own).
 class Instances {
  public:
+  // The references must outlive the service. `watcher` is woken after a delete.
   Instances(db::Datastore& ds, ControlPlane& control_plane, Dataplane& dataplane,
-            nat::NatReconciler& nat, saga::SagaExecutor& executor)
-      : ds_(ds), cp_(control_plane), dataplane_(dataplane), nat_(nat), exec_(executor) {}
-  ~Instances() { StopWatcher(); }
+            nat::NatReconciler& nat, saga::SagaExecutor& executor, SledWatcher& watcher)
+      : ds_(ds),
+        cp_(control_plane),
+        dataplane_(dataplane),
+        nat_(nat),
+        exec_(executor),
+        watcher_(watcher) {}
 
   // Errors, in order: NotFound for the project, Forbidden without write access, those of
   // CheckInstanceSize, then those of resolving the requested floating IPs and of the saga.
@@ -152,8 +99,8 @@ class Instances {
   Result<model::Instance> Migrate(const Actor& actor, const NameOrId& instance,
                                   const std::optional<NameOrId>& project, const Uuid& dst_sled);
 
-  // Live attach and detach (external_ips.cc). Floating attach/detach answer with the floating
-  // IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
+  // Live attach and detach (instance_external_ips.cc). Floating attach/detach answer with the
+  // floating IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
   Result<model::ExternalIp> AttachFloating(const Actor& actor, const NameOrId& fip,
                                            const std::optional<NameOrId>& fip_project,
                                            const NameOrId& instance);
@@ -180,57 +127,18 @@ class Instances {
   Result<std::vector<model::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
                                                      const std::optional<NameOrId>& project);
 
-  Result<std::vector<model::Sled>> SledList(const Actor& actor);
-  Result<model::Sled> SledView(const Actor& actor, const Uuid& sled_id);
-  // The instances on a sled with their project and silo names.
-  struct SledInstance {
-    model::Instance instance;
-    std::string project_name;
-    std::string silo_name;
-  };
-  Result<std::vector<SledInstance>> SledInstances(const Actor& actor, const Uuid& sled_id);
-
-  // Polls sled agents every `period_ms` and records run-state changes.
-  void StartWatcher(int period_ms);
-  void StopWatcher();
-  // Makes the watcher start its next pass now (no effect without a watcher). Thread-safe.
-  void WakeWatcher();
-  // One watcher pass (also used by tests and after operations): records run-state changes
-  // reported by sleds, and removes VMs that sleds hold but the datastore does not place there.
-  void WatchOnce();
-  // Removes from every sled each VM, whatever its state (stopped included), that the datastore
-  // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
-  // on another sled, or of no instance at all. A removal that fails is logged and tried again
-  // on the next pass, so sleds converge once they answer.
-  void ReapOrphans();
-  // Makes the sled's port carry exactly the instance's settled attached addresses.
-  void ReconcilePort(const model::Instance& instance, agents::SledAgentClient& sled,
-                     const agents::SledInstance& vm);
-
  private:
   Result<model::Instance> RunStartSaga(const model::Instance& instance);
-  Result<model::ExternalIp> RunAttachSaga(const saga::Json& params);
-  Result<std::optional<model::ExternalIp>> RunDetachSaga(const saga::Json& params);
+  Result<model::ExternalIp> RunAttachSaga(const IpAttachSagaParams& params);
+  Result<model::ExternalIp> RunDetachSaga(const IpDetachSagaParams& params);
   Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
-  // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
-  void SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                     const std::string& run_state);
-  // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
-  // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
-  // datastore could not say), else the sled's answer to the unregister.
-  std::optional<Status> RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                                       const Uuid& instance_id);
 
   db::Datastore& ds_;
   ControlPlane& cp_;
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
   saga::SagaExecutor& exec_;
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  bool watch_stop_ = false;
-  bool watch_now_ = false;  // guarded by watch_mu_
-  std::thread watcher_;
+  SledWatcher& watcher_;
 };
 
 }  // namespace fp::app

@@ -1,0 +1,67 @@
+#include "app/dataplane.h"
+
+#include <fmt/format.h>
+
+#include "db/instances.h"
+
+namespace fp::app {
+
+bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
+                          const std::function<void()>& remove) {
+  {
+    // The judgement and the mark are atomic with respect to AwaitNone: a placement that passed
+    // AwaitNone before the judgement had committed its placement, which the judgement then saw.
+    std::lock_guard lock(mu_);
+    if (removing_.count(instance_id) || !is_orphan()) return false;
+    removing_.insert(instance_id);
+  }
+  remove();
+  {
+    std::lock_guard lock(mu_);
+    removing_.erase(instance_id);
+  }
+  done_.notify_all();
+  return true;
+}
+
+void VmRemovals::AwaitNone(const Uuid& instance_id) {
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return removing_.count(instance_id) == 0; });
+}
+
+Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
+  auto it = sleds.find(sled_id);
+  if (it == sleds.end()) {
+    return Fail(Error::Unavailable(
+        fmt::format("no sled agent is configured for sled {}", sled_id.ToString())));
+  }
+  return it->second;
+}
+
+Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id) {
+  auto instance = FP_TRY(
+      ds.Read<model::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); }));
+  agents::InstanceSpec spec;
+  spec.id = instance.id;
+  spec.ncpus = instance.ncpus;
+  spec.memory = instance.memory;
+  if (auto nic = FP_TRY(db::PrimaryNic(ds, instance_id))) {
+    spec.vni = nic->vni;
+    spec.mac = nic->mac;
+    spec.private_ipv4 = nic->ipv4;
+    spec.private_ipv6 = nic->ipv6;
+  }
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds, instance_id))) {
+    if (e.state != model::AttachState::kAttached) continue;
+    if (e.kind == model::IpKind::kSnat) {
+      spec.snat_ip = e.ip;
+      spec.snat_first_port = e.first_port;
+      spec.snat_last_port = e.last_port;
+    } else {
+      spec.external_ips.push_back(e.ip);
+    }
+  }
+  return spec;
+}
+
+}  // namespace fp::app

@@ -1,0 +1,56 @@
+#pragma once
+
+// The agents the control plane drives (the switch, the sleds) and what they are told about an
+// instance.
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "agents/agents.h"
+#include "common/error.h"
+#include "common/uuid.h"
+#include "db/datastore.h"
+
+namespace fp::app {
+
+// Orders the removal of a VM the datastore does not place on a sled (an orphan) against a
+// start or migration that places the same instance there at the same time: without it, a
+// removal judged on a datastore read taken just before the placement committed could land
+// after the placement's registration and take the new VM away. Per process (one server per
+// database). Thread-safe.
+class VmRemovals {
+ public:
+  // Runs `is_orphan` (a datastore read); if it returns true, runs `remove` while placements of
+  // `instance_id` wait in AwaitNone. Returns what `is_orphan` returned.
+  bool RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
+                const std::function<void()>& remove);
+  // Returns once no removal of `instance_id` is in progress. A placement calls it after its
+  // datastore placement committed and before it registers the VM on the sled.
+  void AwaitNone(const Uuid& instance_id);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::set<Uuid> removing_;  // guarded by mu_
+};
+
+// The agents the control plane drives, by sled (not owned), and the ordering of VM removals
+// against placements on them. The agent maps are set up before any saga or watcher runs and
+// read-only afterwards (thread-safe reads).
+struct Dataplane {
+  agents::SwitchAgentClient* switch_agent = nullptr;
+  std::map<Uuid, agents::SledAgentClient*> sleds;
+  VmRemovals removals;
+
+  // ServiceUnavailable if no agent is known for the sled.
+  Result<agents::SledAgentClient*> Sled(const Uuid& sled_id) const;
+};
+
+// What a sled needs to run the instance (its NIC and attached external IPs), from the
+// datastore. Errors: NotFound for an instance that is not there; the datastore's.
+Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
+
+}  // namespace fp::app

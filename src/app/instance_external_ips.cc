@@ -1,0 +1,111 @@
+// The live attach and detach operations of the instances service (omicron-behaviour.md
+// §4.1-§4.3): the checks an operation makes before its saga (app/sagas/ip_attach.h,
+// ip_detach.h), and the replies rebuilt from those sagas.
+
+#include "app/instances.h"
+#include "app/sagas/ip_steps.h"
+
+namespace fp::app {
+
+Result<model::ExternalIp> Instances::RunAttachSaga(const IpAttachSagaParams& params) {
+  auto outcome = FP_TRY(exec_.RunNew(IpAttachSaga(params)));
+  if (outcome.kind != saga::SagaResultKind::kDone) {
+    return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
+  }
+  return IpOfOutcome(ds_, outcome.output);
+}
+
+Result<model::ExternalIp> Instances::RunDetachSaga(const IpDetachSagaParams& params) {
+  auto outcome = FP_TRY(exec_.RunNew(IpDetachSaga(params)));
+  if (outcome.kind != saga::SagaResultKind::kDone) {
+    return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
+  }
+  return IpOfOutcome(ds_, outcome.output);
+}
+
+Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
+                                                    const std::optional<NameOrId>& fip_project,
+                                                    const NameOrId& instance) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  // A parent named by name is looked up in the floating IP's project.
+  model::Instance i = instance.is_id()
+                          ? FP_TRY(Lookup(actor, instance, std::nullopt))
+                          : FP_TRY(db::InstanceByName(ds_, *ip.project_id, instance.name().str()));
+  if (i.project_id != *ip.project_id) {
+    return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
+  }
+  // Already attached to this instance: the saga would change nothing and answer with the IP as
+  // it is, so answer now and write no saga.
+  if (ip.parent_id == i.id && ip.state == model::AttachState::kAttached) return ip;
+  return RunAttachSaga({.kind = model::IpKind::kFloating,
+                        .ip_id = ip.id,
+                        .instance_id = i.id,
+                        .silo_id = actor.silo_id});
+}
+
+Result<model::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
+                                                    const std::optional<NameOrId>& fip_project) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
+  return RunDetachSaga(
+      {.kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
+}
+
+Result<model::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
+                                                     const std::optional<NameOrId>& project,
+                                                     const model::PoolSelector& selector) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  auto [pool, ip_version] = SelectorFields(selector);
+  return RunAttachSaga({.kind = model::IpKind::kEphemeral,
+                        .ip_id = Uuid::Random(),
+                        .instance_id = i.id,
+                        .silo_id = actor.silo_id,
+                        .pool = pool,
+                        .ip_version = ip_version});
+}
+
+Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
+                                  const std::optional<NameOrId>& project,
+                                  std::optional<IpVersion> version) {
+  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  std::vector<model::ExternalIp> ephemeral;
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
+      ephemeral.push_back(e);
+    }
+  }
+  if (ephemeral.size() > 1) {
+    return Fail(Error::InvalidRequest(
+        "instance has two ephemeral IPs; specify ip_version to select which to detach"));
+  }
+  if (ephemeral.empty()) {
+    return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
+  }
+  FP_TRY(RunDetachSaga(
+      {.kind = model::IpKind::kEphemeral, .ip_id = ephemeral.front().id, .instance_id = i.id}));
+  return Ok();
+}
+
+Result<model::ExternalIp> Instances::IpOfSagaOutput(const saga::Json& output) {
+  return IpOfOutcome(ds_, output);
+}
+
+Result<std::vector<model::ExternalIp>> Instances::ExternalIps(
+    const Actor& actor, const NameOrId& instance, const std::optional<NameOrId>& project) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  std::vector<model::ExternalIp> out;
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.state == model::AttachState::kAttached) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace fp::app

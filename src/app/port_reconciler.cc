@@ -1,0 +1,44 @@
+#include "app/port_reconciler.h"
+
+#include <set>
+
+#include "api/log.h"
+#include "db/instances.h"
+
+namespace fp::app {
+
+void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
+                   agents::SledAgentClient& sled, const agents::SledInstance& vm) {
+  // `vm` was read from the sled before the datastore is read here: an address an attach or
+  // detach saga is still moving is left alone, and a settled one that the sled disagrees
+  // with (a call it applied after its saga gave up) is put right.
+  auto ips = db::InstanceExternalIps(ds, instance.id);
+  if (!ips) return;
+  std::set<IpAddr> attached, moving;
+  for (const model::ExternalIp& e : *ips) {
+    if (e.kind == model::IpKind::kSnat) continue;
+    (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
+  }
+  std::set<IpAddr> on_port;
+  for (const IpAddr& ip : vm.external_ips) {
+    if (!vm.snat_ip || ip != *vm.snat_ip) on_port.insert(ip);
+  }
+  for (const IpAddr& ip : on_port) {
+    if (attached.count(ip) || moving.count(ip)) continue;
+    api::LogEvent("warn", "removing an address the sled's port should not have",
+                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    if (auto s = sled.RemoveExternalIp(instance.id, ip); !s) {
+      api::LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
+    }
+  }
+  for (const IpAddr& ip : attached) {
+    if (on_port.count(ip)) continue;
+    api::LogEvent("warn", "restoring an address missing from the sled's port",
+                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    if (auto s = sled.AddExternalIp(instance.id, ip); !s) {
+      api::LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
+    }
+  }
+}
+
+}  // namespace fp::app

@@ -1,0 +1,20 @@
+#pragma once
+
+// Puts right the external addresses on a running VM's port, which can drift from the datastore
+// when a sled applies an attach or detach call after its saga gave up on it.
+
+#include "agents/agents.h"
+#include "db/datastore.h"
+#include "model/instances.h"
+
+namespace fp::app {
+
+// Makes the sled's port of `instance` carry exactly the instance's settled attached addresses
+// (SNAT aside): removes an address no attached or moving IP holds, restores an attached one
+// the port lacks. An address an attach or detach saga is still moving is left alone. `vm` must
+// have been read from the sled before this call reads the datastore. Best effort: failures are
+// logged and the next watcher pass tries again. Thread-safe.
+void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
+                   agents::SledAgentClient& sled, const agents::SledInstance& vm);
+
+}  // namespace fp::app

@@ -1,0 +1,140 @@
+#include "app/sagas/instance_create.h"
+
+#include <fmt/format.h>
+
+#include "db/attach.h"
+
+namespace fp::app {
+
+namespace {
+
+using saga::Action;
+using saga::ActionContext;
+using saga::Json;
+
+// Outputs no later node reads, kept for operators reading the log.
+struct InstanceRecorded {
+  Uuid instance_id;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InstanceRecorded, instance_id)
+
+struct SnatAllocated {
+  IpAddr snat_ip;
+  int first_port = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SnatAllocated, snat_ip, first_port)
+
+struct ExternalIpAttached {
+  Uuid ip_id;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExternalIpAttached, ip_id)
+
+// The requested IP of node "external_ip_<k>".
+Result<InstanceCreateExternalIp> RequestedIpOf(const ActionContext& ctx,
+                                               const InstanceCreateSagaParams& p) {
+  size_t k = std::stoul(ctx.node().substr(ctx.node().rfind('_') + 1));
+  if (k >= p.external_ips.size()) {
+    return Fail(Error::Internal(fmt::format("saga node {} has no requested IP", ctx.node())));
+  }
+  return p.external_ips[k];
+}
+
+Result<Json> Record(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  model::InstanceCreate c;
+  c.id = p.instance_id;
+  c.nic_id = p.nic_id;
+  c.project_id = p.project_id;
+  c.name = p.name;
+  c.description = p.description;
+  c.hostname = p.hostname;
+  c.ncpus = p.ncpus;
+  c.memory = p.memory;
+  c.nic = p.nic;
+  model::Instance i = FP_TRY(db::InstanceCreateRecordIn(tx, c));
+  return Json(InstanceRecorded{i.id});
+}
+
+Status UndoRecord(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  return db::InstanceDeleteRecordIn(tx, p.instance_id);
+}
+
+Result<Json> Snat(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683).
+  if (p.nic != model::NicKind::kIpv4 && p.nic != model::NicKind::kDualStack) {
+    return Json::object();
+  }
+  model::ExternalIp snat = FP_TRY(db::SnatAllocateIn(tx, p.snat_id, p.instance_id, p.silo_id));
+  return Json(SnatAllocated{snat.ip, snat.first_port});
+}
+
+Status UndoSnat(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  return db::ExternalIpReleaseIn(tx, p.snat_id);
+}
+
+Result<Json> AttachRequested(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  InstanceCreateExternalIp e = FP_TRY(RequestedIpOf(ctx, p));
+  db::AttachRequest req;
+  req.instance_id = p.instance_id;
+  req.ip_id = e.ip_id;
+  req.saga_id = ctx.saga_id();
+  req.creating = true;
+  if (e.type == model::IpKind::kEphemeral) {
+    req.kind = model::IpKind::kEphemeral;
+    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.silo_id, SelectorOf(e.pool, e.ip_version)));
+  }
+  db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
+  if (step.do_saga) {
+    FP_TRY(db::CompleteOpIn(tx, req.ip_id, model::AttachState::kAttaching,
+                            model::AttachState::kAttached));
+  }
+  return Json(ExternalIpAttached{req.ip_id});
+}
+
+Status UndoAttachRequested(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  InstanceCreateExternalIp e = FP_TRY(RequestedIpOf(ctx, p));
+  if (e.type == model::IpKind::kEphemeral) return db::ExternalIpReleaseIn(tx, e.ip_id);
+  return db::ReleaseFloatingFromInstanceIn(tx, e.ip_id, p.instance_id);
+}
+
+Result<Json> Finish(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  FP_CHECK_OK(db::InstanceFinishCreateIn(tx, p.instance_id));
+  // The created row: what a replay of the request answers (InstanceOfSaga).
+  return Json(InstanceCreated{FP_TRY(db::InstanceGetIn(tx, p.instance_id))});
+}
+
+}  // namespace
+
+std::vector<saga::Node> InstanceCreateNodes(size_t external_ips) {
+  std::vector<saga::Node> nodes = {{"record", "instance_create.record"},
+                                   {"snat", "instance_create.snat"}};
+  // Each requested IP is a node of its own, in request order (§4.4).
+  for (size_t k = 0; k < external_ips; ++k) {
+    nodes.push_back({fmt::format("external_ip_{}", k), "instance_create.external_ip"});
+  }
+  nodes.push_back({"finish", "instance_create.finish"});
+  return nodes;
+}
+
+saga::SagaDag InstanceCreateSaga(const InstanceCreateSagaParams& params) {
+  return saga::SagaDag{.name = kInstanceCreateSaga,
+                       .params = Json(params),
+                       .nodes = InstanceCreateNodes(params.external_ips.size())};
+}
+
+void RegisterInstanceCreateActions(saga::ActionRegistry& r) {
+  r.Add(Action{.name = "instance_create.record", .run_in_tx = Record, .undo_in_tx = UndoRecord});
+  r.Add(Action{.name = "instance_create.snat", .run_in_tx = Snat, .undo_in_tx = UndoSnat});
+  r.Add(Action{.name = "instance_create.external_ip",
+               .run_in_tx = AttachRequested,
+               .undo_in_tx = UndoAttachRequested});
+  r.Add(Action{.name = "instance_create.finish", .run_in_tx = Finish});
+}
+
+}  // namespace fp::app

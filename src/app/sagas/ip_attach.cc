@@ -1,0 +1,102 @@
+#include "app/sagas/ip_attach.h"
+
+#include "app/sagas/ip_steps.h"
+#include "app/sagas/vm_steps.h"
+#include "db/attach.h"
+
+namespace fp::app {
+
+namespace {
+
+using saga::Action;
+using saga::ActionContext;
+using saga::Json;
+
+Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
+  db::AttachRequest req;
+  req.instance_id = p.instance_id;
+  req.saga_id = ctx.saga_id();
+  req.ip_id = p.ip_id;
+  if (p.kind == model::IpKind::kEphemeral) {
+    req.kind = model::IpKind::kEphemeral;
+    // One ephemeral IP per version: an existing one is the answer (Oxide's idempotency).
+    model::PoolSelector selector = SelectorOf(p.pool, p.ip_version);
+    std::optional<IpVersion> version = selector.ip_version;
+    if (selector.mode == model::PoolSelector::Mode::kExplicitPool) {
+      version = FP_TRY(db::ResolvePoolIn(tx, p.silo_id, selector)).ip_version;
+    }
+    if (version) {
+      if (auto existing = FP_TRY(db::EphemeralOfVersionIn(tx, p.instance_id, *version))) {
+        if (existing->id != req.ip_id) {
+          req.ip_id = existing->id;
+          if (existing->state == model::AttachState::kAttached) {
+            return Json(BegunOf(db::AttachStep{*existing, false, std::nullopt}));
+          }
+        }
+      }
+    }
+    // Allocates under this saga's id, or returns the row already there (a re-run, or the
+    // instance's existing ephemeral IP of this version).
+    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.silo_id, selector));
+  }
+  db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
+  if (step.do_saga && step.sled) {
+    FP_TRY(db::NatEnsureForIpIn(tx, step.ip, p.instance_id, *step.sled));
+  }
+  return Json(BegunOf(step));
+}
+
+Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (!begun.do_saga) return Ok();
+  FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    // Run again after a crash inside it, this undo may find the address attached since by a
+    // later operation: its NAT row is not this saga's to remove.
+    if (!FP_TRY(db::IpHeldBySagaIn(tx, begun.ip_id, ctx.saga_id()))) return false;
+    auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
+    FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
+    FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kAttaching,
+                            model::AttachState::kDetached));
+    return true;
+  }));
+  SyncNatBestEffort(d);
+  return Ok();
+}
+
+Result<Json> Complete(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (begun.do_saga) {
+    auto done = db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kAttaching,
+                                 model::AttachState::kAttached);
+    if (!done && done.error().kind() == ErrorKind::kNotFound) {
+      // The instance was deleted underneath: answer as for a missing instance.
+      return Fail(Error::NotFoundById("instance", p.instance_id.ToString()));
+    }
+    FP_TRY(done);
+  }
+  return Json(IpCompleted{begun.ip_id, FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id))});
+}
+
+}  // namespace
+
+std::vector<saga::Node> IpAttachNodes() {
+  return {{"begin", "ip_attach.begin"},
+          {"dataplane", "ip_attach.dataplane"},
+          {"complete", "ip_attach.complete"}};
+}
+
+saga::SagaDag IpAttachSaga(const IpAttachSagaParams& params) {
+  return saga::SagaDag{.name = kIpAttachSaga, .params = Json(params), .nodes = IpAttachNodes()};
+}
+
+void RegisterIpAttachActions(saga::ActionRegistry& r, SagaDeps& d) {
+  r.Add(Action{.name = "ip_attach.begin",
+               .run_in_tx = Begin,
+               .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
+  r.Add(DataplaneAction<IpAttachSagaParams>("ip_attach.dataplane", d, true));
+  r.Add(Action{.name = "ip_attach.complete", .run_in_tx = Complete});
+}
+
+}  // namespace fp::app

@@ -1,0 +1,78 @@
+#include "app/sagas/ip_detach.h"
+
+#include "app/sagas/vm_steps.h"
+#include "db/attach.h"
+
+namespace fp::app {
+
+namespace {
+
+using saga::Action;
+using saga::ActionContext;
+using saga::Json;
+
+Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
+  auto p = FP_TRY(ParamsOf<IpDetachSagaParams>(ctx));
+  db::AttachRequest req;
+  req.instance_id = p.instance_id;
+  req.saga_id = ctx.saga_id();
+  req.kind =
+      p.kind == model::IpKind::kEphemeral ? model::IpKind::kEphemeral : model::IpKind::kFloating;
+  req.ip_id = p.ip_id;
+  db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
+  if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
+  return Json(BegunOf(step));
+}
+
+Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (!begun.do_saga) return Ok();
+  auto p = FP_TRY(ParamsOf<IpDetachSagaParams>(ctx));
+  FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    // Run again after a crash inside it, this undo may find the address detached since by a
+    // later operation: it must not bring its NAT row back.
+    if (!FP_TRY(db::IpHeldBySagaIn(tx, begun.ip_id, ctx.saga_id()))) return false;
+    auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
+    if (begun.sled_id) {
+      FP_TRY(
+          db::NatEnsureForIpIn(tx, ip, p.instance_id, FP_TRY(db::SledGetIn(tx, *begun.sled_id))));
+    }
+    FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kDetaching,
+                            model::AttachState::kAttached));
+    return true;
+  }));
+  SyncNatBestEffort(d);
+  return Ok();
+}
+
+Result<Json> Complete(db::Tx& tx, const ActionContext& ctx) {
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (begun.do_saga) {
+    FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kDetaching,
+                            model::AttachState::kDetached));
+  }
+  return Json(
+      IpDetachCompleted{begun.ip_id, begun.do_saga, FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id))});
+}
+
+}  // namespace
+
+std::vector<saga::Node> IpDetachNodes() {
+  return {{"begin", "ip_detach.begin"},
+          {"dataplane", "ip_detach.dataplane"},
+          {"complete", "ip_detach.complete"}};
+}
+
+saga::SagaDag IpDetachSaga(const IpDetachSagaParams& params) {
+  return saga::SagaDag{.name = kIpDetachSaga, .params = Json(params), .nodes = IpDetachNodes()};
+}
+
+void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
+  r.Add(Action{.name = "ip_detach.begin",
+               .run_in_tx = Begin,
+               .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
+  r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
+  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = Complete});
+}
+
+}  // namespace fp::app

@@ -1,0 +1,71 @@
+#include "app/sagas/ip_steps.h"
+
+#include "app/sagas/vm_steps.h"
+
+namespace fp::app {
+
+namespace {
+
+// Tells the switch, then the sled. On failure undoes what it did on the sled.
+Status ProgramAttach(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id, const IpAddr& ip) {
+  FP_CHECK_OK(d.nat.Sync());
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  Status added = sled->AddExternalIp(instance_id, ip);
+  if (!added) {
+    if (auto s = sled->RemoveExternalIp(instance_id, ip); !s) {
+      LogBestEffort("sled remove", s.error());
+    }
+    return added;
+  }
+  return Ok();
+}
+
+Status ProgramDetach(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id, const IpAddr& ip) {
+  FP_CHECK_OK(d.nat.Sync());
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  Status removed = sled->RemoveExternalIp(instance_id, ip);
+  if (!removed) {
+    if (auto s = sled->AddExternalIp(instance_id, ip); !s) LogBestEffort("sled re-add", s.error());
+    return removed;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+IpBegun BegunOf(const db::AttachStep& step) {
+  return IpBegun{.ip_id = step.ip.id,
+                 .do_saga = step.do_saga,
+                 .sled_id = step.sled ? std::optional<Uuid>(step.sled->id) : std::nullopt,
+                 .ip = step.ip.ip};
+}
+
+Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const saga::Json& output) {
+  auto completed = FP_TRY(Decode<IpCompleted>(output, "output"));
+  if (completed.ip) return *completed.ip;
+  return ds.Read<model::ExternalIp>(
+      [&](db::Tx& tx) { return db::ExternalIpGetIn(tx, completed.ip_id); });
+}
+
+Result<saga::Json> RunDataplane(SagaDeps& d, const saga::ActionContext& ctx,
+                                const Uuid& instance_id, bool attach) {
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (!begun.do_saga || !begun.sled_id) return saga::Json::object();
+  FP_CHECK_OK(attach ? ProgramAttach(d, instance_id, *begun.sled_id, begun.ip)
+                     : ProgramDetach(d, instance_id, *begun.sled_id, begun.ip));
+  return saga::Json::object();
+}
+
+Status UndoPortChange(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                      bool was_attach) {
+  auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (!begun.do_saga || !begun.sled_id) return Ok();
+  auto sled = d.dataplane.Sled(*begun.sled_id);
+  if (!sled) return Ok();
+  Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, begun.ip)
+                        : (*sled)->AddExternalIp(instance_id, begun.ip);
+  if (!s) LogBestEffort(was_attach ? "sled remove" : "sled re-add", s.error());
+  return Ok();
+}
+
+}  // namespace fp::app

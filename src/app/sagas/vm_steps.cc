@@ -1,0 +1,35 @@
+#include "app/sagas/vm_steps.h"
+
+#include "api/log.h"
+
+namespace fp::app {
+
+void LogBestEffort(std::string_view what, const Error& e) {
+  api::LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
+}
+
+Result<VmStarted> EnsureRunningOn(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(d.ds, instance_id));
+  // A removal of a leftover VM of this instance, judged before the placement committed, must
+  // not land after the registration below.
+  d.dataplane.removals.AwaitNone(instance_id);
+  auto vm = sled->EnsureRunning(spec);
+  if (!vm) {
+    if (auto s = sled->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+    return Fail(vm.error());
+  }
+  return VmStarted{std::string(agents::ToString(vm->state))};
+}
+
+void UnregisterFrom(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+  auto sled = d.dataplane.Sled(sled_id);
+  if (!sled) return LogBestEffort("sled unregister", sled.error());
+  if (auto s = (*sled)->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+}
+
+void SyncNatBestEffort(SagaDeps& d) {
+  if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+}
+
+}  // namespace fp::app
