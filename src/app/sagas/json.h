@@ -4,8 +4,8 @@
 // outputs. Each saga declares its parameters and the outputs later nodes read as structs with
 // nlohmann's type macros, beside its DAG and actions (app/sagas/<saga>.h); a struct's field
 // names are the JSON keys in the log. Those keys never change: a saga logged by an older binary
-// must still decode after an upgrade, when recovery resumes it (app/sagas_json_test.cc holds logs
-// as the string-keyed code before these structs wrote them).
+// must still decode after an upgrade, when recovery resumes it (app/saga_log_compat_test.cc holds
+// logs as the string-keyed code before these structs wrote them).
 //
 // Structs whose older writers left keys out use the _WITH_DEFAULT macro (an absent key reads
 // as the struct's default, as the older readers' `value(key, default)` did); the others use the

@@ -1,8 +1,7 @@
 // The saga logs that the string-keyed code before the typed saga parameters wrote: each is
 // hand-written here exactly as that code wrote it (app/instance_sagas.cc, app/external_ips.cc,
 // app/instances.cc of that time), and must still decode into today's structs, keeping every
-// key. A saga persisted by the older binary is resumed by this one after an upgrade
-// (instance_sagas_test.cc resumes such logs end to end).
+// key; and a saga persisted by the older binary is resumed by this one after an upgrade.
 
 #include <gtest/gtest.h>
 
@@ -13,11 +12,17 @@
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
 #include "app/sagas/ip_steps.h"
+#include "app/testing/instance_world.h"
+#include "db/attach.h"
+#include "db/saga_log.h"
 
 namespace fp::app {
 namespace {
 
+using db::testing::ByName;
 using saga::Json;
+using testing::AttachSagaTest;
+using testing::World;
 
 constexpr char kA[] = "0c5c3a7e-7d3e-4b1e-9a56-0d1f6c1c0a01";
 constexpr char kB[] = "0c5c3a7e-7d3e-4b1e-9a56-0d1f6c1c0a02";
@@ -249,6 +254,164 @@ TEST(OldSagaLogs, AMalformedValueIsAnInternalError) {
   Json record = OldInstanceRecord();
   record["state"] = "sleeping";
   EXPECT_FALSE(Decode<InstanceCreated>(Json{{"instance", record}}, "test"));
+}
+
+// --- Resumed after an upgrade ---
+
+// Writes a saga as the older binary logged it, owned by the test's executor: `dag` is the DAG's
+// JSON as that binary wrote it, and node k of `outputs` succeeded with that output. The effects
+// of those nodes are the caller's to apply.
+Status WriteOldSaga(db::Datastore& ds, const Uuid& id, const saga::Json& dag,
+                    const std::vector<saga::Json>& outputs) {
+  db::SagaRow row;
+  row.id = id;
+  row.name = dag.at("name").get<std::string>();
+  row.dag = dag.dump();
+  row.owner = db::SagaOwner{"test-sec", 1};
+  FP_TRY(db::SagaCreate(ds, row));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int node = static_cast<int>(k);
+    FP_CHECK_OK(db::SagaRecord(ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kStarted},
+                               std::nullopt, std::nullopt));
+    FP_CHECK_OK(db::SagaRecord(
+        ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kSucceeded, outputs[k].dump()},
+        std::nullopt, std::nullopt));
+  }
+  return Ok();
+}
+
+saga::Json OldNodes(const std::string& saga, const std::vector<std::string>& nodes) {
+  saga::Json out = saga::Json::array();
+  for (const std::string& n : nodes) {
+    std::string action = n.rfind("external_ip_", 0) == 0 ? "external_ip" : n;
+    out.push_back(saga::Json{{"name", n}, {"action", saga + "." + action}});
+  }
+  return out;
+}
+
+TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
+  model::ExternalIp fip = Fip("web");
+  const Uuid saga_id = Uuid::Random(), instance_id = Uuid::Random();
+  saga::Json params{
+      {"instance_id", instance_id.ToString()},
+      {"nic_id", Uuid::Random().ToString()},
+      {"snat_id", Uuid::Random().ToString()},
+      {"project_id", ds->ProjectLookup(silo_.id, ByName("p1"))->id.ToString()},
+      {"silo_id", silo_.id.ToString()},
+      {"name", "old-vm"},
+      {"description", ""},
+      {"hostname", "old-vm"},
+      {"ncpus", 1},
+      {"memory", uint64_t{1} << 30},
+      {"nic", "dual_stack"},
+      {"start", false},
+      {"external_ips",
+       saga::Json::array({saga::Json{{"type", "floating"}, {"ip_id", fip.id.ToString()}},
+                          saga::Json{{"type", "ephemeral"},
+                                     {"ip_id", Uuid::Random().ToString()},
+                                     {"ip_version", "v4"}}})}};
+  saga::Json dag{{"name", "instance_create"},
+                 {"params", params},
+                 {"nodes", OldNodes("instance_create", {"record", "snat", "external_ip_0",
+                                                        "external_ip_1", "finish"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, saga_id, dag, {}));
+  auto outcome = exec_->Resume(saga_id);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  ASSERT_EQ(outcome->kind, saga::SagaResultKind::kDone)
+      << (outcome->error ? outcome->error->message() : "");
+  auto replayed = instances_->InstanceOfSaga(actor_, params, outcome->output);
+  ASSERT_TRUE(replayed) << replayed.error().message();
+  EXPECT_EQ(replayed->id, instance_id);
+  EXPECT_EQ(replayed->name, "old-vm");
+  EXPECT_EQ(replayed->run_state, "stopped");
+  auto ips = instances_->ExternalIps(actor_, NameOrId(instance_id), std::nullopt);
+  ASSERT_TRUE(ips) << ips.error().message();
+  EXPECT_EQ(ips->size(), 3u);  // SNAT, floating, ephemeral
+  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, instance_id);
+}
+
+// The start's `place` node had run under the older binary: the nodes after it read the sled
+// from that node's output as the older binary wrote it.
+TEST_F(AttachSagaTest, AnInstanceStartLoggedByTheOlderBinaryResumesOnItsSled) {
+  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  const Uuid saga_id = Uuid::Random();
+  const Uuid sled = sled_ids_[1];
+  ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(db::InstanceBeginStartIn(tx, vm.id, sled, saga_id));
+    return true;
+  }));
+  saga::Json dag{{"name", "instance_start"},
+                 {"params", saga::Json{{"instance_id", vm.id.ToString()}}},
+                 {"nodes", OldNodes("instance_start", {"place", "nat", "sled", "switch"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, saga_id, dag, {saga::Json{{"sled_id", sled.ToString()}}}));
+  auto outcome = exec_->Resume(saga_id);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  ASSERT_EQ(outcome->kind, saga::SagaResultKind::kDone)
+      << (outcome->error ? outcome->error->message() : "");
+  EXPECT_EQ(instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->sled_id, sled);
+  EXPECT_TRUE(sled_sims_[1]->Instance(vm.id));
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 1u);
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+}
+
+// An attach whose `begin` node ran under the older binary, then a detach it logged and never
+// ran: both finish under this one, and their replies decode.
+TEST_F(AttachSagaTest, AnAttachAndADetachLoggedByTheOlderBinaryResume) {
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
+  const Uuid attach_id = Uuid::Random();
+  auto step = ds->Write<db::AttachStep>([&](db::Tx& tx) -> Result<db::AttachStep> {
+    db::AttachRequest req;
+    req.ip_id = fip.id;
+    req.instance_id = vm.id;
+    req.saga_id = attach_id;
+    db::AttachStep s = FP_TRY(db::BeginAttachIn(tx, req));
+    FP_TRY(db::NatEnsureForIpIn(tx, s.ip, vm.id, *s.sled));
+    return s;
+  });
+  ASSERT_TRUE(step && step->sled) << (step ? "no sled" : step.error().message());
+  saga::Json attach{{"name", "ip_attach"},
+                    {"params", saga::Json{{"kind", "floating"},
+                                          {"ip_id", fip.id.ToString()},
+                                          {"instance_id", vm.id.ToString()},
+                                          {"silo_id", silo_.id.ToString()}}},
+                    {"nodes", OldNodes("ip_attach", {"begin", "dataplane", "complete"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, attach_id, attach,
+                           {saga::Json{{"ip_id", fip.id.ToString()},
+                                       {"do_saga", true},
+                                       {"sled_id", step->sled->id.ToString()},
+                                       {"ip", step->ip.ip.ToString()}}}));
+  auto attached = exec_->Resume(attach_id);
+  ASSERT_TRUE(attached) << attached.error().message();
+  ASSERT_EQ(attached->kind, saga::SagaResultKind::kDone)
+      << (attached->error ? attached->error->message() : "");
+  auto ip = instances_->IpOfSagaOutput(attached->output);
+  ASSERT_TRUE(ip) << ip.error().message();
+  EXPECT_EQ(ip->parent_id, vm.id);
+  EXPECT_EQ(ip->state, model::AttachState::kAttached);
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 2u);  // SNAT, floating
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+  ASSERT_EQ(w.sled_vms.size(), 1u);
+  EXPECT_NE(w.sled_vms[0].find(fip.ip.ToString()), std::string::npos);
+
+  const Uuid detach_id = Uuid::Random();
+  saga::Json detach{{"name", "ip_detach"},
+                    {"params", saga::Json{{"kind", "floating"},
+                                          {"ip_id", fip.id.ToString()},
+                                          {"instance_id", vm.id.ToString()}}},
+                    {"nodes", OldNodes("ip_detach", {"begin", "dataplane", "complete"})}};
+  ASSERT_TRUE(WriteOldSaga(*ds, detach_id, detach, {}));
+  auto detached = exec_->Resume(detach_id);
+  ASSERT_TRUE(detached) << detached.error().message();
+  ASSERT_EQ(detached->kind, saga::SagaResultKind::kDone)
+      << (detached->error ? detached->error->message() : "");
+  ip = instances_->IpOfSagaOutput(detached->output);
+  ASSERT_TRUE(ip) << ip.error().message();
+  EXPECT_FALSE(ip->parent_id);
+  EXPECT_EQ(Observe().nat_rows.size(), 1u);
+  ExpectNoSagaStuckOrUnfinished();
 }
 
 }  // namespace
