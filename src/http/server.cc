@@ -13,7 +13,7 @@
 // (the thread-per-connection server this replaced was chosen for that reason). Handlers block
 // (on the database, on agents), so workers are threads, started as needed up to max_workers.
 
-#include "api/http_server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -45,14 +45,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "api/log.h"
-#include "api/socket_io.h"
+#include "common/log.h"
 #include "common/uuid.h"
+#include "http/socket_io.h"
 
-namespace fp::api {
+namespace fp::http {
 
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace beast_http = beast::http;
 
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
@@ -67,7 +67,7 @@ using socket_io::ParseOutcome;
 using socket_io::ReadOutcome;
 using socket_io::SteadyClock;
 using TimePoint = SteadyClock::time_point;
-using Parser = http::request_parser<http::string_body>;
+using Parser = beast_http::request_parser<beast_http::string_body>;
 
 std::string ErrorBody(std::string_view request_id, std::string_view code, std::string_view msg) {
   nlohmann::json j = {{"request_id", request_id}, {"error_code", code}, {"message", msg}};
@@ -78,11 +78,11 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
 // handler): a fresh request id, "Connection: close", and Retry-After for 503.
 std::string ErrorWire(int status, std::string_view code, std::string_view message) {
   std::string request_id = Uuid::Random().ToString();
-  http::response<http::string_body> res;
+  beast_http::response<beast_http::string_body> res;
   res.result(static_cast<unsigned>(status));
-  res.set(http::field::content_type, "application/json");
+  res.set(beast_http::field::content_type, "application/json");
   res.set("x-request-id", request_id);
-  if (status == 503) res.set(http::field::retry_after, "1");
+  if (status == 503) res.set(beast_http::field::retry_after, "1");
   res.keep_alive(false);
   res.body() = ErrorBody(request_id, code, message);
   res.prepare_payload();
@@ -642,19 +642,19 @@ class EventServer final : public HttpServer {
     auto start = SteadyClock::now();
     c.answered_any = true;
     std::string request_id = Uuid::Random().ToString();
-    http::response<http::string_body> res;
+    beast_http::response<beast_http::string_body> res;
     bool keep_alive = false;
     if (c.parse_error) {
       // The request could not be read as HTTP (over a limit, malformed): answer 400 and close.
       const auto& ec = c.parse_error;
       std::string msg =
-          ec == http::error::body_limit
+          ec == beast_http::error::body_limit
               ? fmt::format("request body exceeds the limit of {} bytes", options_.body_limit)
-          : ec == http::error::header_limit
+          : ec == beast_http::error::header_limit
               ? fmt::format("request headers exceed the limit of {} bytes", options_.header_limit)
               : fmt::format("malformed HTTP request: {}", ec.message());
       res.result(400);
-      res.set(http::field::content_type, "application/json");
+      res.set(beast_http::field::content_type, "application/json");
       res.body() = ErrorBody(request_id, "InvalidRequest", msg);
       LogRequest("-", "-", 400, start, request_id);
     } else {
@@ -678,7 +678,7 @@ class EventServer final : public HttpServer {
       res.version(req.version());
       HttpResponse out = handler_(r);
       res.result(static_cast<unsigned>(out.status));
-      if (!out.body.empty()) res.set(http::field::content_type, out.content_type);
+      if (!out.body.empty()) res.set(beast_http::field::content_type, out.content_type);
       for (const auto& [k, v] : out.headers) res.set(k, v);
       res.body() = std::move(out.body);
       LogRequest(r.method, r.path, out.status, start, request_id);
@@ -770,4 +770,4 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 
-}  // namespace fp::api
+}  // namespace fp::http

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace fp::agents {
+namespace fp::http {
 
 // What a peer answered: any status, 2xx or not.
 struct HttpAnswer {
@@ -64,4 +64,4 @@ class HttpClient {
 // to a refusal or an answer: a caller may then avoid calling a peer it just found hung.
 bool IsTimeout(const Error& e);
 
-}  // namespace fp::agents
+}  // namespace fp::http
