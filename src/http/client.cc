@@ -1,4 +1,5 @@
-// With src/api/http_server.cc, the only translation units that include Boost.Beast. Blocking
+// With the server's files (server.cc, event_loop.cc, workers.cc, response.cc), the only
+// translation units that include Boost.Beast. Blocking
 // sockets with poll()-bounded waits: a call does its I/O on the calling thread.
 
 #include "http/client.h"

@@ -1,7 +1,7 @@
 #pragma once
 
 // A small synchronous HTTP/1.1 client for talking to one dataplane agent. Beast stays inside
-// http_client.cc so that only it and the API server pay its compile time.
+// client.cc so that only it and the HTTP server pay its compile time.
 
 #include <chrono>
 #include <memory>

@@ -4,7 +4,8 @@
 // client. Beast parses and serializes. The blocking calls bound every wait with poll() and a
 // deadline, so the calling thread does the I/O itself; ParseBuffered serves an event loop that
 // reads without waiting.
-// Include only from http_server.cc and http_client.cc (Beast is slow to compile).
+// Include only from the server's files (via event_server.h) and client.cc (Beast is slow to
+// compile).
 
 #include <poll.h>
 #include <sys/socket.h>
