@@ -5,11 +5,11 @@
 #include <chrono>
 #include <thread>
 
-#include "api/log.h"
 #include "app/sagas/instance_create.h"
 #include "app/sagas/instance_delete.h"
 #include "app/sagas/instance_migrate.h"
 #include "app/sagas/instance_start.h"
+#include "common/log.h"
 
 namespace fp::app {
 
@@ -300,7 +300,7 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   // The instance's NAT rows went with it; tell the switch now (the reconciler retries if the
   // switch does not answer).
   if (auto s = nat_.Sync(); !s) {
-    api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
+    LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
   // A stopped VM whose unregister failed may still be on a sled, holding the addresses just
   // released: the reaper removes it from whichever sled holds it, now rather than at its next

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "api/log.h"
+#include "common/log.h"
 #include "db/instances.h"
 
 namespace fp::app {
@@ -25,18 +25,18 @@ void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
   }
   for (const IpAddr& ip : on_port) {
     if (attached.count(ip) || moving.count(ip)) continue;
-    api::LogEvent("warn", "removing an address the sled's port should not have",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    LogEvent("warn", "removing an address the sled's port should not have",
+             {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
     if (auto s = sled.RemoveExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
+      LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
     }
   }
   for (const IpAddr& ip : attached) {
     if (on_port.count(ip)) continue;
-    api::LogEvent("warn", "restoring an address missing from the sled's port",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    LogEvent("warn", "restoring an address missing from the sled's port",
+             {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
     if (auto s = sled.AddExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
+      LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
     }
   }
 }

@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "api/log.h"
 #include "app/port_reconciler.h"
+#include "common/log.h"
 #include "db/instances.h"
 
 namespace fp::app {
@@ -12,21 +12,21 @@ void SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAge
                                 const std::string& run_state) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state);
   if (!recorded) {
-    api::LogEvent("warn", "could not record run state",
-                  {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
+    LogEvent("warn", "could not record run state",
+             {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
     return;
   }
   if (auto s = nat_.Sync(); !s) {
-    api::LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
+    LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
   }
   // Through the orphan check: a start may already have placed the instance again.
   auto sled_id = instance.sled_id;
   if (!sled_id) return;
   if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
-    api::LogEvent("warn", "sled unregister after stop failed; the reaper retries",
-                  {{"instance", instance.id.ToString()},
-                   {"sled_agent", sled.address()},
-                   {"error", removed->error().message()}});
+    LogEvent("warn", "sled unregister after stop failed; the reaper retries",
+             {{"instance", instance.id.ToString()},
+              {"sled_agent", sled.address()},
+              {"error", removed->error().message()}});
   }
 }
 
@@ -53,7 +53,7 @@ void SledWatcher::ReapOrphans() {
     // a placement racing the removal).
     auto vms = sled->List();
     if (!vms) {
-      api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
+      LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
     for (const agents::SledInstance& vm : *vms) {
@@ -62,15 +62,15 @@ void SledWatcher::ReapOrphans() {
       auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
       if (!removed) continue;
       if (*removed) {
-        api::LogEvent("warn", "removed a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"state", agents::ToString(vm.state)},
-                       {"sled_agent", sled->address()}});
+        LogEvent("warn", "removed a VM the datastore does not place on this sled",
+                 {{"instance", vm.id.ToString()},
+                  {"state", agents::ToString(vm.state)},
+                  {"sled_agent", sled->address()}});
       } else {
-        api::LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"sled_agent", sled->address()},
-                       {"error", removed->error().message()}});
+        LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+                 {{"instance", vm.id.ToString()},
+                  {"sled_agent", sled->address()},
+                  {"error", removed->error().message()}});
       }
     }
   }

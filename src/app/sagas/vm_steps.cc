@@ -1,11 +1,11 @@
 #include "app/sagas/vm_steps.h"
 
-#include "api/log.h"
+#include "common/log.h"
 
 namespace fp::app {
 
 void LogBestEffort(std::string_view what, const Error& e) {
-  api::LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
+  LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
 }
 
 Result<VmStarted> EnsureRunningOn(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
