@@ -13,6 +13,7 @@
 #include "api/views.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
+#include "db/tokens.h"
 #include "saga/saga.h"
 
 namespace fp::api {
