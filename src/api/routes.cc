@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
+#include "db/tokens.h"
 #include "http/router.h"
 #include "saga/saga.h"
 

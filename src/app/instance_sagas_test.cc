@@ -269,7 +269,7 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
     Faults("instance_create", {.fail_node = node});
     ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
-    EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);
+    EXPECT_FALSE(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id);
   }
   for (int node = 1; node < kNodes; ++node) {
     Faults("instance_create", {.fail_node = node, .repeat_undo_node = node - 1});
@@ -282,7 +282,7 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
   ASSERT_TRUE(vm) << vm.error().message();
   auto ips = *instances_->ExternalIps(actor_, NameOrId(vm->id), std::nullopt);
   EXPECT_EQ(ips.size(), 3u);  // SNAT, floating, ephemeral
-  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, vm->id);
+  EXPECT_EQ(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id, vm->id);
 }
 
 // The reply is the row the saga's last node committed, even when a concurrent request changes
@@ -297,7 +297,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   ASSERT_TRUE(attached) << attached.error().message();
   EXPECT_EQ(attached->parent_id, vm.id);
   EXPECT_EQ(attached->state, model::AttachState::kAttached);
-  EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);  // the hook did run
+  EXPECT_FALSE(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id);  // the hook did run
 
   Faults("ip_attach", {});
   ASSERT_TRUE(Attach("floating", vm, &fip));
@@ -307,7 +307,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   ASSERT_TRUE(detached) << detached.error().message();
   EXPECT_FALSE(detached->parent_id);
   EXPECT_EQ(detached->state, model::AttachState::kDetached);
-  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, other.id);
+  EXPECT_EQ(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id, other.id);
 }
 
 TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {

@@ -296,7 +296,7 @@ TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
       {"instance_id", instance_id.ToString()},
       {"nic_id", Uuid::Random().ToString()},
       {"snat_id", Uuid::Random().ToString()},
-      {"project_id", ds->ProjectLookup(silo_.id, ByName("p1"))->id.ToString()},
+      {"project_id", db::ProjectLookup(*ds, silo_.id, ByName("p1"))->id.ToString()},
       {"silo_id", silo_.id.ToString()},
       {"name", "old-vm"},
       {"description", ""},
@@ -327,7 +327,7 @@ TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
   auto ips = instances_->ExternalIps(actor_, NameOrId(instance_id), std::nullopt);
   ASSERT_TRUE(ips) << ips.error().message();
   EXPECT_EQ(ips->size(), 3u);  // SNAT, floating, ephemeral
-  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, instance_id);
+  EXPECT_EQ(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id, instance_id);
 }
 
 // The start's `place` node had run under the older binary: the nodes after it read the sled

@@ -19,7 +19,11 @@
 #include "app/instances.h"
 #include "app/sagas/sagas.h"
 #include "app/sled_watcher.h"
+#include "db/external_ips.h"
+#include "db/ip_pools.h"
+#include "db/projects.h"
 #include "db/saga_log.h"
+#include "db/silos.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::app::testing {
@@ -61,16 +65,16 @@ class InstanceSagaTest : public ::testing::Test {
     sc.id = Uuid::Random();
     sc.name = "s1";
     sc.description = "";
-    silo_ = *ds->SiloCreate(sc);
+    silo_ = *db::SiloCreate(*ds, sc);
     actor_ = Actor{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
-    ASSERT_TRUE(ds->ProjectCreate(Uuid::Random(), silo_.id, "p1", ""));
+    ASSERT_TRUE(db::ProjectCreate(*ds, Uuid::Random(), silo_.id, "p1", ""));
     model::PoolCreate pc;
     pc.id = Uuid::Random();
     pc.name = "v4";
     pc.description = "";
-    pool_ = *ds->PoolCreate(pc);
-    ASSERT_TRUE(ds->RangeAdd(pool_.id, Uuid::Random(), Range("10.0.0.0", "10.0.0.7")));
-    ASSERT_TRUE(ds->Link(pool_.id, NameOrId(silo_.id), true));
+    pool_ = *db::PoolCreate(*ds, pc);
+    ASSERT_TRUE(db::RangeAdd(*ds, pool_.id, Uuid::Random(), Range("10.0.0.0", "10.0.0.7")));
+    ASSERT_TRUE(db::Link(*ds, pool_.id, NameOrId(silo_.id), true));
 
     switch_sim_ = *agents::sim::SwitchAgentSim::Start({});
     switch_client_ = agents::MakeSwitchAgentClient(switch_sim_->base_url(), 2000);
@@ -144,7 +148,7 @@ class InstanceSagaTest : public ::testing::Test {
       }
     }
     std::sort(w.sled_vms.begin(), w.sled_vms.end());
-    w.remaining = ds->Utilization(pool_.id)->remaining;
+    w.remaining = db::Utilization(*ds, pool_.id)->remaining;
     return w;
   }
 
@@ -198,10 +202,10 @@ class AttachSagaTest : public InstanceSagaTest {
     model::FloatingIpCreate c;
     c.id = Uuid::Random();
     c.silo_id = silo_.id;
-    c.project_id = ds->ProjectLookup(silo_.id, ByName("p1"))->id;
+    c.project_id = db::ProjectLookup(*ds, silo_.id, ByName("p1"))->id;
     c.name = name;
     c.description = "";
-    return *ds->FloatingIpCreate(c);
+    return *db::FloatingIpCreate(*ds, c);
   }
 
   // Attaches (kind "floating" or "ephemeral") and returns the attached address.
