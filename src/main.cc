@@ -30,7 +30,10 @@
 #include "api/routes.h"
 #include "app/control_plane.h"
 #include "app/history_pruner.h"
+#include "app/idempotency.h"
 #include "app/instances.h"
+#include "app/sagas.h"
+#include "app/store_stats.h"
 #include "db/datastore.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
@@ -390,11 +393,14 @@ int RunServer(const ServerFlags& flags) {
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
   // Set once the server runs; read by /metrics, which only a running server can serve.
   std::atomic<fp::api::HttpServer*> serving{nullptr};
-  auto server = fp::api::HttpServer::Start(
-      options, fp::api::MakeApiHandler(control_plane, &instances, [&serving] {
-        fp::api::HttpServer* s = serving.load();
-        return s ? s->stats() : fp::api::HttpServerStats{};
-      }));
+  fp::app::Idempotency idempotency(**datastore);
+  fp::app::Sagas sagas(**datastore);
+  fp::app::StoreStats store_stats(**datastore);
+  fp::api::Services services{control_plane, &instances, idempotency, sagas, store_stats};
+  auto server = fp::api::HttpServer::Start(options, fp::api::MakeApiHandler(services, [&serving] {
+                                             fp::api::HttpServer* s = serving.load();
+                                             return s ? s->stats() : fp::api::HttpServerStats{};
+                                           }));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     executor.Quiesce();
