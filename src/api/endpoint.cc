@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "api/log.h"
+#include "common/log.h"
 
 namespace fp::api {
 

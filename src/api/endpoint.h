@@ -8,16 +8,22 @@
 #include <string>
 #include <type_traits>
 
-#include "api/http_server.h"
 #include "api/json_input.h"
-#include "api/router.h"
 #include "app/control_plane.h"
 #include "app/idempotency.h"
 #include "app/instances.h"
 #include "app/sagas.h"
 #include "app/store_stats.h"
+#include "http/router.h"
+#include "http/server.h"
 
 namespace fp::api {
+
+using http::HttpHandler;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpServerStats;
+using http::PathParams;
 
 // The application services the API calls; not owned, each outlives the handler.
 struct Services {
@@ -73,7 +79,7 @@ struct Endpoint {
   SagaReplay from_saga;  // set for endpoints whose effect a saga carries
 };
 
-using Routes = Router<Endpoint>;
+using Routes = http::Router<Endpoint>;
 
 // A JSON response; a null body is sent empty.
 HttpResponse JsonResponse(int status, const Json& body);

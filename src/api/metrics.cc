@@ -49,7 +49,7 @@ std::string HistoryMetrics(const app::HistoryCounters& h) {
       h.log_file_bytes);
 }
 
-std::string AdmissionMetrics(const HttpServerStats& s) {
+std::string AdmissionMetrics(const http::HttpServerStats& s) {
   return fmt::format(
       "# HELP floatplane_http_connections Client connections open now, idle ones included.\n"
       "# TYPE floatplane_http_connections gauge\nfloatplane_http_connections {}\n"

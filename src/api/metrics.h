@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "api/http_server.h"
 #include "app/store_stats.h"
+#include "http/server.h"
 
 namespace fp::api {
 
@@ -14,6 +14,6 @@ std::string StoreMetrics(const app::StoreCounters& c);
 // The saga tables' and the database file's size, and what pruning removed.
 std::string HistoryMetrics(const app::HistoryCounters& h);
 // Connection admission counters (HttpServerStats).
-std::string AdmissionMetrics(const HttpServerStats& s);
+std::string AdmissionMetrics(const http::HttpServerStats& s);
 
 }  // namespace fp::api

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <optional>
 
-#include "api/log.h"
+#include "common/log.h"
 
 namespace fp::api {
 

@@ -26,7 +26,7 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
       if (auto answer = ServeSystem(req, services, http_stats)) return *answer;
       auto match = router->Find(req.method, req.path);
       if (!match) {
-        if (match.error().kind() == ErrorKind::kInvalidRequest) {
+        if (match.error().kind == http::RouteMiss::Kind::kMethodNotAllowed) {
           return JsonResponse(405, Json{{"request_id", req.request_id},
                                         {"error_code", "MethodNotAllowed"},
                                         {"message", "method not allowed"}});

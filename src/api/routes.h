@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "api/endpoint.h"
-#include "api/http_server.h"
+#include "http/server.h"
 
 namespace fp::api {
 
