@@ -3,6 +3,7 @@
 #include "db/datastore.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
+#include "db/tokens.h"
 #include "saga/saga.h"
 
 namespace fp::app {
