@@ -9,11 +9,15 @@
 #include <type_traits>
 
 #include "api/json_input.h"
-#include "app/control_plane.h"
+#include "app/floating_ips.h"
 #include "app/idempotency.h"
 #include "app/instances.h"
+#include "app/ip_pools.h"
+#include "app/projects.h"
 #include "app/sagas.h"
+#include "app/silos.h"
 #include "app/store_stats.h"
+#include "app/tokens.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -27,7 +31,11 @@ using http::PathParams;
 
 // The application services the API calls; not owned, each outlives the handler.
 struct Services {
-  app::ControlPlane& control_plane;
+  app::Silos& silos;
+  app::Projects& projects;
+  app::IpPools& ip_pools;
+  app::FloatingIps& floating_ips;
+  app::Tokens& tokens;
   app::Instances* instances;  // null without sled agents: instance and sled endpoints answer 503
   app::Idempotency& idempotency;
   app::Sagas& sagas;

@@ -67,7 +67,7 @@ void AddFloatingIpRoutes(Routes& r) {
   r.Add("GET", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
     NameOrId project = FP_TRY(ListProject(c.query));
-    auto items = FP_TRY(c.app.control_plane.FloatingIpList(c.actor, project, page));
+    auto items = FP_TRY(c.app.floating_ips.List(c.actor, project, page));
     std::string scope;
     if (!items.empty() && items.front().project_id) scope = items.front().project_id->ToString();
     return Reply{200, PageBody<model::ExternalIp>(items, page, &FloatingIpView, FipKeys, scope)};
@@ -80,28 +80,27 @@ void AddFloatingIpRoutes(Routes& r) {
     std::string description = FP_TRY(f.Description("description"));
     auto address = FP_TRY(ParseAddressAllocator(f));
     AnswerWrite<model::ExternalIp>(c, 201, &FloatingIpView);
-    return Reply{201, FloatingIpView(FP_TRY(c.app.control_plane.FloatingIpCreate(
-                          c.actor, project, name, description, address)))};
+    return Reply{201, FloatingIpView(FP_TRY(c.app.floating_ips.Create(c.actor, project, name,
+                                                                      description, address)))};
   });
   r.Add("GET", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
-    return Reply{200,
-                 FloatingIpView(FP_TRY(c.app.control_plane.FloatingIpView(c.actor, fip, project)))};
+    return Reply{200, FloatingIpView(FP_TRY(c.app.floating_ips.View(c.actor, fip, project)))};
   });
   r.Add("PUT", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
     AnswerWrite<model::ExternalIp>(c, 200, &FloatingIpView);
-    return Reply{200, FloatingIpView(FP_TRY(
-                          c.app.control_plane.FloatingIpUpdate(c.actor, fip, project, update)))};
+    return Reply{200,
+                 FloatingIpView(FP_TRY(c.app.floating_ips.Update(c.actor, fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.FloatingIpDelete(c.actor, fip, project));
+    FP_CHECK_OK(c.app.floating_ips.Delete(c.actor, fip, project));
     return Reply{204, nullptr};
   });
   AddAttachRoutes(r);

@@ -122,7 +122,7 @@ Result<Reply> CreateInstance(const Ctx& c) {
   if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
   if (!f.IsNullOrAbsent("network_interfaces")) p.nic = FP_TRY(ParseNetworkInterfaces(f));
   p.external_ips = FP_TRY(ParseRequestedExternalIps(body));
-  FP_CHECK_OK(app::CheckEphemeralIpRequests(c.app.control_plane, c.actor, p.external_ips));
+  FP_CHECK_OK(app::CheckEphemeralIpRequests(c.app.ip_pools, c.actor, p.external_ips));
   auto* compute = FP_TRY(c.Compute());
   return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
 }

@@ -112,35 +112,33 @@ void AddPoolRoutes(Routes& r) {
   r.Add("GET", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
     auto filter = FP_TRY(ParsePoolFilter(c.query, true));
     auto page = FP_TRY(ParsePage(c.query));
-    auto items = FP_TRY(c.app.control_plane.PoolList(c.actor, filter, page));
+    auto items = FP_TRY(c.app.ip_pools.List(c.actor, filter, page));
     return Reply{200,
                  PageBody<model::IpPool>(items, page, &IpPoolView, PoolKeys, FilterScope(filter))};
   });
   r.Add("POST", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
     model::PoolCreate p = FP_TRY(ParsePoolCreate(FP_TRY(c.Body())));
     AnswerWrite<model::IpPool>(c, 201, &IpPoolView);
-    return Reply{201, IpPoolView(FP_TRY(c.app.control_plane.PoolCreate(c.actor, p)))};
+    return Reply{201, IpPoolView(FP_TRY(c.app.ip_pools.Create(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
-    return Reply{
-        200,
-        IpPoolView(FP_TRY(c.app.control_plane.PoolView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+    return Reply{200,
+                 IpPoolView(FP_TRY(c.app.ip_pools.View(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
   });
   r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("pool"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
     AnswerWrite<model::IpPool>(c, 200, &IpPoolView);
-    return Reply{200,
-                 IpPoolView(FP_TRY(c.app.control_plane.PoolUpdate(c.actor, selector, update)))};
+    return Reply{200, IpPoolView(FP_TRY(c.app.ip_pools.Update(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.PoolDelete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
+    FP_CHECK_OK(c.app.ip_pools.Delete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
     return Reply{204, nullptr};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}/utilization", [](const Ctx& c) -> Result<Reply> {
-    return Reply{200, UtilizationView(FP_TRY(c.app.control_plane.Utilization(
-                          c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+    return Reply{200, UtilizationView(FP_TRY(
+                          c.app.ip_pools.Utilization(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
   });
 }
 
@@ -156,7 +154,7 @@ void AddRangeRoutes(Routes& r) {
       }
       after = *ip;
     }
-    auto items = FP_TRY(c.app.control_plane.RangeList(c.actor, pool, after, limit));
+    auto items = FP_TRY(c.app.ip_pools.RangeList(c.actor, pool, after, limit));
     Json arr = Json::array();
     for (const auto& item : items) arr.push_back(IpPoolRangeView(item));
     Json next = nullptr;
@@ -169,13 +167,13 @@ void AddRangeRoutes(Routes& r) {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
     AnswerWrite<model::IpPoolRange>(c, 201, &IpPoolRangeView);
-    return Reply{201, IpPoolRangeView(FP_TRY(c.app.control_plane.RangeAdd(c.actor, pool, range)))};
+    return Reply{201, IpPoolRangeView(FP_TRY(c.app.ip_pools.RangeAdd(c.actor, pool, range)))};
   });
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.RangeRemove(c.actor, pool, range));
+    FP_CHECK_OK(c.app.ip_pools.RangeRemove(c.actor, pool, range));
     return Reply{204, nullptr};
   });
 }
@@ -194,7 +192,7 @@ void AddSiloLinkRoutes(Routes& r) {
         return Fail(BadQuery("page_token", "not a page token returned by this server"));
       }
     }
-    auto items = FP_TRY(c.app.control_plane.LinkList(c.actor, pool, after, limit));
+    auto items = FP_TRY(c.app.ip_pools.LinkList(c.actor, pool, after, limit));
     Json arr = Json::array();
     for (const auto& item : items) arr.push_back(SiloLinkView(item));
     Json next = nullptr;
@@ -210,8 +208,7 @@ void AddSiloLinkRoutes(Routes& r) {
     NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
     bool is_default = FP_TRY(f.Bool("is_default"));
     AnswerWrite<model::SiloLink>(c, 201, &SiloLinkView);
-    return Reply{201,
-                 SiloLinkView(FP_TRY(c.app.control_plane.Link(c.actor, pool, silo, is_default)))};
+    return Reply{201, SiloLinkView(FP_TRY(c.app.ip_pools.Link(c.actor, pool, silo, is_default)))};
   });
   r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
@@ -219,13 +216,13 @@ void AddSiloLinkRoutes(Routes& r) {
     Json body = FP_TRY(c.Body());
     bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
     AnswerWrite<model::SiloLink>(c, 200, &SiloLinkView);
-    return Reply{
-        200, SiloLinkView(FP_TRY(c.app.control_plane.LinkUpdate(c.actor, pool, silo, is_default)))};
+    return Reply{200,
+                 SiloLinkView(FP_TRY(c.app.ip_pools.LinkUpdate(c.actor, pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")),
-                                           FP_TRY(c.PathNameOrId("silo"))));
+    FP_CHECK_OK(c.app.ip_pools.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")),
+                                      FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
 }
@@ -234,13 +231,13 @@ void AddSiloScopedPoolRoutes(Routes& r) {
   r.Add("GET", "/v1/ip-pools", [](const Ctx& c) -> Result<Reply> {
     auto filter = FP_TRY(ParsePoolFilter(c.query, false));
     auto page = FP_TRY(ParsePage(c.query));
-    auto items = FP_TRY(c.app.control_plane.SiloScopedPoolList(c.actor, filter, page));
+    auto items = FP_TRY(c.app.ip_pools.SiloScopedList(c.actor, filter, page));
     return Reply{200, PageBody<model::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys,
                                                   FilterScope(filter))};
   });
   r.Add("GET", "/v1/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
-    return Reply{200, SiloIpPoolView(FP_TRY(c.app.control_plane.SiloScopedPoolView(
-                          c.actor, FP_TRY(c.PathNameOrId("pool")))))};
+    return Reply{200, SiloIpPoolView(FP_TRY(
+                          c.app.ip_pools.SiloScopedView(c.actor, FP_TRY(c.PathNameOrId("pool")))))};
   });
 }
 

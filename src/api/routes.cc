@@ -35,7 +35,7 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
       }
       auto secret = BearerSecret(req);
       if (!secret) return ErrorResponse(req, secret.error());
-      auto actor = services.control_plane.Authenticate(*secret);
+      auto actor = services.tokens.Authenticate(*secret);
       if (!actor) return ErrorResponse(req, actor.error());
       auto query = Query::Parse(req.query);
       if (!query) return ErrorResponse(req, query.error());

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "db/testing/temp_datastore.h"
+#include "app/testing/services.h"
 
 namespace fp::api {
 namespace {
@@ -13,13 +13,10 @@ namespace {
 class RoutesTest : public ::testing::Test {
  protected:
   RoutesTest()
-      : control_plane_(*ds_),
-        idempotency_(*ds_),
-        sagas_(*ds_),
-        store_stats_(*ds_),
-        handler_(
-            MakeApiHandler(Services{control_plane_, nullptr, idempotency_, sagas_, store_stats_})) {
-    secret_ = **control_plane_.BootstrapDev();
+      : handler_(MakeApiHandler(Services{app_.silos, app_.projects, app_.ip_pools,
+                                         app_.floating_ips, app_.tokens, nullptr, app_.idempotency,
+                                         app_.sagas, app_.store_stats})) {
+    secret_ = **app_.tokens.BootstrapDev();
   }
 
   HttpResponse Call(const std::string& method, const std::string& target,
@@ -44,11 +41,7 @@ class RoutesTest : public ::testing::Test {
     return "";
   }
 
-  db::testing::TempDatastore ds_;
-  app::ControlPlane control_plane_;
-  app::Idempotency idempotency_;
-  app::Sagas sagas_;
-  app::StoreStats store_stats_;
+  app::testing::TempServices app_;
   HttpHandler handler_;
   std::string secret_;
   int requests_ = 0;
@@ -126,9 +119,9 @@ TEST_F(RoutesTest, SagasListIsForFleetAdminsBeforeItsQueryIsRead) {
   HttpResponse ok = Call("GET", "/v1/system/sagas");
   ASSERT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(Body(ok), (Json{{"items", Json::array()}, {"next_page", nullptr}}));
-  auto viewer = control_plane_.TokenCreate(
-      app::Actor{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin},
-      NameOrId(*Name::Parse("default")), model::Role::kSiloViewer, "viewer");
+  auto viewer =
+      app_.tokens.Create(app::Actor{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin},
+                         NameOrId(*Name::Parse("default")), model::Role::kSiloViewer, "viewer");
   ASSERT_TRUE(viewer);
   secret_ = viewer->secret;
   EXPECT_EQ(Call("GET", "/v1/system/sagas?limit=bad").status, 403);

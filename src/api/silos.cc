@@ -64,29 +64,26 @@ Result<model::SiloCreate> ParseSiloCreate(const Json& body) {
 void AddSiloRoutes(Routes& r) {
   r.Add("GET", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
-    auto items = FP_TRY(c.app.control_plane.SiloList(c.actor, page));
+    auto items = FP_TRY(c.app.silos.List(c.actor, page));
     return Reply{200, PageBody<model::Silo>(items, page, &SiloView, SiloKeys)};
   });
   r.Add("POST", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     model::SiloCreate p = FP_TRY(ParseSiloCreate(body));
     AnswerWrite<model::Silo>(c, 201, &SiloView);
-    return Reply{201, SiloView(FP_TRY(c.app.control_plane.SiloCreate(c.actor, p)))};
+    return Reply{201, SiloView(FP_TRY(c.app.silos.Create(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
-    return Reply{
-        200,
-        SiloView(FP_TRY(c.app.control_plane.SiloView(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
+    return Reply{200, SiloView(FP_TRY(c.app.silos.View(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
   });
   r.Add("DELETE", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.SiloDelete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
+    FP_CHECK_OK(c.app.silos.Delete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
   r.Add("GET", "/v1/system/silos/{silo}/ip-pools", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
-    auto items =
-        FP_TRY(c.app.control_plane.SiloPoolList(c.actor, FP_TRY(c.PathNameOrId("silo")), page));
+    auto items = FP_TRY(c.app.silos.PoolList(c.actor, FP_TRY(c.PathNameOrId("silo")), page));
     return Reply{200, PageBody<model::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys)};
   });
 }

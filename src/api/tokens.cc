@@ -20,12 +20,12 @@ void AddTokenRoutes(Routes& r) {
     if (name.empty() || name.size() > 255) {
       return Fail(BodyError("name", "must be between 1 and 255 characters"));
     }
-    auto issued = FP_TRY(c.app.control_plane.TokenCreate(c.actor, silo, *role, name));
+    auto issued = FP_TRY(c.app.tokens.Create(c.actor, silo, *role, name));
     return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
   });
   r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
     AnswerNoContent(c);
-    FP_CHECK_OK(c.app.control_plane.TokenRevoke(c.actor, FP_TRY(c.PathUuid("id"))));
+    FP_CHECK_OK(c.app.tokens.Revoke(c.actor, FP_TRY(c.PathUuid("id"))));
     return Reply{204, nullptr};
   });
 }

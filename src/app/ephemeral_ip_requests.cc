@@ -4,7 +4,7 @@
 
 namespace fp::app {
 
-Status CheckEphemeralIpRequests(ControlPlane& control_plane, const Actor& actor,
+Status CheckEphemeralIpRequests(IpPools& pools, const Actor& actor,
                                 const std::vector<RequestedExternalIp>& requested) {
   std::vector<model::PoolSelector> ephemeral;
   for (const RequestedExternalIp& r : requested) {
@@ -28,7 +28,7 @@ Status CheckEphemeralIpRequests(ControlPlane& control_plane, const Actor& actor,
   }
   auto version_of = [&](const model::PoolSelector& s) -> Result<IpVersion> {
     if (s.mode == Mode::kDefault) return *s.ip_version;
-    return FP_TRY(control_plane.SiloScopedPoolView(actor, *s.pool)).pool.ip_version;
+    return FP_TRY(pools.SiloScopedView(actor, *s.pool)).pool.ip_version;
   };
   if (a.mode == Mode::kDefault && b.mode == Mode::kDefault) {
     if (*a.ip_version == *b.ip_version) {

@@ -2,8 +2,9 @@
 
 #include <vector>
 
-#include "app/control_plane.h"
+#include "app/actor.h"
 #include "app/instances.h"
+#include "app/ip_pools.h"
 
 namespace fp::app {
 
@@ -13,7 +14,7 @@ namespace fp::app {
 // either; two of the same version (both auto, both explicit pools, or one of each); two from
 // the same pool. An explicit pool's version is the pool's as the actor's silo sees it: its
 // lookup's NotFound comes back as it is.
-Status CheckEphemeralIpRequests(ControlPlane& control_plane, const Actor& actor,
+Status CheckEphemeralIpRequests(IpPools& pools, const Actor& actor,
                                 const std::vector<RequestedExternalIp>& requested);
 
 }  // namespace fp::app

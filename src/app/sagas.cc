@@ -4,10 +4,7 @@
 
 namespace fp::app {
 
-Status Sagas::MayList(const Actor& actor) const {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  return Ok();
-}
+Status Sagas::MayList(const Actor& actor) const { return RequireFleetAdmin(actor); }
 
 Result<std::vector<SagaSummary>> Sagas::List(const Actor& actor, int64_t limit) {
   FP_CHECK_OK(MayList(actor));

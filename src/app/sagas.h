@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "app/control_plane.h"
+#include "app/actor.h"
 #include "common/error.h"
 #include "common/uuid.h"
 
