@@ -32,6 +32,7 @@
 #include "app/history_pruner.h"
 #include "app/instances.h"
 #include "db/datastore.h"
+#include "db/saga_log.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
 #include "saga/saga.h"
@@ -339,7 +340,8 @@ int RunServer(const ServerFlags& flags) {
   fp::app::RegisterInstanceActions(registry, deps);
   fp::app::RegisterExternalIpActions(registry, deps);
   // One server per SQLite database: it is the only saga execution coordinator.
-  fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
+  fp::db::DatastoreSagaStore saga_store(**datastore);
+  fp::saga::SagaExecutor executor(saga_store, registry, "sqlite-server");
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
     // A slow disk: each sync of the log first waits this long, so commits stay written but

@@ -18,11 +18,14 @@
 #include "common/time.h"
 #include "db/models.h"
 #include "db/sqlite.h"
+#include "saga/store.h"
 
 namespace fp::db {
 
-// A transaction in progress. Obtained only inside Datastore::Write/Read.
-class Tx {
+// A transaction in progress. Obtained only inside Datastore::Write/Read. It is the saga
+// engine's StoreTx of the datastore's saga store (db/saga_log.h), so that a saga action's
+// database change commits with the saga's log.
+class Tx : public saga::StoreTx {
  public:
   Tx(SqliteConnection& conn, Timestamp now) : conn_(conn), now_(now) {}
 
