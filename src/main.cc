@@ -200,7 +200,8 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
     // Underlay addresses fd00:1122:3344:101::1, :102::1, ... in sled order.
     fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
                                                 (fp::uint128{0x101u + i} << 64) | 1u);
-    fp::db::Sled sled = FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
+    fp::model::Sled sled =
+        FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
     out.sled_clients.push_back(
         fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms));
     out.dataplane.sleds[sled.id] = out.sled_clients.back().get();

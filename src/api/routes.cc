@@ -119,13 +119,13 @@ SagaReplay InstanceFromSaga(int status) {
 
 // --- pagination ---
 
-std::string_view ToString(db::SortOrder o) {
+std::string_view ToString(model::SortOrder o) {
   switch (o) {
-    case db::SortOrder::kNameAscending:
+    case model::SortOrder::kNameAscending:
       return "name_ascending";
-    case db::SortOrder::kNameDescending:
+    case model::SortOrder::kNameDescending:
       return "name_descending";
-    case db::SortOrder::kIdAscending:
+    case model::SortOrder::kIdAscending:
       return "id_ascending";
   }
   return "name_ascending";
@@ -196,18 +196,18 @@ Result<std::optional<PageToken>> ParsePageToken(const Query& q) {
 }
 
 // Parses limit, page_token and sort_by for lists sorted by name or id.
-Result<db::PageRequest> ParsePage(const Query& q) {
-  db::PageRequest page;
+Result<model::PageRequest> ParsePage(const Query& q) {
+  model::PageRequest page;
   page.limit = FP_TRY(ParseLimit(q));
   std::string order = q.Get("sort_by").value_or("name_ascending");
   auto token = FP_TRY(ParsePageToken(q));
   if (token) order = token->order;
   if (order == "name_ascending") {
-    page.order = db::SortOrder::kNameAscending;
+    page.order = model::SortOrder::kNameAscending;
   } else if (order == "name_descending") {
-    page.order = db::SortOrder::kNameDescending;
+    page.order = model::SortOrder::kNameDescending;
   } else if (order == "id_ascending") {
-    page.order = db::SortOrder::kIdAscending;
+    page.order = model::SortOrder::kIdAscending;
   } else {
     return Fail(BadQuery(token ? "page_token" : "sort_by",
                          "expected one of \"name_ascending\", \"name_descending\", "
@@ -219,7 +219,7 @@ Result<db::PageRequest> ParsePage(const Query& q) {
 
 // Builds a results page; `key` gives the sort key of an item for the next page token.
 template <typename T>
-Reply PageReply(const std::vector<T>& items, const db::PageRequest& page, Json (*view)(const T&),
+Reply PageReply(const std::vector<T>& items, const model::PageRequest& page, Json (*view)(const T&),
                 const std::function<std::pair<std::string, std::string>(const T&)>& name_and_id,
                 const std::string& scope = {}) {
   Json arr = Json::array();
@@ -228,16 +228,16 @@ Reply PageReply(const std::vector<T>& items, const db::PageRequest& page, Json (
   if (static_cast<int64_t>(items.size()) == page.limit && !items.empty()) {
     auto [name, id] = name_and_id(items.back());
     next = MakePageToken(ToString(page.order),
-                         page.order == db::SortOrder::kIdAscending ? id : name, scope);
+                         page.order == model::SortOrder::kIdAscending ? id : name, scope);
   }
   return Reply{200, Json{{"items", std::move(arr)}, {"next_page", std::move(next)}}};
 }
 
 // --- body parsing ---
 
-Result<db::IdentityUpdate> ParseIdentityUpdate(const Json& body) {
+Result<model::IdentityUpdate> ParseIdentityUpdate(const Json& body) {
   Fields f(body, "");
-  db::IdentityUpdate u;
+  model::IdentityUpdate u;
   if (auto name = FP_TRY(f.OptName("name"))) u.name = name->str();
   u.description = FP_TRY(f.OptDescription("description"));
   return u;
@@ -256,14 +256,14 @@ Result<IpRange> ParseIpRange(const Json& body) {
   return *range;
 }
 
-Result<db::PoolSelector> ParsePoolSelector(const Fields& f) {
-  db::PoolSelector s;
+Result<model::PoolSelector> ParsePoolSelector(const Fields& f) {
+  model::PoolSelector s;
   std::string type = FP_TRY(f.String("type"));
   if (type == "explicit") {
-    s.mode = db::PoolSelector::Mode::kExplicitPool;
+    s.mode = model::PoolSelector::Mode::kExplicitPool;
     s.pool = FP_TRY(f.NameOrIdField("pool"));
   } else if (type == "auto") {
-    s.mode = db::PoolSelector::Mode::kDefault;
+    s.mode = model::PoolSelector::Mode::kDefault;
     if (auto v = FP_TRY(f.OptString("ip_version"))) {
       auto version = ParseIpVersion(*v);
       if (!version) return Fail(BodyError(f.FieldPath("ip_version"), "expected \"v4\" or \"v6\""));
@@ -275,8 +275,8 @@ Result<db::PoolSelector> ParsePoolSelector(const Fields& f) {
   return s;
 }
 
-Result<db::AddressRequest> ParseAddressAllocator(const Fields& body) {
-  db::AddressRequest req;
+Result<model::AddressRequest> ParseAddressAllocator(const Fields& body) {
+  model::AddressRequest req;
   if (body.IsNullOrAbsent("address_allocator")) return req;
   Fields f = FP_TRY(body.Object("address_allocator"));
   std::string type = FP_TRY(f.String("type"));
@@ -306,25 +306,25 @@ Result<E> ParseEnumField(const Fields& f, std::string_view field,
 std::optional<IpVersion> ParseVersionText(std::string_view s) { return ParseIpVersion(s); }
 
 // The pool filters as a page-token scope, so that later pages keep the first page's filter.
-std::string FilterScope(const db::IpPoolFilter& f) {
+std::string FilterScope(const model::IpPoolFilter& f) {
   return Json{{"ip_version", f.ip_version ? Json(ToString(*f.ip_version)) : Json()},
-              {"pool_type", f.pool_type ? Json(db::ToString(*f.pool_type)) : Json()},
-              {"assignment", f.assignment ? Json(db::ToString(*f.assignment)) : Json()}}
+              {"pool_type", f.pool_type ? Json(model::ToString(*f.pool_type)) : Json()},
+              {"assignment", f.assignment ? Json(model::ToString(*f.assignment)) : Json()}}
       .dump();
 }
 
 // Filters come from the query on the first page and from the page token after that; a query
 // that names a different filter than its token is refused.
-Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
-  db::IpPoolFilter f;
+Result<model::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
+  model::IpPoolFilter f;
   f.ip_version = FP_TRY(q.OptIpVersion("ip_version"));
   if (auto t = q.Get("pool_type")) {
-    f.pool_type = db::ParsePoolType(*t);
+    f.pool_type = model::ParsePoolType(*t);
     if (!f.pool_type) return Fail(BadQuery("pool_type", "expected \"unicast\" or \"multicast\""));
   }
   if (with_assignment) {
     if (auto a = q.Get("assignment")) {
-      f.assignment = db::ParsePoolAssignment(*a);
+      f.assignment = model::ParsePoolAssignment(*a);
       if (!f.assignment) {
         return Fail(BadQuery("assignment", "expected \"silos\" or \"system_services\""));
       }
@@ -334,15 +334,15 @@ Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
   if (!token) return f;
   Json scope = Json::parse(token->scope, nullptr, false);
   if (!scope.is_object()) return Fail(BadQuery("page_token", "not a page token of this list"));
-  db::IpPoolFilter from_token;
+  model::IpPoolFilter from_token;
   if (scope.value("ip_version", Json()).is_string()) {
     from_token.ip_version = ParseIpVersion(scope["ip_version"].get<std::string>());
   }
   if (scope.value("pool_type", Json()).is_string()) {
-    from_token.pool_type = db::ParsePoolType(scope["pool_type"].get<std::string>());
+    from_token.pool_type = model::ParsePoolType(scope["pool_type"].get<std::string>());
   }
   if (scope.value("assignment", Json()).is_string()) {
-    from_token.assignment = db::ParsePoolAssignment(scope["assignment"].get<std::string>());
+    from_token.assignment = model::ParsePoolAssignment(scope["assignment"].get<std::string>());
   }
   bool given =
       q.Get("ip_version") || q.Get("pool_type") || (with_assignment && q.Get("assignment"));
@@ -352,19 +352,19 @@ Result<db::IpPoolFilter> ParsePoolFilter(const Query& q, bool with_assignment) {
   return from_token;
 }
 
-std::pair<std::string, std::string> SiloKeys(const db::Silo& s) {
+std::pair<std::string, std::string> SiloKeys(const model::Silo& s) {
   return {s.name, s.id.ToString()};
 }
-std::pair<std::string, std::string> ProjectKeys(const db::Project& p) {
+std::pair<std::string, std::string> ProjectKeys(const model::Project& p) {
   return {p.name, p.id.ToString()};
 }
-std::pair<std::string, std::string> PoolKeys(const db::IpPool& p) {
+std::pair<std::string, std::string> PoolKeys(const model::IpPool& p) {
   return {p.name, p.id.ToString()};
 }
-std::pair<std::string, std::string> SiloPoolKeys(const db::SiloIpPool& p) {
+std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p) {
   return {p.pool.name, p.pool.id.ToString()};
 }
-std::pair<std::string, std::string> FipKeys(const db::ExternalIp& e) {
+std::pair<std::string, std::string> FipKeys(const model::ExternalIp& e) {
   return {e.name.value_or(""), e.id.ToString()};
 }
 
@@ -374,12 +374,12 @@ void AddSiloRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.SiloList(c.actor, page));
-    return PageReply<db::Silo>(items, page, &SiloView, SiloKeys);
+    return PageReply<model::Silo>(items, page, &SiloView, SiloKeys);
   });
   r.Add("POST", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
-    db::SiloCreate p;
+    model::SiloCreate p;
     p.name = FP_TRY(f.NameField("name")).str();
     p.description = FP_TRY(f.Description("description"));
     p.discoverable = FP_TRY(f.Bool("discoverable"));
@@ -414,7 +414,7 @@ void AddSiloRoutes(Router<Endpoint>& r) {
       return Fail(BodyError("tls_certificates",
                             "floatplane does not serve TLS itself; pass an empty list"));
     }
-    AnswerWrite<db::Silo>(c, 201, &SiloView);
+    AnswerWrite<model::Silo>(c, 201, &SiloView);
     return Reply{201, SiloView(FP_TRY(c.cp.SiloCreate(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
@@ -428,7 +428,7 @@ void AddSiloRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/system/silos/{silo}/ip-pools", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.SiloPoolList(c.actor, FP_TRY(c.PathNameOrId("silo")), page));
-    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
+    return PageReply<model::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys);
   });
 }
 
@@ -436,14 +436,14 @@ void AddProjectRoutes(Router<Endpoint>& r) {
   r.Add("GET", "/v1/projects", [](const Ctx& c) -> Result<Reply> {
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.ProjectList(c.actor, page));
-    return PageReply<db::Project>(items, page, &ProjectView, ProjectKeys);
+    return PageReply<model::Project>(items, page, &ProjectView, ProjectKeys);
   });
   r.Add("POST", "/v1/projects", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
-    AnswerWrite<db::Project>(c, 201, &ProjectView);
+    AnswerWrite<model::Project>(c, 201, &ProjectView);
     return Reply{201, ProjectView(FP_TRY(c.cp.ProjectCreate(c.actor, name, description)))};
   });
   r.Add("GET", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
@@ -453,7 +453,7 @@ void AddProjectRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<db::Project>(c, 200, &ProjectView);
+    AnswerWrite<model::Project>(c, 200, &ProjectView);
     return Reply{200, ProjectView(FP_TRY(c.cp.ProjectUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
@@ -468,22 +468,23 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto filter = FP_TRY(ParsePoolFilter(c.query, true));
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.PoolList(c.actor, filter, page));
-    return PageReply<db::IpPool>(items, page, &IpPoolView, PoolKeys, FilterScope(filter));
+    return PageReply<model::IpPool>(items, page, &IpPoolView, PoolKeys, FilterScope(filter));
   });
   r.Add("POST", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
-    db::PoolCreate p;
+    model::PoolCreate p;
     p.name = FP_TRY(f.NameField("name")).str();
     p.description = FP_TRY(f.Description("description"));
     p.ip_version = FP_TRY(ParseEnumField<IpVersion>(f, "ip_version", &ParseVersionText,
                                                     IpVersion::kV4, "\"v4\", \"v6\""));
-    p.pool_type = FP_TRY(ParseEnumField<db::PoolType>(
-        f, "pool_type", &db::ParsePoolType, db::PoolType::kUnicast, "\"unicast\", \"multicast\""));
-    p.assignment = FP_TRY(ParseEnumField<db::PoolAssignment>(
-        f, "assignment", &db::ParsePoolAssignment, db::PoolAssignment::kSilos,
+    p.pool_type = FP_TRY(ParseEnumField<model::PoolType>(f, "pool_type", &model::ParsePoolType,
+                                                         model::PoolType::kUnicast,
+                                                         "\"unicast\", \"multicast\""));
+    p.assignment = FP_TRY(ParseEnumField<model::PoolAssignment>(
+        f, "assignment", &model::ParsePoolAssignment, model::PoolAssignment::kSilos,
         "\"silos\", \"system_services\""));
-    AnswerWrite<db::IpPool>(c, 201, &IpPoolView);
+    AnswerWrite<model::IpPool>(c, 201, &IpPoolView);
     return Reply{201, IpPoolView(FP_TRY(c.cp.PoolCreate(c.actor, p)))};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
@@ -492,7 +493,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("pool"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<db::IpPool>(c, 200, &IpPoolView);
+    AnswerWrite<model::IpPool>(c, 200, &IpPoolView);
     return Reply{200, IpPoolView(FP_TRY(c.cp.PoolUpdate(c.actor, selector, update)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
@@ -523,7 +524,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/add", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
-    AnswerWrite<db::IpPoolRange>(c, 201, &IpPoolRangeView);
+    AnswerWrite<model::IpPoolRange>(c, 201, &IpPoolRangeView);
     return Reply{201, IpPoolRangeView(FP_TRY(c.cp.RangeAdd(c.actor, pool, range)))};
   });
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
@@ -561,7 +562,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     Fields f(body, "");
     NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
     bool is_default = FP_TRY(f.Bool("is_default"));
-    AnswerWrite<db::SiloLink>(c, 201, &SiloLinkView);
+    AnswerWrite<model::SiloLink>(c, 201, &SiloLinkView);
     return Reply{201, SiloLinkView(FP_TRY(c.cp.Link(c.actor, pool, silo, is_default)))};
   });
   r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
@@ -569,7 +570,7 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto silo = FP_TRY(c.PathNameOrId("silo"));
     Json body = FP_TRY(c.Body());
     bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
-    AnswerWrite<db::SiloLink>(c, 200, &SiloLinkView);
+    AnswerWrite<model::SiloLink>(c, 200, &SiloLinkView);
     return Reply{200, SiloLinkView(FP_TRY(c.cp.LinkUpdate(c.actor, pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
@@ -586,8 +587,8 @@ void AddPoolRoutes(Router<Endpoint>& r) {
     auto filter = FP_TRY(ParsePoolFilter(c.query, false));
     auto page = FP_TRY(ParsePage(c.query));
     auto items = FP_TRY(c.cp.SiloScopedPoolList(c.actor, filter, page));
-    return PageReply<db::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys,
-                                     FilterScope(filter));
+    return PageReply<model::SiloIpPool>(items, page, &SiloIpPoolView, SiloPoolKeys,
+                                        FilterScope(filter));
   });
   r.Add("GET", "/v1/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     return Reply{
@@ -614,7 +615,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     auto items = FP_TRY(c.cp.FloatingIpList(c.actor, project, page));
     std::string scope;
     if (!items.empty() && items.front().project_id) scope = items.front().project_id->ToString();
-    return PageReply<db::ExternalIp>(items, page, &FloatingIpView, FipKeys, scope);
+    return PageReply<model::ExternalIp>(items, page, &FloatingIpView, FipKeys, scope);
   });
   r.Add("POST", "/v1/floating-ips", [](const Ctx& c) -> Result<Reply> {
     auto project = FP_TRY(c.query.RequiredNameOrId("project"));
@@ -623,7 +624,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
     auto address = FP_TRY(ParseAddressAllocator(f));
-    AnswerWrite<db::ExternalIp>(c, 201, &FloatingIpView);
+    AnswerWrite<model::ExternalIp>(c, 201, &FloatingIpView);
     return Reply{201, FloatingIpView(FP_TRY(
                           c.cp.FloatingIpCreate(c.actor, project, name, description, address)))};
   });
@@ -636,7 +637,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<db::ExternalIp>(c, 200, &FloatingIpView);
+    AnswerWrite<model::ExternalIp>(c, 200, &FloatingIpView);
     return Reply{200, FloatingIpView(FP_TRY(c.cp.FloatingIpUpdate(c.actor, fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
@@ -648,7 +649,7 @@ void AddFloatingIpRoutes(Router<Endpoint>& r) {
   });
 }
 
-std::pair<std::string, std::string> InstanceKeys(const db::Instance& i) {
+std::pair<std::string, std::string> InstanceKeys(const model::Instance& i) {
   return {i.name, i.id.ToString()};
 }
 
@@ -698,7 +699,7 @@ Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ct
     return Fail(
         Error::InvalidRequest("An instance may not have more than 32 external IP addresses"));
   }
-  std::vector<db::PoolSelector> ephemeral;
+  std::vector<model::PoolSelector> ephemeral;
   for (size_t i = 0; i < it->size(); ++i) {
     const Json& item = (*it)[i];
     std::string path = fmt::format("external_ips[{}]", i);
@@ -706,7 +707,7 @@ Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ct
     Fields f(item, path);
     std::string type = FP_TRY(f.String("type"));
     if (type == "ephemeral") {
-      db::PoolSelector sel;
+      model::PoolSelector sel;
       if (!f.IsNullOrAbsent("pool_selector")) {
         sel = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
       }
@@ -723,10 +724,10 @@ Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ct
         Error::InvalidRequest("An instance may not have more than 2 ephemeral IP addresses"));
   }
   if (ephemeral.size() == 2) {
-    using Mode = db::PoolSelector::Mode;
+    using Mode = model::PoolSelector::Mode;
     const auto& a = ephemeral[0];
     const auto& b = ephemeral[1];
-    auto vague = [](const db::PoolSelector& s) {
+    auto vague = [](const model::PoolSelector& s) {
       return s.mode == Mode::kDefault && !s.ip_version;
     };
     if (vague(a) || vague(b)) {
@@ -734,7 +735,7 @@ Result<std::vector<app::RequestedExternalIp>> ParseRequestedExternalIps(const Ct
           "when requesting two ephemeral IPs, IP version or explicit pool name must be specified "
           "on each"));
     }
-    auto version_of = [&](const db::PoolSelector& s) -> Result<IpVersion> {
+    auto version_of = [&](const model::PoolSelector& s) -> Result<IpVersion> {
       if (s.mode == Mode::kDefault) return *s.ip_version;
       return FP_TRY(c.cp.SiloScopedPoolView(c.actor, *s.pool)).pool.ip_version;
     };
@@ -772,7 +773,7 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     NameOrId project = FP_TRY(ListProject(c.query));
     auto items = FP_TRY(FP_TRY(c.Compute())->List(c.actor, project, page));
     std::string scope = items.empty() ? std::string() : items.front().project_id.ToString();
-    return PageReply<db::Instance>(items, page, &InstanceView, InstanceKeys, scope);
+    return PageReply<model::Instance>(items, page, &InstanceView, InstanceKeys, scope);
   });
   r.Add("POST", "/v1/instances",
         Endpoint(
@@ -793,13 +794,13 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
                 Fields nics = FP_TRY(f.Object("network_interfaces"));
                 std::string type = FP_TRY(nics.String("type"));
                 if (type == "default_ipv4") {
-                  p.nic = db::NicKind::kIpv4;
+                  p.nic = model::NicKind::kIpv4;
                 } else if (type == "default_ipv6") {
-                  p.nic = db::NicKind::kIpv6;
+                  p.nic = model::NicKind::kIpv6;
                 } else if (type == "default_dual_stack") {
-                  p.nic = db::NicKind::kDualStack;
+                  p.nic = model::NicKind::kDualStack;
                 } else if (type == "none") {
-                  p.nic = db::NicKind::kNone;
+                  p.nic = model::NicKind::kNone;
                 } else if (type == "create") {
                   return Fail(BodyError("network_interfaces.type",
                                         "\"create\" is not supported; use \"default_ipv4\", "
@@ -827,7 +828,7 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
-    AnswerWrite<db::Instance>(c, 200, &InstanceView);
+    AnswerWrite<model::Instance>(c, 200, &InstanceView);
     return Reply{
         200, InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, size)))};
   });
@@ -840,8 +841,8 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
               return Reply{204, nullptr};
             },
             NoContentFromSaga));
-  using Op = Result<db::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
-                                                      const std::optional<NameOrId>&);
+  using Op = Result<model::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
+                                                         const std::optional<NameOrId>&);
   for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
                           std::pair<const char*, Op>{"stop", &app::Instances::Stop},
                           std::pair<const char*, Op>{"reboot", &app::Instances::Reboot}}) {
@@ -856,7 +857,7 @@ void AddInstanceRoutes(Router<Endpoint>& r) {
                 auto instance = FP_TRY(c.PathNameOrId("instance"));
                 auto project = FP_TRY(c.query.OptNameOrId("project"));
                 app::Instances* compute = FP_TRY(c.Compute());
-                if (answer_with_write) AnswerWrite<db::Instance>(c, 202, &InstanceView);
+                if (answer_with_write) AnswerWrite<model::Instance>(c, 202, &InstanceView);
                 return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
               },
               InstanceFromSaga(202)));
@@ -942,7 +943,7 @@ void AddAttachRoutes(Router<Endpoint>& r) {
             auto project = FP_TRY(c.query.OptNameOrId("project"));
             Json body = FP_TRY(c.Body(/*allow_empty=*/true));
             Fields f(body, "");
-            db::PoolSelector selector;
+            model::PoolSelector selector;
             if (!f.IsNullOrAbsent("pool_selector")) {
               selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
             }
@@ -987,7 +988,7 @@ void AddTokenRoutes(Router<Endpoint>& r) {
     Fields f(body, "");
     NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
     std::string role_text = FP_TRY(f.String("role"));
-    auto role = db::ParseRole(role_text);
+    auto role = model::ParseRole(role_text);
     if (!role) {
       return Fail(BodyError("role",
                             "expected one of \"fleet_admin\", \"silo_admin\", "

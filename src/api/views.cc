@@ -15,7 +15,7 @@ Json Identity(const Uuid& id, const std::string& name, const std::string& descri
 }
 }  // namespace
 
-Json SiloView(const db::Silo& s) {
+Json SiloView(const model::Silo& s) {
   Json j = Identity(s.id, s.name, s.description, s.time_created, s.time_modified);
   j["discoverable"] = s.discoverable;
   j["identity_mode"] = s.identity_mode;
@@ -24,11 +24,11 @@ Json SiloView(const db::Silo& s) {
   return j;
 }
 
-Json ProjectView(const db::Project& p) {
+Json ProjectView(const model::Project& p) {
   return Identity(p.id, p.name, p.description, p.time_created, p.time_modified);
 }
 
-Json IpPoolView(const db::IpPool& p) {
+Json IpPoolView(const model::IpPool& p) {
   Json j = Identity(p.id, p.name, p.description, p.time_created, p.time_modified);
   j["ip_version"] = ToString(p.ip_version);
   j["pool_type"] = ToString(p.pool_type);
@@ -36,7 +36,7 @@ Json IpPoolView(const db::IpPool& p) {
   return j;
 }
 
-Json SiloIpPoolView(const db::SiloIpPool& p) {
+Json SiloIpPoolView(const model::SiloIpPool& p) {
   Json j = Identity(p.pool.id, p.pool.name, p.pool.description, p.pool.time_created,
                     p.pool.time_modified);
   j["ip_version"] = ToString(p.pool.ip_version);
@@ -49,20 +49,20 @@ Json IpRangeView(const IpRange& r) {
   return Json{{"first", r.first.ToString()}, {"last", r.last.ToString()}};
 }
 
-Json IpPoolRangeView(const db::IpPoolRange& r) {
+Json IpPoolRangeView(const model::IpPoolRange& r) {
   return Json{{"id", r.id.ToString()},
               {"ip_pool_id", r.pool_id.ToString()},
               {"range", IpRangeView(r.range)},
               {"time_created", FormatRfc3339(r.time_created)}};
 }
 
-Json SiloLinkView(const db::SiloLink& l) {
+Json SiloLinkView(const model::SiloLink& l) {
   return Json{{"ip_pool_id", l.pool_id.ToString()},
               {"silo_id", l.silo_id.ToString()},
               {"is_default", l.is_default}};
 }
 
-Json FloatingIpView(const db::ExternalIp& e) {
+Json FloatingIpView(const model::ExternalIp& e) {
   Json j = Identity(e.id, e.name.value_or(""), e.description.value_or(""), e.time_created,
                     e.time_modified);
   j["ip"] = e.ip.ToString();
@@ -72,7 +72,7 @@ Json FloatingIpView(const db::ExternalIp& e) {
   return j;
 }
 
-Json InstanceView(const db::Instance& i) {
+Json InstanceView(const model::Instance& i) {
   Json j = Identity(i.id, i.name, i.description, i.time_created, i.time_modified);
   j["project_id"] = i.project_id.ToString();
   j["hostname"] = i.hostname;
@@ -90,21 +90,21 @@ Json InstanceView(const db::Instance& i) {
   return j;
 }
 
-Json ExternalIpView(const db::ExternalIp& e) {
-  if (e.kind == db::IpKind::kFloating) {
+Json ExternalIpView(const model::ExternalIp& e) {
+  if (e.kind == model::IpKind::kFloating) {
     Json j = FloatingIpView(e);
     j["kind"] = "floating";
     return j;
   }
   Json j{{"kind", ToString(e.kind)}, {"ip", e.ip.ToString()}, {"ip_pool_id", e.pool_id.ToString()}};
-  if (e.kind == db::IpKind::kSnat) {
+  if (e.kind == model::IpKind::kSnat) {
     j["first_port"] = e.first_port;
     j["last_port"] = e.last_port;
   }
   return j;
 }
 
-Json SledView(const db::Sled& s) {
+Json SledView(const model::Sled& s) {
   return Json{
       {"id", s.id.ToString()},
       {"baseboard", {{"part", "floatplane-sim-sled"}, {"revision", 0}, {"serial", s.serial}}},
@@ -118,7 +118,7 @@ Json SledView(const db::Sled& s) {
       {"usable_physical_ram", int64_t{512} << 30}};
 }
 
-Json SledInstanceView(const db::Instance& i, const std::string& project_name,
+Json SledInstanceView(const model::Instance& i, const std::string& project_name,
                       const std::string& silo_name) {
   return Json{{"id", i.id.ToString()},
               {"active_sled_id", i.sled_id ? i.sled_id->ToString() : std::string()},
@@ -133,7 +133,7 @@ Json SledInstanceView(const db::Instance& i, const std::string& project_name,
               {"time_modified", FormatRfc3339(i.time_modified)}};
 }
 
-Json UtilizationView(const db::PoolUtilization& u) {
+Json UtilizationView(const model::PoolUtilization& u) {
   return Json{{"capacity", u.capacity}, {"remaining", u.remaining}};
 }
 

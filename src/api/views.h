@@ -4,25 +4,27 @@
 
 #include <nlohmann/json.hpp>
 
-#include "db/instances.h"
-#include "db/models.h"
+#include "model/external_ips.h"
+#include "model/instances.h"
+#include "model/ip_pools.h"
+#include "model/silos.h"
 
 namespace fp::api {
 
-nlohmann::json SiloView(const db::Silo& s);
-nlohmann::json ProjectView(const db::Project& p);
-nlohmann::json IpPoolView(const db::IpPool& p);
-nlohmann::json SiloIpPoolView(const db::SiloIpPool& p);
+nlohmann::json SiloView(const model::Silo& s);
+nlohmann::json ProjectView(const model::Project& p);
+nlohmann::json IpPoolView(const model::IpPool& p);
+nlohmann::json SiloIpPoolView(const model::SiloIpPool& p);
 nlohmann::json IpRangeView(const IpRange& r);
-nlohmann::json IpPoolRangeView(const db::IpPoolRange& r);
-nlohmann::json SiloLinkView(const db::SiloLink& l);
-nlohmann::json FloatingIpView(const db::ExternalIp& e);
-nlohmann::json UtilizationView(const db::PoolUtilization& u);
-nlohmann::json InstanceView(const db::Instance& i);
+nlohmann::json IpPoolRangeView(const model::IpPoolRange& r);
+nlohmann::json SiloLinkView(const model::SiloLink& l);
+nlohmann::json FloatingIpView(const model::ExternalIp& e);
+nlohmann::json UtilizationView(const model::PoolUtilization& u);
+nlohmann::json InstanceView(const model::Instance& i);
 // Oxide's ExternalIp: tagged by kind (snat, ephemeral, floating).
-nlohmann::json ExternalIpView(const db::ExternalIp& e);
-nlohmann::json SledView(const db::Sled& s);
-nlohmann::json SledInstanceView(const db::Instance& i, const std::string& project_name,
+nlohmann::json ExternalIpView(const model::ExternalIp& e);
+nlohmann::json SledView(const model::Sled& s);
+nlohmann::json SledInstanceView(const model::Instance& i, const std::string& project_name,
                                 const std::string& silo_name);
 
 }  // namespace fp::api

@@ -34,7 +34,7 @@ Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
   auto existing = ds_.SiloLookup(NameOrId(name));
   if (existing) return std::optional<std::string>();
   if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
-  db::SiloCreate silo;
+  model::SiloCreate silo;
   silo.id = Uuid::Random();
   silo.name = std::string(kDevSilo);
   silo.description = "default silo created by the dev server";
@@ -46,18 +46,18 @@ Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
 }
 
 Result<std::string> ControlPlane::MintFleetAdminToken(const std::string& name) {
-  db::Silo silo = FP_TRY(ds_.SiloLookup(NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
+  model::Silo silo = FP_TRY(ds_.SiloLookup(NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
   std::string secret = NewSecret();
-  FP_TRY(ds_.TokenCreate(Uuid::Random(), silo.id, db::Role::kFleetAdmin, name, secret));
+  FP_TRY(ds_.TokenCreate(Uuid::Random(), silo.id, model::Role::kFleetAdmin, name, secret));
   return secret;
 }
 
 Result<IssuedToken> ControlPlane::TokenCreate(const Actor& actor, const NameOrId& silo,
-                                              db::Role role, const std::string& name) {
+                                              model::Role role, const std::string& name) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
   std::string secret = NewSecret();
-  db::Token t = FP_TRY(ds_.TokenCreate(Uuid::Random(), s.id, role, name, secret));
+  model::Token t = FP_TRY(ds_.TokenCreate(Uuid::Random(), s.id, role, name, secret));
   return IssuedToken{t, secret};
 }
 

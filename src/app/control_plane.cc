@@ -20,26 +20,26 @@ Status RequireWrite(const Actor& actor) {
 
 // --- Silos ---
 
-Result<db::Silo> ControlPlane::SiloCreate(const Actor& actor, db::SiloCreate params) {
+Result<model::Silo> ControlPlane::SiloCreate(const Actor& actor, model::SiloCreate params) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   params.id = Uuid::Random();
   return ds_.SiloCreate(params);
 }
 
-Result<db::Silo> ControlPlane::SiloView(const Actor& actor, const NameOrId& silo) {
+Result<model::Silo> ControlPlane::SiloView(const Actor& actor, const NameOrId& silo) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   return ds_.SiloLookup(silo);
 }
 
-Result<std::vector<db::Silo>> ControlPlane::SiloList(const Actor& actor,
-                                                     const db::PageRequest& page) {
+Result<std::vector<model::Silo>> ControlPlane::SiloList(const Actor& actor,
+                                                        const model::PageRequest& page) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   return ds_.SiloList(page);
 }
 
 Status ControlPlane::SiloDelete(const Actor& actor, const NameOrId& silo) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
   if (s.id == actor.silo_id) {
     return Fail(Error::InvalidRequest(fmt::format(
         "silo \"{}\" holds the token making this request and cannot be deleted with it", s.name)));
@@ -47,153 +47,156 @@ Status ControlPlane::SiloDelete(const Actor& actor, const NameOrId& silo) {
   return ds_.SiloDelete(s.id);
 }
 
-Result<std::vector<db::SiloIpPool>> ControlPlane::SiloPoolList(const Actor& actor,
-                                                               const NameOrId& silo,
-                                                               const db::PageRequest& page) {
+Result<std::vector<model::SiloIpPool>> ControlPlane::SiloPoolList(const Actor& actor,
+                                                                  const NameOrId& silo,
+                                                                  const model::PageRequest& page) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
   return ds_.SiloPoolList(s.id, {}, page);
 }
 
 // --- Projects ---
 
-Result<db::Project> ControlPlane::ProjectCreate(const Actor& actor, const std::string& name,
-                                                const std::string& description) {
+Result<model::Project> ControlPlane::ProjectCreate(const Actor& actor, const std::string& name,
+                                                   const std::string& description) {
   FP_CHECK_OK(RequireWrite(actor));
   return ds_.ProjectCreate(Uuid::Random(), actor.silo_id, name, description);
 }
 
-Result<db::Project> ControlPlane::ProjectView(const Actor& actor, const NameOrId& project) {
+Result<model::Project> ControlPlane::ProjectView(const Actor& actor, const NameOrId& project) {
   return ds_.ProjectLookup(actor.silo_id, project);
 }
 
-Result<std::vector<db::Project>> ControlPlane::ProjectList(const Actor& actor,
-                                                           const db::PageRequest& page) {
+Result<std::vector<model::Project>> ControlPlane::ProjectList(const Actor& actor,
+                                                              const model::PageRequest& page) {
   return ds_.ProjectList(actor.silo_id, page);
 }
 
-Result<db::Project> ControlPlane::ProjectUpdate(const Actor& actor, const NameOrId& project,
-                                                const db::IdentityUpdate& update) {
-  db::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
+Result<model::Project> ControlPlane::ProjectUpdate(const Actor& actor, const NameOrId& project,
+                                                   const model::IdentityUpdate& update) {
+  model::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
   return ds_.ProjectUpdate(p.id, update);
 }
 
 Status ControlPlane::ProjectDelete(const Actor& actor, const NameOrId& project) {
-  db::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
+  model::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
   return ds_.ProjectDelete(p.id);
 }
 
 // --- System IP pools ---
 
-Result<db::IpPool> ControlPlane::PoolCreate(const Actor& actor, db::PoolCreate params) {
+Result<model::IpPool> ControlPlane::PoolCreate(const Actor& actor, model::PoolCreate params) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   params.id = Uuid::Random();
   return ds_.PoolCreate(params);
 }
 
-Result<db::IpPool> ControlPlane::PoolView(const Actor& actor, const NameOrId& pool) {
+Result<model::IpPool> ControlPlane::PoolView(const Actor& actor, const NameOrId& pool) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   return ds_.PoolLookup(pool);
 }
 
-Result<std::vector<db::IpPool>> ControlPlane::PoolList(const Actor& actor,
-                                                       const db::IpPoolFilter& filter,
-                                                       const db::PageRequest& page) {
+Result<std::vector<model::IpPool>> ControlPlane::PoolList(const Actor& actor,
+                                                          const model::IpPoolFilter& filter,
+                                                          const model::PageRequest& page) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   return ds_.PoolList(filter, page);
 }
 
-Result<db::IpPool> ControlPlane::PoolUpdate(const Actor& actor, const NameOrId& pool,
-                                            const db::IdentityUpdate& update) {
+Result<model::IpPool> ControlPlane::PoolUpdate(const Actor& actor, const NameOrId& pool,
+                                               const model::IdentityUpdate& update) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.PoolUpdate(p.id, update);
 }
 
 Status ControlPlane::PoolDelete(const Actor& actor, const NameOrId& pool) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.PoolDelete(p.id);
 }
 
-Result<std::vector<db::IpPoolRange>> ControlPlane::RangeList(const Actor& actor,
-                                                             const NameOrId& pool,
-                                                             std::optional<IpAddr> after,
-                                                             int64_t limit) {
+Result<std::vector<model::IpPoolRange>> ControlPlane::RangeList(const Actor& actor,
+                                                                const NameOrId& pool,
+                                                                std::optional<IpAddr> after,
+                                                                int64_t limit) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.RangeList(p.id, after, limit);
 }
 
-Result<db::IpPoolRange> ControlPlane::RangeAdd(const Actor& actor, const NameOrId& pool,
-                                               const IpRange& range) {
+Result<model::IpPoolRange> ControlPlane::RangeAdd(const Actor& actor, const NameOrId& pool,
+                                                  const IpRange& range) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.RangeAdd(p.id, Uuid::Random(), range);
 }
 
 Status ControlPlane::RangeRemove(const Actor& actor, const NameOrId& pool, const IpRange& range) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.RangeRemove(p.id, range);
 }
 
-Result<std::vector<db::SiloLink>> ControlPlane::LinkList(const Actor& actor, const NameOrId& pool,
-                                                         std::optional<Uuid> after, int64_t limit) {
+Result<std::vector<model::SiloLink>> ControlPlane::LinkList(const Actor& actor,
+                                                            const NameOrId& pool,
+                                                            std::optional<Uuid> after,
+                                                            int64_t limit) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.LinkList(p.id, after, limit);
 }
 
-Result<db::SiloLink> ControlPlane::Link(const Actor& actor, const NameOrId& pool,
-                                        const NameOrId& silo, bool is_default) {
+Result<model::SiloLink> ControlPlane::Link(const Actor& actor, const NameOrId& pool,
+                                           const NameOrId& silo, bool is_default) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.Link(p.id, silo, is_default);
 }
 
-Result<db::SiloLink> ControlPlane::LinkUpdate(const Actor& actor, const NameOrId& pool,
-                                              const NameOrId& silo, bool is_default) {
+Result<model::SiloLink> ControlPlane::LinkUpdate(const Actor& actor, const NameOrId& pool,
+                                                 const NameOrId& silo, bool is_default) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
-  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
   return ds_.LinkUpdate(p.id, s.id, is_default);
 }
 
 Status ControlPlane::Unlink(const Actor& actor, const NameOrId& pool, const NameOrId& silo) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
-  db::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
   return ds_.Unlink(p.id, s.id);
 }
 
-Result<db::PoolUtilization> ControlPlane::Utilization(const Actor& actor, const NameOrId& pool) {
+Result<model::PoolUtilization> ControlPlane::Utilization(const Actor& actor, const NameOrId& pool) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  db::IpPool p = FP_TRY(ds_.PoolLookup(pool));
+  model::IpPool p = FP_TRY(ds_.PoolLookup(pool));
   return ds_.Utilization(p.id);
 }
 
-Result<std::vector<db::SiloIpPool>> ControlPlane::SiloScopedPoolList(const Actor& actor,
-                                                                     const db::IpPoolFilter& filter,
-                                                                     const db::PageRequest& page) {
+Result<std::vector<model::SiloIpPool>> ControlPlane::SiloScopedPoolList(
+    const Actor& actor, const model::IpPoolFilter& filter, const model::PageRequest& page) {
   return ds_.SiloPoolList(actor.silo_id, filter, page);
 }
 
-Result<db::SiloIpPool> ControlPlane::SiloScopedPoolView(const Actor& actor, const NameOrId& pool) {
+Result<model::SiloIpPool> ControlPlane::SiloScopedPoolView(const Actor& actor,
+                                                           const NameOrId& pool) {
   return ds_.SiloPoolLookup(actor.silo_id, pool);
 }
 
 // --- Floating IPs ---
 
-Result<db::ExternalIp> ControlPlane::FloatingIpCreate(const Actor& actor, const NameOrId& project,
-                                                      const std::string& name,
-                                                      const std::string& description,
-                                                      const db::AddressRequest& address) {
-  db::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
+Result<model::ExternalIp> ControlPlane::FloatingIpCreate(const Actor& actor,
+                                                         const NameOrId& project,
+                                                         const std::string& name,
+                                                         const std::string& description,
+                                                         const model::AddressRequest& address) {
+  model::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
-  db::FloatingIpCreate params;
+  model::FloatingIpCreate params;
   params.id = Uuid::Random();
   params.silo_id = actor.silo_id;
   params.project_id = p.id;
@@ -203,8 +206,8 @@ Result<db::ExternalIp> ControlPlane::FloatingIpCreate(const Actor& actor, const 
   return ds_.FloatingIpCreate(params);
 }
 
-Result<db::ExternalIp> ControlPlane::FloatingIpView(const Actor& actor, const NameOrId& fip,
-                                                    const std::optional<NameOrId>& project) {
+Result<model::ExternalIp> ControlPlane::FloatingIpView(const Actor& actor, const NameOrId& fip,
+                                                       const std::optional<NameOrId>& project) {
   if (fip.is_id()) {
     if (project) {
       return Fail(Error::InvalidRequest(
@@ -216,28 +219,27 @@ Result<db::ExternalIp> ControlPlane::FloatingIpView(const Actor& actor, const Na
     return Fail(
         Error::InvalidRequest("Floating IP should either be UUID or project should be specified"));
   }
-  db::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, *project));
+  model::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, *project));
   return ds_.FloatingIpLookupByName(p.id, fip.name().str());
 }
 
-Result<std::vector<db::ExternalIp>> ControlPlane::FloatingIpList(const Actor& actor,
-                                                                 const NameOrId& project,
-                                                                 const db::PageRequest& page) {
-  db::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
+Result<std::vector<model::ExternalIp>> ControlPlane::FloatingIpList(
+    const Actor& actor, const NameOrId& project, const model::PageRequest& page) {
+  model::Project p = FP_TRY(ds_.ProjectLookup(actor.silo_id, project));
   return ds_.FloatingIpList(p.id, page);
 }
 
-Result<db::ExternalIp> ControlPlane::FloatingIpUpdate(const Actor& actor, const NameOrId& fip,
-                                                      const std::optional<NameOrId>& project,
-                                                      const db::IdentityUpdate& update) {
-  db::ExternalIp e = FP_TRY(FloatingIpView(actor, fip, project));
+Result<model::ExternalIp> ControlPlane::FloatingIpUpdate(const Actor& actor, const NameOrId& fip,
+                                                         const std::optional<NameOrId>& project,
+                                                         const model::IdentityUpdate& update) {
+  model::ExternalIp e = FP_TRY(FloatingIpView(actor, fip, project));
   FP_CHECK_OK(RequireWrite(actor));
   return ds_.FloatingIpUpdate(e.id, update);
 }
 
 Status ControlPlane::FloatingIpDelete(const Actor& actor, const NameOrId& fip,
                                       const std::optional<NameOrId>& project) {
-  db::ExternalIp e = FP_TRY(FloatingIpView(actor, fip, project));
+  model::ExternalIp e = FP_TRY(FloatingIpView(actor, fip, project));
   FP_CHECK_OK(RequireWrite(actor));
   return ds_.FloatingIpDelete(e.id);
 }

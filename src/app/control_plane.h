@@ -15,16 +15,16 @@ namespace fp::app {
 struct Actor {
   Uuid token_id;
   Uuid silo_id;
-  db::Role role = db::Role::kSiloViewer;
+  model::Role role = model::Role::kSiloViewer;
 
-  bool is_fleet_admin() const { return role == db::Role::kFleetAdmin; }
+  bool is_fleet_admin() const { return role == model::Role::kFleetAdmin; }
   // Fleet admins, silo admins and silo collaborators may create and change silo resources.
-  bool can_write() const { return role != db::Role::kSiloViewer; }
+  bool can_write() const { return role != model::Role::kSiloViewer; }
 };
 
 // A newly minted token: the secret is shown once and stored only as a hash.
 struct IssuedToken {
-  db::Token token;
+  model::Token token;
   std::string secret;
 };
 
@@ -48,65 +48,68 @@ class ControlPlane {
   Result<std::string> MintFleetAdminToken(const std::string& name);
 
   // Tokens (fleet admin only).
-  Result<IssuedToken> TokenCreate(const Actor& actor, const NameOrId& silo, db::Role role,
+  Result<IssuedToken> TokenCreate(const Actor& actor, const NameOrId& silo, model::Role role,
                                   const std::string& name);
   Status TokenRevoke(const Actor& actor, const Uuid& id);
 
   // Silos (fleet admin only).
-  Result<db::Silo> SiloCreate(const Actor& actor, db::SiloCreate params);
-  Result<db::Silo> SiloView(const Actor& actor, const NameOrId& silo);
-  Result<std::vector<db::Silo>> SiloList(const Actor& actor, const db::PageRequest& page);
+  Result<model::Silo> SiloCreate(const Actor& actor, model::SiloCreate params);
+  Result<model::Silo> SiloView(const Actor& actor, const NameOrId& silo);
+  Result<std::vector<model::Silo>> SiloList(const Actor& actor, const model::PageRequest& page);
   Status SiloDelete(const Actor& actor, const NameOrId& silo);
-  Result<std::vector<db::SiloIpPool>> SiloPoolList(const Actor& actor, const NameOrId& silo,
-                                                   const db::PageRequest& page);
+  Result<std::vector<model::SiloIpPool>> SiloPoolList(const Actor& actor, const NameOrId& silo,
+                                                      const model::PageRequest& page);
 
   // Projects of the actor's silo.
-  Result<db::Project> ProjectCreate(const Actor& actor, const std::string& name,
-                                    const std::string& description);
-  Result<db::Project> ProjectView(const Actor& actor, const NameOrId& project);
-  Result<std::vector<db::Project>> ProjectList(const Actor& actor, const db::PageRequest& page);
-  Result<db::Project> ProjectUpdate(const Actor& actor, const NameOrId& project,
-                                    const db::IdentityUpdate& update);
+  Result<model::Project> ProjectCreate(const Actor& actor, const std::string& name,
+                                       const std::string& description);
+  Result<model::Project> ProjectView(const Actor& actor, const NameOrId& project);
+  Result<std::vector<model::Project>> ProjectList(const Actor& actor,
+                                                  const model::PageRequest& page);
+  Result<model::Project> ProjectUpdate(const Actor& actor, const NameOrId& project,
+                                       const model::IdentityUpdate& update);
   Status ProjectDelete(const Actor& actor, const NameOrId& project);
 
   // System IP pools (fleet admin only).
-  Result<db::IpPool> PoolCreate(const Actor& actor, db::PoolCreate params);
-  Result<db::IpPool> PoolView(const Actor& actor, const NameOrId& pool);
-  Result<std::vector<db::IpPool>> PoolList(const Actor& actor, const db::IpPoolFilter& filter,
-                                           const db::PageRequest& page);
-  Result<db::IpPool> PoolUpdate(const Actor& actor, const NameOrId& pool,
-                                const db::IdentityUpdate& update);
+  Result<model::IpPool> PoolCreate(const Actor& actor, model::PoolCreate params);
+  Result<model::IpPool> PoolView(const Actor& actor, const NameOrId& pool);
+  Result<std::vector<model::IpPool>> PoolList(const Actor& actor, const model::IpPoolFilter& filter,
+                                              const model::PageRequest& page);
+  Result<model::IpPool> PoolUpdate(const Actor& actor, const NameOrId& pool,
+                                   const model::IdentityUpdate& update);
   Status PoolDelete(const Actor& actor, const NameOrId& pool);
-  Result<std::vector<db::IpPoolRange>> RangeList(const Actor& actor, const NameOrId& pool,
-                                                 std::optional<IpAddr> after, int64_t limit);
-  Result<db::IpPoolRange> RangeAdd(const Actor& actor, const NameOrId& pool, const IpRange& range);
+  Result<std::vector<model::IpPoolRange>> RangeList(const Actor& actor, const NameOrId& pool,
+                                                    std::optional<IpAddr> after, int64_t limit);
+  Result<model::IpPoolRange> RangeAdd(const Actor& actor, const NameOrId& pool,
+                                      const IpRange& range);
   Status RangeRemove(const Actor& actor, const NameOrId& pool, const IpRange& range);
-  Result<std::vector<db::SiloLink>> LinkList(const Actor& actor, const NameOrId& pool,
-                                             std::optional<Uuid> after, int64_t limit);
-  Result<db::SiloLink> Link(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
-                            bool is_default);
-  Result<db::SiloLink> LinkUpdate(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
-                                  bool is_default);
+  Result<std::vector<model::SiloLink>> LinkList(const Actor& actor, const NameOrId& pool,
+                                                std::optional<Uuid> after, int64_t limit);
+  Result<model::SiloLink> Link(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
+                               bool is_default);
+  Result<model::SiloLink> LinkUpdate(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
+                                     bool is_default);
   Status Unlink(const Actor& actor, const NameOrId& pool, const NameOrId& silo);
-  Result<db::PoolUtilization> Utilization(const Actor& actor, const NameOrId& pool);
+  Result<model::PoolUtilization> Utilization(const Actor& actor, const NameOrId& pool);
 
   // IP pools as the actor's silo sees them.
-  Result<std::vector<db::SiloIpPool>> SiloScopedPoolList(const Actor& actor,
-                                                         const db::IpPoolFilter& filter,
-                                                         const db::PageRequest& page);
-  Result<db::SiloIpPool> SiloScopedPoolView(const Actor& actor, const NameOrId& pool);
+  Result<std::vector<model::SiloIpPool>> SiloScopedPoolList(const Actor& actor,
+                                                            const model::IpPoolFilter& filter,
+                                                            const model::PageRequest& page);
+  Result<model::SiloIpPool> SiloScopedPoolView(const Actor& actor, const NameOrId& pool);
 
   // Floating IPs. `project` is required with a name and forbidden with an id (§2.0).
-  Result<db::ExternalIp> FloatingIpCreate(const Actor& actor, const NameOrId& project,
-                                          const std::string& name, const std::string& description,
-                                          const db::AddressRequest& address);
-  Result<db::ExternalIp> FloatingIpView(const Actor& actor, const NameOrId& fip,
-                                        const std::optional<NameOrId>& project);
-  Result<std::vector<db::ExternalIp>> FloatingIpList(const Actor& actor, const NameOrId& project,
-                                                     const db::PageRequest& page);
-  Result<db::ExternalIp> FloatingIpUpdate(const Actor& actor, const NameOrId& fip,
-                                          const std::optional<NameOrId>& project,
-                                          const db::IdentityUpdate& update);
+  Result<model::ExternalIp> FloatingIpCreate(const Actor& actor, const NameOrId& project,
+                                             const std::string& name,
+                                             const std::string& description,
+                                             const model::AddressRequest& address);
+  Result<model::ExternalIp> FloatingIpView(const Actor& actor, const NameOrId& fip,
+                                           const std::optional<NameOrId>& project);
+  Result<std::vector<model::ExternalIp>> FloatingIpList(const Actor& actor, const NameOrId& project,
+                                                        const model::PageRequest& page);
+  Result<model::ExternalIp> FloatingIpUpdate(const Actor& actor, const NameOrId& fip,
+                                             const std::optional<NameOrId>& project,
+                                             const model::IdentityUpdate& update);
   Status FloatingIpDelete(const Actor& actor, const NameOrId& fip,
                           const std::optional<NameOrId>& project);
 

@@ -33,10 +33,10 @@ Result<std::optional<Uuid>> SledOfStep(const Json& step) {
   return std::optional<Uuid>(FP_TRY(UuidParam(step, "sled_id")));
 }
 
-db::PoolSelector SelectorFromJson(const Json& p) {
-  db::PoolSelector s;
+model::PoolSelector SelectorFromJson(const Json& p) {
+  model::PoolSelector s;
   if (p.contains("pool") && p["pool"].is_string()) {
-    s.mode = db::PoolSelector::Mode::kExplicitPool;
+    s.mode = model::PoolSelector::Mode::kExplicitPool;
     s.pool = *NameOrId::Parse(p["pool"].get<std::string>());
   } else if (p.contains("ip_version") && p["ip_version"].is_string()) {
     s.ip_version = ParseIpVersion(p["ip_version"].get<std::string>());
@@ -46,7 +46,7 @@ db::PoolSelector SelectorFromJson(const Json& p) {
 
 // The IP row as the complete node's transaction left it: the reply is built from it, not from a
 // later read that a concurrent detach or instance delete could already have changed.
-Json IpRecord(const db::ExternalIp& e) {
+Json IpRecord(const model::ExternalIp& e) {
   auto opt = [](const auto& v) { return v ? Json(*v) : Json(nullptr); };
   return Json{{"id", e.id.ToString()},
               {"name", opt(e.name)},
@@ -64,25 +64,25 @@ Json IpRecord(const db::ExternalIp& e) {
               {"time_modified", e.time_modified}};
 }
 
-Result<db::ExternalIp> IpFromRecord(const Json& r) {
+Result<model::ExternalIp> IpFromRecord(const Json& r) {
   auto opt_text = [&](const char* key) -> std::optional<std::string> {
     if (!r.contains(key) || !r[key].is_string()) return std::nullopt;
     return r[key].get<std::string>();
   };
   try {
-    db::ExternalIp e;
+    model::ExternalIp e;
     e.id = FP_TRY(UuidParam(r, "id"));
     e.name = opt_text("name");
     e.description = opt_text("description");
     e.pool_id = FP_TRY(UuidParam(r, "pool_id"));
     e.range_id = FP_TRY(UuidParam(r, "range_id"));
     e.parent_id = FP_TRY(OptUuidParam(r, "parent_id"));
-    e.kind = db::ParseIpKind(r.at("kind").get<std::string>());
+    e.kind = model::ParseIpKind(r.at("kind").get<std::string>());
     e.ip = FP_TRY(IpAddr::Parse(r.at("ip").get<std::string>()));
     e.first_port = r.at("first_port").get<int>();
     e.last_port = r.at("last_port").get<int>();
     e.project_id = FP_TRY(OptUuidParam(r, "project_id"));
-    e.state = db::ParseAttachState(r.at("state").get<std::string>());
+    e.state = model::ParseAttachState(r.at("state").get<std::string>());
     e.time_created = r.at("time_created").get<Timestamp>();
     e.time_modified = r.at("time_modified").get<Timestamp>();
     return e;
@@ -93,10 +93,10 @@ Result<db::ExternalIp> IpFromRecord(const Json& r) {
 
 // The reply of an attach or detach saga: the row its complete node recorded. Sagas logged
 // before the record was added carry only the id; their row is read again.
-Result<db::ExternalIp> IpOfOutcome(db::Datastore& ds, const Json& output) {
+Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const Json& output) {
   if (output.contains("ip") && output["ip"].is_object()) return IpFromRecord(output["ip"]);
   Uuid ip_id = FP_TRY(UuidParam(output, "ip_id"));
-  return ds.Read<db::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
+  return ds.Read<model::ExternalIp>([&](db::Tx& tx) { return db::ExternalIpGetIn(tx, ip_id); });
 }
 
 void LogBestEffort(std::string_view what, const Error& e) {
@@ -170,12 +170,12 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         req.instance_id = instance_id;
         req.saga_id = ctx.saga_id();
         if (p.value("kind", "floating") == "ephemeral") {
-          req.kind = db::IpKind::kEphemeral;
+          req.kind = model::IpKind::kEphemeral;
           req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
           // One ephemeral IP per version: an existing one is the answer (Oxide's idempotency).
-          db::PoolSelector selector = SelectorFromJson(p);
+          model::PoolSelector selector = SelectorFromJson(p);
           std::optional<IpVersion> version = selector.ip_version;
-          if (selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+          if (selector.mode == model::PoolSelector::Mode::kExplicitPool) {
             version =
                 FP_TRY(db::ResolvePoolIn(tx, FP_TRY(UuidParam(p, "silo_id")), selector)).ip_version;
           }
@@ -183,7 +183,7 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
             if (auto existing = FP_TRY(db::EphemeralOfVersionIn(tx, instance_id, *version))) {
               if (existing->id != req.ip_id) {
                 req.ip_id = existing->id;
-                if (existing->state == db::AttachState::kAttached) {
+                if (existing->state == model::AttachState::kAttached) {
                   return StepJson(db::AttachStep{*existing, false, std::nullopt});
                 }
               }
@@ -211,8 +211,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
           if (!FP_TRY(db::IpHeldBySagaIn(tx, ip_id, ctx.saga_id()))) return false;
           auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
           FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
-          FP_TRY(
-              db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching, db::AttachState::kDetached));
+          FP_TRY(db::CompleteOpIn(tx, ip_id, model::AttachState::kAttaching,
+                                  model::AttachState::kDetached));
           return true;
         }));
         if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
@@ -227,8 +227,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                  Json step = FP_TRY(ctx.Lookup("begin"));
                  Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
                  if (step.value("do_saga", false)) {
-                   auto done = db::CompleteOpIn(tx, ip_id, db::AttachState::kAttaching,
-                                                db::AttachState::kAttached);
+                   auto done = db::CompleteOpIn(tx, ip_id, model::AttachState::kAttaching,
+                                                model::AttachState::kAttached);
                    if (!done && done.error().kind() == ErrorKind::kNotFound) {
                      // The instance was deleted underneath: answer as for a missing instance.
                      return Fail(Error::NotFoundById(
@@ -240,41 +240,41 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                  return Json{{"ip_id", ip_id.ToString()}, {"ip", IpRecord(ip)}};
                }});
 
-  r.Add(Action{
-      .name = "ip_detach.begin",
-      .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
-        const Json& p = ctx.params();
-        db::AttachRequest req;
-        req.instance_id = FP_TRY(UuidParam(p, "instance_id"));
-        req.saga_id = ctx.saga_id();
-        req.kind = p.value("kind", "floating") == "ephemeral" ? db::IpKind::kEphemeral
-                                                              : db::IpKind::kFloating;
-        req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
-        db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
-        if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
-        return StepJson(step);
-      },
-      .undo = [&d](const ActionContext& ctx) -> Status {
-        Json step = FP_TRY(ctx.Lookup("begin"));
-        if (!step.value("do_saga", false)) return Ok();
-        Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
-        Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
-        auto sled_id = FP_TRY(SledOfStep(step));
-        FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
-          // Run again after a crash inside it, this undo may find the address detached since
-          // by a later operation: it must not bring its NAT row back.
-          if (!FP_TRY(db::IpHeldBySagaIn(tx, ip_id, ctx.saga_id()))) return false;
-          auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
-          if (sled_id) {
-            FP_TRY(db::NatEnsureForIpIn(tx, ip, instance_id, FP_TRY(db::SledGetIn(tx, *sled_id))));
-          }
-          FP_TRY(
-              db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching, db::AttachState::kAttached));
-          return true;
-        }));
-        if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
-        return Ok();
-      }});
+  r.Add(Action{.name = "ip_detach.begin",
+               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 const Json& p = ctx.params();
+                 db::AttachRequest req;
+                 req.instance_id = FP_TRY(UuidParam(p, "instance_id"));
+                 req.saga_id = ctx.saga_id();
+                 req.kind = p.value("kind", "floating") == "ephemeral" ? model::IpKind::kEphemeral
+                                                                       : model::IpKind::kFloating;
+                 req.ip_id = FP_TRY(UuidParam(p, "ip_id"));
+                 db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
+                 if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
+                 return StepJson(step);
+               },
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 Json step = FP_TRY(ctx.Lookup("begin"));
+                 if (!step.value("do_saga", false)) return Ok();
+                 Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
+                 Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
+                 auto sled_id = FP_TRY(SledOfStep(step));
+                 FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+                   // Run again after a crash inside it, this undo may find the address detached
+                   // since by a later operation: it must not bring its NAT row back.
+                   if (!FP_TRY(db::IpHeldBySagaIn(tx, ip_id, ctx.saga_id()))) return false;
+                   auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
+                   if (sled_id) {
+                     FP_TRY(db::NatEnsureForIpIn(tx, ip, instance_id,
+                                                 FP_TRY(db::SledGetIn(tx, *sled_id))));
+                   }
+                   FP_TRY(db::CompleteOpIn(tx, ip_id, model::AttachState::kDetaching,
+                                           model::AttachState::kAttached));
+                   return true;
+                 }));
+                 if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+                 return Ok();
+               }});
   r.Add(Action{.name = "ip_detach.dataplane",
                .run = [&d](const ActionContext& ctx) { return RunDataplane(d, ctx, false); },
                .undo = [&d](const ActionContext& ctx) { return UndoPortChange(d, ctx, false); },
@@ -284,8 +284,8 @@ void RegisterExternalIpActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                  Json step = FP_TRY(ctx.Lookup("begin"));
                  Uuid ip_id = FP_TRY(UuidParam(step, "ip_id"));
                  if (step.value("do_saga", false)) {
-                   FP_TRY(db::CompleteOpIn(tx, ip_id, db::AttachState::kDetaching,
-                                           db::AttachState::kDetached));
+                   FP_TRY(db::CompleteOpIn(tx, ip_id, model::AttachState::kDetaching,
+                                           model::AttachState::kDetached));
                  }
                  auto ip = FP_TRY(db::ExternalIpGetIn(tx, ip_id));
                  return Json{{"ip_id", ip_id.ToString()},
@@ -306,7 +306,7 @@ std::vector<saga::Node> IpDetachNodes() {
           {"complete", "ip_detach.complete"}};
 }
 
-Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
+Result<model::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   saga::SagaDag dag;
   dag.name = "ip_attach";
   dag.params = params;
@@ -318,7 +318,7 @@ Result<db::ExternalIp> Instances::RunAttachSaga(const Json& params) {
   return IpOfOutcome(ds_, outcome.output);
 }
 
-Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& params) {
+Result<std::optional<model::ExternalIp>> Instances::RunDetachSaga(const Json& params) {
   saga::SagaDag dag;
   dag.name = "ip_detach";
   dag.params = params;
@@ -327,35 +327,35 @@ Result<std::optional<db::ExternalIp>> Instances::RunDetachSaga(const Json& param
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }
-  return std::optional<db::ExternalIp>(FP_TRY(IpOfOutcome(ds_, outcome.output)));
+  return std::optional<model::ExternalIp>(FP_TRY(IpOfOutcome(ds_, outcome.output)));
 }
 
-Result<db::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
-                                                 const std::optional<NameOrId>& fip_project,
-                                                 const NameOrId& instance) {
+Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
+                                                    const std::optional<NameOrId>& fip_project,
+                                                    const NameOrId& instance) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   // A parent named by name is looked up in the floating IP's project.
-  db::Instance i = instance.is_id()
-                       ? FP_TRY(Lookup(actor, instance, std::nullopt))
-                       : FP_TRY(db::InstanceByName(ds_, *ip.project_id, instance.name().str()));
+  model::Instance i = instance.is_id()
+                          ? FP_TRY(Lookup(actor, instance, std::nullopt))
+                          : FP_TRY(db::InstanceByName(ds_, *ip.project_id, instance.name().str()));
   if (i.project_id != *ip.project_id) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }
   // Already attached to this instance: the saga would change nothing and answer with the IP as
   // it is, so answer now and write no saga.
-  if (ip.parent_id == i.id && ip.state == db::AttachState::kAttached) return ip;
+  if (ip.parent_id == i.id && ip.state == model::AttachState::kAttached) return ip;
   return RunAttachSaga(Json{{"kind", "floating"},
                             {"ip_id", ip.id.ToString()},
                             {"instance_id", i.id.ToString()},
                             {"silo_id", actor.silo_id.ToString()}});
 }
 
-Result<db::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
-                                                 const std::optional<NameOrId>& fip_project) {
+Result<model::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
+                                                    const std::optional<NameOrId>& fip_project) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  db::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
   auto detached = FP_TRY(RunDetachSaga(Json{{"kind", "floating"},
@@ -364,17 +364,17 @@ Result<db::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameO
   return detached ? *detached : ip;
 }
 
-Result<db::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
-                                                  const std::optional<NameOrId>& project,
-                                                  const db::PoolSelector& selector) {
+Result<model::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
+                                                     const std::optional<NameOrId>& project,
+                                                     const model::PoolSelector& selector) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   Json params{{"kind", "ephemeral"},
               {"ip_id", Uuid::Random().ToString()},
               {"instance_id", i.id.ToString()},
               {"silo_id", actor.silo_id.ToString()}};
-  if (selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+  if (selector.mode == model::PoolSelector::Mode::kExplicitPool) {
     params["pool"] = selector.pool->ToString();
   } else if (selector.ip_version) {
     params["ip_version"] = ToString(*selector.ip_version);
@@ -386,11 +386,11 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
                                   const std::optional<NameOrId>& project,
                                   std::optional<IpVersion> version) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
-  std::vector<db::ExternalIp> ephemeral;
-  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
-    if (e.kind == db::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
+  std::vector<model::ExternalIp> ephemeral;
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
       ephemeral.push_back(e);
     }
   }
@@ -408,17 +408,16 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
   return Ok();
 }
 
-Result<db::ExternalIp> Instances::IpOfSagaOutput(const Json& output) {
+Result<model::ExternalIp> Instances::IpOfSagaOutput(const Json& output) {
   return IpOfOutcome(ds_, output);
 }
 
-Result<std::vector<db::ExternalIp>> Instances::ExternalIps(const Actor& actor,
-                                                           const NameOrId& instance,
-                                                           const std::optional<NameOrId>& project) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
-  std::vector<db::ExternalIp> out;
-  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
-    if (e.state == db::AttachState::kAttached) out.push_back(e);
+Result<std::vector<model::ExternalIp>> Instances::ExternalIps(
+    const Actor& actor, const NameOrId& instance, const std::optional<NameOrId>& project) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  std::vector<model::ExternalIp> out;
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+    if (e.state == model::AttachState::kAttached) out.push_back(e);
   }
   return out;
 }

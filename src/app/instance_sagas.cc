@@ -19,12 +19,12 @@ using saga::Action;
 using saga::ActionContext;
 using saga::Json;
 
-Result<db::NicKind> NicParam(const Json& p) {
+Result<model::NicKind> NicParam(const Json& p) {
   std::string nic = p.value("nic", "dual_stack");
-  if (nic == "ipv4") return db::NicKind::kIpv4;
-  if (nic == "ipv6") return db::NicKind::kIpv6;
-  if (nic == "dual_stack") return db::NicKind::kDualStack;
-  if (nic == "none") return db::NicKind::kNone;
+  if (nic == "ipv4") return model::NicKind::kIpv4;
+  if (nic == "ipv6") return model::NicKind::kIpv6;
+  if (nic == "dual_stack") return model::NicKind::kDualStack;
+  if (nic == "none") return model::NicKind::kNone;
   return Fail(Error::Internal("bad nic parameter"));
 }
 
@@ -60,7 +60,7 @@ void SyncNatBestEffort(InstanceSagaDeps& d) {
 }
 
 // An instance row as a saga output records it, and back.
-Json InstanceRecord(const db::Instance& i) {
+Json InstanceRecord(const model::Instance& i) {
   return Json{{"id", i.id.ToString()},
               {"project_id", i.project_id.ToString()},
               {"name", i.name},
@@ -68,7 +68,7 @@ Json InstanceRecord(const db::Instance& i) {
               {"hostname", i.hostname},
               {"ncpus", i.ncpus},
               {"memory", i.memory},
-              {"state", db::ToString(i.state)},
+              {"state", model::ToString(i.state)},
               {"run_state", i.run_state},
               {"sled_id", OptUuidJson(i.sled_id)},
               {"start_saga_id", OptUuidJson(i.start_saga_id)},
@@ -78,9 +78,9 @@ Json InstanceRecord(const db::Instance& i) {
               {"time_modified", i.time_modified}};
 }
 
-Result<db::Instance> InstanceFromRecord(const Json& r) {
+Result<model::Instance> InstanceFromRecord(const Json& r) {
   try {
-    db::Instance i;
+    model::Instance i;
     i.id = FP_TRY(UuidParam(r, "id"));
     i.project_id = FP_TRY(UuidParam(r, "project_id"));
     i.name = r.at("name").get<std::string>();
@@ -90,10 +90,10 @@ Result<db::Instance> InstanceFromRecord(const Json& r) {
     i.memory = r.at("memory").get<int64_t>();
     std::string state = r.at("state").get<std::string>();
     bool known = false;
-    for (db::InstanceState s :
-         {db::InstanceState::kCreating, db::InstanceState::kNoVmm, db::InstanceState::kVmm,
-          db::InstanceState::kFailed, db::InstanceState::kDestroyed}) {
-      if (db::ToString(s) == state) {
+    for (model::InstanceState s :
+         {model::InstanceState::kCreating, model::InstanceState::kNoVmm, model::InstanceState::kVmm,
+          model::InstanceState::kFailed, model::InstanceState::kDestroyed}) {
+      if (model::ToString(s) == state) {
         i.state = s;
         known = true;
       }
@@ -115,17 +115,17 @@ Result<db::Instance> InstanceFromRecord(const Json& r) {
 
 }  // namespace
 
-Result<db::Instance> Instances::InstanceOfSaga(const Actor& actor, const Json& params,
-                                               const Json& output) {
+Result<model::Instance> Instances::InstanceOfSaga(const Actor& actor, const Json& params,
+                                                  const Json& output) {
   Uuid id = FP_TRY(UuidParam(params, "instance_id"));
-  std::optional<db::Instance> recorded;
+  std::optional<model::Instance> recorded;
   if (output.is_object() && output.contains("instance")) {
     recorded = FP_TRY(InstanceFromRecord(output["instance"]));
     if (!params.value("start", true)) return *recorded;
   }
   auto now = Lookup(actor, NameOrId(id), std::nullopt);
   if (!now && now.error().kind() == ErrorKind::kNotFound && recorded) return *recorded;
-  if (now && recorded && now->state == db::InstanceState::kNoVmm &&
+  if (now && recorded && now->state == model::InstanceState::kNoVmm &&
       now->time_run_state_updated == recorded->time_run_state_updated) {
     // A create that asked for a start, whose run state has not changed since its create saga
     // recorded the row: the start never began (the server died, or the start failed, between
@@ -138,8 +138,8 @@ Result<db::Instance> Instances::InstanceOfSaga(const Actor& actor, const Json& p
 }
 
 Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id) {
-  auto instance =
-      FP_TRY(ds.Read<db::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); }));
+  auto instance = FP_TRY(
+      ds.Read<model::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); }));
   agents::InstanceSpec spec;
   spec.id = instance.id;
   spec.ncpus = instance.ncpus;
@@ -150,9 +150,9 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
     spec.private_ipv4 = nic->ipv4;
     spec.private_ipv6 = nic->ipv6;
   }
-  for (const db::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds, instance_id))) {
-    if (e.state != db::AttachState::kAttached) continue;
-    if (e.kind == db::IpKind::kSnat) {
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds, instance_id))) {
+    if (e.state != model::AttachState::kAttached) continue;
+    if (e.kind == model::IpKind::kSnat) {
       spec.snat_ip = e.ip;
       spec.snat_first_port = e.first_port;
       spec.snat_last_port = e.last_port;
@@ -199,7 +199,7 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   r.Add(Action{.name = "instance_create.record",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  const Json& p = ctx.params();
-                 db::InstanceCreate c;
+                 model::InstanceCreate c;
                  c.id = FP_TRY(UuidParam(p, "instance_id"));
                  c.nic_id = FP_TRY(UuidParam(p, "nic_id"));
                  c.project_id = FP_TRY(UuidParam(p, "project_id"));
@@ -209,7 +209,7 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                  c.ncpus = p.value("ncpus", int64_t{1});
                  c.memory = p.value("memory", int64_t{0});
                  c.nic = FP_TRY(NicParam(p));
-                 db::Instance i = FP_TRY(db::InstanceCreateRecordIn(tx, c));
+                 model::Instance i = FP_TRY(db::InstanceCreateRecordIn(tx, c));
                  return Json{{"instance_id", i.id.ToString()}};
                },
                .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
@@ -219,11 +219,11 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   r.Add(Action{.name = "instance_create.snat",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  const Json& p = ctx.params();
-                 db::NicKind nic = FP_TRY(NicParam(p));
+                 model::NicKind nic = FP_TRY(NicParam(p));
                  // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683).
-                 if (nic != db::NicKind::kIpv4 && nic != db::NicKind::kDualStack)
+                 if (nic != model::NicKind::kIpv4 && nic != model::NicKind::kDualStack)
                    return Json::object();
-                 db::ExternalIp snat = FP_TRY(db::SnatAllocateIn(
+                 model::ExternalIp snat = FP_TRY(db::SnatAllocateIn(
                      tx, FP_TRY(UuidParam(p, "snat_id")), FP_TRY(UuidParam(p, "instance_id")),
                      FP_TRY(UuidParam(p, "silo_id"))));
                  return Json{{"snat_ip", snat.ip.ToString()}, {"first_port", snat.first_port}};
@@ -246,10 +246,10 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         req.saga_id = ctx.saga_id();
         req.creating = true;
         if (e.value("type", "") == "ephemeral") {
-          req.kind = db::IpKind::kEphemeral;
-          db::PoolSelector selector;
+          req.kind = model::IpKind::kEphemeral;
+          model::PoolSelector selector;
           if (e.contains("pool")) {
-            selector.mode = db::PoolSelector::Mode::kExplicitPool;
+            selector.mode = model::PoolSelector::Mode::kExplicitPool;
             selector.pool = FP_TRY(NameOrId::Parse(e["pool"].get<std::string>()));
           } else if (e.contains("ip_version")) {
             selector.ip_version = ParseIpVersion(e["ip_version"].get<std::string>());
@@ -258,8 +258,8 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
         }
         db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
         if (step.do_saga) {
-          FP_TRY(db::CompleteOpIn(tx, req.ip_id, db::AttachState::kAttaching,
-                                  db::AttachState::kAttached));
+          FP_TRY(db::CompleteOpIn(tx, req.ip_id, model::AttachState::kAttaching,
+                                  model::AttachState::kAttached));
         }
         return Json{{"ip_id", req.ip_id.ToString()}};
       },
@@ -284,7 +284,7 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
                .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  Uuid instance_id = FP_TRY(UuidParam(ctx.params(), "instance_id"));
                  // A re-run keeps the placement this saga made (placement is not deterministic).
-                 db::Instance i = FP_TRY(db::InstanceGetIn(tx, instance_id));
+                 model::Instance i = FP_TRY(db::InstanceGetIn(tx, instance_id));
                  if (i.start_saga_id == ctx.saga_id() && i.sled_id) {
                    return Json{{"sled_id", i.sled_id->ToString()}};
                  }
@@ -302,7 +302,7 @@ void RegisterInstanceActions(saga::ActionRegistry& r, InstanceSagaDeps& d) {
   r.Add(Action{.name = "instance_start.nat",
                .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  Json placed = FP_TRY(ctx.Lookup("place"));
-                 db::Sled sled = FP_TRY(db::SledGetIn(tx, FP_TRY(UuidParam(placed, "sled_id"))));
+                 model::Sled sled = FP_TRY(db::SledGetIn(tx, FP_TRY(UuidParam(placed, "sled_id"))));
                  auto rows = FP_TRY(db::NatEnsureForInstanceIn(
                      tx, FP_TRY(UuidParam(ctx.params(), "instance_id")), sled));
                  return Json{{"nat_entries", rows.size()}};

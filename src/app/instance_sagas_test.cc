@@ -51,14 +51,14 @@ std::ostream& operator<<(std::ostream& os, const World& w) {
 class InstanceSagaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db::SiloCreate sc;
+    model::SiloCreate sc;
     sc.id = Uuid::Random();
     sc.name = "s1";
     sc.description = "";
     silo_ = *ds->SiloCreate(sc);
-    actor_ = Actor{Uuid::Random(), silo_.id, db::Role::kFleetAdmin};
+    actor_ = Actor{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
     ASSERT_TRUE(ds->ProjectCreate(Uuid::Random(), silo_.id, "p1", ""));
-    db::PoolCreate pc;
+    model::PoolCreate pc;
     pc.id = Uuid::Random();
     pc.name = "v4";
     pc.description = "";
@@ -72,8 +72,8 @@ class InstanceSagaTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       sled_sims_.push_back(*agents::sim::SledAgentSim::Start({}));
       IpAddr underlay(IpVersion::kV6, (uint128{0xfd00} << 112) | uint128(0x101 + i));
-      db::Sled sled = *db::SledUpsert(*ds, "sled-" + std::to_string(i),
-                                      sled_sims_.back()->base_url(), underlay);
+      model::Sled sled = *db::SledUpsert(*ds, "sled-" + std::to_string(i),
+                                         sled_sims_.back()->base_url(), underlay);
       sled_ids_.push_back(sled.id);
       sled_clients_.push_back(agents::MakeSledAgentClient(sled_sims_.back()->base_url(), 2000));
       dataplane_.sleds[sled.id] = sled_clients_.back().get();
@@ -93,7 +93,7 @@ class InstanceSagaTest : public ::testing::Test {
     p.name = name;
     p.hostname = name;
     p.memory = 1 << 30;
-    p.nic = db::NicKind::kDualStack;
+    p.nic = model::NicKind::kDualStack;
     p.start = start;
     return p;
   }
@@ -152,7 +152,7 @@ class InstanceSagaTest : public ::testing::Test {
     }
   }
 
-  db::Instance Running(const std::string& name) {
+  model::Instance Running(const std::string& name) {
     auto created = instances_->Create(actor_, ByName("p1"), Params(name, true));
     EXPECT_TRUE(created) << created.error().message();
     EXPECT_TRUE(agents::testing::WaitFor([&] {
@@ -169,8 +169,8 @@ class InstanceSagaTest : public ::testing::Test {
   }
 
   TempDatastore ds;
-  db::Silo silo_;
-  db::IpPool pool_;
+  model::Silo silo_;
+  model::IpPool pool_;
   Actor actor_;
   std::unique_ptr<agents::sim::SwitchAgentSim> switch_sim_;
   std::unique_ptr<agents::SwitchAgentClient> switch_client_;
@@ -277,7 +277,7 @@ TEST_F(InstanceSagaTest, DeleteFailingLeavesTheInstanceUntouched) {
 }
 
 TEST_F(InstanceSagaTest, DeleteOfARunningInstanceChangesNothing) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   World before = Observe();
   auto r = instances_->Delete(actor_, NameOrId(vm.id), std::nullopt);
   ASSERT_FALSE(r);
@@ -306,7 +306,7 @@ TEST_F(InstanceSagaTest, ADuplicateNameIsRefusedBeforeAnySagaIsWritten) {
 }
 
 TEST_F(InstanceSagaTest, MigrateFailingAtEachNodeLeavesItRunningWhereItWas) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
   World before = Observe();
   for (int node = 0; node < kMigrateNodes; ++node) {
@@ -326,7 +326,7 @@ TEST_F(InstanceSagaTest, MigrateFailingAtEachNodeLeavesItRunningWhereItWas) {
 // saga settles an unwind may move it back: a watcher pass (reaper included) in between must not
 // take the source VM for an orphan. Here the source node fails and the migration unwinds.
 TEST_F(InstanceSagaTest, AWatcherPassAfterTheFinishNodeLeavesTheSourceVmAlone) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
   World before = Observe();
   Faults("instance_migrate", {.fail_node = 4, .call_after_node = 2, .after_node_call = [&] {
@@ -340,7 +340,7 @@ TEST_F(InstanceSagaTest, AWatcherPassAfterTheFinishNodeLeavesTheSourceVmAlone) {
 }
 
 TEST_F(InstanceSagaTest, MigrateWithEveryActionTwiceMovesTheInstanceAndItsNat) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
   Faults("instance_migrate", {.repeat_every_action = true});
   auto moved = instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst);
@@ -360,8 +360,8 @@ TEST_F(InstanceSagaTest, MigrateWithEveryActionTwiceMovesTheInstanceAndItsNat) {
 
 class AttachSagaTest : public InstanceSagaTest {
  protected:
-  db::ExternalIp Fip(const std::string& name) {
-    db::FloatingIpCreate c;
+  model::ExternalIp Fip(const std::string& name) {
+    model::FloatingIpCreate c;
     c.id = Uuid::Random();
     c.silo_id = silo_.id;
     c.project_id = ds->ProjectLookup(silo_.id, ByName("p1"))->id;
@@ -371,15 +371,15 @@ class AttachSagaTest : public InstanceSagaTest {
   }
 
   // Attaches (kind "floating" or "ephemeral") and returns the attached address.
-  Result<db::ExternalIp> Attach(const std::string& kind, const db::Instance& vm,
-                                const db::ExternalIp* fip) {
+  Result<model::ExternalIp> Attach(const std::string& kind, const model::Instance& vm,
+                                   const model::ExternalIp* fip) {
     if (kind == "floating") {
       return instances_->AttachFloating(actor_, NameOrId(fip->id), std::nullopt, NameOrId(vm.id));
     }
     return instances_->AttachEphemeral(actor_, NameOrId(vm.id), std::nullopt, {});
   }
 
-  Status Detach(const std::string& kind, const db::Instance& vm, const db::ExternalIp* fip) {
+  Status Detach(const std::string& kind, const model::Instance& vm, const model::ExternalIp* fip) {
     if (kind == "floating") {
       auto r = instances_->DetachFloating(actor_, NameOrId(fip->id), std::nullopt);
       if (!r) return Fail(r.error());
@@ -390,8 +390,8 @@ class AttachSagaTest : public InstanceSagaTest {
 };
 
 TEST_F(AttachSagaTest, AttachFailingAtEachNodeLeavesACleanSlate) {
-  db::Instance vm = Running("vm");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
   for (const std::string kind : {"floating", "ephemeral"}) {
     World before = Observe();
     for (int node = 0; node < kAttachNodes; ++node) {
@@ -409,13 +409,13 @@ TEST_F(AttachSagaTest, AttachFailingAtEachNodeLeavesACleanSlate) {
 }
 
 TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
-  db::Instance vm = Running("vm");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
   Faults("ip_attach", {.repeat_every_action = true});
   for (const std::string kind : {"floating", "ephemeral"}) {
     auto ip = Attach(kind, vm, &fip);
     ASSERT_TRUE(ip) << kind << ": " << ip.error().message();
-    EXPECT_EQ(ip->state, db::AttachState::kAttached);
+    EXPECT_EQ(ip->state, model::AttachState::kAttached);
   }
   World w = Observe();
   EXPECT_EQ(w.nat_rows.size(), 3u);  // SNAT, floating, ephemeral
@@ -425,8 +425,8 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
 }
 
 TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
-  db::Instance vm = Running("vm");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
   ASSERT_TRUE(Attach("floating", vm, &fip));
   ASSERT_TRUE(Attach("ephemeral", vm, &fip));
   World attached = Observe();
@@ -452,7 +452,7 @@ TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
 }
 
 TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) {
-  db::ExternalIp fip = Fip("web");
+  model::ExternalIp fip = Fip("web");
   InstanceCreateParams p = Params("vm", false);
   RequestedExternalIp floating;
   floating.ephemeral = false;
@@ -485,15 +485,15 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
 // The reply is the row the saga's last node committed, even when a concurrent request changes
 // the IP before the reply is built (a detach here; an instance delete in the e2e race test).
 TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
-  db::Instance vm = Running("vm");
-  db::Instance other = Running("other");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::Instance other = Running("other");
+  model::ExternalIp fip = Fip("web");
   Faults("ip_attach", {.call_after_node = kAttachNodes - 1,
                        .after_node_call = [&] { ASSERT_TRUE(Detach("floating", vm, &fip)); }});
   auto attached = Attach("floating", vm, &fip);
   ASSERT_TRUE(attached) << attached.error().message();
   EXPECT_EQ(attached->parent_id, vm.id);
-  EXPECT_EQ(attached->state, db::AttachState::kAttached);
+  EXPECT_EQ(attached->state, model::AttachState::kAttached);
   EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);  // the hook did run
 
   Faults("ip_attach", {});
@@ -503,13 +503,13 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   auto detached = instances_->DetachFloating(actor_, NameOrId(fip.id), std::nullopt);
   ASSERT_TRUE(detached) << detached.error().message();
   EXPECT_FALSE(detached->parent_id);
-  EXPECT_EQ(detached->state, db::AttachState::kDetached);
+  EXPECT_EQ(detached->state, model::AttachState::kDetached);
   EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, other.id);
 }
 
 TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
-  db::Instance vm = Running("vm");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
   int64_t before = ds->durable_commits();
   ASSERT_TRUE(Attach("floating", vm, &fip));
   EXPECT_EQ(ds->durable_commits() - before, 2);
@@ -522,7 +522,7 @@ TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
 // saga would, without writing a saga.
 TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
   auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
-  db::ExternalIp fip = Fip("web");
+  model::ExternalIp fip = Fip("web");
   auto first = Attach("floating", vm, &fip);
   ASSERT_TRUE(first) << first.error().message();
   const size_t sagas = db::SagaListStates(*ds, 1000)->size();
@@ -530,7 +530,7 @@ TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
   auto again = Attach("floating", vm, &fip);
   ASSERT_TRUE(again) << again.error().message();
   EXPECT_EQ(again->parent_id, vm.id);
-  EXPECT_EQ(again->state, db::AttachState::kAttached);
+  EXPECT_EQ(again->state, model::AttachState::kAttached);
   EXPECT_EQ(again->ip, first->ip);
   EXPECT_EQ(ds->sqlite_commits(), sqlite_commits);
   EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas);
@@ -538,7 +538,7 @@ TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
 
 TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
   auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
-  db::ExternalIp fip = Fip("web");
+  model::ExternalIp fip = Fip("web");
   auto ip = Attach("floating", vm, &fip);
   ASSERT_TRUE(ip) << ip.error().message();
   World w = Observe();
@@ -558,7 +558,7 @@ class SledConvergenceTest : public InstanceSagaTest {
  protected:
   static constexpr std::string_view kUnregister = "DELETE /instances/*";
 
-  size_t SledIndexOf(const db::Instance& i) {
+  size_t SledIndexOf(const model::Instance& i) {
     for (size_t k = 0; k < sled_ids_.size(); ++k) {
       if (i.sled_id == sled_ids_[k]) return k;
     }
@@ -572,7 +572,7 @@ class SledConvergenceTest : public InstanceSagaTest {
 
   // Stops the running instance while sled `k` refuses every unregister: the instance is
   // stopped in the datastore and its stopped VM stays on the sled. Faults are cleared after.
-  void StopWhileUnregisterFails(const db::Instance& vm, size_t k) {
+  void StopWhileUnregisterFails(const model::Instance& vm, size_t k) {
     sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
     ASSERT_TRUE(instances_->Stop(actor_, NameOrId(vm.id), std::nullopt));
     ASSERT_TRUE(agents::testing::WaitFor([&] {
@@ -586,7 +586,7 @@ class SledConvergenceTest : public InstanceSagaTest {
 };
 
 TEST_F(SledConvergenceTest, TheReaperRemovesAStoppedVmWhoseUnregisterFailed) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
   instances_->ReapOrphans();
@@ -594,7 +594,7 @@ TEST_F(SledConvergenceTest, TheReaperRemovesAStoppedVmWhoseUnregisterFailed) {
 }
 
 TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
   // And a copy on the other sled, as a start call the sled applied after its saga gave up.
@@ -610,14 +610,14 @@ TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
 // start places the instance on that same sled again: the start's registration must come after
 // the unregister, or the new VM is taken away and the instance never runs.
 TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSled) {
-  db::Instance vm = Running("vm");
+  model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
   sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
   std::thread reaper([&] { instances_->ReapOrphans(); });
   bool removing =
       agents::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
-  Result<db::Instance> started = Fail(Error::Internal("not started"));
+  Result<model::Instance> started = Fail(Error::Internal("not started"));
   if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
   reaper.join();
   ASSERT_TRUE(removing) << "the reaper did not take the leftover VM for an orphan";
@@ -665,9 +665,9 @@ Status RerunUndo(db::Datastore& ds, const saga::ActionRegistry& registry, const 
 // alone. Attach: the address is attached to another instance since (the ephemeral one too: the
 // lowest free address). Detach: the address was detached since.
 TEST_F(AttachSagaTest, AnAttachOrDetachUndoRunAgainLeavesALaterOperationAlone) {
-  db::Instance vm = Running("vm");
-  db::Instance other = Running("other");
-  db::ExternalIp fip = Fip("web");
+  model::Instance vm = Running("vm");
+  model::Instance other = Running("other");
+  model::ExternalIp fip = Fip("web");
   for (const std::string kind : {"floating", "ephemeral"}) {
     Faults("ip_attach", {.fail_node = kAttachNodes - 1});
     ASSERT_FALSE(Attach(kind, vm, &fip)) << kind;

@@ -16,15 +16,15 @@ Status RequireWrite(const Actor& actor) {
   return Ok();
 }
 
-std::string_view NicName(db::NicKind k) {
+std::string_view NicName(model::NicKind k) {
   switch (k) {
-    case db::NicKind::kIpv4:
+    case model::NicKind::kIpv4:
       return "ipv4";
-    case db::NicKind::kIpv6:
+    case model::NicKind::kIpv6:
       return "ipv6";
-    case db::NicKind::kDualStack:
+    case model::NicKind::kDualStack:
       return "dual_stack";
-    case db::NicKind::kNone:
+    case model::NicKind::kNone:
       return "none";
   }
   return "none";
@@ -100,8 +100,8 @@ Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
   return it->second;
 }
 
-Result<db::Instance> Instances::Lookup(const Actor& actor, const NameOrId& instance,
-                                       const std::optional<NameOrId>& project) {
+Result<model::Instance> Instances::Lookup(const Actor& actor, const NameOrId& instance,
+                                          const std::optional<NameOrId>& project) {
   if (instance.is_id()) {
     if (project) {
       return Fail(Error::InvalidRequest(
@@ -113,28 +113,28 @@ Result<db::Instance> Instances::Lookup(const Actor& actor, const NameOrId& insta
     return Fail(
         Error::InvalidRequest("instance should either be UUID or project should be specified"));
   }
-  db::Project p = FP_TRY(cp_.ProjectView(actor, *project));
+  model::Project p = FP_TRY(cp_.ProjectView(actor, *project));
   return db::InstanceByName(ds_, p.id, instance.name().str());
 }
 
-Result<std::vector<db::Instance>> Instances::List(const Actor& actor, const NameOrId& project,
-                                                  const db::PageRequest& page) {
-  db::Project p = FP_TRY(cp_.ProjectView(actor, project));
+Result<std::vector<model::Instance>> Instances::List(const Actor& actor, const NameOrId& project,
+                                                     const model::PageRequest& page) {
+  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
   return db::InstanceList(ds_, p.id, page);
 }
 
-Result<db::Instance> Instances::AfterSaga(const Uuid& instance_id,
-                                          const saga::SagaOutcome& outcome) {
+Result<model::Instance> Instances::AfterSaga(const Uuid& instance_id,
+                                             const saga::SagaOutcome& outcome) {
   if (outcome.kind != saga::SagaResultKind::kDone) {
     if (outcome.error) return Fail(*outcome.error);
     return Fail(Error::Internal("saga did not complete"));
   }
-  return ds_.Read<db::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); });
+  return ds_.Read<model::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); });
 }
 
-Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& project,
-                                       const InstanceCreateParams& params) {
-  db::Project p = FP_TRY(cp_.ProjectView(actor, project));
+Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& project,
+                                          const InstanceCreateParams& params) {
+  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
   // A name in use is refused from a read, before the saga writes anything; the record node
@@ -166,16 +166,16 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
     const RequestedExternalIp& r = params.external_ips[k];
     if (r.ephemeral) {
       saga::Json e{{"type", "ephemeral"}, {"ip_id", Uuid::Random().ToString()}};
-      if (r.selector.mode == db::PoolSelector::Mode::kExplicitPool) {
+      if (r.selector.mode == model::PoolSelector::Mode::kExplicitPool) {
         e["pool"] = r.selector.pool->ToString();
       } else if (r.selector.ip_version) {
         e["ip_version"] = ToString(*r.selector.ip_version);
       }
       requested.push_back(e);
     } else {
-      db::ExternalIp fip = r.floating_ip.is_id()
-                               ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
-                               : FP_TRY(db::FloatingIpByName(ds_, p.id, r.floating_ip));
+      model::ExternalIp fip = r.floating_ip.is_id()
+                                  ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
+                                  : FP_TRY(db::FloatingIpByName(ds_, p.id, r.floating_ip));
       if (fip.project_id != p.id) {
         return Fail(
             Error::InvalidRequest("floating IP must be in the same project as the instance"));
@@ -186,12 +186,12 @@ Result<db::Instance> Instances::Create(const Actor& actor, const NameOrId& proje
   dag.params["external_ips"] = requested;
   dag.nodes = InstanceCreateNodes(params.external_ips.size());
   auto outcome = FP_TRY(exec_.RunNew(dag));
-  db::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
+  model::Instance created = FP_TRY(AfterSaga(instance_id, outcome));
   if (!params.start) return created;
   return RunStartSaga(created);
 }
 
-Result<db::Instance> Instances::RunStartSaga(const db::Instance& instance) {
+Result<model::Instance> Instances::RunStartSaga(const model::Instance& instance) {
   saga::SagaDag dag;
   dag.name = "instance_start";
   dag.params = saga::Json{{"instance_id", instance.id.ToString()}};
@@ -200,23 +200,23 @@ Result<db::Instance> Instances::RunStartSaga(const db::Instance& instance) {
   return AfterSaga(instance.id, outcome);
 }
 
-Result<db::Instance> Instances::Start(const Actor& actor, const NameOrId& instance,
-                                      const std::optional<NameOrId>& project) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+Result<model::Instance> Instances::Start(const Actor& actor, const NameOrId& instance,
+                                         const std::optional<NameOrId>& project) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
-  if (i.state == db::InstanceState::kVmm && i.run_state != "stopping") return i;  // idempotent
-  if (i.state != db::InstanceState::kNoVmm) {
+  if (i.state == model::InstanceState::kVmm && i.run_state != "stopping") return i;  // idempotent
+  if (i.state != model::InstanceState::kNoVmm) {
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
   }
   return RunStartSaga(i);
 }
 
-Result<db::Instance> Instances::Stop(const Actor& actor, const NameOrId& instance,
-                                     const std::optional<NameOrId>& project) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+Result<model::Instance> Instances::Stop(const Actor& actor, const NameOrId& instance,
+                                        const std::optional<NameOrId>& project) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
-  if (i.state != db::InstanceState::kVmm || !i.sled_id) return i;  // already stopped
+  if (i.state != model::InstanceState::kVmm || !i.sled_id) return i;  // already stopped
   if (i.migration_id) {
     return Fail(Error::Unavailable(
         fmt::format("instance \"{}\" is migrating; retry when the migration completes", i.name)));
@@ -236,11 +236,11 @@ Result<db::Instance> Instances::Stop(const Actor& actor, const NameOrId& instanc
   return db::InstanceSetRunState(ds_, i.id, "stopping");
 }
 
-Result<db::Instance> Instances::Reboot(const Actor& actor, const NameOrId& instance,
-                                       const std::optional<NameOrId>& project) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+Result<model::Instance> Instances::Reboot(const Actor& actor, const NameOrId& instance,
+                                          const std::optional<NameOrId>& project) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
-  if (i.state != db::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
+  if (i.state != model::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
     return Fail(Error::InvalidRequest(fmt::format(
         "instance \"{}\" can only be rebooted while running (it is {})", i.name, i.run_state)));
   }
@@ -263,18 +263,18 @@ Result<db::Instance> Instances::Reboot(const Actor& actor, const NameOrId& insta
   return db::InstanceSetRunState(ds_, i.id, "starting");
 }
 
-Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& instance,
-                                        const std::optional<NameOrId>& project,
-                                        const Uuid& dst_sled) {
+Result<model::Instance> Instances::Migrate(const Actor& actor, const NameOrId& instance,
+                                           const std::optional<NameOrId>& project,
+                                           const Uuid& dst_sled) {
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
   // A /v1/system operation: by id, the fleet admin reaches instances of every silo (as the
   // sled views list them). Names stay scoped to the token's silo, where they are unique.
-  db::Instance i = instance.is_id() && !project ? FP_TRY(ds_.Read<db::Instance>([&](db::Tx& tx) {
-    return db::InstanceGetIn(tx, instance.id());
-  }))
-                                                : FP_TRY(Lookup(actor, instance, project));
+  model::Instance i = instance.is_id() && !project
+                          ? FP_TRY(ds_.Read<model::Instance>(
+                                [&](db::Tx& tx) { return db::InstanceGetIn(tx, instance.id()); }))
+                          : FP_TRY(Lookup(actor, instance, project));
   FP_TRY(db::SledGet(ds_, dst_sled));
-  if (i.state != db::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
+  if (i.state != model::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
     return Fail(Error::InvalidRequest(fmt::format(
         "instance \"{}\" can only be migrated while running (it is {})", i.name, i.run_state)));
   }
@@ -294,13 +294,13 @@ Result<db::Instance> Instances::Migrate(const Actor& actor, const NameOrId& inst
   return AfterSaga(i.id, outcome);
 }
 
-Result<db::Instance> Instances::Update(const Actor& actor, const NameOrId& instance,
-                                       const std::optional<NameOrId>& project,
-                                       const InstanceSize& size) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+Result<model::Instance> Instances::Update(const Actor& actor, const NameOrId& instance,
+                                          const std::optional<NameOrId>& project,
+                                          const InstanceSize& size) {
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(size));
-  db::InstanceUpdate update;
+  model::InstanceUpdate update;
   update.ncpus = size.ncpus;
   update.memory = static_cast<int64_t>(size.memory);  // at most 1536 GiB: checked above
   return db::InstanceUpdateFields(ds_, i.id, update);
@@ -308,11 +308,11 @@ Result<db::Instance> Instances::Update(const Actor& actor, const NameOrId& insta
 
 Status Instances::Delete(const Actor& actor, const NameOrId& instance,
                          const std::optional<NameOrId>& project) {
-  db::Instance i = FP_TRY(Lookup(actor, instance, project));
+  model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   // Refused before anything changes (product.md difference 11); the saga's first node checks
   // again inside its transaction.
-  if (i.state == db::InstanceState::kVmm) {
+  if (i.state == model::InstanceState::kVmm) {
     return Fail(Error::InvalidRequest(fmt::format(
         "cannot delete instance: instance is running or has not yet fully stopped (instance "
         "\"{}\" is {}; stop it first)",
@@ -338,12 +338,12 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   return Ok();
 }
 
-Result<std::vector<db::Sled>> Instances::SledList(const Actor& actor) {
+Result<std::vector<model::Sled>> Instances::SledList(const Actor& actor) {
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
   return db::SledList(ds_);
 }
 
-Result<db::Sled> Instances::SledView(const Actor& actor, const Uuid& sled_id) {
+Result<model::Sled> Instances::SledView(const Actor& actor, const Uuid& sled_id) {
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
   return db::SledGet(ds_, sled_id);
 }
@@ -353,14 +353,14 @@ Result<std::vector<Instances::SledInstance>> Instances::SledInstances(const Acto
   if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
   FP_TRY(db::SledGet(ds_, sled_id));
   std::vector<SledInstance> out;
-  for (const db::Instance& i : FP_TRY(db::InstancesOnSled(ds_, sled_id))) {
+  for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds_, sled_id))) {
     auto names = FP_TRY(db::InstanceNames(ds_, i.id));
     out.push_back(SledInstance{i, names.first, names.second});
   }
   return out;
 }
 
-void Instances::SettleStopped(const db::Instance& instance, agents::SledAgentClient& sled,
+void Instances::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
                               const std::string& run_state) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state);
   if (!recorded) {
@@ -389,7 +389,7 @@ std::optional<Status> Instances::RemoveIfOrphan(const Uuid& sled_id, agents::Sle
     if (!instance) return instance.error().kind() == ErrorKind::kNotFound;
     // Both ends of a migration hold a VM until the migration saga settles which one stays.
     if (instance->migration_id) return false;
-    return instance->state != db::InstanceState::kVmm || instance->sled_id != sled_id;
+    return instance->state != model::InstanceState::kVmm || instance->sled_id != sled_id;
   };
   std::optional<Status> removed;
   dataplane_.removals.RemoveIf(instance_id, is_orphan,
@@ -431,7 +431,7 @@ void Instances::WatchOnce() {
   ReapOrphans();
   auto instances = db::InstancesWithVmm(ds_);
   if (!instances) return;
-  for (const db::Instance& i : *instances) {
+  for (const model::Instance& i : *instances) {
     if (!i.sled_id || i.migration_id || i.run_state == "rebooting") continue;
     auto sled = dataplane_.Sled(*i.sled_id);
     if (!sled) continue;
@@ -455,7 +455,7 @@ void Instances::WatchOnce() {
   }
 }
 
-void Instances::ReconcilePort(const db::Instance& instance, agents::SledAgentClient& sled,
+void Instances::ReconcilePort(const model::Instance& instance, agents::SledAgentClient& sled,
                               const agents::SledInstance& vm) {
   // `vm` was read from the sled before the datastore is read here: an address an attach or
   // detach saga is still moving is left alone, and a settled one that the sled disagrees
@@ -463,9 +463,9 @@ void Instances::ReconcilePort(const db::Instance& instance, agents::SledAgentCli
   auto ips = db::InstanceExternalIps(ds_, instance.id);
   if (!ips) return;
   std::set<IpAddr> attached, moving;
-  for (const db::ExternalIp& e : *ips) {
-    if (e.kind == db::IpKind::kSnat) continue;
-    (e.state == db::AttachState::kAttached ? attached : moving).insert(e.ip);
+  for (const model::ExternalIp& e : *ips) {
+    if (e.kind == model::IpKind::kSnat) continue;
+    (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
   }
   std::set<IpAddr> on_port;
   for (const IpAddr& ip : vm.external_ips) {

@@ -59,7 +59,7 @@ struct Dataplane {
 // An external IP requested at instance create.
 struct RequestedExternalIp {
   bool ephemeral = true;
-  db::PoolSelector selector;     // ephemeral
+  model::PoolSelector selector;  // ephemeral
   NameOrId floating_ip{Uuid()};  // floating: by name in the instance's project, or by id
 };
 
@@ -88,7 +88,7 @@ struct InstanceCreateParams {
   std::string hostname;
   int64_t ncpus = 1;
   uint64_t memory = 0;
-  db::NicKind nic = db::NicKind::kDualStack;
+  model::NicKind nic = model::NicKind::kDualStack;
   bool start = true;
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
 };
@@ -128,40 +128,40 @@ class Instances {
 
   // Errors, in order: NotFound for the project, Forbidden without write access, those of
   // CheckInstanceSize, then those of resolving the requested floating IPs and of the saga.
-  Result<db::Instance> Create(const Actor& actor, const NameOrId& project,
-                              const InstanceCreateParams& params);
+  Result<model::Instance> Create(const Actor& actor, const NameOrId& project,
+                                 const InstanceCreateParams& params);
   // `project` is required with a name and forbidden with an id (§2.0).
-  Result<db::Instance> Lookup(const Actor& actor, const NameOrId& instance,
-                              const std::optional<NameOrId>& project);
-  Result<std::vector<db::Instance>> List(const Actor& actor, const NameOrId& project,
-                                         const db::PageRequest& page);
+  Result<model::Instance> Lookup(const Actor& actor, const NameOrId& instance,
+                                 const std::optional<NameOrId>& project);
+  Result<std::vector<model::Instance>> List(const Actor& actor, const NameOrId& project,
+                                            const model::PageRequest& page);
   // Sets ncpus and memory of a stopped instance. Errors, in order: those of Lookup,
   // Forbidden without write access, those of CheckInstanceSize, InvalidRequest unless stopped.
-  Result<db::Instance> Update(const Actor& actor, const NameOrId& instance,
-                              const std::optional<NameOrId>& project, const InstanceSize& size);
+  Result<model::Instance> Update(const Actor& actor, const NameOrId& instance,
+                                 const std::optional<NameOrId>& project, const InstanceSize& size);
   Status Delete(const Actor& actor, const NameOrId& instance,
                 const std::optional<NameOrId>& project);
-  Result<db::Instance> Start(const Actor& actor, const NameOrId& instance,
-                             const std::optional<NameOrId>& project);
-  Result<db::Instance> Stop(const Actor& actor, const NameOrId& instance,
-                            const std::optional<NameOrId>& project);
-  Result<db::Instance> Reboot(const Actor& actor, const NameOrId& instance,
-                              const std::optional<NameOrId>& project);
+  Result<model::Instance> Start(const Actor& actor, const NameOrId& instance,
+                                const std::optional<NameOrId>& project);
+  Result<model::Instance> Stop(const Actor& actor, const NameOrId& instance,
+                               const std::optional<NameOrId>& project);
+  Result<model::Instance> Reboot(const Actor& actor, const NameOrId& instance,
+                                 const std::optional<NameOrId>& project);
   // Fleet admin only (Forbidden otherwise, before any lookup). An instance given by id is
   // found in any silo; by name, in `project` of the token's silo.
-  Result<db::Instance> Migrate(const Actor& actor, const NameOrId& instance,
-                               const std::optional<NameOrId>& project, const Uuid& dst_sled);
+  Result<model::Instance> Migrate(const Actor& actor, const NameOrId& instance,
+                                  const std::optional<NameOrId>& project, const Uuid& dst_sled);
 
   // Live attach and detach (external_ips.cc). Floating attach/detach answer with the floating
   // IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
-  Result<db::ExternalIp> AttachFloating(const Actor& actor, const NameOrId& fip,
-                                        const std::optional<NameOrId>& fip_project,
-                                        const NameOrId& instance);
-  Result<db::ExternalIp> DetachFloating(const Actor& actor, const NameOrId& fip,
-                                        const std::optional<NameOrId>& fip_project);
-  Result<db::ExternalIp> AttachEphemeral(const Actor& actor, const NameOrId& instance,
-                                         const std::optional<NameOrId>& project,
-                                         const db::PoolSelector& selector);
+  Result<model::ExternalIp> AttachFloating(const Actor& actor, const NameOrId& fip,
+                                           const std::optional<NameOrId>& fip_project,
+                                           const NameOrId& instance);
+  Result<model::ExternalIp> DetachFloating(const Actor& actor, const NameOrId& fip,
+                                           const std::optional<NameOrId>& fip_project);
+  Result<model::ExternalIp> AttachEphemeral(const Actor& actor, const NameOrId& instance,
+                                            const std::optional<NameOrId>& project,
+                                            const model::PoolSelector& selector);
   Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
   // The instance an instance saga answers with, from the saga's parameters and last output:
@@ -171,20 +171,20 @@ class Instances {
   // row if the instance was deleted since. A create that asked for a start that never began
   // (its run state unchanged since the create saga) runs that start first, as the request
   // would have: errors then are the start's.
-  Result<db::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
-                                      const saga::Json& output);
+  Result<model::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
+                                         const saga::Json& output);
   // The IP an attach or detach saga answered with, from the saga's output (the row as its
   // complete node committed it): an Idempotency-Key's replay of that request.
-  Result<db::ExternalIp> IpOfSagaOutput(const saga::Json& output);
+  Result<model::ExternalIp> IpOfSagaOutput(const saga::Json& output);
   // The instance's attached external IPs (SNAT, ephemeral, floating).
-  Result<std::vector<db::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
-                                                  const std::optional<NameOrId>& project);
+  Result<std::vector<model::ExternalIp>> ExternalIps(const Actor& actor, const NameOrId& instance,
+                                                     const std::optional<NameOrId>& project);
 
-  Result<std::vector<db::Sled>> SledList(const Actor& actor);
-  Result<db::Sled> SledView(const Actor& actor, const Uuid& sled_id);
+  Result<std::vector<model::Sled>> SledList(const Actor& actor);
+  Result<model::Sled> SledView(const Actor& actor, const Uuid& sled_id);
   // The instances on a sled with their project and silo names.
   struct SledInstance {
-    db::Instance instance;
+    model::Instance instance;
     std::string project_name;
     std::string silo_name;
   };
@@ -204,16 +204,16 @@ class Instances {
   // on the next pass, so sleds converge once they answer.
   void ReapOrphans();
   // Makes the sled's port carry exactly the instance's settled attached addresses.
-  void ReconcilePort(const db::Instance& instance, agents::SledAgentClient& sled,
+  void ReconcilePort(const model::Instance& instance, agents::SledAgentClient& sled,
                      const agents::SledInstance& vm);
 
  private:
-  Result<db::Instance> RunStartSaga(const db::Instance& instance);
-  Result<db::ExternalIp> RunAttachSaga(const saga::Json& params);
-  Result<std::optional<db::ExternalIp>> RunDetachSaga(const saga::Json& params);
-  Result<db::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
+  Result<model::Instance> RunStartSaga(const model::Instance& instance);
+  Result<model::ExternalIp> RunAttachSaga(const saga::Json& params);
+  Result<std::optional<model::ExternalIp>> RunDetachSaga(const saga::Json& params);
+  Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
-  void SettleStopped(const db::Instance& instance, agents::SledAgentClient& sled,
+  void SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
                      const std::string& run_state);
   // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
   // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the

@@ -63,8 +63,8 @@ Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& si
 Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
 
 // NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
-Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip, const Uuid& instance_id,
-                                             const Sled& sled);
+Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
+                                               const Uuid& instance_id, const Sled& sled);
 Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
 
 }  // namespace fp::db

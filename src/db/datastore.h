@@ -16,11 +16,18 @@
 #include "common/error.h"
 #include "common/name.h"
 #include "common/time.h"
-#include "db/models.h"
 #include "db/sqlite.h"
+#include "model/auth.h"
+#include "model/external_ips.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
+#include "model/silos.h"
 #include "saga/store.h"
 
 namespace fp::db {
+
+// The datastore stores and returns the product's model under the model's own names.
+using namespace ::fp::model;  // NOLINT(google-build-using-namespace)
 
 // A transaction in progress. Obtained only inside Datastore::Write/Read. It is the saga
 // engine's StoreTx of the datastore's saga store (db/saga_log.h), so that a saga action's
@@ -85,59 +92,6 @@ std::string PageClause(const PageRequest& page, std::string_view name_column,
 Result<Uuid> UuidColumn(const Row& row, size_t i);
 Result<std::optional<Uuid>> OptUuidColumn(const Row& row, size_t i);
 Result<IpAddr> IpColumn(const Row& row, size_t i);
-
-// Where an automatically allocated address comes from.
-struct PoolSelector {
-  enum class Mode { kDefault, kExplicitPool };
-  Mode mode = Mode::kDefault;
-  std::optional<IpVersion> ip_version;  // kDefault only
-  std::optional<NameOrId> pool;         // kExplicitPool only
-};
-
-// How a floating IP gets its address (Oxide's AddressAllocator).
-struct AddressRequest {
-  std::optional<IpAddr> explicit_ip;  // set: reserve exactly this address, pool inferred
-  PoolSelector selector;              // otherwise: lowest free address of the selected pool
-};
-
-struct FloatingIpCreate {
-  Uuid id;
-  Uuid silo_id;
-  Uuid project_id;
-  std::string name;
-  std::string description;
-  AddressRequest address;
-};
-
-struct SiloCreate {
-  Uuid id;
-  std::string name;
-  std::string description;
-  bool discoverable = true;
-  std::string identity_mode = "local_only";
-  std::optional<std::string> admin_group_name;
-};
-
-struct PoolCreate {
-  Uuid id;
-  std::string name;
-  std::string description;
-  IpVersion ip_version = IpVersion::kV4;
-  PoolType pool_type = PoolType::kUnicast;
-  PoolAssignment assignment = PoolAssignment::kSilos;
-};
-
-// Optional field updates (name, description); absent fields are left unchanged.
-struct IdentityUpdate {
-  std::optional<std::string> name;
-  std::optional<std::string> description;
-};
-
-struct IpPoolFilter {
-  std::optional<IpVersion> ip_version;
-  std::optional<PoolType> pool_type;
-  std::optional<PoolAssignment> assignment;
-};
 
 // Low-level allocation primitives over a pool's free space, run inside a caller's write
 // transaction. The cost of each is O(log n) in the number of allocated addresses: free

@@ -14,14 +14,10 @@ constexpr std::string_view kInstanceColumns =
     "i.run_state, i.sled_id, i.migration_id, i.time_run_state_updated, i.time_created, "
     "i.time_modified, i.start_saga_id";
 
-constexpr std::array<std::string_view, 5> kStates = {"creating", "no_vmm", "vmm", "failed",
-                                                     "destroyed"};
-
 Result<InstanceState> ParseState(std::string_view s) {
-  for (size_t i = 0; i < kStates.size(); ++i) {
-    if (kStates[i] == s) return static_cast<InstanceState>(i);
-  }
-  return Fail(Error::Internal("corrupt instance state"));
+  auto state = ParseInstanceState(s);
+  if (!state) return Fail(Error::Internal("corrupt instance state"));
+  return *state;
 }
 
 Result<Instance> InstanceFromRow(const Row& r) {
@@ -70,8 +66,8 @@ constexpr std::string_view kNatColumns =
     "id, external_ip, first_port, last_port, sled_address, vni, mac, instance_id, version_added, "
     "version_removed";
 
-Result<NatRow> NatFromRow(const Row& r) {
-  NatRow n;
+Result<NatEntry> NatFromRow(const Row& r) {
+  NatEntry n;
   n.id = FP_TRY(UuidColumn(r, 0));
   n.external_ip = FP_TRY(IpColumn(r, 1));
   n.first_port = static_cast<int>(r.Int(2));
@@ -95,18 +91,6 @@ Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
 }
 
 }  // namespace
-
-std::string_view ToString(InstanceState s) { return kStates[static_cast<size_t>(s)]; }
-std::string_view Label(InstanceState s) {
-  switch (s) {
-    case InstanceState::kNoVmm:
-      return "no_VMM";
-    case InstanceState::kVmm:
-      return "VMM";
-    default:
-      return ToString(s);
-  }
-}
 
 // --- Sleds ---
 
@@ -621,9 +605,9 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
 
 // --- NAT ---
 
-Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
-                                             const Sled& sled) {
-  std::vector<NatRow> out;
+Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
+                                               const Sled& sled) {
+  std::vector<NatEntry> out;
   auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
   if (!nic) return out;
   auto live = FP_TRY(tx.QueryRow(
@@ -632,7 +616,7 @@ Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const 
                   kNatColumns),
       e.ip, e.first_port, e.last_port));
   if (live) {
-    NatRow row = FP_TRY(NatFromRow(*live));
+    NatEntry row = FP_TRY(NatFromRow(*live));
     if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
         row.instance_id == instance_id) {
       out.push_back(row);
@@ -641,7 +625,7 @@ Result<std::vector<NatRow>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const 
     // A leftover mapping for this address (another sled, or an instance since deleted).
     FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
   }
-  NatRow row;
+  NatEntry row;
   row.id = Uuid::Random();
   row.external_ip = e.ip;
   row.first_port = e.first_port;
@@ -670,9 +654,9 @@ Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
   return Ok();
 }
 
-Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
-                                                   const Sled& sled) {
-  std::vector<NatRow> out;
+Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                     const Sled& sled) {
+  std::vector<NatEntry> out;
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
     if (e.state != AttachState::kAttached) {
       return Fail(Error::Unavailable(fmt::format(
@@ -680,7 +664,7 @@ Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_
           "completes",
           instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
     }
-    for (NatRow& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
+    for (NatEntry& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
   }
   return out;
 }
@@ -731,9 +715,9 @@ Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestam
   });
 }
 
-Result<std::vector<NatRow>> NatLive(Datastore& ds) {
-  return ds.Read<std::vector<NatRow>>([&](Tx& tx) -> Result<std::vector<NatRow>> {
-    std::vector<NatRow> out;
+Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
+  return ds.Read<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
+    std::vector<NatEntry> out;
     for (const Row& r : FP_TRY(tx.Query(fmt::format(
              "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
              "first_port",

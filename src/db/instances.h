@@ -10,78 +10,10 @@
 #include <vector>
 
 #include "db/datastore.h"
+#include "model/instances.h"
+#include "model/nat.h"
 
 namespace fp::db {
-
-struct Sled {
-  Uuid id;
-  std::string serial;
-  std::string agent_url;
-  IpAddr underlay_address;
-  Timestamp time_created = 0;
-  Timestamp time_modified = 0;
-};
-
-enum class InstanceState { kCreating, kNoVmm, kVmm, kFailed, kDestroyed };
-std::string_view ToString(InstanceState s);
-// The label Oxide's messages use: creating, no_VMM, VMM, failed, destroyed.
-std::string_view Label(InstanceState s);
-
-struct Instance {
-  Uuid id;
-  Uuid project_id;
-  std::string name;
-  std::string description;
-  std::string hostname;
-  int64_t ncpus = 1;
-  int64_t memory = 0;
-  InstanceState state = InstanceState::kCreating;
-  std::string run_state = "creating";  // the API's InstanceState
-  std::optional<Uuid> sled_id;
-  std::optional<Uuid> start_saga_id;  // the saga that placed the current VMM
-  std::optional<Uuid> migration_id;
-  Timestamp time_run_state_updated = 0;
-  Timestamp time_created = 0;
-  Timestamp time_modified = 0;
-};
-
-struct NetworkInterface {
-  Uuid id;
-  Uuid instance_id;
-  Uuid vpc_id;
-  std::string name;
-  std::string mac;
-  std::optional<IpAddr> ipv4;
-  std::optional<IpAddr> ipv6;
-  int64_t vni = 0;
-};
-
-enum class NicKind { kNone, kIpv4, kIpv6, kDualStack };
-
-struct InstanceCreate {
-  Uuid id;
-  Uuid nic_id;
-  Uuid project_id;
-  std::string name;
-  std::string description;
-  std::string hostname;
-  int64_t ncpus = 1;
-  int64_t memory = 0;
-  NicKind nic = NicKind::kIpv4;
-};
-
-struct NatRow {
-  Uuid id;
-  IpAddr external_ip;
-  int first_port = 0;
-  int last_port = 65535;
-  IpAddr sled_address;
-  int64_t vni = 0;
-  std::string mac;
-  Uuid instance_id;
-  int64_t version_added = 0;
-  std::optional<int64_t> version_removed;
-};
 
 // --- Sleds ---
 // Registers the sled with this serial, or updates its agent URL; the id is stable per serial.
@@ -112,13 +44,6 @@ Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& in
 Result<std::vector<ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);
 Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id);
 
-struct InstanceUpdate {
-  std::optional<std::string> name;
-  std::optional<std::string> description;
-  std::optional<std::string> hostname;
-  std::optional<int64_t> ncpus;
-  std::optional<int64_t> memory;
-};
 // ncpus and memory change only while stopped (InvalidRequest otherwise).
 Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u);
 
@@ -177,14 +102,14 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id);
 // Ensures a live NAT row for each of the instance's external IPs pointing at `sled`; a live
 // row for the same (ip, ports) with another target is replaced. ServiceUnavailable if an IP
 // is mid attach/detach.
-Result<std::vector<NatRow>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
-                                                   const Sled& sled);
+Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                     const Sled& sled);
 // Soft-deletes every live NAT row of the instance.
 Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id);
 // The change feed: additions (live rows, at version_added) and removals (at version_removed)
 // with version > `after`, in version order, at most `limit`.
 struct NatFeedChange {
-  NatRow row;
+  NatEntry row;
   int64_t version = 0;
   bool deleted = false;
 };
@@ -197,7 +122,7 @@ struct NatFeed {
 };
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
-Result<std::vector<NatRow>> NatLive(Datastore& ds);
+Result<std::vector<NatEntry>> NatLive(Datastore& ds);
 // Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
 // installed) and before `removed_before`: the log keeps removals only as long as a switch may
 // still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.

@@ -17,7 +17,7 @@ bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
 }
 }  // namespace
 
-agents::NatEntry NatReconciler::ToEntry(const db::NatRow& row) {
+agents::NatEntry NatReconciler::ToEntry(const model::NatEntry& row) {
   return agents::NatEntry{row.external_ip,  row.first_port, row.last_port,
                           row.sled_address, row.vni,        row.mac};
 }

@@ -63,7 +63,7 @@ class NatReconciler {
   void StartBackground(int period_ms);
   void StopBackground();
 
-  static agents::NatEntry ToEntry(const db::NatRow& row);
+  static agents::NatEntry ToEntry(const model::NatEntry& row);
 
  private:
   Status SyncLocked();          // requires sync_mu_

@@ -1,0 +1,57 @@
+#pragma once
+
+// External addresses of every kind (SNAT blocks, ephemeral and floating IPs), their attach
+// state, and how a floating IP asks for its address.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/ip.h"
+#include "common/time.h"
+#include "common/uuid.h"
+#include "model/ip_pools.h"
+
+namespace fp::model {
+
+enum class IpKind { kSnat, kEphemeral, kFloating };
+enum class AttachState { kDetached, kAttaching, kAttached, kDetaching };
+std::string_view ToString(IpKind k);
+std::string_view ToString(AttachState s);
+// Inverses of the two above, for stored text (unknown text reads as floating / detached).
+IpKind ParseIpKind(std::string_view text);
+AttachState ParseAttachState(std::string_view text);
+
+struct ExternalIp {
+  Uuid id;
+  std::optional<std::string> name;         // floating only
+  std::optional<std::string> description;  // floating only
+  Uuid pool_id;
+  Uuid range_id;
+  std::optional<Uuid> parent_id;
+  IpKind kind = IpKind::kFloating;
+  IpAddr ip;
+  int first_port = 0;
+  int last_port = 65535;
+  std::optional<Uuid> project_id;  // floating only
+  AttachState state = AttachState::kDetached;
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
+// How a floating IP gets its address (Oxide's AddressAllocator).
+struct AddressRequest {
+  std::optional<IpAddr> explicit_ip;  // set: reserve exactly this address, pool inferred
+  PoolSelector selector;              // otherwise: lowest free address of the selected pool
+};
+
+struct FloatingIpCreate {
+  Uuid id;
+  Uuid silo_id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  AddressRequest address;
+};
+
+}  // namespace fp::model

@@ -1,0 +1,82 @@
+#pragma once
+
+// Sleds, instances and their network interfaces.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/ip.h"
+#include "common/time.h"
+#include "common/uuid.h"
+
+namespace fp::model {
+
+struct Sled {
+  Uuid id;
+  std::string serial;
+  std::string agent_url;
+  IpAddr underlay_address;
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
+enum class InstanceState { kCreating, kNoVmm, kVmm, kFailed, kDestroyed };
+std::string_view ToString(InstanceState s);
+std::optional<InstanceState> ParseInstanceState(std::string_view text);
+// The label Oxide's messages use: creating, no_VMM, VMM, failed, destroyed.
+std::string_view Label(InstanceState s);
+
+struct Instance {
+  Uuid id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  std::string hostname;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  InstanceState state = InstanceState::kCreating;
+  std::string run_state = "creating";  // the API's InstanceState
+  std::optional<Uuid> sled_id;
+  std::optional<Uuid> start_saga_id;  // the saga that placed the current VMM
+  std::optional<Uuid> migration_id;
+  Timestamp time_run_state_updated = 0;
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
+struct NetworkInterface {
+  Uuid id;
+  Uuid instance_id;
+  Uuid vpc_id;
+  std::string name;
+  std::string mac;
+  std::optional<IpAddr> ipv4;
+  std::optional<IpAddr> ipv6;
+  int64_t vni = 0;
+};
+
+enum class NicKind { kNone, kIpv4, kIpv6, kDualStack };
+
+struct InstanceCreate {
+  Uuid id;
+  Uuid nic_id;
+  Uuid project_id;
+  std::string name;
+  std::string description;
+  std::string hostname;
+  int64_t ncpus = 1;
+  int64_t memory = 0;
+  NicKind nic = NicKind::kIpv4;
+};
+
+struct InstanceUpdate {
+  std::optional<std::string> name;
+  std::optional<std::string> description;
+  std::optional<std::string> hostname;
+  std::optional<int64_t> ncpus;
+  std::optional<int64_t> memory;
+};
+
+}  // namespace fp::model
