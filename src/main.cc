@@ -38,6 +38,7 @@
 #include "app/tokens.h"
 #include "common/log.h"
 #include "db/datastore.h"
+#include "db/saga_log.h"
 #include "http/host_port.h"
 #include "http/server.h"
 #include "nat/nat_reconciler.h"
@@ -321,7 +322,8 @@ int RunServer(const ServerFlags& flags) {
   fp::app::RegisterInstanceActions(registry, deps);
   fp::app::RegisterExternalIpActions(registry, deps);
   // One server per SQLite database: it is the only saga execution coordinator.
-  fp::saga::SagaExecutor executor(**datastore, registry, "sqlite-server");
+  fp::db::DatastoreSagaStore saga_store(**datastore);
+  fp::saga::SagaExecutor executor(saga_store, registry, "sqlite-server");
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
     // A slow disk: each sync of the log first waits this long, so commits stay written but

@@ -82,7 +82,8 @@ class InstanceSagaTest : public ::testing::Test {
     deps_ = std::make_unique<InstanceSagaDeps>(InstanceSagaDeps{*ds, dataplane_, *nat_});
     RegisterInstanceActions(registry_, *deps_);
     RegisterExternalIpActions(registry_, *deps_);
-    exec_ = std::make_unique<saga::SagaExecutor>(*ds, registry_, "test-sec");
+    saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
+    exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec");
     projects_ = std::make_unique<Projects>(*ds);
     floating_ips_ = std::make_unique<FloatingIps>(*ds);
     instances_ =
@@ -182,6 +183,7 @@ class InstanceSagaTest : public ::testing::Test {
   std::unique_ptr<nat::NatReconciler> nat_;
   std::unique_ptr<InstanceSagaDeps> deps_;
   saga::ActionRegistry registry_;
+  std::unique_ptr<db::DatastoreSagaStore> saga_store_;
   std::unique_ptr<saga::SagaExecutor> exec_;
   std::unique_ptr<Projects> projects_;
   std::unique_ptr<FloatingIps> floating_ips_;
