@@ -12,7 +12,10 @@
 #include "agents/agents.h"
 #include "common/error.h"
 #include "common/uuid.h"
-#include "db/datastore.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
 
 namespace fp::app {
 

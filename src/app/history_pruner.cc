@@ -1,6 +1,7 @@
 #include "app/history_pruner.h"
 
 #include "common/log.h"
+#include "db/datastore.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
 

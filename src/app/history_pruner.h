@@ -13,7 +13,10 @@
 #include <thread>
 
 #include "common/error.h"
-#include "db/datastore.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
 
 namespace fp::app {
 

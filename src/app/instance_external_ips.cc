@@ -4,6 +4,9 @@
 
 #include "app/instances.h"
 #include "app/sagas/ip_steps.h"
+#include "db/attach.h"
+#include "db/datastore.h"
+#include "db/instances.h"
 
 namespace fp::app {
 
@@ -27,8 +30,8 @@ Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const Na
                                                     const std::optional<NameOrId>& fip_project,
                                                     const NameOrId& instance) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
-  if (!actor.can_write()) return Fail(Error::Forbidden());
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
+  FP_CHECK_OK(RequireWrite(actor));
   // A parent named by name is looked up in the floating IP's project.
   model::Instance i = instance.is_id()
                           ? FP_TRY(Lookup(actor, instance, std::nullopt))
@@ -48,8 +51,8 @@ Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const Na
 Result<model::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
-  if (!actor.can_write()) return Fail(Error::Forbidden());
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
+  FP_CHECK_OK(RequireWrite(actor));
   if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
   return RunDetachSaga(
       {.kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
@@ -60,7 +63,7 @@ Result<model::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const N
                                                      const model::PoolSelector& selector) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
-  if (!actor.can_write()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireWrite(actor));
   auto [pool, ip_version] = SelectorFields(selector);
   return RunAttachSaga({.kind = model::IpKind::kEphemeral,
                         .ip_id = Uuid::Random(),
@@ -75,7 +78,7 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
                                   std::optional<IpVersion> version) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
-  if (!actor.can_write()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireWrite(actor));
   std::vector<model::ExternalIp> ephemeral;
   for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
     if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {

@@ -10,15 +10,13 @@
 #include "app/sagas/instance_migrate.h"
 #include "app/sagas/instance_start.h"
 #include "common/log.h"
+#include "db/external_ips.h"
+#include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 
 namespace {
-
-Status RequireWrite(const Actor& actor) {
-  if (!actor.can_write()) return Fail(Error::Forbidden());
-  return Ok();
-}
 
 // A byte count the way Oxide's ByteCount displays it: in the largest binary unit that divides
 // it ("1 GiB", "1536 GiB").
@@ -77,13 +75,13 @@ Result<model::Instance> Instances::Lookup(const Actor& actor, const NameOrId& in
     return Fail(
         Error::InvalidRequest("instance should either be UUID or project should be specified"));
   }
-  model::Project p = FP_TRY(cp_.ProjectView(actor, *project));
+  model::Project p = FP_TRY(projects_.View(actor, *project));
   return db::InstanceByName(ds_, p.id, instance.name().str());
 }
 
 Result<std::vector<model::Instance>> Instances::List(const Actor& actor, const NameOrId& project,
                                                      const model::PageRequest& page) {
-  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
+  model::Project p = FP_TRY(projects_.View(actor, project));
   return db::InstanceList(ds_, p.id, page);
 }
 
@@ -98,7 +96,7 @@ Result<model::Instance> Instances::AfterSaga(const Uuid& instance_id,
 
 Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& project,
                                           const InstanceCreateParams& params) {
-  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
+  model::Project p = FP_TRY(projects_.View(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
   // A name in use is refused from a read, before the saga writes anything; the record node
@@ -133,7 +131,7 @@ Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& pr
                                                                   .ip_version = ip_version});
     } else {
       model::ExternalIp fip = r.floating_ip.is_id()
-                                  ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
+                                  ? FP_TRY(floating_ips_.View(actor, r.floating_ip, std::nullopt))
                                   : FP_TRY(db::FloatingIpByName(ds_, p.id, r.floating_ip));
       if (fip.project_id != p.id) {
         return Fail(
@@ -173,7 +171,7 @@ Result<model::Instance> Instances::InstanceOfSaga(const Actor& actor, const saga
     // recorded the row: the start never began (the server died, or the start failed, between
     // the two sagas). Do it now, as the request would have, rather than answer "stopped" for
     // good. Any start attempt, or a stop since, changes the run state's time.
-    if (!actor.can_write()) return Fail(Error::Forbidden());
+    FP_CHECK_OK(RequireWrite(actor));
     return RunStartSaga(*now);
   }
   return now;
@@ -245,7 +243,7 @@ Result<model::Instance> Instances::Reboot(const Actor& actor, const NameOrId& in
 Result<model::Instance> Instances::Migrate(const Actor& actor, const NameOrId& instance,
                                            const std::optional<NameOrId>& project,
                                            const Uuid& dst_sled) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireFleetAdmin(actor));
   // A /v1/system operation: by id, the fleet admin reaches instances of every silo (as the
   // sled views list them). Names stay scoped to the token's silo, where they are unique.
   model::Instance i = instance.is_id() && !project

@@ -9,14 +9,26 @@
 #include <string>
 #include <vector>
 
-#include "app/control_plane.h"
+#include "app/actor.h"
 #include "app/dataplane.h"
+#include "app/floating_ips.h"
+#include "app/projects.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
 #include "app/sled_watcher.h"
-#include "db/instances.h"
-#include "nat/nat_reconciler.h"
+#include "model/external_ips.h"
+#include "model/instances.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
 #include "saga/saga.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::nat {
+class NatReconciler;
+}  // namespace fp::nat
 
 namespace fp::app {
 
@@ -63,11 +75,13 @@ struct InstanceCreateParams {
 // datastore and the saga executor are; the service holds no state of its own).
 class Instances {
  public:
-  // The references must outlive the service. `watcher` is woken after a delete.
-  Instances(db::Datastore& ds, ControlPlane& control_plane, Dataplane& dataplane,
+  // The references must outlive the service. `projects` and `floating_ips` resolve the API's
+  // selectors as those services do; `watcher` is woken after a delete.
+  Instances(db::Datastore& ds, Projects& projects, FloatingIps& floating_ips, Dataplane& dataplane,
             nat::NatReconciler& nat, saga::SagaExecutor& executor, SledWatcher& watcher)
       : ds_(ds),
-        cp_(control_plane),
+        projects_(projects),
+        floating_ips_(floating_ips),
         dataplane_(dataplane),
         nat_(nat),
         exec_(executor),
@@ -134,7 +148,8 @@ class Instances {
   Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
 
   db::Datastore& ds_;
-  ControlPlane& cp_;
+  Projects& projects_;
+  FloatingIps& floating_ips_;
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
   saga::SagaExecutor& exec_;

@@ -4,8 +4,11 @@
 // when a sled applies an attach or detach call after its saga gave up on it.
 
 #include "agents/agents.h"
-#include "db/datastore.h"
 #include "model/instances.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
 
 namespace fp::app {
 

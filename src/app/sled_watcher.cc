@@ -5,6 +5,7 @@
 #include "app/port_reconciler.h"
 #include "common/log.h"
 #include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 

@@ -19,8 +19,15 @@
 #include <thread>
 
 #include "app/dataplane.h"
-#include "db/datastore.h"
-#include "nat/nat_reconciler.h"
+#include "model/instances.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::nat {
+class NatReconciler;
+}  // namespace fp::nat
 
 namespace fp::app {
 

@@ -5,18 +5,18 @@
 namespace fp::app {
 
 Result<std::vector<model::Sled>> Sleds::List(const Actor& actor) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireFleetAdmin(actor));
   return db::SledList(ds_);
 }
 
 Result<model::Sled> Sleds::View(const Actor& actor, const Uuid& sled_id) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireFleetAdmin(actor));
   return db::SledGet(ds_, sled_id);
 }
 
 Result<std::vector<Sleds::SledInstance>> Sleds::InstancesOn(const Actor& actor,
                                                             const Uuid& sled_id) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  FP_CHECK_OK(RequireFleetAdmin(actor));
   FP_TRY(db::SledGet(ds_, sled_id));
   std::vector<SledInstance> out;
   for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds_, sled_id))) {

@@ -5,9 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "app/control_plane.h"
-#include "db/datastore.h"
+#include "app/actor.h"
 #include "model/instances.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
 
 namespace fp::app {
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "app/sagas/sagas.h"
 #include "db/attach.h"
 
 namespace fp::app {
@@ -129,12 +130,14 @@ saga::SagaDag InstanceCreateSaga(const InstanceCreateSagaParams& params) {
 }
 
 void RegisterInstanceCreateActions(saga::ActionRegistry& r) {
-  r.Add(Action{.name = "instance_create.record", .run_in_tx = Record, .undo_in_tx = UndoRecord});
-  r.Add(Action{.name = "instance_create.snat", .run_in_tx = Snat, .undo_in_tx = UndoSnat});
+  r.Add(Action{
+      .name = "instance_create.record", .run_in_tx = InTx<Record>, .undo_in_tx = InTx<UndoRecord>});
+  r.Add(Action{
+      .name = "instance_create.snat", .run_in_tx = InTx<Snat>, .undo_in_tx = InTx<UndoSnat>});
   r.Add(Action{.name = "instance_create.external_ip",
-               .run_in_tx = AttachRequested,
-               .undo_in_tx = UndoAttachRequested});
-  r.Add(Action{.name = "instance_create.finish", .run_in_tx = Finish});
+               .run_in_tx = InTx<AttachRequested>,
+               .undo_in_tx = InTx<UndoAttachRequested>});
+  r.Add(Action{.name = "instance_create.finish", .run_in_tx = InTx<Finish>});
 }
 
 }  // namespace fp::app

@@ -2,6 +2,7 @@
 
 #include "app/sagas/vm_steps.h"
 #include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 

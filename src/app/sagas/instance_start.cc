@@ -1,7 +1,9 @@
 #include "app/sagas/instance_start.h"
 
 #include "app/sagas/vm_steps.h"
+#include "db/attach.h"
 #include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 

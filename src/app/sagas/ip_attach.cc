@@ -3,6 +3,8 @@
 #include "app/sagas/ip_steps.h"
 #include "app/sagas/vm_steps.h"
 #include "db/attach.h"
+#include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 
@@ -93,10 +95,10 @@ saga::SagaDag IpAttachSaga(const IpAttachSagaParams& params) {
 
 void RegisterIpAttachActions(saga::ActionRegistry& r, SagaDeps& d) {
   r.Add(Action{.name = "ip_attach.begin",
-               .run_in_tx = Begin,
+               .run_in_tx = InTx<Begin>,
                .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
   r.Add(DataplaneAction<IpAttachSagaParams>("ip_attach.dataplane", d, true));
-  r.Add(Action{.name = "ip_attach.complete", .run_in_tx = Complete});
+  r.Add(Action{.name = "ip_attach.complete", .run_in_tx = InTx<Complete>});
 }
 
 }  // namespace fp::app

@@ -2,6 +2,8 @@
 
 #include "app/sagas/vm_steps.h"
 #include "db/attach.h"
+#include "db/instances.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 
@@ -69,10 +71,10 @@ saga::SagaDag IpDetachSaga(const IpDetachSagaParams& params) {
 
 void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
   r.Add(Action{.name = "ip_detach.begin",
-               .run_in_tx = Begin,
+               .run_in_tx = InTx<Begin>,
                .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
-  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = Complete});
+  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<Complete>});
 }
 
 }  // namespace fp::app

@@ -1,6 +1,8 @@
 #include "app/sagas/ip_steps.h"
 
 #include "app/sagas/vm_steps.h"
+#include "db/attach.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 

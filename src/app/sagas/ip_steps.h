@@ -10,7 +10,11 @@
 #include "app/sagas/json.h"
 #include "app/sagas/records.h"
 #include "app/sagas/sagas.h"
-#include "db/attach.h"
+
+namespace fp::db {
+class Datastore;
+struct AttachStep;
+}  // namespace fp::db
 
 namespace fp::app {
 

@@ -6,6 +6,7 @@
 #include "app/sagas/instance_start.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
+#include "db/datastore.h"
 
 namespace fp::app {
 

@@ -15,9 +15,16 @@
 // JSON keys (app/sagas/json.h). Stop and reboot are no sagas: one call to the sled each.
 
 #include "app/dataplane.h"
-#include "db/datastore.h"
-#include "nat/nat_reconciler.h"
 #include "saga/saga.h"
+
+namespace fp::db {
+class Datastore;
+class Tx;
+}  // namespace fp::db
+
+namespace fp::nat {
+class NatReconciler;
+}  // namespace fp::nat
 
 namespace fp::app {
 
@@ -27,6 +34,12 @@ struct SagaDeps {
   Dataplane& dataplane;
   nat::NatReconciler& nat;
 };
+
+// A saga action function over the datastore's transaction, as a callable object: the engine's
+// TxFunction takes lambdas and function objects, and a named function reads better than a
+// lambda in a registration (`.run_in_tx = InTx<Record>`).
+template <auto F>
+inline constexpr auto InTx = [](db::Tx& tx, const saga::ActionContext& ctx) { return F(tx, ctx); };
 
 // Registers the actions of every saga above. Once, at start-up, before the executor runs.
 void RegisterSagaActions(saga::ActionRegistry& registry, SagaDeps& deps);

@@ -1,6 +1,8 @@
 #include "app/sagas/vm_steps.h"
 
 #include "common/log.h"
+#include "db/datastore.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app {
 

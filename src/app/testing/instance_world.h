@@ -20,11 +20,13 @@
 #include "app/sagas/sagas.h"
 #include "app/sled_watcher.h"
 #include "db/external_ips.h"
+#include "db/instances.h"
 #include "db/ip_pools.h"
 #include "db/projects.h"
 #include "db/saga_log.h"
 #include "db/silos.h"
 #include "db/testing/temp_datastore.h"
+#include "nat/nat_reconciler.h"
 
 namespace fp::app::testing {
 
@@ -91,10 +93,13 @@ class InstanceSagaTest : public ::testing::Test {
     nat_ = std::make_unique<nat::NatReconciler>(*ds, *switch_client_);
     deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
     RegisterSagaActions(registry_, *deps_);
-    exec_ = std::make_unique<saga::SagaExecutor>(*ds, registry_, "test-sec");
-    cp_ = std::make_unique<ControlPlane>(*ds);
+    saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
+    exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec");
+    projects_ = std::make_unique<Projects>(*ds);
+    floating_ips_ = std::make_unique<FloatingIps>(*ds);
     watcher_ = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);
-    instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_, *watcher_);
+    instances_ = std::make_unique<Instances>(*ds, *projects_, *floating_ips_, dataplane_, *nat_,
+                                             *exec_, *watcher_);
   }
 
   InstanceCreateParams Params(const std::string& name, bool start) {
@@ -190,8 +195,10 @@ class InstanceSagaTest : public ::testing::Test {
   std::unique_ptr<nat::NatReconciler> nat_;
   std::unique_ptr<SagaDeps> deps_;
   saga::ActionRegistry registry_;
+  std::unique_ptr<db::DatastoreSagaStore> saga_store_;
   std::unique_ptr<saga::SagaExecutor> exec_;
-  std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<Projects> projects_;
+  std::unique_ptr<FloatingIps> floating_ips_;
   std::unique_ptr<SledWatcher> watcher_;
   std::unique_ptr<Instances> instances_;
 };
