@@ -12,6 +12,7 @@
 #include "app/instances.h"
 #include "app/saga_params.h"
 #include "db/attach.h"
+#include "db/nat.h"
 
 namespace fp::app {
 

@@ -10,6 +10,7 @@
 #include "app/instances.h"
 #include "app/saga_params.h"
 #include "db/attach.h"
+#include "db/nat.h"
 
 namespace fp::app {
 

@@ -12,6 +12,7 @@
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
 #include "app/instances.h"
+#include "db/nat.h"
 #include "db/saga_log.h"
 #include "db/testing/temp_datastore.h"
 

@@ -19,6 +19,7 @@
 #include "agents/http_client.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
+#include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::nat {
