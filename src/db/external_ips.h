@@ -12,6 +12,7 @@
 #include "db/datastore.h"
 #include "model/external_ips.h"
 #include "model/page.h"
+#include "model/silos.h"
 
 namespace fp::db {
 
