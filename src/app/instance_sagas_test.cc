@@ -83,9 +83,12 @@ class InstanceSagaTest : public ::testing::Test {
     deps_ = std::make_unique<InstanceSagaDeps>(InstanceSagaDeps{*ds, dataplane_, *nat_});
     RegisterInstanceActions(registry_, *deps_);
     RegisterExternalIpActions(registry_, *deps_);
-    exec_ = std::make_unique<saga::SagaExecutor>(*ds, registry_, "test-sec");
-    cp_ = std::make_unique<ControlPlane>(*ds);
-    instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_);
+    saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
+    exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec");
+    projects_ = std::make_unique<Projects>(*ds);
+    floating_ips_ = std::make_unique<FloatingIps>(*ds);
+    instances_ =
+        std::make_unique<Instances>(*ds, *projects_, *floating_ips_, dataplane_, *nat_, *exec_);
   }
 
   InstanceCreateParams Params(const std::string& name, bool start) {
@@ -181,8 +184,10 @@ class InstanceSagaTest : public ::testing::Test {
   std::unique_ptr<nat::NatReconciler> nat_;
   std::unique_ptr<InstanceSagaDeps> deps_;
   saga::ActionRegistry registry_;
+  std::unique_ptr<db::DatastoreSagaStore> saga_store_;
   std::unique_ptr<saga::SagaExecutor> exec_;
-  std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<Projects> projects_;
+  std::unique_ptr<FloatingIps> floating_ips_;
   std::unique_ptr<Instances> instances_;
 };
 

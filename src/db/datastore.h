@@ -18,14 +18,17 @@
 #include "common/time.h"
 #include "db/sqlite.h"
 #include "model/page.h"
+#include "saga/store.h"
 
 namespace fp::db {
 
 // The datastore stores and returns the product's model under the model's own names.
 using namespace ::fp::model;  // NOLINT(google-build-using-namespace)
 
-// A transaction in progress. Obtained only inside Datastore::Write/Read.
-class Tx {
+// A transaction in progress. Obtained only inside Datastore::Write/Read. It is the saga
+// engine's StoreTx of the datastore's saga store (db/saga_log.h), so that a saga action's
+// database change commits with the saga's log.
+class Tx : public saga::StoreTx {
  public:
   Tx(SqliteConnection& conn, Timestamp now) : conn_(conn), now_(now) {}
 

@@ -1,57 +1,49 @@
 #pragma once
 
-// The persistent saga log: saga rows and their node events. Used only by src/saga/.
+// The persistent saga log in the datastore: the saga engine's store (saga/store.h) over the
+// saga tables, plus what operators and history pruning need of them.
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "db/datastore.h"
+#include "saga/store.h"
 
 namespace fp::db {
 
-enum class SagaState { kRunning, kUnwinding, kDone, kUnwound, kStuck };
-std::string_view ToString(SagaState s);
-std::optional<SagaState> ParseSagaState(std::string_view text);
+// The log's types are the engine's (saga/store.h).
+using saga::ParseSagaEventType;
+using saga::ParseSagaState;
+using saga::SagaEvent;
+using saga::SagaEventType;
+using saga::SagaLog;
+using saga::SagaOwner;
+using saga::SagaRow;
+using saga::SagaState;
+using saga::ToString;
 
-enum class SagaEventType {
-  kStarted,
-  kSucceeded,
-  kFailed,
-  kUndoStarted,
-  kUndoFinished,
-  kUndoFailed
-};
-std::string_view ToString(SagaEventType t);
-std::optional<SagaEventType> ParseSagaEventType(std::string_view text);
+// The saga engine's store over the datastore. Every Write is one datastore write transaction
+// (group-committed with other writes, retried as a whole on SQLITE_BUSY), whose StoreTx is the
+// db::Tx the actions' run_in_tx/undo_in_tx functions take. Creating a saga inside a keyed
+// request links the request's idempotency key to the saga in the same transaction
+// (SagaCreateIn). Thread-safe; `ds` must outlive it.
+class DatastoreSagaStore final : public saga::SagaStore {
+ public:
+  explicit DatastoreSagaStore(Datastore& ds) : ds_(ds) {}
 
-// Which saga execution coordinator owns a saga, and in which adoption generation. Every write
-// to the saga's log is conditional on both.
-struct SagaOwner {
-  std::string sec;
-  int64_t generation = 1;
-};
+  Status Write(const std::function<Status(saga::StoreTx&)>& body) override;
+  Result<bool> CreateIn(saga::StoreTx& tx, const SagaRow& row) override;
+  Status RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                  const std::optional<std::string>& result) override;
+  Result<SagaLog> Load(const Uuid& id) override;
+  Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) override;
+  Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+                         const std::string& result) override;
 
-struct SagaRow {
-  Uuid id;
-  std::string name;
-  std::string dag;  // JSON: name, params, nodes
-  SagaState state = SagaState::kRunning;
-  SagaOwner owner;
-  int64_t engine_version = 1;
-  std::optional<std::string> result;  // JSON: the output (done) or the error (unwound, stuck)
-  Timestamp time_created = 0;
-};
-
-struct SagaEvent {
-  int node_index = 0;
-  SagaEventType type = SagaEventType::kStarted;
-  std::optional<std::string> data;  // JSON output or error
-};
-
-struct SagaLog {
-  SagaRow saga;
-  std::vector<SagaEvent> events;  // in (node_index, event order) order
+ private:
+  Datastore& ds_;
 };
 
 // Inserts the saga row unless a saga with this id exists. Returns true if it inserted.

@@ -6,26 +6,43 @@
 
 namespace fp::db {
 
+Status DatastoreSagaStore::Write(const std::function<Status(saga::StoreTx&)>& body) {
+  // A write typed bool, never a Status write: inside a keyed request, the first Status write
+  // may answer the request (IdempotencyScope::AnswerWithoutResult), and a saga's commit is not
+  // that write. A saga links the key when it is created instead (SagaCreateIn).
+  return ds_
+      .Write<bool>([&](Tx& tx) -> Result<bool> {
+        FP_CHECK_OK(body(tx));
+        return true;
+      })
+      .map([](bool) {});
+}
+
 namespace {
-constexpr std::array<std::string_view, 5> kStates = {"running", "unwinding", "done", "unwound",
-                                                     "stuck"};
-constexpr std::array<std::string_view, 6> kEvents = {
-    "started", "succeeded", "failed", "undo_started", "undo_finished", "undo_failed"};
+// The engine hands back the transaction Write gave its body: a db::Tx.
+Tx& TxOf(saga::StoreTx& tx) { return static_cast<Tx&>(tx); }
 }  // namespace
 
-std::string_view ToString(SagaState s) { return kStates[static_cast<size_t>(s)]; }
-std::optional<SagaState> ParseSagaState(std::string_view text) {
-  for (size_t i = 0; i < kStates.size(); ++i) {
-    if (kStates[i] == text) return static_cast<SagaState>(i);
-  }
-  return std::nullopt;
+Result<bool> DatastoreSagaStore::CreateIn(saga::StoreTx& tx, const SagaRow& row) {
+  return SagaCreateIn(TxOf(tx), row);
 }
-std::string_view ToString(SagaEventType t) { return kEvents[static_cast<size_t>(t)]; }
-std::optional<SagaEventType> ParseSagaEventType(std::string_view text) {
-  for (size_t i = 0; i < kEvents.size(); ++i) {
-    if (kEvents[i] == text) return static_cast<SagaEventType>(i);
-  }
-  return std::nullopt;
+
+Status DatastoreSagaStore::RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                                    const std::optional<SagaEvent>& event,
+                                    std::optional<SagaState> new_state,
+                                    const std::optional<std::string>& result) {
+  return SagaRecordIn(TxOf(tx), saga_id, owner, event, new_state, result);
+}
+
+Result<SagaLog> DatastoreSagaStore::Load(const Uuid& id) { return SagaLoad(ds_, id); }
+
+Result<std::vector<Uuid>> DatastoreSagaStore::ListUnfinished(const std::string& sec) {
+  return SagaListUnfinished(ds_, sec);
+}
+
+Result<bool> DatastoreSagaStore::MarkStuck(const Uuid& id, const std::string& sec,
+                                           const std::string& result) {
+  return SagaMarkStuck(ds_, id, sec, result);
 }
 
 Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {

@@ -116,7 +116,7 @@ void SagaRecovery::CannotResume(Pending pending, const Error& why) {
     }
     return Finished();
   }
-  // Marking it failed (the datastore): try the whole thing again later.
+  // Marking it failed (the store): try the whole thing again later.
   Retry(std::move(pending), marked.error());
 }
 

@@ -9,13 +9,13 @@
 //
 // What happens to each saga:
 //  - resumed to rest (done, unwound, or stuck by a failed undo): reported;
-//  - its resume failed with ServiceUnavailable (e.g. the datastore busy past its retry
+//  - its resume failed with ServiceUnavailable (e.g. the store busy past its retry
 //    deadline): reported and tried again after a backoff, unless it is no longer this
 //    executor's;
 //  - its log cannot be resumed by this engine (a corrupt log, an action not registered, a newer
 //    engine; SagaExecutor::WhyNotResumable), or its resume threw: it is marked stuck, for an
 //    operator to see, and reported. The other sagas recover all the same;
-//  - its resume failed otherwise (a datastore error, an action's engine error): reported and
+//  - its resume failed otherwise (a store error, an action's engine error): reported and
 //    tried again after a backoff, like a transient failure, and marked stuck only after
 //    `max_attempts` failures in a row, so that a passing fault never strands a saga that could
 //    have finished.
@@ -60,7 +60,7 @@ struct RecoveryOptions {
 class SagaRecovery {
  public:
   // Lists the executor's unfinished sagas now and starts resuming them on at most
-  // `options.concurrency` threads; returns at once. Errors: the datastore's, from the listing
+  // `options.concurrency` threads; returns at once. Errors: the store's, from the listing
   // (nothing started then). `executor` must outlive the recovery.
   static Result<std::unique_ptr<SagaRecovery>> Start(SagaExecutor& executor,
                                                      RecoveryOptions options);

@@ -12,13 +12,12 @@
 #include <stdexcept>
 
 #include "agents/testing/wait_for.h"
-#include "db/saga_log.h"
-#include "db/testing/temp_datastore.h"
+#include "saga/testing/memory_store.h"
 
 namespace fp::saga {
 namespace {
 
-using db::testing::TempDatastore;
+using testing::MemoryStore;
 
 // Holds every run of the "gate" action until released, counting the runs in progress.
 struct Gate {
@@ -75,8 +74,8 @@ class RecoveryTest : public ::testing::Test {
   // A saga as a crash before its first node left it: created, running, no event.
   Uuid UnfinishedDag(const std::string& dag) {
     Uuid id = Uuid::TimeOrdered();
-    db::SagaRow row{id, "test", dag, db::SagaState::kRunning, db::SagaOwner{"sec-test", 1}};
-    EXPECT_TRUE(db::SagaCreate(*ds, row));
+    SagaRow row{id, "test", dag, SagaState::kRunning, SagaOwner{"sec-test", 1}};
+    EXPECT_TRUE(store.Create(row));
     return id;
   }
   Uuid Unfinished(std::vector<Node> nodes) {
@@ -86,12 +85,12 @@ class RecoveryTest : public ::testing::Test {
     return UnfinishedDag(dag.ToJson().dump());
   }
 
-  db::SagaState StateOf(const Uuid& id) { return db::SagaLoad(*ds, id)->saga.state; }
+  SagaState StateOf(const Uuid& id) { return store.Load(id)->saga.state; }
 
-  TempDatastore ds;
+  MemoryStore store;
   Gate gate;
   ActionRegistry registry;
-  SagaExecutor exec{*ds, registry, "sec-test"};
+  SagaExecutor exec{store, registry, "sec-test"};
 };
 
 TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
@@ -113,8 +112,8 @@ TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
   EXPECT_EQ((*recovery)->sagas(), (std::vector<Uuid>{before, corrupt, unknown, throws, after}));
   (*recovery)->Wait();
 
-  EXPECT_EQ(StateOf(before), db::SagaState::kDone);
-  EXPECT_EQ(StateOf(after), db::SagaState::kDone);
+  EXPECT_EQ(StateOf(before), SagaState::kDone);
+  EXPECT_EQ(StateOf(after), SagaState::kDone);
   EXPECT_EQ(events[before].kind, RecoveryEvent::Kind::kAtRest);
   EXPECT_EQ(events[before].outcome.kind, SagaResultKind::kDone);
   for (const auto& [id, why] :
@@ -122,14 +121,14 @@ TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
         std::pair{unknown, "\"no_longer.registered\" is not registered"},
         std::pair{throws, "resuming the saga threw an exception: key 'instance_id' not found"}}) {
     SCOPED_TRACE(why);
-    EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+    EXPECT_EQ(StateOf(id), SagaState::kStuck);
     EXPECT_EQ(events[id].kind, RecoveryEvent::Kind::kCannotResume);
     EXPECT_EQ(events[id].outcome.kind, SagaResultKind::kStuck);
     ASSERT_TRUE(events[id].error);
     EXPECT_NE(events[id].error->message().find(why), std::string::npos)
         << events[id].error->message();
     // The reason is kept with the saga for operators.
-    auto result = Json::parse(*db::SagaLoad(*ds, id)->saga.result);
+    auto result = Json::parse(*store.Load(id)->saga.result);
     EXPECT_NE(result["message"].get<std::string>().find(why), std::string::npos) << result;
   }
   // Nothing is left for the next start, and a stuck saga is not taken up again.
@@ -151,7 +150,7 @@ TEST_F(RecoveryTest, ResumesSeveralSagasAtOnceButNoMoreThanItsConcurrency) {
       << "in flight: " << gate.InFlight();
   gate.Open();
   (*recovery)->Wait();
-  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), db::SagaState::kDone);
+  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), SagaState::kDone);
   EXPECT_EQ(gate.most_in_flight, kConcurrency);
   EXPECT_EQ(gate.runs, kSagas);
 }
@@ -173,16 +172,16 @@ TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
   (*recovery)->Stop();
   (*recovery)->Wait();
   EXPECT_EQ(gate.runs, 2);
-  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), db::SagaState::kRunning);
+  for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), SagaState::kRunning);
 
-  SagaExecutor next{*ds, registry, "sec-test"};
+  SagaExecutor next{store, registry, "sec-test"};
   auto recovered = next.RecoverAll();
   ASSERT_TRUE(recovered) << recovered.error().message();
   ASSERT_EQ(recovered->size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ((*recovered)[i].first, ids[i]);  // reported in the order they were listed
     EXPECT_EQ((*recovered)[i].second.kind, SagaResultKind::kDone);
-    EXPECT_EQ(StateOf(ids[i]), db::SagaState::kDone);
+    EXPECT_EQ(StateOf(ids[i]), SagaState::kDone);
   }
 }
 

@@ -1,99 +1,25 @@
 #pragma once
 
 // The generic saga engine: a saga is a chain of named actions, each with an optional undo,
-// built from parameters; its log is persisted in the datastore; it survives crashes of the
-// process running it. It knows nothing of IP addresses or instances.
-//
-// Rules for action writers (Steno's, which this engine follows):
-//  - An action may run more than once (after a crash, or under fault injection): it must be
-//    idempotent, and anything non-deterministic a later node needs (a new id, an allocated
-//    address) must be created in a node whose *output* records it.
-//  - An action that fails must leave no side effect: a failed node is never undone.
-//  - An undo may also run more than once. An undo that fails leaves the saga `stuck`.
-//  - Nodes share values only through recorded outputs (ActionContext::Lookup).
+// built from parameters (saga/dag.h); its log is persisted in a SagaStore (saga/store.h, which
+// src/db implements over the datastore); it survives crashes of the process running it. It
+// knows nothing of IP addresses or instances, nor of the database behind the store.
 
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/uuid.h"
-#include "db/datastore.h"
+#include "saga/dag.h"
+#include "saga/store.h"
 
 namespace fp::saga {
-
-using Json = nlohmann::json;
-
-// What an action sees: the saga's parameters and the outputs of the nodes before it.
-class ActionContext {
- public:
-  ActionContext(const Uuid& saga_id, const Json& params, const std::map<std::string, Json>& outputs,
-                std::string node)
-      : saga_id_(saga_id), params_(params), outputs_(outputs), node_(std::move(node)) {}
-
-  const Uuid& saga_id() const { return saga_id_; }
-  const Json& params() const { return params_; }
-  const std::string& node() const { return node_; }
-  // The recorded output of an earlier node; Internal if that node has not succeeded.
-  Result<Json> Lookup(const std::string& node) const;
-
- private:
-  const Uuid& saga_id_;
-  const Json& params_;
-  const std::map<std::string, Json>& outputs_;
-  std::string node_;
-};
-
-// An action, registered under a unique name. Exactly one of `run` and `run_in_tx` is set:
-//  - run: talks to something outside the database (an agent). Logged as started, run, then
-//    logged as succeeded: two durable commits.
-//  - run_in_tx: a pure database change. Its effect and its "succeeded" event commit in one
-//    transaction: one durable commit, and the effect happens exactly once.
-// Likewise at most one of `undo` and `undo_in_tx`.
-struct Action {
-  std::string name;
-  std::function<Result<Json>(const ActionContext&)> run;
-  std::function<Result<Json>(db::Tx&, const ActionContext&)> run_in_tx;
-  std::function<Status(const ActionContext&)> undo;
-  std::function<Status(db::Tx&, const ActionContext&)> undo_in_tx;
-  // For `run` actions that are idempotent and leave no effect when they fail: no "started" is
-  // logged, and "succeeded" is written in the same transaction as the next node's commit.
-  // After a crash such a node simply runs again. Saves two durable commits.
-  bool unlogged = false;
-};
-
-// Actions by name. Build it once at start-up; it is read-only afterwards (thread-safe reads).
-class ActionRegistry {
- public:
-  // Aborts on a duplicate name or an action with neither run function: a programming error.
-  void Add(Action action);
-  const Action* Find(const std::string& name) const;
-
- private:
-  std::map<std::string, Action> actions_;
-};
-
-struct Node {
-  std::string name;    // unique within the saga; the key for Lookup
-  std::string action;  // a registered action's name
-};
-
-// A saga definition: its kind, parameters, and nodes in execution order (a chain: each node
-// depends on every node before it, and undo runs in reverse).
-struct SagaDag {
-  std::string name;
-  Json params;
-  std::vector<Node> nodes;
-
-  Json ToJson() const;
-  static Result<SagaDag> FromJson(const Json& j);
-};
 
 enum class SagaResultKind { kDone, kUnwound, kStuck };
 
@@ -142,14 +68,15 @@ struct FaultPlan {
 class SagaExecutor {
  public:
   // `sec` names this executor (the server's id): it owns the sagas it creates.
-  SagaExecutor(db::Datastore& datastore, const ActionRegistry& registry, std::string sec);
+  // `store` and `registry` must outlive the executor.
+  SagaExecutor(SagaStore& store, const ActionRegistry& registry, std::string sec);
 
   // Creates the saga (unless one with this id exists, which makes this a resume: the caller's
   // idempotent retry) and runs it to rest. When the first node is a database action, the saga
   // row commits together with that node's effect (one durable commit for both), and if that
   // node fails the saga is never written: nothing happened, and a refused operation leaves no
   // history (the outcome is kUnwound with the node's error all the same). Errors are only
-  // about the engine itself (the datastore unreachable past the retry deadline, a corrupt log, lost
+  // about the engine itself (the store unreachable past its retry deadline, a corrupt log, lost
   // ownership); an action's failure is a normal outcome (kUnwound).
   Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag);
   // Run() under a new random id: no saga can exist under it, so there is nothing to look up
@@ -160,10 +87,10 @@ class SagaExecutor {
   // Resumes every unfinished saga this executor owns, several at a time, and waits until each
   // is at rest (SagaRecovery does the same in the background); returns their outcomes by id.
   // A saga that cannot resume is marked stuck and reported so; the others still recover.
-  // Errors: the datastore's, from listing the sagas.
+  // Errors: the store's, from listing the sagas.
   Result<std::vector<std::pair<Uuid, SagaOutcome>>> RecoverAll();
 
-  // Why the saga's log cannot be resumed by this engine, whatever the datastore's state: a
+  // Why the saga's log cannot be resumed by this engine, whatever the store's state: a
   // newer engine wrote it, its DAG does not parse, or it names an action this binary does not
   // register. nullopt if it can be resumed. Errors: reading the log failed.
   Result<std::optional<Error>> WhyNotResumable(const Uuid& saga_id);
@@ -187,16 +114,12 @@ class SagaExecutor {
   class Execution;
   std::optional<FaultPlan> FaultsFor(const std::string& saga_name) const;
 
-  db::Datastore& ds_;
+  SagaStore& store_;
   const ActionRegistry& registry_;
   std::string sec_;
   mutable std::mutex faults_mu_;
   std::optional<FaultPlan> faults_;
   std::atomic<bool> quiesced_{false};
 };
-
-// Maps an Error to the JSON stored in the log, and back.
-Json ErrorToJson(const Error& e);
-Error ErrorFromJson(const Json& j);
 
 }  // namespace fp::saga

@@ -8,13 +8,12 @@
 #include <mutex>
 #include <set>
 
-#include "db/saga_log.h"
-#include "db/testing/temp_datastore.h"
+#include "saga/testing/memory_store.h"
 
 namespace fp::saga {
 namespace {
 
-using db::testing::TempDatastore;
+using testing::MemoryStore;
 
 // The toy saga's "outside world": a set of keys (idempotent put/remove) and a journal of
 // every call, in order.
@@ -35,8 +34,13 @@ struct World {
   }
 };
 
+// The row toy.row writes, in the store's transaction, for node `node` of saga `saga`.
+std::string ToyRow(const Uuid& saga, const std::string& node) {
+  return saga.ToString() + "/" + node;
+}
+
 // Actions: toy.new_id records a fresh random id; toy.put puts "<node>:<id>" in the world;
-// toy.row inserts a row in a table in the same transaction as its log event.
+// toy.row inserts a row in the store's transaction, with its log event.
 ActionRegistry ToyRegistry(World& world) {
   ActionRegistry r;
   r.Add(Action{.name = "toy.new_id", .run = [](const ActionContext&) -> Result<Json> {
@@ -67,27 +71,15 @@ ActionRegistry ToyRegistry(World& world) {
                },
                .unlogged = true});
   r.Add(Action{.name = "toy.row",
-               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
-                 FP_TRY(tx.Exec("INSERT OR IGNORE INTO toy (saga, node) VALUES (?, ?)",
-                                ctx.saga_id(), ctx.node()));
+               .run_in_tx = [](MemoryStore::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 tx.rows().insert(ToyRow(ctx.saga_id(), ctx.node()));
                  return Json{{"row", ctx.node()}};
                },
-               .undo_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Status {
-                 FP_TRY(tx.Exec("DELETE FROM toy WHERE saga = ? AND node = ?", ctx.saga_id(),
-                                ctx.node()));
+               .undo_in_tx = [](MemoryStore::Tx& tx, const ActionContext& ctx) -> Status {
+                 tx.rows().erase(ToyRow(ctx.saga_id(), ctx.node()));
                  return Ok();
                }});
   return r;
-}
-
-// The table toy.row writes to.
-Status CreateToyTable(db::Datastore& ds) {
-  return ds
-      .Write<bool>([](db::Tx& tx) -> Result<bool> {
-        FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
-        return true;
-      })
-      .map([](bool) {});
 }
 
 SagaDag ToyDag() {
@@ -104,22 +96,14 @@ SagaDag ToyDag() {
 
 class SagaTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(CreateToyTable(*ds)); }
+  int64_t ToyRows() { return static_cast<int64_t>(store.rows().size()); }
 
-  int64_t ToyRows() {
-    return ds
-        ->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
-          return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
-        })
-        .value();
-  }
+  SagaState StateOf(const Uuid& id) { return store.Load(id)->saga.state; }
 
-  db::SagaState StateOf(const Uuid& id) { return db::SagaLoad(*ds, id)->saga.state; }
-
-  TempDatastore ds;
+  MemoryStore store;
   World world;
   ActionRegistry registry = ToyRegistry(world);
-  SagaExecutor exec{*ds, registry, "sec-test"};
+  SagaExecutor exec{store, registry, "sec-test"};
 };
 
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
@@ -127,10 +111,10 @@ TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   auto out = exec.Run(id, ToyDag());
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
-  auto log = db::SagaLoad(*ds, id).value();
+  auto log = store.Load(id).value();
   std::string new_id;
   for (const auto& e : log.events) {
-    if (e.node_index == 0 && e.type == db::SagaEventType::kSucceeded) {
+    if (e.node_index == 0 && e.type == SagaEventType::kSucceeded) {
       new_id = Json::parse(*e.data)["id"].get<std::string>();
     }
   }
@@ -138,7 +122,7 @@ TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   EXPECT_EQ(world.keys, (std::set<std::string>{"a:" + new_id, "b:" + new_id, "c:" + new_id}));
   EXPECT_EQ(out->output["key"], "c:" + new_id);
   EXPECT_EQ(ToyRows(), 1);
-  EXPECT_EQ(StateOf(id), db::SagaState::kDone);
+  EXPECT_EQ(StateOf(id), SagaState::kDone);
 }
 
 TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
@@ -156,7 +140,7 @@ TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
   EXPECT_EQ(world.journal[3].substr(0, 6), "undo a");
   EXPECT_TRUE(world.keys.empty());
   EXPECT_EQ(ToyRows(), 0);
-  EXPECT_EQ(StateOf(id), db::SagaState::kUnwound);
+  EXPECT_EQ(StateOf(id), SagaState::kUnwound);
 }
 
 // saga.h's promise: a failed node is never undone; the nodes before it are. So the effect of an
@@ -195,7 +179,7 @@ TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kStuck);
   EXPECT_EQ(out->failed_node, 2);
-  EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+  EXPECT_EQ(StateOf(id), SagaState::kStuck);
   // Node b was undone, the row's undo failed, and node a was left alone for a human.
   EXPECT_EQ(world.keys.size(), 1u);
   EXPECT_EQ(ToyRows(), 1);
@@ -204,7 +188,7 @@ TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
   auto again = exec.Resume(id);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->kind, SagaResultKind::kStuck);
-  EXPECT_EQ(StateOf(id), db::SagaState::kStuck);
+  EXPECT_EQ(StateOf(id), SagaState::kStuck);
 }
 
 TEST_F(SagaTest, EveryActionRunTwiceGivesTheSameResult) {
@@ -231,13 +215,13 @@ TEST_F(SagaTest, DatabaseActionsCommitEffectAndEventTogether) {
   SagaDag dag;
   dag.name = "rows";
   dag.nodes = {{"r1", "toy.row"}, {"r2", "toy.row"}};
-  int64_t before = ds->durable_commits();
+  int64_t before = store.commits();
   auto out = exec.Run(Uuid::Random(), dag);
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
   // The saga row commits with the first node; each database node is one commit (the last also
   // marks the saga done).
-  EXPECT_EQ(ds->durable_commits() - before, 2);
+  EXPECT_EQ(store.commits() - before, 2);
 }
 
 TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
@@ -245,19 +229,19 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
   dag.name = "mixed";
   dag.nodes = {
       {"new_id", "toy.new_id"}, {"r1", "toy.row"}, {"a", "toy.put_unlogged"}, {"r2", "toy.row"}};
-  int64_t before = ds->durable_commits();
+  int64_t before = store.commits();
   Uuid id = Uuid::Random();
   auto out = exec.Run(id, dag);
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
   // create, new_id started, new_id succeeded, r1, r2 (+ a's succeeded): five commits.
-  EXPECT_EQ(ds->durable_commits() - before, 5);
+  EXPECT_EQ(store.commits() - before, 5);
   EXPECT_EQ(world.keys.size(), 1u);
   // The unlogged node's success is in the log all the same.
   int succeeded = 0;
-  auto log = db::SagaLoad(*ds, id);
+  auto log = store.Load(id);
   for (const auto& e : log->events) {
-    succeeded += e.type == db::SagaEventType::kSucceeded ? 1 : 0;
+    succeeded += e.type == SagaEventType::kSucceeded ? 1 : 0;
   }
   EXPECT_EQ(succeeded, 4);
 }
@@ -271,15 +255,15 @@ TEST_F(SagaTest, AFailingFirstDatabaseNodeWritesNoSaga) {
   dag.name = "rows";
   dag.nodes = {{"r1", "toy.row"}, {"r2", "toy.row"}};
   Uuid id = Uuid::Random();
-  int64_t before = ds->durable_commits();
+  int64_t before = store.commits();
   auto out = exec.Run(id, dag);
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
   EXPECT_EQ(out->failed_node, 0);
   ASSERT_TRUE(out->error);
   EXPECT_NE(out->error->message().find("injected failure at node 0"), std::string::npos);
-  EXPECT_EQ(ds->durable_commits(), before);
-  auto log = db::SagaLoad(*ds, id);
+  EXPECT_EQ(store.commits(), before);
+  auto log = store.Load(id);
   ASSERT_FALSE(log);
   EXPECT_EQ(log.error().kind(), ErrorKind::kNotFound);
   EXPECT_EQ(ToyRows(), 0);
@@ -290,7 +274,7 @@ TEST_F(SagaTest, AFailingFirstDatabaseNodeWritesNoSaga) {
   auto unwound = exec.Run(second, dag);
   ASSERT_TRUE(unwound) << unwound.error().message();
   EXPECT_EQ(unwound->kind, SagaResultKind::kUnwound);
-  EXPECT_EQ(StateOf(second), db::SagaState::kUnwound);
+  EXPECT_EQ(StateOf(second), SagaState::kUnwound);
   EXPECT_EQ(ToyRows(), 0);
 }
 
@@ -307,13 +291,11 @@ TEST_F(SagaTest, ASagaRunsOnceAndItsOutcomeIsRemembered) {
 
 TEST_F(SagaTest, CorruptLogIsRefusedNotReplayed) {
   Uuid id = Uuid::Random();
-  db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
-                  db::SagaOwner{"sec-test", 1}};
-  ASSERT_TRUE(db::SagaCreate(*ds, row));
+  SagaRow row{id, "toy", ToyDag().ToJson().dump(), SagaState::kRunning, SagaOwner{"sec-test", 1}};
+  ASSERT_TRUE(store.Create(row));
   // "undo_finished" for a node that never ran is not a legal sequence.
-  ASSERT_TRUE(db::SagaRecord(*ds, id, row.owner,
-                             db::SagaEvent{1, db::SagaEventType::kUndoStarted, std::nullopt},
-                             std::nullopt, std::nullopt));
+  ASSERT_TRUE(store.Record(id, row.owner, SagaEvent{1, SagaEventType::kUndoStarted, std::nullopt},
+                           std::nullopt, std::nullopt));
   auto out = exec.Resume(id);
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().message().find("illegal event"), std::string::npos);
@@ -322,72 +304,62 @@ TEST_F(SagaTest, CorruptLogIsRefusedNotReplayed) {
 
 TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
   Uuid id = Uuid::Random();
-  db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
-                  db::SagaOwner{"someone-else", 3}};
-  ASSERT_TRUE(db::SagaCreate(*ds, row));
+  SagaRow row{id, "toy", ToyDag().ToJson().dump(), SagaState::kRunning,
+              SagaOwner{"someone-else", 3}};
+  ASSERT_TRUE(store.Create(row));
   auto out = exec.Resume(id);  // the log names another owner: this executor must not write
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().kind(), ErrorKind::kServiceUnavailable);
-  EXPECT_TRUE(db::SagaLoad(*ds, id)->events.empty());
+  EXPECT_TRUE(store.Load(id)->events.empty());
 }
 
-// Runs the saga once with `plan`, then for every prefix of its log: a fresh database holding
+// Runs the saga once with `plan`, then for every prefix of its log: a fresh store holding
 // only that prefix (as a crash right after those writes would leave it), recovered to rest.
 void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind expected) {
-  std::vector<db::SagaEvent> events;
+  std::vector<SagaEvent> events;
   {
-    TempDatastore ds;
+    MemoryStore store;
     World world;
     ActionRegistry registry = ToyRegistry(world);
-    SagaExecutor exec(*ds, registry, "sec-test");
-    ASSERT_TRUE(CreateToyTable(*ds));
+    SagaExecutor exec(store, registry, "sec-test");
     exec.SetFaultPlanForTest(plan);
     Uuid id = Uuid::Random();
     auto out = exec.Run(id, ToyDag());
     ASSERT_TRUE(out);
     ASSERT_EQ(out->kind, expected);
-    events = db::SagaLoad(*ds, id)->events;
+    events = store.Load(id)->events;
   }
   ASSERT_GE(events.size(), 5u);
   for (size_t k = 0; k <= events.size(); ++k) {
     SCOPED_TRACE("log prefix of " + std::to_string(k) + " events");
-    TempDatastore ds;
+    MemoryStore store;
     World world;
     ActionRegistry registry = ToyRegistry(world);
-    SagaExecutor exec(*ds, registry, "sec-test");
-    ASSERT_TRUE(CreateToyTable(*ds));
+    SagaExecutor exec(store, registry, "sec-test");
     Uuid id = Uuid::Random();
-    db::SagaRow row{id, "toy", ToyDag().ToJson().dump(), db::SagaState::kRunning,
-                    db::SagaOwner{"sec-test", 1}};
-    ASSERT_TRUE(db::SagaCreate(*ds, row));
+    SagaRow row{id, "toy", ToyDag().ToJson().dump(), SagaState::kRunning, SagaOwner{"sec-test", 1}};
+    ASSERT_TRUE(store.Create(row));
     std::string recorded_id;
     bool row_done = false;
     for (size_t e = 0; e < k; ++e) {
       const auto& ev = events[e];
-      ASSERT_TRUE(db::SagaRecord(*ds, id, row.owner, ev, std::nullopt, std::nullopt));
-      if (ev.node_index == 0 && ev.type == db::SagaEventType::kSucceeded) {
+      ASSERT_TRUE(store.Record(id, row.owner, ev, std::nullopt, std::nullopt));
+      if (ev.node_index == 0 && ev.type == SagaEventType::kSucceeded) {
         recorded_id = Json::parse(*ev.data)["id"].get<std::string>();
       }
       // The world as the crashed run left it: a put node's key exists once it succeeded and
       // is gone once its undo finished.
       const std::string node = ToyDag().nodes[static_cast<size_t>(ev.node_index)].name;
       if (node == "a" || node == "b" || node == "c") {
-        if (ev.type == db::SagaEventType::kSucceeded) world.keys.insert(node + ":" + recorded_id);
-        if (ev.type == db::SagaEventType::kUndoFinished) world.keys.erase(node + ":" + recorded_id);
+        if (ev.type == SagaEventType::kSucceeded) world.keys.insert(node + ":" + recorded_id);
+        if (ev.type == SagaEventType::kUndoFinished) world.keys.erase(node + ":" + recorded_id);
       }
       // The toy row's effect commits with its event; mirror that in the prefix.
       if (ev.node_index == 2) {
-        row_done = ev.type == db::SagaEventType::kSucceeded;
-        if (ev.type == db::SagaEventType::kSucceeded ||
-            ev.type == db::SagaEventType::kUndoFinished) {
-          ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
-            if (row_done) {
-              FP_TRY(tx.Exec("INSERT INTO toy (saga, node) VALUES (?, 'row')", id));
-            } else {
-              FP_TRY(tx.Exec("DELETE FROM toy WHERE saga = ?", id));
-            }
-            return true;
-          }));
+        row_done = ev.type == SagaEventType::kSucceeded;
+        if (ev.type == SagaEventType::kSucceeded || ev.type == SagaEventType::kUndoFinished) {
+          store.SetRows(row_done ? std::set<std::string>{ToyRow(id, "row")}
+                                 : std::set<std::string>{});
         }
       }
     }
@@ -399,13 +371,11 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
     ASSERT_EQ(recovered->size(), 1u);
     EXPECT_EQ(recovered->front().first, id);
     EXPECT_EQ(recovered->front().second.kind, expected);
-    int64_t rows = ds->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
-                       return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
-                     }).value();
-    auto final_log = db::SagaLoad(*ds, id).value();
+    auto rows = static_cast<int64_t>(store.rows().size());
+    auto final_log = store.Load(id).value();
     std::string final_id;
     for (const auto& ev : final_log.events) {
-      if (ev.node_index == 0 && ev.type == db::SagaEventType::kSucceeded) {
+      if (ev.node_index == 0 && ev.type == SagaEventType::kSucceeded) {
         final_id = Json::parse(*ev.data)["id"].get<std::string>();
       }
     }
@@ -416,11 +386,11 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
       EXPECT_EQ(world.keys,
                 (std::set<std::string>{"a:" + final_id, "b:" + final_id, "c:" + final_id}));
       EXPECT_EQ(rows, 1);
-      EXPECT_EQ(final_log.saga.state, db::SagaState::kDone);
+      EXPECT_EQ(final_log.saga.state, SagaState::kDone);
     } else {
       EXPECT_TRUE(world.keys.empty());
       EXPECT_EQ(rows, 0);
-      EXPECT_EQ(final_log.saga.state, db::SagaState::kUnwound);
+      EXPECT_EQ(final_log.saga.state, SagaState::kUnwound);
     }
   }
 }

@@ -1,0 +1,111 @@
+// The saga engine's store over the datastore: the store contract, and the engine's database
+// actions committing with their log events in one datastore transaction.
+
+#include <gtest/gtest.h>
+
+#include "db/saga_log.h"
+#include "db/testing/temp_datastore.h"
+#include "saga/saga.h"
+#include "saga/testing/store_contract.h"
+
+namespace fp::db {
+namespace {
+
+using testing::TempDatastore;
+
+struct DatastoreSagaStoreFixture {
+  saga::SagaStore& store() { return store_; }
+  TempDatastore ds;
+  DatastoreSagaStore store_{*ds};
+};
+
+}  // namespace
+}  // namespace fp::db
+
+namespace fp::saga::testing {
+INSTANTIATE_TYPED_TEST_SUITE_P(Datastore, SagaStoreContract, db::DatastoreSagaStoreFixture);
+}  // namespace fp::saga::testing
+
+namespace fp::db {
+namespace {
+
+using saga::ActionContext;
+using saga::Json;
+
+class DatastoreSagaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ds->Write<bool>([](Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+      return true;
+    }));
+    registry.Add(saga::Action{
+        .name = "toy.row",
+        .run_in_tx = [](Tx& tx, const ActionContext& ctx) -> Result<Json> {
+          FP_TRY(tx.Exec("INSERT OR IGNORE INTO toy (saga, node) VALUES (?, ?)", ctx.saga_id(),
+                         ctx.node()));
+          return Json{{"row", ctx.node()}};
+        },
+        .undo_in_tx = [](Tx& tx, const ActionContext& ctx) -> Status {
+          FP_TRY(tx.Exec("DELETE FROM toy WHERE saga = ? AND node = ?", ctx.saga_id(), ctx.node()));
+          return Ok();
+        }});
+  }
+
+  int64_t ToyRows() {
+    return ds
+        ->Read<int64_t>([](Tx& tx) -> Result<int64_t> {
+          return FP_TRY(tx.QueryRow("SELECT count(*) FROM toy"))->Int(0);
+        })
+        .value();
+  }
+
+  static saga::SagaDag Rows(int n) {
+    saga::SagaDag dag;
+    dag.name = "rows";
+    for (int i = 0; i < n; ++i) dag.nodes.push_back({"r" + std::to_string(i), "toy.row"});
+    return dag;
+  }
+
+  TempDatastore ds;
+  DatastoreSagaStore store{*ds};
+  saga::ActionRegistry registry;
+  saga::SagaExecutor exec{store, registry, "sec-test"};
+};
+
+// The saga row commits with the first database node, and each node's row with its event: one
+// durable commit per node, and the rows are there when the saga is.
+TEST_F(DatastoreSagaTest, ADatabaseActionCommitsWithItsEventInOneDatastoreTransaction) {
+  int64_t before = ds->durable_commits();
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, Rows(3));
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+  EXPECT_EQ(ds->durable_commits() - before, 3);
+  EXPECT_EQ(ToyRows(), 3);
+  EXPECT_EQ(SagaLoad(*ds, id)->saga.state, SagaState::kDone);
+}
+
+// A database node that fails after its effect rolls the effect back with its transaction, and
+// the undo of the nodes before it deletes their rows in the undo's transaction.
+TEST_F(DatastoreSagaTest, AFailedDatabaseNodesEffectRollsBackWithItsTransaction) {
+  exec.SetFaultPlanForTest(saga::FaultPlan{.fail_node_after_effect = 2});
+  Uuid id = Uuid::Random();
+  auto out = exec.Run(id, Rows(3));
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, saga::SagaResultKind::kUnwound);
+  EXPECT_EQ(ToyRows(), 0);
+  EXPECT_EQ(SagaLoad(*ds, id)->saga.state, SagaState::kUnwound);
+
+  // A first node that fails leaves neither its row nor the saga.
+  exec.SetFaultPlanForTest(saga::FaultPlan{.fail_node_after_effect = 0});
+  Uuid refused = Uuid::Random();
+  int64_t before = ds->durable_commits();
+  ASSERT_TRUE(exec.Run(refused, Rows(2)));
+  EXPECT_EQ(ds->durable_commits(), before);
+  EXPECT_EQ(ToyRows(), 0);
+  EXPECT_EQ(SagaLoad(*ds, refused).error().kind(), ErrorKind::kNotFound);
+}
+
+}  // namespace
+}  // namespace fp::db

@@ -1,0 +1,88 @@
+#pragma once
+
+// Internal to the engine: one run of one saga from its log to rest (SagaExecutor::Run, Resume).
+// Not thread-safe; one per call, on the caller's thread.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "saga/replay.h"
+#include "saga/saga.h"
+
+namespace fp::saga {
+
+class SagaExecutor::Execution {
+ public:
+  // `create_row`: set for a saga not yet in the store (see create_row_).
+  Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
+            std::optional<SagaRow> create_row = std::nullopt);
+
+  // Replays the log, then runs the saga forward, or unwinds it, to rest.
+  Result<SagaOutcome> Drive();
+
+ private:
+  // Rebuilds node statuses and outputs from the log (saga/replay.h).
+  Status Replay();
+  // Between nodes: an executor shutting down leaves the rest of the saga to the next start.
+  Status NotQuiesced() const;
+  ActionContext Context(int i) const;
+  Result<const Action*> ActionOf(int i) const;
+  bool IsLast(int i) const { return static_cast<size_t>(i) + 1 == dag_.nodes.size(); }
+  Json LastOutput() const;
+  Json FailureJson() const;
+
+  // Writes an event and/or a state change in a transaction of its own (after any pending
+  // events of unlogged nodes).
+  Status Record(std::optional<SagaEvent> event, std::optional<SagaState> state,
+                std::optional<std::string> result);
+  // Writes the "succeeded" events of unlogged nodes that no later commit carried yet.
+  Status FlushPending();
+  Status RecordPendingIn(StoreTx& tx);
+
+  std::optional<Error> InjectedFailure(int i) const;
+  int Repeats() const { return faults_ && faults_->repeat_every_action ? 2 : 1; }
+  // Runs node i's action through the test faults: fail before it runs (fail_node), run it
+  // twice (repeat_every_action), or fail after it applied its effect (fail_node_after_effect).
+  Result<Json> RunWithFaults(int i, const std::function<Result<Json>()>& run) const;
+  // Test faults: dies by SIGKILL, as a crash would, if `point` names node i.
+  void ExitIf(const std::optional<int> FaultPlan::*point, int i) const;
+  void AfterNodeLogged(int i) const;
+
+  // Runs node i forward. Returns true if it succeeded, false if it failed (the saga is then
+  // unwinding); an error only for engine failures.
+  Result<bool> RunNode(int i);
+  // RunNode for a run_in_tx action: its effect and its "succeeded" event commit together.
+  Result<bool> RunNodeInTx(int i, const Action& action, const ActionContext& ctx);
+  // After node i's action failed with `error`: records the failure and starts unwinding.
+  Result<bool> NodeFailed(int i, const Error& error);
+  // Undoes node i. Returns false if the undo failed (the saga is then stuck).
+  Result<bool> UndoNode(int i);
+  Result<SagaOutcome> Stuck(int i, const Error& e);
+  SagaOutcome Rested() const;
+
+  SagaExecutor& exec_;
+  SagaStore& store_;
+  Uuid id_;
+  SagaOwner owner_;
+  SagaState state_;
+  std::optional<std::string> result_;
+  SagaDag dag_;
+  std::vector<SagaEvent> events_;
+  std::optional<FaultPlan> faults_;
+  std::vector<NodeStatus> status_;
+  std::map<std::string, Json> outputs_;
+  std::vector<SagaEvent> pending_;  // "succeeded" of unlogged nodes, not yet written
+  // For a new saga whose first node is a database action: the saga row, inserted in that
+  // node's transaction (and never, if that node fails).
+  std::optional<SagaRow> create_row_;
+  bool create_with_first_node_ = false;
+  // The first node of a new saga failed: the saga was never written (see RunNode).
+  bool never_written_ = false;
+  std::optional<int> failed_node_;
+  Json failure_;
+};
+
+}  // namespace fp::saga

@@ -1,0 +1,44 @@
+#include "saga/store.h"
+
+#include <array>
+
+namespace fp::saga {
+
+namespace {
+constexpr std::array<std::string_view, 5> kStates = {"running", "unwinding", "done", "unwound",
+                                                     "stuck"};
+constexpr std::array<std::string_view, 6> kEvents = {
+    "started", "succeeded", "failed", "undo_started", "undo_finished", "undo_failed"};
+}  // namespace
+
+std::string_view ToString(SagaState s) { return kStates[static_cast<size_t>(s)]; }
+std::optional<SagaState> ParseSagaState(std::string_view text) {
+  for (size_t i = 0; i < kStates.size(); ++i) {
+    if (kStates[i] == text) return static_cast<SagaState>(i);
+  }
+  return std::nullopt;
+}
+std::string_view ToString(SagaEventType t) { return kEvents[static_cast<size_t>(t)]; }
+std::optional<SagaEventType> ParseSagaEventType(std::string_view text) {
+  for (size_t i = 0; i < kEvents.size(); ++i) {
+    if (kEvents[i] == text) return static_cast<SagaEventType>(i);
+  }
+  return std::nullopt;
+}
+
+Result<bool> SagaStore::Create(const SagaRow& row) {
+  bool created = false;
+  FP_CHECK_OK(Write([&](StoreTx& tx) -> Status {
+    created = FP_TRY(CreateIn(tx, row));
+    return Ok();
+  }));
+  return created;
+}
+
+Status SagaStore::Record(const Uuid& saga_id, const SagaOwner& owner,
+                         const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                         const std::optional<std::string>& result) {
+  return Write([&](StoreTx& tx) { return RecordIn(tx, saga_id, owner, event, new_state, result); });
+}
+
+}  // namespace fp::saga

@@ -1,0 +1,131 @@
+#pragma once
+
+// What the saga engine needs from persistent storage: the saga log (one row per saga, its node
+// events) and transactions in which a node's database effect commits with its log events. The
+// engine defines this interface; src/db implements it over the datastore (DatastoreSagaStore
+// in db/saga_log.h), and the engine's tests over memory (saga/testing/memory_store.h).
+//
+// Transactions. The engine writes through Write(): the store opens one write transaction, the
+// engine's body runs in it, calling CreateIn/RecordIn to write the log and the action's
+// `run_in_tx`/`undo_in_tx` for the node's effect, all on the same StoreTx, and the whole
+// commits durably or not at all. So the guarantees of one transaction hold across the engine
+// and the actions without the engine knowing what a transaction is: a database node's effect
+// and its "succeeded" event commit together, and a new saga's row commits with its first
+// database node. A store may also add writes of its own to the transaction that creates a
+// saga (the datastore links a keyed request's idempotency record to the saga there).
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "common/time.h"
+#include "common/uuid.h"
+
+namespace fp::saga {
+
+enum class SagaState { kRunning, kUnwinding, kDone, kUnwound, kStuck };
+std::string_view ToString(SagaState s);
+std::optional<SagaState> ParseSagaState(std::string_view text);
+
+enum class SagaEventType {
+  kStarted,
+  kSucceeded,
+  kFailed,
+  kUndoStarted,
+  kUndoFinished,
+  kUndoFailed
+};
+std::string_view ToString(SagaEventType t);
+std::optional<SagaEventType> ParseSagaEventType(std::string_view text);
+
+// Which saga execution coordinator owns a saga, and in which adoption generation. Every write
+// to the saga's log is conditional on both.
+struct SagaOwner {
+  std::string sec;
+  int64_t generation = 1;
+};
+
+struct SagaRow {
+  Uuid id;
+  std::string name;
+  std::string dag;  // JSON: name, params, nodes
+  SagaState state = SagaState::kRunning;
+  SagaOwner owner;
+  int64_t engine_version = 1;
+  std::optional<std::string> result;  // JSON: the output (done) or the error (unwound, stuck)
+  Timestamp time_created = 0;
+};
+
+struct SagaEvent {
+  int node_index = 0;
+  SagaEventType type = SagaEventType::kStarted;
+  std::optional<std::string> data;  // JSON output or error
+};
+
+struct SagaLog {
+  SagaRow saga;
+  std::vector<SagaEvent> events;  // in node_index order
+};
+
+// A write transaction of a store, open while SagaStore::Write runs its body. The engine never
+// looks inside: it hands it back to the store (CreateIn, RecordIn) and to the actions that
+// change the database in it, which know the store's concrete type (db::Tx for the datastore;
+// see TxFunction in saga/dag.h). Owned by the store; valid only during the body.
+class StoreTx {
+ public:
+  virtual ~StoreTx() = default;
+
+ protected:
+  StoreTx() = default;
+  StoreTx(const StoreTx&) = default;
+  StoreTx& operator=(const StoreTx&) = default;
+};
+
+// The persistent saga log. Implementations are thread-safe: an executor runs several sagas at
+// once, each on its caller's thread.
+class SagaStore {
+ public:
+  virtual ~SagaStore() = default;
+
+  // Runs `body` in one write transaction and commits it durably if `body` succeeds; returns
+  // once the commit is durable. `body` failing rolls back everything written in the
+  // transaction and returns its error. The store may run `body` again (a conflict it retries),
+  // so `body` must keep nothing from a failed run. Errors besides `body`'s: the store's own
+  // (Internal; ServiceUnavailable when it stays busy past its retry deadline).
+  virtual Status Write(const std::function<Status(StoreTx&)>& body) = 0;
+
+  // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---
+
+  // Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
+  virtual Result<bool> CreateIn(StoreTx& tx, const SagaRow& row) = 0;
+  // Appends an event (idempotent: a duplicate of an existing event, same node and type, is
+  // ignored) and, if given, moves the saga to `new_state` with `result`. ServiceUnavailable,
+  // with "no longer owned" in its message, if `owner` (sec and generation) no longer owns the
+  // saga: the caller must stop writing to it (fencing).
+  virtual Status RecordIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                          const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                          const std::optional<std::string>& result) = 0;
+
+  // --- One transaction each ---
+
+  // The saga's row and every event. NotFound if no such saga. Durable: what it returns survives
+  // a crash.
+  virtual Result<SagaLog> Load(const Uuid& id) = 0;
+  // Sagas owned by `sec` that are running or unwinding, oldest first.
+  virtual Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) = 0;
+  // Moves an unfinished saga owned by `sec` to stuck with `result` (JSON), whatever its log
+  // holds. Returns false if the saga is at rest already or owned by another SEC.
+  virtual Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+                                 const std::string& result) = 0;
+
+  // CreateIn and RecordIn in a transaction of their own.
+  Result<bool> Create(const SagaRow& row);
+  Status Record(const Uuid& saga_id, const SagaOwner& owner, const std::optional<SagaEvent>& event,
+                std::optional<SagaState> new_state, const std::optional<std::string>& result);
+};
+
+}  // namespace fp::saga

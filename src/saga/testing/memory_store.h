@@ -1,0 +1,148 @@
+#pragma once
+
+// Test helper: the saga store in memory, with the semantics the engine relies on (one
+// transaction per Write, all or nothing; idempotent events; fencing by owner), and a set of
+// strings that actions may change in the saga's own transaction, standing in for the tables a
+// real action writes to. Nothing survives the object: a test "crashes" by building a new store
+// from the log prefix it wants.
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "saga/store.h"
+
+namespace fp::saga::testing {
+
+class MemoryStore final : public SagaStore {
+ public:
+  struct Saga {
+    SagaRow row;
+    std::vector<SagaEvent> events;  // in the order written
+  };
+  struct State {
+    std::map<Uuid, Saga> sagas;
+    std::set<std::string> rows;  // the actions' "table"
+    int64_t clock = 0;           // orders sagas by creation
+  };
+
+  // The StoreTx of this store: a copy of the state, which replaces it if the body succeeds.
+  class Tx final : public StoreTx {
+   public:
+    explicit Tx(State state) : state_(std::move(state)) {}
+    std::set<std::string>& rows() { return state_.rows; }
+
+   private:
+    friend class MemoryStore;
+    State state_;
+  };
+
+  // Writes are serialised; a Write holds the store for its whole body.
+  Status Write(const std::function<Status(StoreTx&)>& body) override {
+    std::lock_guard lock(mu_);
+    Tx tx(state_);
+    FP_CHECK_OK(body(tx));
+    state_ = std::move(tx.state_);
+    ++commits_;
+    return Ok();
+  }
+
+  Result<bool> CreateIn(StoreTx& stx, const SagaRow& row) override {
+    State& s = static_cast<Tx&>(stx).state_;
+    if (s.sagas.count(row.id) != 0) return false;
+    Saga saga{row, {}};
+    saga.row.time_created = ++s.clock;
+    s.sagas.emplace(row.id, std::move(saga));
+    return true;
+  }
+
+  Status RecordIn(StoreTx& stx, const Uuid& saga_id, const SagaOwner& owner,
+                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                  const std::optional<std::string>& result) override {
+    State& s = static_cast<Tx&>(stx).state_;
+    auto it = s.sagas.find(saga_id);
+    if (it == s.sagas.end() || it->second.row.owner.sec != owner.sec ||
+        it->second.row.owner.generation != owner.generation) {
+      return Fail(
+          Error::Unavailable("saga " + saga_id.ToString() + " is no longer owned by " + owner.sec));
+    }
+    Saga& saga = it->second;
+    if (event) {
+      bool duplicate = std::any_of(saga.events.begin(), saga.events.end(), [&](const auto& e) {
+        return e.node_index == event->node_index && e.type == event->type;
+      });
+      if (!duplicate) saga.events.push_back(*event);
+    }
+    if (new_state) {
+      saga.row.state = *new_state;
+      saga.row.result = result;
+    }
+    return Ok();
+  }
+
+  Result<SagaLog> Load(const Uuid& id) override {
+    std::lock_guard lock(mu_);
+    auto it = state_.sagas.find(id);
+    if (it == state_.sagas.end()) return Fail(Error::NotFoundById("saga", id.ToString()));
+    SagaLog log{it->second.row, it->second.events};
+    std::stable_sort(log.events.begin(), log.events.end(),
+                     [](const auto& a, const auto& b) { return a.node_index < b.node_index; });
+    return log;
+  }
+
+  Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) override {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<Timestamp, Uuid>> found;
+    for (const auto& [id, saga] : state_.sagas) {
+      if (saga.row.owner.sec == sec &&
+          (saga.row.state == SagaState::kRunning || saga.row.state == SagaState::kUnwinding)) {
+        found.emplace_back(saga.row.time_created, id);
+      }
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<Uuid> out;
+    for (const auto& f : found) out.push_back(f.second);
+    return out;
+  }
+
+  Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+                         const std::string& result) override {
+    std::lock_guard lock(mu_);
+    auto it = state_.sagas.find(id);
+    if (it == state_.sagas.end() || it->second.row.owner.sec != sec ||
+        (it->second.row.state != SagaState::kRunning &&
+         it->second.row.state != SagaState::kUnwinding)) {
+      return false;
+    }
+    it->second.row.state = SagaState::kStuck;
+    it->second.row.result = result;
+    ++commits_;
+    return true;
+  }
+
+  // Committed Writes (and MarkStuck calls that changed a saga): the store's durable commits.
+  int64_t commits() {
+    std::lock_guard lock(mu_);
+    return commits_;
+  }
+  // The actions' "table", as last committed.
+  std::set<std::string> rows() {
+    std::lock_guard lock(mu_);
+    return state_.rows;
+  }
+  void SetRows(std::set<std::string> rows) {
+    std::lock_guard lock(mu_);
+    state_.rows = std::move(rows);
+  }
+
+ private:
+  std::mutex mu_;
+  State state_;  // guarded by mu_
+  int64_t commits_ = 0;
+};
+
+}  // namespace fp::saga::testing
