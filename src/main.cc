@@ -42,6 +42,7 @@
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/saga_log.h"
+#include "db/sleds.h"
 #include "http/host_port.h"
 #include "http/server.h"
 #include "nat/nat_reconciler.h"

@@ -13,6 +13,7 @@
 #include "app/sagas/ip_detach.h"
 #include "app/testing/instance_world.h"
 #include "db/saga_log.h"
+#include "db/sleds.h"
 
 namespace fp::app {
 namespace {

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
+#include "db/sleds.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {

@@ -14,6 +14,7 @@
 #include "app/sagas/ip_steps.h"
 #include "app/testing/instance_world.h"
 #include "db/attach.h"
+#include "db/nat.h"
 #include "db/saga_log.h"
 
 namespace fp::app {

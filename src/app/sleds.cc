@@ -1,6 +1,7 @@
 #include "app/sleds.h"
 
 #include "db/instances.h"
+#include "db/sleds.h"
 
 namespace fp::app {
 

@@ -3,6 +3,8 @@
 #include "app/sagas/vm_steps.h"
 #include "db/attach.h"
 #include "db/instances.h"
+#include "db/nat.h"
+#include "db/sleds.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {

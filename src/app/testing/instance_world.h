@@ -22,9 +22,11 @@
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
+#include "db/nat.h"
 #include "db/projects.h"
 #include "db/saga_log.h"
 #include "db/silos.h"
+#include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
 #include "nat/nat_reconciler.h"
 
