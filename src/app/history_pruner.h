@@ -38,6 +38,8 @@ struct PrunedHistory {
   int64_t idempotency_keys = 0;
 };
 
+// Deletes finished sagas and idempotency keys older than the retention (see the file comment).
+// `ds` must outlive it. Thread-safety: see each method.
 class HistoryPruner {
  public:
   HistoryPruner(db::Datastore& ds, HistoryRetention retention) : ds_(ds), retention_(retention) {}
