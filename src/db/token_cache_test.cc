@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "db/sqlite/connection.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -33,7 +34,7 @@ class TokenCacheTest : public ::testing::Test {
 
   // Revokes the token with a connection of its own, as another process would.
   void RevokeBehindTheDatastoresBack() {
-    auto conn = *SqliteConnection::Open(ds.dir() + "/floatplane.db");
+    auto conn = *sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db");
     ASSERT_TRUE(conn->Query("UPDATE token SET time_revoked = 1 WHERE id = ?",
                             {SqlValue(token_.id.ToString())}));
   }
