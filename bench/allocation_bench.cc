@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <map>
 
-#include "db/in_transaction.h"
+#include "db/external_ips.h"
+#include "db/ip_allocation.h"
+#include "db/ip_pools.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -30,8 +32,8 @@ struct Populated {
   Fixture f;
 };
 
-FloatingIpCreate Params(const Fixture& f, const std::string& name) {
-  FloatingIpCreate c;
+model::FloatingIpCreate Params(const Fixture& f, const std::string& name) {
+  model::FloatingIpCreate c;
   c.id = Uuid::Random();
   c.silo_id = f.silo.id;
   c.project_id = f.project.id;
@@ -47,7 +49,7 @@ Populated& PoolWith(int64_t n) {
   if (slot) return *slot;
   slot = std::make_unique<Populated>();
   slot->f = MakeFixture(*slot->ds, "10.0.0.0", "10.31.255.255");
-  if (!slot->ds->Link(slot->f.pool.id, NameOrId(slot->f.silo.id), true)) std::abort();
+  if (!Link(*slot->ds, slot->f.pool.id, NameOrId(slot->f.silo.id), true)) std::abort();
   constexpr int64_t kBatch = 50000;
   for (int64_t done = 0; done < n; done += kBatch) {
     auto ok = slot->ds->Write<bool>([&](Tx& tx) -> Result<bool> {
@@ -96,7 +98,7 @@ void BM_FloatingIpCreateDurable(benchmark::State& state) {
   Populated& p = PoolWith(state.range(0));
   static int64_t i = 0;  // names stay unique across the repeated runs of this function
   for (auto _ : state) {
-    auto e = p.ds->FloatingIpCreate(Params(p.f, "durable-" + std::to_string(i++)));
+    auto e = FloatingIpCreate(*p.ds, Params(p.f, "durable-" + std::to_string(i++)));
     if (!e) state.SkipWithError(e.error().message().c_str());
   }
 }

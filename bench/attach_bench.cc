@@ -50,11 +50,13 @@
 #include <thread>
 #include <vector>
 
-#include "agents/http_client.h"
+#include "http/client.h"
+#include "http/host_port.h"
 
 namespace {
 
 using Json = nlohmann::json;
+using fp::http::HttpClient;
 using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void Die(const std::string& what) {
@@ -89,7 +91,7 @@ class Api {
   }
 
  private:
-  fp::agents::HttpClient http_;
+  HttpClient http_;
   std::vector<std::pair<std::string, std::string>> headers_;
 };
 
@@ -158,8 +160,8 @@ void ReportSagaHistory(const std::string& path, int64_t cycles) {
 
 // Pings over one keep-alive connection: (p50, p99) in ms.
 std::pair<double, double> PingLatency(uint16_t port, int count = 2000) {
-  fp::agents::HttpClient http("floatplane", "http://127.0.0.1:" + std::to_string(port),
-                              std::chrono::seconds(10));
+  HttpClient http("floatplane", "http://127.0.0.1:" + std::to_string(port),
+                  std::chrono::seconds(10));
   std::vector<double> ms;
   for (int i = 0; i < count; ++i) {
     auto t0 = Clock::now();
@@ -264,9 +266,12 @@ int main(int argc, char** argv) {
   close(out[1]);
   std::string line;
   for (char c; read(out[0], &c, 1) == 1 && c != '\n';) line += c;
-  auto colon = line.rfind(':');
-  if (colon == std::string::npos) Die("the server did not start: \"" + line + "\"");
-  auto port = static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
+  constexpr std::string_view kListening = "listening on http://";
+  auto address = std::string_view(line).substr(0, kListening.size()) == kListening
+                     ? fp::http::ParseHostPort(std::string_view(line).substr(kListening.size()))
+                     : fp::Fail(fp::Error::InvalidRequest("no address"));
+  if (!address) Die("the server did not start: \"" + line + "\"");
+  uint16_t port = address->port;
   std::string token;
   std::ifstream(data_dir + "/admin-token") >> token;
 
@@ -300,8 +305,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
-  fp::agents::HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
-                                        std::chrono::seconds(10));
+  HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
+                            std::chrono::seconds(10));
   struct Counters {
     int64_t commits, syncs, sqlite_commits, checkpoints, log_restarts, saga_rows, sagas_pruned;
   };

@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "db/in_transaction.h"
+#include "db/external_ips.h"
+#include "db/ip_pools.h"
+#include "db/projects.h"
+#include "db/silos.h"
 
 int main(int argc, char** argv) {
   using namespace fp;
@@ -24,27 +27,27 @@ int main(int argc, char** argv) {
     return 1;
   };
   if (!ds) return die(ds.error());
-  auto silo = (*ds)->SiloLookup(NameOrId(*Name::Parse("default")));
+  auto silo = db::SiloLookup(**ds, NameOrId(*Name::Parse("default")));
   if (!silo) return die(silo.error());
-  PoolCreate pc;
+  model::PoolCreate pc;
   pc.id = Uuid::Random();
   pc.name = "bench-pool";
   pc.description = "benchmark pool";
-  auto pool = (*ds)->PoolCreate(pc);
+  auto pool = db::PoolCreate(**ds, pc);
   if (!pool) return die(pool.error());
   auto range =
-      (*ds)->RangeAdd(pool->id, Uuid::Random(),
-                      *IpRange::Make(*IpAddr::Parse("10.0.0.0"), *IpAddr::Parse("10.31.255.255")));
+      db::RangeAdd(**ds, pool->id, Uuid::Random(),
+                   *IpRange::Make(*IpAddr::Parse("10.0.0.0"), *IpAddr::Parse("10.31.255.255")));
   if (!range) return die(range.error());
-  auto link = (*ds)->Link(pool->id, NameOrId(silo->id), false);
+  auto link = db::Link(**ds, pool->id, NameOrId(silo->id), false);
   if (!link) return die(link.error());
-  auto project = (*ds)->ProjectCreate(Uuid::Random(), silo->id, "bench", "benchmark project");
+  auto project = db::ProjectCreate(**ds, Uuid::Random(), silo->id, "bench", "benchmark project");
   if (!project) return die(project.error());
   constexpr int64_t kBatch = 50000;
   for (int64_t done = 0; done < n; done += kBatch) {
     auto ok = (*ds)->Write<bool>([&](Tx& tx) -> Result<bool> {
       for (int64_t i = done; i < std::min(n, done + kBatch); ++i) {
-        FloatingIpCreate c;
+        model::FloatingIpCreate c;
         c.id = Uuid::Random();
         c.silo_id = silo->id;
         c.project_id = project->id;

@@ -3,7 +3,7 @@
 
 FLOATPLANE_PACKAGES=(
   cmake g++ make
-  libboost1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libboost1.81-dev libboost-url1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema

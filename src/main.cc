@@ -25,14 +25,15 @@
 
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
-#include "api/http_server.h"
-#include "api/log.h"
 #include "api/routes.h"
 #include "app/control_plane.h"
 #include "app/history_pruner.h"
 #include "app/instances.h"
+#include "common/log.h"
 #include "db/datastore.h"
 #include "db/saga_log.h"
+#include "http/host_port.h"
+#include "http/server.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
 #include "saga/saga.h"
@@ -68,42 +69,14 @@ void RaiseDescriptorLimit() {
   }
 }
 
-struct ListenAddress {
-  std::string host;
-  uint16_t port = 0;
-};
-
 // Accepts HOST:PORT, with IPv6 hosts in brackets ([::1]:8080).
-Result<ListenAddress> ParseListen(const std::string& text) {
-  ListenAddress out;
-  std::string port;
-  if (!text.empty() && text.front() == '[') {
-    auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return fp::Fail(
-          Error::InvalidRequest(fmt::format("--listen \"{}\": expected [IPV6]:PORT", text)));
-    }
-    out.host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos) {
-      return fp::Fail(
-          Error::InvalidRequest(fmt::format("--listen \"{}\": expected HOST:PORT", text)));
-    }
-    out.host = text.substr(0, colon);
-    port = text.substr(colon + 1);
+Result<fp::http::HostPort> ParseListen(const std::string& text) {
+  auto address = fp::http::ParseHostPort(text);
+  if (!address) {
+    return fp::Fail(
+        Error::InvalidRequest(fmt::format("--listen \"{}\": {}", text, address.error().message())));
   }
-  try {
-    size_t used = 0;
-    unsigned long p = std::stoul(port, &used);
-    if (used != port.size() || p > 65535) throw std::out_of_range("port");
-    out.port = static_cast<uint16_t>(p);
-  } catch (const std::exception&) {
-    return fp::Fail(Error::InvalidRequest(
-        fmt::format("--listen \"{}\": the port must be a number from 0 to 65535", text)));
-  }
-  return out;
+  return address;
 }
 
 // Writes `content` to `path` atomically (temporary file, fsync, rename), readable by the owner
@@ -137,12 +110,7 @@ sigset_t BlockStopSignals() {
 void WaitForStopSignal(const sigset_t& stop_signals) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  fp::api::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
-}
-
-// The host as it appears in a URL: IPv6 addresses in brackets.
-std::string UrlHost(const std::string& host) {
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  fp::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
 }
 
 struct ServerFlags {
@@ -159,9 +127,9 @@ struct ServerFlags {
   // app/history_pruner.h), checked every history_prune_interval_s.
   int64_t history_retention_s = 3 * 24 * 3600;
   int64_t history_prune_interval_s = 60;
-  // Connection admission (see fp::api::HttpServerOptions).
-  int max_connections = fp::api::HttpServerOptions{}.max_connections;
-  int max_connections_per_client = fp::api::HttpServerOptions{}.max_connections_per_client;
+  // Connection admission (see fp::http::HttpServerOptions).
+  int max_connections = fp::http::HttpServerOptions{}.max_connections;
+  int max_connections_per_client = fp::http::HttpServerOptions{}.max_connections_per_client;
   int request_timeout_ms = 10'000;
   int idle_timeout_ms = 60'000;
 };
@@ -206,10 +174,10 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
         fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms));
     out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
   }
-  fp::api::LogEvent("info", "dataplane",
-                    {{"switch_agent", switch_url},
-                     {"sled_agents", sleds.size()},
-                     {"in_process", flags.sled_agents.empty()}});
+  fp::LogEvent("info", "dataplane",
+               {{"switch_agent", switch_url},
+                {"sled_agents", sleds.size()},
+                {"in_process", flags.sled_agents.empty()}});
   return fp::Ok();
 }
 
@@ -257,15 +225,15 @@ void LogRecovery(const fp::saga::RecoveryEvent& e) {
                                                                        : "stuck";
       if (e.outcome.error) fields["error"] = e.outcome.error->message();
       bool stuck = kind == fp::saga::SagaResultKind::kStuck;
-      fp::api::LogEvent(stuck ? "error" : "info", "saga recovered", fields);
+      fp::LogEvent(stuck ? "error" : "info", "saga recovered", fields);
       return;
     }
     case Kind::kCannotResume:
       fields["outcome"] = "stuck";
-      fp::api::LogEvent("error", "saga cannot resume; marked stuck for an operator", fields);
+      fp::LogEvent("error", "saga cannot resume; marked stuck for an operator", fields);
       return;
     case Kind::kRetrying:
-      fp::api::LogEvent("warn", "saga recovery failed; trying again later", fields);
+      fp::LogEvent("warn", "saga recovery failed; trying again later", fields);
       return;
   }
 }
@@ -319,8 +287,8 @@ int RunServer(const ServerFlags& flags) {
       std::cerr << "floatplane server: " << replacement.error().message() << "\n";
       return 1;
     }
-    fp::api::LogEvent("warn", "admin-token file was missing; minted a new fleet admin token",
-                      {{"path", token_file.string()}});
+    fp::LogEvent("warn", "admin-token file was missing; minted a new fleet admin token",
+                 {{"path", token_file.string()}});
     secret = *replacement;
   }
   if (secret) {
@@ -353,7 +321,7 @@ int RunServer(const ServerFlags& flags) {
         if (point == "group_commit:syncing") std::this_thread::sleep_for(ms);
       });
     }
-    fp::api::LogEvent("warn", "test faults enabled: this server is for tests only");
+    fp::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
   fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
 
@@ -370,9 +338,8 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
   if (!(*recovery)->sagas().empty()) {
-    fp::api::LogEvent(
-        "info", "resuming unfinished sagas in the background",
-        {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
+    fp::LogEvent("info", "resuming unfinished sagas in the background",
+                 {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
   }
   // The NAT reconciler's first pass runs at once, off the start path.
   instances.StartWatcher(100);
@@ -383,7 +350,7 @@ int RunServer(const ServerFlags& flags) {
                                 .period = std::chrono::seconds(flags.history_prune_interval_s)});
   pruner.Start();
 
-  fp::api::HttpServerOptions options;
+  fp::http::HttpServerOptions options;
   options.host = address->host;
   options.port = address->port;
   options.max_connections = flags.max_connections;
@@ -391,11 +358,11 @@ int RunServer(const ServerFlags& flags) {
   options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
   // Set once the server runs; read by /metrics, which only a running server can serve.
-  std::atomic<fp::api::HttpServer*> serving{nullptr};
-  auto server = fp::api::HttpServer::Start(
+  std::atomic<fp::http::HttpServer*> serving{nullptr};
+  auto server = fp::http::HttpServer::Start(
       options, fp::api::MakeApiHandler(control_plane, &instances, [&serving] {
-        fp::api::HttpServer* s = serving.load();
-        return s ? s->stats() : fp::api::HttpServerStats{};
+        fp::http::HttpServer* s = serving.load();
+        return s ? s->stats() : fp::http::HttpServerStats{};
       }));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
@@ -403,12 +370,12 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
   serving = server->get();
-  std::string host = UrlHost(address->host);
+  std::string host = fp::http::UrlHost(address->host);
   std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
-  fp::api::LogEvent("info", "serving",
-                    {{"address", fmt::format("{}:{}", host, (*server)->port())},
-                     {"data_dir", data_dir},
-                     {"admin_token_file", token_file.string()}});
+  fp::LogEvent("info", "serving",
+               {{"address", fmt::format("{}:{}", host, (*server)->port())},
+                {"data_dir", data_dir},
+                {"admin_token_file", token_file.string()}});
 
   WaitForStopSignal(stop_signals);
   (*server)->Stop();
@@ -419,7 +386,7 @@ int RunServer(const ServerFlags& flags) {
   instances.StopWatcher();
   nat.StopBackground();
   pruner.Stop();
-  fp::api::LogEvent("info", "stopped");
+  fp::LogEvent("info", "stopped");
   return 0;
 }
 
@@ -448,13 +415,14 @@ int RunAgent(const std::string& command, bool sim, const std::string& listen,
     return 1;
   }
   std::cout << "listening on " << (*agent)->base_url() << std::endl;
-  fp::api::LogEvent("info", "serving",
-                    {{"agent", command},
-                     {"address", fmt::format("{}:{}", UrlHost(address->host), (*agent)->port())}});
+  fp::LogEvent(
+      "info", "serving",
+      {{"agent", command},
+       {"address", fmt::format("{}:{}", fp::http::UrlHost(address->host), (*agent)->port())}});
 
   WaitForStopSignal(stop_signals);
   (*agent)->Stop();
-  fp::api::LogEvent("info", "stopped");
+  fp::LogEvent("info", "stopped");
   return 0;
 }
 

@@ -7,11 +7,13 @@
 #include <limits>
 
 #include "agents/agents.h"
-#include "agents/http_client.h"
+#include "http/client.h"
 
 namespace fp::agents {
 
 using Json = nlohmann::json;
+using http::HttpAnswer;
+using http::HttpClient;
 
 namespace {
 

@@ -7,15 +7,16 @@
 #include <future>
 
 #include "agents/agents.h"
-#include "agents/http_client.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
+#include "http/client.h"
 
 namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using http::HttpClient;
 using sim::SimOptions;
 using sim::SledAgentSim;
 using sim::SwitchAgentSim;

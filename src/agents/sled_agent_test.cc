@@ -4,14 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "agents/agents.h"
-#include "agents/http_client.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/testing/wait_for.h"
+#include "http/client.h"
 
 namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using http::HttpClient;
 using sim::SimOptions;
 using sim::SledAgentSim;
 using std::chrono::milliseconds;

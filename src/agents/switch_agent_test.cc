@@ -4,13 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "agents/agents.h"
-#include "agents/http_client.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "http/client.h"
 
 namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using http::HttpClient;
 using sim::SimOptions;
 using sim::SwitchAgentSim;
 

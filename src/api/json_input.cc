@@ -291,51 +291,9 @@ Result<Fields> Fields::Object(std::string_view field) const {
   return Fields(*v, FieldPath(field));
 }
 
-Result<std::string> PercentDecode(std::string_view in, bool plus_is_space) {
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      auto hex = [](char h) -> int {
-        if (h >= '0' && h <= '9') return h - '0';
-        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-        return -1;
-      };
-      int hi = i + 1 < in.size() ? hex(in[i + 1]) : -1;
-      int lo = i + 2 < in.size() ? hex(in[i + 2]) : -1;
-      if (hi < 0 || lo < 0) return Fail(Error::InvalidRequest("invalid percent-encoding"));
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
 Result<Query> Query::Parse(const std::string& raw) {
   Query q;
-  size_t pos = 0;
-  while (pos <= raw.size() && !raw.empty()) {
-    size_t amp = raw.find('&', pos);
-    std::string_view part(raw.data() + pos, (amp == std::string::npos ? raw.size() : amp) - pos);
-    if (!part.empty()) {
-      size_t eq = part.find('=');
-      auto key = PercentDecode(part.substr(0, eq), true);
-      auto value = PercentDecode(eq == std::string_view::npos ? "" : part.substr(eq + 1), true);
-      if (!key || !value) {
-        return Fail(
-            Error::InvalidRequest("unable to parse query string: invalid percent-encoding"));
-      }
-      q.values_[*key] = *value;
-    }
-    if (amp == std::string::npos) break;
-    pos = amp + 1;
-  }
+  q.values_ = FP_TRY(http::ParseQuery(raw));
   return q;
 }
 

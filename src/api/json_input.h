@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/name.h"
+#include "http/url.h"
 
 namespace fp::api {
 
@@ -56,7 +57,7 @@ class Fields {
   std::string path_;
 };
 
-// A parsed query string; values are percent-decoded.
+// A parsed query string (http::ParseQuery); values are percent-decoded.
 class Query {
  public:
   static Result<Query> Parse(const std::string& raw);
@@ -66,11 +67,8 @@ class Query {
   Result<std::optional<IpVersion>> OptIpVersion(const std::string& key) const;
 
  private:
-  std::map<std::string, std::string> values_;
+  http::QueryParams values_;
 };
-
-// Percent-decodes a path segment or query component ('+' is a space only in queries).
-Result<std::string> PercentDecode(std::string_view in, bool plus_is_space);
 
 // Message prefix for a body error about `field`.
 Error BodyError(std::string_view field, std::string_view message);

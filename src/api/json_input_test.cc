@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "api/router.h"
-
 namespace fp::api {
 namespace {
 
@@ -99,19 +97,6 @@ TEST(Query, DecodesAndValidatesParameters) {
   EXPECT_NE(q->RequiredNameOrId("pool").error().message().find("missing parameter \"pool\""),
             std::string::npos);
   EXPECT_FALSE(Query::Parse("a=%zz"));
-}
-
-TEST(Router, MatchesPatternsAndTellsMethodFromPath) {
-  Router<int> r;
-  r.Add("GET", "/v1/system/ip-pools/{pool}", 1);
-  r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", 2);
-  auto m = r.Find("PUT", "/v1/system/ip-pools/p%2D1/silos/default");
-  ASSERT_TRUE(m);
-  EXPECT_EQ(*m->target, 2);
-  EXPECT_EQ(m->params.at("pool"), "p-1");
-  EXPECT_EQ(m->params.at("silo"), "default");
-  EXPECT_EQ(r.Find("DELETE", "/v1/system/ip-pools/x").error().kind(), ErrorKind::kInvalidRequest);
-  EXPECT_EQ(r.Find("GET", "/v1/nothing").error().kind(), ErrorKind::kNotFound);
 }
 
 }  // namespace

@@ -8,16 +8,20 @@
 #include <type_traits>
 
 #include "api/json_input.h"
-#include "api/log.h"
-#include "api/router.h"
 #include "api/views.h"
+#include "common/log.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
+#include "db/tokens.h"
+#include "http/router.h"
 #include "saga/saga.h"
 
 namespace fp::api {
 
 namespace {
+
+using http::PathParams;
+using http::Router;
 
 constexpr int64_t kDefaultPageSize = 100;
 constexpr int64_t kMaxPageSize = 10000;
@@ -1288,7 +1292,7 @@ HttpHandler MakeApiHandler(app::ControlPlane& cp, app::Instances* instances,
       }
       auto match = router->Find(req.method, req.path);
       if (!match) {
-        if (match.error().kind() == ErrorKind::kInvalidRequest) {
+        if (match.error().kind == http::RouteMiss::Kind::kMethodNotAllowed) {
           HttpResponse r = JsonResponse(405, Json{{"request_id", req.request_id},
                                                   {"error_code", "MethodNotAllowed"},
                                                   {"message", "method not allowed"}});

@@ -2,11 +2,16 @@
 
 #include <functional>
 
-#include "api/http_server.h"
 #include "app/control_plane.h"
 #include "app/instances.h"
+#include "http/server.h"
 
 namespace fp::api {
+
+using http::HttpHandler;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpServerStats;
 
 // The Oxide public API (the subset floatplane serves) plus floatplane's `/v1/system/tokens`
 // extension, as one HTTP handler. Authenticates every request but `GET /v1/ping`, maps errors

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include "app/control_plane.h"
+#include "db/silos.h"
+#include "db/tokens.h"
 
 namespace fp::app {
 
@@ -24,21 +26,21 @@ Status RequireFleetAdmin(const Actor& actor) {
 }  // namespace
 
 Result<Actor> ControlPlane::Authenticate(const std::string& secret) {
-  auto token = FP_TRY(ds_.TokenAuthenticate(secret));
+  auto token = FP_TRY(tokens_.Authenticate(secret));
   if (!token) return Fail(Error::Unauthenticated("credentials missing or invalid"));
   return Actor{token->id, token->silo_id, token->role};
 }
 
 Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
   auto name = FP_TRY(Name::Parse(kDevSilo));
-  auto existing = ds_.SiloLookup(NameOrId(name));
+  auto existing = db::SiloLookup(ds_, NameOrId(name));
   if (existing) return std::optional<std::string>();
   if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
   model::SiloCreate silo;
   silo.id = Uuid::Random();
   silo.name = std::string(kDevSilo);
   silo.description = "default silo created by the dev server";
-  auto created = ds_.SiloCreate(silo);
+  auto created = db::SiloCreate(ds_, silo);
   if (!created && created.error().kind() != ErrorKind::kObjectAlreadyExists) {
     return Fail(created.error());
   }
@@ -46,24 +48,26 @@ Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
 }
 
 Result<std::string> ControlPlane::MintFleetAdminToken(const std::string& name) {
-  model::Silo silo = FP_TRY(ds_.SiloLookup(NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
+  model::Silo silo = FP_TRY(db::SiloLookup(ds_, NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
   std::string secret = NewSecret();
-  FP_TRY(ds_.TokenCreate(Uuid::Random(), silo.id, model::Role::kFleetAdmin, name, secret));
+  FP_TRY(db::TokenCreate(ds_, Uuid::Random(), silo.id, model::Role::kFleetAdmin, name, secret));
   return secret;
 }
 
 Result<IssuedToken> ControlPlane::TokenCreate(const Actor& actor, const NameOrId& silo,
                                               model::Role role, const std::string& name) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  model::Silo s = FP_TRY(ds_.SiloLookup(silo));
+  model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
   std::string secret = NewSecret();
-  model::Token t = FP_TRY(ds_.TokenCreate(Uuid::Random(), s.id, role, name, secret));
+  model::Token t = FP_TRY(db::TokenCreate(ds_, Uuid::Random(), s.id, role, name, secret));
   return IssuedToken{t, secret};
 }
 
 Status ControlPlane::TokenRevoke(const Actor& actor, const Uuid& id) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  return ds_.TokenRevoke(id);
+  Status revoked = db::TokenRevoke(ds_, id);
+  tokens_.Invalidate();  // after the commit: see TokenCache
+  return revoked;
 }
 
 }  // namespace fp::app

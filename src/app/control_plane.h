@@ -5,9 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "app/token_cache.h"
 #include "common/error.h"
 #include "common/name.h"
 #include "db/datastore.h"
+#include "model/external_ips.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
+#include "model/silos.h"
 
 namespace fp::app {
 
@@ -36,7 +41,8 @@ struct IssuedToken {
 // that are absent *or* in another silo; the datastore's errors otherwise.
 class ControlPlane {
  public:
-  explicit ControlPlane(db::Datastore& datastore) : ds_(datastore) {}
+  explicit ControlPlane(db::Datastore& datastore)
+      : ds_(datastore), tokens_(datastore, datastore.clock()) {}
 
   // Unauthenticated (401) when the secret matches no live token.
   Result<Actor> Authenticate(const std::string& secret);
@@ -117,6 +123,7 @@ class ControlPlane {
 
  private:
   db::Datastore& ds_;
+  TokenCache tokens_;  // emptied after every revocation and silo delete
 };
 
 }  // namespace fp::app

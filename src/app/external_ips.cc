@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "api/log.h"
 #include "app/instances.h"
 #include "app/saga_params.h"
+#include "common/log.h"
 #include "db/attach.h"
 
 namespace fp::app {
@@ -100,7 +100,7 @@ Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const Json& output) {
 }
 
 void LogBestEffort(std::string_view what, const Error& e) {
-  api::LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
+  LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
 }
 
 // Tells the switch, then the sled. On failure undoes what it did on the sled, so that the

@@ -1,6 +1,6 @@
 #include "app/history_pruner.h"
 
-#include "api/log.h"
+#include "common/log.h"
 #include "db/idempotency.h"
 #include "db/saga_log.h"
 
@@ -33,11 +33,11 @@ void HistoryPruner::Start() {
       lock.unlock();
       auto pruned = PruneOnce();
       if (!pruned) {
-        api::LogEvent("warn", "pruning history failed; retrying at the next pass",
-                      {{"error", pruned.error().message()}});
+        LogEvent("warn", "pruning history failed; retrying at the next pass",
+                 {{"error", pruned.error().message()}});
       } else if (pruned->sagas > 0 || pruned->idempotency_keys > 0) {
-        api::LogEvent("info", "history pruned",
-                      {{"sagas", pruned->sagas}, {"idempotency_keys", pruned->idempotency_keys}});
+        LogEvent("info", "history pruned",
+                 {{"sagas", pruned->sagas}, {"idempotency_keys", pruned->idempotency_keys}});
       }
       lock.lock();
       cv_.wait_for(lock, retention_.period, [&] { return stop_; });

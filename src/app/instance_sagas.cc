@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "api/log.h"
 #include "app/instances.h"
 #include "app/saga_params.h"
+#include "common/log.h"
 #include "db/attach.h"
 
 namespace fp::app {
@@ -29,8 +29,7 @@ Result<model::NicKind> NicParam(const Json& p) {
 }
 
 void LogBestEffort(std::string_view what, const Error& e) {
-  api::LogEvent("warn", "best-effort saga undo step failed",
-                {{"step", what}, {"error", e.message()}});
+  LogEvent("warn", "best-effort saga undo step failed", {{"step", what}, {"error", e.message()}});
 }
 
 // Starts the instance on `sled` or, if that fails, leaves nothing behind on the sled (a failed

@@ -55,16 +55,16 @@ class InstanceSagaTest : public ::testing::Test {
     sc.id = Uuid::Random();
     sc.name = "s1";
     sc.description = "";
-    silo_ = *ds->SiloCreate(sc);
+    silo_ = *db::SiloCreate(*ds, sc);
     actor_ = Actor{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
-    ASSERT_TRUE(ds->ProjectCreate(Uuid::Random(), silo_.id, "p1", ""));
+    ASSERT_TRUE(db::ProjectCreate(*ds, Uuid::Random(), silo_.id, "p1", ""));
     model::PoolCreate pc;
     pc.id = Uuid::Random();
     pc.name = "v4";
     pc.description = "";
-    pool_ = *ds->PoolCreate(pc);
-    ASSERT_TRUE(ds->RangeAdd(pool_.id, Uuid::Random(), Range("10.0.0.0", "10.0.0.7")));
-    ASSERT_TRUE(ds->Link(pool_.id, NameOrId(silo_.id), true));
+    pool_ = *db::PoolCreate(*ds, pc);
+    ASSERT_TRUE(db::RangeAdd(*ds, pool_.id, Uuid::Random(), Range("10.0.0.0", "10.0.0.7")));
+    ASSERT_TRUE(db::Link(*ds, pool_.id, NameOrId(silo_.id), true));
 
     switch_sim_ = *agents::sim::SwitchAgentSim::Start({});
     switch_client_ = agents::MakeSwitchAgentClient(switch_sim_->base_url(), 2000);
@@ -139,7 +139,7 @@ class InstanceSagaTest : public ::testing::Test {
       }
     }
     std::sort(w.sled_vms.begin(), w.sled_vms.end());
-    w.remaining = ds->Utilization(pool_.id)->remaining;
+    w.remaining = db::Utilization(*ds, pool_.id)->remaining;
     return w;
   }
 
@@ -364,10 +364,10 @@ class AttachSagaTest : public InstanceSagaTest {
     model::FloatingIpCreate c;
     c.id = Uuid::Random();
     c.silo_id = silo_.id;
-    c.project_id = ds->ProjectLookup(silo_.id, ByName("p1"))->id;
+    c.project_id = db::ProjectLookup(*ds, silo_.id, ByName("p1"))->id;
     c.name = name;
     c.description = "";
-    return *ds->FloatingIpCreate(c);
+    return *db::FloatingIpCreate(*ds, c);
   }
 
   // Attaches (kind "floating" or "ephemeral") and returns the attached address.
@@ -466,7 +466,7 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
     Faults("instance_create", {.fail_node = node});
     ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
-    EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);
+    EXPECT_FALSE(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id);
   }
   for (int node = 1; node < kNodes; ++node) {
     Faults("instance_create", {.fail_node = node, .repeat_undo_node = node - 1});
@@ -479,7 +479,7 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
   ASSERT_TRUE(vm) << vm.error().message();
   auto ips = *instances_->ExternalIps(actor_, NameOrId(vm->id), std::nullopt);
   EXPECT_EQ(ips.size(), 3u);  // SNAT, floating, ephemeral
-  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, vm->id);
+  EXPECT_EQ(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id, vm->id);
 }
 
 // The reply is the row the saga's last node committed, even when a concurrent request changes
@@ -494,7 +494,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   ASSERT_TRUE(attached) << attached.error().message();
   EXPECT_EQ(attached->parent_id, vm.id);
   EXPECT_EQ(attached->state, model::AttachState::kAttached);
-  EXPECT_FALSE(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id);  // the hook did run
+  EXPECT_FALSE(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id);  // the hook did run
 
   Faults("ip_attach", {});
   ASSERT_TRUE(Attach("floating", vm, &fip));
@@ -504,7 +504,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   ASSERT_TRUE(detached) << detached.error().message();
   EXPECT_FALSE(detached->parent_id);
   EXPECT_EQ(detached->state, model::AttachState::kDetached);
-  EXPECT_EQ(ds->FloatingIpLookupById(silo_.id, fip.id)->parent_id, other.id);
+  EXPECT_EQ(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id, other.id);
 }
 
 TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <set>
 
-#include "api/log.h"
+#include "common/log.h"
 
 namespace fp::app {
 
@@ -329,7 +329,7 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
   // The instance's NAT rows went with it; tell the switch now (the reconciler retries if the
   // switch does not answer).
   if (auto s = nat_.Sync(); !s) {
-    api::LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
+    LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
   // A stopped VM whose unregister failed may still be on a sled, holding the addresses just
   // released: the reaper removes it from whichever sled holds it, now rather than at its next
@@ -364,21 +364,21 @@ void Instances::SettleStopped(const model::Instance& instance, agents::SledAgent
                               const std::string& run_state) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state);
   if (!recorded) {
-    api::LogEvent("warn", "could not record run state",
-                  {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
+    LogEvent("warn", "could not record run state",
+             {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
     return;
   }
   if (auto s = nat_.Sync(); !s) {
-    api::LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
+    LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
   }
   // Through the orphan check: a start may already have placed the instance again.
   auto sled_id = instance.sled_id;
   if (!sled_id) return;
   if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
-    api::LogEvent("warn", "sled unregister after stop failed; the reaper retries",
-                  {{"instance", instance.id.ToString()},
-                   {"sled_agent", sled.address()},
-                   {"error", removed->error().message()}});
+    LogEvent("warn", "sled unregister after stop failed; the reaper retries",
+             {{"instance", instance.id.ToString()},
+              {"sled_agent", sled.address()},
+              {"error", removed->error().message()}});
   }
 }
 
@@ -404,7 +404,7 @@ void Instances::ReapOrphans() {
     // a placement racing the removal).
     auto vms = sled->List();
     if (!vms) {
-      api::LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
+      LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
     for (const agents::SledInstance& vm : *vms) {
@@ -413,15 +413,15 @@ void Instances::ReapOrphans() {
       auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
       if (!removed) continue;
       if (*removed) {
-        api::LogEvent("warn", "removed a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"state", agents::ToString(vm.state)},
-                       {"sled_agent", sled->address()}});
+        LogEvent("warn", "removed a VM the datastore does not place on this sled",
+                 {{"instance", vm.id.ToString()},
+                  {"state", agents::ToString(vm.state)},
+                  {"sled_agent", sled->address()}});
       } else {
-        api::LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
-                      {{"instance", vm.id.ToString()},
-                       {"sled_agent", sled->address()},
-                       {"error", removed->error().message()}});
+        LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+                 {{"instance", vm.id.ToString()},
+                  {"sled_agent", sled->address()},
+                  {"error", removed->error().message()}});
       }
     }
   }
@@ -473,18 +473,18 @@ void Instances::ReconcilePort(const model::Instance& instance, agents::SledAgent
   }
   for (const IpAddr& ip : on_port) {
     if (attached.count(ip) || moving.count(ip)) continue;
-    api::LogEvent("warn", "removing an address the sled's port should not have",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    LogEvent("warn", "removing an address the sled's port should not have",
+             {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
     if (auto s = sled.RemoveExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
+      LogEvent("warn", "could not remove the address", {{"error", s.error().message()}});
     }
   }
   for (const IpAddr& ip : attached) {
     if (on_port.count(ip)) continue;
-    api::LogEvent("warn", "restoring an address missing from the sled's port",
-                  {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
+    LogEvent("warn", "restoring an address missing from the sled's port",
+             {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
     if (auto s = sled.AddExternalIp(instance.id, ip); !s) {
-      api::LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
+      LogEvent("warn", "could not restore the address", {{"error", s.error().message()}});
     }
   }
 }

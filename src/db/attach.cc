@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "db/in_transaction.h"
+#include "db/external_ips.h"
+#include "db/ip_allocation.h"
+#include "db/ip_pools.h"
 
 namespace fp::db {
 

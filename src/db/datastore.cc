@@ -1,7 +1,6 @@
 #include "db/datastore.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -28,16 +27,6 @@ Result<IpAddr> IpColumn(const Row& row, size_t i) {
   auto ip = IpAddr::FromKey(row.Text(i));
   if (!ip) return Fail(Error::Internal(fmt::format("corrupt address column {}", i)));
   return *ip;
-}
-
-std::string HashToken(const std::string& secret) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(secret.data(), secret.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  hex.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
 }
 
 Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock)

@@ -94,28 +94,13 @@ Result<Uuid> UuidColumn(const Row& row, size_t i);
 Result<std::optional<Uuid>> OptUuidColumn(const Row& row, size_t i);
 Result<IpAddr> IpColumn(const Row& row, size_t i);
 
-// Low-level allocation primitives over a pool's free space, run inside a caller's write
-// transaction. The cost of each is O(log n) in the number of allocated addresses: free
-// addresses are kept as maximal spans per range (ip_free_span), and SNAT addresses with free
-// port blocks in snat_address.
-struct AllocatedAddress {
-  Uuid range_id;
-  IpAddr ip;
-  int first_port = 0;
-  int last_port = 65535;
-};
-Result<AllocatedAddress> AllocateLowestAddress(Tx& tx, const Uuid& pool_id);
-// InvalidRequest "Requested external IP address not available" when the address is in use
-// (wholly or by an SNAT port block) or not in any live range of the pool.
-Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, const IpAddr& ip);
-// The lowest free (address, 16384-port block) of the pool.
-Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id);
-// Returns a whole address (first_port 0, last_port 65535) or an SNAT block to the free space.
-Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a);
-
-// The persistent state of floatplane. Every method runs exactly one transaction: a check and
-// the change it guards happen in the same transaction, and errors are derived from what that
-// transaction read. All methods are thread-safe.
+// The persistent state of floatplane: the transaction engine. All methods are thread-safe.
+//
+// The resources are reached through free functions over it, one header per resource (silos.h,
+// projects.h, ip_pools.h, external_ips.h, tokens.h, instances.h, ...): a function taking the
+// Datastore runs exactly one transaction, in which a check and the change it guards happen
+// together and errors are derived from what that transaction read; a function named `...In`
+// runs inside a caller's transaction, so that steps compose.
 //
 // Error conventions: NotFound when a referenced resource is absent or soft-deleted (worded as
 // the API words it), ObjectAlreadyExists for name conflicts, InvalidRequest for rule
@@ -144,6 +129,10 @@ class Datastore {
         },
         [&]() -> const void* { return &*out; }, typeid(T)));
     return out;
+  }
+  // Same for a body that returns only a Status (a keyed request records it as such).
+  Status Write(const std::function<Status(Tx&)>& fn) {
+    return RunScopedWrite(fn, nullptr, typeid(void));
   }
   // Same for a read-only transaction (a consistent snapshot; runs concurrently with writes).
   // Returns once every commit it could have seen is durable.
@@ -208,68 +197,6 @@ class Datastore {
   }
   void SyncPoint(std::string_view name) { sync_points_.Pass(name); }
 
-  // --- Silos (silos.cc) ---
-  Result<Silo> SiloCreate(const SiloCreate& params);
-  Result<Silo> SiloLookup(const NameOrId& selector);
-  Result<std::vector<Silo>> SiloList(const PageRequest& page);
-  // Refused while the silo has live projects (the message names one).
-  Status SiloDelete(const Uuid& id);
-
-  // --- Projects (projects.cc) ---
-  Result<Project> ProjectCreate(const Uuid& id, const Uuid& silo_id, const std::string& name,
-                                const std::string& description);
-  Result<Project> ProjectLookup(const Uuid& silo_id, const NameOrId& selector);
-  Result<std::vector<Project>> ProjectList(const Uuid& silo_id, const PageRequest& page);
-  Result<Project> ProjectUpdate(const Uuid& id, const IdentityUpdate& update);
-  // Refused while the project holds floating IPs (the message names one).
-  Status ProjectDelete(const Uuid& id);
-
-  // --- IP pools, ranges and silo links (ip_pools.cc) ---
-  Result<IpPool> PoolCreate(const PoolCreate& params);
-  Result<IpPool> PoolLookup(const NameOrId& selector);
-  Result<std::vector<IpPool>> PoolList(const IpPoolFilter& filter, const PageRequest& page);
-  Result<IpPool> PoolUpdate(const Uuid& id, const IdentityUpdate& update);
-  Status PoolDelete(const Uuid& id);
-  Result<std::vector<IpPoolRange>> RangeList(const Uuid& pool_id, std::optional<IpAddr> after,
-                                             int64_t limit);
-  Result<IpPoolRange> RangeAdd(const Uuid& pool_id, const Uuid& range_id, const IpRange& range);
-  Status RangeRemove(const Uuid& pool_id, const IpRange& range);
-  Result<std::vector<SiloLink>> LinkList(const Uuid& pool_id, std::optional<Uuid> after,
-                                         int64_t limit);
-  Result<SiloLink> Link(const Uuid& pool_id, const NameOrId& silo, bool is_default);
-  Result<SiloLink> LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default);
-  // Removes the link. NotFound (`ip-pool-resource`) without one; InvalidRequest `IP addresses
-  // from this pool are in use in the linked silo (<holder> holds <ip>)` while a live address of
-  // the pool belongs to a live resource of the silo: a floating IP of one of its projects, or
-  // an instance's SNAT or ephemeral address. The check and the removal are one transaction.
-  Status Unlink(const Uuid& pool_id, const Uuid& silo_id);
-  Result<PoolUtilization> Utilization(const Uuid& pool_id);
-  Result<std::vector<SiloIpPool>> SiloPoolList(const Uuid& silo_id, const IpPoolFilter& filter,
-                                               const PageRequest& page);
-  Result<SiloIpPool> SiloPoolLookup(const Uuid& silo_id, const NameOrId& selector);
-
-  // --- Floating IPs (external_ips.cc) ---
-  Result<ExternalIp> FloatingIpCreate(const FloatingIpCreate& params);
-  Result<ExternalIp> FloatingIpLookupById(const Uuid& silo_id, const Uuid& id);
-  Result<ExternalIp> FloatingIpLookupByName(const Uuid& project_id, const std::string& name);
-  Result<std::vector<ExternalIp>> FloatingIpList(const Uuid& project_id, const PageRequest& page);
-  Result<ExternalIp> FloatingIpUpdate(const Uuid& id, const IdentityUpdate& update);
-  // Refused while attached (the message names the holder); the address returns to the pool.
-  Status FloatingIpDelete(const Uuid& id);
-
-  // --- Tokens (tokens.cc) ---
-  // Stores the SHA-256 of `secret`, never the secret.
-  Result<Token> TokenCreate(const Uuid& id, const Uuid& silo_id, Role role, const std::string& name,
-                            const std::string& secret);
-  // NotFound-free: std::nullopt when no live token has that secret.
-  // Answers from a cache of recent positive answers when it can (a read transaction per request
-  // was a tenth of the server's work). A revocation or silo delete made through this datastore
-  // empties the cache when it commits; one made by another process is seen within
-  // kTokenCacheTtl.
-  Result<std::optional<Token>> TokenAuthenticate(const std::string& secret);
-  Status TokenRevoke(const Uuid& id);
-  static constexpr std::chrono::milliseconds kTokenCacheTtl{1000};
-
   const Clock& clock() const { return *clock_; }
 
  private:
@@ -298,19 +225,6 @@ class Datastore {
   std::shared_ptr<const Clock> clock_;
   SyncPoints sync_points_;
   std::unique_ptr<Engine> engine_;  // group commit, checkpoints and readers: sqlite/engine.h
-  // Token cache (tokens.cc), keyed by the secret's hash. A read that began before an
-  // invalidation (generation bump) does not insert what it read.
-  void InvalidateTokenCache();
-  struct CachedToken {
-    Token token;
-    std::chrono::steady_clock::time_point expires;
-  };
-  std::mutex token_cache_mu_;
-  uint64_t token_generation_ = 0;                             // guarded by token_cache_mu_
-  std::unordered_map<std::string, CachedToken> token_cache_;  // guarded by token_cache_mu_
 };
-
-// SHA-256 of `secret` as lowercase hex.
-std::string HashToken(const std::string& secret);
 
 }  // namespace fp::db

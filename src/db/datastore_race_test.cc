@@ -107,11 +107,11 @@ bool RangeIsLive(Datastore& ds, const Uuid& range_id) {
 TEST(DatastoreRace, RangeRemoveRacingAllocationNeverStrandsAnAddress) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   ForcedInterleaving race(*ds, "ip_range_remove:checked");
   Status removed = Ok();
   std::atomic<int> created{0};
-  race.Run([&] { removed = ds->RangeRemove(f.pool.id, f.range.range); },
+  race.Run([&] { removed = RangeRemove(*ds, f.pool.id, f.range.range); },
            [&](int i) {
              auto r = CreateFip(*ds, f, "fip-" + std::to_string(i));
              if (r) {
@@ -131,12 +131,12 @@ TEST(DatastoreRace, RangeRemoveRacingAllocationNeverStrandsAnAddress) {
 TEST(DatastoreRace, AllocationRacingRangeRemoveBlocksTheRemove) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   ForcedInterleaving race(*ds, "floating_ip_create:allocated");
   std::atomic<int> removed{0};
   race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "first")); },
            [&](int) {
-             Status s = ds->RangeRemove(f.pool.id, f.range.range);
+             Status s = RangeRemove(*ds, f.pool.id, f.range.range);
              if (s) {
                ++removed;
              } else {
@@ -155,18 +155,18 @@ TEST(DatastoreRace, AllocationRacingRangeRemoveBlocksTheRemove) {
 
 TEST(DatastoreRace, PoolDeleteRacingRangeAddLeavesNoRangeInADeletedPool) {
   TempDatastore ds;
-  PoolCreate pc;
+  model::PoolCreate pc;
   pc.id = Uuid::Random();
   pc.name = "empty";
   pc.description = "";
-  auto pool = *ds->PoolCreate(pc);
+  auto pool = *PoolCreate(*ds, pc);
   ForcedInterleaving race(*ds, "ip_pool_delete:checked");
   Status deleted = Ok();
   std::atomic<int> added{0};
-  race.Run([&] { deleted = ds->PoolDelete(pool.id); },
+  race.Run([&] { deleted = PoolDelete(*ds, pool.id); },
            [&](int i) {
              std::string a = "10.7." + std::to_string(i) + ".0";
-             auto r = ds->RangeAdd(pool.id, Uuid::Random(), Range(a, a));
+             auto r = RangeAdd(*ds, pool.id, Uuid::Random(), Range(a, a));
              if (r) {
                ++added;
              } else {
@@ -187,17 +187,17 @@ TEST(DatastoreRace, PoolDeleteRacingRangeAddLeavesNoRangeInADeletedPool) {
 
 TEST(DatastoreRace, RangeAddRacingPoolDeleteBlocksTheDelete) {
   TempDatastore ds;
-  PoolCreate pc;
+  model::PoolCreate pc;
   pc.id = Uuid::Random();
   pc.name = "empty";
   pc.description = "";
-  auto pool = *ds->PoolCreate(pc);
+  auto pool = *PoolCreate(*ds, pc);
   ForcedInterleaving race(*ds, "ip_range_add:checked");
   std::atomic<int> deleted{0};
   race.Run(
-      [&] { ASSERT_TRUE(ds->RangeAdd(pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
+      [&] { ASSERT_TRUE(RangeAdd(*ds, pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
       [&](int) {
-        Status s = ds->PoolDelete(pool.id);
+        Status s = PoolDelete(*ds, pool.id);
         if (s) {
           ++deleted;
         } else {
@@ -205,16 +205,16 @@ TEST(DatastoreRace, RangeAddRacingPoolDeleteBlocksTheDelete) {
         }
       });
   EXPECT_EQ(deleted.load(), 0);
-  EXPECT_TRUE(ds->PoolLookup(NameOrId(pool.id)));
+  EXPECT_TRUE(PoolLookup(*ds, NameOrId(pool.id)));
 }
 
 TEST(DatastoreRace, UnlinkRacingFloatingIpCreateNeverLeavesAnIpFromAnUnlinkedPool) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), false));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
   Status unlinked = Ok();
-  race.Run([&] { unlinked = ds->Unlink(f.pool.id, f.silo.id); },
+  race.Run([&] { unlinked = Unlink(*ds, f.pool.id, f.silo.id); },
            [&](int i) {
              auto r = CreateFip(*ds, f, "fip-" + std::to_string(i), FromPool("pool"));
              ASSERT_FALSE(r) << "allocated " << r->ip.ToString() << " from an unlinked pool";
@@ -227,12 +227,12 @@ TEST(DatastoreRace, UnlinkRacingFloatingIpCreateNeverLeavesAnIpFromAnUnlinkedPoo
 TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), false));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "floating_ip_create:allocated");
   std::atomic<int> unlinked{0};
   race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "holder", FromPool("pool"))); },
            [&](int) {
-             Status s = ds->Unlink(f.pool.id, f.silo.id);
+             Status s = Unlink(*ds, f.pool.id, f.silo.id);
              if (s) {
                ++unlinked;
              } else {
@@ -288,17 +288,17 @@ TEST(DatastoreRace, UnlinkIsRefusedWhileAnInstanceOfTheSiloHoldsSnatOrEphemeral)
   TempDatastore ds;
   auto snat_pool = MakeFixture(*ds, "10.0.0.0", "10.0.0.15", "snat-pool");
   auto eph_pool = MakeFixture(*ds, "10.1.0.0", "10.1.0.15", "eph-pool");
-  ASSERT_TRUE(ds->Link(snat_pool.pool.id, NameOrId(snat_pool.silo.id), true));
-  ASSERT_TRUE(ds->Link(eph_pool.pool.id, NameOrId(eph_pool.silo.id), false));
+  ASSERT_TRUE(Link(*ds, snat_pool.pool.id, NameOrId(snat_pool.silo.id), true));
+  ASSERT_TRUE(Link(*ds, eph_pool.pool.id, NameOrId(eph_pool.silo.id), false));
   auto instance = CreateInstanceWithAddresses(*ds, snat_pool, "web-1", "eph-pool");
   ASSERT_TRUE(instance) << instance.error().message();
 
-  Status s = ds->Unlink(snat_pool.pool.id, snat_pool.silo.id);
+  Status s = Unlink(*ds, snat_pool.pool.id, snat_pool.silo.id);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message(),
             "IP addresses from this pool are in use in the linked silo (instance \"web-1\" in "
             "project \"p1\" holds 10.0.0.0 as its SNAT address)");
-  s = ds->Unlink(eph_pool.pool.id, eph_pool.silo.id);
+  s = Unlink(*ds, eph_pool.pool.id, eph_pool.silo.id);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message(),
             "IP addresses from this pool are in use in the linked silo (instance \"web-1\" in "
@@ -310,37 +310,37 @@ TEST(DatastoreRace, UnlinkIsRefusedWhileAnInstanceOfTheSiloHoldsSnatOrEphemeral)
     FP_CHECK_OK(InstanceDeleteIn(tx, *instance));
     return true;
   }));
-  EXPECT_TRUE(ds->Unlink(snat_pool.pool.id, snat_pool.silo.id));
-  EXPECT_TRUE(ds->Unlink(eph_pool.pool.id, eph_pool.silo.id));
+  EXPECT_TRUE(Unlink(*ds, snat_pool.pool.id, snat_pool.silo.id));
+  EXPECT_TRUE(Unlink(*ds, eph_pool.pool.id, eph_pool.silo.id));
 }
 
 TEST(DatastoreRace, UnlinkIgnoresAddressesHeldInOtherSilos) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
-  SiloCreate other;
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
+  model::SiloCreate other;
   other.id = Uuid::Random();
   other.name = "s2";
   other.description = "";
-  ASSERT_TRUE(ds->SiloCreate(other));
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(other.id), false));
+  ASSERT_TRUE(SiloCreate(*ds, other));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(other.id), false));
   ASSERT_TRUE(CreateInstanceWithAddresses(*ds, f, "web-1"));
-  EXPECT_TRUE(ds->Unlink(f.pool.id, other.id)) << "s2 holds nothing of the pool";
-  EXPECT_FALSE(ds->Unlink(f.pool.id, f.silo.id));
+  EXPECT_TRUE(Unlink(*ds, f.pool.id, other.id)) << "s2 holds nothing of the pool";
+  EXPECT_FALSE(Unlink(*ds, f.pool.id, f.silo.id));
 }
 
 TEST(DatastoreRace, InstanceCreateRacingUnlinkBlocksTheUnlink) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
   auto eph = MakeFixture(*ds, "10.1.0.0", "10.1.0.15", "eph-pool");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
-  ASSERT_TRUE(ds->Link(eph.pool.id, NameOrId(f.silo.id), false));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, eph.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "test:instance_created");
   std::atomic<int> unlinked{0};
   race.Run([&] { ASSERT_TRUE(CreateInstanceWithAddresses(*ds, f, "holder", "eph-pool")); },
            [&](int i) {
              // Half the contenders unlink the SNAT pool, half the ephemeral one.
-             Status s = ds->Unlink(i % 2 == 0 ? f.pool.id : eph.pool.id, f.silo.id);
+             Status s = Unlink(*ds, i % 2 == 0 ? f.pool.id : eph.pool.id, f.silo.id);
              if (s) {
                ++unlinked;
              } else {
@@ -357,10 +357,10 @@ TEST(DatastoreRace, InstanceCreateRacingUnlinkBlocksTheUnlink) {
 TEST(DatastoreRace, UnlinkRacingInstanceCreateLeavesNoSnatFromAnUnlinkedPool) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
   Status unlinked = Ok();
-  race.Run([&] { unlinked = ds->Unlink(f.pool.id, f.silo.id); },
+  race.Run([&] { unlinked = Unlink(*ds, f.pool.id, f.silo.id); },
            [&](int i) {
              auto r = CreateInstanceWithAddresses(*ds, f, "vm-" + std::to_string(i));
              ASSERT_FALSE(r) << "an instance got SNAT from a pool its silo no longer has";
@@ -374,14 +374,14 @@ TEST(DatastoreRace, UnlinkRacingInstanceCreateLeavesNoSnatFromAnUnlinkedPool) {
 TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   auto fip = *CreateFip(*ds, f, "web");
   ForcedInterleaving race(*ds, "floating_ip_delete:checked");
   Status first = Ok();
   std::atomic<int> also_deleted{0};
-  race.Run([&] { first = ds->FloatingIpDelete(fip.id); },
+  race.Run([&] { first = FloatingIpDelete(*ds, fip.id); },
            [&](int) {
-             Status s = ds->FloatingIpDelete(fip.id);
+             Status s = FloatingIpDelete(*ds, fip.id);
              if (s) {
                ++also_deleted;
              } else {
@@ -391,24 +391,24 @@ TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
            });
   ASSERT_TRUE(first);
   EXPECT_EQ(also_deleted.load(), 0);
-  EXPECT_EQ(ds->Utilization(f.pool.id)->remaining, 16.0);
+  EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, 16.0);
 }
 
 TEST(DatastoreRace, DefaultSwitchingKeepsExactlyOneDefault) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0", "pool-0");
   std::vector<Uuid> pools{f.pool.id};
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   for (int i = 1; i <= kContenders; ++i) {
     std::string a = "10.0." + std::to_string(i) + ".0";
     auto p = MakeFixture(*ds, a, a, "pool-" + std::to_string(i));
-    ASSERT_TRUE(ds->Link(p.pool.id, NameOrId(f.silo.id), false));
+    ASSERT_TRUE(Link(*ds, p.pool.id, NameOrId(f.silo.id), false));
     pools.push_back(p.pool.id);
   }
   ForcedInterleaving race(*ds, "ip_pool_link_update:demoted");
-  race.Run([&] { ASSERT_TRUE(ds->LinkUpdate(pools[1], f.silo.id, true)); },
+  race.Run([&] { ASSERT_TRUE(LinkUpdate(*ds, pools[1], f.silo.id, true)); },
            [&](int i) {
-             auto r = ds->LinkUpdate(pools[static_cast<size_t>(i) + 1], f.silo.id, true);
+             auto r = LinkUpdate(*ds, pools[static_cast<size_t>(i) + 1], f.silo.id, true);
              EXPECT_TRUE(r) << r.error().message();
            });
   auto defaults = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
@@ -428,13 +428,13 @@ TEST(DatastoreRace, ConcurrentDefaultLinksAdmitExactlyOne) {
     pools.push_back(MakeFixture(*ds, a, a, "pool-" + std::to_string(i)).pool.id);
   }
   ForcedInterleaving race(*ds, "ip_pool_link:checked");
-  race.Run([&] { ASSERT_TRUE(ds->Link(pools[0], NameOrId(f.silo.id), true)); },
+  race.Run([&] { ASSERT_TRUE(Link(*ds, pools[0], NameOrId(f.silo.id), true)); },
            [&](int i) {
-             auto r = ds->Link(pools[static_cast<size_t>(i) + 1], NameOrId(f.silo.id), true);
+             auto r = Link(*ds, pools[static_cast<size_t>(i) + 1], NameOrId(f.silo.id), true);
              ASSERT_FALSE(r);
              EXPECT_EQ(r.error().ErrorCode(), "ObjectAlreadyExists");
            });
-  auto defaults = ds->SiloPoolList(f.silo.id, {}, PageRequest{});
+  auto defaults = SiloPoolList(*ds, f.silo.id, {}, PageRequest{});
   int n = 0;
   for (const auto& p : *defaults) n += p.is_default ? 1 : 0;
   EXPECT_EQ(n, 1);

@@ -1,8 +1,11 @@
+#include "db/external_ips.h"
+
 #include <fmt/format.h>
 
 #include "db/attach.h"
-#include "db/in_transaction.h"
 #include "db/instances.h"
+#include "db/ip_allocation.h"
+#include "db/ip_pools.h"
 
 namespace fp::db {
 
@@ -143,7 +146,7 @@ Result<std::vector<ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instan
   return out;
 }
 
-Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& p,
+Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const model::FloatingIpCreate& p,
                                       const std::function<void(std::string_view)>& sync_point) {
   {
     auto project = FP_TRY(
@@ -188,14 +191,14 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const FloatingIpCreate& p,
   }
 }
 
-Result<ExternalIp> Datastore::FloatingIpCreate(const struct FloatingIpCreate& p) {
-  return Write<ExternalIp>([&](Tx& tx) {
-    return FloatingIpCreateIn(tx, p, [this](std::string_view name) { SyncPoint(name); });
+Result<ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& p) {
+  return ds.Write<ExternalIp>([&](Tx& tx) {
+    return FloatingIpCreateIn(tx, p, [&ds](std::string_view name) { ds.SyncPoint(name); });
   });
 }
 
-Result<ExternalIp> Datastore::FloatingIpLookupById(const Uuid& silo_id, const Uuid& id) {
-  return Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+Result<ExternalIp> FloatingIpLookupById(Datastore& ds, const Uuid& silo_id, const Uuid& id) {
+  return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
                     "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
@@ -207,9 +210,9 @@ Result<ExternalIp> Datastore::FloatingIpLookupById(const Uuid& silo_id, const Uu
   });
 }
 
-Result<ExternalIp> Datastore::FloatingIpLookupByName(const Uuid& project_id,
-                                                     const std::string& name) {
-  return Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+Result<ExternalIp> FloatingIpLookupByName(Datastore& ds, const Uuid& project_id,
+                                          const std::string& name) {
+  return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.name = ? AND "
                     "e.kind = 'floating' AND e.time_deleted IS NULL",
@@ -220,9 +223,9 @@ Result<ExternalIp> Datastore::FloatingIpLookupByName(const Uuid& project_id,
   });
 }
 
-Result<std::vector<ExternalIp>> Datastore::FloatingIpList(const Uuid& project_id,
-                                                          const PageRequest& page) {
-  return Read<std::vector<ExternalIp>>([&](Tx& tx) -> Result<std::vector<ExternalIp>> {
+Result<std::vector<ExternalIp>> FloatingIpList(Datastore& ds, const Uuid& project_id,
+                                               const PageRequest& page) {
+  return ds.Read<std::vector<ExternalIp>>([&](Tx& tx) -> Result<std::vector<ExternalIp>> {
     std::vector<SqlValue> params{project_id.ToString()};
     std::string sql = fmt::format(
         "SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.kind = 'floating' AND "
@@ -237,8 +240,8 @@ Result<std::vector<ExternalIp>> Datastore::FloatingIpList(const Uuid& project_id
   });
 }
 
-Result<ExternalIp> Datastore::FloatingIpUpdate(const Uuid& id, const IdentityUpdate& update) {
-  return Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+Result<ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
+  return ds.Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
     ExternalIp e = FP_TRY(FloatingIpById(tx, id));
     if (update.name && *update.name != *e.name) {
       auto dup = FP_TRY(tx.QueryRow(
@@ -257,8 +260,8 @@ Result<ExternalIp> Datastore::FloatingIpUpdate(const Uuid& id, const IdentityUpd
   });
 }
 
-Status Datastore::FloatingIpDelete(const Uuid& id) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+Status FloatingIpDelete(Datastore& ds, const Uuid& id) {
+  return ds.Write([&](Tx& tx) -> Status {
     ExternalIp e = FP_TRY(FloatingIpById(tx, id));
     if (e.parent_id || e.state != AttachState::kDetached) {
       std::string holder = e.parent_id ? e.parent_id->ToString() : std::string("?");
@@ -275,7 +278,7 @@ Status Datastore::FloatingIpDelete(const Uuid& id) {
                                                : "being detached from",
           holder)));
     }
-    SyncPoint("floating_ip_delete:checked");
+    ds.SyncPoint("floating_ip_delete:checked");
     FP_TRY(tx.Exec("UPDATE external_ip SET time_deleted = ? WHERE id = ?", tx.now(), id));
     FP_CHECK_OK(ReleaseAddress(tx, e.pool_id,
                                AllocatedAddress{e.range_id, e.ip, e.first_port, e.last_port}));

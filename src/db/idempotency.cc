@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "db/in_transaction.h"
+#include "db/counters.h"
 
 namespace fp::db {
 

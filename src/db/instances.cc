@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 
 #include "db/attach.h"
-#include "db/in_transaction.h"
+#include "db/external_ips.h"
+#include "db/ip_allocation.h"
 
 namespace fp::db {
 
@@ -169,7 +170,7 @@ Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const
       return *ip;
     });
   }
-  return ds.FloatingIpLookupByName(project_id, fip.name().str());
+  return FloatingIpLookupByName(ds, project_id, fip.name().str());
 }
 
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {

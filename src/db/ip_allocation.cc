@@ -8,9 +8,9 @@
 // four port blocks (snat_address); an address with any SNAT block in use is not wholly free, so
 // an explicit request for it is refused (product.md difference 3).
 
-#include <fmt/format.h>
+#include "db/ip_allocation.h"
 
-#include "db/datastore.h"
+#include <fmt/format.h>
 
 namespace fp::db {
 

@@ -1,3 +1,5 @@
+#include "db/ip_allocation.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -38,7 +40,7 @@ Status Release(Datastore& ds, const Uuid& pool, const AllocatedAddress& a) {
 TEST(IpAllocation, TakesLowestAddressAcrossRangesAndSkipsExhaustedOnes) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.5", "10.0.0.5");
-  ASSERT_TRUE(ds->RangeAdd(f.pool.id, Uuid::Random(), Range("10.0.0.1", "10.0.0.2")));
+  ASSERT_TRUE(RangeAdd(*ds, f.pool.id, Uuid::Random(), Range("10.0.0.1", "10.0.0.2")));
   EXPECT_EQ(Lowest(*ds, f.pool.id)->ip, Ip("10.0.0.1"));
   EXPECT_EQ(Lowest(*ds, f.pool.id)->ip, Ip("10.0.0.2"));
   // The lower range is exhausted; the next range still serves.
@@ -125,7 +127,7 @@ TEST(IpAllocation, Ipv6RangesAllocateAndMergeOnRelease) {
   EXPECT_EQ(b.ip.ToString(), "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
   ASSERT_TRUE(Release(*ds, f.pool.id, b));
   ASSERT_TRUE(Release(*ds, f.pool.id, a));
-  EXPECT_EQ(ds->Utilization(f.pool.id)->remaining, 2.0);
+  EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, 2.0);
 }
 
 // Random allocations and releases agree with a simple model: the lowest free address is
@@ -133,7 +135,7 @@ TEST(IpAllocation, Ipv6RangesAllocateAndMergeOnRelease) {
 TEST(IpAllocation, AgreesWithAModelUnderRandomChurn) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.1.0.0", "10.1.0.63");
-  ASSERT_TRUE(ds->RangeAdd(f.pool.id, Uuid::Random(), Range("10.1.1.0", "10.1.1.31")));
+  ASSERT_TRUE(RangeAdd(*ds, f.pool.id, Uuid::Random(), Range("10.1.1.0", "10.1.1.31")));
   std::set<IpAddr> free_model;
   for (int i = 0; i < 64; ++i)
     free_model.insert(IpAddr(IpVersion::kV4, Ip("10.1.0.0").value() + i));
@@ -157,7 +159,7 @@ TEST(IpAllocation, AgreesWithAModelUnderRandomChurn) {
       held.erase(it);
     }
     if (step % 50 == 0) {
-      EXPECT_EQ(ds->Utilization(f.pool.id)->remaining, static_cast<double>(free_model.size()));
+      EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, static_cast<double>(free_model.size()));
     }
   }
 }
@@ -166,15 +168,15 @@ TEST(FloatingIpAllocation, ExplicitPoolNeverFallsBackToAnotherPool) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0", "small");
   auto big = MakeFixture(*ds, "10.9.0.0", "10.9.0.255", "big");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
-  ASSERT_TRUE(ds->Link(big.pool.id, NameOrId(f.silo.id), false));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, big.pool.id, NameOrId(f.silo.id), false));
   ASSERT_TRUE(CreateFip(*ds, f, "a", FromPool("small")));
   auto second = CreateFip(*ds, f, "b", FromPool("small"));
   ASSERT_FALSE(second);
   EXPECT_EQ(second.error().HttpStatus(), 507);
   // The default selector is the exhausted default pool too: no fallback.
   EXPECT_EQ(CreateFip(*ds, f, "c").error().HttpStatus(), 507);
-  EXPECT_EQ(ds->Utilization(big.pool.id)->remaining, 256.0);
+  EXPECT_EQ(Utilization(*ds, big.pool.id)->remaining, 256.0);
 }
 
 TEST(FloatingIpAllocation, PoolResolutionErrorsMatchTheApi) {
@@ -189,7 +191,7 @@ TEST(FloatingIpAllocation, PoolResolutionErrorsMatchTheApi) {
   // In a range, but the pool is not linked to the caller's silo.
   auto not_linked = CreateFip(*ds, f, "a", Explicit("10.0.0.7"));
   EXPECT_EQ(not_linked.error().message(), "IP address 10.0.0.7 is not in any configured pool");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), false));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
   auto ok = CreateFip(*ds, f, "a", Explicit("10.0.0.7"));
   ASSERT_TRUE(ok) << ok.error().message();
   EXPECT_EQ(ok->pool_id, f.pool.id);
@@ -198,11 +200,11 @@ TEST(FloatingIpAllocation, PoolResolutionErrorsMatchTheApi) {
 TEST(FloatingIpAllocation, DeleteReturnsTheAddressAndNameIsReusable) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0");
-  ASSERT_TRUE(ds->Link(f.pool.id, NameOrId(f.silo.id), true));
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   auto fip = *CreateFip(*ds, f, "web");
   EXPECT_EQ(CreateFip(*ds, f, "web").error().message(), "already exists: floating-ip \"web\"");
-  ASSERT_TRUE(ds->FloatingIpDelete(fip.id));
-  EXPECT_EQ(ds->FloatingIpDelete(fip.id).error().HttpStatus(), 404);
+  ASSERT_TRUE(FloatingIpDelete(*ds, fip.id));
+  EXPECT_EQ(FloatingIpDelete(*ds, fip.id).error().HttpStatus(), 404);
   auto again = CreateFip(*ds, f, "web");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->ip, fip.ip);

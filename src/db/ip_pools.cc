@@ -1,6 +1,9 @@
+#include "db/ip_pools.h"
+
 #include <fmt/format.h>
 
-#include "db/in_transaction.h"
+#include "db/ip_allocation.h"
+#include "db/silos.h"
 
 namespace fp::db {
 
@@ -102,8 +105,8 @@ Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector) {
   return PoolFromRow(*row);
 }
 
-Result<IpPool> Datastore::PoolCreate(const struct PoolCreate& p) {
-  return Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
+Result<IpPool> PoolCreate(Datastore& ds, const model::PoolCreate& p) {
+  return ds.Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
     auto dup = FP_TRY(
         tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("ip-pool", p.name));
@@ -117,13 +120,13 @@ Result<IpPool> Datastore::PoolCreate(const struct PoolCreate& p) {
   });
 }
 
-Result<IpPool> Datastore::PoolLookup(const NameOrId& selector) {
-  return Read<IpPool>([&](Tx& tx) { return LookupPoolIn(tx, selector); });
+Result<IpPool> PoolLookup(Datastore& ds, const NameOrId& selector) {
+  return ds.Read<IpPool>([&](Tx& tx) { return LookupPoolIn(tx, selector); });
 }
 
-Result<std::vector<IpPool>> Datastore::PoolList(const IpPoolFilter& filter,
-                                                const PageRequest& page) {
-  return Read<std::vector<IpPool>>([&](Tx& tx) -> Result<std::vector<IpPool>> {
+Result<std::vector<IpPool>> PoolList(Datastore& ds, const IpPoolFilter& filter,
+                                     const PageRequest& page) {
+  return ds.Read<std::vector<IpPool>>([&](Tx& tx) -> Result<std::vector<IpPool>> {
     std::vector<SqlValue> params;
     std::string sql =
         fmt::format("SELECT {} FROM ip_pool p WHERE p.time_deleted IS NULL", kPoolColumns);
@@ -135,8 +138,8 @@ Result<std::vector<IpPool>> Datastore::PoolList(const IpPoolFilter& filter,
   });
 }
 
-Result<IpPool> Datastore::PoolUpdate(const Uuid& id, const IdentityUpdate& update) {
-  return Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
+Result<IpPool> PoolUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
+  return ds.Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
     IpPool p = FP_TRY(PoolById(tx, id));
     if (update.name && *update.name != p.name) {
       auto dup = FP_TRY(tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL",
@@ -152,24 +155,24 @@ Result<IpPool> Datastore::PoolUpdate(const Uuid& id, const IdentityUpdate& updat
   });
 }
 
-Status Datastore::PoolDelete(const Uuid& id) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+Status PoolDelete(Datastore& ds, const Uuid& id) {
+  return ds.Write([&](Tx& tx) -> Status {
     FP_TRY(PoolById(tx, id));
     auto range = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM ip_pool_range WHERE ip_pool_id = ? AND time_deleted IS NULL LIMIT 1", id));
     if (range) {
       return Fail(Error::InvalidRequest("IP Pool cannot be deleted while it contains IP ranges"));
     }
-    SyncPoint("ip_pool_delete:checked");
+    ds.SyncPoint("ip_pool_delete:checked");
     FP_TRY(tx.Exec("DELETE FROM ip_pool_silo_link WHERE ip_pool_id = ?", id));
     FP_TRY(tx.Exec("UPDATE ip_pool SET time_deleted = ? WHERE id = ?", tx.now(), id));
     return Ok();
   });
 }
 
-Result<std::vector<IpPoolRange>> Datastore::RangeList(const Uuid& pool_id,
-                                                      std::optional<IpAddr> after, int64_t limit) {
-  return Read<std::vector<IpPoolRange>>([&](Tx& tx) -> Result<std::vector<IpPoolRange>> {
+Result<std::vector<IpPoolRange>> RangeList(Datastore& ds, const Uuid& pool_id,
+                                           std::optional<IpAddr> after, int64_t limit) {
+  return ds.Read<std::vector<IpPoolRange>>([&](Tx& tx) -> Result<std::vector<IpPoolRange>> {
     FP_TRY(PoolById(tx, pool_id));
     auto rows =
         FP_TRY(tx.Query("SELECT id, first_address, last_address, time_created FROM ip_pool_range "
@@ -185,9 +188,9 @@ Result<std::vector<IpPoolRange>> Datastore::RangeList(const Uuid& pool_id,
   });
 }
 
-Result<IpPoolRange> Datastore::RangeAdd(const Uuid& pool_id, const Uuid& range_id,
-                                        const IpRange& range) {
-  return Write<IpPoolRange>([&](Tx& tx) -> Result<IpPoolRange> {
+Result<IpPoolRange> RangeAdd(Datastore& ds, const Uuid& pool_id, const Uuid& range_id,
+                             const IpRange& range) {
+  return ds.Write<IpPoolRange>([&](Tx& tx) -> Result<IpPoolRange> {
     IpPool pool = FP_TRY(PoolById(tx, pool_id));
     bool first_mc = IsMulticast(range.first);
     if (first_mc != IsMulticast(range.last)) {
@@ -211,7 +214,7 @@ Result<IpPoolRange> Datastore::RangeAdd(const Uuid& pool_id, const Uuid& range_i
           "The provided IP range {} overlaps with an existing IP pool range or subnet pool member",
           range.ToString())));
     }
-    SyncPoint("ip_range_add:checked");
+    ds.SyncPoint("ip_range_add:checked");
     FP_TRY(tx.Exec(
         "INSERT INTO ip_pool_range (id, ip_pool_id, first_address, last_address, time_created, "
         "time_modified) VALUES (?, ?, ?, ?, ?, ?)",
@@ -225,8 +228,8 @@ Result<IpPoolRange> Datastore::RangeAdd(const Uuid& pool_id, const Uuid& range_i
   });
 }
 
-Status Datastore::RangeRemove(const Uuid& pool_id, const IpRange& range) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range) {
+  return ds.Write([&](Tx& tx) -> Status {
     FP_TRY(PoolById(tx, pool_id));
     auto row = FP_TRY(
         tx.QueryRow("SELECT id FROM ip_pool_range WHERE ip_pool_id = ? AND first_address = ? AND "
@@ -250,16 +253,16 @@ Status Datastore::RangeRemove(const Uuid& pool_id, const IpRange& range) {
           "({} holds {})",
           who, ip.ToString())));
     }
-    SyncPoint("ip_range_remove:checked");
+    ds.SyncPoint("ip_range_remove:checked");
     FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ?", range_id));
     FP_TRY(tx.Exec("UPDATE ip_pool_range SET time_deleted = ? WHERE id = ?", tx.now(), range_id));
     return Ok();
   });
 }
 
-Result<std::vector<SiloLink>> Datastore::LinkList(const Uuid& pool_id, std::optional<Uuid> after,
-                                                  int64_t limit) {
-  return Read<std::vector<SiloLink>>([&](Tx& tx) -> Result<std::vector<SiloLink>> {
+Result<std::vector<SiloLink>> LinkList(Datastore& ds, const Uuid& pool_id,
+                                       std::optional<Uuid> after, int64_t limit) {
+  return ds.Read<std::vector<SiloLink>>([&](Tx& tx) -> Result<std::vector<SiloLink>> {
     FP_TRY(PoolById(tx, pool_id));
     auto rows = FP_TRY(tx.Query(
         "SELECT l.silo_id, l.is_default FROM ip_pool_silo_link l JOIN silo s ON s.id = l.silo_id "
@@ -273,9 +276,9 @@ Result<std::vector<SiloLink>> Datastore::LinkList(const Uuid& pool_id, std::opti
   });
 }
 
-Result<SiloLink> Datastore::Link(const Uuid& pool_id, const NameOrId& silo_selector,
-                                 bool is_default) {
-  return Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
+Result<SiloLink> Link(Datastore& ds, const Uuid& pool_id, const NameOrId& silo_selector,
+                      bool is_default) {
+  return ds.Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
     IpPool pool = FP_TRY(PoolById(tx, pool_id));
     Silo silo = FP_TRY(LookupSiloIn(tx, silo_selector));
     if (pool.assignment != PoolAssignment::kSilos) {
@@ -292,7 +295,7 @@ Result<SiloLink> Datastore::Link(const Uuid& pool_id, const NameOrId& silo_selec
                       silo.id, ToString(pool.pool_type), ToString(pool.ip_version)));
       if (other) return Fail(LinkExists(pool_id, silo.id));
     }
-    SyncPoint("ip_pool_link:checked");
+    ds.SyncPoint("ip_pool_link:checked");
     FP_TRY(tx.Exec(
         "INSERT INTO ip_pool_silo_link (ip_pool_id, silo_id, is_default, pool_type, ip_version) "
         "VALUES (?, ?, ?, ?, ?)",
@@ -301,8 +304,9 @@ Result<SiloLink> Datastore::Link(const Uuid& pool_id, const NameOrId& silo_selec
   });
 }
 
-Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id, bool is_default) {
-  return Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
+Result<SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id,
+                            bool is_default) {
+  return ds.Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
     auto link = FP_TRY(
         tx.QueryRow("SELECT l.is_default, l.pool_type, l.ip_version FROM ip_pool_silo_link l "
                     "JOIN ip_pool p ON p.id = l.ip_pool_id "
@@ -317,7 +321,7 @@ Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id,
           "UPDATE ip_pool_silo_link SET is_default = 0 WHERE silo_id = ? AND pool_type = ? AND "
           "ip_version = ? AND is_default = 1",
           silo_id, link->Text(1), link->Text(2)));
-      SyncPoint("ip_pool_link_update:demoted");
+      ds.SyncPoint("ip_pool_link_update:demoted");
     }
     FP_TRY(
         tx.Exec("UPDATE ip_pool_silo_link SET is_default = ? WHERE ip_pool_id = ? AND silo_id = ?",
@@ -326,8 +330,8 @@ Result<SiloLink> Datastore::LinkUpdate(const Uuid& pool_id, const Uuid& silo_id,
   });
 }
 
-Status Datastore::Unlink(const Uuid& pool_id, const Uuid& silo_id) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id) {
+  return ds.Write([&](Tx& tx) -> Status {
     auto link = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo_id));
     if (!link) return Fail(LinkNotFound(pool_id, silo_id));
@@ -354,15 +358,15 @@ Status Datastore::Unlink(const Uuid& pool_id, const Uuid& silo_id) {
       return Fail(Error::InvalidRequest(
           fmt::format("IP addresses from this pool are in use in the linked silo ({})", holder)));
     }
-    SyncPoint("ip_pool_unlink:checked");
+    ds.SyncPoint("ip_pool_unlink:checked");
     FP_TRY(tx.Exec("DELETE FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id,
                    silo_id));
     return Ok();
   });
 }
 
-Result<PoolUtilization> Datastore::Utilization(const Uuid& pool_id) {
-  return Read<PoolUtilization>([&](Tx& tx) -> Result<PoolUtilization> {
+Result<PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id) {
+  return ds.Read<PoolUtilization>([&](Tx& tx) -> Result<PoolUtilization> {
     FP_TRY(PoolById(tx, pool_id));
     PoolUtilization u;
     for (const Row& r : FP_TRY(tx.Query(
@@ -379,10 +383,9 @@ Result<PoolUtilization> Datastore::Utilization(const Uuid& pool_id) {
   });
 }
 
-Result<std::vector<SiloIpPool>> Datastore::SiloPoolList(const Uuid& silo_id,
-                                                        const IpPoolFilter& filter,
-                                                        const PageRequest& page) {
-  return Read<std::vector<SiloIpPool>>([&](Tx& tx) -> Result<std::vector<SiloIpPool>> {
+Result<std::vector<SiloIpPool>> SiloPoolList(Datastore& ds, const Uuid& silo_id,
+                                             const IpPoolFilter& filter, const PageRequest& page) {
+  return ds.Read<std::vector<SiloIpPool>>([&](Tx& tx) -> Result<std::vector<SiloIpPool>> {
     std::vector<SqlValue> params{silo_id.ToString()};
     std::string sql = fmt::format(
         "SELECT {}, l.is_default FROM ip_pool p JOIN ip_pool_silo_link l ON l.ip_pool_id = p.id "
@@ -398,8 +401,8 @@ Result<std::vector<SiloIpPool>> Datastore::SiloPoolList(const Uuid& silo_id,
   });
 }
 
-Result<SiloIpPool> Datastore::SiloPoolLookup(const Uuid& silo_id, const NameOrId& selector) {
-  return Read<SiloIpPool>([&](Tx& tx) -> Result<SiloIpPool> {
+Result<SiloIpPool> SiloPoolLookup(Datastore& ds, const Uuid& silo_id, const NameOrId& selector) {
+  return ds.Read<SiloIpPool>([&](Tx& tx) -> Result<SiloIpPool> {
     IpPool pool = FP_TRY(LookupPoolIn(tx, selector));
     auto link = FP_TRY(
         tx.QueryRow("SELECT is_default FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?",

@@ -1,6 +1,6 @@
-#include <fmt/format.h>
+#include "db/projects.h"
 
-#include "db/datastore.h"
+#include <fmt/format.h>
 
 namespace fp::db {
 
@@ -30,9 +30,9 @@ Result<Project> ProjectById(Tx& tx, const Uuid& id) {
 
 }  // namespace
 
-Result<Project> Datastore::ProjectCreate(const Uuid& id, const Uuid& silo_id,
-                                         const std::string& name, const std::string& description) {
-  return Write<Project>([&](Tx& tx) -> Result<Project> {
+Result<Project> ProjectCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id,
+                              const std::string& name, const std::string& description) {
+  return ds.Write<Project>([&](Tx& tx) -> Result<Project> {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
@@ -48,8 +48,8 @@ Result<Project> Datastore::ProjectCreate(const Uuid& id, const Uuid& silo_id,
   });
 }
 
-Result<Project> Datastore::ProjectLookup(const Uuid& silo_id, const NameOrId& selector) {
-  return Read<Project>([&](Tx& tx) -> Result<Project> {
+Result<Project> ProjectLookup(Datastore& ds, const Uuid& silo_id, const NameOrId& selector) {
+  return ds.Read<Project>([&](Tx& tx) -> Result<Project> {
     std::optional<Row> row;
     if (selector.is_id()) {
       row = FP_TRY(tx.QueryRow(
@@ -70,8 +70,9 @@ Result<Project> Datastore::ProjectLookup(const Uuid& silo_id, const NameOrId& se
   });
 }
 
-Result<std::vector<Project>> Datastore::ProjectList(const Uuid& silo_id, const PageRequest& page) {
-  return Read<std::vector<Project>>([&](Tx& tx) -> Result<std::vector<Project>> {
+Result<std::vector<Project>> ProjectList(Datastore& ds, const Uuid& silo_id,
+                                         const PageRequest& page) {
+  return ds.Read<std::vector<Project>>([&](Tx& tx) -> Result<std::vector<Project>> {
     std::vector<SqlValue> params{silo_id.ToString()};
     std::string sql =
         fmt::format("SELECT {} FROM project WHERE silo_id = ? AND time_deleted IS NULL",
@@ -83,8 +84,8 @@ Result<std::vector<Project>> Datastore::ProjectList(const Uuid& silo_id, const P
   });
 }
 
-Result<Project> Datastore::ProjectUpdate(const Uuid& id, const IdentityUpdate& update) {
-  return Write<Project>([&](Tx& tx) -> Result<Project> {
+Result<Project> ProjectUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
+  return ds.Write<Project>([&](Tx& tx) -> Result<Project> {
     Project p = FP_TRY(ProjectById(tx, id));
     if (update.name && *update.name != p.name) {
       auto dup = FP_TRY(tx.QueryRow(
@@ -101,8 +102,8 @@ Result<Project> Datastore::ProjectUpdate(const Uuid& id, const IdentityUpdate& u
   });
 }
 
-Status Datastore::ProjectDelete(const Uuid& id) {
-  return RunTransaction(true, [&](Tx& tx) -> Status {
+Status ProjectDelete(Datastore& ds, const Uuid& id) {
+  return ds.Write([&](Tx& tx) -> Status {
     Project p = FP_TRY(ProjectById(tx, id));
     auto fip = FP_TRY(
         tx.QueryRow("SELECT name FROM external_ip WHERE project_id = ? AND kind = 'floating' AND "

@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
+#include "db/counters.h"
 #include "db/idempotency.h"
-#include "db/in_transaction.h"
 #include "db/saga_log.h"
 
 namespace fp::db {
@@ -192,20 +192,6 @@ Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t l
     FP_CHECK_OK(CounterAddIn(tx, "sagas_pruned", pruned));
     return pruned;
   });
-}
-
-Status CounterAddIn(Tx& tx, std::string_view name, int64_t n) {
-  if (n == 0) return Ok();
-  FP_TRY(
-      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
-              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
-              name, n));
-  return Ok();
-}
-
-Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
-  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
-  return row ? row->Int(0) : int64_t{0};
 }
 
 Result<SagaHistoryStats> SagaHistory(Datastore& ds) {

@@ -1,6 +1,6 @@
-#include <fmt/format.h>
+#include "db/silos.h"
 
-#include "db/in_transaction.h"
+#include <fmt/format.h>
 
 namespace fp::db {
 
@@ -41,8 +41,8 @@ Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector) {
   return SiloFromRow(*row);
 }
 
-Result<Silo> Datastore::SiloCreate(const struct SiloCreate& p) {
-  return Write<Silo>([&](Tx& tx) -> Result<Silo> {
+Result<Silo> SiloCreate(Datastore& ds, const model::SiloCreate& p) {
+  return ds.Write<Silo>([&](Tx& tx) -> Result<Silo> {
     auto dup =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("silo", p.name));
@@ -57,12 +57,12 @@ Result<Silo> Datastore::SiloCreate(const struct SiloCreate& p) {
   });
 }
 
-Result<Silo> Datastore::SiloLookup(const NameOrId& selector) {
-  return Read<Silo>([&](Tx& tx) { return LookupSiloIn(tx, selector); });
+Result<Silo> SiloLookup(Datastore& ds, const NameOrId& selector) {
+  return ds.Read<Silo>([&](Tx& tx) { return LookupSiloIn(tx, selector); });
 }
 
-Result<std::vector<Silo>> Datastore::SiloList(const PageRequest& page) {
-  return Read<std::vector<Silo>>([&](Tx& tx) -> Result<std::vector<Silo>> {
+Result<std::vector<Silo>> SiloList(Datastore& ds, const PageRequest& page) {
+  return ds.Read<std::vector<Silo>>([&](Tx& tx) -> Result<std::vector<Silo>> {
     std::vector<SqlValue> params;
     std::string sql =
         fmt::format("SELECT {} FROM silo WHERE time_deleted IS NULL AND discoverable = 1",
@@ -74,8 +74,8 @@ Result<std::vector<Silo>> Datastore::SiloList(const PageRequest& page) {
   });
 }
 
-Status Datastore::SiloDelete(const Uuid& id) {
-  Status deleted = RunTransaction(true, [&](Tx& tx) -> Status {
+Status SiloDelete(Datastore& ds, const Uuid& id) {
+  return ds.Write([&](Tx& tx) -> Status {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT name FROM silo WHERE id = ? AND time_deleted IS NULL", id));
     if (!silo) return Fail(Error::NotFoundById("silo", id.ToString()));
@@ -94,8 +94,6 @@ Status Datastore::SiloDelete(const Uuid& id) {
     FP_TRY(tx.Exec("UPDATE silo SET time_deleted = ? WHERE id = ?", tx.now(), id));
     return Ok();
   });
-  InvalidateTokenCache();  // the silo's tokens are revoked
-  return deleted;
 }
 
 }  // namespace fp::db

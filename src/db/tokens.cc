@@ -1,12 +1,13 @@
-#include <fmt/format.h>
+#include "db/tokens.h"
 
-#include "db/datastore.h"
+#include <fmt/format.h>
+#include <openssl/evp.h>
 
 namespace fp::db {
 
-Result<Token> Datastore::TokenCreate(const Uuid& id, const Uuid& silo_id, Role role,
-                                     const std::string& name, const std::string& secret) {
-  return Write<Token>([&](Tx& tx) -> Result<Token> {
+Result<Token> TokenCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id, Role role,
+                          const std::string& name, const std::string& secret) {
+  return ds.Write<Token>([&](Tx& tx) -> Result<Token> {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
@@ -18,60 +19,38 @@ Result<Token> Datastore::TokenCreate(const Uuid& id, const Uuid& silo_id, Role r
   });
 }
 
-namespace {
-constexpr size_t kTokenCacheMax = 10000;  // past this many tokens in use, start over
-}  // namespace
-
-Result<std::optional<Token>> Datastore::TokenAuthenticate(const std::string& secret) {
-  std::string hash = HashToken(secret);
-  const auto now = std::chrono::steady_clock::now();
-  uint64_t generation = 0;
-  {
-    std::lock_guard lock(token_cache_mu_);
-    if (auto it = token_cache_.find(hash); it != token_cache_.end()) {
-      if (it->second.expires > now) return std::optional<Token>(it->second.token);
-      token_cache_.erase(it);
-    }
-    generation = token_generation_;
-  }
-  auto found = FP_TRY(Read<std::optional<Token>>([&](Tx& tx) -> Result<std::optional<Token>> {
+Result<std::optional<Token>> TokenAuthenticate(Datastore& ds, const std::string& secret) {
+  return ds.Read<std::optional<Token>>([&](Tx& tx) -> Result<std::optional<Token>> {
     auto row = FP_TRY(tx.QueryRow(
         "SELECT t.id, t.silo_id, t.role, t.name FROM token t JOIN silo s ON s.id = t.silo_id "
         "WHERE t.secret_sha256 = ? AND t.time_revoked IS NULL AND s.time_deleted IS NULL",
-        hash));
+        HashToken(secret)));
     if (!row) return std::optional<Token>();
     auto role = ParseRole(row->Text(2));
     if (!role) return Fail(Error::Internal("corrupt token role"));
     return std::optional<Token>(
         Token{FP_TRY(UuidColumn(*row, 0)), FP_TRY(UuidColumn(*row, 1)), *role, row->Text(3)});
-  }));
-  SyncPoint("token_authenticate:read");
-  if (found) {
-    std::lock_guard lock(token_cache_mu_);
-    if (token_generation_ == generation) {
-      if (token_cache_.size() >= kTokenCacheMax) token_cache_.clear();
-      token_cache_.insert_or_assign(std::move(hash), CachedToken{*found, now + kTokenCacheTtl});
-    }
-  }
-  return found;
+  });
 }
 
-void Datastore::InvalidateTokenCache() {
-  std::lock_guard lock(token_cache_mu_);
-  ++token_generation_;
-  token_cache_.clear();
-}
-
-Status Datastore::TokenRevoke(const Uuid& id) {
-  Status revoked = RunTransaction(true, [&](Tx& tx) -> Status {
+Status TokenRevoke(Datastore& ds, const Uuid& id) {
+  return ds.Write([&](Tx& tx) -> Status {
     int64_t changed = FP_TRY(tx.Exec(
         "UPDATE token SET time_revoked = ? WHERE id = ? AND time_revoked IS NULL", tx.now(), id));
     if (changed == 0) return Fail(Error::NotFoundById("token", id.ToString()));
-    SyncPoint("token_revoke:updated");
+    ds.SyncPoint("token_revoke:updated");
     return Ok();
   });
-  InvalidateTokenCache();  // after the commit: see TokenAuthenticate
-  return revoked;
+}
+
+std::string HashToken(const std::string& secret) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(secret.data(), secret.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  hex.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
 }
 
 }  // namespace fp::db

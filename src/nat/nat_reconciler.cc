@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "agents/http_client.h"
-#include "api/log.h"
+#include "common/log.h"
+#include "http/client.h"
 
 namespace fp::nat {
 
@@ -27,7 +27,7 @@ Result<T> NatReconciler::UnlessHung(Exchange exchange) {
   auto began = std::chrono::steady_clock::now();
   if (hung_ && began < hung_->until) return Fail(hung_->error);
   Result<T> result = exchange();
-  if (!result && agents::IsTimeout(result.error())) {
+  if (!result && http::IsTimeout(result.error())) {
     auto ended = std::chrono::steady_clock::now();
     hung_ = Hung{ended + (ended - began), result.error()};
   } else {
@@ -93,11 +93,11 @@ Result<bool> NatReconciler::RepairLocked() {
   if (installed.entries == desired && installed.generation >= version) return false;
   known_generation_.reset();
   FP_TRY(switch_.ReplaceAll(agents::NatTable{std::max(version, installed.generation), desired}));
-  api::LogEvent("warn", "NAT drift repaired",
-                {{"switch_agent", switch_.address()},
-                 {"installed_entries", installed.entries.size()},
-                 {"desired_entries", desired.size()},
-                 {"generation", version}});
+  LogEvent("warn", "NAT drift repaired",
+           {{"switch_agent", switch_.address()},
+            {"installed_entries", installed.entries.size()},
+            {"desired_entries", desired.size()},
+            {"generation", version}});
   return true;
 }
 
@@ -115,16 +115,16 @@ void NatReconciler::StartBackground(int period_ms) {
     while (!bg_stop_) {
       lock.unlock();
       if (auto s = Sync(); !s) {
-        api::LogEvent("warn", "NAT sync failed", {{"error", s.error().message()}});
+        LogEvent("warn", "NAT sync failed", {{"error", s.error().message()}});
       } else if (auto r = Repair(); !r) {
-        api::LogEvent("warn", "NAT repair failed", {{"error", r.error().message()}});
+        LogEvent("warn", "NAT repair failed", {{"error", r.error().message()}});
       }
       if (std::chrono::steady_clock::now() >= next_collection) {
         next_collection = std::chrono::steady_clock::now() + kGarbagePeriod;
         if (auto g = CollectGarbage(ds_.clock().Now()); !g) {
-          api::LogEvent("warn", "NAT garbage collection failed", {{"error", g.error().message()}});
+          LogEvent("warn", "NAT garbage collection failed", {{"error", g.error().message()}});
         } else if (*g > 0) {
-          api::LogEvent("info", "NAT garbage collected", {{"removed_rows", *g}});
+          LogEvent("info", "NAT garbage collected", {{"removed_rows", *g}});
         }
       }
       lock.lock();

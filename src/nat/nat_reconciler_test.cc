@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "agents/http_client.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
+#include "http/client.h"
 
 namespace fp::nat {
 namespace {
@@ -247,7 +247,7 @@ class NatReconcilerOnSwitchTest : public ::testing::Test {
   std::unique_ptr<agents::sim::SwitchAgentSim> sim = agents::sim::SwitchAgentSim::Start({}).value();
   std::unique_ptr<agents::SwitchAgentClient> client =
       agents::MakeSwitchAgentClient(sim->base_url(), 2000);
-  std::unique_ptr<agents::HttpClient> control = std::make_unique<agents::HttpClient>(
+  std::unique_ptr<http::HttpClient> control = std::make_unique<http::HttpClient>(
       "switch agent", sim->base_url(), std::chrono::milliseconds(2000));
   NatReconciler nat{*ds, *client};
 };
@@ -332,7 +332,7 @@ TEST_F(NatReconcilerOnSwitchTest, AfterATimeoutTheSwitchIsNotCalledAgainForAsLon
 
   Status timed_out = reconciler.Sync();
   ASSERT_FALSE(timed_out);
-  EXPECT_TRUE(agents::IsTimeout(timed_out.error())) << timed_out.error().message();
+  EXPECT_TRUE(http::IsTimeout(timed_out.error())) << timed_out.error().message();
   EXPECT_EQ(sim->faults().held_calls(), 1);
   auto began = std::chrono::steady_clock::now();
   Status again = reconciler.Sync();

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "api/log.h"
-#include "common/url_path.h"
+#include "common/log.h"
+#include "http/host_port.h"
 
 namespace fp::agents::sim {
 
@@ -18,8 +18,8 @@ namespace {
 // Large enough for a full NAT table (100,000 entries is about 15 MB of JSON).
 constexpr size_t kBodyLimit = 64 << 20;
 
-api::HttpResponse ErrorAnswer(const Error& error, const std::string& request_id) {
-  api::HttpResponse response;
+http::HttpResponse ErrorAnswer(const Error& error, const std::string& request_id) {
+  http::HttpResponse response;
   response.status = error.HttpStatus();
   response.body = Json{{"request_id", request_id},
                        {"error_code", error.ErrorCode()},
@@ -31,9 +31,9 @@ api::HttpResponse ErrorAnswer(const Error& error, const std::string& request_id)
   return response;
 }
 
-api::HttpResponse Answer(const Result<Json>& result, const std::string& request_id) {
+http::HttpResponse Answer(const Result<Json>& result, const std::string& request_id) {
   if (!result) return ErrorAnswer(result.error(), request_id);
-  api::HttpResponse response;
+  http::HttpResponse response;
   if (result->is_null()) {
     response.status = 204;
   } else {
@@ -43,71 +43,23 @@ api::HttpResponse Answer(const Result<Json>& result, const std::string& request_
   return response;
 }
 
-std::vector<std::string> Segments(std::string_view path) {
-  std::vector<std::string> out;
-  for (std::string_view segment : PathSegments(path)) out.emplace_back(segment);
-  return out;
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes a path segment; InvalidRequest for a malformed escape.
-Result<std::string> DecodeSegment(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] != '%') {
-      out.push_back(raw[i]);
-      continue;
-    }
-    int high = i + 2 < raw.size() ? HexDigit(raw[i + 1]) : -1;
-    int low = i + 2 < raw.size() ? HexDigit(raw[i + 2]) : -1;
-    if (high < 0 || low < 0) {
-      return Fail(Error::InvalidRequest(
-          fmt::format("malformed percent-encoding in \"{}\"", std::string(raw))));
-    }
-    out.push_back(static_cast<char>(high * 16 + low));
-    i += 2;
+// The error a route miss is answered with.
+Error RouteError(const http::RouteMiss& miss, std::string_view path) {
+  switch (miss.kind) {
+    case http::RouteMiss::Kind::kMethodNotAllowed:
+      return Error::InvalidRequest("method not allowed");
+    case http::RouteMiss::Kind::kMalformedSegment:
+      return Error::InvalidRequest(
+          fmt::format("malformed percent-encoding in \"{}\"", miss.segment));
+    case http::RouteMiss::Kind::kNotFound:
+      break;
   }
-  return out;
+  return Error::NotFound(fmt::format("no endpoint {}", path));
 }
 
 }  // namespace
 
-void EndpointRoutes::Add(std::string method, std::string_view pattern, EndpointHandler handler) {
-  routes_.push_back(Route{std::move(method), Segments(pattern), std::move(handler)});
-}
-
-Result<EndpointRoutes::Match> EndpointRoutes::Find(std::string_view method,
-                                                   std::string_view path) const {
-  std::vector<std::string> actual = Segments(path);
-  bool path_matched = false;
-  for (const Route& route : routes_) {
-    if (route.segments.size() != actual.size()) continue;
-    PathParams params;
-    bool matched = true;
-    for (size_t i = 0; matched && i < actual.size(); ++i) {
-      const std::string& p = route.segments[i];
-      if (p.size() > 2 && p.front() == '{' && p.back() == '}') {
-        params[p.substr(1, p.size() - 2)] = FP_TRY(DecodeSegment(actual[i]));
-      } else {
-        matched = p == actual[i];
-      }
-    }
-    if (!matched) continue;
-    path_matched = true;
-    if (route.method == method) return Match{&route.handler, std::move(params)};
-  }
-  if (path_matched) return Fail(Error::InvalidRequest("method not allowed"));
-  return Fail(Error::NotFound(fmt::format("no endpoint {}", path)));
-}
-
-Result<Json> ParseBody(const api::HttpRequest& request) {
+Result<Json> ParseBody(const http::HttpRequest& request) {
   Json body = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     return Fail(Error::InvalidRequest("the request body is not valid JSON"));
@@ -130,13 +82,13 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
                                                         std::function<void()> reset) {
   std::unique_ptr<AgentServer> server(
       new AgentServer(options.host, std::move(agent), std::move(routes), std::move(reset)));
-  api::HttpServerOptions http;
+  http::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.body_limit = kBodyLimit;
   AgentServer* self = server.get();
-  server->server_ = FP_TRY(api::HttpServer::Start(
-      http, [self](const api::HttpRequest& request) { return self->Handle(request); }));
+  server->server_ = FP_TRY(http::HttpServer::Start(
+      http, [self](const http::HttpRequest& request) { return self->Handle(request); }));
   server->port_ = server->server_->port();
   return server;
 }
@@ -144,8 +96,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
 uint16_t AgentServer::port() const { return port_; }
 
 std::string AgentServer::base_url() const {
-  std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
-  return fmt::format("http://{}:{}", host, port());
+  return fmt::format("http://{}:{}", http::UrlHost(host_), port());
 }
 
 void AgentServer::Stop() {
@@ -158,35 +109,35 @@ void AgentServer::Stop() {
   server_.reset();
 }
 
-api::HttpResponse AgentServer::Handle(const api::HttpRequest& request) {
+http::HttpResponse AgentServer::Handle(const http::HttpRequest& request) {
   if (request.path == "/faults" || request.path == "/reset") {
     return Answer(HandleControl(request), request.request_id);
   }
   auto route = routes_.Find(request.method, request.path);
-  if (!route) return ErrorAnswer(route.error(), request.request_id);
+  if (!route) return ErrorAnswer(RouteError(route.error(), request.path), request.request_id);
 
   FaultDecision decision = faults_.Admit(request.method, request.path);
   if (decision.verdict == FaultVerdict::kRefuse) {
     return ErrorAnswer(Error::Unavailable(fmt::format("{}: {}", agent_, decision.reason)),
                        request.request_id);
   }
-  Result<Json> result = (*route->handler)(request, route->params);
+  Result<Json> result = (*route->target)(request, route->params);
   if (decision.verdict == FaultVerdict::kHandleThenRefuse) {
     return ErrorAnswer(Error::Unavailable(fmt::format("{}: {}", agent_, decision.reason)),
                        request.request_id);
   }
   if (!result && result.error().kind() == ErrorKind::kInternal) {
-    api::LogEvent("error", "agent call failed",
-                  {{"agent", agent_}, {"error", result.error().message()}});
+    LogEvent("error", "agent call failed",
+             {{"agent", agent_}, {"error", result.error().message()}});
   }
   return Answer(result, request.request_id);
 }
 
-Result<Json> AgentServer::HandleControl(const api::HttpRequest& request) {
+Result<Json> AgentServer::HandleControl(const http::HttpRequest& request) {
   if (request.path == "/reset") {
     if (request.method != "POST") return Fail(Error::InvalidRequest("method not allowed"));
     reset_();
-    api::LogEvent("info", "agent state reset", {{"agent", agent_}});
+    LogEvent("info", "agent state reset", {{"agent", agent_}});
     return Json{{"reset", true}};
   }
   if (request.method == "GET") return faults_.ToJson();
@@ -197,7 +148,7 @@ Result<Json> AgentServer::HandleControl(const api::HttpRequest& request) {
   if (request.method == "POST") {
     Json body = FP_TRY(ParseBody(request));
     FaultRule rule = FP_TRY(FaultRule::FromJson(body));
-    api::LogEvent("info", "fault added", {{"agent", agent_}, {"fault", rule.ToJson()}});
+    LogEvent("info", "fault added", {{"agent", agent_}, {"fault", rule.ToJson()}});
     faults_.Add(std::move(rule));
     return faults_.ToJson();
   }

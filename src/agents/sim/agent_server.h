@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,8 +23,9 @@
 #include <vector>
 
 #include "agents/sim/faults.h"
-#include "api/http_server.h"
 #include "common/error.h"
+#include "http/router.h"
+#include "http/server.h"
 
 namespace fp::agents::sim {
 
@@ -41,47 +41,29 @@ struct SimOptions {
   size_t nat_capacity = 0;
 };
 
-// Path parameters captured from `{name}` segments, percent-decoded.
-using PathParams = std::map<std::string, std::string, std::less<>>;
+using PathParams = http::PathParams;
 
 // Handles one call to an agent endpoint. Returns the JSON answer (200), or null for an empty
 // answer (204), or an error (answered with its kind's status).
 using EndpointHandler =
-    std::function<Result<nlohmann::json>(const api::HttpRequest&, const PathParams&)>;
+    std::function<Result<nlohmann::json>(const http::HttpRequest&, const PathParams&)>;
 
-// An agent's endpoints: (method, path pattern) → handler. Patterns are literal segments and
-// `{name}` segments, e.g. "/instances/{id}/external-ips/{ip}". (The simulated agents keep their
-// own small router so that they depend on the HTTP server only, not on the API layer.)
-class EndpointRoutes {
- public:
-  struct Match {
-    const EndpointHandler* handler;
-    PathParams params;
-  };
-
-  void Add(std::string method, std::string_view pattern, EndpointHandler handler);
-  // NotFound when no pattern matches the path; InvalidRequest `method not allowed` when one
-  // does but not with this method, or a segment's percent-encoding is invalid.
-  Result<Match> Find(std::string_view method, std::string_view path) const;
-
- private:
-  struct Route {
-    std::string method;
-    std::vector<std::string> segments;
-    EndpointHandler handler;
-  };
-  std::vector<Route> routes_;
-};
+// An agent's endpoints: (method, path pattern) → handler, e.g.
+// "/instances/{id}/external-ips/{ip}". A path no pattern matches is answered NotFound
+// `no endpoint <path>`; one matched with another method, InvalidRequest `method not allowed`;
+// a `{param}` segment with malformed percent-encoding, InvalidRequest
+// `malformed percent-encoding in "<segment>"`.
+using EndpointRoutes = http::Router<EndpointHandler>;
 
 // Parses a request body that must be a JSON object; InvalidRequest otherwise.
-Result<nlohmann::json> ParseBody(const api::HttpRequest& request);
+Result<nlohmann::json> ParseBody(const http::HttpRequest& request);
 
 class AgentServer {
  public:
   // Starts serving `routes` on options.host:options.port. `agent` names the agent in logs and
   // messages ("switch agent"); `reset` must drop all the agent's state (POST /reset). The
   // handlers and `reset` are called on server worker threads, concurrently.
-  // Errors: those of api::HttpServer::Start.
+  // Errors: those of http::HttpServer::Start.
   static Result<std::unique_ptr<AgentServer>> Start(const SimOptions& options, std::string agent,
                                                     EndpointRoutes routes,
                                                     std::function<void()> reset);
@@ -102,15 +84,15 @@ class AgentServer {
  private:
   AgentServer(std::string host, std::string agent, EndpointRoutes routes,
               std::function<void()> reset);
-  api::HttpResponse Handle(const api::HttpRequest& request);
-  Result<nlohmann::json> HandleControl(const api::HttpRequest& request);
+  http::HttpResponse Handle(const http::HttpRequest& request);
+  Result<nlohmann::json> HandleControl(const http::HttpRequest& request);
 
   std::string host_;
   std::string agent_;
   EndpointRoutes routes_;
   std::function<void()> reset_;
   FaultInjector faults_;
-  std::unique_ptr<api::HttpServer> server_;
+  std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;
 };
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <limits>
 
-#include "common/url_path.h"
+#include "http/url.h"
 
 namespace fp::agents::sim {
 
@@ -34,8 +34,8 @@ bool FaultRule::Matches(std::string_view method, std::string_view path) const {
   size_t space = text.find(' ');
   std::string_view rule_method = text.substr(0, space);
   if (rule_method != "*" && rule_method != method) return false;
-  std::vector<std::string_view> pattern = PathSegments(text.substr(space + 1));
-  std::vector<std::string_view> actual = PathSegments(path);
+  std::vector<std::string_view> pattern = http::PathSegments(text.substr(space + 1));
+  std::vector<std::string_view> actual = http::PathSegments(path);
   if (pattern.size() != actual.size()) return false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != "*" && pattern[i] != actual[i]) return false;

@@ -200,14 +200,14 @@ void SledAgentSim::RunTransitions() {
 
 EndpointRoutes SledAgentSim::Routes() {
   EndpointRoutes routes;
-  routes.Add("GET", "/instances", [this](const api::HttpRequest&, const PathParams&) {
+  routes.Add("GET", "/instances", [this](const http::HttpRequest&, const PathParams&) {
     Json list = Json::array();
     for (const SledInstance& instance : Instances()) list.push_back(instance.ToJson());
     return Result<Json>(Json{{"instances", std::move(list)}});
   });
 
   routes.Add("GET", "/instances/{id}",
-             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
+             [this](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                auto instance = Instance(id);
                if (!instance) return Fail(UnknownInstance(id));
@@ -215,7 +215,7 @@ EndpointRoutes SledAgentSim::Routes() {
              });
 
   routes.Add("PUT", "/instances/{id}",
-             [this](const api::HttpRequest& request, const PathParams& params) -> Result<Json> {
+             [this](const http::HttpRequest& request, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                Json body = FP_TRY(ParseBody(request));
                InstanceSpec spec = FP_TRY(InstanceSpec::FromJson(body));
@@ -223,13 +223,13 @@ EndpointRoutes SledAgentSim::Routes() {
              });
 
   routes.Add("POST", "/instances/{id}/stop",
-             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
+             [this](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                return StopInstance(id).ToJson();
              });
 
   routes.Add("DELETE", "/instances/{id}",
-             [this](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
+             [this](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                std::lock_guard lock(mu_);
                vms_.erase(id);
@@ -238,7 +238,7 @@ EndpointRoutes SledAgentSim::Routes() {
 
   for (bool add : {true, false}) {
     routes.Add(add ? "PUT" : "DELETE", "/instances/{id}/external-ips/{ip}",
-               [this, add](const api::HttpRequest&, const PathParams& params) -> Result<Json> {
+               [this, add](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                  Uuid id = FP_TRY(InstanceId(params));
                  auto ip = IpAddr::Parse(params.at("ip"));
                  if (!ip) return Fail(ip.error());

@@ -45,7 +45,7 @@ namespace fp::agents::sim {
 class SledAgentSim {
  public:
   // Starts serving on options.host:options.port with options.start_delay and stop_delay.
-  // Errors: those of api::HttpServer::Start.
+  // Errors: those of http::HttpServer::Start.
   static Result<std::unique_ptr<SledAgentSim>> Start(const SimOptions& options);
   ~SledAgentSim();
   SledAgentSim(const SledAgentSim&) = delete;

@@ -82,12 +82,12 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
 
 EndpointRoutes SwitchAgentSim::Routes() {
   EndpointRoutes routes;
-  routes.Add("GET", "/nat", [this](const api::HttpRequest&, const PathParams&) {
+  routes.Add("GET", "/nat", [this](const http::HttpRequest&, const PathParams&) {
     return Result<Json>(Nat().ToJson());
   });
 
   routes.Add("POST", "/nat/changes",
-             [this](const api::HttpRequest& request, const PathParams&) -> Result<Json> {
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
                Json body = FP_TRY(ParseBody(request));
                auto list = body.find("changes");
                if (list == body.end() || !list->is_array()) {
@@ -114,7 +114,7 @@ EndpointRoutes SwitchAgentSim::Routes() {
              });
 
   routes.Add("PUT", "/nat",
-             [this](const api::HttpRequest& request, const PathParams&) -> Result<Json> {
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
                Json body = FP_TRY(ParseBody(request));
                NatTable table = FP_TRY(NatTable::FromJson(body));
                std::map<EntryKey, NatEntry> replacement;

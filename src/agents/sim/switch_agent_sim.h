@@ -37,7 +37,7 @@ namespace fp::agents::sim {
 class SwitchAgentSim {
  public:
   // Starts serving on options.host:options.port (uses options.nat_capacity).
-  // Errors: those of api::HttpServer::Start.
+  // Errors: those of http::HttpServer::Start.
   static Result<std::unique_ptr<SwitchAgentSim>> Start(const SimOptions& options);
   ~SwitchAgentSim();
   SwitchAgentSim(const SwitchAgentSim&) = delete;

@@ -8,6 +8,10 @@
 #include <string>
 
 #include "db/datastore.h"
+#include "db/external_ips.h"
+#include "db/ip_pools.h"
+#include "db/projects.h"
+#include "db/silos.h"
 
 namespace fp::db::testing {
 
@@ -54,38 +58,38 @@ inline Fixture MakeFixture(Datastore& ds, const std::string& first, const std::s
                            const std::string& pool_name = "pool",
                            IpVersion version = IpVersion::kV4) {
   Fixture f;
-  auto silo = ds.SiloLookup(ByName("s1"));
+  auto silo = SiloLookup(ds, ByName("s1"));
   if (!silo) {
-    SiloCreate sc;
+    model::SiloCreate sc;
     sc.id = Uuid::Random();
     sc.name = "s1";
     sc.description = "";
-    silo = ds.SiloCreate(sc);
+    silo = SiloCreate(ds, sc);
   }
   f.silo = silo.value();
-  auto project = ds.ProjectLookup(f.silo.id, ByName("p1"));
-  if (!project) project = ds.ProjectCreate(Uuid::Random(), f.silo.id, "p1", "");
+  auto project = ProjectLookup(ds, f.silo.id, ByName("p1"));
+  if (!project) project = ProjectCreate(ds, Uuid::Random(), f.silo.id, "p1", "");
   f.project = project.value();
-  PoolCreate pc;
+  model::PoolCreate pc;
   pc.id = Uuid::Random();
   pc.name = pool_name;
   pc.description = "";
   pc.ip_version = version;
-  f.pool = ds.PoolCreate(pc).value();
-  f.range = ds.RangeAdd(f.pool.id, Uuid::Random(), Range(first, last)).value();
+  f.pool = PoolCreate(ds, pc).value();
+  f.range = RangeAdd(ds, f.pool.id, Uuid::Random(), Range(first, last)).value();
   return f;
 }
 
 inline Result<ExternalIp> CreateFip(Datastore& ds, const Fixture& f, const std::string& name,
                                     AddressRequest address = {}) {
-  FloatingIpCreate c;
+  model::FloatingIpCreate c;
   c.id = Uuid::Random();
   c.silo_id = f.silo.id;
   c.project_id = f.project.id;
   c.name = name;
   c.description = "";
   c.address = std::move(address);
-  return ds.FloatingIpCreate(c);
+  return FloatingIpCreate(ds, c);
 }
 
 inline AddressRequest FromPool(const std::string& pool) {

@@ -1,11 +1,11 @@
-#include "api/log.h"
+#include "common/log.h"
 
 #include <cstdio>
 #include <mutex>
 
 #include "common/time.h"
 
-namespace fp::api {
+namespace fp {
 
 void LogEvent(std::string_view level, std::string_view msg, nlohmann::json fields) {
   static std::mutex mu;
@@ -22,4 +22,4 @@ void LogEvent(std::string_view level, std::string_view msg, nlohmann::json field
   std::fflush(stderr);
 }
 
-}  // namespace fp::api
+}  // namespace fp

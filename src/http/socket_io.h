@@ -4,7 +4,8 @@
 // client. Beast parses and serializes. The blocking calls bound every wait with poll() and a
 // deadline, so the calling thread does the I/O itself; ParseBuffered serves an event loop that
 // reads without waiting.
-// Include only from http_server.cc and http_client.cc (Beast is slow to compile).
+// Include only from the server's files (via event_server.h) and client.cc (Beast is slow to
+// compile).
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,7 +17,7 @@
 #include <chrono>
 #include <string_view>
 
-namespace fp::api::socket_io {
+namespace fp::http::socket_io {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -79,12 +80,12 @@ enum class ParseOutcome {
 template <typename Parser>
 ParseOutcome ParseBuffered(boost::beast::flat_buffer& buffer, Parser& parser,
                            boost::beast::error_code& ec) {
-  namespace http = boost::beast::http;
+  namespace beast_http = boost::beast::http;
   parser.eager(true);
   while (buffer.size() > 0 && !parser.is_done()) {
     size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
-    if (ec == http::error::need_more) {
+    if (ec == beast_http::error::need_more) {
       ec = {};
       break;
     }
@@ -128,4 +129,4 @@ ReadOutcome ReadMessage(int fd, boost::beast::flat_buffer& buffer, Parser& parse
   }
 }
 
-}  // namespace fp::api::socket_io
+}  // namespace fp::http::socket_io

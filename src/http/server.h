@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace fp::api {
+namespace fp::http {
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -104,4 +104,4 @@ class HttpServer {
   virtual void Stop() = 0;
 };
 
-}  // namespace fp::api
+}  // namespace fp::http

@@ -1,7 +1,7 @@
 // Connection admission: idle and slow clients hold no thread, cannot starve other clients, and
 // are told 503 or 408 instead of being cut off without an answer.
 
-#include "api/http_server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "agents/http_client.h"
+#include "http/client.h"
 
-namespace fp::api {
+namespace fp::http {
 namespace {
 
 using namespace std::chrono_literals;
@@ -109,7 +109,7 @@ std::unique_ptr<HttpServer> StartServer(HttpServerOptions options) {
 TEST(HttpServerTest, IdleConnectionsHoldNoThread) {
   auto server = StartServer({});
   // Warm up the worker pool so that its threads are counted before and after alike.
-  agents::HttpClient client("server", fmt::format("http://127.0.0.1:{}", server->port()), 2s);
+  HttpClient client("server", fmt::format("http://127.0.0.1:{}", server->port()), 2s);
   ASSERT_TRUE(client.Call("GET", "/v1/ping"));
   int before = ThreadCount();
   std::vector<RawConn> idle;
@@ -360,4 +360,4 @@ TEST(HttpServerTest, EveryWayAConnectionEndsGivesBackItsPlace) {
 }
 
 }  // namespace
-}  // namespace fp::api
+}  // namespace fp::http

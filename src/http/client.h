@@ -1,7 +1,7 @@
 #pragma once
 
 // A small synchronous HTTP/1.1 client for talking to one dataplane agent. Beast stays inside
-// http_client.cc so that only it and the API server pay its compile time.
+// client.cc so that only it and the HTTP server pay its compile time.
 
 #include <chrono>
 #include <memory>
@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace fp::agents {
+namespace fp::http {
 
 // What a peer answered: any status, 2xx or not.
 struct HttpAnswer {
@@ -64,4 +64,4 @@ class HttpClient {
 // to a refusal or an answer: a caller may then avoid calling a peer it just found hung.
 bool IsTimeout(const Error& e);
 
-}  // namespace fp::agents
+}  // namespace fp::http

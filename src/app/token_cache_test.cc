@@ -1,42 +1,57 @@
-// Token authentication answers from a cache of recent answers: a revocation through the
-// datastore takes effect at once, one made behind its back (another process) within the TTL.
+// Token authentication answers from a cache of recent answers: a revocation made through this
+// process takes effect at once, one made behind its back (another process) within the TTL.
+
+#include "app/token_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 
+#include "app/control_plane.h"
+#include "common/testing/manual_clock.h"
+#include "db/silos.h"
 #include "db/sqlite/connection.h"
 #include "db/testing/temp_datastore.h"
+#include "db/tokens.h"
 
-namespace fp::db {
+namespace fp::app {
 namespace {
 
-using testing::TempDatastore;
+using db::testing::TempDatastore;
 
 class TokenCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SiloCreate s;
+    model::SiloCreate s;
     s.id = Uuid::Random();
     s.name = "s1";
     s.description = "";
-    silo_ = *ds->SiloCreate(s);
-    token_ = *ds->TokenCreate(Uuid::Random(), silo_.id, Role::kSiloAdmin, "t", "secret-1");
+    silo_ = *db::SiloCreate(*ds, s);
+    token_ =
+        *db::TokenCreate(*ds, Uuid::Random(), silo_.id, model::Role::kSiloAdmin, "t", "secret-1");
   }
 
   bool Authenticates(const std::string& secret) {
-    auto t = ds->TokenAuthenticate(secret);
+    auto t = cache.Authenticate(secret);
     EXPECT_TRUE(t) << t.error().message();
     return t && t->has_value();
   }
 
+  // A revocation through this process, as the control plane makes it: the cache is emptied
+  // once the revocation has committed.
+  Status Revoke() {
+    Status revoked = db::TokenRevoke(*ds, token_.id);
+    cache.Invalidate();
+    return revoked;
+  }
+
   // Revokes the token with a connection of its own, as another process would.
-  void RevokeBehindTheDatastoresBack() {
-    auto conn = *sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db");
+  void RevokeBehindTheCachesBack() {
+    auto conn = *db::sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db");
     ASSERT_TRUE(conn->Query("UPDATE token SET time_revoked = 1 WHERE id = ?",
-                            {SqlValue(token_.id.ToString())}));
+                            {db::SqlValue(token_.id.ToString())}));
   }
 
   // Runs `action` the first time the datastore passes sync point `point`, on that thread.
@@ -51,14 +66,16 @@ class TokenCacheTest : public ::testing::Test {
   }
 
   TempDatastore ds;
-  Silo silo_;
-  Token token_;
+  fp::testing::ManualClock clock;
+  TokenCache cache{*ds, clock};
+  model::Silo silo_;
+  model::Token token_;
   bool fired_ = false;  // OnceAt's action ran
 };
 
-TEST_F(TokenCacheTest, RevocationThroughTheDatastoreTakesEffectAtOnce) {
+TEST_F(TokenCacheTest, RevocationThroughThisProcessTakesEffectAtOnce) {
   ASSERT_TRUE(Authenticates("secret-1"));  // cached now
-  ASSERT_TRUE(ds->TokenRevoke(token_.id));
+  ASSERT_TRUE(Revoke());
   EXPECT_FALSE(Authenticates("secret-1"));
 }
 
@@ -66,7 +83,7 @@ TEST_F(TokenCacheTest, ARevocationRacingAnAuthenticationInFlightIsNeverUndoneByT
   // Forced interleaving: the authentication has read the token as live and is about to cache
   // that answer when the revocation commits and returns. The answer in flight may still be
   // "live" (the request began before the revoke returned); every later one must not be.
-  OnceAt("token_authenticate:read", [&] { ASSERT_TRUE(ds->TokenRevoke(token_.id)); });
+  OnceAt("token_authenticate:read", [&] { ASSERT_TRUE(Revoke()); });
   EXPECT_TRUE(Authenticates("secret-1"));
   ds->TEST_SetSyncPoint(nullptr);
   ASSERT_TRUE(fired_) << "the authentication never reached its sync point";
@@ -80,7 +97,7 @@ TEST_F(TokenCacheTest, AnAuthenticationDuringTheRevokesTransactionIsNotCachedPas
   // answer must be gone.
   OnceAt("token_revoke:updated",
          [&] { EXPECT_TRUE(Authenticates("secret-1")) << "the revocation has not committed yet"; });
-  ASSERT_TRUE(ds->TokenRevoke(token_.id));
+  ASSERT_TRUE(Revoke());
   ds->TEST_SetSyncPoint(nullptr);
   ASSERT_TRUE(fired_) << "the revocation never reached its sync point";
   EXPECT_FALSE(Authenticates("secret-1"));
@@ -88,24 +105,46 @@ TEST_F(TokenCacheTest, AnAuthenticationDuringTheRevokesTransactionIsNotCachedPas
 
 TEST_F(TokenCacheTest, SiloDeleteRevokesCachedTokensAtOnce) {
   ASSERT_TRUE(Authenticates("secret-1"));
-  ASSERT_TRUE(ds->SiloDelete(silo_.id));
+  ASSERT_TRUE(db::SiloDelete(*ds, silo_.id));
+  cache.Invalidate();
   EXPECT_FALSE(Authenticates("secret-1"));
 }
 
 TEST_F(TokenCacheTest, ARevocationElsewhereIsSeenWithinTheTtl) {
   ASSERT_TRUE(Authenticates("secret-1"));
-  RevokeBehindTheDatastoresBack();
+  RevokeBehindTheCachesBack();
   // The cached answer stands until it expires (this is the cache at work: the row says revoked).
   EXPECT_TRUE(Authenticates("secret-1"));
-  std::this_thread::sleep_for(Datastore::kTokenCacheTtl + std::chrono::milliseconds(100));
+  clock.Advance(std::chrono::microseconds(TokenCache::kTtl).count() - 1);
+  EXPECT_TRUE(Authenticates("secret-1"));
+  clock.Advance(1);
   EXPECT_FALSE(Authenticates("secret-1"));
 }
 
 TEST_F(TokenCacheTest, UnknownSecretsAreNotCached) {
   EXPECT_FALSE(Authenticates("secret-2"));
-  ASSERT_TRUE(ds->TokenCreate(Uuid::Random(), silo_.id, Role::kSiloViewer, "t2", "secret-2"));
+  ASSERT_TRUE(
+      db::TokenCreate(*ds, Uuid::Random(), silo_.id, model::Role::kSiloViewer, "t2", "secret-2"));
   EXPECT_TRUE(Authenticates("secret-2"));
 }
 
+// The control plane empties its cache after the revocations it makes.
+TEST_F(TokenCacheTest, TheControlPlanesRevocationsTakeEffectAtOnce) {
+  ControlPlane cp(*ds);
+  const Actor admin{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
+  ASSERT_TRUE(cp.Authenticate("secret-1"));  // cached now
+  ASSERT_TRUE(cp.TokenRevoke(admin, token_.id));
+  EXPECT_FALSE(cp.Authenticate("secret-1"));
+}
+
+TEST_F(TokenCacheTest, TheControlPlanesSiloDeleteTakesEffectAtOnce) {
+  ControlPlane cp(*ds);
+  // A fleet admin of another silo (no token deletes its own silo).
+  const Actor admin{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin};
+  ASSERT_TRUE(cp.Authenticate("secret-1"));  // cached now
+  ASSERT_TRUE(cp.SiloDelete(admin, NameOrId(silo_.id)));
+  EXPECT_FALSE(cp.Authenticate("secret-1"));
+}
+
 }  // namespace
-}  // namespace fp::db
+}  // namespace fp::app

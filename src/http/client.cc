@@ -1,7 +1,8 @@
-// With src/api/http_server.cc, the only translation units that include Boost.Beast. Blocking
+// With the server's files (server.cc, event_loop.cc, workers.cc, response.cc), the only
+// translation units that include Boost.Beast. Blocking
 // sockets with poll()-bounded waits: a call does its I/O on the calling thread.
 
-#include "agents/http_client.h"
+#include "http/client.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -15,13 +16,14 @@
 #include <sstream>
 #include <vector>
 
-#include "api/socket_io.h"
+#include "http/host_port.h"
+#include "http/socket_io.h"
 
-namespace fp::agents {
+namespace fp::http {
 
 namespace beast = boost::beast;
-namespace http = beast::http;
-namespace socket_io = api::socket_io;
+namespace beast_http = beast::http;
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -50,29 +52,11 @@ Result<PeerAddress> ParseBaseUrl(std::string_view url, std::string_view descript
   std::string_view rest = url.substr(kScheme.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.empty() || rest.find('/') != std::string_view::npos) return malformed();
+  auto address = ParseHostPort(rest, 80);
+  if (!address || address->host.empty()) return malformed();
   PeerAddress out;
-  std::string_view port;
-  if (rest.front() == '[') {
-    size_t close = rest.find(']');
-    if (close == std::string_view::npos) return malformed();
-    out.host = std::string(rest.substr(1, close - 1));
-    std::string_view after = rest.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return malformed();
-      port = after.substr(1);
-    }
-  } else {
-    size_t colon = rest.rfind(':');
-    out.host = std::string(rest.substr(0, colon));
-    if (colon != std::string_view::npos) port = rest.substr(colon + 1);
-  }
-  if (out.host.empty()) return malformed();
-  if (port.empty()) port = "80";
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
-      std::stoi(std::string(port)) > 65535) {
-    return malformed();
-  }
-  out.port = std::string(port);
+  out.host = std::move(address->host);
+  out.port = std::to_string(address->port);
   out.host_header = std::string(rest);
   return out;
 }
@@ -201,7 +185,7 @@ struct HttpClient::Impl {
       stale = conn.reused && IsStaleErrno(err);
       return Fail(StepFailed("connection lost while sending the request", err));
     }
-    http::response_parser<http::string_body> parser;
+    beast_http::response_parser<beast_http::string_body> parser;
     parser.body_limit(kAnswerBodyLimit);
     beast::error_code ec;
     switch (socket_io::ReadMessage(conn.fd, conn.buffer, parser, deadline, ec)) {
@@ -236,16 +220,16 @@ Result<HttpAnswer> HttpClient::Call(
   if (!impl.address) return Fail(impl.address.error());
   auto deadline = Clock::now() + impl.timeout;
 
-  http::verb verb = http::string_to_verb(method);
-  if (verb == http::verb::unknown) {
+  beast_http::verb verb = beast_http::string_to_verb(method);
+  if (verb == beast_http::verb::unknown) {
     return Fail(
         Error::Internal(fmt::format("{}: unknown HTTP method {}", impl.description, method)));
   }
-  http::request<http::string_body> request{verb, target, 11};
-  request.set(http::field::host, impl.address->host_header);
-  request.set(http::field::user_agent, "floatplane");
+  beast_http::request<beast_http::string_body> request{verb, target, 11};
+  request.set(beast_http::field::host, impl.address->host_header);
+  request.set(beast_http::field::user_agent, "floatplane");
   if (!body.empty()) {
-    request.set(http::field::content_type, "application/json");
+    request.set(beast_http::field::content_type, "application/json");
     request.body() = std::string(body);
   }
   for (const auto& [name, value] : headers) request.set(name, value);
@@ -272,4 +256,4 @@ Result<HttpAnswer> HttpClient::Call(
   }
 }
 
-}  // namespace fp::agents
+}  // namespace fp::http

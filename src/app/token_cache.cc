@@ -1,0 +1,42 @@
+#include "app/token_cache.h"
+
+#include "db/tokens.h"
+
+namespace fp::app {
+
+namespace {
+constexpr size_t kTokenCacheMax = 10000;  // past this many tokens in use, start over
+constexpr Timestamp kTtlMicros = std::chrono::microseconds(TokenCache::kTtl).count();
+}  // namespace
+
+Result<std::optional<model::Token>> TokenCache::Authenticate(const std::string& secret) {
+  std::string hash = db::HashToken(secret);
+  const Timestamp now = clock_.Now();
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = tokens_.find(hash); it != tokens_.end()) {
+      if (it->second.expires > now) return std::optional<model::Token>(it->second.token);
+      tokens_.erase(it);
+    }
+    generation = generation_;
+  }
+  auto found = FP_TRY(db::TokenAuthenticate(ds_, secret));
+  ds_.SyncPoint("token_authenticate:read");
+  if (found) {
+    std::lock_guard lock(mu_);
+    if (generation_ == generation) {
+      if (tokens_.size() >= kTokenCacheMax) tokens_.clear();
+      tokens_.insert_or_assign(std::move(hash), CachedToken{*found, now + kTtlMicros});
+    }
+  }
+  return found;
+}
+
+void TokenCache::Invalidate() {
+  std::lock_guard lock(mu_);
+  ++generation_;
+  tokens_.clear();
+}
+
+}  // namespace fp::app

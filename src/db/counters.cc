@@ -1,0 +1,19 @@
+#include "db/counters.h"
+
+namespace fp::db {
+
+Status CounterAddIn(Tx& tx, std::string_view name, int64_t n) {
+  if (n == 0) return Ok();
+  FP_TRY(
+      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
+              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+              name, n));
+  return Ok();
+}
+
+Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
+  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
+  return row ? row->Int(0) : int64_t{0};
+}
+
+}  // namespace fp::db

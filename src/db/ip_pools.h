@@ -1,0 +1,54 @@
+#pragma once
+
+// IP pools, their ranges and their links to silos (ip_pools.cc).
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/ip.h"
+#include "common/name.h"
+#include "db/datastore.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
+
+namespace fp::db {
+
+Result<model::IpPool> PoolCreate(Datastore& ds, const model::PoolCreate& params);
+Result<model::IpPool> PoolLookup(Datastore& ds, const NameOrId& selector);
+Result<std::vector<model::IpPool>> PoolList(Datastore& ds, const model::IpPoolFilter& filter,
+                                            const model::PageRequest& page);
+Result<model::IpPool> PoolUpdate(Datastore& ds, const Uuid& id,
+                                 const model::IdentityUpdate& update);
+Status PoolDelete(Datastore& ds, const Uuid& id);
+
+Result<std::vector<model::IpPoolRange>> RangeList(Datastore& ds, const Uuid& pool_id,
+                                                  std::optional<IpAddr> after, int64_t limit);
+Result<model::IpPoolRange> RangeAdd(Datastore& ds, const Uuid& pool_id, const Uuid& range_id,
+                                    const IpRange& range);
+Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range);
+
+Result<std::vector<model::SiloLink>> LinkList(Datastore& ds, const Uuid& pool_id,
+                                              std::optional<Uuid> after, int64_t limit);
+Result<model::SiloLink> Link(Datastore& ds, const Uuid& pool_id, const NameOrId& silo,
+                             bool is_default);
+Result<model::SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id,
+                                   bool is_default);
+// Removes the link. NotFound (`ip-pool-resource`) without one; InvalidRequest `IP addresses
+// from this pool are in use in the linked silo (<holder> holds <ip>)` while a live address of
+// the pool belongs to a live resource of the silo: a floating IP of one of its projects, or
+// an instance's SNAT or ephemeral address. The check and the removal are one transaction.
+Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id);
+Result<model::PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id);
+
+// The pools linked to a silo, as the silo sees them.
+Result<std::vector<model::SiloIpPool>> SiloPoolList(Datastore& ds, const Uuid& silo_id,
+                                                    const model::IpPoolFilter& filter,
+                                                    const model::PageRequest& page);
+Result<model::SiloIpPool> SiloPoolLookup(Datastore& ds, const Uuid& silo_id,
+                                         const NameOrId& selector);
+
+// NotFound (by name or id, as selected) unless the pool is live.
+Result<model::IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector);
+
+}  // namespace fp::db

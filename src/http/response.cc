@@ -1,0 +1,107 @@
+// Answering: the handler's request built from Beast's parse, the response serialized by Beast,
+// and the error answers the server sends itself.
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/uuid.h"
+#include "http/event_server.h"
+#include "http/url.h"
+
+namespace fp::http::detail {
+
+namespace {
+
+std::string ErrorBody(std::string_view request_id, std::string_view code, std::string_view msg) {
+  nlohmann::json j = {{"request_id", request_id}, {"error_code", code}, {"message", msg}};
+  return j.dump();
+}
+
+}  // namespace
+
+// A whole error response, for answers the event loop sends itself (before or instead of a
+// handler): a fresh request id, "Connection: close", and Retry-After for 503.
+std::string ErrorWire(int status, std::string_view code, std::string_view message) {
+  std::string request_id = Uuid::Random().ToString();
+  beast_http::response<beast_http::string_body> res;
+  res.result(static_cast<unsigned>(status));
+  res.set(beast_http::field::content_type, "application/json");
+  res.set("x-request-id", request_id);
+  if (status == 503) res.set(beast_http::field::retry_after, "1");
+  res.keep_alive(false);
+  res.body() = ErrorBody(request_id, code, message);
+  res.prepare_payload();
+  std::ostringstream wire;
+  wire << res;
+  return std::move(wire).str();
+}
+
+bool EventServer::Answer(Conn& c) {
+  auto start = SteadyClock::now();
+  c.answered_any = true;
+  std::string request_id = Uuid::Random().ToString();
+  beast_http::response<beast_http::string_body> res;
+  bool keep_alive = false;
+  if (c.parse_error) {
+    // The request could not be read as HTTP (over a limit, malformed): answer 400 and close.
+    const auto& ec = c.parse_error;
+    std::string msg =
+        ec == beast_http::error::body_limit
+            ? fmt::format("request body exceeds the limit of {} bytes", options_.body_limit)
+        : ec == beast_http::error::header_limit
+            ? fmt::format("request headers exceed the limit of {} bytes", options_.header_limit)
+            : fmt::format("malformed HTTP request: {}", ec.message());
+    res.result(400);
+    res.set(beast_http::field::content_type, "application/json");
+    res.body() = ErrorBody(request_id, "InvalidRequest", msg);
+    LogRequest("-", "-", 400, start, request_id);
+  } else {
+    auto& req = c.parser->get();
+    HttpRequest r;
+    r.method = std::string(req.method_string());
+    RequestTarget target = SplitTarget(req.target());
+    r.path = std::string(target.path);
+    r.query = std::string(target.query);
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& ch : name) {
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      r.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
+    r.body = std::move(req.body());
+    r.request_id = request_id;
+    keep_alive = req.keep_alive();
+    res.version(req.version());
+    HttpResponse out = handler_(r);
+    res.result(static_cast<unsigned>(out.status));
+    if (!out.body.empty()) res.set(beast_http::field::content_type, out.content_type);
+    for (const auto& [k, v] : out.headers) res.set(k, v);
+    res.body() = std::move(out.body);
+    LogRequest(r.method, r.path, out.status, start, request_id);
+  }
+  res.set("x-request-id", request_id);
+  keep_alive = keep_alive && !stopping_;
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  std::ostringstream wire;
+  wire << res;
+  bool sent = socket_io::SendAll(c.fd, wire.view(), SteadyClock::now() + options_.send_timeout);
+  return sent && keep_alive;
+}
+
+void EventServer::LogRequest(std::string_view method, std::string_view path, int status,
+                             TimePoint start, const std::string& request_id) {
+  double latency_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+  LogEvent("info", "request",
+           {{"method", method},
+            {"path", path},
+            {"status", status},
+            {"latency_ms", latency_ms},
+            {"request_id", request_id}});
+}
+
+}  // namespace fp::http::detail

@@ -1,0 +1,146 @@
+// The worker pool: threads started as complete requests need them (up to max_workers), each
+// running one connection's handler at a time, ending when idle.
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <system_error>
+
+#include "common/log.h"
+#include "http/event_server.h"
+
+namespace fp::http::detail {
+
+void EventServer::Dispatch(std::unique_ptr<Conn> conn) {
+  std::unique_lock lock(mu_);
+  if (queue_.size() >= 4 * static_cast<size_t>(options_.max_workers)) {
+    lock.unlock();
+    ++refused_busy_;
+    std::string wire =
+        ErrorWire(503, "ServiceUnavailable",
+                  "the server is handling as many requests as it can; retry shortly");
+    (void)!::send(conn->fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    Close(*conn);
+    return;
+  }
+  conn->queued_at = SteadyClock::now();
+  queue_.push_back(std::move(conn));
+  // Joined first, so that workers which ended idle do not count against max_workers.
+  ReapWorkersLocked();
+  if (static_cast<size_t>(idle_workers_) >= queue_.size() ||
+      static_cast<int>(workers_.size()) >= options_.max_workers) {
+    work_cv_.notify_one();
+    return;
+  }
+  uint64_t wid = next_worker_id_++;
+  try {
+    workers_[wid] = std::thread([this, wid] { WorkerMain(wid); });
+  } catch (const std::system_error& e) {
+    // The request waits for a running worker; with none running, nothing would serve it.
+    workers_.erase(wid);
+    LogEvent("warn", "cannot start a worker thread", {{"error", e.what()}});
+    work_cv_.notify_one();
+  }
+}
+
+void EventServer::ReapWorkersLocked() {
+  for (uint64_t wid : finished_workers_) {
+    auto it = workers_.find(wid);
+    if (it == workers_.end()) continue;
+    it->second.join();  // it has returned already, or is about to
+    workers_.erase(it);
+  }
+  finished_workers_.clear();
+}
+
+void EventServer::WorkerMain(uint64_t wid) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    ++idle_workers_;
+    bool woken = work_cv_.wait_for(lock, options_.worker_idle_exit,
+                                   [&] { return !queue_.empty() || workers_exit_; });
+    --idle_workers_;
+    if (!queue_.empty()) {
+      std::unique_ptr<Conn> conn = std::move(queue_.front());
+      queue_.pop_front();
+      busy_fds_.insert(conn->fd);
+      lock.unlock();
+      if (SteadyClock::now() - conn->queued_at > options_.request_timeout) {
+        // Its client has likely given up; running the handler now would only add load.
+        ++refused_busy_;
+        std::string wire =
+            ErrorWire(503, "ServiceUnavailable",
+                      fmt::format("the request waited over {} ms for the server; retry shortly",
+                                  options_.request_timeout.count()));
+        (void)!::send(conn->fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        Release(std::move(conn), false);
+      } else {
+        Serve(std::move(conn));
+      }
+      lock.lock();
+      idle_cv_.notify_all();
+      continue;
+    }
+    if (workers_exit_) return;
+    if (!woken && static_cast<int>(workers_.size()) - static_cast<int>(finished_workers_.size()) >
+                      kMinWorkers) {
+      finished_workers_.push_back(wid);
+      return;
+    }
+  }
+}
+
+void EventServer::Serve(std::unique_ptr<Conn> conn) {
+  for (;;) {
+    bool keep_alive = Answer(*conn);
+    if (!keep_alive || stopping_) break;
+    conn->NextRequest(options_);
+    // While other requests wait for a worker, take only what has already arrived.
+    bool others_wait;
+    {
+      std::lock_guard lock(mu_);
+      others_wait = !queue_.empty();
+    }
+    TimePoint deadline = SteadyClock::now() + (others_wait ? TimePoint::duration::zero()
+                                                           : TimePoint::duration(options_.linger));
+    ReadOutcome got =
+        socket_io::ReadMessage(conn->fd, conn->buffer, *conn->parser, deadline, conn->parse_error);
+    if (got == ReadOutcome::kMessage || got == ReadOutcome::kMalformed) continue;
+    if (got == ReadOutcome::kClosed) break;
+    // Nothing complete yet: the loop waits for the rest without holding this thread.
+    if (conn->HasPartialRequest()) conn->request_began = SteadyClock::now();
+    Release(std::move(conn), true);
+    return;
+  }
+  Release(std::move(conn), false);
+}
+
+void EventServer::Release(std::unique_ptr<Conn> conn, bool keep) {
+  std::unique_lock lock(mu_);
+  if (auto it = busy_fds_.find(conn->fd); it != busy_fds_.end()) busy_fds_.erase(it);
+  if (!keep || loop_done_) {
+    CloseLocked(*conn);
+    return;
+  }
+  returned_.push_back(std::move(conn));
+  lock.unlock();
+  Wake();
+}
+
+void EventServer::Close(Conn& c) {
+  std::lock_guard lock(mu_);
+  CloseLocked(c);
+}
+
+void EventServer::CloseLocked(Conn& c) {
+  if (c.fd < 0) return;
+  ::shutdown(c.fd, SHUT_WR);
+  ::close(c.fd);
+  c.fd = -1;
+  --open_;
+  auto it = per_client_.find(c.client);
+  if (it != per_client_.end() && --it->second <= 0) per_client_.erase(it);
+}
+
+}  // namespace fp::http::detail
