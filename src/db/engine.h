@@ -43,9 +43,9 @@ class Engine {
   // engine may run `body` on another caller's thread, together with other writes in one
   // transaction of its own (each write in a savepoint), so `body` must not rely on thread
   // identity beyond what its caller hands over. A transaction that conflicts with another
-  // process is retried whole, with jittered backoff, up to a deadline (ServiceUnavailable or
-  // Internal after it); `body` runs at most once per attempt. An exception escaping `body` is
-  // turned into Internal. Thread-safe.
+  // process is retried whole, with jittered backoff, up to a deadline (Internal after it);
+  // `body` runs at most once per attempt. An exception escaping `body` is turned into
+  // Internal. Thread-safe.
   virtual Status Write(const std::function<Status(Connection&)>& body) = 0;
   // Runs `body` in a read-only transaction (a consistent snapshot, concurrent with writes),
   // retried like a write on a conflict, and returns `body`'s result. Once a transaction began,
