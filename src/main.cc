@@ -26,9 +26,16 @@
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "api/routes.h"
-#include "app/control_plane.h"
+#include "app/floating_ips.h"
 #include "app/history_pruner.h"
+#include "app/idempotency.h"
 #include "app/instances.h"
+#include "app/ip_pools.h"
+#include "app/projects.h"
+#include "app/sagas.h"
+#include "app/silos.h"
+#include "app/store_stats.h"
+#include "app/tokens.h"
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/saga_log.h"
@@ -270,9 +277,15 @@ int RunServer(const ServerFlags& flags) {
     std::cerr << "floatplane server: " << datastore.error().message() << "\n";
     return 1;
   }
-  fp::app::ControlPlane control_plane(**datastore);
+  // The application services (the API's and the instances service's).
+  fp::app::TokenCache token_cache(**datastore, (*datastore)->clock());
+  fp::app::Tokens tokens(**datastore, token_cache);
+  fp::app::Silos silos(**datastore, token_cache);
+  fp::app::Projects projects(**datastore);
+  fp::app::IpPools ip_pools(**datastore);
+  fp::app::FloatingIps floating_ips(**datastore);
 
-  auto minted = control_plane.BootstrapDev();
+  auto minted = tokens.BootstrapDev();
   if (!minted) {
     std::cerr << "floatplane server: bootstrap failed: " << minted.error().message() << "\n";
     return 1;
@@ -282,7 +295,7 @@ int RunServer(const ServerFlags& flags) {
   if (!secret && !std::filesystem::exists(token_file)) {
     // The database survived but the token file did not: mint a replacement rather than lock
     // the operator out.
-    auto replacement = control_plane.MintFleetAdminToken("dev-admin-replacement");
+    auto replacement = tokens.MintFleetAdminToken("dev-admin-replacement");
     if (!replacement) {
       std::cerr << "floatplane server: " << replacement.error().message() << "\n";
       return 1;
@@ -323,7 +336,8 @@ int RunServer(const ServerFlags& flags) {
     }
     fp::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
-  fp::app::Instances instances(**datastore, control_plane, processes.dataplane, nat, executor);
+  fp::app::Instances instances(**datastore, projects, floating_ips, processes.dataplane, nat,
+                               executor);
 
   // What a previous run left unfinished resumes in the background while the server serves:
   // the resources those sagas hold are in transitional states, which requests meet as a
@@ -359,11 +373,15 @@ int RunServer(const ServerFlags& flags) {
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
   // Set once the server runs; read by /metrics, which only a running server can serve.
   std::atomic<fp::http::HttpServer*> serving{nullptr};
-  auto server = fp::http::HttpServer::Start(
-      options, fp::api::MakeApiHandler(control_plane, &instances, [&serving] {
-        fp::http::HttpServer* s = serving.load();
-        return s ? s->stats() : fp::http::HttpServerStats{};
-      }));
+  fp::app::Idempotency idempotency(**datastore);
+  fp::app::Sagas sagas(**datastore);
+  fp::app::StoreStats store_stats(**datastore);
+  fp::api::Services services{silos,      projects,    ip_pools, floating_ips, tokens,
+                             &instances, idempotency, sagas,    store_stats};
+  auto server = fp::http::HttpServer::Start(options, fp::api::MakeApiHandler(services, [&serving] {
+                                              fp::http::HttpServer* s = serving.load();
+                                              return s ? s->stats() : fp::http::HttpServerStats{};
+                                            }));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     executor.Quiesce();

@@ -12,6 +12,7 @@
 #include "app/saga_params.h"
 #include "common/log.h"
 #include "db/attach.h"
+#include "db/nat.h"
 
 namespace fp::app {
 
@@ -334,7 +335,7 @@ Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const Na
                                                     const std::optional<NameOrId>& fip_project,
                                                     const NameOrId& instance) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   // A parent named by name is looked up in the floating IP's project.
   model::Instance i = instance.is_id()
@@ -355,7 +356,7 @@ Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const Na
 Result<model::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project) {
   db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(cp_.FloatingIpView(actor, fip, fip_project));
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
   if (!actor.can_write()) return Fail(Error::Forbidden());
   if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
   auto detached = FP_TRY(RunDetachSaga(Json{{"kind", "floating"},

@@ -10,6 +10,7 @@
 #include "app/saga_params.h"
 #include "common/log.h"
 #include "db/attach.h"
+#include "db/nat.h"
 
 namespace fp::app {
 

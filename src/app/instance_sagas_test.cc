@@ -12,6 +12,7 @@
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
 #include "app/instances.h"
+#include "db/nat.h"
 #include "db/saga_log.h"
 #include "db/testing/temp_datastore.h"
 
@@ -84,8 +85,10 @@ class InstanceSagaTest : public ::testing::Test {
     RegisterExternalIpActions(registry_, *deps_);
     saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
     exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec");
-    cp_ = std::make_unique<ControlPlane>(*ds);
-    instances_ = std::make_unique<Instances>(*ds, *cp_, dataplane_, *nat_, *exec_);
+    projects_ = std::make_unique<Projects>(*ds);
+    floating_ips_ = std::make_unique<FloatingIps>(*ds);
+    instances_ =
+        std::make_unique<Instances>(*ds, *projects_, *floating_ips_, dataplane_, *nat_, *exec_);
   }
 
   InstanceCreateParams Params(const std::string& name, bool start) {
@@ -183,7 +186,8 @@ class InstanceSagaTest : public ::testing::Test {
   saga::ActionRegistry registry_;
   std::unique_ptr<db::DatastoreSagaStore> saga_store_;
   std::unique_ptr<saga::SagaExecutor> exec_;
-  std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<Projects> projects_;
+  std::unique_ptr<FloatingIps> floating_ips_;
   std::unique_ptr<Instances> instances_;
 };
 

@@ -11,11 +11,6 @@ namespace fp::app {
 
 namespace {
 
-Status RequireWrite(const Actor& actor) {
-  if (!actor.can_write()) return Fail(Error::Forbidden());
-  return Ok();
-}
-
 std::string_view NicName(model::NicKind k) {
   switch (k) {
     case model::NicKind::kIpv4:
@@ -113,13 +108,13 @@ Result<model::Instance> Instances::Lookup(const Actor& actor, const NameOrId& in
     return Fail(
         Error::InvalidRequest("instance should either be UUID or project should be specified"));
   }
-  model::Project p = FP_TRY(cp_.ProjectView(actor, *project));
+  model::Project p = FP_TRY(projects_.View(actor, *project));
   return db::InstanceByName(ds_, p.id, instance.name().str());
 }
 
 Result<std::vector<model::Instance>> Instances::List(const Actor& actor, const NameOrId& project,
                                                      const model::PageRequest& page) {
-  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
+  model::Project p = FP_TRY(projects_.View(actor, project));
   return db::InstanceList(ds_, p.id, page);
 }
 
@@ -134,7 +129,7 @@ Result<model::Instance> Instances::AfterSaga(const Uuid& instance_id,
 
 Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& project,
                                           const InstanceCreateParams& params) {
-  model::Project p = FP_TRY(cp_.ProjectView(actor, project));
+  model::Project p = FP_TRY(projects_.View(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
   // A name in use is refused from a read, before the saga writes anything; the record node
@@ -174,7 +169,7 @@ Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& pr
       requested.push_back(e);
     } else {
       model::ExternalIp fip = r.floating_ip.is_id()
-                                  ? FP_TRY(cp_.FloatingIpView(actor, r.floating_ip, std::nullopt))
+                                  ? FP_TRY(floating_ips_.View(actor, r.floating_ip, std::nullopt))
                                   : FP_TRY(db::FloatingIpByName(ds_, p.id, r.floating_ip));
       if (fip.project_id != p.id) {
         return Fail(

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "agents/agents.h"
-#include "app/control_plane.h"
+#include "app/actor.h"
+#include "app/floating_ips.h"
+#include "app/projects.h"
 #include "db/instances.h"
 #include "nat/nat_reconciler.h"
 #include "saga/saga.h"
@@ -121,9 +123,15 @@ void RegisterExternalIpActions(saga::ActionRegistry& registry, InstanceSagaDeps&
 
 class Instances {
  public:
-  Instances(db::Datastore& ds, ControlPlane& control_plane, Dataplane& dataplane,
+  // `projects` and `floating_ips` resolve the API's selectors as those services do.
+  Instances(db::Datastore& ds, Projects& projects, FloatingIps& floating_ips, Dataplane& dataplane,
             nat::NatReconciler& nat, saga::SagaExecutor& executor)
-      : ds_(ds), cp_(control_plane), dataplane_(dataplane), nat_(nat), exec_(executor) {}
+      : ds_(ds),
+        projects_(projects),
+        floating_ips_(floating_ips),
+        dataplane_(dataplane),
+        nat_(nat),
+        exec_(executor) {}
   ~Instances() { StopWatcher(); }
 
   // Errors, in order: NotFound for the project, Forbidden without write access, those of
@@ -222,7 +230,8 @@ class Instances {
                                        const Uuid& instance_id);
 
   db::Datastore& ds_;
-  ControlPlane& cp_;
+  Projects& projects_;
+  FloatingIps& floating_ips_;
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
   saga::SagaExecutor& exec_;

@@ -1,5 +1,6 @@
 #include "app/token_cache.h"
 
+#include "db/datastore.h"
 #include "db/tokens.h"
 
 namespace fp::app {

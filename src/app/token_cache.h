@@ -12,8 +12,11 @@
 
 #include "common/error.h"
 #include "common/time.h"
-#include "db/datastore.h"
 #include "model/auth.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
 
 namespace fp::app {
 

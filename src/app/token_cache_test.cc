@@ -9,7 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "app/control_plane.h"
+#include "app/silos.h"
+#include "app/tokens.h"
 #include "common/testing/manual_clock.h"
 #include "db/silos.h"
 #include "db/sqlite/connection.h"
@@ -128,22 +129,23 @@ TEST_F(TokenCacheTest, UnknownSecretsAreNotCached) {
   EXPECT_TRUE(Authenticates("secret-2"));
 }
 
-// The control plane empties its cache after the revocations it makes.
-TEST_F(TokenCacheTest, TheControlPlanesRevocationsTakeEffectAtOnce) {
-  ControlPlane cp(*ds);
+// The services empty the cache after the revocations they make.
+TEST_F(TokenCacheTest, TheTokenServicesRevocationsTakeEffectAtOnce) {
+  Tokens tokens(*ds, cache);
   const Actor admin{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
-  ASSERT_TRUE(cp.Authenticate("secret-1"));  // cached now
-  ASSERT_TRUE(cp.TokenRevoke(admin, token_.id));
-  EXPECT_FALSE(cp.Authenticate("secret-1"));
+  ASSERT_TRUE(tokens.Authenticate("secret-1"));  // cached now
+  ASSERT_TRUE(tokens.Revoke(admin, token_.id));
+  EXPECT_FALSE(tokens.Authenticate("secret-1"));
 }
 
-TEST_F(TokenCacheTest, TheControlPlanesSiloDeleteTakesEffectAtOnce) {
-  ControlPlane cp(*ds);
+TEST_F(TokenCacheTest, TheSiloServicesDeleteTakesEffectAtOnce) {
+  Tokens tokens(*ds, cache);
+  Silos silos(*ds, cache);
   // A fleet admin of another silo (no token deletes its own silo).
   const Actor admin{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin};
-  ASSERT_TRUE(cp.Authenticate("secret-1"));  // cached now
-  ASSERT_TRUE(cp.SiloDelete(admin, NameOrId(silo_.id)));
-  EXPECT_FALSE(cp.Authenticate("secret-1"));
+  ASSERT_TRUE(tokens.Authenticate("secret-1"));  // cached now
+  ASSERT_TRUE(silos.Delete(admin, NameOrId(silo_.id)));
+  EXPECT_FALSE(tokens.Authenticate("secret-1"));
 }
 
 }  // namespace

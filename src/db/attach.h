@@ -45,9 +45,6 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
 // since: an undo run again after a crash uses it to leave a later operation's IP alone.
 Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id);
 
-// The external IP row with this id, live or not; NotFound if there is none.
-Result<ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
-
 // Undo of an attach made at instance create: a floating IP held by the instance goes back
 // to detached (no parent). Idempotent.
 Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id);
@@ -61,10 +58,5 @@ Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& si
                                        const PoolSelector& selector);
 // The pool a selector names, as Oxide resolves it for the silo (errors as floating IP create).
 Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
-
-// NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
-Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
-                                               const Uuid& instance_id, const Sled& sled);
-Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
 
 }  // namespace fp::db

@@ -16,4 +16,13 @@ Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
   return row ? row->Int(0) : int64_t{0};
 }
 
+Result<int64_t> CounterNextIn(Tx& tx, std::string_view name, int64_t first) {
+  FP_TRY(
+      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
+              "ON CONFLICT (name) DO UPDATE SET value = value + 1",
+              name, first));
+  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
+  return row->Int(0);
+}
+
 }  // namespace fp::db

@@ -10,19 +10,15 @@
 #include <string>
 #include <thread>
 #include <typeinfo>
-#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
+#include "common/ip.h"
 #include "common/name.h"
 #include "common/time.h"
 #include "db/connection.h"
 #include "db/engine.h"
-#include "model/auth.h"
-#include "model/external_ips.h"
-#include "model/ip_pools.h"
 #include "model/page.h"
-#include "model/silos.h"
 #include "saga/store.h"
 
 namespace fp::db {

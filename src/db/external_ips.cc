@@ -286,4 +286,66 @@ Status FloatingIpDelete(Datastore& ds, const Uuid& id) {
   });
 }
 
+Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const NameOrId& fip) {
+  if (fip.is_id()) {
+    return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+      auto ip = ExternalIpGetIn(tx, fip.id());
+      if (!ip || ip->kind != IpKind::kFloating) {
+        return Fail(Error::NotFoundById("floating-ip", fip.id().ToString()));
+      }
+      return *ip;
+    });
+  }
+  return FloatingIpLookupByName(ds, project_id, fip.name().str());
+}
+
+Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id) {
+  return ds.Read<std::vector<ExternalIp>>(
+      [&](Tx& tx) { return InstanceExternalIpsIn(tx, instance_id); });
+}
+
+Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
+                                  const Uuid& silo_id) {
+  auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", snat_id));
+  if (existing) {
+    if (!existing->IsNull(0)) {
+      // Never revive a released row (product.md difference 4).
+      return Fail(Error::Internal("SNAT allocation re-run after its row was released"));
+    }
+    return ExternalIpGetIn(tx, snat_id);
+  }
+  auto pool = FP_TRY(tx.QueryRow(
+      "SELECT l.ip_pool_id FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
+      "WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' AND "
+      "l.ip_version = 'v4' AND p.time_deleted IS NULL AND p.assignment = 'silos'",
+      silo_id));
+  if (!pool) return Fail(Error::NotFound("default unicast IPv4 pool for current silo"));
+  Uuid pool_id = FP_TRY(UuidColumn(*pool, 0));
+  AllocatedAddress a = FP_TRY(AllocateSnatBlock(tx, pool_id));
+  FP_TRY(
+      tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
+              "first_port, last_port, state, time_created, time_modified) "
+              "VALUES (?, ?, ?, ?, 'snat', ?, ?, ?, 'attached', ?, ?)",
+              snat_id, pool_id, a.range_id, instance_id, a.ip, a.first_port, a.last_port, tx.now(),
+              tx.now()));
+  return ExternalIpGetIn(tx, snat_id);
+}
+
+Status ExternalIpReleaseIn(Tx& tx, const Uuid& id) {
+  auto row = FP_TRY(
+      tx.QueryRow("SELECT ip_pool_id, ip_pool_range_id, ip, first_port, last_port FROM external_ip "
+                  "WHERE id = ? AND time_deleted IS NULL",
+                  id));
+  if (!row) return Ok();
+  // SNAT rows keep their parent even when released (the schema requires one).
+  FP_TRY(
+      tx.Exec("UPDATE external_ip SET time_deleted = ?, state = 'detached', parent_id = "
+              "CASE WHEN kind = 'snat' THEN parent_id ELSE NULL END WHERE id = ?",
+              tx.now(), id));
+  return ReleaseAddress(
+      tx, FP_TRY(UuidColumn(*row, 0)),
+      AllocatedAddress{FP_TRY(UuidColumn(*row, 1)), FP_TRY(IpColumn(*row, 2)),
+                       static_cast<int>(row->Int(3)), static_cast<int>(row->Int(4))});
+}
+
 }  // namespace fp::db

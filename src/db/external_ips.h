@@ -8,9 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/name.h"
 #include "db/datastore.h"
 #include "model/external_ips.h"
 #include "model/page.h"
+#include "model/silos.h"
 
 namespace fp::db {
 
@@ -25,6 +27,11 @@ Result<model::ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id,
 // Refused while attached (the message names the holder); the address returns to the pool.
 Status FloatingIpDelete(Datastore& ds, const Uuid& id);
 
+// A floating IP of the project by name (NotFound worded by name); an id selector is looked up
+// by id (the caller checks the project).
+Result<model::ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id,
+                                           const NameOrId& fip);
+
 // Creates a floating IP inside the caller's transaction (FloatingIpCreate's body; also used to
 // populate large pools in one transaction for benchmarks). `sync_point` may be empty.
 Result<model::ExternalIp> FloatingIpCreateIn(
@@ -35,5 +42,20 @@ Result<model::ExternalIp> FloatingIpCreateIn(
 // version), or an explicit unicast pool linked to the silo. NotFound / InvalidRequest worded
 // as the API words them.
 Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const model::PoolSelector& selector);
+
+// --- The external IPs of instances (attaching them: attach.h) ---
+
+// The external IP row with this id, live or not; NotFound if there is none.
+Result<model::ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
+// Live external IPs whose parent is the instance (all kinds and states).
+Result<std::vector<model::ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);
+Result<std::vector<model::ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id);
+// Allocates the instance's SNAT block (kind snat, attached) with id `snat_id` from the silo's
+// default unicast IPv4 pool: NotFound `default unicast IPv4 pool for current silo` without one.
+Result<model::ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
+                                         const Uuid& silo_id);
+// Soft-deletes the external IP and returns its address (or SNAT block) to its pool; tolerates
+// its absence (the undo of SnatAllocateIn, and how an instance's delete releases its IPs).
+Status ExternalIpReleaseIn(Tx& tx, const Uuid& id);
 
 }  // namespace fp::db

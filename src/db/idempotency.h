@@ -95,10 +95,14 @@ class IdempotencyScope {
   // its effect. Without a renderer, no write records an answer (only sagas link the key).
   template <typename T>
   void AnswerWith(std::function<Answer(const T&)> render) {
-    render_type_ = &typeid(T);
-    render_ = [render = std::move(render)](const void* result) {
+    AnswerWithType(typeid(T), [render = std::move(render)](const void* result) {
       return render(*static_cast<const T*>(result));
-    };
+    });
+  }
+  // The same with the result's type named at run time: `render` gets a `const type*`.
+  void AnswerWithType(const std::type_info& type, std::function<Answer(const void*)> render) {
+    render_type_ = &type;
+    render_ = std::move(render);
   }
   // Same for a write that returns only success (a Status): the answer is fixed.
   void AnswerWithoutResult(Answer answer) {

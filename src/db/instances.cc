@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "db/attach.h"
+#include "db/counters.h"
 #include "db/external_ips.h"
 #include "db/ip_allocation.h"
+#include "db/nat.h"
 
 namespace fp::db {
 
@@ -41,21 +42,6 @@ Result<Instance> InstanceFromRow(const Row& r) {
   return i;
 }
 
-Result<Sled> SledFromRow(const Row& r) {
-  return Sled{FP_TRY(UuidColumn(r, 0)), r.Text(1), r.Text(2),
-              FP_TRY(IpColumn(r, 3)),   r.Int(4),  r.Int(5)};
-}
-
-// The next value of a monotonic counter, bumped in this transaction.
-Result<int64_t> NextCounter(Tx& tx, std::string_view name, int64_t first) {
-  FP_TRY(
-      tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
-              "ON CONFLICT (name) DO UPDATE SET value = value + 1",
-              name, first));
-  auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
-  return row->Int(0);
-}
-
 std::string MacFromCounter(int64_t n) {
   uint64_t v = 0xA84025F00000ull + static_cast<uint64_t>(n);
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", (v >> 40) & 0xff,
@@ -63,93 +49,7 @@ std::string MacFromCounter(int64_t n) {
                      v & 0xff);
 }
 
-constexpr std::string_view kNatColumns =
-    "id, external_ip, first_port, last_port, sled_address, vni, mac, instance_id, version_added, "
-    "version_removed";
-
-Result<NatEntry> NatFromRow(const Row& r) {
-  NatEntry n;
-  n.id = FP_TRY(UuidColumn(r, 0));
-  n.external_ip = FP_TRY(IpColumn(r, 1));
-  n.first_port = static_cast<int>(r.Int(2));
-  n.last_port = static_cast<int>(r.Int(3));
-  n.sled_address = FP_TRY(IpColumn(r, 4));
-  n.vni = r.Int(5);
-  n.mac = r.Text(6);
-  n.instance_id = FP_TRY(UuidColumn(r, 7));
-  n.version_added = r.Int(8);
-  if (!r.IsNull(9)) n.version_removed = r.Int(9);
-  return n;
-}
-
-Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
-  int64_t version = FP_TRY(NextCounter(tx, "nat_version", 1));
-  FP_TRY(
-      tx.Exec("UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
-              "version_removed IS NULL",
-              version, tx.now(), id));
-  return Ok();
-}
-
 }  // namespace
-
-// --- Sleds ---
-
-Result<Sled> SledUpsert(Datastore& ds, const std::string& serial, const std::string& agent_url,
-                        const IpAddr& underlay) {
-  return ds.Write<Sled>([&](Tx& tx) -> Result<Sled> {
-    FP_TRY(tx.Exec(
-        "INSERT INTO sled (id, serial, agent_url, underlay_address, time_created, time_modified) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (serial) DO UPDATE SET agent_url = "
-        "excluded.agent_url, "
-        "underlay_address = excluded.underlay_address, time_modified = excluded.time_modified",
-        Uuid::Random(), serial, agent_url, underlay, tx.now(), tx.now()));
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT id, serial, agent_url, underlay_address, time_created, time_modified FROM sled "
-        "WHERE serial = ?",
-        serial));
-    return SledFromRow(*row);
-  });
-}
-
-Result<std::vector<Sled>> SledList(Datastore& ds) {
-  return ds.Read<std::vector<Sled>>([&](Tx& tx) -> Result<std::vector<Sled>> {
-    std::vector<Sled> out;
-    for (const Row& r : FP_TRY(tx.Query("SELECT id, serial, agent_url, underlay_address, "
-                                        "time_created, time_modified FROM sled ORDER BY id"))) {
-      out.push_back(FP_TRY(SledFromRow(r)));
-    }
-    return out;
-  });
-}
-
-Result<Sled> SledGetIn(Tx& tx, const Uuid& id) {
-  auto row = FP_TRY(tx.QueryRow(
-      "SELECT id, serial, agent_url, underlay_address, time_created, time_modified FROM sled "
-      "WHERE id = ?",
-      id));
-  if (!row) return Fail(Error::NotFoundById("sled", id.ToString()));
-  return SledFromRow(*row);
-}
-
-Result<Sled> SledGet(Datastore& ds, const Uuid& id) {
-  return ds.Read<Sled>([&](Tx& tx) { return SledGetIn(tx, id); });
-}
-
-Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds) {
-  using Out = std::vector<std::pair<Uuid, int64_t>>;
-  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
-    Out out;
-    for (const Row& r : FP_TRY(
-             tx.Query("SELECT s.id, (SELECT count(*) FROM instance i WHERE i.sled_id = s.id AND "
-                      "i.time_deleted IS NULL AND i.state = 'vmm') FROM sled s ORDER BY s.id"))) {
-      out.emplace_back(FP_TRY(UuidColumn(r, 0)), r.Int(1));
-    }
-    return out;
-  });
-}
-
-// --- Instances ---
 
 Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id) {
   auto row = FP_TRY(
@@ -158,19 +58,6 @@ Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id) {
                   id));
   if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
   return InstanceFromRow(*row);
-}
-
-Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const NameOrId& fip) {
-  if (fip.is_id()) {
-    return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
-      auto ip = ExternalIpGetIn(tx, fip.id());
-      if (!ip || ip->kind != IpKind::kFloating) {
-        return Fail(Error::NotFoundById("floating-ip", fip.id().ToString()));
-      }
-      return *ip;
-    });
-  }
-  return FloatingIpLookupByName(ds, project_id, fip.name().str());
 }
 
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
@@ -283,11 +170,6 @@ Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& in
       [&](Tx& tx) { return PrimaryNicIn(tx, instance_id); });
 }
 
-Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id) {
-  return ds.Read<std::vector<ExternalIp>>(
-      [&](Tx& tx) { return InstanceExternalIpsIn(tx, instance_id); });
-}
-
 Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u) {
   return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
@@ -343,7 +225,7 @@ Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
       vpc_id = FP_TRY(UuidColumn(*vpc, 0));
       prefix = FP_TRY(IpColumn(*vpc, 2));
     } else {
-      int64_t vni = FP_TRY(NextCounter(tx, "vni", 1024));
+      int64_t vni = FP_TRY(CounterNextIn(tx, "vni", 1024));
       vpc_id = Uuid::Random();
       prefix = IpAddr(IpVersion::kV6,
                       (uint128{0xfd00u} << 112) | (uint128(static_cast<uint64_t>(vni)) << 64));
@@ -351,7 +233,7 @@ Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
           "INSERT INTO vpc (id, project_id, vni, ipv6_prefix, time_created) VALUES (?, ?, ?, ?, ?)",
           vpc_id, p.project_id, vni, prefix, tx.now()));
     }
-    int64_t host = FP_TRY(NextCounter(tx, "nic_host:" + vpc_id.ToString(), 5));
+    int64_t host = FP_TRY(CounterNextIn(tx, "nic_host:" + vpc_id.ToString(), 5));
     std::optional<IpAddr> v4, v6;
     if (p.nic == NicKind::kIpv4 || p.nic == NicKind::kDualStack) {
       if (host > 1020) {
@@ -364,7 +246,7 @@ Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
     if (p.nic == NicKind::kIpv6 || p.nic == NicKind::kDualStack) {
       v6 = IpAddr(IpVersion::kV6, prefix.value() + static_cast<uint64_t>(host));
     }
-    std::string mac = MacFromCounter(FP_TRY(NextCounter(tx, "mac", 1)));
+    std::string mac = MacFromCounter(FP_TRY(CounterNextIn(tx, "mac", 1)));
     FP_TRY(
         tx.Exec("INSERT INTO network_interface (id, instance_id, vpc_id, name, mac, ipv4, ipv6, "
                 "is_primary, time_created) VALUES (?, ?, ?, 'net0', ?, ?, ?, 1, ?)",
@@ -384,50 +266,6 @@ Status InstanceDeleteRecordIn(Tx& tx, const Uuid& id) {
               "'destroyed' WHERE id = ? AND time_deleted IS NULL",
               tx.now(), id));
   return Ok();
-}
-
-Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
-                                  const Uuid& silo_id) {
-  auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", snat_id));
-  if (existing) {
-    if (!existing->IsNull(0)) {
-      // Never revive a released row (product.md difference 4).
-      return Fail(Error::Internal("SNAT allocation re-run after its row was released"));
-    }
-    return ExternalIpGetIn(tx, snat_id);
-  }
-  auto pool = FP_TRY(tx.QueryRow(
-      "SELECT l.ip_pool_id FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
-      "WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' AND "
-      "l.ip_version = 'v4' AND p.time_deleted IS NULL AND p.assignment = 'silos'",
-      silo_id));
-  if (!pool) return Fail(Error::NotFound("default unicast IPv4 pool for current silo"));
-  Uuid pool_id = FP_TRY(UuidColumn(*pool, 0));
-  AllocatedAddress a = FP_TRY(AllocateSnatBlock(tx, pool_id));
-  FP_TRY(
-      tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
-              "first_port, last_port, state, time_created, time_modified) "
-              "VALUES (?, ?, ?, ?, 'snat', ?, ?, ?, 'attached', ?, ?)",
-              snat_id, pool_id, a.range_id, instance_id, a.ip, a.first_port, a.last_port, tx.now(),
-              tx.now()));
-  return ExternalIpGetIn(tx, snat_id);
-}
-
-Status ExternalIpReleaseIn(Tx& tx, const Uuid& id) {
-  auto row = FP_TRY(
-      tx.QueryRow("SELECT ip_pool_id, ip_pool_range_id, ip, first_port, last_port FROM external_ip "
-                  "WHERE id = ? AND time_deleted IS NULL",
-                  id));
-  if (!row) return Ok();
-  // SNAT rows keep their parent even when released (the schema requires one).
-  FP_TRY(
-      tx.Exec("UPDATE external_ip SET time_deleted = ?, state = 'detached', parent_id = "
-              "CASE WHEN kind = 'snat' THEN parent_id ELSE NULL END WHERE id = ?",
-              tx.now(), id));
-  return ReleaseAddress(
-      tx, FP_TRY(UuidColumn(*row, 0)),
-      AllocatedAddress{FP_TRY(UuidColumn(*row, 1)), FP_TRY(IpColumn(*row, 2)),
-                       static_cast<int>(row->Int(3)), static_cast<int>(row->Int(4))});
 }
 
 Status InstanceFinishCreateIn(Tx& tx, const Uuid& id) {
@@ -455,20 +293,6 @@ Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_i
       "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
       sled_id, saga_id, tx.now(), tx.now(), id));
   return InstanceGetIn(tx, id);
-}
-
-Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates) {
-  std::optional<std::pair<int64_t, Uuid>> best;
-  for (const Uuid& sled : candidates) {
-    auto row =
-        FP_TRY(tx.QueryRow("SELECT count(*) FROM instance WHERE sled_id = ? AND state = 'vmm' AND "
-                           "time_deleted IS NULL",
-                           sled));
-    std::pair<int64_t, Uuid> load{row->Int(0), sled};
-    if (!best || load < *best) best = load;
-  }
-  if (!best) return Fail(Error::Unavailable("no sled is available to run the instance"));
-  return best->second;
 }
 
 Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
@@ -602,131 +426,6 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
     }
   }
   return InstanceDeleteRecordIn(tx, id);
-}
-
-// --- NAT ---
-
-Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
-                                               const Sled& sled) {
-  std::vector<NatEntry> out;
-  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
-  if (!nic) return out;
-  auto live = FP_TRY(tx.QueryRow(
-      fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
-                  "last_port = ? AND version_removed IS NULL",
-                  kNatColumns),
-      e.ip, e.first_port, e.last_port));
-  if (live) {
-    NatEntry row = FP_TRY(NatFromRow(*live));
-    if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
-        row.instance_id == instance_id) {
-      out.push_back(row);
-      return out;
-    }
-    // A leftover mapping for this address (another sled, or an instance since deleted).
-    FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
-  }
-  NatEntry row;
-  row.id = Uuid::Random();
-  row.external_ip = e.ip;
-  row.first_port = e.first_port;
-  row.last_port = e.last_port;
-  row.sled_address = sled.underlay_address;
-  row.vni = nic->vni;
-  row.mac = nic->mac;
-  row.instance_id = instance_id;
-  row.version_added = FP_TRY(NextCounter(tx, "nat_version", 1));
-  FP_TRY(tx.Exec(
-      "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
-      "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,
-      instance_id, row.version_added, tx.now()));
-  out.push_back(row);
-  return out;
-}
-
-Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
-  for (const Row& r : FP_TRY(tx.Query(
-           "SELECT id FROM nat_entry WHERE external_ip = ? AND first_port = ? AND last_port = ? "
-           "AND version_removed IS NULL",
-           e.ip, e.first_port, e.last_port))) {
-    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
-  }
-  return Ok();
-}
-
-Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
-                                                     const Sled& sled) {
-  std::vector<NatEntry> out;
-  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
-    if (e.state != AttachState::kAttached) {
-      return Fail(Error::Unavailable(fmt::format(
-          "cannot program NAT for instance {}: external IP {} is {}; retry when that operation "
-          "completes",
-          instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
-    }
-    for (NatEntry& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
-  }
-  return out;
-}
-
-Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
-  for (const Row& r : FP_TRY(tx.Query(
-           "SELECT id FROM nat_entry WHERE instance_id = ? AND version_removed IS NULL ORDER BY "
-           "version_added",
-           instance_id))) {
-    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
-  }
-  return Ok();
-}
-
-Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
-  // Not waiting for durability: see Datastore::ReadLatest.
-  return ds.ReadLatest<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
-    NatFeed out;
-    auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    out.current_version = version ? version->Int(0) : 0;
-    if (out.current_version <= after) return out;
-    for (const Row& r : FP_TRY(tx.Query(
-             fmt::format("SELECT {0}, version_added AS v, 0 FROM nat_entry WHERE "
-                         "version_removed IS NULL AND version_added > ? "
-                         "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
-                         "version_removed > ? ORDER BY v LIMIT ?",
-                         kNatColumns),
-             after, after, limit))) {
-      out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
-    }
-    return out;
-  });
-}
-
-Result<int64_t> NatCurrentVersion(Datastore& ds) {
-  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    return row ? row->Int(0) : 0;
-  });
-}
-
-Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before) {
-  return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    return tx.Exec(
-        "DELETE FROM nat_entry WHERE version_removed IS NOT NULL AND version_removed < ? AND "
-        "time_deleted < ?",
-        below_version, removed_before);
-  });
-}
-
-Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
-  return ds.Read<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
-    std::vector<NatEntry> out;
-    for (const Row& r : FP_TRY(tx.Query(fmt::format(
-             "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
-             "first_port",
-             kNatColumns)))) {
-      out.push_back(FP_TRY(NatFromRow(r)));
-    }
-    return out;
-  });
 }
 
 }  // namespace fp::db

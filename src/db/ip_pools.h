@@ -11,6 +11,7 @@
 #include "db/datastore.h"
 #include "model/ip_pools.h"
 #include "model/page.h"
+#include "model/silos.h"
 
 namespace fp::db {
 

@@ -31,7 +31,7 @@
 #include "agents/agents.h"
 #include "common/error.h"
 #include "db/datastore.h"
-#include "db/instances.h"
+#include "db/nat.h"
 
 namespace fp::nat {
 

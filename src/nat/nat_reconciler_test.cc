@@ -18,6 +18,7 @@
 
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/wait_for.h"
+#include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
 

@@ -1,6 +1,7 @@
+#include "app/tokens.h"
+
 #include <fmt/format.h>
 
-#include "app/control_plane.h"
 #include "db/silos.h"
 #include "db/tokens.h"
 
@@ -18,20 +19,15 @@ std::string NewSecret() {
   return s;
 }
 
-Status RequireFleetAdmin(const Actor& actor) {
-  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
-  return Ok();
-}
-
 }  // namespace
 
-Result<Actor> ControlPlane::Authenticate(const std::string& secret) {
-  auto token = FP_TRY(tokens_.Authenticate(secret));
+Result<Actor> Tokens::Authenticate(const std::string& secret) {
+  auto token = FP_TRY(cache_.Authenticate(secret));
   if (!token) return Fail(Error::Unauthenticated("credentials missing or invalid"));
   return Actor{token->id, token->silo_id, token->role};
 }
 
-Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
+Result<std::optional<std::string>> Tokens::BootstrapDev() {
   auto name = FP_TRY(Name::Parse(kDevSilo));
   auto existing = db::SiloLookup(ds_, NameOrId(name));
   if (existing) return std::optional<std::string>();
@@ -47,15 +43,15 @@ Result<std::optional<std::string>> ControlPlane::BootstrapDev() {
   return std::optional<std::string>(FP_TRY(MintFleetAdminToken("dev-admin")));
 }
 
-Result<std::string> ControlPlane::MintFleetAdminToken(const std::string& name) {
+Result<std::string> Tokens::MintFleetAdminToken(const std::string& name) {
   model::Silo silo = FP_TRY(db::SiloLookup(ds_, NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
   std::string secret = NewSecret();
   FP_TRY(db::TokenCreate(ds_, Uuid::Random(), silo.id, model::Role::kFleetAdmin, name, secret));
   return secret;
 }
 
-Result<IssuedToken> ControlPlane::TokenCreate(const Actor& actor, const NameOrId& silo,
-                                              model::Role role, const std::string& name) {
+Result<IssuedToken> Tokens::Create(const Actor& actor, const NameOrId& silo, model::Role role,
+                                   const std::string& name) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
   std::string secret = NewSecret();
@@ -63,10 +59,10 @@ Result<IssuedToken> ControlPlane::TokenCreate(const Actor& actor, const NameOrId
   return IssuedToken{t, secret};
 }
 
-Status ControlPlane::TokenRevoke(const Actor& actor, const Uuid& id) {
+Status Tokens::Revoke(const Actor& actor, const Uuid& id) {
   FP_CHECK_OK(RequireFleetAdmin(actor));
   Status revoked = db::TokenRevoke(ds_, id);
-  tokens_.Invalidate();  // after the commit: see TokenCache
+  cache_.Invalidate();  // after the commit: see TokenCache
   return revoked;
 }
 

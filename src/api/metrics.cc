@@ -1,0 +1,70 @@
+#include "api/metrics.h"
+
+#include <fmt/format.h>
+
+namespace fp::api {
+
+std::string StoreMetrics(const app::StoreCounters& c) {
+  return fmt::format(
+      "# HELP floatplane_durable_commits_total Write transactions committed to the "
+      "datastore.\n# TYPE floatplane_durable_commits_total counter\n"
+      "floatplane_durable_commits_total {}\n"
+      "# HELP floatplane_log_syncs_total Syncs of the datastore's write-ahead log (one "
+      "sync makes every commit written before it durable).\n"
+      "# TYPE floatplane_log_syncs_total counter\nfloatplane_log_syncs_total {}\n"
+      "# HELP floatplane_sqlite_commits_total SQLite transactions that carried the "
+      "durable commits (concurrent writes share one).\n"
+      "# TYPE floatplane_sqlite_commits_total counter\nfloatplane_sqlite_commits_total {}\n"
+      "# HELP floatplane_checkpoints_total Checkpoints of the write-ahead log into the "
+      "database file (run in the background).\n"
+      "# TYPE floatplane_checkpoints_total counter\nfloatplane_checkpoints_total {}\n"
+      "# HELP floatplane_log_restarts_total Times the write-ahead log was emptied after a "
+      "checkpoint, so that it starts over instead of growing.\n"
+      "# TYPE floatplane_log_restarts_total counter\nfloatplane_log_restarts_total {}\n"
+      "# HELP floatplane_log_limit_restarts_total Of those, the restarts made with writes "
+      "waiting because the log had reached its limit (checkpoints falling behind).\n"
+      "# TYPE floatplane_log_limit_restarts_total counter\n"
+      "floatplane_log_limit_restarts_total {}\n",
+      c.durable_commits, c.log_syncs, c.sqlite_commits, c.checkpoints, c.log_restarts,
+      c.log_limit_restarts);
+}
+
+std::string HistoryMetrics(const app::HistoryCounters& h) {
+  return fmt::format(
+      "# HELP floatplane_saga_rows Sagas in the datastore, in any state (finished ones are "
+      "pruned after the history retention).\n# TYPE floatplane_saga_rows gauge\n"
+      "floatplane_saga_rows {}\n"
+      "# HELP floatplane_sagas_pruned_total Finished sagas deleted, with their node events, "
+      "after the history retention.\n# TYPE floatplane_sagas_pruned_total counter\n"
+      "floatplane_sagas_pruned_total {}\n"
+      "# HELP floatplane_idempotency_keys_pruned_total Idempotency keys deleted after the "
+      "history retention.\n# TYPE floatplane_idempotency_keys_pruned_total counter\n"
+      "floatplane_idempotency_keys_pruned_total {}\n"
+      "# HELP floatplane_database_size_bytes Size of the database file (pages freed by "
+      "pruning are reused, so it stops growing).\n"
+      "# TYPE floatplane_database_size_bytes gauge\nfloatplane_database_size_bytes {}\n"
+      "# HELP floatplane_log_size_bytes Size of the write-ahead log file.\n"
+      "# TYPE floatplane_log_size_bytes gauge\nfloatplane_log_size_bytes {}\n",
+      h.saga_rows, h.sagas_pruned, h.idempotency_keys_pruned, h.database_file_bytes,
+      h.log_file_bytes);
+}
+
+std::string AdmissionMetrics(const http::HttpServerStats& s) {
+  return fmt::format(
+      "# HELP floatplane_http_connections Client connections open now, idle ones included.\n"
+      "# TYPE floatplane_http_connections gauge\nfloatplane_http_connections {}\n"
+      "# HELP floatplane_http_refused_total Connections (capacity, per_client) and complete "
+      "requests (busy) answered 503 by admission instead of being served.\n"
+      "# TYPE floatplane_http_refused_total counter\n"
+      "floatplane_http_refused_total{{reason=\"capacity\"}} {}\n"
+      "floatplane_http_refused_total{{reason=\"per_client\"}} {}\n"
+      "floatplane_http_refused_total{{reason=\"busy\"}} {}\n"
+      "# HELP floatplane_http_request_timeouts_total Requests that did not arrive completely "
+      "within the request timeout (connection closed, 408 where a request had begun).\n"
+      "# TYPE floatplane_http_request_timeouts_total counter\n"
+      "floatplane_http_request_timeouts_total {}\n",
+      s.open_connections, s.refused_over_capacity, s.refused_per_client, s.refused_busy,
+      s.request_timeouts);
+}
+
+}  // namespace fp::api

@@ -1,0 +1,179 @@
+#include "api/middleware.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <optional>
+
+#include "common/log.h"
+
+namespace fp::api {
+
+Result<std::string> BearerSecret(const HttpRequest& req) {
+  std::string auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.empty()) {
+    return Fail(
+        Error::Unauthenticated("credentials missing: send \"Authorization: Bearer "
+                               "<token>\""));
+  }
+  auto scheme_is_bearer = [&] {
+    if (auth.size() <= kBearer.size()) return false;
+    for (size_t i = 0; i < kBearer.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(auth[i])) !=
+          std::tolower(static_cast<unsigned char>(kBearer[i]))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!scheme_is_bearer()) {
+    return Fail(
+        Error::Unauthenticated("credentials invalid: expected \"Authorization: Bearer "
+                               "<token>\""));
+  }
+  return auth.substr(kBearer.size());
+}
+
+bool KeysInFlight::Claim(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return keys_.insert(id).second;
+}
+
+void KeysInFlight::Release(const std::string& id) {
+  std::lock_guard lock(mu_);
+  keys_.erase(id);
+}
+
+Status CheckIdempotencyKey(const HttpRequest& req, const std::string& key) {
+  if (key.size() > 255) {
+    return Fail(
+        Error::InvalidRequest("header Idempotency-Key: may contain at most 255 characters"));
+  }
+  if (req.path == "/v1/system/tokens") {
+    return Fail(
+        Error::InvalidRequest("header Idempotency-Key: not accepted when creating a token, "
+                              "whose secret is never stored; send the request without it"));
+  }
+  return Ok();
+}
+
+namespace {
+
+HttpResponse Replayed(HttpResponse r) {
+  r.headers.emplace_back("idempotent-replayed", "true");
+  return r;
+}
+
+Error KeyInProgress(const std::string& key) {
+  return Error::Unavailable(fmt::format(
+      "a request with Idempotency-Key \"{}\" is still in progress; retry when it completes", key));
+}
+
+void Keep(const Ctx& c, const std::string& key, const std::string& hash,
+          const HttpResponse& answer) {
+  if (auto s = c.app.idempotency.Finish(c.actor.token_id, key, hash,
+                                        app::KeyAnswer{answer.status, answer.body});
+      !s) {
+    LogEvent("warn", "could not record an idempotent response", {{"error", s.error().message()}});
+  }
+}
+
+// The answer a request with `key` gets from the key's record: the stored answer, the answer
+// rebuilt from the outcome of the saga that carries it, 503 while that saga runs, 422 for
+// another request under the key. std::nullopt if the request is to run: no record, or a saga
+// that unwound (its effect undone) with a 5xx error, whose link is then forgotten.
+std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx& c,
+                                             const std::string& key, const std::string& hash) {
+  using Outcome = app::KeyRecall::Outcome;
+  auto recall = c.app.idempotency.Recall(c.actor.token_id, key, hash);
+  if (!recall) return ErrorResponse(c.req, recall.error());
+  // An answer rebuilt from a finished saga is kept as the key's answer: later retries get the
+  // same one, even once the saga's history is pruned.
+  auto keep = [&](HttpResponse answer) {
+    Keep(c, key, hash, answer);
+    return Replayed(std::move(answer));
+  };
+  switch (recall->outcome) {
+    case Outcome::kRun:
+      return std::nullopt;
+    case Outcome::kOtherRequest:
+      return ErrorResponse(c.req, Error::Unprocessable(fmt::format(
+                                      "Idempotency-Key \"{}\" was already used for a different "
+                                      "request; use a new key for a new request",
+                                      key)));
+    case Outcome::kAnswer: {
+      HttpResponse answer;
+      answer.status = recall->answer.status;
+      answer.body = recall->answer.body;
+      return Replayed(std::move(answer));
+    }
+    case Outcome::kSagaPruned:
+      return ErrorResponse(c.req, Error::Unprocessable(fmt::format(
+                                      "Idempotency-Key \"{}\" names an operation whose history "
+                                      "was pruned; its answer cannot be replayed",
+                                      key)));
+    case Outcome::kSagaRunning:
+      return ErrorResponse(c.req, KeyInProgress(key));
+    case Outcome::kSagaDone: {
+      if (!endpoint.from_saga) {
+        return ErrorResponse(c.req, Error::Internal("no replay for the saga of this request"));
+      }
+      auto reply = endpoint.from_saga(c, recall->params, recall->output);
+      if (!reply) return Replayed(ErrorResponse(c.req, reply.error()));
+      return keep(JsonResponse(reply->status, reply->body));
+    }
+    case Outcome::kSagaFailed:
+      if (recall->error.HttpStatus() >= 500) {
+        return Replayed(ErrorResponse(c.req, recall->error));  // stuck
+      }
+      return keep(ErrorResponse(c.req, recall->error));
+  }
+  return ErrorResponse(c.req, Error::Internal("unknown idempotency outcome"));
+}
+
+}  // namespace
+
+HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
+                                KeysInFlight& in_flight, const std::function<HttpResponse()>& run) {
+  const HttpRequest& req = ctx.req;
+  if (auto s = CheckIdempotencyKey(req, key); !s) return ErrorResponse(req, s.error());
+  std::string hash = app::Idempotency::RequestHash(req.method + "\n" + req.path + "\n" + req.query +
+                                                   "\n" + req.body);
+  const std::string flight = ctx.actor.token_id.ToString() + "\n" + key;
+  if (!in_flight.Claim(flight)) return ErrorResponse(req, KeyInProgress(key));
+  struct Release {
+    KeysInFlight& keys;
+    const std::string& id;
+    ~Release() { keys.Release(id); }
+  } release{in_flight, flight};
+
+  if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
+  HttpResponse response;
+  app::KeyedRequest::Effect effect;
+  app::KeyAnswer recorded;
+  {
+    app::KeyedRequest keyed(ctx.app.idempotency, ctx.actor.token_id, key, hash);
+    ctx.keyed = &keyed;
+    response = run();
+    ctx.keyed = nullptr;
+    effect = keyed.effect();
+    recorded = keyed.answer();
+  }
+  using Effect = app::KeyedRequest::Effect;
+  if (effect == Effect::kTaken) {
+    // Another server on this database ran the request first; this one's effect rolled back.
+    if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
+    return ErrorResponse(req, KeyInProgress(key));
+  }
+  // A 5xx is not remembered: a retry does the work again, or finds the effect's record.
+  if (response.status >= 500) return response;
+  if (effect == Effect::kAnswered && recorded.status == response.status &&
+      recorded.body == response.body) {
+    return response;  // committed with the effect
+  }
+  Keep(ctx, key, hash, response);
+  return response;
+}
+
+}  // namespace fp::api

@@ -1,0 +1,48 @@
+#pragma once
+
+// What runs around every authenticated route: bearer-token authentication and idempotency
+// keys. (The request id is assigned by the HTTP server; every error body echoes it, see
+// ErrorResponse.)
+
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "api/endpoint.h"
+
+namespace fp::api {
+
+// The secret of `Authorization: Bearer <secret>` (scheme case-insensitive). Unauthenticated
+// (401) "credentials missing: ..." without the header, "credentials invalid: ..." with another
+// scheme or an empty secret.
+Result<std::string> BearerSecret(const HttpRequest& req);
+
+// The (token, Idempotency-Key) pairs of requests running in this process. "In progress" is
+// kept here only, never in the datastore (app/idempotency.h): a server that dies leaves no
+// claim behind. Thread-safe.
+class KeysInFlight {
+ public:
+  // False if a request with this (token, key) is running.
+  bool Claim(const std::string& id);
+  void Release(const std::string& id);
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> keys_;  // guarded by mu_
+};
+
+// Whether a request may carry `key`: InvalidRequest for a key over 255 characters, and for
+// creating a token (its answer is the token's secret, shown once: a replay would need it
+// stored in the clear).
+Status CheckIdempotencyKey(const HttpRequest& req, const std::string& key);
+
+// Runs a request with an Idempotency-Key at most once per (token, key): a retry with the same
+// request gets the first answer again (header idempotent-replayed: true), also after a crash
+// at any instant (app/idempotency.h); a request under a key whose request is still running gets
+// 503 with Retry-After; another request under the same key gets 422. `run` runs the route with
+// `ctx.keyed` set.
+HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
+                                KeysInFlight& in_flight, const std::function<HttpResponse()>& run);
+
+}  // namespace fp::api

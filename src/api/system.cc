@@ -1,0 +1,23 @@
+#include "api/system.h"
+
+#include "api/metrics.h"
+
+namespace fp::api {
+
+std::optional<HttpResponse> ServeSystem(const HttpRequest& req, const Services& services,
+                                        const std::function<HttpServerStats()>& http_stats) {
+  if (req.method != "GET") return std::nullopt;
+  if (req.path == "/v1/ping") return JsonResponse(200, Json{{"status", "ok"}});
+  if (req.path != "/metrics") return std::nullopt;
+  // Prometheus text format; no secrets here, so no token (like ping).
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = StoreMetrics(services.store_stats.Counters());
+  auto history = services.store_stats.History();
+  if (!history) return ErrorResponse(req, history.error());
+  r.body += HistoryMetrics(*history);
+  if (http_stats) r.body += AdmissionMetrics(http_stats());
+  return r;
+}
+
+}  // namespace fp::api

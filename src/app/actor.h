@@ -1,0 +1,37 @@
+#pragma once
+
+// Who is making a request, and the one set of authorization rules every service applies.
+
+#include "common/error.h"
+#include "common/uuid.h"
+#include "model/auth.h"
+
+namespace fp::app {
+
+// Who is making a request: the token's silo and role.
+struct Actor {
+  Uuid token_id;
+  Uuid silo_id;
+  model::Role role = model::Role::kSiloViewer;
+
+  bool is_fleet_admin() const { return role == model::Role::kFleetAdmin; }
+  // Fleet admins, silo admins and silo collaborators may create and change silo resources.
+  bool can_write() const { return role != model::Role::kSiloViewer; }
+};
+
+// Forbidden (403) unless the actor is a fleet admin: the system's resources (silos, system IP
+// pools, tokens, sleds, sagas, migration).
+inline Status RequireFleetAdmin(const Actor& actor) {
+  if (!actor.is_fleet_admin()) return Fail(Error::Forbidden());
+  return Ok();
+}
+
+// Forbidden (403) unless the actor may create and change its silo's resources (every role but
+// silo viewer). Services check it after looking up the resource acted on, so that a viewer
+// learns NotFound for what does not exist.
+inline Status RequireWrite(const Actor& actor) {
+  if (!actor.can_write()) return Fail(Error::Forbidden());
+  return Ok();
+}
+
+}  // namespace fp::app

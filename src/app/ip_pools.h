@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "app/actor.h"
+#include "common/error.h"
+#include "common/ip.h"
+#include "common/name.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
+#include "model/silos.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::app {
+
+// IP pools: the system's (pools, their ranges, their links to silos, their utilization; fleet
+// admin only, Forbidden (403) for other roles, checked first) and the pools as the actor's
+// silo sees them (the linked ones; any role). NotFound for a pool or silo that does not exist
+// (or, seen from a silo, is not linked to it); the datastore's errors otherwise. Thread-safe.
+class IpPools {
+ public:
+  explicit IpPools(db::Datastore& ds) : ds_(ds) {}
+
+  // --- System pools ---
+  Result<model::IpPool> Create(const Actor& actor, model::PoolCreate params);
+  Result<model::IpPool> View(const Actor& actor, const NameOrId& pool);
+  Result<std::vector<model::IpPool>> List(const Actor& actor, const model::IpPoolFilter& filter,
+                                          const model::PageRequest& page);
+  Result<model::IpPool> Update(const Actor& actor, const NameOrId& pool,
+                               const model::IdentityUpdate& update);
+  Status Delete(const Actor& actor, const NameOrId& pool);
+  Result<model::PoolUtilization> Utilization(const Actor& actor, const NameOrId& pool);
+
+  // --- Ranges (ordered by first address; `after` is the last one of the previous page) ---
+  Result<std::vector<model::IpPoolRange>> RangeList(const Actor& actor, const NameOrId& pool,
+                                                    std::optional<IpAddr> after, int64_t limit);
+  Result<model::IpPoolRange> RangeAdd(const Actor& actor, const NameOrId& pool,
+                                      const IpRange& range);
+  Status RangeRemove(const Actor& actor, const NameOrId& pool, const IpRange& range);
+
+  // --- Links to silos (ordered by silo id; `after` as for ranges) ---
+  Result<std::vector<model::SiloLink>> LinkList(const Actor& actor, const NameOrId& pool,
+                                                std::optional<Uuid> after, int64_t limit);
+  Result<model::SiloLink> Link(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
+                               bool is_default);
+  Result<model::SiloLink> LinkUpdate(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
+                                     bool is_default);
+  Status Unlink(const Actor& actor, const NameOrId& pool, const NameOrId& silo);
+
+  // --- As the actor's silo sees them ---
+  Result<std::vector<model::SiloIpPool>> SiloScopedList(const Actor& actor,
+                                                        const model::IpPoolFilter& filter,
+                                                        const model::PageRequest& page);
+  Result<model::SiloIpPool> SiloScopedView(const Actor& actor, const NameOrId& pool);
+
+ private:
+  db::Datastore& ds_;
+};
+
+}  // namespace fp::app

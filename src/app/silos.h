@@ -1,0 +1,44 @@
+#pragma once
+
+#include <vector>
+
+#include "app/actor.h"
+#include "common/error.h"
+#include "common/name.h"
+#include "model/ip_pools.h"
+#include "model/page.h"
+#include "model/silos.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::app {
+
+class TokenCache;
+
+// Silos, for fleet admins only: every method is Forbidden (403) for other roles, checked
+// first. NotFound for a silo that does not exist; the datastore's errors otherwise.
+// Thread-safe.
+class Silos {
+ public:
+  // `tokens` is the cache authentication reads: a silo delete revokes the silo's tokens.
+  Silos(db::Datastore& ds, TokenCache& tokens) : ds_(ds), tokens_(tokens) {}
+
+  // ObjectAlreadyExists if the name is taken.
+  Result<model::Silo> Create(const Actor& actor, model::SiloCreate params);
+  Result<model::Silo> View(const Actor& actor, const NameOrId& silo);
+  Result<std::vector<model::Silo>> List(const Actor& actor, const model::PageRequest& page);
+  // Deletes the silo and revokes its tokens. InvalidRequest for the actor's own silo (the
+  // request's token would go with it); the datastore's refusals (a silo with projects).
+  Status Delete(const Actor& actor, const NameOrId& silo);
+  // The IP pools linked to the silo.
+  Result<std::vector<model::SiloIpPool>> PoolList(const Actor& actor, const NameOrId& silo,
+                                                  const model::PageRequest& page);
+
+ private:
+  db::Datastore& ds_;
+  TokenCache& tokens_;
+};
+
+}  // namespace fp::app

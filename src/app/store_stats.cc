@@ -1,0 +1,21 @@
+#include "app/store_stats.h"
+
+#include "db/datastore.h"
+#include "db/idempotency.h"
+#include "db/saga_log.h"
+
+namespace fp::app {
+
+StoreCounters StoreStats::Counters() const {
+  return StoreCounters{ds_.durable_commits(), ds_.log_syncs(),    ds_.sqlite_commits(),
+                       ds_.checkpoints(),     ds_.log_restarts(), ds_.log_limit_restarts()};
+}
+
+Result<HistoryCounters> StoreStats::History() const {
+  db::SagaHistoryStats sagas = FP_TRY(db::SagaHistory(ds_));
+  int64_t keys_pruned = FP_TRY(db::IdempotencyKeysPruned(ds_));
+  return HistoryCounters{sagas.saga_rows, sagas.sagas_pruned, keys_pruned,
+                         ds_.database_file_bytes(), ds_.log_file_bytes()};
+}
+
+}  // namespace fp::app

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+
+#include "common/error.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::app {
+
+// The datastore's counters and sizes, as /metrics reports them.
+struct StoreCounters {
+  int64_t durable_commits = 0;     // write transactions committed
+  int64_t log_syncs = 0;           // syncs of the write-ahead log
+  int64_t sqlite_commits = 0;      // SQLite transactions that carried the durable commits
+  int64_t checkpoints = 0;         // checkpoints of the log into the database file
+  int64_t log_restarts = 0;        // times the log was emptied after a checkpoint
+  int64_t log_limit_restarts = 0;  // of those, the ones made with writes waiting at the limit
+};
+
+// What the bounded history holds and removed, and the files' sizes.
+struct HistoryCounters {
+  int64_t saga_rows = 0;                // sagas in any state
+  int64_t sagas_pruned = 0;             // finished sagas deleted after the retention
+  int64_t idempotency_keys_pruned = 0;  // keys deleted after the retention
+  int64_t database_file_bytes = 0;
+  int64_t log_file_bytes = 0;
+};
+
+// Reads the datastore's statistics. Thread-safe.
+class StoreStats {
+ public:
+  explicit StoreStats(db::Datastore& ds) : ds_(ds) {}
+
+  // In-memory counters: never fails, costs no query.
+  StoreCounters Counters() const;
+  // Reads the history's counters (a read transaction); the datastore's errors.
+  Result<HistoryCounters> History() const;
+
+ private:
+  db::Datastore& ds_;
+};
+
+}  // namespace fp::app

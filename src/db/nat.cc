@@ -1,0 +1,166 @@
+#include "db/nat.h"
+
+#include <fmt/format.h>
+
+#include "db/counters.h"
+#include "db/external_ips.h"
+#include "db/instances.h"
+
+namespace fp::db {
+
+namespace {
+
+constexpr std::string_view kNatColumns =
+    "id, external_ip, first_port, last_port, sled_address, vni, mac, instance_id, version_added, "
+    "version_removed";
+
+Result<NatEntry> NatFromRow(const Row& r) {
+  NatEntry n;
+  n.id = FP_TRY(UuidColumn(r, 0));
+  n.external_ip = FP_TRY(IpColumn(r, 1));
+  n.first_port = static_cast<int>(r.Int(2));
+  n.last_port = static_cast<int>(r.Int(3));
+  n.sled_address = FP_TRY(IpColumn(r, 4));
+  n.vni = r.Int(5);
+  n.mac = r.Text(6);
+  n.instance_id = FP_TRY(UuidColumn(r, 7));
+  n.version_added = r.Int(8);
+  if (!r.IsNull(9)) n.version_removed = r.Int(9);
+  return n;
+}
+
+Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
+  int64_t version = FP_TRY(CounterNextIn(tx, "nat_version", 1));
+  FP_TRY(
+      tx.Exec("UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
+              "version_removed IS NULL",
+              version, tx.now(), id));
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
+                                               const Sled& sled) {
+  std::vector<NatEntry> out;
+  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
+  if (!nic) return out;
+  auto live = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
+                  "last_port = ? AND version_removed IS NULL",
+                  kNatColumns),
+      e.ip, e.first_port, e.last_port));
+  if (live) {
+    NatEntry row = FP_TRY(NatFromRow(*live));
+    if (row.sled_address == sled.underlay_address && row.vni == nic->vni && row.mac == nic->mac &&
+        row.instance_id == instance_id) {
+      out.push_back(row);
+      return out;
+    }
+    // A leftover mapping for this address (another sled, or an instance since deleted).
+    FP_CHECK_OK(NatRemoveRowIn(tx, row.id));
+  }
+  NatEntry row;
+  row.id = Uuid::Random();
+  row.external_ip = e.ip;
+  row.first_port = e.first_port;
+  row.last_port = e.last_port;
+  row.sled_address = sled.underlay_address;
+  row.vni = nic->vni;
+  row.mac = nic->mac;
+  row.instance_id = instance_id;
+  row.version_added = FP_TRY(CounterNextIn(tx, "nat_version", 1));
+  FP_TRY(tx.Exec(
+      "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
+      "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,
+      instance_id, row.version_added, tx.now()));
+  out.push_back(row);
+  return out;
+}
+
+Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT id FROM nat_entry WHERE external_ip = ? AND first_port = ? AND last_port = ? "
+           "AND version_removed IS NULL",
+           e.ip, e.first_port, e.last_port))) {
+    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
+  }
+  return Ok();
+}
+
+Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                     const Sled& sled) {
+  std::vector<NatEntry> out;
+  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
+    if (e.state != AttachState::kAttached) {
+      return Fail(Error::Unavailable(fmt::format(
+          "cannot program NAT for instance {}: external IP {} is {}; retry when that operation "
+          "completes",
+          instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
+    }
+    for (NatEntry& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
+  }
+  return out;
+}
+
+Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT id FROM nat_entry WHERE instance_id = ? AND version_removed IS NULL ORDER BY "
+           "version_added",
+           instance_id))) {
+    FP_CHECK_OK(NatRemoveRowIn(tx, FP_TRY(UuidColumn(r, 0))));
+  }
+  return Ok();
+}
+
+Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
+  // Not waiting for durability: see Datastore::ReadLatest.
+  return ds.ReadLatest<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
+    NatFeed out;
+    auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    out.current_version = version ? version->Int(0) : 0;
+    if (out.current_version <= after) return out;
+    for (const Row& r : FP_TRY(tx.Query(
+             fmt::format("SELECT {0}, version_added AS v, 0 FROM nat_entry WHERE "
+                         "version_removed IS NULL AND version_added > ? "
+                         "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+                         "version_removed > ? ORDER BY v LIMIT ?",
+                         kNatColumns),
+             after, after, limit))) {
+      out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
+    }
+    return out;
+  });
+}
+
+Result<int64_t> NatCurrentVersion(Datastore& ds) {
+  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    return row ? row->Int(0) : 0;
+  });
+}
+
+Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before) {
+  return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    return tx.Exec(
+        "DELETE FROM nat_entry WHERE version_removed IS NOT NULL AND version_removed < ? AND "
+        "time_deleted < ?",
+        below_version, removed_before);
+  });
+}
+
+Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
+  return ds.Read<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
+    std::vector<NatEntry> out;
+    for (const Row& r : FP_TRY(tx.Query(fmt::format(
+             "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
+             "first_port",
+             kNatColumns)))) {
+      out.push_back(FP_TRY(NatFromRow(r)));
+    }
+    return out;
+  });
+}
+
+}  // namespace fp::db

@@ -1,0 +1,51 @@
+#pragma once
+
+// The NAT table (nat.cc): a row maps an external IP (and port range) of an instance to the
+// sled it runs on; every addition and removal takes the next NAT version, and the switches
+// follow the table through the change feed (see NatReconciler).
+
+#include <cstdint>
+#include <vector>
+
+#include "db/datastore.h"
+#include "model/external_ips.h"
+#include "model/instances.h"
+#include "model/nat.h"
+
+namespace fp::db {
+
+// Ensures a live NAT row for each of the instance's external IPs pointing at `sled`; a live
+// row for the same (ip, ports) with another target is replaced. ServiceUnavailable if an IP
+// is mid attach/detach.
+Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
+                                                     const Sled& sled);
+// Soft-deletes every live NAT row of the instance.
+Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id);
+// The change feed: additions (live rows, at version_added) and removals (at version_removed)
+// with version > `after`, in version order, at most `limit`.
+struct NatFeedChange {
+  NatEntry row;
+  int64_t version = 0;
+  bool deleted = false;
+};
+// The NAT changes after version `after` (at most `limit`, in version order), and the current
+// NAT version, read in one transaction. May include commits not yet durable (for the switch
+// feed only: a switch left ahead by a crash is repaired, see NatReconciler).
+struct NatFeed {
+  int64_t current_version = 0;
+  std::vector<NatFeedChange> changes;
+};
+Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
+Result<int64_t> NatCurrentVersion(Datastore& ds);
+Result<std::vector<NatEntry>> NatLive(Datastore& ds);
+// Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
+// installed) and before `removed_before`: the log keeps removals only as long as a switch may
+// still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.
+Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before);
+
+// NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
+Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
+                                               const Uuid& instance_id, const Sled& sled);
+Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
+
+}  // namespace fp::db
