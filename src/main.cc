@@ -38,7 +38,7 @@
 #include "app/tokens.h"
 #include "common/log.h"
 #include "db/datastore.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "http/host_port.h"
 #include "http/server.h"
 #include "nat/nat_reconciler.h"

@@ -13,7 +13,7 @@
 #include "agents/testing/wait_for.h"
 #include "app/instances.h"
 #include "db/nat.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::app {

@@ -28,7 +28,7 @@ using namespace ::fp::model;  // NOLINT(google-build-using-namespace)
 
 // A transaction in progress. Obtained only inside Datastore::Write/Read. It runs statements on
 // the engine's Connection (db/connection.h): one virtual call per statement. It is the saga
-// engine's StoreTx of the datastore's saga store (db/saga_log.h), so that a saga action's
+// engine's StoreTx of the datastore's saga store (db/sagas.h), so that a saga action's
 // database change commits with the saga's log.
 class Tx : public saga::StoreTx {
  public:

@@ -3,7 +3,7 @@
 // What the saga engine needs from persistent storage: the saga log (one row per saga, its node
 // events) and transactions in which a node's database effect commits with its log events. The
 // engine defines this interface; src/db implements it over the datastore (DatastoreSagaStore
-// in db/saga_log.h), and the engine's tests over memory (saga/testing/memory_store.h).
+// in db/sagas.h), and the engine's tests over memory (saga/testing/memory_store.h).
 //
 // Transactions. The engine writes through Write(): the store opens one write transaction, the
 // engine's body runs in it, calling CreateIn/RecordIn to write the log and the action's
