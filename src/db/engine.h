@@ -48,10 +48,10 @@ class Engine {
   // Internal. Thread-safe.
   virtual Status Write(const std::function<Status(Connection&)>& body) = 0;
   // Runs `body` in a read-only transaction (a consistent snapshot, concurrent with writes),
-  // retried like a write on a conflict, and returns `body`'s result. Once a transaction began,
-  // sets `seen` to the commit number up to which the snapshot could have seen commits, whether
-  // `body` succeeded or not (an error derived from what it read is an answer too): pass it to
-  // WaitDurable before acting on what was read. Thread-safe; a read inside a read on one thread
+  // retried like a write on a conflict, and returns `body`'s result. Unless no connection could
+  // be had, sets `seen` to the commit number up to which the snapshot could have seen commits,
+  // whether `body` succeeded or not (an error derived from what it read is an answer too): pass it
+  // to WaitDurable before acting on what was read. Thread-safe; a read inside a read on one thread
   // never waits for a connection.
   virtual Status Read(const std::function<Status(Connection&)>& body, int64_t& seen) = 0;
   // Returns once every commit numbered up to `seq` is durable. Errors: the engine cannot make
