@@ -41,7 +41,7 @@
 #include "app/tokens.h"
 #include "common/log.h"
 #include "db/datastore.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/sleds.h"
 #include "http/host_port.h"
 #include "http/server.h"

@@ -3,7 +3,7 @@
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/idempotency.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 
 namespace fp::app {
 

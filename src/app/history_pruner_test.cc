@@ -9,7 +9,7 @@
 #include "agents/testing/wait_for.h"
 #include "common/testing/manual_clock.h"
 #include "db/idempotency.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::app {

@@ -2,7 +2,7 @@
 
 #include "db/datastore.h"
 #include "db/idempotency.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/tokens.h"
 #include "saga/saga.h"
 

@@ -12,7 +12,7 @@
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
 #include "app/testing/instance_world.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/sleds.h"
 
 namespace fp::app {

@@ -15,7 +15,7 @@
 #include "app/testing/instance_world.h"
 #include "db/attach.h"
 #include "db/nat.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 
 namespace fp::app {
 namespace {

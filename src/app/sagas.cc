@@ -1,6 +1,6 @@
 #include "app/sagas.h"
 
-#include "db/saga_log.h"
+#include "db/sagas.h"
 
 namespace fp::app {
 

@@ -13,7 +13,7 @@
 #include "app/tokens.h"
 #include "common/testing/manual_clock.h"
 #include "db/silos.h"
-#include "db/sqlite.h"
+#include "db/sqlite/connection.h"
 #include "db/testing/temp_datastore.h"
 #include "db/tokens.h"
 
@@ -50,7 +50,7 @@ class TokenCacheTest : public ::testing::Test {
 
   // Revokes the token with a connection of its own, as another process would.
   void RevokeBehindTheCachesBack() {
-    auto conn = *db::SqliteConnection::Open(ds.dir() + "/floatplane.db");
+    auto conn = *db::sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db");
     ASSERT_TRUE(conn->Query("UPDATE token SET time_revoked = 1 WHERE id = ?",
                             {db::SqlValue(token_.id.ToString())}));
   }

@@ -9,7 +9,7 @@
 
 #include "common/testing/manual_clock.h"
 #include "db/idempotency.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {

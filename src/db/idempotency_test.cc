@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {

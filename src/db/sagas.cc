@@ -1,8 +1,9 @@
+#include "db/sagas.h"
+
 #include <fmt/format.h>
 
 #include "db/counters.h"
 #include "db/idempotency.h"
-#include "db/saga_log.h"
 
 namespace fp::db {
 

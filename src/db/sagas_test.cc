@@ -1,9 +1,10 @@
 // The saga engine's store over the datastore: the store contract, and the engine's database
 // actions committing with their log events in one datastore transaction.
 
+#include "db/sagas.h"
+
 #include <gtest/gtest.h>
 
-#include "db/saga_log.h"
 #include "db/testing/temp_datastore.h"
 #include "saga/saga.h"
 #include "saga/testing/store_contract.h"

@@ -383,7 +383,7 @@ END;
 )sql",
 };
 
-Status MigrateWithForeignKeysOff(SqliteConnection& conn, size_t target) {
+Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) {
   for (;;) {
     FP_CHECK_OK(conn.ExecScript("BEGIN IMMEDIATE"));
     auto rows = conn.Query("SELECT max(version) FROM schema_version", {});
@@ -425,9 +425,11 @@ Status MigrateWithForeignKeysOff(SqliteConnection& conn, size_t target) {
 
 }  // namespace
 
-Status MigrateSchema(SqliteConnection& conn) { return MigrateSchemaTo(conn, kMigrations.size()); }
+Status MigrateSchema(sqlite::SqliteConnection& conn) {
+  return MigrateSchemaTo(conn, kMigrations.size());
+}
 
-Status MigrateSchemaTo(SqliteConnection& conn, size_t target) {
+Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target) {
   FP_CHECK_OK(conn.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT"));
   // Rebuilding a table (create, copy, drop, rename) needs foreign keys off, which SQLite only

@@ -5,13 +5,13 @@
 #include <cstddef>
 
 #include "common/error.h"
-#include "db/sqlite.h"
+#include "db/sqlite/connection.h"
 
 namespace fp::db {
 
 // Brings the database to the newest schema, one migration per transaction.
-Status MigrateSchema(SqliteConnection& conn);
+Status MigrateSchema(sqlite::SqliteConnection& conn);
 // Up to schema version `target` only (tests: build an old database to upgrade).
-Status MigrateSchemaTo(SqliteConnection& conn, size_t target);
+Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target);
 
 }  // namespace fp::db

@@ -17,7 +17,7 @@ class SchemaUpgradeTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/floatplane-schema-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    auto conn = SqliteConnection::Open(dir_ + "/floatplane.db");
+    auto conn = sqlite::SqliteConnection::Open(dir_ + "/floatplane.db");
     ASSERT_TRUE(conn) << conn.error().message();
     conn_ = std::move(*conn);
   }
@@ -33,7 +33,7 @@ class SchemaUpgradeTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<SqliteConnection> conn_;
+  std::unique_ptr<sqlite::SqliteConnection> conn_;
 };
 
 TEST_F(SchemaUpgradeTest, Version3To4KeepsSagasEventsAndNatRows) {

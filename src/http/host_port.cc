@@ -40,7 +40,13 @@ Result<HostPort> ParseHostPort(std::string_view text, std::optional<uint16_t> de
 
 std::string UrlHost(std::string_view host) {
   if (host.find(':') == std::string_view::npos) return std::string(host);
-  return "[" + std::string(host) + "]";
+  // Appended piecewise: gcc 12's -Wrestrict misfires on "[" + std::string + "]" at -O2.
+  std::string bracketed;
+  bracketed.reserve(host.size() + 2);
+  bracketed += '[';
+  bracketed += host;
+  bracketed += ']';
+  return bracketed;
 }
 
 }  // namespace fp::http

@@ -3,7 +3,7 @@
 // What the saga engine needs from persistent storage: the saga log (one row per saga, its node
 // events) and transactions in which a node's database effect commits with its log events. The
 // engine defines this interface; src/db implements it over the datastore (DatastoreSagaStore
-// in db/saga_log.h), and the engine's tests over memory (saga/testing/memory_store.h).
+// in db/sagas.h), and the engine's tests over memory (saga/testing/memory_store.h).
 //
 // Transactions. The engine writes through Write(): the store opens one write transaction, the
 // engine's body runs in it, calling CreateIn/RecordIn to write the log and the action's
@@ -95,7 +95,7 @@ class SagaStore {
   // once the commit is durable. `body` failing rolls back everything written in the
   // transaction and returns its error. The store may run `body` again (a conflict it retries),
   // so `body` must keep nothing from a failed run. Errors besides `body`'s: the store's own
-  // (Internal; ServiceUnavailable when it stays busy past its retry deadline).
+  // (the datastore's: Internal, also when the database stays busy past its retry deadline).
   virtual Status Write(const std::function<Status(StoreTx&)>& body) = 0;
 
   // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---

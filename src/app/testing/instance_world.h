@@ -24,7 +24,7 @@
 #include "db/ip_pools.h"
 #include "db/nat.h"
 #include "db/projects.h"
-#include "db/saga_log.h"
+#include "db/sagas.h"
 #include "db/silos.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "db/sqlite/checkpointer.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -102,7 +103,7 @@ TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
   EXPECT_GT(reads.load(), 0);
   // 20,000 frames cannot have fit in a log of at most 8,210 frames without two restarts.
   EXPECT_GE(ds->log_restarts(), 2);
-  EXPECT_LE(largest_log, LogBytes(Datastore::kLogLimitFrames + kFramesPerCommit))
+  EXPECT_LE(largest_log, LogBytes(sqlite::Checkpointer::kLogLimitFrames + kFramesPerCommit))
       << "the log outgrew its limit";
 }
 
@@ -144,7 +145,7 @@ TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
                                         "checks nothing";
   EXPECT_EQ(checkpoints, 0);
   EXPECT_GE(ds->log_limit_restarts(), 2);
-  EXPECT_LE(largest_log, LogBytes(Datastore::kLogLimitFrames + kFramesPerCommit))
+  EXPECT_LE(largest_log, LogBytes(sqlite::Checkpointer::kLogLimitFrames + kFramesPerCommit))
       << "the log outgrew its limit";
 }
 
@@ -191,7 +192,8 @@ TEST(CheckpointTest, AReadPinningTheLogAboveItsLimitDoesNotStallEveryWrite) {
     cv.wait(lock, [&] { return reading; });
   }
   // Past the limit while the read holds the log.
-  for (int i = 0; i * kFramesPerCommit <= Datastore::kLogLimitFrames + kFramesPerCommit; ++i) {
+  for (int i = 0; i * kFramesPerCommit <= sqlite::Checkpointer::kLogLimitFrames + kFramesPerCommit;
+       ++i) {
     ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 200));
   }
   auto start = std::chrono::steady_clock::now();

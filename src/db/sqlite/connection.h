@@ -12,48 +12,26 @@
 #include <vector>
 
 #include "common/error.h"
+#include "db/connection.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
-namespace fp::db {
+namespace fp::db::sqlite {
 
-// A BLOB parameter or column (as opposed to TEXT); the bytes are arbitrary.
-struct Blob {
-  std::string bytes;
-};
-
-using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string, Blob>;
-
-// One result row, materialised so it outlives the statement that produced it.
-class Row {
- public:
-  explicit Row(std::vector<SqlValue> values) : values_(std::move(values)) {}
-
-  bool IsNull(size_t i) const { return std::holds_alternative<std::nullptr_t>(values_.at(i)); }
-  int64_t Int(size_t i) const;
-  double Double(size_t i) const;
-  // TEXT or BLOB column as bytes.
-  const std::string& Text(size_t i) const;
-  std::optional<std::string> OptText(size_t i) const {
-    return IsNull(i) ? std::nullopt : std::optional<std::string>(Text(i));
-  }
-
- private:
-  std::vector<SqlValue> values_;
-};
-
-// A SQLite connection. Not thread-safe: one thread uses it at a time (the Datastore's pool
-// hands each transaction its own connection).
-class SqliteConnection {
+// A SQLite connection: the Connection of the SQLite engine (sqlite/engine.h), and what the
+// engine itself uses to begin, commit and checkpoint. Not thread-safe: one thread uses it at a
+// time (the engine's reader pool hands each read its own connection; writes use the write
+// lane's).
+class SqliteConnection final : public Connection {
  public:
   // Opens (creating if needed) the database file and applies the connection settings the
   // datastore relies on: WAL, synchronous=NORMAL, foreign keys, busy timeout.
   //
   // synchronous=NORMAL: a commit writes its WAL frames without waiting for the disk, and the
   // WAL is synced before each checkpoint (so the database file never gets ahead of a durable
-  // log). The Datastore makes each commit durable itself, syncing the WAL once for every
-  // commit that finished while the previous sync ran (group commit).
+  // log). The engine (sqlite/engine.h) makes each commit durable itself, syncing the WAL once for
+  // every commit that finished while the previous sync ran (group commit).
   static Result<std::unique_ptr<SqliteConnection>> Open(const std::string& path);
   ~SqliteConnection();
   SqliteConnection(const SqliteConnection&) = delete;
@@ -64,7 +42,10 @@ class SqliteConnection {
   Status ExecScript(std::string_view sql);
   // Runs one statement with parameters and returns every row. Prepared statements are cached
   // per SQL text.
-  Result<std::vector<Row>> Query(std::string_view sql, const std::vector<SqlValue>& params);
+  Result<std::vector<Row>> Query(std::string_view sql,
+                                 const std::vector<SqlValue>& params) override;
+  // Query, then Changes().
+  Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
   // True while a transaction is open (SQLite may end one by itself after some errors).
@@ -94,4 +75,4 @@ class SqliteConnection {
   std::function<void(int)> wal_hook_;
 };
 
-}  // namespace fp::db
+}  // namespace fp::db::sqlite

@@ -1,4 +1,4 @@
-#include "db/sqlite.h"
+#include "db/sqlite/connection.h"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -6,34 +6,12 @@
 #include <mutex>
 #include <thread>
 
-namespace fp::db {
+namespace fp::db::sqlite {
 
 namespace {
 // How long a statement waits for a lock held by another connection before failing busy.
 constexpr int kBusyTimeoutMs = 10000;
 }  // namespace
-
-int64_t Row::Int(size_t i) const {
-  const SqlValue& v = values_.at(i);
-  if (auto* p = std::get_if<int64_t>(&v)) return *p;
-  if (auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
-  return 0;
-}
-
-double Row::Double(size_t i) const {
-  const SqlValue& v = values_.at(i);
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  if (auto* p = std::get_if<int64_t>(&v)) return static_cast<double>(*p);
-  return 0;
-}
-
-const std::string& Row::Text(size_t i) const {
-  static const std::string kEmpty;
-  const SqlValue& v = values_.at(i);
-  if (auto* s = std::get_if<std::string>(&v)) return *s;
-  if (auto* b = std::get_if<Blob>(&v)) return b->bytes;
-  return kEmpty;
-}
 
 Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path) {
   static std::once_flag configured;
@@ -220,8 +198,13 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
   return rows;
 }
 
+Result<int64_t> SqliteConnection::Exec(std::string_view sql, const std::vector<SqlValue>& params) {
+  FP_TRY(Query(sql, params));
+  return Changes();
+}
+
 int64_t SqliteConnection::Changes() const { return sqlite3_changes64(db_); }
 
 bool SqliteConnection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
-}  // namespace fp::db
+}  // namespace fp::db::sqlite

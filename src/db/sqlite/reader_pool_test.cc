@@ -2,6 +2,8 @@
 // connection instead of opening one each (each holds file descriptors), and a read made inside
 // a read never waits, so it cannot deadlock when the pool is exhausted.
 
+#include "db/sqlite/reader_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -51,7 +53,7 @@ class Gate {
 TEST(ReaderPoolTest, ReadsBeyondTheBoundWaitForAConnection) {
   TempDatastore ds;
   Gate gate;
-  const int n = Datastore::kMaxReaders + 8;
+  const int n = sqlite::ReaderPool::kMaxReaders + 8;
   std::atomic<int> done{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
@@ -64,14 +66,14 @@ TEST(ReaderPoolTest, ReadsBeyondTheBoundWaitForAConnection) {
       ++done;
     });
   }
-  ASSERT_TRUE(gate.WaitInside(Datastore::kMaxReaders));
+  ASSERT_TRUE(gate.WaitInside(sqlite::ReaderPool::kMaxReaders));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(gate.inside(), Datastore::kMaxReaders);  // the other 8 wait for a connection
-  EXPECT_EQ(ds->open_readers(), Datastore::kMaxReaders);
+  EXPECT_EQ(gate.inside(), sqlite::ReaderPool::kMaxReaders);  // the other 8 wait for a connection
+  EXPECT_EQ(ds->open_readers(), sqlite::ReaderPool::kMaxReaders);
   gate.Open();
   for (auto& t : threads) t.join();
   EXPECT_EQ(done.load(), n);
-  EXPECT_EQ(ds->open_readers(), Datastore::kMaxReaders);
+  EXPECT_EQ(ds->open_readers(), sqlite::ReaderPool::kMaxReaders);
 }
 
 TEST(ReaderPoolTest, AReadInsideAReadDoesNotWaitForTheExhaustedPool) {
@@ -79,7 +81,7 @@ TEST(ReaderPoolTest, AReadInsideAReadDoesNotWaitForTheExhaustedPool) {
   Gate gate;
   std::atomic<int> nested{0};
   std::vector<std::thread> threads;
-  for (int i = 0; i < Datastore::kMaxReaders; ++i) {
+  for (int i = 0; i < sqlite::ReaderPool::kMaxReaders; ++i) {
     threads.emplace_back([&] {
       auto r = ds->Read<bool>([&](Tx&) -> Result<bool> {
         gate.Arrive();  // every connection is in use once all have arrived
@@ -90,10 +92,10 @@ TEST(ReaderPoolTest, AReadInsideAReadDoesNotWaitForTheExhaustedPool) {
       EXPECT_TRUE(r);
     });
   }
-  ASSERT_TRUE(gate.WaitInside(Datastore::kMaxReaders));
+  ASSERT_TRUE(gate.WaitInside(sqlite::ReaderPool::kMaxReaders));
   gate.Open();
   for (auto& t : threads) t.join();
-  EXPECT_EQ(nested.load(), Datastore::kMaxReaders);
+  EXPECT_EQ(nested.load(), sqlite::ReaderPool::kMaxReaders);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SqliteConnection::ExecScript: single statements run from the statement cache, scripts still
 // run every statement, and an error leaves the connection usable for the next call.
 
-#include "db/sqlite.h"
+#include "db/sqlite/connection.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-namespace fp::db {
+namespace fp::db::sqlite {
 namespace {
 
 class ExecScriptTest : public ::testing::Test {
@@ -98,4 +98,4 @@ TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
 }
 
 }  // namespace
-}  // namespace fp::db
+}  // namespace fp::db::sqlite

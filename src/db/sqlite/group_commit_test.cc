@@ -136,6 +136,30 @@ TEST_F(GroupCommitTest, ReaderDoesNotAnswerWithACommitNotYetDurable) {
   EXPECT_EQ(seen.load(), 1);
 }
 
+// An error is an answer too: a read refusing because of what it saw (a name taken by a commit
+// not yet durable) waits for that commit's sync like a read that succeeds.
+TEST_F(GroupCommitTest, AReaderRefusingOnACommitNotYetDurableWaitsForItsSync) {
+  HeldSync held(*ds_);
+  std::thread writer([&] { EXPECT_TRUE(Insert(*ds_, 1)); });
+  held.WaitUntilHeld();  // committed, visible, not yet synced
+  std::atomic<bool> refused{false};
+  std::thread reader([&] {
+    auto taken = ds_->Read<bool>([&](Tx& tx) -> Result<bool> {
+      auto row = FP_TRY(tx.QueryRow("SELECT count(*) FROM group_commit_probe"));
+      if (row->Int(0) > 0) return Fail(Error::AlreadyExists("probe", "1"));
+      return true;
+    });
+    EXPECT_FALSE(taken);
+    refused = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(refused.load()) << "the refusal left before the commit it saw was durable";
+  held.Release();
+  writer.join();
+  reader.join();
+  EXPECT_TRUE(refused.load());
+}
+
 // A request's checks read without waiting for the sync; the request's answer (the scope's end)
 // still waits for every commit they could have seen.
 TEST_F(GroupCommitTest, DeferredReadsReturnAtOnceAndTheScopeEndWaitsForTheirSync) {

@@ -1,0 +1,27 @@
+#include "db/connection.h"
+
+namespace fp::db {
+
+int64_t Row::Int(size_t i) const {
+  const SqlValue& v = values_.at(i);
+  if (auto* p = std::get_if<int64_t>(&v)) return *p;
+  if (auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
+  return 0;
+}
+
+double Row::Double(size_t i) const {
+  const SqlValue& v = values_.at(i);
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* p = std::get_if<int64_t>(&v)) return static_cast<double>(*p);
+  return 0;
+}
+
+const std::string& Row::Text(size_t i) const {
+  static const std::string kEmpty;
+  const SqlValue& v = values_.at(i);
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  if (auto* b = std::get_if<Blob>(&v)) return b->bytes;
+  return kEmpty;
+}
+
+}  // namespace fp::db

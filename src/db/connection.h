@@ -1,0 +1,63 @@
+#pragma once
+
+// What a transaction of the datastore runs statements on, whatever the database engine: the
+// seam between the SQL that src/db writes (Tx, db/datastore.h) and an engine (db/engine.h).
+// SQLite is today's one implementation (db/sqlite/); a PostgreSQL one can follow (issue 12)
+// by implementing Connection and Engine. The SQL text itself is SQLite's dialect today
+// (`?` placeholders, INSERT OR IGNORE, ...): a second engine also needs its own statements or
+// a translation, which this interface does not pretend to hide.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/error.h"
+
+namespace fp::db {
+
+// A BLOB parameter or column (as opposed to TEXT); the bytes are arbitrary.
+struct Blob {
+  std::string bytes;
+};
+
+using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string, Blob>;
+
+// One result row, materialised so it outlives the statement that produced it.
+class Row {
+ public:
+  explicit Row(std::vector<SqlValue> values) : values_(std::move(values)) {}
+
+  bool IsNull(size_t i) const { return std::holds_alternative<std::nullptr_t>(values_.at(i)); }
+  int64_t Int(size_t i) const;
+  double Double(size_t i) const;
+  // TEXT or BLOB column as bytes.
+  const std::string& Text(size_t i) const;
+  std::optional<std::string> OptText(size_t i) const {
+    return IsNull(i) ? std::nullopt : std::optional<std::string>(Text(i));
+  }
+
+ private:
+  std::vector<SqlValue> values_;
+};
+
+// A connection inside an open transaction, as an engine hands it to a transaction's body: one
+// virtual call per statement, none per row or parameter. Not thread-safe: the engine gives it
+// to one transaction at a time. Errors: Internal for any database error (the message names
+// the statement); whether the whole transaction may be retried is the engine's decision, made
+// when the body returns the error.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Runs one statement with `params` bound in order and returns every row it produced.
+  virtual Result<std::vector<Row>> Query(std::string_view sql,
+                                         const std::vector<SqlValue>& params) = 0;
+  // Runs one statement with `params` bound in order; returns the number of rows it inserted,
+  // updated or deleted (meaningful after INSERT, UPDATE and DELETE only).
+  virtual Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) = 0;
+};
+
+}  // namespace fp::db

@@ -1,0 +1,291 @@
+#include "db/sqlite/engine.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+namespace fp::db::sqlite {
+
+Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(
+    const std::string& path, SyncPoints& sync_points,
+    const std::function<Status(SqliteConnection&)>& migrate) {
+  std::unique_ptr<SqliteEngine> engine(new SqliteEngine(path, sync_points));
+  engine->writer_ = FP_TRY(SqliteConnection::Open(path));
+  FP_CHECK_OK(migrate(*engine->writer_));
+  FP_CHECK_OK(engine->SyncLog());  // the migration's commits, and the WAL's directory entry
+  engine->checkpointer_ = FP_TRY(Checkpointer::Start(path, *engine->writer_, sync_points));
+  return engine;
+}
+
+SqliteEngine::~SqliteEngine() {
+  checkpointer_.reset();
+  if (wal_fd_ >= 0) ::close(wal_fd_);
+}
+
+namespace {
+int64_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+}  // namespace
+
+int64_t SqliteEngine::database_file_bytes() const { return FileBytes(path_); }
+int64_t SqliteEngine::log_file_bytes() const { return FileBytes(path_ + "-wal"); }
+
+EngineStats SqliteEngine::stats() const {
+  EngineStats s;
+  s.durable_commits = durable_commits_.load();
+  s.engine_commits = sqlite_commits_.load();
+  s.log_syncs = log_syncs_.load();
+  s.checkpoints = checkpointer_->checkpoints();
+  s.log_restarts = checkpointer_->log_restarts();
+  s.log_limit_restarts = checkpointer_->log_limit_restarts();
+  s.open_readers = readers_.open_readers();
+  return s;
+}
+
+Status SqliteEngine::SyncLog() {
+  if (wal_fd_ < 0) {
+    std::string wal = path_ + "-wal";
+    wal_fd_ = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd_ < 0) {
+      return Fail(Error::Internal(
+          fmt::format("cannot open the write-ahead log {}: {}", wal, std::strerror(errno))));
+    }
+    // The log was created by SQLite without a directory sync: make its name durable too.
+    std::string dir = std::filesystem::path(path_).parent_path().string();
+    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      ::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+  }
+  if (::fdatasync(wal_fd_) != 0) {
+    // After a failed sync the kernel may have dropped the dirty pages, and a later sync can
+    // report success without them: continuing could acknowledge commits that are not on disk.
+    // Stop, and let the restart recover from what the disk really holds.
+    std::fprintf(stderr,
+                 "{\"level\":\"error\",\"msg\":\"cannot sync the write-ahead log; "
+                 "stopping\",\"path\":\"%s-wal\",\"error\":\"%s\"}\n",
+                 path_.c_str(), std::strerror(errno));
+    std::abort();
+  }
+  log_syncs_.fetch_add(1);
+  return Ok();
+}
+
+Status SqliteEngine::WaitDurable(int64_t seq) {
+  if (durable_seen_.load() >= seq) return Ok();  // the common case for reads: nothing to wait for
+  std::unique_lock lock(durable_mu_);
+  while (durable_ < seq) {
+    if (commit_done_ < seq) {
+      // Commit `seq` is still being written (a reader saw it early): its writer wakes us.
+      ++commit_waiters_;
+      commit_cv_.wait(lock);
+      --commit_waiters_;
+      continue;
+    }
+    if (syncing_) {
+      durable_cv_.wait(lock);  // the leader wakes everyone when its sync ends
+      continue;
+    }
+    // Lead: one sync makes every commit written so far durable.
+    syncing_ = true;
+    int64_t target = commit_done_;
+    lock.unlock();
+    sync_points_.Pass("group_commit:syncing");
+    Status synced = SyncLog();
+    lock.lock();
+    syncing_ = false;
+    if (synced) {
+      durable_ = std::max(durable_, target);
+      durable_seen_.store(durable_);
+    }
+    durable_cv_.notify_all();
+    FP_CHECK_OK(synced);
+  }
+  return Ok();
+}
+
+struct SqliteEngine::QueuedWrite {
+  enum class State { kQueued, kLeading, kTaken, kDone };
+  const std::function<Status(Connection&)>* body;
+  Status result = Ok();
+  int64_t seq = 0;               // the commit number of the batch that ran it
+  State state = State::kQueued;  // guarded by queue_mu_
+  // Signalled, under queue_mu_, when this write is to lead a batch or is done and durable.
+  // One per write: waking a writer wakes that writer and no other.
+  std::condition_variable cv;
+};
+
+Status SqliteEngine::Write(const std::function<Status(Connection&)>& body) {
+  using State = QueuedWrite::State;
+  sync_points_.Pass("tx:waiting_for_writer");
+  QueuedWrite me{&body};
+  std::vector<QueuedWrite*> batch;
+  {
+    std::unique_lock lock(queue_mu_);
+    if (writing_) {
+      queue_.push_back(&me);
+      if (sync_points_.set()) {
+        lock.unlock();  // the hook may wait for other writers to queue
+        sync_points_.Pass("tx:queued");
+        lock.lock();
+      }
+      me.cv.wait(lock, [&] { return me.state == State::kLeading || me.state == State::kDone; });
+      // Another writer ran this write in its batch and waited until it was durable.
+      if (me.state == State::kDone) return me.result;
+    }
+    writing_ = true;
+    batch.push_back(&me);  // this write first, then every write queued behind the last batch
+    for (QueuedWrite* w : queue_) {
+      w->state = State::kTaken;
+      batch.push_back(w);
+    }
+    queue_.clear();
+  }
+  RunWriteBatch(batch);
+  checkpointer_->AfterBatch();
+  {
+    // The next batch starts while this one's sync runs, so that its commit joins the next sync.
+    std::lock_guard lock(queue_mu_);
+    if (queue_.empty()) {
+      writing_ = false;
+    } else {
+      QueuedWrite* next = queue_.front();
+      queue_.erase(queue_.begin());
+      next->state = State::kLeading;
+      next->cv.notify_one();
+    }
+  }
+  // The answers (results, or errors derived from what the writes read, possibly the effects of
+  // earlier writes in the batch) leave only once the batch is durable. The writes of the batch
+  // sleep until then and are woken once, here.
+  Status durable = WaitDurable(me.seq != 0 ? me.seq : commit_begun_.load());
+  std::lock_guard lock(queue_mu_);
+  for (QueuedWrite* w : batch) {
+    if (!durable) w->result = durable;
+    w->state = State::kDone;
+    // Under the lock: the woken writer returns and destroys its cv only after we release it.
+    if (w != &me) w->cv.notify_one();
+  }
+  return me.result;
+}
+
+void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
+  using namespace std::chrono;
+  SqliteConnection& conn = *writer_;
+  // Another process holding the database's write lock: retry with jittered backoff.
+  const auto deadline = steady_clock::now() + seconds(30);
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  auto backoff = milliseconds(1);
+  Status began = conn.ExecScript("BEGIN IMMEDIATE");
+  while (!began && conn.last_error_was_busy() && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(microseconds(
+        jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
+    backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+    began = conn.ExecScript("BEGIN IMMEDIATE");
+  }
+  if (!began) {
+    for (QueuedWrite* w : batch) w->result = began;
+    return;
+  }
+  int64_t committed = 0;
+  for (QueuedWrite* w : batch) {
+    if (!conn.InTransaction()) {
+      // SQLite ended the transaction after an error (disk full, I/O): nothing more can join.
+      w->result = Fail(Error::Internal("the write transaction was aborted by an earlier error"));
+      continue;
+    }
+    Status s = conn.ExecScript("SAVEPOINT write");
+    if (s) {
+      try {
+        s = (*w->body)(conn);
+      } catch (const std::exception& e) {
+        // It runs on this thread for another caller: an exception must not escape here.
+        s = Fail(Error::Internal(fmt::format("write transaction failed: {}", e.what())));
+      } catch (...) {
+        s = Fail(Error::Internal("write transaction failed with an unknown exception"));
+      }
+      if (s) s = conn.ExecScript("RELEASE write");
+      if (!s && conn.InTransaction()) {
+        // Undo this write only; the batch's other writes stay. If the undo itself fails, the
+        // write's partial effects could reach the COMMIT: give up the whole batch instead.
+        Status undone = conn.ExecScript("ROLLBACK TO write");
+        if (undone) undone = conn.ExecScript("RELEASE write");
+        if (!undone) (void)conn.ExecScript("ROLLBACK");
+      }
+    }
+    w->result = s;
+    if (s) ++committed;
+  }
+  // Numbered before COMMIT: a reader that sees this commit also sees its number.
+  const int64_t seq = commit_begun_.fetch_add(1) + 1;
+  Status commit = conn.InTransaction()
+                      ? conn.ExecScript("COMMIT")
+                      // SQLite (or a failed undo) ended the transaction: writes reported
+                      // as done so far were rolled back with it.
+                      : Status(Fail(Error::Internal(
+                            "the write transaction was rolled back by an error in its batch")));
+  if (!commit) {
+    if (conn.InTransaction()) (void)conn.ExecScript("ROLLBACK");
+    // Nothing of the batch is kept, and a failed write may have read what others wrote.
+    for (QueuedWrite* w : batch) w->result = commit;
+    committed = 0;
+  }
+  for (QueuedWrite* w : batch) w->seq = seq;
+  durable_commits_.fetch_add(committed);
+  sqlite_commits_.fetch_add(1);
+  bool waiters = false;
+  {
+    std::lock_guard lock(durable_mu_);
+    commit_done_ = seq;  // written to the log (or failed): a sync may now cover it
+    waiters = commit_waiters_ > 0;
+  }
+  // Only readers that saw this commit before it was published wait for it (rarely): waking
+  // every thread waiting for a sync at each commit would cost a context switch per waiter.
+  if (waiters) commit_cv_.notify_all();
+}
+
+Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_t& seen) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + seconds(30);
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  auto backoff = milliseconds(1);
+  for (;;) {
+    auto conn = FP_TRY(readers_.Acquire());
+    Status result = conn->ExecScript("BEGIN");
+    bool began = static_cast<bool>(result);
+    if (began) {
+      result = body(*conn);
+      if (result) result = conn->ExecScript("COMMIT");
+    }
+    bool busy = !result && conn->last_error_was_busy();
+    if (!result && began) (void)conn->ExecScript("ROLLBACK");
+    readers_.Release(std::move(conn));
+    if (!result && busy && steady_clock::now() < deadline) {
+      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
+      auto sleep = microseconds(
+          jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
+      std::this_thread::sleep_for(sleep);
+      backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
+      continue;
+    }
+    // Every commit this read could have seen is numbered at most this (see WaitDurable).
+    seen = commit_begun_.load();
+    return result;
+  }
+}
+
+}  // namespace fp::db::sqlite

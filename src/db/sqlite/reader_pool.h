@@ -1,0 +1,45 @@
+#pragma once
+
+// The SQLite engine's read connections.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "db/sqlite/connection.h"
+
+namespace fp::db::sqlite {
+
+// Read connections: at most kMaxReaders open (each holds descriptors for the database, its
+// log and the shared-memory index); a read finding all of them busy waits for one. A thread
+// that already holds one (a read inside a read) is never made to wait, so it cannot deadlock.
+// Thread-safe.
+class ReaderPool {
+ public:
+  static constexpr int kMaxReaders = 64;
+
+  explicit ReaderPool(std::string path) : path_(std::move(path)) {}
+
+  // An idle connection, or a new one while fewer than kMaxReaders are open; otherwise waits
+  // for one to come back (unless this thread holds one already). Errors: opening failed.
+  Result<std::unique_ptr<SqliteConnection>> Acquire();
+  // Returns a connection taken by Acquire, on the thread that took it.
+  void Release(std::unique_ptr<SqliteConnection> conn);
+  // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
+  int open_readers() const {
+    std::lock_guard lock(mu_);
+    return open_readers_;
+  }
+
+ private:
+  std::string path_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;                           // a connection came back
+  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // guarded by mu_
+  int open_readers_ = 0;                                 // guarded by mu_
+};
+
+}  // namespace fp::db::sqlite

@@ -1,0 +1,69 @@
+// Tx runs on the engine's Connection interface, whatever the engine: each statement is one
+// call to the connection, with its parameters converted to SQL values.
+
+#include <gtest/gtest.h>
+
+#include "db/datastore.h"
+
+namespace fp::db {
+namespace {
+
+// Records every statement; answers Query with `rows` and Exec with `changes`.
+class RecordingConnection final : public Connection {
+ public:
+  struct Call {
+    std::string kind;
+    std::string sql;
+    std::vector<SqlValue> params;
+  };
+
+  Result<std::vector<Row>> Query(std::string_view sql,
+                                 const std::vector<SqlValue>& params) override {
+    calls.push_back({"query", std::string(sql), params});
+    return rows;
+  }
+  Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override {
+    calls.push_back({"exec", std::string(sql), params});
+    return changes;
+  }
+
+  std::vector<Call> calls;
+  std::vector<Row> rows;
+  int64_t changes = 0;
+};
+
+TEST(Tx, ExecIsOneStatementOnTheConnectionAndReturnsItsChanges) {
+  RecordingConnection conn;
+  conn.changes = 3;
+  Tx tx(conn, 42);
+  Uuid id = Uuid::Random();
+  auto changed = tx.Exec("UPDATE t SET a = ? WHERE id = ? AND b = ?", true, id, nullptr);
+  ASSERT_TRUE(changed);
+  EXPECT_EQ(*changed, 3);
+  ASSERT_EQ(conn.calls.size(), 1u);
+  EXPECT_EQ(conn.calls[0].kind, "exec");
+  ASSERT_EQ(conn.calls[0].params.size(), 3u);
+  EXPECT_EQ(std::get<int64_t>(conn.calls[0].params[0]), 1);
+  EXPECT_EQ(std::get<std::string>(conn.calls[0].params[1]), id.ToString());
+  EXPECT_TRUE(std::holds_alternative<std::nullptr_t>(conn.calls[0].params[2]));
+  EXPECT_EQ(tx.now(), 42);
+}
+
+TEST(Tx, QueryRowIsTheFirstRowOfOneQuery) {
+  RecordingConnection conn;
+  conn.rows = {Row({SqlValue(int64_t{7})}), Row({SqlValue(int64_t{8})})};
+  Tx tx(conn, 0);
+  auto row = tx.QueryRow("SELECT v FROM t WHERE ip = ?", *IpAddr::Parse("10.0.0.1"));
+  ASSERT_TRUE(row);
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->Int(0), 7);
+  ASSERT_EQ(conn.calls.size(), 1u);
+  EXPECT_EQ(conn.calls[0].kind, "query");
+  // Addresses are stored as their sortable key, a BLOB.
+  EXPECT_TRUE(std::holds_alternative<Blob>(conn.calls[0].params[0]));
+  conn.rows.clear();
+  EXPECT_FALSE(tx.QueryRow("SELECT v FROM t")->has_value());
+}
+
+}  // namespace
+}  // namespace fp::db
