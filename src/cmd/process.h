@@ -1,0 +1,42 @@
+#pragma once
+
+// What every floatplane process does at start and stop: allocator and descriptor limits, the
+// listen address, stop signals, the owner-only secret file.
+
+#include <signal.h>
+
+#include <filesystem>
+#include <string>
+
+#include "common/error.h"
+#include "http/host_port.h"
+
+namespace fp::cmd {
+
+// Every read transaction that follows a write drops its SQLite connection's page cache, so each
+// request frees and reallocates a few hundred KiB. glibc's defaults hand such memory back to the
+// kernel at once (madvise, a TLB shootdown across cores) and fault it in again: about a tenth of
+// the server's CPU under load. Keep up to 64 MiB of free memory per arena instead, and serve
+// allocations below 16 MiB from the heap. GLIBC_TUNABLES that set malloc options win.
+void TuneAllocator();
+
+// Each client connection (up to --max-connections), agent connection and read connection of
+// the datastore holds a descriptor; the usual soft limit of 1024 is below
+// what a loaded server needs. Raise it to the hard limit, as servers commonly do.
+void RaiseDescriptorLimit();
+
+// Accepts HOST:PORT, with IPv6 hosts in brackets ([::1]:8080).
+Result<http::HostPort> ParseListen(const std::string& text);
+
+// Writes `content` to `path` atomically (temporary file, fsync, rename), readable by the owner
+// only.
+Status WriteSecretFile(const std::filesystem::path& path, const std::string& content);
+
+// Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards, so
+// that only WaitForStopSignal sees them; ignores SIGPIPE. Call before any thread starts.
+sigset_t BlockStopSignals();
+
+// Waits until SIGINT or SIGTERM arrives, and logs it.
+void WaitForStopSignal(const sigset_t& stop_signals);
+
+}  // namespace fp::cmd

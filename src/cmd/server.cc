@@ -1,0 +1,313 @@
+#include "cmd/server.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "agents/sim/sled_agent_sim.h"
+#include "agents/sim/switch_agent_sim.h"
+#include "api/routes.h"
+#include "app/floating_ips.h"
+#include "app/history_pruner.h"
+#include "app/idempotency.h"
+#include "app/instances.h"
+#include "app/ip_pools.h"
+#include "app/projects.h"
+#include "app/saga_list.h"
+#include "app/sagas/sagas.h"
+#include "app/silos.h"
+#include "app/sled_watcher.h"
+#include "app/sleds.h"
+#include "app/store_stats.h"
+#include "app/tokens.h"
+#include "cmd/process.h"
+#include "common/log.h"
+#include "db/datastore.h"
+#include "db/sagas.h"
+#include "db/sleds.h"
+#include "http/host_port.h"
+#include "http/server.h"
+#include "nat/nat_reconciler.h"
+#include "saga/recovery.h"
+#include "saga/saga.h"
+
+namespace fp::cmd {
+
+namespace {
+
+// The agents the server drives: external ones named by URL, or simulated ones in this process
+// (reached over HTTP on loopback all the same).
+struct DataplaneProcesses {
+  std::unique_ptr<fp::agents::sim::SwitchAgentSim> switch_sim;
+  std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
+  std::unique_ptr<fp::agents::SwitchAgentClient> switch_client;
+  std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
+  fp::app::Dataplane dataplane;
+};
+
+Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, DataplaneProcesses& out) {
+  std::string switch_url = flags.switch_agent;
+  if (switch_url.empty()) {
+    out.switch_sim = FP_TRY(fp::agents::sim::SwitchAgentSim::Start({}));
+    switch_url = out.switch_sim->base_url();
+  }
+  out.switch_client = fp::agents::MakeSwitchAgentClient(switch_url, flags.agent_timeout_ms);
+  out.dataplane.switch_agent = out.switch_client.get();
+  std::vector<std::pair<std::string, std::string>> sleds;  // (serial, url)
+  if (flags.sled_agents.empty()) {
+    for (int i = 0; i < 2; ++i) {
+      fp::agents::sim::SimOptions options;
+      options.start_delay = std::chrono::milliseconds(100);
+      options.stop_delay = std::chrono::milliseconds(100);
+      out.sled_sims.push_back(FP_TRY(fp::agents::sim::SledAgentSim::Start(options)));
+      sleds.emplace_back(fmt::format("dev-sled-{}", i), out.sled_sims.back()->base_url());
+    }
+  } else {
+    for (const std::string& url : flags.sled_agents) sleds.emplace_back(url, url);
+  }
+  for (size_t i = 0; i < sleds.size(); ++i) {
+    // Underlay addresses fd00:1122:3344:101::1, :102::1, ... in sled order.
+    fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
+                                                (fp::uint128{0x101u + i} << 64) | 1u);
+    fp::model::Sled sled =
+        FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
+    out.sled_clients.push_back(
+        fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms));
+    out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
+  }
+  fp::LogEvent("info", "dataplane",
+               {{"switch_agent", switch_url},
+                {"sled_agents", sleds.size()},
+                {"in_process", flags.sled_agents.empty()}});
+  return fp::Ok();
+}
+
+// Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
+// --enable-test-faults: {"saga": NAME, "fail_node": N, "fail_node_after_effect": N,
+// "repeat_every_action": true, "repeat_undo_node": N, "fail_undo_node": N,
+// "exit_after_node": N, "exit_in_node": N, "exit_after_undo_node": N, "exit_in_undo_node": N}
+// (saga.h's FaultPlan). Also FLOATPLANE_TEST_SYNC_DELAY_MS (see RunServer).
+std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
+  const char* text = std::getenv("FLOATPLANE_TEST_SAGA_FAULTS");
+  if (!text) return std::nullopt;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  fp::saga::FaultPlan plan;
+  if (j.contains("saga")) plan.saga_name = j["saga"].get<std::string>();
+  if (j.contains("fail_node")) plan.fail_node = j["fail_node"].get<int>();
+  if (j.contains("fail_node_after_effect")) {
+    plan.fail_node_after_effect = j["fail_node_after_effect"].get<int>();
+  }
+  if (j.contains("repeat_undo_node")) plan.repeat_undo_node = j["repeat_undo_node"].get<int>();
+  if (j.contains("fail_undo_node")) plan.fail_undo_node = j["fail_undo_node"].get<int>();
+  if (j.contains("exit_after_node")) plan.exit_after_node = j["exit_after_node"].get<int>();
+  if (j.contains("exit_in_node")) plan.exit_in_node = j["exit_in_node"].get<int>();
+  if (j.contains("exit_after_undo_node")) {
+    plan.exit_after_undo_node = j["exit_after_undo_node"].get<int>();
+  }
+  if (j.contains("exit_in_undo_node")) plan.exit_in_undo_node = j["exit_in_undo_node"].get<int>();
+  plan.repeat_every_action = j.value("repeat_every_action", false);
+  return plan;
+}
+
+// Unfinished sagas resumed at once after a restart.
+constexpr int kRecoveryConcurrency = 8;
+
+// Logs where a recovered saga came to rest; a saga that cannot resume, at level error.
+void LogRecovery(const fp::saga::RecoveryEvent& e) {
+  using Kind = fp::saga::RecoveryEvent::Kind;
+  nlohmann::json fields{{"saga_id", e.saga_id.ToString()}};
+  if (e.error) fields["error"] = e.error->message();
+  switch (e.kind) {
+    case Kind::kAtRest: {
+      auto kind = e.outcome.kind;
+      fields["outcome"] = kind == fp::saga::SagaResultKind::kDone      ? "done"
+                          : kind == fp::saga::SagaResultKind::kUnwound ? "unwound"
+                                                                       : "stuck";
+      if (e.outcome.error) fields["error"] = e.outcome.error->message();
+      bool stuck = kind == fp::saga::SagaResultKind::kStuck;
+      fp::LogEvent(stuck ? "error" : "info", "saga recovered", fields);
+      return;
+    }
+    case Kind::kCannotResume:
+      fields["outcome"] = "stuck";
+      fp::LogEvent("error", "saga cannot resume; marked stuck for an operator", fields);
+      return;
+    case Kind::kRetrying:
+      fp::LogEvent("warn", "saga recovery failed; trying again later", fields);
+      return;
+  }
+}
+
+}  // namespace
+
+int RunServer(const ServerFlags& flags) {
+  const bool dev = flags.dev;
+  const std::string& data_dir = flags.data_dir;
+  const std::string& listen = flags.listen;
+  if (!dev) {
+    std::cerr << "floatplane server: only the embedded dev mode exists so far; run "
+                 "`floatplane server --dev` (see README.md)\n";
+    return 2;
+  }
+  auto address = ParseListen(listen);
+  if (!address) {
+    std::cerr << "floatplane server: " << address.error().message() << "\n";
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    std::cerr << "floatplane server: cannot create data directory " << data_dir << ": "
+              << ec.message() << "\n";
+    return 1;
+  }
+  // Before the datastore starts its checkpointer thread: a thread started earlier would not
+  // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
+  // signal during startup stays pending and stops the server as soon as it is up.
+  sigset_t stop_signals = BlockStopSignals();
+  std::filesystem::path dir(data_dir);
+  auto datastore = fp::db::Datastore::OpenSqlite((dir / "floatplane.db").string(),
+                                                 std::make_shared<fp::SystemClock>());
+  if (!datastore) {
+    std::cerr << "floatplane server: " << datastore.error().message() << "\n";
+    return 1;
+  }
+  // The application services (the API's and the instances service's).
+  fp::app::TokenCache token_cache(**datastore, (*datastore)->clock());
+  fp::app::Tokens tokens(**datastore, token_cache);
+  fp::app::Silos silos(**datastore, token_cache);
+  fp::app::Projects projects(**datastore);
+  fp::app::IpPools ip_pools(**datastore);
+  fp::app::FloatingIps floating_ips(**datastore);
+
+  auto minted = tokens.BootstrapDev();
+  if (!minted) {
+    std::cerr << "floatplane server: bootstrap failed: " << minted.error().message() << "\n";
+    return 1;
+  }
+  std::filesystem::path token_file = dir / "admin-token";
+  std::optional<std::string> secret = *minted;
+  if (!secret && !std::filesystem::exists(token_file)) {
+    // The database survived but the token file did not: mint a replacement rather than lock
+    // the operator out.
+    auto replacement = tokens.MintFleetAdminToken("dev-admin-replacement");
+    if (!replacement) {
+      std::cerr << "floatplane server: " << replacement.error().message() << "\n";
+      return 1;
+    }
+    fp::LogEvent("warn", "admin-token file was missing; minted a new fleet admin token",
+                 {{"path", token_file.string()}});
+    secret = *replacement;
+  }
+  if (secret) {
+    if (auto w = WriteSecretFile(token_file, *secret + "\n"); !w) {
+      std::cerr << "floatplane server: " << w.error().message() << "\n";
+      return 1;
+    }
+  }
+
+  DataplaneProcesses processes;
+  if (auto s = StartDataplane(flags, **datastore, processes); !s) {
+    std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
+    return 1;
+  }
+  fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
+  fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
+  fp::saga::ActionRegistry registry;
+  fp::app::RegisterSagaActions(registry, deps);
+  // One server per SQLite database: it is the only saga execution coordinator.
+  fp::db::DatastoreSagaStore saga_store(**datastore);
+  fp::saga::SagaExecutor executor(saga_store, registry, "sqlite-server");
+  if (flags.enable_test_faults) {
+    executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
+    // A slow disk: each sync of the log first waits this long, so commits stay written but
+    // unanswered for a while (a test kills the server in that window).
+    if (const char* delay = std::getenv("FLOATPLANE_TEST_SYNC_DELAY_MS")) {
+      auto ms = std::chrono::milliseconds(std::atoi(delay));
+      (*datastore)->TEST_SetSyncPoint([ms](std::string_view point) {
+        if (point == "group_commit:syncing") std::this_thread::sleep_for(ms);
+      });
+    }
+    fp::LogEvent("warn", "test faults enabled: this server is for tests only");
+  }
+  fp::app::SledWatcher watcher(**datastore, processes.dataplane, nat);
+  fp::app::Instances instances(**datastore, projects, floating_ips, processes.dataplane, nat,
+                               executor, watcher);
+  fp::app::Sleds sleds(**datastore);
+
+  // What a previous run left unfinished resumes in the background while the server serves:
+  // the resources those sagas hold are in transitional states, which requests meet as a
+  // retryable 503. The listing happens now, before any request can start a saga.
+  fp::saga::RecoveryOptions recovery_options;
+  recovery_options.concurrency = kRecoveryConcurrency;
+  recovery_options.report = LogRecovery;
+  auto recovery = fp::saga::SagaRecovery::Start(executor, std::move(recovery_options));
+  if (!recovery) {
+    std::cerr << "floatplane server: cannot list unfinished sagas: " << recovery.error().message()
+              << "\n";
+    return 1;
+  }
+  if (!(*recovery)->sagas().empty()) {
+    fp::LogEvent("info", "resuming unfinished sagas in the background",
+                 {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
+  }
+  // The NAT reconciler's first pass runs at once, off the start path.
+  watcher.Start(100);
+  nat.StartBackground(2000);
+  fp::app::HistoryPruner pruner(
+      **datastore,
+      fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
+                                .period = std::chrono::seconds(flags.history_prune_interval_s)});
+  pruner.Start();
+
+  fp::http::HttpServerOptions options;
+  options.host = address->host;
+  options.port = address->port;
+  options.max_connections = flags.max_connections;
+  options.max_connections_per_client = flags.max_connections_per_client;
+  options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
+  // Set once the server runs; read by /metrics, which only a running server can serve.
+  std::atomic<fp::http::HttpServer*> serving{nullptr};
+  fp::app::Idempotency idempotency(**datastore);
+  fp::app::Sagas sagas(**datastore);
+  fp::app::StoreStats store_stats(**datastore);
+  fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens,
+                             &instances, &sleds,   idempotency, sagas,        store_stats};
+  auto server = fp::http::HttpServer::Start(options, fp::api::MakeApiHandler(services, [&serving] {
+                                              fp::http::HttpServer* s = serving.load();
+                                              return s ? s->stats() : fp::http::HttpServerStats{};
+                                            }));
+  if (!server) {
+    std::cerr << "floatplane server: " << server.error().message() << "\n";
+    executor.Quiesce();
+    return 1;
+  }
+  serving = server->get();
+  std::string host = fp::http::UrlHost(address->host);
+  std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
+  fp::LogEvent("info", "serving",
+               {{"address", fmt::format("{}:{}", host, (*server)->port())},
+                {"data_dir", data_dir},
+                {"admin_token_file", token_file.string()}});
+
+  WaitForStopSignal(stop_signals);
+  (*server)->Stop();
+  // No request runs a saga any more. Sagas still recovering stop before their next node (an
+  // agent call in progress ends within --agent-timeout-ms) and resume at the next start.
+  executor.Quiesce();
+  (*recovery)->Stop();
+  watcher.Stop();
+  nat.StopBackground();
+  pruner.Stop();
+  fp::LogEvent("info", "stopped");
+  return 0;
+}
+
+}  // namespace fp::cmd

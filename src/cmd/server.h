@@ -1,0 +1,43 @@
+#pragma once
+
+// `floatplane server`: the API server with its datastore, saga executor, background work and
+// agents (external ones by URL, or simulated ones in this process).
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "http/server.h"
+
+namespace fp::cmd {
+
+struct ServerFlags {
+  bool dev = false;
+  std::string data_dir = ".floatplane-dev";
+  std::string listen = "127.0.0.1:12220";
+  std::string switch_agent;              // URL; empty: an in-process simulated switch agent
+  std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
+  // Short enough that an operation whose agent hangs (one call, then its undo's) still
+  // answers within 10 s.
+  int agent_timeout_ms = 2000;
+  bool enable_test_faults = false;
+  // Finished sagas and idempotency keys older than this are deleted (seconds; see
+  // app/history_pruner.h), checked every history_prune_interval_s.
+  int64_t history_retention_s = 3 * 24 * 3600;
+  int64_t history_prune_interval_s = 60;
+  // Connection admission (see fp::http::HttpServerOptions).
+  int max_connections = fp::http::HttpServerOptions{}.max_connections;
+  int max_connections_per_client = fp::http::HttpServerOptions{}.max_connections_per_client;
+  int request_timeout_ms = 10'000;
+  int idle_timeout_ms = 60'000;
+};
+
+// Adds the `server` subcommand, whose flags fill `flags`. Returns it (to ask whether it ran).
+CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
+
+// Runs the server until SIGINT or SIGTERM. Returns the process's exit status: 0 after a clean
+// stop, 1 when it could not start, 2 for a usage error.
+int RunServer(const ServerFlags& flags);
+
+}  // namespace fp::cmd

@@ -1,0 +1,81 @@
+// The `server` subcommand's flags and their documentation (`floatplane server --help`).
+
+#include <map>
+
+#include "cmd/server.h"
+
+namespace fp::cmd {
+
+CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
+  CLI::App* server = app.add_subcommand("server", "Run the API server");
+  server->add_flag("--dev", flags.dev,
+                   "Embedded mode: SQLite database in --data-dir; creates silo `default` and a "
+                   "fleet admin token (DATA_DIR/admin-token) on first start");
+  // The last occurrence wins, so wrappers (scripts/dev) can pass defaults that users override.
+  server->add_option("--data-dir", flags.data_dir, "Directory for the database and admin-token")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server->add_option("--switch-agent", flags.switch_agent,
+                     "URL of the switch agent (default: a simulated one in this process)");
+  server->add_option("--sled-agent", flags.sled_agents,
+                     "URL of a sled agent; repeat for each sled (default: two simulated ones in "
+                     "this process)");
+  server
+      ->add_option("--agent-timeout-ms", flags.agent_timeout_ms,
+                   "Deadline of every call to an agent")
+      ->check(CLI::Range(50, 60000))
+      ->capture_default_str();
+  // A duration: a number with a unit s, m, h or d (seconds without one).
+  const std::map<std::string, int64_t> duration_units = {
+      {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 24 * 3600}};
+  server
+      ->add_option("--history-retention", flags.history_retention_s,
+                   "How long finished sagas (done, unwound) and Idempotency-Key records are "
+                   "kept before a background task deletes them: a number with a unit s, m, h or d "
+                   "(e.g. 12h), from 1s to 3650d; stuck sagas are kept until repaired")
+      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
+                      .description(""))
+      ->check(CLI::Range(int64_t{1}, int64_t{10} * 365 * 24 * 3600).description(""))
+      ->default_str("3d")
+      ->type_name("DURATION");
+  server
+      ->add_option("--history-prune-interval", flags.history_prune_interval_s,
+                   "How often that task runs (same units, from 1s to 1d)")
+      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
+                      .description(""))
+      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600).description(""))
+      ->default_str("1m")
+      ->type_name("DURATION");
+  server
+      ->add_option("--max-connections", flags.max_connections,
+                   "Open client connections, idle ones included; beyond it a connection gets "
+                   "503 with Retry-After (lowered to fit the descriptor limit)")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--max-connections-per-client", flags.max_connections_per_client,
+                   "Open connections from one client address (IPv6: one /64); beyond it, 503")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  server
+      ->add_option("--request-timeout-ms", flags.request_timeout_ms,
+                   "A request (head and body) must arrive within this from its first byte, and "
+                   "a new connection's first request within this from connecting; else 408 and "
+                   "the connection is closed")
+      ->check(CLI::Range(100, 3'600'000))
+      ->capture_default_str();
+  server
+      ->add_option("--idle-timeout-ms", flags.idle_timeout_ms,
+                   "A keep-alive connection with no request for this long is closed")
+      ->check(CLI::Range(100, 3'600'000))
+      ->capture_default_str();
+  server->add_flag("--enable-test-faults", flags.enable_test_faults,
+                   "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
+                   "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");
+  return server;
+}
+
+}  // namespace fp::cmd
