@@ -5,18 +5,18 @@
 
 #include "agents/agents.h"
 #include "agents/sim/sled_agent_sim.h"
-#include "agents/testing/wait_for.h"
+#include "common/testing/wait_for.h"
 #include "http/client.h"
 
 namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using fp::testing::WaitFor;
 using http::HttpClient;
 using sim::SimOptions;
 using sim::SledAgentSim;
 using std::chrono::milliseconds;
-using testing::WaitFor;
 
 IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
 

@@ -14,7 +14,7 @@
 #include "app/instances.h"
 #include "app/ip_pools.h"
 #include "app/projects.h"
-#include "app/sagas.h"
+#include "app/saga_list.h"
 #include "app/silos.h"
 #include "app/sleds.h"
 #include "app/store_stats.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "agents/testing/wait_for.h"
 #include "common/testing/manual_clock.h"
+#include "common/testing/wait_for.h"
 #include "db/idempotency.h"
 #include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
@@ -78,15 +78,14 @@ TEST_F(HistoryPrunerTest, TheBackgroundThreadPrunesUntilStopped) {
   ASSERT_NO_FATAL_FAILURE(MakeSagas(3, db::SagaState::kDone));
   ASSERT_NO_FATAL_FAILURE(MakeSagas(1, db::SagaState::kStuck));
   clock_->Advance(std::chrono::microseconds(kRetention).count() + 1);
-  EXPECT_TRUE(agents::testing::WaitFor([&] { return SagaRows() == 1; }))
-      << "saga rows: " << SagaRows();
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return SagaRows() == 1; })) << "saga rows: " << SagaRows();
   EXPECT_EQ(db::SagaHistory(*ds).value().sagas_pruned, 3);
   pruner.Stop();
   ASSERT_NO_FATAL_FAILURE(MakeSagas(2, db::SagaState::kDone));
   clock_->Advance(std::chrono::microseconds(kRetention).count() + 1);
   // Stopped: nothing prunes them (checked over many of the old periods).
   EXPECT_FALSE(
-      agents::testing::WaitFor([&] { return SagaRows() != 3; }, std::chrono::milliseconds(100)));
+      fp::testing::WaitFor([&] { return SagaRows() != 3; }, std::chrono::milliseconds(100)));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "app/sagas.h"
+#include "app/saga_list.h"
 
 #include "db/sagas.h"
 

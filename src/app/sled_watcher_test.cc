@@ -36,7 +36,7 @@ class SledConvergenceTest : public InstanceSagaTest {
   void StopWhileUnregisterFails(const model::Instance& vm, size_t k) {
     sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
     ASSERT_TRUE(instances_->Stop(actor_, NameOrId(vm.id), std::nullopt));
-    ASSERT_TRUE(agents::testing::WaitFor([&] {
+    ASSERT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "stopped";
     }));
@@ -76,8 +76,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   StopWhileUnregisterFails(vm, k);
   sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
   std::thread reaper([&] { watcher_->ReapOrphans(); });
-  bool removing =
-      agents::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
+  bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
   if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
   reaper.join();
@@ -85,7 +84,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   ASSERT_TRUE(started) << started.error().message();
   ASSERT_EQ(started->sled_id, sled_ids_[k]) << "placed on the other sled: nothing to order";
   sled_sims_[k]->faults().Clear();
-  EXPECT_TRUE(agents::testing::WaitFor([&] {
+  EXPECT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
     return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
   })) << Observe();

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "agents/sim/switch_agent_sim.h"
-#include "agents/testing/wait_for.h"
+#include "common/testing/wait_for.h"
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
@@ -314,7 +314,7 @@ TEST_F(NatReconcilerOnSwitchTest, TheBackgroundReconcilerRestoresASwitchThatLost
   ASSERT_TRUE(nat.Sync());
   Control("POST", "/reset");
   nat.StartBackground(20);
-  EXPECT_TRUE(agents::testing::WaitFor([&] { return sim->Nat() == Desired(); }))
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return sim->Nat() == Desired(); }))
       << "the switch holds " << sim->Nat().ToJson().dump();
   nat.StopBackground();
   EXPECT_EQ(sim->Nat().entries.size(), 3u);
@@ -346,7 +346,7 @@ TEST_F(NatReconcilerOnSwitchTest, AfterATimeoutTheSwitchIsNotCalledAgainForAsLon
   EXPECT_EQ(sim->faults().held_calls(), 1) << "the hung switch was called again";
 
   Control("DELETE", "/faults");
-  EXPECT_TRUE(agents::testing::WaitFor([&] { return reconciler.Sync().has_value(); }));
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return reconciler.Sync().has_value(); }));
   EXPECT_EQ(sim->Nat(), Desired());
 }
 

@@ -9,9 +9,9 @@
 //
 // What happens to each saga:
 //  - resumed to rest (done, unwound, or stuck by a failed undo): reported;
-//  - its resume failed with ServiceUnavailable (e.g. the store busy past its retry
-//    deadline): reported and tried again after a backoff, unless it is no longer this
-//    executor's;
+//  - its resume failed with ServiceUnavailable (e.g. an agent or a lock held elsewhere; a
+//    store busy past its retry deadline is Internal, the case below): reported and tried
+//    again after a backoff, unless it is no longer this executor's;
 //  - its log cannot be resumed by this engine (a corrupt log, an action not registered, a newer
 //    engine; SagaExecutor::WhyNotResumable), or its resume threw: it is marked stuck, for an
 //    operator to see, and reported. The other sagas recover all the same;

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "agents/testing/wait_for.h"
+#include "common/testing/wait_for.h"
 #include "saga/testing/memory_store.h"
 
 namespace fp::saga {
@@ -146,7 +146,7 @@ TEST_F(RecoveryTest, ResumesSeveralSagasAtOnceButNoMoreThanItsConcurrency) {
   auto recovery = SagaRecovery::Start(exec, RecoveryOptions{.concurrency = kConcurrency});
   ASSERT_TRUE(recovery);
   Gate::OpenAtExit open_at_exit{gate};
-  ASSERT_TRUE(agents::testing::WaitFor([&] { return gate.InFlight() == kConcurrency; }))
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return gate.InFlight() == kConcurrency; }))
       << "in flight: " << gate.InFlight();
   gate.Open();
   (*recovery)->Wait();
@@ -164,7 +164,7 @@ TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
   auto recovery = SagaRecovery::Start(exec, RecoveryOptions{.concurrency = 2});
   ASSERT_TRUE(recovery);
   Gate::OpenAtExit open_at_exit{gate};
-  ASSERT_TRUE(agents::testing::WaitFor([&] { return gate.InFlight() == 2; }));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return gate.InFlight() == 2; }));
   // Shutdown: the two sagas in their first node stop before the next one; the others are not
   // taken up.
   exec.Quiesce();

@@ -15,10 +15,10 @@
 
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
-#include "agents/testing/wait_for.h"
 #include "app/instances.h"
 #include "app/sagas/sagas.h"
 #include "app/sled_watcher.h"
+#include "common/testing/wait_for.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
@@ -171,7 +171,7 @@ class InstanceSagaTest : public ::testing::Test {
   model::Instance Running(const std::string& name) {
     auto created = instances_->Create(actor_, ByName("p1"), Params(name, true));
     EXPECT_TRUE(created) << created.error().message();
-    EXPECT_TRUE(agents::testing::WaitFor([&] {
+    EXPECT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(created->id), std::nullopt)->run_state ==
              "running";

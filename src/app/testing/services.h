@@ -7,7 +7,7 @@
 #include "app/idempotency.h"
 #include "app/ip_pools.h"
 #include "app/projects.h"
-#include "app/sagas.h"
+#include "app/saga_list.h"
 #include "app/silos.h"
 #include "app/store_stats.h"
 #include "app/token_cache.h"

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-namespace fp::agents::testing {
+namespace fp::testing {
 
 // Polls `condition` until it holds or `timeout` passes; returns whether it held. Tests use it
 // instead of sleeping for a fixed time.
@@ -17,4 +17,4 @@ bool WaitFor(Condition condition, std::chrono::milliseconds timeout = std::chron
   }
 }
 
-}  // namespace fp::agents::testing
+}  // namespace fp::testing
