@@ -40,7 +40,7 @@ struct Services {
   app::Instances* instances;  // null without sled agents: instance endpoints answer 503
   app::Sleds* sleds;          // null without sled agents: sled endpoints answer 503
   app::Idempotency& idempotency;
-  app::Sagas& sagas;
+  app::SagaList& sagas;
   app::StoreStats& store_stats;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// Instances on sleds: create, start, stop, reboot, migrate and delete, the first four of
-// which (create, start, migrate, delete) run as sagas (app/sagas/), and the live attach and
+// Instances on sleds: create, start, stop, reboot, migrate and delete, of which create, start,
+// migrate and delete run as sagas (app/sagas/), and the live attach and
 // detach of their external IPs (instance_external_ips.cc), which run as sagas too. The
 // instance's run state follows its sled agent (app/sled_watcher.h).
 

@@ -4,9 +4,9 @@
 
 namespace fp::app {
 
-Status Sagas::MayList(const Actor& actor) const { return RequireFleetAdmin(actor); }
+Status SagaList::MayList(const Actor& actor) const { return RequireFleetAdmin(actor); }
 
-Result<std::vector<SagaSummary>> Sagas::List(const Actor& actor, int64_t limit) {
+Result<std::vector<SagaSummary>> SagaList::List(const Actor& actor, int64_t limit) {
   FP_CHECK_OK(MayList(actor));
   std::vector<SagaSummary> out;
   for (const auto& [id, name, state] : FP_TRY(db::SagaListStates(ds_, limit))) {

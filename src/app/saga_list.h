@@ -22,9 +22,9 @@ struct SagaSummary {
 };
 
 // Queries over the sagas the control plane ran, for operators and tests. Thread-safe.
-class Sagas {
+class SagaList {
  public:
-  explicit Sagas(db::Datastore& ds) : ds_(ds) {}
+  explicit SagaList(db::Datastore& ds) : ds_(ds) {}
 
   // Forbidden unless the actor may list sagas (a fleet admin). The API asks first, before it
   // parses the request's query, so that a refused actor learns nothing of its query's faults.

@@ -22,7 +22,9 @@ namespace fp::app {
 
 // Thread-safe. A revocation or silo delete made through this process must call Invalidate
 // once it has committed: from then on no answer given says the token is live (an answer in
-// flight when it committed may). One made by another process is seen within kTtl.
+// flight when it committed may). One made by another process is seen within kTtl of the
+// injected clock's time (the server's SystemClock is wall time: a clock stepped back extends
+// it by the step).
 class TokenCache {
  public:
   static constexpr std::chrono::milliseconds kTtl{1000};

@@ -276,7 +276,7 @@ int RunServer(const ServerFlags& flags) {
   // Set once the server runs; read by /metrics, which only a running server can serve.
   std::atomic<fp::http::HttpServer*> serving{nullptr};
   fp::app::Idempotency idempotency(**datastore);
-  fp::app::Sagas sagas(**datastore);
+  fp::app::SagaList sagas(**datastore);
   fp::app::StoreStats store_stats(**datastore);
   fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens,
                              &instances, &sleds,   idempotency, sagas,        store_stats};

@@ -42,10 +42,11 @@ class Engine {
   // back. `body` returning an error rolls back its writes only and returns that error; the
   // engine may run `body` on another caller's thread, together with other writes in one
   // transaction of its own (each write in a savepoint), so `body` must not rely on thread
-  // identity beyond what its caller hands over. A transaction that conflicts with another
-  // process is retried whole, with jittered backoff, up to a deadline (Internal after it);
-  // `body` runs at most once per attempt. An exception escaping `body` is turned into
-  // Internal. Thread-safe.
+  // identity beyond what its caller hands over. An engine may run `body` again when its
+  // transaction conflicts with another process and is retried whole, so `body` keeps nothing
+  // from a failed run; the SQLite engine retries only the start of a transaction (a busy
+  // database, with jittered backoff up to a deadline: Internal after it) and runs `body` once.
+  // An exception escaping `body` is turned into Internal. Thread-safe.
   virtual Status Write(const std::function<Status(Connection&)>& body) = 0;
   // Runs `body` in a read-only transaction (a consistent snapshot, concurrent with writes),
   // retried like a write on a conflict, and returns `body`'s result. Unless no connection could

@@ -36,6 +36,9 @@ Result<std::string> PercentDecode(std::string_view in, Plus plus) {
   return encoded->decode(options);
 }
 
+// The split on '&' and '=' is ours and the decoding Boost.URL's: boost::urls::parse_query
+// rejects characters outside RFC 3986's query grammar (an unescaped space, '"', '|', '[')
+// that clients send and the API has always accepted.
 Result<QueryParams> ParseQuery(std::string_view raw) {
   QueryParams out;
   size_t pos = 0;

@@ -4,19 +4,18 @@ namespace fp {
 
 namespace {
 
-// The text in `j`, or nlohmann's type_error if it holds none.
-const std::string& Text(const nlohmann::json& j) { return j.get_ref<const std::string&>(); }
-
 [[noreturn]] void Malformed(const nlohmann::json& j, std::string_view what) {
   throw nlohmann::json::other_error::create(501, fmt::format("{} is not {}", j.dump(), what), &j);
 }
 
 }  // namespace
 
+const std::string& JsonText(const nlohmann::json& j) { return j.get_ref<const std::string&>(); }
+
 void to_json(nlohmann::json& j, const Uuid& v) { j = v.ToString(); }
 
 void from_json(const nlohmann::json& j, Uuid& v) {
-  auto id = Uuid::Parse(Text(j));
+  auto id = Uuid::Parse(JsonText(j));
   if (!id) Malformed(j, "a UUID");
   v = *id;
 }
@@ -24,7 +23,7 @@ void from_json(const nlohmann::json& j, Uuid& v) {
 void to_json(nlohmann::json& j, const IpAddr& v) { j = v.ToString(); }
 
 void from_json(const nlohmann::json& j, IpAddr& v) {
-  auto ip = IpAddr::Parse(Text(j));
+  auto ip = IpAddr::Parse(JsonText(j));
   if (!ip) Malformed(j, "an IP address");
   v = *ip;
 }
@@ -32,7 +31,7 @@ void from_json(const nlohmann::json& j, IpAddr& v) {
 void to_json(nlohmann::json& j, const IpVersion& v) { j = ToString(v); }
 
 void from_json(const nlohmann::json& j, IpVersion& v) {
-  auto version = ParseIpVersion(Text(j));
+  auto version = ParseIpVersion(JsonText(j));
   if (!version) Malformed(j, "an IP version");
   v = *version;
 }

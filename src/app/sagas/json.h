@@ -28,6 +28,9 @@
 
 namespace fp {
 
+// The text in `j`, or nlohmann's type_error if it holds none.
+const std::string& JsonText(const nlohmann::json& j);
+
 // A UUID as its canonical text; an address as its text form; an IP version as "v4" or "v6".
 // Reading text that is none of these throws nlohmann's other_error.
 void to_json(nlohmann::json& j, const Uuid& v);

@@ -6,8 +6,6 @@ namespace fp::model {
 
 namespace {
 
-const std::string& Text(const nlohmann::json& j) { return j.get_ref<const std::string&>(); }
-
 [[noreturn]] void Unknown(const nlohmann::json& j, std::string_view what) {
   throw nlohmann::json::other_error::create(501, fmt::format("unknown {} {}", what, j.dump()), &j);
 }
@@ -17,15 +15,15 @@ const std::string& Text(const nlohmann::json& j) { return j.get_ref<const std::s
 void to_json(nlohmann::json& j, const InstanceState& v) { j = ToString(v); }
 
 void from_json(const nlohmann::json& j, InstanceState& v) {
-  auto state = ParseInstanceState(Text(j));
+  auto state = ParseInstanceState(JsonText(j));
   if (!state) Unknown(j, "instance state");
   v = *state;
 }
 
 void to_json(nlohmann::json& j, const IpKind& v) { j = ToString(v); }
-void from_json(const nlohmann::json& j, IpKind& v) { v = ParseIpKind(Text(j)); }
+void from_json(const nlohmann::json& j, IpKind& v) { v = ParseIpKind(JsonText(j)); }
 void to_json(nlohmann::json& j, const AttachState& v) { j = ToString(v); }
-void from_json(const nlohmann::json& j, AttachState& v) { v = ParseAttachState(Text(j)); }
+void from_json(const nlohmann::json& j, AttachState& v) { v = ParseAttachState(JsonText(j)); }
 
 namespace {
 constexpr std::pair<NicKind, std::string_view> kNicNames[] = {{NicKind::kIpv4, "ipv4"},
@@ -42,7 +40,7 @@ void to_json(nlohmann::json& j, const NicKind& v) {
 
 void from_json(const nlohmann::json& j, NicKind& v) {
   for (const auto& [kind, name] : kNicNames) {
-    if (name == Text(j)) {
+    if (name == JsonText(j)) {
       v = kind;
       return;
     }

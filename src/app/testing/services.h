@@ -26,7 +26,7 @@ struct TempServices {
   IpPools ip_pools{*ds};
   FloatingIps floating_ips{*ds};
   Idempotency idempotency{*ds};
-  Sagas sagas{*ds};
+  SagaList sagas{*ds};
   StoreStats store_stats{*ds};
 };
 
