@@ -269,14 +269,15 @@ Status WriteOldSaga(db::Datastore& ds, const Uuid& id, const saga::Json& dag,
   row.name = dag.at("name").get<std::string>();
   row.dag = dag.dump();
   row.owner = db::SagaOwner{"test-sec", 1};
-  FP_TRY(db::SagaCreate(ds, row));
+  db::DatastoreSagaStore store(ds);
+  FP_TRY(store.Create(row));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int node = static_cast<int>(k);
-    FP_CHECK_OK(db::SagaRecord(ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kStarted},
-                               std::nullopt, std::nullopt));
-    FP_CHECK_OK(db::SagaRecord(
-        ds, id, row.owner, db::SagaEvent{node, db::SagaEventType::kSucceeded, outputs[k].dump()},
-        std::nullopt, std::nullopt));
+    FP_CHECK_OK(store.Record(id, row.owner, db::SagaEvent{node, db::SagaEventType::kStarted},
+                             std::nullopt, std::nullopt));
+    FP_CHECK_OK(store.Record(id, row.owner,
+                             db::SagaEvent{node, db::SagaEventType::kSucceeded, outputs[k].dump()},
+                             std::nullopt, std::nullopt));
   }
   return Ok();
 }

@@ -142,7 +142,9 @@ TEST_F(HistoryTest, TheSagaRowCountFollowsEveryInsertAndDelete) {
   Uuid id = MakeSaga(SagaState::kDone);
   EXPECT_EQ(SagaHistory(*ds)->saga_rows, 1);
   // A create that finds the id taken inserts nothing and counts nothing.
-  EXPECT_FALSE(SagaCreate(*ds, SagaRow{id, "toy", "{}", SagaState::kRunning, {"sec", 1}}).value());
+  EXPECT_FALSE(DatastoreSagaStore(*ds)
+                   .Create(SagaRow{id, "toy", "{}", SagaState::kRunning, {"sec", 1}})
+                   .value());
   EXPECT_EQ(SagaHistory(*ds)->saga_rows, 1);
   MakeSaga(SagaState::kStuck);
   EXPECT_EQ(SagaHistory(*ds)->saga_rows, 2);

@@ -100,7 +100,7 @@ TEST_F(IdempotencyScopeTest, ASagaCreatedUnderTheKeyIsLinkedInItsCreatingCommit)
   SagaRow row = ToySaga();
   {
     IdempotencyScope scope(*ds_, token_, "k", "hash");
-    ASSERT_TRUE(SagaCreate(*ds_, row));
+    ASSERT_TRUE(DatastoreSagaStore(*ds_).Create(row));
     EXPECT_EQ(scope.effect(), IdempotencyScope::Effect::kSaga);
     EXPECT_EQ(scope.saga_id(), row.id);
   }
@@ -149,7 +149,7 @@ TEST_F(IdempotencyScopeTest, WritesLedByAKeyedRequestsThreadAreNotItsOwn) {
   });
   wait_for([&] { return queued == 1; });
   SagaRow row = ToySaga();
-  std::thread other([&] { ASSERT_TRUE(SagaCreate(*ds_, row)); });
+  std::thread other([&] { ASSERT_TRUE(DatastoreSagaStore(*ds_).Create(row)); });
   wait_for([&] { return queued == 2; });
   {
     std::lock_guard lock(mu);

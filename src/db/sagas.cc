@@ -85,21 +85,6 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
   return Ok();
 }
 
-Result<bool> SagaCreate(Datastore& ds, const SagaRow& row) {
-  return ds.Write<bool>([&](Tx& tx) { return SagaCreateIn(tx, row); });
-}
-
-Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
-                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
-                  const std::optional<std::string>& result) {
-  return ds
-      .Write<bool>([&](Tx& tx) -> Result<bool> {
-        FP_CHECK_OK(SagaRecordIn(tx, saga_id, owner, event, new_state, result));
-        return true;
-      })
-      .map([](bool) {});
-}
-
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {
   return ds.Read<SagaLog>([&](Tx& tx) -> Result<SagaLog> {
     auto row = FP_TRY(tx.QueryRow(

@@ -54,11 +54,6 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                     const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                     const std::optional<std::string>& result);
 
-// Single-transaction conveniences on the datastore.
-Result<bool> SagaCreate(Datastore& ds, const SagaRow& row);
-Status SagaRecord(Datastore& ds, const Uuid& saga_id, const SagaOwner& owner,
-                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
-                  const std::optional<std::string>& result);
 // NotFound if no such saga.
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);
 // Sagas owned by `sec` that are running or unwinding, oldest first.
