@@ -1,14 +1,14 @@
 #include "app/idempotency.h"
 
+#include "common/sha256.h"
 #include "db/datastore.h"
 #include "db/idempotency.h"
 #include "db/sagas.h"
-#include "db/tokens.h"
 #include "saga/saga.h"
 
 namespace fp::app {
 
-std::string Idempotency::RequestHash(const std::string& request) { return db::HashToken(request); }
+std::string Idempotency::RequestHash(const std::string& request) { return Sha256Hex(request); }
 
 Result<KeyRecall> Idempotency::Recall(const Uuid& token_id, const std::string& key,
                                       const std::string& request_sha256) {

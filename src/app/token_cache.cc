@@ -1,5 +1,6 @@
 #include "app/token_cache.h"
 
+#include "common/sha256.h"
 #include "db/datastore.h"
 #include "db/tokens.h"
 
@@ -11,7 +12,7 @@ constexpr Timestamp kTtlMicros = std::chrono::microseconds(TokenCache::kTtl).cou
 }  // namespace
 
 Result<std::optional<model::Token>> TokenCache::Authenticate(const std::string& secret) {
-  std::string hash = db::HashToken(secret);
+  std::string hash = Sha256Hex(secret);
   const Timestamp now = clock_.Now();
   uint64_t generation = 0;
   {

@@ -1,7 +1,6 @@
 #include "db/tokens.h"
 
-#include <fmt/format.h>
-#include <openssl/evp.h>
+#include "common/sha256.h"
 
 namespace fp::db {
 
@@ -14,7 +13,7 @@ Result<Token> TokenCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id, Ro
     FP_TRY(
         tx.Exec("INSERT INTO token (id, silo_id, role, name, secret_sha256, time_created) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                id, silo_id, ToString(role), name, HashToken(secret), tx.now()));
+                id, silo_id, ToString(role), name, Sha256Hex(secret), tx.now()));
     return Token{id, silo_id, role, name};
   });
 }
@@ -24,7 +23,7 @@ Result<std::optional<Token>> TokenAuthenticate(Datastore& ds, const std::string&
     auto row = FP_TRY(tx.QueryRow(
         "SELECT t.id, t.silo_id, t.role, t.name FROM token t JOIN silo s ON s.id = t.silo_id "
         "WHERE t.secret_sha256 = ? AND t.time_revoked IS NULL AND s.time_deleted IS NULL",
-        HashToken(secret)));
+        Sha256Hex(secret)));
     if (!row) return std::optional<Token>();
     auto role = ParseRole(row->Text(2));
     if (!role) return Fail(Error::Internal("corrupt token role"));
@@ -41,16 +40,6 @@ Status TokenRevoke(Datastore& ds, const Uuid& id) {
     ds.SyncPoint("token_revoke:updated");
     return Ok();
   });
-}
-
-std::string HashToken(const std::string& secret) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(secret.data(), secret.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  hex.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
 }
 
 }  // namespace fp::db

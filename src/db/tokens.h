@@ -20,7 +20,4 @@ Result<std::optional<model::Token>> TokenAuthenticate(Datastore& ds, const std::
 // NotFound unless the token exists and is not revoked yet.
 Status TokenRevoke(Datastore& ds, const Uuid& id);
 
-// SHA-256 of `secret` as lowercase hex.
-std::string HashToken(const std::string& secret);
-
 }  // namespace fp::db
