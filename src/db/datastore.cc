@@ -42,6 +42,13 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   return ds;
 }
 
+Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& /*url*/,
+                                                           std::shared_ptr<const Clock> /*clock*/,
+                                                           PostgresOptions /*options*/) {
+  // TODO(issue 12): the PostgreSQL engine (db/postgres/) lands next.
+  return Fail(Error::Internal("the PostgreSQL engine is not built yet"));
+}
+
 namespace {
 thread_local Datastore::DeferredDurability* deferred_durability = nullptr;
 }  // namespace

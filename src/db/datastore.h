@@ -90,6 +90,17 @@ Result<Uuid> UuidColumn(const Row& row, size_t i);
 Result<std::optional<Uuid>> OptUuidColumn(const Row& row, size_t i);
 Result<IpAddr> IpColumn(const Row& row, size_t i);
 
+// The PostgreSQL engine's settings (db/postgres/).
+struct PostgresOptions {
+  // Connections in the pool: enough for the server's concurrent transactions (its request
+  // workers, saga actions and background work), few enough for several servers on one
+  // PostgreSQL.
+  int pool_size = 16;
+  // How long a transaction is retried on serialization failures (40001, 40P01) and lost
+  // connections before it fails with ServiceUnavailable.
+  std::chrono::milliseconds retry_deadline{5000};
+};
+
 // The persistent state of floatplane: the transaction engine. All methods are thread-safe.
 //
 // The resources are reached through free functions over it, one header per resource (silos.h,
@@ -106,6 +117,13 @@ class Datastore {
   // Opens (creating and migrating as needed) the SQLite database at `path`.
   static Result<std::unique_ptr<Datastore>> OpenSqlite(const std::string& path,
                                                        std::shared_ptr<const Clock> clock);
+
+  // Opens a PostgreSQL database by libpq connection URL or keyword string (multi-host with
+  // target_session_attrs=read-write included), migrating its schema under a lock so that
+  // servers starting together do not race. Errors: Unavailable when no server answers.
+  static Result<std::unique_ptr<Datastore>> OpenPostgres(const std::string& url,
+                                                         std::shared_ptr<const Clock> clock,
+                                                         PostgresOptions options = {});
   ~Datastore();
 
   // Runs `fn` in a write transaction of the engine (Engine::Write: for SQLite, BEGIN IMMEDIATE
