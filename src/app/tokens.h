@@ -35,7 +35,9 @@ class Tokens {
   Result<Actor> Authenticate(const std::string& secret);
 
   // Creates the silo `default` and a fleet-admin token in it if no silo named `default`
-  // exists yet. Returns the token's secret when one was minted. Idempotent.
+  // exists yet. Returns the token's secret when one was minted: only by the caller whose
+  // create of the silo committed, so servers bootstrapping one database at the same time mint
+  // one token between them. Idempotent.
   Result<std::optional<std::string>> BootstrapDev();
   // Mints another fleet-admin token in silo `default` (used when the token file was lost).
   Result<std::string> MintFleetAdminToken(const std::string& name);

@@ -25,6 +25,7 @@
 #include "app/sleds.h"
 #include "app/store_stats.h"
 #include "app/tokens.h"
+#include "cmd/database_url.h"
 #include "cmd/process.h"
 #include "common/log.h"
 #include "db/datastore.h"
@@ -144,6 +145,55 @@ void LogRecovery(const fp::saga::RecoveryEvent& e) {
   }
 }
 
+// Opens the datastore `database` names, migrating it. Errors name the --database setting.
+Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database) {
+  auto clock = std::make_shared<fp::SystemClock>();
+  auto opened = database.engine == DatabaseEngine::kSqlite
+                    ? fp::db::Datastore::OpenSqlite(database.target, clock)
+                    : fp::db::Datastore::OpenPostgres(database.target, clock);
+  if (!opened) {
+    return Fail(Error(opened.error().kind(),
+                      fmt::format("cannot open the database {} (--database): {}",
+                                  DescribeDatabase(database), opened.error().message())));
+  }
+  return opened;
+}
+
+// Makes sure the operator holds a fleet admin token: the first server on a database creates
+// silo `default` and mints one into DATA_DIR/admin-token (only one of several servers starting
+// together on one database does: Tokens::BootstrapDev). Later starts mint only when asked to
+// (--mint-admin-token) or when a SQLite database's own data dir lost the file; on PostgreSQL a
+// missing file is the normal state of every server but the one that bootstrapped, so it is
+// logged and left alone. Errors: the datastore's, or the file's.
+Status EnsureAdminToken(fp::app::Tokens& tokens, const ServerFlags& flags,
+                        const DatabaseSetting& database, const std::filesystem::path& token_file) {
+  std::optional<std::string> secret = FP_TRY(tokens.BootstrapDev());
+  if (secret) {
+    fp::LogEvent("info", "bootstrapped the database: silo default and a fleet admin token",
+                 {{"admin_token_file", token_file.string()}});
+  } else if (flags.mint_admin_token) {
+    secret = FP_TRY(tokens.MintFleetAdminToken("admin-minted-at-start"));
+    fp::LogEvent("warn", "minted a new fleet admin token (--mint-admin-token)",
+                 {{"admin_token_file", token_file.string()}});
+  } else if (!std::filesystem::exists(token_file)) {
+    if (database.engine == DatabaseEngine::kSqlite) {
+      // The database survived but the token file beside it did not: mint a replacement rather
+      // than lock the operator out.
+      secret = FP_TRY(tokens.MintFleetAdminToken("dev-admin-replacement"));
+      fp::LogEvent("warn", "admin-token file was missing; minted a new fleet admin token",
+                   {{"path", token_file.string()}});
+    } else {
+      fp::LogEvent("info",
+                   "the database was bootstrapped by another server; its admin-token file "
+                   "holds the fleet admin token (start one server with --mint-admin-token if "
+                   "it is lost)",
+                   {{"path", token_file.string()}});
+    }
+  }
+  if (secret) FP_CHECK_OK(WriteSecretFile(token_file, *secret + "\n"));
+  return fp::Ok();
+}
+
 }  // namespace
 
 int RunServer(const ServerFlags& flags) {
@@ -151,19 +201,33 @@ int RunServer(const ServerFlags& flags) {
   const std::string& data_dir = flags.data_dir;
   const std::string& listen = flags.listen;
   if (!dev) {
-    std::cerr << "floatplane server: only the embedded dev mode exists so far; run "
-                 "`floatplane server --dev` (see README.md)\n";
-    return 2;
+    // A production server names what it runs on; only --dev makes things up.
+    for (auto [missing, name] : {std::pair{flags.database.empty(), "--database"},
+                                 std::pair{flags.switch_agent.empty(), "--switch-agent"},
+                                 std::pair{flags.sled_agents.empty(), "--sled-agent"}}) {
+      if (missing) {
+        std::cerr << "floatplane server: " << name << " (or `" << std::string_view(name).substr(2)
+                  << "` in the config file's [server] section) is required without --dev; "
+                     "--dev runs on embedded defaults (see README.md, Configuration)\n";
+        return 2;
+      }
+    }
   }
   auto address = ParseListen(listen);
   if (!address) {
-    std::cerr << "floatplane server: " << address.error().message() << "\n";
+    std::cerr << "floatplane server: --listen: " << address.error().message() << "\n";
+    return 2;
+  }
+  std::filesystem::path dir(data_dir);
+  auto database = ParseDatabaseSetting(flags.database, dir);
+  if (!database) {
+    std::cerr << "floatplane server: --database: " << database.error().message() << "\n";
     return 2;
   }
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) {
-    std::cerr << "floatplane server: cannot create data directory " << data_dir << ": "
+    std::cerr << "floatplane server: cannot create data directory (--data-dir) " << data_dir << ": "
               << ec.message() << "\n";
     return 1;
   }
@@ -171,13 +235,14 @@ int RunServer(const ServerFlags& flags) {
   // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
   // signal during startup stays pending and stops the server as soon as it is up.
   sigset_t stop_signals = BlockStopSignals();
-  std::filesystem::path dir(data_dir);
-  auto datastore = fp::db::Datastore::OpenSqlite((dir / "floatplane.db").string(),
-                                                 std::make_shared<fp::SystemClock>());
+  auto datastore = OpenDatastore(*database);
   if (!datastore) {
     std::cerr << "floatplane server: " << datastore.error().message() << "\n";
     return 1;
   }
+  fp::LogEvent("info", "datastore open",
+               {{"engine", database->engine == DatabaseEngine::kSqlite ? "sqlite" : "postgres"},
+                {"database", DescribeDatabase(*database)}});
   // The application services (the API's and the instances service's).
   fp::app::TokenCache token_cache(**datastore, (*datastore)->clock());
   fp::app::Tokens tokens(**datastore, token_cache);
@@ -186,30 +251,10 @@ int RunServer(const ServerFlags& flags) {
   fp::app::IpPools ip_pools(**datastore);
   fp::app::FloatingIps floating_ips(**datastore);
 
-  auto minted = tokens.BootstrapDev();
-  if (!minted) {
-    std::cerr << "floatplane server: bootstrap failed: " << minted.error().message() << "\n";
-    return 1;
-  }
   std::filesystem::path token_file = dir / "admin-token";
-  std::optional<std::string> secret = *minted;
-  if (!secret && !std::filesystem::exists(token_file)) {
-    // The database survived but the token file did not: mint a replacement rather than lock
-    // the operator out.
-    auto replacement = tokens.MintFleetAdminToken("dev-admin-replacement");
-    if (!replacement) {
-      std::cerr << "floatplane server: " << replacement.error().message() << "\n";
-      return 1;
-    }
-    fp::LogEvent("warn", "admin-token file was missing; minted a new fleet admin token",
-                 {{"path", token_file.string()}});
-    secret = *replacement;
-  }
-  if (secret) {
-    if (auto w = WriteSecretFile(token_file, *secret + "\n"); !w) {
-      std::cerr << "floatplane server: " << w.error().message() << "\n";
-      return 1;
-    }
+  if (auto s = EnsureAdminToken(tokens, flags, *database, token_file); !s) {
+    std::cerr << "floatplane server: bootstrap failed: " << s.error().message() << "\n";
+    return 1;
   }
 
   DataplaneProcesses processes;
@@ -295,6 +340,7 @@ int RunServer(const ServerFlags& flags) {
   fp::LogEvent("info", "serving",
                {{"address", fmt::format("{}:{}", host, (*server)->port())},
                 {"data_dir", data_dir},
+                {"database", DescribeDatabase(*database)},
                 {"admin_token_file", token_file.string()}});
 
   WaitForStopSignal(stop_signals);

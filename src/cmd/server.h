@@ -12,9 +12,23 @@
 
 namespace fp::cmd {
 
+// The settings of `floatplane server`, from its flags or the [server] section of the --config
+// file (a key per flag, named like it: `database = "postgres://..."`); a flag given on the
+// command line wins over the file.
+//
+// --dev fills in what is not given with embedded defaults: the SQLite database in the data
+// dir and simulated agents in this process. Without --dev, --database, --switch-agent and
+// --sled-agent are required. In both modes the first server on a database bootstraps it
+// (silo `default` and a fleet admin token written to DATA_DIR/admin-token; see RunServer).
 struct ServerFlags {
   bool dev = false;
   std::string data_dir = ".floatplane-dev";
+  // postgres://... (libpq URL, multi-host included), sqlite:PATH, or empty: the SQLite file
+  // DATA_DIR/floatplane.db (see cmd/database_url.h).
+  std::string database;
+  // Mint a new fleet admin token into DATA_DIR/admin-token at start even though the database
+  // was bootstrapped already (the operator's way back in after losing the token).
+  bool mint_admin_token = false;
   std::string listen = "127.0.0.1:12220";
   std::string switch_agent;              // URL; empty: an in-process simulated switch agent
   std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
@@ -33,7 +47,10 @@ struct ServerFlags {
   int idle_timeout_ms = 60'000;
 };
 
-// Adds the `server` subcommand, whose flags fill `flags`. Returns it (to ask whether it ran).
+// Adds the `server` subcommand, whose flags fill `flags`, and the `--config FILE` option that
+// reads its settings from a TOML or INI file (CLI11's format; the keys of `server` in its
+// [server] section; an unknown key is an error). `floatplane server --config FILE` works:
+// the subcommand passes --config on to `app`. Returns the subcommand (to ask whether it ran).
 CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
 
 // Runs the server until SIGINT or SIGTERM. Returns the process's exit status: 0 after a clean

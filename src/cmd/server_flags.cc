@@ -7,22 +7,49 @@
 namespace fp::cmd {
 
 CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
+  // CLI11 reads the file after the command line and sets only what the command line did not.
+  app.set_config("--config", "",
+                 "TOML or INI file of `server` settings: a [server] section whose keys are the "
+                 "long flags' names without the leading dashes (database = \"postgres://...\", "
+                 "sled-agent = "
+                 "[\"http://...\", ...], dev = true); flags on the command line win")
+      ->type_name("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI::App* server = app.add_subcommand("server", "Run the API server");
+  server->fallthrough();  // `floatplane server --config FILE`
+  server->footer(
+      "Settings may also come from a file: floatplane server --config FILE (see "
+      "floatplane --help).");
   server->add_flag("--dev", flags.dev,
-                   "Embedded mode: SQLite database in --data-dir; creates silo `default` and a "
-                   "fleet admin token (DATA_DIR/admin-token) on first start");
+                   "Embedded defaults for what is not given: the SQLite database in --data-dir "
+                   "and simulated agents in this process (without --dev, --database, "
+                   "--switch-agent and --sled-agent are required)");
   // The last occurrence wins, so wrappers (scripts/dev) can pass defaults that users override.
-  server->add_option("--data-dir", flags.data_dir, "Directory for the database and admin-token")
+  server
+      ->add_option("--data-dir", flags.data_dir,
+                   "Directory for the admin-token file and the default SQLite database")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server
+      ->add_option("--database", flags.database,
+                   "postgres://USER[:PASSWORD]@HOST[:PORT][,HOST2[:PORT2]...]/DB[?PARAMS] (libpq "
+                   "URL; several servers may share it; add target_session_attrs=read-write with "
+                   "several hosts), or sqlite:PATH; default: the SQLite file "
+                   "DATA_DIR/floatplane.db")
+      ->type_name("URL")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server->add_flag("--mint-admin-token", flags.mint_admin_token,
+                   "Mint a new fleet admin token into DATA_DIR/admin-token at start, even though "
+                   "the database has one (when the token the bootstrap wrote is lost)");
   server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  server->add_option("--switch-agent", flags.switch_agent,
-                     "URL of the switch agent (default: a simulated one in this process)");
+  server->add_option(
+      "--switch-agent", flags.switch_agent,
+      "URL of the switch agent (with --dev, default: a simulated one in this process)");
   server->add_option("--sled-agent", flags.sled_agents,
-                     "URL of a sled agent; repeat for each sled (default: two simulated ones in "
-                     "this process)");
+                     "URL of a sled agent; repeat for each sled (with --dev, default: two "
+                     "simulated ones in this process)");
   server
       ->add_option("--agent-timeout-ms", flags.agent_timeout_ms,
                    "Deadline of every call to an agent")

@@ -6,11 +6,19 @@ EVERY response body against the OpenAPI document the server promises to serve: 2
 against the operation's documented response schema (204 must be empty), 4xx/5xx bodies
 against `Error`. The check lives inside the client, so no test can forget it.
 
+The engine: SQLite (the file in the data directory) unless FLOATPLANE_TEST_POSTGRES holds the
+libpq URL of a running PostgreSQL cluster (scripts/pg-cluster); then every data directory gets
+a fresh database of its own on that cluster (CREATE DATABASE through psql), passed to the
+server as `--database`, kept across restarts of the server and dropped when the fixture that
+started it tears down. Tests marked `sqlite_only(reason)` are skipped on PostgreSQL and tests
+marked `postgres_only(reason)` on SQLite.
+
 Fixtures:
+  engine         "sqlite" or "postgres"
   server         a server of its own for one test (function scope)
   module_server  one server shared by the tests of a module (they use distinct names)
   start_server   factory for tests that need several servers, a chosen data dir, extra
-                 command-line flags or environment
+                 command-line flags or environment, or servers sharing one database
   start_agent    factory for external simulated agents (`floatplane switch-agent --sim`,
                  `floatplane sled-agent --sim`), stopped at teardown
 """
@@ -21,6 +29,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -345,13 +354,161 @@ class Client:
 
 
 # ---------------------------------------------------------------------------------------------
+# The database engine
+
+POSTGRES_ENV = "FLOATPLANE_TEST_POSTGRES"
+PSQL = "/usr/bin/psql"
+
+
+def _sql_literal(value):
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+class PostgresDatabases:
+    """Fresh databases on the test cluster, one per data directory, created on first use."""
+
+    def __init__(self, cluster_url):
+        self.cluster_url = cluster_url
+        self._names = {}  # data dir -> database name
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def url_of(self, name):
+        parts = urllib.parse.urlsplit(self.cluster_url)
+        return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+    def psql(self, sql, database=None):
+        """Runs `sql` (one statement) on the cluster's maintenance database or `database`;
+        returns the rows as lists of strings (NULL as None)."""
+        url = self.url_of(database) if database else self.cluster_url
+        # Unaligned output with control characters as separators: values may hold newlines.
+        completed = subprocess.run(
+            [PSQL, "-X", "-q", "-A", "-t", "-F", "\x1f", "-R", "\x1d", "-P", "null=\x1e",
+             "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql],
+            capture_output=True, text=True, timeout=60, check=False)
+        if completed.returncode != 0:
+            raise AssertionError(f"psql failed ({completed.returncode}) on {sql!r}: "
+                                 f"{completed.stderr.strip()}")
+        output = completed.stdout[:-1] if completed.stdout.endswith("\n") else completed.stdout
+        if not output:
+            return []
+        return [[None if cell == "\x1e" else cell for cell in record.split("\x1f")]
+                for record in output.split("\x1d")]
+
+    def database_for(self, data_dir):
+        """The name of the database of `data_dir`, created on the first call."""
+        key = str(Path(data_dir).resolve())
+        with self._lock:
+            name = self._names.get(key)
+            if name is None:
+                self._count += 1
+                name = f"fp_e2e_{os.getpid()}_{self._count}"
+                self.psql(f'CREATE DATABASE "{name}"')
+                self._names[key] = name
+            return name
+
+    def url_for(self, data_dir):
+        return self.url_of(self.database_for(data_dir))
+
+    def share(self, data_dir, with_data_dir):
+        """Makes `data_dir` use the database of `with_data_dir` (servers on one database)."""
+        name = self.database_for(with_data_dir)
+        with self._lock:
+            self._names[str(Path(data_dir).resolve())] = name
+
+    def drop(self, data_dirs):
+        """Drops the databases of `data_dirs` (their servers stopped), even with connections
+        left by a server that was killed or paused."""
+        with self._lock:
+            names = {self._names.pop(str(Path(d).resolve()), None) for d in data_dirs}
+            still_used = set(self._names.values())
+        for name in sorted(n for n in names if n and n not in still_used):
+            self.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def drop_all(self):
+        with self._lock:
+            keys = list(self._names)
+        self.drop(keys)
+
+
+def _postgres_from_environment():
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        return None
+    if not os.access(PSQL, os.X_OK):
+        pytest.exit(f"{POSTGRES_ENV} is set but {PSQL} is missing (Debian: postgresql-client)",
+                    returncode=4)
+    databases = PostgresDatabases(url)
+    try:
+        databases.psql("SELECT 1")
+    except (AssertionError, subprocess.TimeoutExpired) as error:
+        pytest.exit(f"{POSTGRES_ENV}={url!r}: the cluster does not answer: {error}",
+                    returncode=4)
+    return databases
+
+
+# Set by pytest_configure: None for SQLite.
+POSTGRES = None
+
+
+def engine_name():
+    return "postgres" if POSTGRES is not None else "sqlite"
+
+
+def database_args(data_dir):
+    """The `--database` flag for a server on `data_dir` ([] on SQLite: the default file)."""
+    if POSTGRES is None:
+        return []
+    return ["--database", POSTGRES.url_for(data_dir)]
+
+
+def pytest_configure(config):
+    global POSTGRES
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): the test needs the SQLite engine (skipped on PostgreSQL)")
+    config.addinivalue_line(
+        "markers", "postgres_only(reason): the test needs PostgreSQL (skipped on SQLite)")
+    POSTGRES = _postgres_from_environment()
+
+
+def pytest_report_header(config):
+    if POSTGRES is None:
+        return "floatplane engine: sqlite"
+    return f"floatplane engine: postgres ({POSTGRES.cluster_url})"
+
+
+def pytest_unconfigure(config):
+    if POSTGRES is not None:
+        POSTGRES.drop_all()
+
+
+def pytest_runtest_setup(item):
+    for marker in item.iter_markers("sqlite_only"):
+        if POSTGRES is not None:
+            pytest.skip("SQLite only: " + (marker.args[0] if marker.args else ""))
+    for marker in item.iter_markers("postgres_only"):
+        if POSTGRES is None:
+            pytest.skip(f"PostgreSQL only (set {POSTGRES_ENV}): "
+                        + (marker.args[0] if marker.args else ""))
+
+
+# ---------------------------------------------------------------------------------------------
 # The server process
 
 class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
-    def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None):
+    def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None,
+                 token_source=None, dev=True):
         self.binary = binary
+        # Without --dev the database and the agents must come from extra_args (or --config).
+        self.dev = dev
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self._schema = schema
@@ -360,6 +517,8 @@ class FloatplaneServer:
         # starts, e.g. to restart without test faults.
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
+        # A server sharing another's database bootstraps nothing: it uses that one's token.
+        self.token_source = token_source
         self.process = None
         self.port = None
         self.admin_token = None
@@ -372,7 +531,10 @@ class FloatplaneServer:
 
     # -- lifecycle --
 
-    def start(self):
+    def start(self, require_token=True):
+        """Starts the server and waits until it listens. With `require_token`, its admin token
+        (from DATA_DIR/admin-token, else the token source's) must exist; without, a missing
+        one leaves `admin` None."""
         assert self.process is None or self.process.poll() is not None, "already running"
         self._starts += 1
         self._stop_requested = False
@@ -388,8 +550,9 @@ class FloatplaneServer:
             environment.update(self.env)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                [str(self.binary), "server", "--dev", "--data-dir", str(self.data_dir),
-                 "--listen", "127.0.0.1:0", *self.extra_args],
+                [str(self.binary), "server", *(["--dev"] if self.dev else []),
+                 "--data-dir", str(self.data_dir), "--listen", "127.0.0.1:0",
+                 *database_args(self.data_dir), *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
                 start_new_session=True, env=environment)
         threading.Thread(target=self._pump_stdout, args=(self.process, listening),
@@ -411,6 +574,12 @@ class FloatplaneServer:
                     f"{STARTUP_DEADLINE_S} s\n{self.describe_output()}")
 
         token_path = self.data_dir / "admin-token"
+        if self.token_source is not None and not token_path.exists():
+            token_path = self.token_source.data_dir / "admin-token"
+        if not require_token and not token_path.exists():
+            self.admin_token = None
+            self.admin = None
+            return self
         try:
             assert token_path.is_file(), f"{token_path} missing after the server listens"
             self.admin_token = token_path.read_text().strip()
@@ -473,6 +642,24 @@ class FloatplaneServer:
     def exited_on_its_own(self):
         return (self.process is not None and not self._stop_requested
                 and self.process.poll() is not None)
+
+    # -- its database --
+
+    def sql(self, query, params=()):
+        """Runs one SQL statement on the server's database, whichever the engine (`?`
+        placeholders); returns the rows as tuples (values as the engine's client gives them:
+        PostgreSQL's as strings). For tests that look at or damage what is stored."""
+        if POSTGRES is None:
+            connection = sqlite3.connect(self.data_dir / "floatplane.db")
+            try:
+                with connection:
+                    return [tuple(r) for r in connection.execute(query, tuple(params)).fetchall()]
+            finally:
+                connection.close()
+        pieces = query.split("?")
+        assert len(pieces) == len(params) + 1, f"{len(params)} parameters for {query!r}"
+        text = pieces[0] + "".join(_sql_literal(p) + rest for p, rest in zip(params, pieces[1:]))
+        return [tuple(r) for r in POSTGRES.psql(text, POSTGRES.database_for(self.data_dir))]
 
     # -- talking to it --
 
@@ -738,22 +925,46 @@ def api_schema():
     return load_api_schema()
 
 
+@pytest.fixture(scope="session")
+def engine():
+    """The datastore engine the servers run on: "sqlite" or "postgres"."""
+    return engine_name()
+
+
+@pytest.fixture(scope="session")
+def server_database_args():
+    """database_args: the `--database` flag for a server the test runs itself on a data dir
+    ([] on SQLite); such databases are dropped at the end of the session."""
+    return database_args
+
+
 @pytest.fixture
 def start_server(floatplane_bin, api_schema, tmp_path):
-    """Factory: start_server(data_dir=None, extra_args=(), env=None) -> running
-    FloatplaneServer, stopped at teardown."""
+    """Factory: start_server(data_dir=None, extra_args=(), env=None, database_of=None,
+    start=True, dev=True) -> FloatplaneServer (running unless start=False), stopped at
+    teardown, when its database is dropped (PostgreSQL). `database_of`: another server whose
+    database this one shares (PostgreSQL only) and whose admin token it uses. dev=False: no
+    --dev flag (extra_args name the agents)."""
     servers = []
 
-    def start(data_dir=None, extra_args=(), env=None):
+    def start(data_dir=None, extra_args=(), env=None, database_of=None, start=True, dev=True):
         index = len(servers)
         data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
+        if database_of is not None:
+            assert POSTGRES is not None, "servers share a database only on PostgreSQL"
+            POSTGRES.share(data_dir, database_of.data_dir)
         server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
-                                  api_schema, extra_args=extra_args, env=env)
+                                  api_schema, extra_args=extra_args, env=env,
+                                  token_source=database_of, dev=dev)
         servers.append(server)
-        return server.start()
+        return server.start() if start else server
 
     yield start
-    stop_and_check(servers)
+    try:
+        stop_and_check(servers)
+    finally:
+        if POSTGRES is not None:
+            POSTGRES.drop([server.data_dir for server in servers])
 
 
 @pytest.fixture
@@ -805,4 +1016,8 @@ def module_server(floatplane_bin, api_schema, tmp_path_factory):
     server = FloatplaneServer(floatplane_bin, root / "data", root / "logs", api_schema)
     server.start()
     yield server
-    stop_and_check([server])
+    try:
+        stop_and_check([server])
+    finally:
+        if POSTGRES is not None:
+            POSTGRES.drop([server.data_dir])

@@ -56,6 +56,8 @@ def test_restart_keeps_data_and_token(server):
     assert same_ip(after["ip"], "192.0.2.2")
 
 
+@pytest.mark.sqlite_only("the SQLite database lives in the data dir, so a missing token file "
+                        "there was lost; on PostgreSQL see test_configuration.py")
 def test_lost_admin_token_file_is_replaced_on_the_next_start(server):
     """README: "if that file is lost, the next start mints a replacement token"."""
     token_file = server.data_dir / "admin-token"
@@ -154,7 +156,8 @@ def test_sigint_stops_cleanly(server):
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_stop_signal_the_moment_it_listens_stops_cleanly(floatplane_bin, tmp_path, stop_signal):
+def test_stop_signal_the_moment_it_listens_stops_cleanly(floatplane_bin, tmp_path, stop_signal,
+                                                         server_database_args):
     """The signal arrives while the server is still between printing its address and waiting
     for signals: it must stop cleanly, not die of the signal. (A thread started before the
     signals were blocked once took it, killing the process in about half of these starts.)"""
@@ -162,7 +165,7 @@ def test_stop_signal_the_moment_it_listens_stops_cleanly(floatplane_bin, tmp_pat
         data_dir = tmp_path / f"data-{attempt}"
         process = subprocess.Popen(
             [str(floatplane_bin), "server", "--dev", "--data-dir", str(data_dir),
-             "--listen", "127.0.0.1:0"],
+             "--listen", "127.0.0.1:0", *server_database_args(data_dir)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             first_line = process.stdout.readline()

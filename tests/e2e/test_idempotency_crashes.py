@@ -60,6 +60,8 @@ def raw_post(port, token, path, body, key, sent=None):
         connection.close()
 
 
+@pytest.mark.sqlite_only("the slow-disk fault (FLOATPLANE_TEST_SYNC_DELAY_MS) delays SQLite's "
+                        "group-commit sync; PostgreSQL commits have no such hook")
 def test_keyed_floating_ip_creates_killed_mid_burst_are_each_done_once(start_server):
     server = start_server(extra_args=["--enable-test-faults"],
                           env={"FLOATPLANE_TEST_SYNC_DELAY_MS": str(SYNC_DELAY_MS)})

@@ -17,7 +17,6 @@ agent (`POST /faults` hang on the port's PUT), then restarted on the same data d
 import json
 import os
 import signal
-import sqlite3
 import time
 
 import pytest
@@ -131,14 +130,9 @@ def test_recovery_resumes_in_the_background_while_the_server_answers(start_rack)
         assert expect(admin.get(f"/v1/floating-ips/{fip}"), 200)["instance_id"] == target
 
 
-def saga_states_on_disk(data_dir, name):
+def saga_states_on_disk(server, name):
     """{saga id: state} of the sagas named `name`, read from the stopped server's database."""
-    connection = sqlite3.connect(data_dir / "floatplane.db")
-    try:
-        rows = connection.execute("SELECT id, state FROM saga WHERE name = ?", (name,))
-        return dict(rows.fetchall())
-    finally:
-        connection.close()
+    return dict(server.sql("SELECT id, state FROM saga WHERE name = ?", (name,)))
 
 
 def test_sigterm_during_recovery_exits_cleanly_and_the_next_start_finishes(start_rack):
@@ -151,7 +145,7 @@ def test_sigterm_during_recovery_exits_cleanly_and_the_next_start_finishes(start
     wait_until(lambda: held(sled) == CONCURRENCY, 10.0, f"{CONCURRENCY} resumed attaches held",
                describe=lambda: f"{sled.faults()}\n{rack.server.describe_output()}")
     assert rack.server.stop(signal.SIGTERM) == 0, rack.server.describe_output()
-    left = saga_states_on_disk(rack.server.data_dir, "ip_attach")
+    left = saga_states_on_disk(rack.server, "ip_attach")
     assert len(left) == ATTACHES
     assert set(left.values()) <= {"running", "unwinding", "unwound"}, left
 
@@ -178,11 +172,8 @@ def test_a_saga_that_cannot_resume_is_marked_stuck_and_the_server_serves(start_s
     [saga] = [s for s in list_sagas(admin) if s["name"] == "instance_create"]
     assert server.stop(signal.SIGTERM) == 0
 
-    connection = sqlite3.connect(server.data_dir / "floatplane.db")
-    with connection:
-        connection.execute("UPDATE saga SET state = 'running', dag = '{\"corrupt\": true}' "
-                           "WHERE id = ?", (saga["id"],))
-    connection.close()
+    server.sql("UPDATE saga SET state = 'running', dag = '{\"corrupt\": true}' WHERE id = ?",
+               (saga["id"],))
 
     server.start()
     reply = expect(server.admin.get("/v1/ping"), 200)

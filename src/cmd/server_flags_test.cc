@@ -1,0 +1,124 @@
+// `floatplane server`'s flags and its --config file, parsed as main() parses them.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cmd/server.h"
+
+namespace fp::cmd {
+namespace {
+
+class ServerFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fp-server-flags-" + std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteConfig(const std::string& text) {
+    std::filesystem::path path = dir_ / "floatplane.toml";
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  // Parses `floatplane ARGS...`; returns CLI11's error message, or "" on success.
+  std::string Parse(std::vector<std::string> args) {
+    CLI::App app{"floatplane"};
+    AddServerCommand(app, flags_);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+      app.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+      return std::string(e.what()).empty() ? "error" : e.what();
+    }
+    return "";
+  }
+
+  std::filesystem::path dir_;
+  ServerFlags flags_;
+};
+
+TEST_F(ServerFlagsTest, DatabaseAndAgentsFromFlags) {
+  ASSERT_EQ(
+      Parse({"server", "--database",
+             "postgres://fp@h1:5432,h2:5432/fp?target_session_attrs=read-write", "--switch-agent",
+             "http://sw:1", "--sled-agent", "http://s1:2", "--sled-agent", "http://s2:3"}),
+      "");
+  EXPECT_EQ(flags_.database, "postgres://fp@h1:5432,h2:5432/fp?target_session_attrs=read-write");
+  EXPECT_EQ(flags_.switch_agent, "http://sw:1");
+  EXPECT_EQ(flags_.sled_agents, (std::vector<std::string>{"http://s1:2", "http://s2:3"}));
+  EXPECT_FALSE(flags_.dev);
+}
+
+TEST_F(ServerFlagsTest, ConfigFileCarriesTheSameSettings) {
+  std::string config = WriteConfig(R"(# floatplane server settings
+[server]
+database = "postgres://fp@db1:5432,db2:5432/fp?target_session_attrs=read-write"
+data-dir = "/var/lib/floatplane"
+listen = "0.0.0.0:12220"
+switch-agent = "http://switch:12230"
+sled-agent = ["http://sled1:12240", "http://sled2:12240"]
+agent-timeout-ms = 3000
+history-retention = "12h"
+mint-admin-token = true
+)");
+  ASSERT_EQ(Parse({"server", "--config", config}), "");
+  EXPECT_EQ(flags_.database, "postgres://fp@db1:5432,db2:5432/fp?target_session_attrs=read-write");
+  EXPECT_EQ(flags_.data_dir, "/var/lib/floatplane");
+  EXPECT_EQ(flags_.listen, "0.0.0.0:12220");
+  EXPECT_EQ(flags_.switch_agent, "http://switch:12230");
+  EXPECT_EQ(flags_.sled_agents,
+            (std::vector<std::string>{"http://sled1:12240", "http://sled2:12240"}));
+  EXPECT_EQ(flags_.agent_timeout_ms, 3000);
+  EXPECT_EQ(flags_.history_retention_s, 12 * 3600);
+  EXPECT_TRUE(flags_.mint_admin_token);
+  EXPECT_FALSE(flags_.dev);
+}
+
+TEST_F(ServerFlagsTest, FlagsOverrideTheConfigFile) {
+  std::string config = WriteConfig(R"([server]
+dev = true
+database = "postgres://fp@db/fp"
+sled-agent = ["http://sled1:1", "http://sled2:2"]
+listen = "127.0.0.1:1"
+)");
+  ASSERT_EQ(Parse({"server", "--database", "sqlite:/tmp/x.db", "--config", config, "--sled-agent",
+                   "http://cli:3"}),
+            "");
+  EXPECT_EQ(flags_.database, "sqlite:/tmp/x.db");
+  EXPECT_EQ(flags_.sled_agents, (std::vector<std::string>{"http://cli:3"}));
+  EXPECT_EQ(flags_.listen, "127.0.0.1:1");  // from the file: not on the command line
+  EXPECT_TRUE(flags_.dev);
+}
+
+TEST_F(ServerFlagsTest, AnUnknownKeyIsAnErrorNamingIt) {
+  std::string config = WriteConfig("[server]\ndatabse = \"postgres://db/fp\"\n");
+  std::string error = Parse({"server", "--config", config});
+  EXPECT_NE(error.find("server.databse"), std::string::npos) << error;
+}
+
+TEST_F(ServerFlagsTest, AKeyOutsideTheServerSectionIsAnError) {
+  std::string config = WriteConfig("database = \"postgres://db/fp\"\n");
+  std::string error = Parse({"server", "--config", config});
+  EXPECT_NE(error.find("database"), std::string::npos) << error;
+  EXPECT_EQ(flags_.database, "");
+}
+
+TEST_F(ServerFlagsTest, AnInvalidValueInTheFileNamesItsSetting) {
+  std::string config = WriteConfig("[server]\nagent-timeout-ms = 1\n");
+  std::string error = Parse({"server", "--config", config});
+  EXPECT_NE(error.find("--agent-timeout-ms"), std::string::npos) << error;
+}
+
+TEST_F(ServerFlagsTest, AMissingConfigFileIsAnErrorNamingIt) {
+  std::string error = Parse({"server", "--config", (dir_ / "absent.toml").string()});
+  EXPECT_NE(error.find("absent.toml"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace fp::cmd

@@ -1,0 +1,218 @@
+"""`floatplane server` configuration (issue 12, item 2): --database and the --config file,
+flags winning over the file, the engine named in the startup log with no password, what
+without --dev is required, and the bootstrap of the first fleet admin token when several
+servers share one PostgreSQL database (README "Configuration")."""
+
+import subprocess
+import threading
+import urllib.parse
+
+import pytest
+
+from e2e_helpers import expect
+
+SECRET = "hunter2-not-for-logs"
+
+
+def run_server_expecting_failure(floatplane_bin, *args):
+    """Runs `floatplane server ARGS` that must refuse to start; returns (code, stderr)."""
+    completed = subprocess.run([str(floatplane_bin), "server", *args], capture_output=True,
+                               text=True, timeout=30, stdin=subprocess.DEVNULL, check=False)
+    return completed.returncode, completed.stderr
+
+
+def test_startup_log_names_the_engine(server, engine):
+    [record] = server.wait_for_log(lambda r: r.get("msg") == "datastore open")
+    assert record["engine"] == engine, record
+    if engine == "sqlite":
+        assert record["database"] == f"sqlite {server.data_dir / 'floatplane.db'}", record
+    else:
+        assert record["database"].startswith("postgres postgresql://"), record
+
+
+def test_config_file_names_the_agents_and_flags_win(start_agent, start_server, tmp_path):
+    from_file = start_agent("switch")
+    from_flag = start_agent("switch")
+    sleds = [start_agent("sled"), start_agent("sled")]
+    config = tmp_path / "floatplane.toml"
+    config.write_text(
+        "# a floatplane server's settings\n"
+        "[server]\n"
+        f'switch-agent = "{from_file.url}"\n'
+        f'sled-agent = ["{sleds[0].url}", "{sleds[1].url}"]\n'
+        'agent-timeout-ms = 3000\n')
+    server = start_server(extra_args=["--config", str(config), "--switch-agent", from_flag.url])
+
+    [record] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
+    assert record["switch_agent"] == from_flag.url, record
+    assert record["in_process"] is False and record["sled_agents"] == 2, record
+    serials = {s["baseboard"]["serial"]
+               for s in expect(server.admin.get("/v1/system/hardware/sleds"), 200)["items"]}
+    assert serials == {sleds[0].url, sleds[1].url}
+
+
+def test_a_production_server_runs_from_a_config_file_alone(start_agent, start_server,
+                                                           server_database_args, tmp_path):
+    """Without --dev: database and agents from the file; it bootstraps the database too."""
+    switch = start_agent("switch")
+    sled = start_agent("sled")
+    data_dir = tmp_path / "prod-data"
+    database = server_database_args(data_dir)
+    database_url = database[1] if database else f"sqlite:{tmp_path / 'prod.db'}"
+    config = tmp_path / "floatplane.toml"
+    config.write_text("[server]\n"
+                      f'database = "{database_url}"\n'
+                      f'switch-agent = "{switch.url}"\n'
+                      f'sled-agent = ["{sled.url}"]\n')
+    server = start_server(data_dir=data_dir, dev=False, extra_args=["--config", str(config)])
+    expect(server.admin.get("/v1/system/silos/default"), 200)
+    [record] = server.wait_for_log(lambda r: r.get("msg") == "datastore open")
+    if not database:
+        assert record["database"] == f"sqlite {tmp_path / 'prod.db'}", record
+        assert (tmp_path / "prod.db").is_file()
+        assert not (data_dir / "floatplane.db").exists()
+
+
+@pytest.mark.parametrize("args, named", [
+    ([], "--database"),
+    (["--database", "sqlite:x.db"], "--switch-agent"),
+    (["--database", "sqlite:x.db", "--switch-agent", "http://127.0.0.1:1"], "--sled-agent"),
+])
+def test_without_dev_the_database_and_agents_are_required(floatplane_bin, tmp_path, args, named):
+    code, stderr = run_server_expecting_failure(
+        floatplane_bin, "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args)
+    assert code == 2, stderr
+    assert named in stderr and "--dev" in stderr, stderr
+
+
+@pytest.mark.parametrize("config_text, named", [
+    ("[server]\ndatabse = \"sqlite:x.db\"\n", "server.databse"),
+    ("database = \"sqlite:x.db\"\n", "database"),
+    ("[server]\nagent-timeout-ms = 5\n", "--agent-timeout-ms"),
+])
+def test_a_bad_config_file_is_refused_naming_the_key(floatplane_bin, tmp_path, config_text,
+                                                     named):
+    config = tmp_path / "bad.toml"
+    config.write_text(config_text)
+    code, stderr = run_server_expecting_failure(floatplane_bin, "--dev", "--config", str(config),
+                                                "--data-dir", str(tmp_path / "d"))
+    assert code != 0, stderr
+    assert named in stderr, stderr
+
+
+def test_a_bad_database_url_is_refused_naming_the_flag_and_hiding_its_password(floatplane_bin,
+                                                                               tmp_path):
+    code, stderr = run_server_expecting_failure(
+        floatplane_bin, "--dev", "--data-dir", str(tmp_path / "d"),
+        "--database", f"mysql://fp:{SECRET}@127.0.0.1/fp")
+    assert code == 2, stderr
+    assert "--database" in stderr and "postgres://" in stderr, stderr
+    assert SECRET not in stderr
+
+
+def test_an_unreachable_postgres_database_fails_the_start_naming_the_flag(floatplane_bin,
+                                                                          tmp_path):
+    # Port 1 on loopback: nothing listens there.
+    code, stderr = run_server_expecting_failure(
+        floatplane_bin, "--dev", "--data-dir", str(tmp_path / "d"),
+        "--database", f"postgresql://fp:{SECRET}@127.0.0.1:1/fp?connect_timeout=2")
+    assert code == 1, stderr
+    assert "--database" in stderr and "postgresql://fp:redacted@127.0.0.1:1/fp" in stderr, stderr
+    assert SECRET not in stderr
+
+
+def test_mint_admin_token_mints_a_new_working_token(server):
+    old = server.admin_token
+    server.extra_args = ["--mint-admin-token"]
+    server.restart()
+    assert server.admin_token != old
+    assert server.admin.get("/v1/system/ip-pools").status == 200
+    assert server.client(old).get("/v1/system/ip-pools").status == 200, "the old one still works"
+    server.wait_for_log(lambda r: r.get("level") == "warn"
+                        and "--mint-admin-token" in r.get("msg", ""))
+
+
+# -- several servers on one PostgreSQL database ----------------------------------------------
+
+def with_password(url, password):
+    parts = urllib.parse.urlsplit(url)
+    user, _, host = parts.netloc.rpartition("@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+
+
+@pytest.mark.postgres_only("a URL with a password")
+def test_the_database_password_is_never_logged(start_server, server_database_args, tmp_path):
+    data_dir = tmp_path / "secret-data"
+    url = with_password(server_database_args(data_dir)[1], SECRET)  # trust auth ignores it
+    server = start_server(data_dir=data_dir, extra_args=["--database", url])
+    expect(server.admin.get("/v1/system/silos/default"), 200)
+    [record] = server.wait_for_log(lambda r: r.get("msg") == "datastore open")
+    assert record["engine"] == "postgres", record
+    assert record["database"] == "postgres " + with_password(url, "redacted"), record
+    server.stop()
+    output = server.stderr_text() + "\n".join(server.stdout_lines)
+    assert SECRET not in output
+
+
+def bootstrap_records(server):
+    return [r for r in server.log_records() if r.get("msg", "").startswith("bootstrapped")]
+
+
+@pytest.mark.postgres_only("servers sharing one database")
+def test_servers_starting_together_on_one_database_mint_one_admin_token(start_server):
+    first = start_server(start=False)
+    servers = [first] + [start_server(database_of=first, start=False) for _ in range(2)]
+    errors = []
+
+    def start(server):
+        try:
+            server.start(require_token=False)
+        except AssertionError as error:
+            errors.append(str(error))
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, "\n\n".join(errors)
+
+    holders = [s for s in servers if (s.data_dir / "admin-token").is_file()]
+    assert len(holders) == 1, [str(s.data_dir) for s in holders]
+    assert sum(len(bootstrap_records(s)) for s in servers) == 1
+    token = (holders[0].data_dir / "admin-token").read_text().strip()
+    for s in servers:
+        assert s.client(token).get("/v1/system/ip-pools").status == 200
+        if s is not holders[0]:
+            s.wait_for_log(lambda r: "bootstrapped by another server" in r.get("msg", ""))
+
+
+@pytest.mark.postgres_only("servers sharing one database")
+def test_a_later_server_on_a_bootstrapped_database_mints_nothing(start_server):
+    first = start_server()
+    second = start_server(database_of=first)
+    assert not (second.data_dir / "admin-token").exists()
+    assert bootstrap_records(second) == []
+    second.wait_for_log(lambda r: "bootstrapped by another server" in r.get("msg", ""))
+    # One database: what one server writes, the other reads.
+    expect(first.admin.post("/v1/projects", {"name": "shared", "description": ""}), 201)
+    assert expect(second.admin.get("/v1/projects/shared"), 200)["name"] == "shared"
+
+
+@pytest.mark.postgres_only("on SQLite a lost token file is replaced (test_dev_server.py)")
+def test_a_lost_admin_token_file_is_not_replaced_silently_on_postgres(server):
+    token_file = server.data_dir / "admin-token"
+    old = server.admin_token
+    assert server.stop() == 0
+    token_file.unlink()
+
+    server.start(require_token=False)
+    assert not token_file.exists()
+    server.wait_for_log(lambda r: "--mint-admin-token" in r.get("msg", ""))
+    assert server.client(old).get("/v1/system/ip-pools").status == 200
+
+    assert server.stop() == 0
+    server.extra_args = ["--mint-admin-token"]
+    server.start()
+    assert server.admin_token != old
+    assert server.admin.get("/v1/system/ip-pools").status == 200
