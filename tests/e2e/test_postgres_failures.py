@@ -55,7 +55,8 @@ def with_database(url, name):
 
 @pytest.fixture
 def own_cluster(tmp_path):
-    """Factory: own_cluster(standby=False) -> URL of a fresh cluster of this test (primary with
+    """Requested before start_rack/start_server, so that it stops after the servers.
+    Factory: own_cluster(standby=False) -> URL of a fresh cluster of this test (primary with
     a synchronous standby if asked: the multi-host URL), holding database `fp`. Stopped at
     teardown."""
     dirs = []
@@ -186,8 +187,8 @@ def finish_and_check(rack, cyclers):
     wait_external_ip_agreement(rack, [PROJECT], timeout=30.0)
 
 
-def test_postgres_restarted_under_load_loses_no_acknowledged_change(start_rack, start_server,
-                                                                    own_cluster):
+def test_postgres_restarted_under_load_loses_no_acknowledged_change(own_cluster, start_rack,
+                                                                    start_server):
     url, primary, _ = own_cluster()
     rack, servers = start_pair(start_rack, start_server, url)
     cyclers = load(rack, servers)
@@ -204,8 +205,8 @@ def test_postgres_restarted_under_load_loses_no_acknowledged_change(start_rack, 
     finish_and_check(rack, cyclers)
 
 
-def test_failover_to_a_synchronous_standby_loses_no_acknowledged_change(start_rack, start_server,
-                                                                        own_cluster):
+def test_failover_to_a_synchronous_standby_loses_no_acknowledged_change(own_cluster, start_rack,
+                                                                        start_server):
     url, primary, standby = own_cluster(standby=True)
     assert "target_session_attrs=read-write" in url and url.count(",") == 1, url
     rack, servers = start_pair(start_rack, start_server, url)
