@@ -116,6 +116,10 @@ TEST_F(IdempotencyScopeTest, ASagaCreatedUnderTheKeyIsLinkedInItsCreatingCommit)
 // A keyed request's thread that leads a group commit runs other requests' writes: a saga one
 // of them creates must not be linked to the leader's key.
 TEST_F(IdempotencyScopeTest, WritesLedByAKeyedRequestsThreadAreNotItsOwn) {
+  if (testing::OnPostgres()) {
+    GTEST_SKIP() << "SQLite group commit: one thread running another's write (no batches on "
+                    "PostgreSQL)";
+  }
   std::mutex mu;
   std::condition_variable cv;
   int queued = 0;

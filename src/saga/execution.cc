@@ -212,6 +212,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   bool id_taken = false;
   Json output;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
+    id_taken = false;  // the store may run this body again (a retried transaction)
     if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_))) {
       id_taken = true;
       return Fail(Error::Internal(

@@ -95,7 +95,8 @@ class SagaStore {
   // once the commit is durable. `body` failing rolls back everything written in the
   // transaction and returns its error. The store may run `body` again (a conflict it retries),
   // so `body` must keep nothing from a failed run. Errors besides `body`'s: the store's own
-  // (the datastore's: Internal, also when the database stays busy past its retry deadline).
+  // (the datastore's: Internal; on PostgreSQL, Unavailable when conflicts or a lost
+  // database outlast the retry deadline).
   virtual Status Write(const std::function<Status(StoreTx&)>& body) = 0;
 
   // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---
