@@ -60,6 +60,14 @@ Result<std::optional<Timestamp>> SecLeaseRenew(Datastore& ds, const std::string&
   });
 }
 
+Status SecLeaseRelease(Datastore& ds, const std::string& sec, const std::string& incarnation) {
+  return ds.Write([&](Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE sec_lease SET expires_at = ? WHERE sec_id = ? AND incarnation = ?",
+                   tx.now(), sec, incarnation));
+    return Ok();
+  });
+}
+
 Result<std::vector<saga::OwnedSaga>> SagaAdoptExpired(Datastore& ds, const std::string& sec,
                                                       int64_t grace_us, int64_t limit) {
   using Out = std::vector<saga::OwnedSaga>;

@@ -41,6 +41,10 @@ Result<SecLeaseTaken> SecLeaseTake(Datastore& ds, const std::string& sec,
 Result<std::optional<Timestamp>> SecLeaseRenew(Datastore& ds, const std::string& sec,
                                                const std::string& incarnation, int64_t ttl_us);
 
+// At a clean stop: lets the lease of `sec` expire now if `incarnation` holds it, so that other
+// servers adopt the sagas left unfinished once the grace passed.
+Status SecLeaseRelease(Datastore& ds, const std::string& sec, const std::string& incarnation);
+
 // Adopts, in one write transaction, every unfinished saga whose coordinator has no lease that
 // is live or expired less than `grace_us` ago (by this server's clock), `sec`'s own excepted:
 // current_sec = sec, adopt_generation + 1. A saga of a coordinator that never held a lease (a

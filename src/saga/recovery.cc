@@ -57,6 +57,13 @@ void SagaRecovery::Stop() {
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
+  // Sagas still queued are left for later (the next start, or another recovery).
+  std::deque<Pending> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(queue_);
+  }
+  for (const Pending& p : left) Finished(p.id);
 }
 
 void SagaRecovery::Work() {
@@ -79,11 +86,11 @@ void SagaRecovery::Work() {
 }
 
 void SagaRecovery::Recover(Pending pending) {
-  if (exec_.IsRunning(pending.id)) return Finished();  // a request runs it here
+  if (exec_.IsRunning(pending.id)) return Finished(pending.id);  // a request runs it here
   // Under a new generation, so that no other execution of the saga writes to it any more.
   auto claimed = exec_.Claim(pending.id, pending.generation);
   if (!claimed) return Retry(std::move(pending), claimed.error());
-  if (!*claimed) return Finished();  // adopted by another server, or at rest
+  if (!*claimed) return Finished(pending.id);  // adopted by another server, or at rest
   pending.generation = **claimed;
   Result<SagaOutcome> outcome = Fail(Error::Internal("not resumed"));
   try {
@@ -95,17 +102,18 @@ void SagaRecovery::Recover(Pending pending) {
   }
   if (outcome) {
     Report(RecoveryEvent{RecoveryEvent::Kind::kAtRest, pending.id, *outcome, std::nullopt});
-    return Finished();
+    return Finished(pending.id);
   }
   bool stopping = exec_.quiesced();
   {
     std::lock_guard lock(mu_);
     stopping = stopping || stopping_;
   }
-  if (stopping) return Finished();  // shutting down: unfinished in the log for the next start
+  if (stopping)
+    return Finished(pending.id);  // shutting down: unfinished in the log for the next start
   const Error& error = outcome.error();
-  if (error.kind() == ErrorKind::kNotFound) return Finished();  // no longer in the log
-  if (IsLostSaga(error)) return Finished();  // adopted by another server meanwhile: its now
+  if (error.kind() == ErrorKind::kNotFound) return Finished(pending.id);  // no longer in the log
+  if (IsLostSaga(error)) return Finished(pending.id);  // another server adopted it meanwhile
   if (error.kind() != ErrorKind::kServiceUnavailable) {
     auto why = exec_.WhyNotResumable(pending.id);
     if (why && *why) return CannotResume(pending, **why);
@@ -132,7 +140,7 @@ void SagaRecovery::CannotResume(Pending pending, const Error& why) {
       SagaOutcome stuck{SagaResultKind::kStuck, Json(), why, std::nullopt};
       Report(RecoveryEvent{RecoveryEvent::Kind::kCannotResume, pending.id, stuck, why});
     }
-    return Finished();
+    return Finished(pending.id);
   }
   // Marking it failed (the store): try the whole thing again later.
   Retry(std::move(pending), marked.error());
@@ -142,11 +150,12 @@ void SagaRecovery::Report(const RecoveryEvent& event) const {
   if (options_.report) options_.report(event);
 }
 
-void SagaRecovery::Finished() {
+void SagaRecovery::Finished(const Uuid& id) {
   {
     std::lock_guard lock(mu_);
     --remaining_;
   }
+  if (options_.finished) options_.finished(id);
   changed_.notify_all();
 }
 

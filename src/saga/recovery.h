@@ -57,6 +57,9 @@ struct RecoveryOptions {
   int concurrency = 8;  // sagas resumed at once
   // Called on a worker thread for every event; must be thread-safe. May be empty.
   std::function<void(const RecoveryEvent&)> report;
+  // Called (on a worker thread, or in Stop) once the recovery is done with a saga, whatever
+  // became of it; must be thread-safe. May be empty.
+  std::function<void(const Uuid&)> finished;
   // Backoff of a transient failure: doubled at each failure of the same saga, up to max.
   std::chrono::milliseconds first_retry{250};
   std::chrono::milliseconds max_retry{8000};
@@ -111,7 +114,7 @@ class SagaRecovery {
   void Retry(Pending pending, const Error& error);
   void Report(const RecoveryEvent& event) const;
   // The saga needs nothing more from this recovery.
-  void Finished();
+  void Finished(const Uuid& id);
 
   SagaExecutor& exec_;
   RecoveryOptions options_;

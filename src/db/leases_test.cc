@@ -1,0 +1,147 @@
+// Coordinator leases, adoption of the sagas of expired coordinators, task leases (db/leases.h).
+
+#include "db/leases.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/testing/manual_clock.h"
+#include "db/sagas.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using fp::testing::ManualClock;
+using testing::TempDatastore;
+
+constexpr int64_t kSecond = 1'000'000;
+
+class LeasesTest : public ::testing::Test {
+ protected:
+  // An unfinished saga owned by `sec` in generation 1.
+  Uuid SagaOf(const std::string& sec) {
+    SagaRow row{Uuid::TimeOrdered(), "toy", R"({"name":"toy","nodes":[]})", SagaState::kRunning,
+                SagaOwner{sec, 1}};
+    EXPECT_TRUE(store.Create(row).value());
+    return row.id;
+  }
+  SagaOwner OwnerOf(const Uuid& id) { return SagaLoad(*ds, id).value().saga.owner; }
+
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  TempDatastore ds{clock};
+  DatastoreSagaStore store{*ds};
+};
+
+TEST_F(LeasesTest, RenewalExtendsTheLeaseOnlyForItsIncarnation) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-1", 5 * kSecond));
+  clock->Advance(3 * kSecond);
+  auto renewed = SecLeaseRenew(*ds, "a", "run-1", 5 * kSecond);
+  ASSERT_TRUE(renewed) << renewed.error().message();
+  ASSERT_TRUE(*renewed);
+  EXPECT_EQ(**renewed, clock->Now() + 5 * kSecond);
+  auto leases = SecLeaseList(*ds).value();
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].expires_at, clock->Now() + 5 * kSecond);
+  EXPECT_EQ(leases[0].incarnation, "run-1");
+
+  // A restart under the same id takes the lease over; the earlier process can no longer renew.
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-2", 5 * kSecond));
+  EXPECT_EQ(SecLeaseRenew(*ds, "a", "run-1", 5 * kSecond).value(), std::nullopt);
+  EXPECT_EQ(SecLeaseList(*ds).value()[0].incarnation, "run-2");
+  EXPECT_TRUE(SecLeaseRenew(*ds, "a", "run-2", 5 * kSecond).value());
+}
+
+TEST_F(LeasesTest, TakingTheLeaseAtStartBumpsTheGenerationOfOwnUnfinishedSagas) {
+  Uuid mine = SagaOf("a");
+  Uuid done = SagaOf("a");
+  ASSERT_TRUE(store.Record(done, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null"));
+  Uuid theirs = SagaOf("b");
+  auto taken = SecLeaseTake(*ds, "a", "run-1", 5 * kSecond);
+  ASSERT_TRUE(taken) << taken.error().message();
+  EXPECT_EQ(taken->own_sagas, (std::vector<saga::OwnedSaga>{{mine, 2}}));
+  EXPECT_EQ(OwnerOf(mine).generation, 2);
+  EXPECT_EQ(OwnerOf(done).generation, 1);
+  EXPECT_EQ(OwnerOf(theirs).generation, 1);
+  // The earlier run's writes are fenced.
+  EXPECT_FALSE(store.Record(mine, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null"));
+}
+
+TEST_F(LeasesTest, SagasAreAdoptedOnlyOnceTheLeaseExpiredAndTheGracePassed) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-a", 5 * kSecond));
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 5 * kSecond));
+  Uuid id = SagaOf("a");
+  const int64_t grace = 2 * kSecond;
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  clock->Advance(5 * kSecond + 1);  // a's lease expired, the grace has not passed
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  EXPECT_EQ(OwnerOf(id).sec, "a");
+  // A renewal in time keeps the sagas.
+  ASSERT_TRUE(SecLeaseRenew(*ds, "a", "run-a", 5 * kSecond).value());
+  clock->Advance(5 * kSecond + grace);
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  clock->Advance(1);
+  auto adopted = SagaAdoptExpired(*ds, "b", grace, 100);
+  ASSERT_TRUE(adopted) << adopted.error().message();
+  EXPECT_EQ(*adopted, (std::vector<saga::OwnedSaga>{{id, 2}}));
+  EXPECT_EQ(OwnerOf(id).sec, "b");
+  EXPECT_EQ(OwnerOf(id).generation, 2);
+  // The former owner is fenced.
+  Status stale = store.Record(id, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null");
+  ASSERT_FALSE(stale);
+  EXPECT_TRUE(saga::IsLostSaga(stale.error()));
+}
+
+TEST_F(LeasesTest, SagasOfACoordinatorThatNeverHeldALeaseAreAdoptedAtOnce) {
+  Uuid legacy = SagaOf("sqlite-server");  // written by a server of an earlier version
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 5 * kSecond));
+  EXPECT_EQ(SagaAdoptExpired(*ds, "b", 2 * kSecond, 100).value(),
+            (std::vector<saga::OwnedSaga>{{legacy, 2}}));
+}
+
+TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 60 * kSecond));
+  ASSERT_TRUE(SecLeaseTake(*ds, "c", "run-c", 60 * kSecond));
+  std::vector<Uuid> sagas;
+  for (int i = 0; i < 40; ++i) sagas.push_back(SagaOf("dead"));
+  std::vector<saga::OwnedSaga> by_b, by_c;
+  auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
+    for (int i = 0; i < 20; ++i) {
+      auto got = SagaAdoptExpired(*ds, sec, 0, 3);
+      ASSERT_TRUE(got) << got.error().message();
+      out.insert(out.end(), got->begin(), got->end());
+    }
+  };
+  std::thread b([&] { adopt("b", by_b); });
+  std::thread c([&] { adopt("c", by_c); });
+  b.join();
+  c.join();
+  EXPECT_EQ(by_b.size() + by_c.size(), sagas.size());
+  for (const auto& [list, sec] : {std::pair{&by_b, "b"}, std::pair{&by_c, "c"}}) {
+    for (const saga::OwnedSaga& s : *list) {
+      EXPECT_EQ(OwnerOf(s.id).sec, sec);
+      EXPECT_EQ(OwnerOf(s.id).generation, 2);
+    }
+  }
+}
+
+TEST_F(LeasesTest, ATaskLeaseHasOneHolderAtATime) {
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "other", "b", 3 * kSecond).value());
+  clock->Advance(2 * kSecond);
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());  // renewed
+  clock->Advance(2 * kSecond);
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  clock->Advance(1 * kSecond + 1);  // a's lease expired
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "nat", "a"));  // not a's: no effect
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "nat", "b"));
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+}
+
+}  // namespace
+}  // namespace fp::db
