@@ -77,6 +77,9 @@ Result<std::vector<saga::OwnedSaga>> SagaAdoptExpired(Datastore& ds, const std::
     return !FP_TRY(AdoptableIn(tx, sec, tx.now() - grace_us, 1)).empty();
   }));
   if (!any) return Out();
+  // Another server may adopt the same sagas between the probe and the write: the write selects
+  // them again, and each update is conditional on the owner it read.
+  ds.SyncPoint("saga_adopt:probed");
   return ds.Write<Out>([&](Tx& tx) -> Result<Out> {
     Out adopted;
     for (const Row& r : FP_TRY(AdoptableIn(tx, sec, tx.now() - grace_us, limit))) {

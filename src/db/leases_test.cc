@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "common/testing/manual_clock.h"
@@ -103,25 +105,39 @@ TEST_F(LeasesTest, SagasOfACoordinatorThatNeverHeldALeaseAreAdoptedAtOnce) {
 TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
   ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 60 * kSecond));
   ASSERT_TRUE(SecLeaseTake(*ds, "c", "run-c", 60 * kSecond));
-  std::vector<Uuid> sagas;
-  for (int i = 0; i < 40; ++i) sagas.push_back(SagaOf("dead"));
-  std::vector<saga::OwnedSaga> by_b, by_c;
-  auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
-    for (int i = 0; i < 20; ++i) {
-      auto got = SagaAdoptExpired(*ds, sec, 0, 3);
+  // Rounds of sagas left by a dead coordinator, which b and c both find before either adopts.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Uuid> sagas;
+    for (int i = 0; i < 10; ++i) sagas.push_back(SagaOf("dead"));
+    std::vector<saga::OwnedSaga> by_b, by_c;
+    // Both have found the sagas to adopt before either writes.
+    std::mutex mu;
+    std::condition_variable both;
+    int probed = 0;
+    ds->TEST_SetSyncPoint([&](std::string_view point) {
+      if (point != "saga_adopt:probed") return;
+      std::unique_lock lock(mu);
+      ++probed;
+      both.notify_all();
+      both.wait_for(lock, std::chrono::seconds(5), [&] { return probed == 2; });
+    });
+    auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
+      auto got = SagaAdoptExpired(*ds, sec, 0, 100);
       ASSERT_TRUE(got) << got.error().message();
-      out.insert(out.end(), got->begin(), got->end());
-    }
-  };
-  std::thread b([&] { adopt("b", by_b); });
-  std::thread c([&] { adopt("c", by_c); });
-  b.join();
-  c.join();
-  EXPECT_EQ(by_b.size() + by_c.size(), sagas.size());
-  for (const auto& [list, sec] : {std::pair{&by_b, "b"}, std::pair{&by_c, "c"}}) {
-    for (const saga::OwnedSaga& s : *list) {
-      EXPECT_EQ(OwnerOf(s.id).sec, sec);
-      EXPECT_EQ(OwnerOf(s.id).generation, 2);
+      out = *got;
+    };
+    std::thread b([&] { adopt("b", by_b); });
+    std::thread c([&] { adopt("c", by_c); });
+    b.join();
+    c.join();
+    ds->TEST_SetSyncPoint(nullptr);
+    EXPECT_EQ(probed, 2);
+    EXPECT_EQ(by_b.size() + by_c.size(), sagas.size());
+    for (const auto& [list, sec] : {std::pair{&by_b, "b"}, std::pair{&by_c, "c"}}) {
+      for (const saga::OwnedSaga& s : *list) {
+        EXPECT_EQ(OwnerOf(s.id).sec, sec);
+        EXPECT_EQ(OwnerOf(s.id).generation, 2);
+      }
     }
   }
 }
