@@ -47,6 +47,7 @@ std::optional<SagaEventType> ParseSagaEventType(std::string_view text);
 struct SagaOwner {
   std::string sec;
   int64_t generation = 1;
+  bool operator==(const SagaOwner&) const = default;
 };
 
 // A saga a coordinator owns, with the generation it owns it in.
