@@ -206,7 +206,9 @@ TEST_F(RecoveryTest, ClaimsEachSagaButNeverOneTheExecutorRunsOrAnotherOwns) {
     finished.push_back(id);
   };
   auto recovery = SagaRecovery::StartWith(exec, options, {{running, 1}, {adopted, 1}, {mine, 1}});
-  recovery->Wait();
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return recovery->finished(); }));
+  recovery->Stop();
+  std::lock_guard lock(mu);
   EXPECT_EQ(finished.size(), 3u);
   EXPECT_EQ(store.Load(running)->saga.owner.generation, 1);  // untouched
   EXPECT_EQ(store.Load(adopted)->saga.owner, (SagaOwner{"sec-other", 2}));
