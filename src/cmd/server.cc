@@ -30,6 +30,7 @@
 #include "cmd/process.h"
 #include "common/log.h"
 #include "db/datastore.h"
+#include "db/leases.h"
 #include "db/sagas.h"
 #include "db/sleds.h"
 #include "http/host_port.h"
@@ -236,16 +237,21 @@ int RunServer(const ServerFlags& flags) {
     std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
     return 1;
   }
-  fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
-  fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
-  fp::saga::ActionRegistry registry;
-  fp::app::RegisterSagaActions(registry, deps);
   auto coordinator_id = CoordinatorId(flags, dir);
   if (!coordinator_id) {
     std::cerr << "floatplane server: cannot keep the coordinator id: "
               << coordinator_id.error().message() << "\n";
     return 1;
   }
+  // Declared before the background tasks that use them (which stop first).
+  const int64_t task_lease_us = int64_t{flags.lease_ttl_ms} * 1000;
+  fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id,
+                                        task_lease_us);
+  fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us);
+  fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
+  fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
+  fp::saga::ActionRegistry registry;
+  fp::app::RegisterSagaActions(registry, deps);
   fp::db::DatastoreSagaStore saga_store(**datastore);
   fp::saga::SagaExecutor executor(saga_store, registry, *coordinator_id);
   if (flags.enable_test_faults) {
@@ -289,9 +295,11 @@ int RunServer(const ServerFlags& flags) {
         {{"sagas", (*coordinator)->sagas_at_start()}, {"concurrency", kRecoveryConcurrency}});
   }
   (*coordinator)->StartBackground();
-  // The NAT reconciler's first pass runs at once, off the start path.
-  watcher.Start(100);
-  nat.StartBackground(2000);
+  // The NAT reconciler's first pass runs at once, off the start path. With several servers on
+  // one database, one at a time watches the sleds and repairs the switch's table (a lease
+  // each); every server syncs NAT changes (see README, "Several servers").
+  watcher.Start(100, &watcher_lease);
+  nat.StartBackground(2000, &nat_lease);
   fp::app::HistoryPruner pruner(
       **datastore,
       fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
@@ -337,6 +345,7 @@ int RunServer(const ServerFlags& flags) {
   executor.Quiesce();
   (*coordinator)->Stop();
   watcher.Stop();
+  watcher_lease.Release();
   nat.StopBackground();
   pruner.Stop();
   fp::LogEvent("info", "stopped");

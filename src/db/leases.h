@@ -9,6 +9,7 @@
 // the adoption grace (NTP does).
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,5 +74,30 @@ Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std:
                               int64_t ttl_us);
 // Gives the task up if `holder` holds it (at shutdown, so another server takes it at once).
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder);
+
+// One server's hold on one background task's lease: Held() says whether this server may run
+// the task's next pass, acquiring or renewing the lease when less than half of it is left (so
+// at most one commit per half TTL). A holder stops holding once its lease ran out by its own
+// clock, before any other server can take it (that one waits for the expiry by its own clock;
+// clocks must agree within the TTL's other half). Thread-safe; `ds` must outlive it.
+class TaskLeaseKeeper {
+ public:
+  TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us)
+      : ds_(ds), task_(std::move(task)), holder_(std::move(holder)), ttl_us_(ttl_us) {}
+  // Whether this server holds the task now (false also when the datastore did not answer).
+  bool Held();
+  // Gives the task up (at shutdown), so another server takes it at once.
+  void Release();
+  const std::string& task() const { return task_; }
+
+ private:
+  Datastore& ds_;
+  const std::string task_;
+  const std::string holder_;
+  const int64_t ttl_us_;
+  std::mutex mu_;
+  Timestamp held_until_ = 0;  // guarded by mu_; by this server's clock, counted from before
+                              // the acquiring write
+};
 
 }  // namespace fp::db
