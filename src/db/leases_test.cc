@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/testing/manual_clock.h"
+#include "db/instances.h"
 #include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
@@ -157,6 +158,47 @@ TEST_F(LeasesTest, ATaskLeaseHasOneHolderAtATime) {
   EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
   ASSERT_TRUE(TaskLeaseRelease(*ds, "nat", "b"));
   EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+}
+
+TEST_F(LeasesTest, ATaskLeaseKeeperHoldsUntilItsLeaseRunsOutAndRenewsInTime) {
+  TaskLeaseKeeper a(*ds, "watch", "a", 4 * kSecond);
+  TaskLeaseKeeper b(*ds, "watch", "b", 4 * kSecond);
+  EXPECT_TRUE(a.Held());
+  EXPECT_FALSE(b.Held());
+  int64_t commits = ds->durable_commits();
+  clock->Advance(1 * kSecond);
+  EXPECT_TRUE(a.Held());  // more than half left: no write
+  EXPECT_EQ(ds->durable_commits(), commits);
+  clock->Advance(2 * kSecond);
+  EXPECT_TRUE(a.Held());  // renewed
+  EXPECT_FALSE(b.Held());
+  // a stops renewing (paused): by its own clock it stops holding when b may take over.
+  clock->Advance(4 * kSecond + 1);
+  EXPECT_TRUE(b.Held());
+  EXPECT_FALSE(a.Held());
+  b.Release();
+  EXPECT_TRUE(a.Held());
+}
+
+TEST_F(LeasesTest, AVmRemovalMarkHoldsPlacementsBackUntilItEndsOrExpires) {
+  Uuid instance = Uuid::Random();  // no such instance: an orphan
+  auto orphan = [](const std::optional<Instance>& i) { return !i.has_value(); };
+  auto not_orphan = [](const std::optional<Instance>&) { return false; };
+  EXPECT_FALSE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, not_orphan).value());
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, orphan).value());
+  EXPECT_TRUE(VmRemovalInProgress(*ds, instance).value());
+  // Another server's removal of the same VM waits for this one.
+  EXPECT_FALSE(VmRemovalBeginIf(*ds, instance, "b", 10 * kSecond, orphan).value());
+  ASSERT_TRUE(VmRemovalEnd(*ds, instance, "b"));  // not b's mark
+  EXPECT_TRUE(VmRemovalInProgress(*ds, instance).value());
+  ASSERT_TRUE(VmRemovalEnd(*ds, instance, "a"));
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  // A mark whose server died amid the removal expires.
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "b", 10 * kSecond, orphan).value());
+  clock->Advance(10 * kSecond + 1);
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, orphan).value());
 }
 
 }  // namespace
