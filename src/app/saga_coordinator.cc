@@ -48,6 +48,8 @@ void SagaCoordinator::StartBackground() {
 void SagaCoordinator::Loop() {
   auto next_own = std::chrono::steady_clock::now() + options_.own_recovery_interval;
   std::unique_lock lock(mu_);
+  // Start took the lease: the first renewal is one interval later.
+  cv_.wait_for(lock, options_.renew_interval, [&] { return stop_; });
   while (!stop_) {
     lock.unlock();
     if (auto renewed = RenewOnce(); !renewed) {
@@ -78,6 +80,7 @@ void SagaCoordinator::Loop() {
     lock.unlock();
     done.clear();
     lock.lock();
+    if (stop_) break;
     cv_.wait_for(lock, options_.renew_interval, [&] { return stop_; });
   }
 }

@@ -298,6 +298,10 @@ int RunServer(const ServerFlags& flags) {
   // The NAT reconciler's first pass runs at once, off the start path. With several servers on
   // one database, one at a time watches the sleds and repairs the switch's table (a lease
   // each); every server syncs NAT changes (see README, "Several servers").
+  // Taken (or found held by another server) now, before the server serves: its commits then
+  // come every half lease, never amid the first requests.
+  (void)watcher_lease.Held();
+  (void)nat_lease.Held();
   watcher.Start(100, &watcher_lease);
   nat.StartBackground(2000, &nat_lease);
   fp::app::HistoryPruner pruner(
