@@ -18,7 +18,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 6> kMigrations = {
+constexpr std::array<std::string_view, 7> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -382,6 +382,30 @@ END;
 CREATE TRIGGER saga_rows_on_delete AFTER DELETE ON saga BEGIN
   UPDATE counter SET value = value - 1 WHERE name = 'saga_rows';
 END;
+)sql",
+    // 7: several servers on one database (saga/coordinator.h, db/leases.h). sec_lease: each
+    // saga execution coordinator's lease, renewed by its server; `incarnation` names the
+    // process that holds it, so a second process under the same id is detected. Sagas of a
+    // coordinator without a live lease are adopted by a live one. task_lease: one holder at a
+    // time of a background task. vm_removal: a VM being removed from a sled as an orphan, so
+    // that a placement of the same instance by any server waits for the removal.
+    R"sql(
+CREATE TABLE sec_lease (
+  sec_id TEXT NOT NULL PRIMARY KEY,
+  incarnation TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  time_renewed INTEGER NOT NULL
+) STRICT;
+CREATE TABLE task_lease (
+  task TEXT NOT NULL PRIMARY KEY,
+  holder TEXT NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE vm_removal (
+  instance_id TEXT NOT NULL PRIMARY KEY,
+  holder TEXT NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
 )sql",
 };
 
