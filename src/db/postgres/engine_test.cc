@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "db/schema.h"
@@ -196,6 +197,27 @@ TEST_F(PgEngineTest, EveryConnectionLostBetweenTransactionsIsReplaced) {
   EXPECT_EQ(engine_->TEST_write_attempts() - attempts, 2);
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 40"), 1);
   EXPECT_LE(engine_->stats().open_readers, 2) << "the lost idle connections were dropped";
+}
+
+// A real restart of the server (FLOATPLANE_TEST_POSTGRES_RESTART: a shell command that restarts
+// the test cluster, e.g. "scripts/pg-cluster stop DIR && scripts/pg-cluster start DIR"; skipped
+// without one, since it stops every other test's database too), in the middle of a write.
+TEST_F(PgEngineTest, AServerRestartDuringAWriteIsSurvived) {
+  const char* restart = std::getenv("FLOATPLANE_TEST_POSTGRES_RESTART");
+  if (restart == nullptr) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES_RESTART is not set";
+  Open(PostgresOptions{.pool_size = 4, .retry_deadline = std::chrono::seconds(30)});
+  int runs = 0;
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    ++runs;
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (80, 'x')", {}));
+    if (runs == 1) {
+      EXPECT_EQ(std::system(restart), 0);
+    }
+    return Ok();
+  });
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 80"), 1);
 }
 
 TEST_F(PgEngineTest, ALostCommitThatLandedIsNotRunAgain) {
