@@ -105,7 +105,7 @@ void AddNatEntry(db::Datastore& ds, int n) {
   auto added = ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
     FP_TRY(
         tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                "ON CONFLICT (name) DO UPDATE SET value = value + 1"));
+                "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
     FP_TRY(tx.Exec(
         "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
         "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "

@@ -78,6 +78,9 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url)
     return Fail(Error::Unavailable(
         fmt::format("cannot connect to PostgreSQL: {}", Trimmed(PQerrorMessage(conn.get())))));
   }
+  // Notices (e.g. "already exists, skipping") are not errors and have no reader here.
+  PQsetNoticeProcessor(
+      conn.get(), [](void*, const char*) {}, nullptr);
   std::unique_ptr<PgConnection> out(new PgConnection(std::move(conn)));
   auto me = out->Query(
       "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()", {});

@@ -257,7 +257,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       continue;
     }
     // COMMIT. From here a lost connection leaves the outcome unknown.
-    sync_points_.Pass("postgres:committing");
+    if (write) sync_points_.Pass("postgres:committing");
     const int pid = conn->backend_pid();
     const std::string backend_start = conn->backend_start();
     CommitLoss loss = write ? lose_commit_.exchange(CommitLoss::kNone) : CommitLoss::kNone;
