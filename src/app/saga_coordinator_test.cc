@@ -244,6 +244,21 @@ TEST_F(SagaCoordinatorTest, AServerWhoseLeaseExpiredStartsNoSagaUntilItRenewed) 
   EXPECT_EQ(SagaRows(), sagas + 1);
 }
 
+// A server that may itself be taken for dead (its lease not renewed in time) adopts nothing
+// until it renewed.
+TEST_F(SagaCoordinatorTest, AServerWhoseLeaseExpiredAdoptsNothingUntilItRenewed) {
+  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row"}).ToJson().dump(),
+                    saga::SagaState::kRunning, saga::SagaOwner{"gone", 1}};
+  ASSERT_TRUE(a.store.Create(row).value());
+  clock->Advance(std::chrono::microseconds(kTtl).count());
+  EXPECT_TRUE(a.coordinator->AdoptOnce().value().empty());
+  EXPECT_EQ(Log(row.id).saga.owner.sec, "gone");
+  ASSERT_TRUE(a.coordinator->RenewOnce());
+  EXPECT_EQ(a.coordinator->AdoptOnce().value().size(), 1u);
+  ASSERT_TRUE(WaitFor([&] { return a.coordinator->recovering() == 0; }));
+  EXPECT_EQ(Log(row.id).saga.state, db::SagaState::kDone);
+}
+
 // A server adopts nothing while the owner's lease is live, nor during the grace after it.
 TEST_F(SagaCoordinatorTest, NothingIsAdoptedWhileTheOwnersLeaseIsLiveOrInItsGrace) {
   Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
