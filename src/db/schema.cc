@@ -412,7 +412,7 @@ CREATE TABLE vm_removal (
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 6> kPostgresMigrations = {
+constexpr std::array<std::string_view, 7> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -761,6 +761,26 @@ CREATE TRIGGER saga_rows_on_insert AFTER INSERT ON saga
 CREATE TRIGGER saga_rows_on_delete AFTER DELETE ON saga
   FOR EACH ROW EXECUTE FUNCTION saga_rows_count();
 )sql",
+    // 7: several servers on one database: coordinator leases, task leases, orphan VM removals
+    // (SQLite's migration 7 says what each is).
+    R"sql(
+CREATE TABLE sec_lease (
+  sec_id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  incarnation TEXT COLLATE "C" NOT NULL,
+  expires_at BIGINT NOT NULL,
+  time_renewed BIGINT NOT NULL
+);
+CREATE TABLE task_lease (
+  task TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  holder TEXT COLLATE "C" NOT NULL,
+  expires_at BIGINT NOT NULL
+);
+CREATE TABLE vm_removal (
+  instance_id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  holder TEXT COLLATE "C" NOT NULL,
+  expires_at BIGINT NOT NULL
+);
+)sql",
 };
 static_assert(kPostgresMigrations.size() == kMigrations.size(),
               "a migration adds one entry to each engine's list");
@@ -806,6 +826,8 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
 }
 
 }  // namespace
+
+size_t LatestSchemaVersion() { return kMigrations.size(); }
 
 Status MigrateSchema(sqlite::SqliteConnection& conn) {
   return MigrateSchemaTo(conn, kMigrations.size());

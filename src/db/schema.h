@@ -10,6 +10,9 @@
 
 namespace fp::db {
 
+// The newest schema version this binary knows (both engines' migration lists are this long).
+size_t LatestSchemaVersion();
+
 // Brings the database to the newest schema, one migration per transaction.
 Status MigrateSchema(sqlite::SqliteConnection& conn);
 // Up to schema version `target` only (tests: build an old database to upgrade).
