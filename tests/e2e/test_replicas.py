@@ -55,6 +55,11 @@ def use_server(rack, server):
     rack.load_sleds()
 
 
+def coordinator_id(server):
+    [serving] = [r for r in server.log_records() if r.get("msg") == "serving"]
+    return serving["coordinator_id"]
+
+
 def adopted_by(server):
     return any(r.get("msg") == ADOPTED for r in server.log_records())
 
@@ -101,15 +106,29 @@ def test_a_killed_servers_saga_is_adopted_and_finished_by_another(start_rack, st
         case.call(op)
     assert doomed.wait_for_exit() == -signal.SIGKILL, doomed.describe_output()
 
-    # The survivor alone carries on; nobody restarts the dead server.
+    # The survivor alone carries on; nobody restarts the dead server. A saga the dead server
+    # had not brought to rest must pass to the survivor (adopted under a new generation); one
+    # whose last node's event committed with its rest state has nothing left to adopt.
+    [(state, owner, generation)] = survivor.sql(
+        "SELECT state, current_sec, adopt_generation FROM saga WHERE name = ? AND "
+        "time_created = (SELECT max(time_created) FROM saga WHERE name = ?)", (saga, saga))
     use_server(rack, survivor)
-    wait_until(lambda: adopted_by(survivor), ADOPTION_S, "the survivor adopts the dead server's "
-               "sagas", describe=survivor.describe_output)
+    assert owner == coordinator_id(doomed), (owner, coordinator_id(doomed))
+    if state in ("running", "unwinding"):
+        wait_until(lambda: adopted_by(survivor), ADOPTION_S,
+                   "the survivor adopts the dead server's sagas", describe=survivor.describe_output)
+    else:
+        assert node == len(NODES) - 1 and state == "done", (node, state)
     sagas = wait_sagas_settled(rack.admin, ADOPTION_S)
     mine = [s for s in sagas if s["name"] == saga]
     assert len(mine) == before[saga] + 1, (before, sagas)
     # No node failed, so the adopter finishes the saga forward.
     assert all(s["state"] == "done" for s in mine), mine
+    if state in ("running", "unwinding"):
+        [(owner_now, generation_now)] = survivor.sql(
+            "SELECT current_sec, adopt_generation FROM saga WHERE current_sec = ? AND name = ?",
+            (coordinator_id(survivor), saga))
+        assert int(generation_now) > int(generation), (generation, generation_now)
     seen = converge(case, stable_for=1.0)
     assert seen.state == TARGET[op], seen
 
