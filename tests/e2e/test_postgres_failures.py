@@ -14,8 +14,10 @@ once and the test knows the state it must find.
 """
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -54,17 +56,18 @@ def with_database(url, name):
 
 
 @pytest.fixture
-def own_cluster(tmp_path):
+def own_cluster():
     """Requested before start_rack/start_server, so that it stops after the servers.
     Factory: own_cluster(standby=False) -> URL of a fresh cluster of this test (primary with
     a synchronous standby if asked: the multi-host URL), holding database `fp`. Stopped at
     teardown."""
     dirs = []
+    # Not under pytest's tmp_path: its parents are private to root, and PostgreSQL runs as the
+    # postgres user (scripts/pg-cluster).
+    root = Path(tempfile.mkdtemp(prefix="floatplane-pg-"))
+    root.chmod(0o755)
 
     def start(standby=False):
-        root = tmp_path / "pg"
-        root.mkdir(mode=0o755)
-        os.chmod(tmp_path, 0o755)  # the postgres user must reach DIR
         primary = root / "primary"
         dirs.append(primary)
         args = ["start", primary]
@@ -81,6 +84,7 @@ def own_cluster(tmp_path):
     for d in dirs:
         subprocess.run([str(PG_CLUSTER), "stop", str(d)], capture_output=True, timeout=120,
                        check=False)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 class Cycler:
