@@ -3,6 +3,7 @@
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
 //                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
 //                              [--history-retention 3d]
+//                              [--postgres URL [--servers 3]]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
 // every attach and detach also makes real HTTP calls to the switch and sled agents), creates one
@@ -23,11 +24,20 @@
 // ping latency and the concurrent run again with them open (issue 10: idle connections must
 // not cost the server's other clients anything).
 //
+// With --postgres URL (a PostgreSQL cluster's libpq URL; the benchmark creates its databases
+// there and drops them at the end) the servers run on a fresh PostgreSQL database instead, with
+// external simulated agents (`floatplane switch-agent --sim`, two `sled-agent --sim`) that every
+// server shares, --servers N of them (client k talks to server k mod N). In place of the disk's
+// raw commit rate it reports pgbench's rate on the same cluster in the same run (`pgbench -N`,
+// the TPC-B-like script without the contended branch and teller updates, with the same client
+// counts), and per cycle the database round trips the servers made (their /metrics).
+//
 // The load generator is C++ so that on a small machine the clients' own CPU does not decide the
 // result; it shares the machine's cores with the server all the same.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -208,6 +218,88 @@ std::vector<int> OpenIdleConnections(uint16_t port, int count) {
   return fds;
 }
 
+// The same libpq URL with its database name replaced by `dbname`
+// (postgresql://user@host:port[,host:port]/DB?params).
+std::string WithDatabase(const std::string& url, const std::string& dbname) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) Die("--postgres must be a postgresql:// URL: " + url);
+  size_t path = url.find('/', scheme + 3);
+  size_t query = url.find('?', scheme + 3);
+  std::string head = url.substr(0, std::min(path, query));
+  std::string tail = query == std::string::npos ? "" : url.substr(query);
+  return head + "/" + dbname + tail;
+}
+
+// Runs `sql` on the cluster's maintenance database.
+void AdminSql(const std::string& url, const std::string& sql) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) Die("--postgres: " + std::string(PQerrorMessage(conn)));
+  PGresult* res = PQexec(conn, sql.c_str());
+  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  std::string error = PQerrorMessage(conn);
+  PQclear(res);
+  PQfinish(conn);
+  if (!ok) Die(sql + ": " + error);
+}
+
+// A command's standard output; dies if it fails.
+std::string Output(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) Die("cannot run " + command);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  if (pclose(pipe) != 0) Die(command + " failed:\n" + out);
+  return out;
+}
+
+// pgbench's transactions per second with `clients` clients of `pgbench -N` (simple updates,
+// prepared statements) for `seconds` on a fresh database of the cluster.
+double PgbenchRate(const std::string& url, const std::string& dbname, int clients,
+                   int seconds = 5) {
+  std::string db = WithDatabase(url, dbname);
+  std::string out = Output("pgbench -N -M prepared -c " + std::to_string(clients) + " -j " +
+                           std::to_string(std::min(clients, 2)) + " -T " + std::to_string(seconds) +
+                           " '" + db + "' 2>&1");
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex(R"(tps = ([0-9.]+))"))) Die("pgbench: " + out);
+  return std::stod(m[1]);
+}
+
+// Starts `argv` with its stdout on a pipe and its stderr discarded, and returns its pid and the
+// URL of its first stdout line ("listening on URL").
+std::pair<pid_t, std::string> StartListening(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe(out) != 0) Die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    close(out[0]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string line;
+  for (char c; read(out[0], &c, 1) == 1 && c != '\n';) line += c;
+  constexpr std::string_view kListening = "listening on ";
+  if (std::string_view(line).substr(0, kListening.size()) != kListening) {
+    Die(argv[0] + " " + argv[1] + " did not start: \"" + line + "\"");
+  }
+  return {pid, line.substr(kListening.size())};
+}
+
+uint16_t PortOf(const std::string& url) {
+  constexpr std::string_view kHttp = "http://";
+  auto address = fp::http::ParseHostPort(std::string_view(url).substr(kHttp.size()));
+  if (!address) Die("no address in " + url);
+  return address->port;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,6 +309,8 @@ int main(int argc, char** argv) {
   std::string data_dir;
   std::string history_retention = "3d";  // the server's default
   int idle_connections = 0;
+  std::string postgres;
+  int server_count = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -235,13 +329,20 @@ int main(int argc, char** argv) {
       history_retention = value();
     } else if (a == "--idle-connections") {
       idle_connections = std::atoi(value().c_str());
+    } else if (a == "--postgres") {
+      postgres = value();
+    } else if (a == "--servers") {
+      server_count = std::atoi(value().c_str());
     } else {
       Die("usage: bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
-          "[--idle-connections N] [--history-retention DURATION]");
+          "[--idle-connections N] [--history-retention DURATION] [--postgres URL [--servers N]]");
     }
   }
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
   if (cycles < concurrent) Die("--cycles must be at least --clients");
+  if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");
+  if (server_count > 1 && postgres.empty()) Die("--servers above 1 needs --postgres");
+  const bool pg = !postgres.empty();
   const bool own_dir = data_dir.empty();
   if (own_dir) {
     char tmpl[] = "/tmp/floatplane-bench-XXXXXX";
@@ -249,31 +350,59 @@ int main(int argc, char** argv) {
     data_dir = tmpl;
   }
 
-  // The server, its stdout on a pipe (the first line names the port), its log discarded.
-  int out[2];
-  if (pipe(out) != 0) Die("pipe");
-  pid_t server = fork();
-  if (server == 0) {
-    dup2(out[1], 1);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
-    close(out[0]);
-    execl(binary.c_str(), binary.c_str(), "server", "--dev", "--data-dir", data_dir.c_str(),
-          "--listen", "127.0.0.1:0", "--history-retention", history_retention.c_str(),
-          "--history-prune-interval", "1s", static_cast<char*>(nullptr));
-    _exit(127);
+  // The servers (and on PostgreSQL the agents they share), their stdout on a pipe (the first
+  // line names the address), their logs discarded.
+  std::vector<pid_t> children;
+  std::vector<uint16_t> ports;
+  const std::string suffix = std::to_string(getpid());
+  const std::string database = "fp_bench_" + suffix;
+  const std::string pgbench_database = "fp_pgbench_" + suffix;
+  if (!pg) {
+    auto [pid, url] = StartListening({binary, "server", "--dev", "--data-dir", data_dir, "--listen",
+                                      "127.0.0.1:0", "--history-retention", history_retention,
+                                      "--history-prune-interval", "1s"});
+    children.push_back(pid);
+    ports.push_back(PortOf(url));
+  } else {
+    AdminSql(postgres, "CREATE DATABASE " + database);
+    AdminSql(postgres, "CREATE DATABASE " + pgbench_database);
+    Output("pgbench -i -q '" + WithDatabase(postgres, pgbench_database) + "' 2>&1");
+    std::vector<std::string> agents_args;
+    auto [switch_pid, switch_url] =
+        StartListening({binary, "switch-agent", "--sim", "--listen", "127.0.0.1:0"});
+    children.push_back(switch_pid);
+    agents_args = {"--switch-agent", switch_url};
+    for (int s = 0; s < 2; ++s) {
+      auto [sled_pid, sled_url] =
+          StartListening({binary, "sled-agent", "--sim", "--listen", "127.0.0.1:0"});
+      children.push_back(sled_pid);
+      agents_args.insert(agents_args.end(), {"--sled-agent", sled_url});
+    }
+    // One after the other: the first bootstraps the database and writes the admin token.
+    for (int n = 0; n < server_count; ++n) {
+      std::string dir = data_dir + "/server-" + std::to_string(n);
+      std::vector<std::string> args = {binary,
+                                       "server",
+                                       "--data-dir",
+                                       dir,
+                                       "--listen",
+                                       "127.0.0.1:0",
+                                       "--database",
+                                       WithDatabase(postgres, database),
+                                       "--history-retention",
+                                       history_retention,
+                                       "--history-prune-interval",
+                                       "1s"};
+      args.insert(args.end(), agents_args.begin(), agents_args.end());
+      auto [pid, url] = StartListening(args);
+      children.push_back(pid);
+      ports.push_back(PortOf(url));
+    }
   }
-  close(out[1]);
-  std::string line;
-  for (char c; read(out[0], &c, 1) == 1 && c != '\n';) line += c;
-  constexpr std::string_view kListening = "listening on http://";
-  auto address = std::string_view(line).substr(0, kListening.size()) == kListening
-                     ? fp::http::ParseHostPort(std::string_view(line).substr(kListening.size()))
-                     : fp::Fail(fp::Error::InvalidRequest("no address"));
-  if (!address) Die("the server did not start: \"" + line + "\"");
-  uint16_t port = address->port;
+  const uint16_t port = ports.front();
   std::string token;
-  std::ifstream(data_dir + "/admin-token") >> token;
+  std::ifstream(pg ? data_dir + "/server-0/admin-token" : data_dir + "/admin-token") >> token;
+  if (token.empty()) Die("no admin token in the first server's data directory");
 
   Api admin(port, token);
   admin.Expect(201, "POST", "/v1/system/ip-pools", {{"name", "bench"}, {"description", ""}});
@@ -305,29 +434,49 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
-  HttpClient metrics_client("floatplane", "http://127.0.0.1:" + std::to_string(port),
-                            std::chrono::seconds(10));
   struct Counters {
-    int64_t commits, syncs, sqlite_commits, checkpoints, log_restarts, saga_rows, sagas_pruned;
+    int64_t commits = 0, syncs = 0, sqlite_commits = 0, checkpoints = 0, log_restarts = 0,
+            saga_rows = 0, sagas_pruned = 0, round_trips = 0, retries = 0;
   };
+  // Summed over the servers; a counter an engine does not have counts 0 (e.g. SQLite's log
+  // syncs on PostgreSQL, round trips on SQLite).
   auto metrics = [&]() -> Counters {
-    auto answer = metrics_client.Call("GET", "/metrics");
-    if (!answer) Die(answer.error().message());
-    auto counter = [&](const char* name) -> int64_t {
-      std::smatch m;
-      if (!std::regex_search(answer->body, m, std::regex(std::string(name) + R"( (\d+))"))) {
-        Die(std::string("/metrics lacks ") + name);
-      }
-      return std::stoll(m[1]);
-    };
-    return {counter("floatplane_durable_commits_total"), counter("floatplane_log_syncs_total"),
-            counter("floatplane_sqlite_commits_total"),  counter("floatplane_checkpoints_total"),
-            counter("floatplane_log_restarts_total"),    counter("floatplane_saga_rows"),
-            counter("floatplane_sagas_pruned_total")};
+    Counters sum;
+    for (uint16_t p : ports) {
+      HttpClient client("floatplane", "http://127.0.0.1:" + std::to_string(p),
+                        std::chrono::seconds(10));
+      auto answer = client.Call("GET", "/metrics");
+      if (!answer) Die(answer.error().message());
+      auto counter = [&](const char* name) -> int64_t {
+        std::smatch m;
+        if (!std::regex_search(answer->body, m, std::regex(std::string(name) + R"( (\d+))"))) {
+          return 0;
+        }
+        return std::stoll(m[1]);
+      };
+      sum.commits += counter("floatplane_durable_commits_total");
+      sum.syncs += counter("floatplane_log_syncs_total");
+      sum.sqlite_commits += counter("floatplane_sqlite_commits_total");
+      sum.checkpoints += counter("floatplane_checkpoints_total");
+      sum.log_restarts += counter("floatplane_log_restarts_total");
+      sum.saga_rows = std::max(sum.saga_rows, counter("floatplane_saga_rows"));
+      sum.sagas_pruned += counter("floatplane_sagas_pruned_total");
+      sum.round_trips += counter("floatplane_db_round_trips_total");
+      sum.retries += counter("floatplane_db_transaction_retries_total");
+    }
+    return sum;
   };
 
-  const double raw = RawCommitRate(data_dir);
-  std::printf("raw single-row durable commits on this disk: %.0f/s\n", raw);
+  const double raw = pg ? 0 : RawCommitRate(data_dir);
+  if (pg) {
+    std::printf(
+        "PostgreSQL, %d server(s); pgbench -N on the same cluster: 1 client %.0f tps, "
+        "%d clients %.0f tps\n",
+        server_count, PgbenchRate(postgres, pgbench_database, 1), concurrent,
+        PgbenchRate(postgres, pgbench_database, concurrent));
+  } else {
+    std::printf("raw single-row durable commits on this disk: %.0f/s\n", raw);
+  }
   int64_t total_cycles = 0;
   auto run = [&](int clients, bool judge) {
     int per_client = cycles / clients;
@@ -339,7 +488,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
       threads.emplace_back([&, k] {
-        Api api(port, token);
+        Api api(ports[static_cast<size_t>(k) % ports.size()], token);
         const auto& [vm, fip] = pairs[static_cast<size_t>(k)];
         std::vector<double> a, d;
         for (int i = 0; i < per_client; ++i) {
@@ -361,25 +510,32 @@ int main(int argc, char** argv) {
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     Counters after = metrics();
     int done = clients * per_client;
+    auto per_cycle = [&](int64_t Counters::*field) {
+      return static_cast<double>(after.*field - before.*field) / done;
+    };
     std::printf(
         "%2d client(s): %d cycles in %.2f s = %.0f cycles/s; attach p50 %.2f ms p99 %.2f ms; "
-        "detach p50 %.2f ms p99 %.2f ms; durable commits per cycle %.2f (SQLite commits %.2f, "
-        "log syncs %.2f)\n",
+        "detach p50 %.2f ms p99 %.2f ms; durable commits per cycle %.2f ",
         clients, done, elapsed, done / elapsed, Percentile(attach_ms, .5),
         Percentile(attach_ms, .99), Percentile(detach_ms, .5), Percentile(detach_ms, .99),
-        static_cast<double>(after.commits - before.commits) / done,
-        static_cast<double>(after.sqlite_commits - before.sqlite_commits) / done,
-        static_cast<double>(after.syncs - before.syncs) / done);
-    if (judge) {
+        per_cycle(&Counters::commits));
+    if (pg) {
+      std::printf("(database round trips %.2f, retried transactions %.2f)\n",
+                  per_cycle(&Counters::round_trips), per_cycle(&Counters::retries));
+    } else {
+      std::printf("(SQLite commits %.2f, log syncs %.2f)\n", per_cycle(&Counters::sqlite_commits),
+                  per_cycle(&Counters::syncs));
+    }
+    if (judge && !pg) {
       const double raw_after = RawCommitRate(data_dir);
       const double raw_mean = (raw + raw_after) / 2;
-      double per_cycle = static_cast<double>(after.commits - before.commits) / done;
-      double target = raw_mean / per_cycle / 2;
+      double commits = per_cycle(&Counters::commits);
+      double target = raw_mean / commits / 2;
       std::printf("raw single-row durable commits right after: %.0f/s\n", raw_after);
       std::printf(
           "target: (raw %.0f/s, the mean, / %.2f commits per cycle) / 2 = %.0f cycles/s: "
           "%s (%.0f%%)\n",
-          raw_mean, per_cycle, target, done / elapsed >= target ? "met" : "NOT met",
+          raw_mean, commits, target, done / elapsed >= target ? "met" : "NOT met",
           100 * done / elapsed / target);
     }
     std::fflush(stdout);
@@ -400,19 +556,29 @@ int main(int argc, char** argv) {
     run(concurrent, false);
     for (int fd : idle) close(fd);
   }
-  // A log that never starts over grows for as long as writes last and slows every commit.
   const Counters end = metrics();
-  std::error_code ec;
-  const auto wal_bytes = std::filesystem::file_size(data_dir + "/floatplane.db-wal", ec);
-  std::printf("write-ahead log: %lld checkpoints, %lld restarts, %.1f MiB at the end\n",
-              static_cast<long long>(end.checkpoints), static_cast<long long>(end.log_restarts),
-              ec ? 0.0 : static_cast<double>(wal_bytes) / (1 << 20));
+  if (!pg) {
+    // A log that never starts over grows for as long as writes last and slows every commit.
+    std::error_code ec;
+    const auto wal_bytes = std::filesystem::file_size(data_dir + "/floatplane.db-wal", ec);
+    std::printf("write-ahead log: %lld checkpoints, %lld restarts, %.1f MiB at the end\n",
+                static_cast<long long>(end.checkpoints), static_cast<long long>(end.log_restarts),
+                ec ? 0.0 : static_cast<double>(wal_bytes) / (1 << 20));
+  }
   std::printf("saga rows at the end: %lld (%lld pruned)\n", static_cast<long long>(end.saga_rows),
               static_cast<long long>(end.sagas_pruned));
-  kill(server, SIGTERM);
-  waitpid(server, nullptr, 0);
-  // With the default retention every cycle's sagas are still there.
-  ReportSagaHistory(data_dir + "/floatplane.db", total_cycles);
+  // Servers first (they hold the agents' clients), agents last.
+  for (auto it = children.rbegin(); it != children.rend(); ++it) {
+    kill(*it, SIGTERM);
+    waitpid(*it, nullptr, 0);
+  }
+  if (pg) {
+    AdminSql(postgres, "DROP DATABASE " + database);
+    AdminSql(postgres, "DROP DATABASE " + pgbench_database);
+  } else {
+    // With the default retention every cycle's sagas are still there.
+    ReportSagaHistory(data_dir + "/floatplane.db", total_cycles);
+  }
   if (own_dir) std::filesystem::remove_all(data_dir);
   return 0;
 }

@@ -381,6 +381,18 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
     return DecodeGeneration(http_, answer);
   }
 
+  Result<std::optional<int64_t>> ReplaceAllIf(const NatTable& table,
+                                              int64_t if_generation) override {
+    Json body = table.ToJson();
+    body["if_generation"] = if_generation;
+    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", body));
+    int64_t generation = FP_TRY(DecodeGeneration(http_, answer));
+    if (answer.is_object() && answer.value("replaced", true) == false) {
+      return std::optional<int64_t>();
+    }
+    return std::optional<int64_t>(generation);
+  }
+
   const std::string& address() const override { return http_.base_url(); }
 
  private:

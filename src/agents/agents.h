@@ -77,6 +77,12 @@ class SwitchAgentClient {
   virtual Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) = 0;
   // Replaces the whole table with `table` (PUT /nat): a full resync. Idempotent.
   virtual Result<int64_t> ReplaceAll(const NatTable& table) = 0;
+  // ReplaceAll only if the switch is at generation `if_generation` still (PUT /nat with
+  // "if_generation"): a repair judged on a table read at that generation never overwrites a
+  // change another server sent meanwhile. Returns the new generation, or nullopt (nothing
+  // replaced) if the switch is at another generation.
+  virtual Result<std::optional<int64_t>> ReplaceAllIf(const NatTable& table,
+                                                      int64_t if_generation) = 0;
   virtual const std::string& address() const = 0;
 };
 

@@ -182,6 +182,18 @@ TEST_F(SwitchAgentTest, AnApplyFirstFaultInstallsOnlyTheStartOfEachBatchUntilCle
   EXPECT_EQ(client_->GetNat().value().entries.size(), 3u);
 }
 
+// A conditional replacement (a repair judged on the table at one generation) is refused once
+// the table moved on, and changes nothing then.
+TEST_F(SwitchAgentTest, ReplaceAllIfReplacesOnlyAtTheGenerationGiven) {
+  ASSERT_TRUE(client_->ApplyChanges({Add(1, Entry("198.51.100.1", 0, 65535))}));
+  NatTable before = client_->GetNat().value();
+  NatTable desired{.generation = 5, .entries = {Entry("203.0.113.5", 0, 16383)}};
+  EXPECT_EQ(client_->ReplaceAllIf(desired, 0).value(), std::nullopt);
+  EXPECT_EQ(client_->GetNat().value(), before);
+  EXPECT_EQ(client_->ReplaceAllIf(desired, 1).value(), std::optional<int64_t>(5));
+  EXPECT_EQ(client_->GetNat().value(), desired);
+}
+
 TEST_F(SwitchAgentTest, ReplaceAllReplacesTheTableAndSetsTheGeneration) {
   ASSERT_TRUE(client_->ApplyChanges({Add(1, Entry("198.51.100.1", 0, 65535))}));
   NatTable desired{.generation = 7,

@@ -131,12 +131,12 @@ TEST_F(InstanceSagaTest, ADuplicateNameIsRefusedBeforeAnySagaIsWritten) {
   auto sagas_before = db::SagaListStates(*ds, 1000);
   ASSERT_TRUE(sagas_before);
   World before = Observe();
-  const int64_t sqlite_commits = ds->sqlite_commits();
+  const int64_t commits = ds->durable_commits();
   auto r = instances_->Create(actor_, ByName("p1"), Params("vm", false));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind(), ErrorKind::kObjectAlreadyExists);
   EXPECT_EQ(r.error().message(), "already exists: instance \"vm\"");
-  EXPECT_EQ(ds->sqlite_commits(), sqlite_commits);
+  EXPECT_EQ(ds->durable_commits(), commits);
   EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas_before->size());
   EXPECT_EQ(Observe(), before);
 }
@@ -330,13 +330,13 @@ TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
   auto first = Attach("floating", vm, &fip);
   ASSERT_TRUE(first) << first.error().message();
   const size_t sagas = db::SagaListStates(*ds, 1000)->size();
-  const int64_t sqlite_commits = ds->sqlite_commits();
+  const int64_t commits = ds->durable_commits();
   auto again = Attach("floating", vm, &fip);
   ASSERT_TRUE(again) << again.error().message();
   EXPECT_EQ(again->parent_id, vm.id);
   EXPECT_EQ(again->state, model::AttachState::kAttached);
   EXPECT_EQ(again->ip, first->ip);
-  EXPECT_EQ(ds->sqlite_commits(), sqlite_commits);
+  EXPECT_EQ(ds->durable_commits(), commits);
   EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas);
 }
 

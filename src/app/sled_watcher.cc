@@ -5,6 +5,7 @@
 #include "app/port_reconciler.h"
 #include "common/log.h"
 #include "db/instances.h"
+#include "db/leases.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {
@@ -34,16 +35,31 @@ void SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAge
 std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
                                                   agents::SledAgentClient& sled,
                                                   const Uuid& instance_id) {
-  auto is_orphan = [&] {
-    auto instance = db::InstanceAnyState(ds_, instance_id);
-    if (!instance) return instance.error().kind() == ErrorKind::kNotFound;
+  auto orphan = [&](const std::optional<model::Instance>& instance) {
+    if (!instance) return true;
     // Both ends of a migration hold a VM until the migration saga settles which one stays.
     if (instance->migration_id) return false;
     return instance->state != model::InstanceState::kVmm || instance->sled_id != sled_id;
   };
+  auto is_orphan = [&] {
+    // A read first: most VMs are not orphans, and marking costs a commit.
+    auto instance = db::InstanceAnyState(ds_, instance_id);
+    if (!instance && instance.error().kind() != ErrorKind::kNotFound) return false;
+    if (!orphan(instance ? std::optional<model::Instance>(*instance) : std::nullopt)) return false;
+    // Judged again with the mark in one transaction, so that a placement by any server (its
+    // EnsureRunningOn) that commits after it waits for this removal (VmRemovalInProgress).
+    auto marked = db::VmRemovalBeginIf(ds_, instance_id, removal_holder_,
+                                       std::chrono::microseconds(kRemovalMarkTtl).count(), orphan);
+    return marked && *marked;
+  };
   std::optional<Status> removed;
-  dataplane_.removals.RemoveIf(instance_id, is_orphan,
-                               [&] { removed = sled.Unregister(instance_id); });
+  dataplane_.removals.RemoveIf(instance_id, is_orphan, [&] {
+    removed = sled.Unregister(instance_id);
+    if (auto ended = db::VmRemovalEnd(ds_, instance_id, removal_holder_); !ended) {
+      LogEvent("warn", "could not clear a VM removal mark; it expires by itself",
+               {{"instance", instance_id.ToString()}, {"error", ended.error().message()}});
+    }
+  });
   return removed;
 }
 
@@ -105,12 +121,13 @@ void SledWatcher::WatchOnce() {
   }
 }
 
-void SledWatcher::Start(int period_ms) {
-  thread_ = std::thread([this, period_ms] {
+void SledWatcher::Start(int period_ms, db::TaskLeaseKeeper* lease) {
+  thread_ = std::thread([this, period_ms, lease] {
     std::unique_lock lock(mu_);
     while (!stop_) {
       lock.unlock();
-      WatchOnce();
+      // With several servers, one watches at a time.
+      if (!lease || lease->Held()) WatchOnce();
       lock.lock();
       cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return stop_ || now_; });
       now_ = false;

@@ -12,6 +12,7 @@
 // starts the VM itself), and `starting` ones whose VM is not on the sled yet (the start saga
 // still owns them).
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,7 @@
 
 namespace fp::db {
 class Datastore;
+class TaskLeaseKeeper;
 }  // namespace fp::db
 
 namespace fp::nat {
@@ -43,8 +45,10 @@ class SledWatcher {
   SledWatcher(const SledWatcher&) = delete;
   SledWatcher& operator=(const SledWatcher&) = delete;
 
-  // Starts the thread: a pass every `period_ms`. Call once.
-  void Start(int period_ms);
+  // Starts the thread: a pass every `period_ms`. Call once. With `lease` (several servers on
+  // one database), a pass runs only while this server holds it, so one server watches the
+  // sleds at a time; `lease` must outlive the watcher.
+  void Start(int period_ms, db::TaskLeaseKeeper* lease = nullptr);
   // Stops and joins the thread (idempotent; no effect without a thread).
   void Stop();
   // Makes the thread start its next pass now (no effect without a thread).
@@ -68,9 +72,13 @@ class SledWatcher {
   std::optional<Status> RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                                        const Uuid& instance_id);
 
+  // How long a removal's mark holds placements back if this server dies amid the removal.
+  static constexpr std::chrono::seconds kRemovalMarkTtl{10};
+
   db::Datastore& ds_;
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
+  const std::string removal_holder_ = Uuid::Random().ToString();  // this process, in marks
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_

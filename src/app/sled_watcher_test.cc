@@ -91,5 +91,33 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   EXPECT_TRUE(VmOn(k, vm.id));
 }
 
+// The same with two servers on one datastore: server B's watcher (its own process, so its own
+// in-memory ordering) removes the leftover VM while server A starts the instance on the same
+// sled. A's placement must wait for B's removal, which it learns of from the datastore.
+TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnTheSameSled) {
+  model::Instance vm = Running("vm");
+  size_t k = SledIndexOf(vm);
+  StopWhileUnregisterFails(vm, k);
+  Dataplane other_dataplane;  // server B's: the same agents, its own VmRemovals
+  other_dataplane.switch_agent = dataplane_.switch_agent;
+  other_dataplane.sleds = dataplane_.sleds;
+  SledWatcher other_watcher(*ds, other_dataplane, *nat_);
+  sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
+  std::thread reaper([&] { other_watcher.ReapOrphans(); });
+  bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
+  Result<model::Instance> started = Fail(Error::Internal("not started"));
+  if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+  reaper.join();
+  ASSERT_TRUE(removing) << "server B's reaper did not take the leftover VM for an orphan";
+  ASSERT_TRUE(started) << started.error().message();
+  ASSERT_EQ(started->sled_id, sled_ids_[k]) << "placed on the other sled: nothing to order";
+  sled_sims_[k]->faults().Clear();
+  EXPECT_TRUE(fp::testing::WaitFor([&] {
+    watcher_->WatchOnce();
+    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
+  })) << Observe();
+  EXPECT_TRUE(VmOn(k, vm.id));
+}
+
 }  // namespace
 }  // namespace fp::app

@@ -12,6 +12,7 @@
 #include "app/silos.h"
 #include "app/tokens.h"
 #include "common/testing/manual_clock.h"
+#include "db/postgres/connection.h"
 #include "db/silos.h"
 #include "db/sqlite/connection.h"
 #include "db/testing/temp_datastore.h"
@@ -50,7 +51,12 @@ class TokenCacheTest : public ::testing::Test {
 
   // Revokes the token with a connection of its own, as another process would.
   void RevokeBehindTheCachesBack() {
-    auto conn = *db::sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db");
+    std::unique_ptr<db::Connection> conn;
+    if (ds.postgres()) {
+      conn = std::move(*db::postgres::PgConnection::Open(ds.postgres_url()));
+    } else {
+      conn = std::move(*db::sqlite::SqliteConnection::Open(ds.dir() + "/floatplane.db"));
+    }
     ASSERT_TRUE(conn->Query("UPDATE token SET time_revoked = 1 WHERE id = ?",
                             {db::SqlValue(token_.id.ToString())}));
   }

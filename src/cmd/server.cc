@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "app/instances.h"
 #include "app/ip_pools.h"
 #include "app/projects.h"
+#include "app/saga_coordinator.h"
 #include "app/saga_list.h"
 #include "app/sagas/sagas.h"
 #include "app/silos.h"
@@ -29,6 +31,7 @@
 #include "cmd/process.h"
 #include "common/log.h"
 #include "db/datastore.h"
+#include "db/leases.h"
 #include "db/sagas.h"
 #include "db/sleds.h"
 #include "http/host_port.h"
@@ -118,6 +121,23 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
 
 // Unfinished sagas resumed at once after a restart.
 constexpr int kRecoveryConcurrency = 8;
+
+// The saga coordinator id: --coordinator-id, else the one kept in DATA_DIR/coordinator-id,
+// made (a random UUID) and written there on first start. Kept so that a restarted server is the
+// same coordinator and takes its own sagas back at once, instead of waiting for another server
+// (or itself) to adopt them after the lease expired.
+fp::Result<std::string> CoordinatorId(const ServerFlags& flags, const std::filesystem::path& dir) {
+  if (!flags.coordinator_id.empty()) return flags.coordinator_id;
+  std::filesystem::path file = dir / "coordinator-id";
+  if (std::ifstream in(file); in) {
+    std::string id;
+    std::getline(in, id);
+    if (!id.empty()) return id;
+  }
+  std::string id = fp::Uuid::Random().ToString();
+  FP_CHECK_OK(WriteSecretFile(file, id + "\n"));
+  return id;
+}
 
 // Logs where a recovered saga came to rest; a saga that cannot resume, at level error.
 void LogRecovery(const fp::saga::RecoveryEvent& e) {
@@ -262,13 +282,23 @@ int RunServer(const ServerFlags& flags) {
     std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
     return 1;
   }
+  auto coordinator_id = CoordinatorId(flags, dir);
+  if (!coordinator_id) {
+    std::cerr << "floatplane server: cannot keep the coordinator id: "
+              << coordinator_id.error().message() << "\n";
+    return 1;
+  }
+  // Declared before the background tasks that use them (which stop first).
+  const int64_t task_lease_us = int64_t{flags.lease_ttl_ms} * 1000;
+  fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id,
+                                        task_lease_us);
+  fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us);
   fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
   fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
   fp::saga::ActionRegistry registry;
   fp::app::RegisterSagaActions(registry, deps);
-  // One server per SQLite database: it is the only saga execution coordinator.
   fp::db::DatastoreSagaStore saga_store(**datastore);
-  fp::saga::SagaExecutor executor(saga_store, registry, "sqlite-server");
+  fp::saga::SagaExecutor executor(saga_store, registry, *coordinator_id);
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
     // A slow disk: each sync of the log first waits this long, so commits stay written but
@@ -288,23 +318,37 @@ int RunServer(const ServerFlags& flags) {
 
   // What a previous run left unfinished resumes in the background while the server serves:
   // the resources those sagas hold are in transitional states, which requests meet as a
-  // retryable 503. The listing happens now, before any request can start a saga.
-  fp::saga::RecoveryOptions recovery_options;
-  recovery_options.concurrency = kRecoveryConcurrency;
-  recovery_options.report = LogRecovery;
-  auto recovery = fp::saga::SagaRecovery::Start(executor, std::move(recovery_options));
-  if (!recovery) {
-    std::cerr << "floatplane server: cannot list unfinished sagas: " << recovery.error().message()
-              << "\n";
+  // retryable 503. The coordinator takes them over (and adopts the sagas of servers whose lease
+  // expired) now, before any request can start a saga.
+  fp::app::CoordinatorOptions coordinator_options;
+  coordinator_options.lease_ttl = std::chrono::milliseconds(flags.lease_ttl_ms);
+  coordinator_options.renew_interval =
+      std::chrono::milliseconds(std::max(20, flags.lease_ttl_ms / 5));
+  coordinator_options.adopt_grace = std::chrono::milliseconds(flags.lease_grace_ms);
+  coordinator_options.recovery.concurrency = kRecoveryConcurrency;
+  coordinator_options.recovery.report = LogRecovery;
+  auto coordinator =
+      fp::app::SagaCoordinator::Start(**datastore, executor, std::move(coordinator_options));
+  if (!coordinator) {
+    std::cerr << "floatplane server: cannot take the saga coordinator lease: "
+              << coordinator.error().message() << "\n";
     return 1;
   }
-  if (!(*recovery)->sagas().empty()) {
-    fp::LogEvent("info", "resuming unfinished sagas in the background",
-                 {{"sagas", (*recovery)->sagas().size()}, {"concurrency", kRecoveryConcurrency}});
+  if ((*coordinator)->sagas_at_start() > 0) {
+    fp::LogEvent(
+        "info", "resuming unfinished sagas in the background",
+        {{"sagas", (*coordinator)->sagas_at_start()}, {"concurrency", kRecoveryConcurrency}});
   }
-  // The NAT reconciler's first pass runs at once, off the start path.
-  watcher.Start(100);
-  nat.StartBackground(2000);
+  (*coordinator)->StartBackground();
+  // The NAT reconciler's first pass runs at once, off the start path. With several servers on
+  // one database, one at a time watches the sleds and repairs the switch's table (a lease
+  // each); every server syncs NAT changes (see README, "Several servers").
+  // Taken (or found held by another server) now, before the server serves: its commits then
+  // come every half lease, never amid the first requests.
+  (void)watcher_lease.Held();
+  (void)nat_lease.Held();
+  watcher.Start(100, &watcher_lease);
+  nat.StartBackground(2000, &nat_lease);
   fp::app::HistoryPruner pruner(
       **datastore,
       fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
@@ -341,6 +385,7 @@ int RunServer(const ServerFlags& flags) {
                {{"address", fmt::format("{}:{}", host, (*server)->port())},
                 {"data_dir", data_dir},
                 {"database", DescribeDatabase(*database)},
+                {"coordinator_id", *coordinator_id},
                 {"admin_token_file", token_file.string()}});
 
   WaitForStopSignal(stop_signals);
@@ -348,8 +393,9 @@ int RunServer(const ServerFlags& flags) {
   // No request runs a saga any more. Sagas still recovering stop before their next node (an
   // agent call in progress ends within --agent-timeout-ms) and resume at the next start.
   executor.Quiesce();
-  (*recovery)->Stop();
+  (*coordinator)->Stop();
   watcher.Stop();
+  watcher_lease.Release();
   nat.StopBackground();
   pruner.Stop();
   fp::LogEvent("info", "stopped");

@@ -45,6 +45,12 @@ struct ServerFlags {
   int max_connections_per_client = fp::http::HttpServerOptions{}.max_connections_per_client;
   int request_timeout_ms = 10'000;
   int idle_timeout_ms = 60'000;
+  // Several servers on one database (app/saga_coordinator.h): this server's saga coordinator
+  // id (empty: the one kept in DATA_DIR/coordinator-id, made on first start), its lease's
+  // validity and the grace after its expiry before other servers adopt its sagas.
+  std::string coordinator_id;
+  int lease_ttl_ms = 5000;
+  int lease_grace_ms = 2000;
 };
 
 // Adds the `server` subcommand, whose flags fill `flags`, and the `--config FILE` option that

@@ -99,6 +99,20 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "A keep-alive connection with no request for this long is closed")
       ->check(CLI::Range(100, 3'600'000))
       ->capture_default_str();
+  server->add_option("--coordinator-id", flags.coordinator_id,
+                     "This server's saga coordinator id, unique among the servers of one "
+                     "database (default: the one kept in DATA_DIR/coordinator-id)");
+  server
+      ->add_option("--lease-ttl-ms", flags.lease_ttl_ms,
+                   "Validity of the coordinator lease, renewed every fifth of it; another server "
+                   "adopts this one's sagas once it expired and --lease-grace-ms passed")
+      ->check(CLI::Range(100, 600'000))
+      ->capture_default_str();
+  server
+      ->add_option("--lease-grace-ms", flags.lease_grace_ms,
+                   "Wait after a lease expired before adopting its sagas (covers clock skew)")
+      ->check(CLI::Range(0, 600'000))
+      ->capture_default_str();
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
                    "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
                    "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");

@@ -2,10 +2,10 @@
 
 // What a transaction of the datastore runs statements on, whatever the database engine: the
 // seam between the SQL that src/db writes (Tx, db/datastore.h) and an engine (db/engine.h).
-// SQLite is today's one implementation (db/sqlite/); a PostgreSQL one can follow (issue 12)
-// by implementing Connection and Engine. The SQL text itself is SQLite's dialect today
-// (`?` placeholders, INSERT OR IGNORE, ...): a second engine also needs its own statements or
-// a translation, which this interface does not pretend to hide.
+// Two implementations: SQLite's (db/sqlite/) and PostgreSQL's (db/postgres/). There is one SQL
+// text per statement, written in what both accept (`?` placeholders, ON CONFLICT, columns
+// qualified in DO UPDATE, no SQLite-only functions); the PostgreSQL connection turns `?` into
+// `$n`. Only the schema migrations differ per engine (db/schema.cc).
 
 #include <cstdint>
 #include <optional>

@@ -6,7 +6,7 @@ Status CounterAddIn(Tx& tx, std::string_view name, int64_t n) {
   if (n == 0) return Ok();
   FP_TRY(
       tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
-              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+              "ON CONFLICT (name) DO UPDATE SET value = counter.value + excluded.value",
               name, n));
   return Ok();
 }
@@ -19,7 +19,7 @@ Result<int64_t> CounterValueIn(Tx& tx, std::string_view name) {
 Result<int64_t> CounterNextIn(Tx& tx, std::string_view name, int64_t first) {
   FP_TRY(
       tx.Exec("INSERT INTO counter (name, value) VALUES (?, ?) "
-              "ON CONFLICT (name) DO UPDATE SET value = value + 1",
+              "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1",
               name, first));
   auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = ?", name));
   return row->Int(0);

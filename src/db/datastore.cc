@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "db/idempotency.h"
+#include "db/postgres/engine.h"
 #include "db/schema.h"
 #include "db/sqlite/engine.h"
 
@@ -42,11 +43,15 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
   return ds;
 }
 
-Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& /*url*/,
-                                                           std::shared_ptr<const Clock> /*clock*/,
-                                                           PostgresOptions /*options*/) {
-  // TODO(issue 12): the PostgreSQL engine (db/postgres/) lands next.
-  return Fail(Error::Internal("the PostgreSQL engine is not built yet"));
+Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& url,
+                                                           std::shared_ptr<const Clock> clock,
+                                                           PostgresOptions options) {
+  // Not the URL: it may carry a password, and path_ is only for messages.
+  std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock)));
+  ds->engine_ = FP_TRY(postgres::PgEngine::Open(
+      url, options, ds->sync_points_,
+      [](postgres::PgConnection& conn) { return MigratePostgresSchema(conn); }));
+  return ds;
 }
 
 namespace {
@@ -81,6 +86,7 @@ Status Datastore::RunScopedWrite(const std::function<Status(Tx&)>& body,
     // Even without a scope: the thread leading the commit may be a keyed request's, and its
     // scope is not this write's.
     IdempotencyInWrite in_write(scope);
+    if (scope) scope->BeginAttempt();
     FP_CHECK_OK(body(tx));
     return scope ? scope->RecordIn(tx, result ? result() : nullptr, type) : Ok();
   });

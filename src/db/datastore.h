@@ -127,8 +127,11 @@ class Datastore {
   ~Datastore();
 
   // Runs `fn` in a write transaction of the engine (Engine::Write: for SQLite, BEGIN IMMEDIATE
-  // in a batch with concurrent writes), retrying the whole function on SQLITE_BUSY with
-  // jittered backoff until a deadline. `fn` returning an error rolls back.
+  // in a batch with concurrent writes, retried on SQLITE_BUSY with jittered backoff until a
+  // deadline; for PostgreSQL, SERIALIZABLE). `fn` returning an error rolls back. On PostgreSQL
+  // `fn` may run more than once (the whole transaction is retried on conflicts and lost
+  // connections; Unavailable past PostgresOptions::retry_deadline): it must keep nothing
+  // outside the database from a run that did not commit.
   //
   // Inside a keyed request (db/idempotency.h), the write also records the request's answer,
   // rendered from its result, or the link to a saga it creates, in the same transaction.

@@ -121,6 +121,17 @@ TEST(DatastoreRace, RangeRemoveRacingAllocationNeverStrandsAnAddress) {
                EXPECT_EQ(r.error().HttpStatus(), 507) << r.error().message();
              }
            });
+  if (!removed && ds.postgres()) {
+    // SERIALIZABLE let allocations commit first (SQLite's single writer cannot): the remove,
+    // retried, must then see them and refuse, and every address stays in a live range.
+    EXPECT_NE(removed.error().message().find("while external IP addresses are allocated"),
+              std::string::npos)
+        << removed.error().message();
+    EXPECT_GT(created.load(), 0);
+    EXPECT_TRUE(RangeIsLive(*ds, f.range.id));
+    EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), created.load());
+    return;
+  }
   // The held remove decided on an empty range and committed before any allocation ran.
   ASSERT_TRUE(removed) << removed.error().message();
   EXPECT_EQ(created.load(), 0);
@@ -134,11 +145,15 @@ TEST(DatastoreRace, AllocationRacingRangeRemoveBlocksTheRemove) {
   ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   ForcedInterleaving race(*ds, "floating_ip_create:allocated");
   std::atomic<int> removed{0};
-  race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "first")); },
+  Result<ExternalIp> first = Fail(Error::Internal("not run"));
+  race.Run([&] { first = CreateFip(*ds, f, "first"); },
            [&](int) {
              Status s = RangeRemove(*ds, f.pool.id, f.range.range);
              if (s) {
                ++removed;
+             } else if (ds.postgres() &&
+                        s.error().message().find("does not exist") != std::string::npos) {
+               // Another remove committed first (see below).
              } else {
                EXPECT_EQ(s.error().HttpStatus(), 400);
                EXPECT_NE(s.error().message().find(
@@ -148,6 +163,16 @@ TEST(DatastoreRace, AllocationRacingRangeRemoveBlocksTheRemove) {
                    << s.error().message();
              }
            });
+  if (!first && ds.postgres()) {
+    // SERIALIZABLE let a remove commit first (SQLite's single writer cannot): the create,
+    // retried, finds the pool empty, and nothing is left in the removed range.
+    EXPECT_EQ(first.error().HttpStatus(), 507) << first.error().message();
+    EXPECT_EQ(removed.load(), 1);
+    EXPECT_FALSE(RangeIsLive(*ds, f.range.id));
+    EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
+    return;
+  }
+  ASSERT_TRUE(first) << first.error().message();
   EXPECT_EQ(removed.load(), 0);
   EXPECT_TRUE(RangeIsLive(*ds, f.range.id));
   EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 1);
@@ -174,14 +199,22 @@ TEST(DatastoreRace, PoolDeleteRacingRangeAddLeavesNoRangeInADeletedPool) {
                          "not found: ip-pool with id \"" + pool.id.ToString() + "\"");
              }
            });
-  ASSERT_TRUE(deleted) << deleted.error().message();
-  EXPECT_EQ(added.load(), 0);
   auto ranges = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
     auto row = FP_TRY(tx.QueryRow(
         "SELECT count(*) FROM ip_pool_range WHERE ip_pool_id = ? AND time_deleted IS NULL",
         pool.id));
     return row->Int(0);
   });
+  if (!deleted && ds.postgres()) {
+    // SERIALIZABLE let the adds commit first (SQLite's single writer cannot): then the delete,
+    // retried, must see them and refuse.
+    EXPECT_EQ(deleted.error().message(), "IP Pool cannot be deleted while it contains IP ranges");
+    EXPECT_EQ(*ranges, added.load());
+    EXPECT_GT(added.load(), 0);
+    return;
+  }
+  ASSERT_TRUE(deleted) << deleted.error().message();
+  EXPECT_EQ(added.load(), 0);
   EXPECT_EQ(*ranges, 0);
 }
 
@@ -194,16 +227,27 @@ TEST(DatastoreRace, RangeAddRacingPoolDeleteBlocksTheDelete) {
   auto pool = *PoolCreate(*ds, pc);
   ForcedInterleaving race(*ds, "ip_range_add:checked");
   std::atomic<int> deleted{0};
-  race.Run(
-      [&] { ASSERT_TRUE(RangeAdd(*ds, pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9"))); },
-      [&](int) {
-        Status s = PoolDelete(*ds, pool.id);
-        if (s) {
-          ++deleted;
-        } else {
-          EXPECT_EQ(s.error().message(), "IP Pool cannot be deleted while it contains IP ranges");
-        }
-      });
+  Result<IpPoolRange> added = Fail(Error::Internal("not run"));
+  race.Run([&] { added = RangeAdd(*ds, pool.id, Uuid::Random(), Range("10.8.0.0", "10.8.0.9")); },
+           [&](int) {
+             Status s = PoolDelete(*ds, pool.id);
+             if (s) {
+               ++deleted;
+             } else if (!(ds.postgres() && s.error().kind() == ErrorKind::kNotFound)) {
+               EXPECT_EQ(s.error().message(),
+                         "IP Pool cannot be deleted while it contains IP ranges");
+             }
+           });
+  if (!added && ds.postgres()) {
+    // SERIALIZABLE let a delete commit first (SQLite's single writer cannot): the add, retried,
+    // must then find the pool gone, and no range may be left in it.
+    EXPECT_EQ(added.error().message(), "not found: ip-pool with id \"" + pool.id.ToString() + "\"");
+    EXPECT_EQ(deleted.load(), 1);
+    EXPECT_FALSE(PoolLookup(*ds, NameOrId(pool.id)));
+    EXPECT_TRUE(RangeList(*ds, pool.id, std::nullopt, 10).error().kind() == ErrorKind::kNotFound);
+    return;
+  }
+  ASSERT_TRUE(added) << added.error().message();
   EXPECT_EQ(deleted.load(), 0);
   EXPECT_TRUE(PoolLookup(*ds, NameOrId(pool.id)));
 }
@@ -214,13 +258,28 @@ TEST(DatastoreRace, UnlinkRacingFloatingIpCreateNeverLeavesAnIpFromAnUnlinkedPoo
   ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
   Status unlinked = Ok();
+  std::atomic<int> created{0};
   race.Run([&] { unlinked = Unlink(*ds, f.pool.id, f.silo.id); },
            [&](int i) {
              auto r = CreateFip(*ds, f, "fip-" + std::to_string(i), FromPool("pool"));
+             if (r && ds.postgres()) {
+               ++created;  // committed before the unlink (see below)
+               return;
+             }
              ASSERT_FALSE(r) << "allocated " << r->ip.ToString() << " from an unlinked pool";
              EXPECT_EQ(r.error().message(), "not found: ip-pool with name \"pool\"");
            });
+  if (!unlinked && ds.postgres()) {
+    // SERIALIZABLE let creates commit first (SQLite's single writer cannot): the unlink,
+    // retried, must then see them and refuse.
+    EXPECT_NE(unlinked.error().message().find("in use in the linked silo"), std::string::npos)
+        << unlinked.error().message();
+    EXPECT_GT(created.load(), 0);
+    EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), created.load());
+    return;
+  }
   ASSERT_TRUE(unlinked) << unlinked.error().message();
+  EXPECT_EQ(created.load(), 0) << "allocated from an unlinked pool";
   EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
 }
 
@@ -230,11 +289,14 @@ TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
   ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "floating_ip_create:allocated");
   std::atomic<int> unlinked{0};
-  race.Run([&] { ASSERT_TRUE(CreateFip(*ds, f, "holder", FromPool("pool"))); },
+  Result<ExternalIp> holder = Fail(Error::Internal("not run"));
+  race.Run([&] { holder = CreateFip(*ds, f, "holder", FromPool("pool")); },
            [&](int) {
              Status s = Unlink(*ds, f.pool.id, f.silo.id);
              if (s) {
                ++unlinked;
+             } else if (ds.postgres() && s.error().kind() == ErrorKind::kNotFound) {
+               // Another unlink committed first (see below).
              } else {
                EXPECT_NE(s.error().message().find(
                              "IP addresses from this pool are in use in the linked silo"),
@@ -243,6 +305,14 @@ TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
                    << "the refusal names the floating IP that holds the pool";
              }
            });
+  if (!holder && ds.postgres()) {
+    // SERIALIZABLE let an unlink commit first: the create, retried, finds no linked pool.
+    EXPECT_EQ(holder.error().message(), "not found: ip-pool with name \"pool\"");
+    EXPECT_EQ(unlinked.load(), 1);
+    EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
+    return;
+  }
+  ASSERT_TRUE(holder) << holder.error().message();
   EXPECT_EQ(unlinked.load(), 0);
 }
 
@@ -337,12 +407,15 @@ TEST(DatastoreRace, InstanceCreateRacingUnlinkBlocksTheUnlink) {
   ASSERT_TRUE(Link(*ds, eph.pool.id, NameOrId(f.silo.id), false));
   ForcedInterleaving race(*ds, "test:instance_created");
   std::atomic<int> unlinked{0};
-  race.Run([&] { ASSERT_TRUE(CreateInstanceWithAddresses(*ds, f, "holder", "eph-pool")); },
+  Result<Uuid> created = Fail(Error::Internal("not run"));
+  race.Run([&] { created = CreateInstanceWithAddresses(*ds, f, "holder", "eph-pool"); },
            [&](int i) {
              // Half the contenders unlink the SNAT pool, half the ephemeral one.
              Status s = Unlink(*ds, i % 2 == 0 ? f.pool.id : eph.pool.id, f.silo.id);
              if (s) {
                ++unlinked;
+             } else if (ds.postgres() && s.error().kind() == ErrorKind::kNotFound) {
+               // Another unlink of the same pool committed first (see below).
              } else {
                EXPECT_NE(s.error().message().find(
                              "IP addresses from this pool are in use in the linked silo (instance "
@@ -351,6 +424,16 @@ TEST(DatastoreRace, InstanceCreateRacingUnlinkBlocksTheUnlink) {
                    << s.error().message();
              }
            });
+  if (!created && ds.postgres()) {
+    // SERIALIZABLE let an unlink commit first (SQLite's single writer cannot): the create,
+    // retried, must then fail for want of its pool and leave no address behind.
+    EXPECT_EQ(created.error().kind(), ErrorKind::kNotFound) << created.error().message();
+    EXPECT_GE(unlinked.load(), 1);
+    EXPECT_EQ(LiveIpsWhere(*ds, "ip_pool_id", f.pool.id), 0);
+    EXPECT_EQ(LiveIpsWhere(*ds, "ip_pool_id", eph.pool.id), 0);
+    return;
+  }
+  ASSERT_TRUE(created) << created.error().message();
   EXPECT_EQ(unlinked.load(), 0);
 }
 
@@ -360,14 +443,28 @@ TEST(DatastoreRace, UnlinkRacingInstanceCreateLeavesNoSnatFromAnUnlinkedPool) {
   ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
   ForcedInterleaving race(*ds, "ip_pool_unlink:checked");
   Status unlinked = Ok();
+  std::atomic<int> created{0};
   race.Run([&] { unlinked = Unlink(*ds, f.pool.id, f.silo.id); },
            [&](int i) {
              auto r = CreateInstanceWithAddresses(*ds, f, "vm-" + std::to_string(i));
+             if (r && ds.postgres()) {
+               ++created;  // committed before the unlink (see below)
+               return;
+             }
              ASSERT_FALSE(r) << "an instance got SNAT from a pool its silo no longer has";
              EXPECT_EQ(r.error().message(),
                        "not found: default unicast IPv4 pool for current silo");
            });
+  if (!unlinked && ds.postgres()) {
+    // SERIALIZABLE let creates commit first (SQLite's single writer cannot): the unlink,
+    // retried, must then see their SNAT addresses and refuse.
+    EXPECT_NE(unlinked.error().message().find("in use in the linked silo"), std::string::npos)
+        << unlinked.error().message();
+    EXPECT_GT(created.load(), 0);
+    return;
+  }
   ASSERT_TRUE(unlinked) << unlinked.error().message();
+  EXPECT_EQ(created.load(), 0) << "an instance got SNAT from a pool its silo no longer has";
   EXPECT_EQ(LiveIpsWhere(*ds, "ip_pool_id", f.pool.id), 0);
 }
 
@@ -389,8 +486,16 @@ TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
                          "not found: floating-ip with id \"" + fip.id.ToString() + "\"");
              }
            });
-  ASSERT_TRUE(first);
-  EXPECT_EQ(also_deleted.load(), 0);
+  // Exactly one delete succeeds: on SQLite the held one; on PostgreSQL a contender may commit
+  // first, and the held one, retried, finds the IP gone.
+  if (ds.postgres() && !first) {
+    EXPECT_EQ(first.error().message(),
+              "not found: floating-ip with id \"" + fip.id.ToString() + "\"");
+    EXPECT_EQ(also_deleted.load(), 1);
+  } else {
+    ASSERT_TRUE(first);
+    EXPECT_EQ(also_deleted.load(), 0);
+  }
   EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, 16.0);
 }
 
@@ -428,12 +533,27 @@ TEST(DatastoreRace, ConcurrentDefaultLinksAdmitExactlyOne) {
     pools.push_back(MakeFixture(*ds, a, a, "pool-" + std::to_string(i)).pool.id);
   }
   ForcedInterleaving race(*ds, "ip_pool_link:checked");
-  race.Run([&] { ASSERT_TRUE(Link(*ds, pools[0], NameOrId(f.silo.id), true)); },
-           [&](int i) {
-             auto r = Link(*ds, pools[static_cast<size_t>(i) + 1], NameOrId(f.silo.id), true);
-             ASSERT_FALSE(r);
-             EXPECT_EQ(r.error().ErrorCode(), "ObjectAlreadyExists");
-           });
+  std::atomic<int> linked{0};
+  auto link = [&](size_t i) {
+    auto r = Link(*ds, pools[i], NameOrId(f.silo.id), true);
+    if (r) {
+      ++linked;
+    } else {
+      EXPECT_EQ(r.error().ErrorCode(), "ObjectAlreadyExists");
+    }
+    return r.has_value();
+  };
+  race.Run(
+      [&] {
+        // SQLite's single writer lets the held link win; on PostgreSQL a contender may commit
+        // first and the held one, retried, must then be refused.
+        bool won = link(0);
+        if (!ds.postgres()) {
+          EXPECT_TRUE(won);
+        }
+      },
+      [&](int i) { link(static_cast<size_t>(i) + 1); });
+  EXPECT_EQ(linked.load(), 1);
   auto defaults = SiloPoolList(*ds, f.silo.id, {}, PageRequest{});
   int n = 0;
   for (const auto& p : *defaults) n += p.is_default ? 1 : 0;

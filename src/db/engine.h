@@ -3,8 +3,8 @@
 // A database engine as the datastore uses it: write transactions, read transactions, and when
 // what they saw is durable. The Datastore (db/datastore.h) puts the SQL, the idempotency
 // records and the clock on top; an engine knows nothing of them. SQLite's engine is
-// db/sqlite/engine.h (write lane with group commit, checkpointer, reader pool); a PostgreSQL
-// one can follow (issue 12) with the same contract.
+// db/sqlite/engine.h (write lane with group commit, checkpointer, reader pool); PostgreSQL's is
+// db/postgres/engine.h (a connection pool, SERIALIZABLE transactions retried whole).
 //
 // Commit numbers. An engine numbers the commits it makes, 1, 2, ..., and can say which it has
 // made durable: a caller that acts on what a read saw (or on a write's result) must wait until
@@ -45,8 +45,10 @@ class Engine {
   // identity beyond what its caller hands over. An engine may run `body` again when its
   // transaction conflicts with another process and is retried whole, so `body` keeps nothing
   // from a failed run; the SQLite engine retries only the start of a transaction (a busy
-  // database, with jittered backoff up to a deadline: Internal after it) and runs `body` once.
-  // An exception escaping `body` is turned into Internal. Thread-safe.
+  // database, with jittered backoff up to a deadline: Internal after it) and runs `body` once;
+  // the PostgreSQL engine runs it again after a serialization failure, a deadlock or a lost
+  // connection (Unavailable once its deadline passes). An exception escaping `body` is turned
+  // into Internal. Thread-safe.
   virtual Status Write(const std::function<Status(Connection&)>& body) = 0;
   // Runs `body` in a read-only transaction (a consistent snapshot, concurrent with writes),
   // retried like a write on a conflict, and returns `body`'s result. Unless no connection could

@@ -184,6 +184,9 @@ TEST_F(HistoryTest, NothingToPruneCommitsNothing) {
 
 // Pruning reads the oldest rows through an index: its cost does not grow with the tables.
 TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
+  if (testing::OnPostgres()) {
+    GTEST_SKIP() << "reads SQLite's EXPLAIN QUERY PLAN; PostgreSQL's planner chooses by statistics";
+  }
   std::string sagas = Plan(
       "SELECT id FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
       "ORDER BY time_modified LIMIT ?");

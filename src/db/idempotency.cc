@@ -48,7 +48,7 @@ Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string&
             "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
             "time_created) VALUES (?, ?, ?, 'done', ?, ?, ?) ON CONFLICT (token_id, key) DO "
             "UPDATE SET state = 'done', status = excluded.status, body = excluded.body, "
-            "saga_id = NULL WHERE request_sha256 = excluded.request_sha256",
+            "saga_id = NULL WHERE idempotency_key.request_sha256 = excluded.request_sha256",
             token_id, key, request_sha256, status, body, tx.now()));
         return true;
       })

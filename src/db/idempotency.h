@@ -126,6 +126,9 @@ class IdempotencyScope {
   // Inside the transaction that creates saga `saga_id`: links the key to it unless the request
   // already recorded something. Unavailable as above.
   Status LinkSagaIn(Tx& tx, const Uuid& saga_id);
+  // At the start of each run of a write's body: an engine may run a body again (PostgreSQL's
+  // retries), and what a rolled-back run recorded is undone with it.
+  void BeginAttempt() { pending_ = Effect::kNone; }
   // After the write: what RecordIn/LinkSagaIn did counts only if it committed.
   void Settle(bool committed);
 

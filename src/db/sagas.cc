@@ -37,13 +37,17 @@ Status DatastoreSagaStore::RecordIn(saga::StoreTx& tx, const Uuid& saga_id, cons
 
 Result<SagaLog> DatastoreSagaStore::Load(const Uuid& id) { return SagaLoad(ds_, id); }
 
-Result<std::vector<Uuid>> DatastoreSagaStore::ListUnfinished(const std::string& sec) {
+Result<std::vector<saga::OwnedSaga>> DatastoreSagaStore::ListUnfinished(const std::string& sec) {
   return SagaListUnfinished(ds_, sec);
 }
 
-Result<bool> DatastoreSagaStore::MarkStuck(const Uuid& id, const std::string& sec,
+Result<std::optional<int64_t>> DatastoreSagaStore::Claim(const Uuid& id, const SagaOwner& owner) {
+  return SagaClaim(ds_, id, owner);
+}
+
+Result<bool> DatastoreSagaStore::MarkStuck(const Uuid& id, const SagaOwner& owner,
                                            const std::string& result) {
-  return SagaMarkStuck(ds_, id, sec, result);
+  return SagaMarkStuck(ds_, id, owner, result);
 }
 
 Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {
@@ -68,10 +72,7 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
   auto owned = FP_TRY(
       tx.QueryRow("SELECT 1 FROM saga WHERE id = ? AND current_sec = ? AND adopt_generation = ?",
                   saga_id, owner.sec, owner.generation));
-  if (!owned) {
-    return Fail(Error::Unavailable(fmt::format("saga {} is no longer owned by {} (generation {})",
-                                               saga_id.ToString(), owner.sec, owner.generation)));
-  }
+  if (!owned) return Fail(saga::LostSagaError(saga_id, owner));
   if (event) {
     FP_TRY(
         tx.Exec("INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
@@ -79,8 +80,13 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                 saga_id, event->node_index, ToString(event->type), event->data, tx.now()));
   }
   if (new_state) {
-    FP_TRY(tx.Exec("UPDATE saga SET state = ?, result = ?, time_modified = ? WHERE id = ?",
-                   ToString(*new_state), result, tx.now(), saga_id));
+    // Conditional on the owner as well, though the check above holds within the transaction:
+    // a state change is never written but by the owner.
+    int64_t n = FP_TRY(
+        tx.Exec("UPDATE saga SET state = ?, result = ?, time_modified = ? WHERE id = ? AND "
+                "current_sec = ? AND adopt_generation = ?",
+                ToString(*new_state), result, tx.now(), saga_id, owner.sec, owner.generation));
+    if (n != 1) return Fail(saga::LostSagaError(saga_id, owner));
   }
   return Ok();
 }
@@ -115,16 +121,29 @@ Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {
   });
 }
 
-Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec) {
-  return ds.Read<std::vector<Uuid>>([&](Tx& tx) -> Result<std::vector<Uuid>> {
-    std::vector<Uuid> out;
-    for (const Row& r : FP_TRY(tx.Query(
-             "SELECT id FROM saga WHERE current_sec = ? AND state IN ('running', 'unwinding') "
-             "ORDER BY time_created",
-             sec))) {
-      out.push_back(FP_TRY(UuidColumn(r, 0)));
+Result<std::vector<saga::OwnedSaga>> SagaListUnfinished(Datastore& ds, const std::string& sec) {
+  using Out = std::vector<saga::OwnedSaga>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    Out out;
+    for (const Row& r :
+         FP_TRY(tx.Query("SELECT id, adopt_generation FROM saga WHERE current_sec = ? AND "
+                         "state IN ('running', 'unwinding') ORDER BY time_created",
+                         sec))) {
+      out.push_back(saga::OwnedSaga{FP_TRY(UuidColumn(r, 0)), r.Int(1)});
     }
     return out;
+  });
+}
+
+Result<std::optional<int64_t>> SagaClaim(Datastore& ds, const Uuid& id, const SagaOwner& owner) {
+  using Out = std::optional<int64_t>;
+  return ds.Write<Out>([&](Tx& tx) -> Result<Out> {
+    int64_t n = FP_TRY(
+        tx.Exec("UPDATE saga SET adopt_generation = adopt_generation + 1 WHERE id = ? AND "
+                "current_sec = ? AND adopt_generation = ? AND state IN ('running', 'unwinding')",
+                id, owner.sec, owner.generation));
+    if (n != 1) return Out();
+    return Out(owner.generation + 1);
   });
 }
 
@@ -142,13 +161,13 @@ Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit) {
   });
 }
 
-Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const std::string& sec,
+Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const SagaOwner& owner,
                            const std::string& result) {
   return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
     int64_t n = FP_TRY(
         tx.Exec("UPDATE saga SET state = 'stuck', result = ?, time_modified = ? WHERE id = ? AND "
-                "current_sec = ? AND state IN ('running', 'unwinding')",
-                result, tx.now(), id, sec));
+                "current_sec = ? AND adopt_generation = ? AND state IN ('running', 'unwinding')",
+                result, tx.now(), id, owner.sec, owner.generation));
     return n == 1;
   });
 }

@@ -38,8 +38,9 @@ class DatastoreSagaStore final : public saga::SagaStore {
                   const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                   const std::optional<std::string>& result) override;
   Result<SagaLog> Load(const Uuid& id) override;
-  Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) override;
-  Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+  Result<std::vector<saga::OwnedSaga>> ListUnfinished(const std::string& sec) override;
+  Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) override;
+  Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
                          const std::string& result) override;
 
  private:
@@ -49,19 +50,24 @@ class DatastoreSagaStore final : public saga::SagaStore {
 // Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
 Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row);
 // Appends an event (idempotent: a duplicate of an existing event is ignored) and, if given,
-// moves the saga to `new_state` with `result`. Unavailable if `owner` no longer owns the saga.
+// moves the saga to `new_state` with `result`. saga::LostSagaError (ServiceUnavailable) if
+// `owner` (sec and generation) no longer owns the saga: the caller's transaction must then roll
+// back, the action's own changes in it included.
 Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                     const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                     const std::optional<std::string>& result);
 
 // NotFound if no such saga.
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);
-// Sagas owned by `sec` that are running or unwinding, oldest first.
-Result<std::vector<Uuid>> SagaListUnfinished(Datastore& ds, const std::string& sec);
-// Moves an unfinished saga owned by `sec` to stuck with `result` (JSON), whatever its log
-// holds: for a saga that cannot be resumed, so that operators see it. Returns false if the saga
-// is at rest already or owned by another SEC.
-Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const std::string& sec,
+// Sagas owned by `sec` that are running or unwinding, oldest first, with their generations.
+Result<std::vector<saga::OwnedSaga>> SagaListUnfinished(Datastore& ds, const std::string& sec);
+// saga::SagaStore::Claim: increments the adoption generation of an unfinished saga `owner`
+// owns; returns the new generation, or nullopt if `owner` does not own it or it is at rest.
+Result<std::optional<int64_t>> SagaClaim(Datastore& ds, const Uuid& id, const SagaOwner& owner);
+// Moves an unfinished saga owned by `owner` (sec and generation) to stuck with `result` (JSON),
+// whatever its log holds: for a saga that cannot be resumed, so that operators see it. Returns
+// false if the saga is at rest already or no longer owned by `owner`.
+Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const SagaOwner& owner,
                            const std::string& result);
 // Every saga's id, name and state (for operators and tests), newest first, at most `limit`.
 struct SagaSummary {

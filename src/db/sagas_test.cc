@@ -43,8 +43,8 @@ class DatastoreSagaTest : public ::testing::Test {
     registry.Add(saga::Action{
         .name = "toy.row",
         .run_in_tx = [](Tx& tx, const ActionContext& ctx) -> Result<Json> {
-          FP_TRY(tx.Exec("INSERT OR IGNORE INTO toy (saga, node) VALUES (?, ?)", ctx.saga_id(),
-                         ctx.node()));
+          FP_TRY(tx.Exec("INSERT INTO toy (saga, node) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                         ctx.saga_id(), ctx.node()));
           return Json{{"row", ctx.node()}};
         },
         .undo_in_tx = [](Tx& tx, const ActionContext& ctx) -> Status {

@@ -82,17 +82,28 @@ Result<bool> NatReconciler::Repair() {
 }
 
 Result<bool> NatReconciler::RepairLocked() {
-  // Read the desired version first: rows are read at or after it, so the table sent is at
-  // least as new as the generation it is labelled with.
+  // The switch first, then the datastore: every change the switch holds was committed before
+  // it was sent, so the datastore read after it holds it too (other servers' Syncs included).
+  agents::NatTable installed = FP_TRY(switch_.GetNat());
+  // The desired version before the rows: rows are read at or after it, so the table sent is
+  // at least as new as the generation it is labelled with.
   int64_t version = FP_TRY(db::NatCurrentVersion(ds_));
   std::vector<agents::NatEntry> desired;
   for (const auto& row : FP_TRY(db::NatLive(ds_))) desired.push_back(ToEntry(row));
-  agents::NatTable installed = FP_TRY(switch_.GetNat());
   std::sort(desired.begin(), desired.end(), EntryLess);
   std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
   if (installed.entries == desired && installed.generation >= version) return false;
   known_generation_.reset();
-  FP_TRY(switch_.ReplaceAll(agents::NatTable{std::max(version, installed.generation), desired}));
+  // Only over the table just compared: another server's Sync may have sent a newer change
+  // since, which this replacement would take away; the next pass compares again.
+  auto replaced = FP_TRY(switch_.ReplaceAllIf(
+      agents::NatTable{std::max(version, installed.generation), desired}, installed.generation));
+  if (!replaced) {
+    return Fail(Error::Unavailable(fmt::format(
+        "switch agent at {}: its NAT table changed during the repair; the next pass compares "
+        "again",
+        switch_.address())));
+  }
   LogEvent("warn", "NAT drift repaired",
            {{"switch_agent", switch_.address()},
             {"installed_entries", installed.entries.size()},
@@ -108,18 +119,23 @@ Result<int64_t> NatReconciler::CollectGarbage(Timestamp now) {
   return db::NatCollectGarbage(ds_, below, now - kGarbageRetention);
 }
 
-void NatReconciler::StartBackground(int period_ms) {
+void NatReconciler::StartBackground(int period_ms, db::TaskLeaseKeeper* lease) {
+  lease_ = lease;
   bg_ = std::thread([this, period_ms] {
     auto next_collection = std::chrono::steady_clock::now() + kGarbagePeriod;
     std::unique_lock lock(bg_mu_);
     while (!bg_stop_) {
       lock.unlock();
+      // Repair and garbage collection compare whole tables: one server at a time does them.
+      const bool lead = !lease_ || lease_->Held();
       if (auto s = Sync(); !s) {
         LogEvent("warn", "NAT sync failed", {{"error", s.error().message()}});
+      } else if (!lead) {
+        // Another server repairs.
       } else if (auto r = Repair(); !r) {
         LogEvent("warn", "NAT repair failed", {{"error", r.error().message()}});
       }
-      if (std::chrono::steady_clock::now() >= next_collection) {
+      if (lead && std::chrono::steady_clock::now() >= next_collection) {
         next_collection = std::chrono::steady_clock::now() + kGarbagePeriod;
         if (auto g = CollectGarbage(ds_.clock().Now()); !g) {
           LogEvent("warn", "NAT garbage collection failed", {{"error", g.error().message()}});
@@ -139,7 +155,10 @@ void NatReconciler::StopBackground() {
     bg_stop_ = true;
   }
   bg_cv_.notify_all();
-  if (bg_.joinable()) bg_.join();
+  if (bg_.joinable()) {
+    bg_.join();
+    if (lease_) lease_->Release();
+  }
 }
 
 }  // namespace fp::nat

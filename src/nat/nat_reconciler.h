@@ -31,6 +31,7 @@
 #include "agents/agents.h"
 #include "common/error.h"
 #include "db/datastore.h"
+#include "db/leases.h"
 #include "db/nat.h"
 
 namespace fp::nat {
@@ -59,8 +60,11 @@ class NatReconciler {
   static constexpr std::chrono::seconds kGarbagePeriod{30};
 
   // Runs Sync + Repair every `period_ms`, and CollectGarbage every kGarbagePeriod, on a thread
-  // of its own until StopBackground().
-  void StartBackground(int period_ms);
+  // of its own until StopBackground(). With `lease` (several servers on one database), Repair
+  // and CollectGarbage run only while this server holds it; Sync runs on every server (the
+  // switch skips the changes it has, so concurrent Syncs are harmless). StopBackground
+  // releases the lease. `lease` must outlive the reconciler.
+  void StartBackground(int period_ms, db::TaskLeaseKeeper* lease = nullptr);
   void StopBackground();
 
   static agents::NatEntry ToEntry(const model::NatEntry& row);
@@ -87,6 +91,7 @@ class NatReconciler {
   // The switch's generation as of our last successful exchange (guarded by sync_mu_); unknown
   // after any error, so the next Sync asks the switch first.
   std::optional<int64_t> known_generation_;
+  db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background thread starts
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;

@@ -9,11 +9,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agents/sim/switch_agent_sim.h"
@@ -52,6 +55,13 @@ class FakeSwitch : public agents::SwitchAgentClient {
     std::lock_guard lock(mu_);
     generation_ = table.generation;
     return generation_;
+  }
+  Result<std::optional<int64_t>> ReplaceAllIf(const agents::NatTable& table,
+                                              int64_t if_generation) override {
+    std::lock_guard lock(mu_);
+    if (generation_ != if_generation) return std::optional<int64_t>();
+    generation_ = table.generation;
+    return std::optional<int64_t>(generation_);
   }
   const std::string& address() const override { return address_; }
 
@@ -95,7 +105,7 @@ void AddNatEntry(db::Datastore& ds, int n) {
   auto added = ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
     FP_TRY(
         tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                "ON CONFLICT (name) DO UPDATE SET value = value + 1"));
+                "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
     FP_TRY(tx.Exec(
         "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
         "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
@@ -305,6 +315,62 @@ TEST_F(NatReconcilerOnSwitchTest, RepairRestoresTheTableAndGenerationOfASwitchTh
   ASSERT_TRUE(nat.Sync());
   EXPECT_EQ(sim->Nat(), Desired());
   EXPECT_EQ(sim->Nat().generation, 4);
+}
+
+// A switch client that runs a hook (another server's work) before it forwards a replacement.
+class HookedSwitch : public agents::SwitchAgentClient {
+ public:
+  explicit HookedSwitch(agents::SwitchAgentClient& inner) : inner_(inner) {}
+  Result<agents::NatTable> GetNat() override { return inner_.GetNat(); }
+  Result<int64_t> ApplyChanges(const std::vector<agents::NatChange>& changes) override {
+    return inner_.ApplyChanges(changes);
+  }
+  Result<int64_t> ReplaceAll(const agents::NatTable& table) override {
+    RunHook();
+    return inner_.ReplaceAll(table);
+  }
+  Result<std::optional<int64_t>> ReplaceAllIf(const agents::NatTable& table,
+                                              int64_t if_generation) override {
+    RunHook();
+    return inner_.ReplaceAllIf(table, if_generation);
+  }
+  const std::string& address() const override { return inner_.address(); }
+  std::function<void()> before_replace;
+
+ private:
+  void RunHook() {
+    if (auto hook = std::exchange(before_replace, nullptr)) hook();
+  }
+  agents::SwitchAgentClient& inner_;
+};
+
+// Two servers on one database and one switch: server A repairs a drifted switch while server B
+// commits and syncs a new change between A's reading of the datastore and A's replacement. A's
+// table lacks B's change, so the replacement must not happen (it would take B's acknowledged
+// change off the switch, and B, believing the switch has it, would not send it again); A's next
+// pass repairs with B's change included.
+TEST_F(NatReconcilerOnSwitchTest, ARepairNeverOverwritesAChangeAnotherServerSyncedMeanwhile) {
+  for (int n = 1; n <= 2; ++n) AddNatEntry(*ds, n);
+  ASSERT_TRUE(nat.Sync());
+  // Drift: the switch loses its state and gets a stray change, so a repair will replace.
+  Control("POST", "/reset");
+  HookedSwitch hooked(*client);
+  NatReconciler a{*ds, hooked};
+  hooked.before_replace = [&] {
+    AddNatEntry(*ds, 3);
+    ASSERT_TRUE(nat.Sync());  // server B's attach pushes its change
+  };
+  auto repaired = a.Repair();
+  EXPECT_FALSE(repaired) << "replaced over a change synced meanwhile";
+  auto held = sim->Nat();
+  EXPECT_TRUE(std::any_of(held.entries.begin(), held.entries.end(), [](const auto& e) {
+    return e.external_ip == *IpAddr::Parse("10.0.0.3");
+  })) << held.ToJson().dump();
+  EXPECT_EQ(held.generation, 3);
+  repaired = a.Repair();
+  ASSERT_TRUE(repaired) << repaired.error().message();
+  EXPECT_TRUE(*repaired);
+  EXPECT_EQ(sim->Nat(), Desired());
 }
 
 // The server's background reconciler (Sync, then Repair, every period) restores a reset switch

@@ -212,6 +212,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   bool id_taken = false;
   Json output;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
+    id_taken = false;  // the store may run this body again (a retried transaction)
     if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_))) {
       id_taken = true;
       return Fail(Error::Internal(
@@ -257,10 +258,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
 Result<bool> SagaExecutor::Execution::NodeFailed(int i, const Error& error) {
   // The action failed and, by the rule for actions (saga/dag.h), left no effect: record it and
   // start unwinding. The node itself is never undone.
-  if (error.kind() == ErrorKind::kServiceUnavailable &&
-      error.message().find("no longer owned") != std::string::npos) {
-    return Fail(error);  // fenced: another executor owns the saga now
-  }
+  if (IsLostSaga(error)) return Fail(error);  // fenced: another executor owns the saga now
   failed_node_ = i;
   failure_ = ErrorToJson(error);
   FP_CHECK_OK(Record(SagaEvent{i, SagaEventType::kFailed, failure_.dump()}, SagaState::kUnwinding,
@@ -295,6 +293,8 @@ Result<bool> SagaExecutor::Execution::UndoNode(int i) {
       ExitIf(&FaultPlan::exit_after_undo_node, i);
       return true;
     }
+    // Fenced: the undo's change rolled back with the refused event; the new owner undoes it.
+    if (IsLostSaga(committed.error())) return Fail(committed.error());
     undone = Fail(committed.error());
   } else {
     if (status_[static_cast<size_t>(i)] == NodeStatus::kSucceeded) {

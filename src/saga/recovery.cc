@@ -10,15 +10,27 @@ namespace fp::saga {
 
 Result<std::unique_ptr<SagaRecovery>> SagaRecovery::Start(SagaExecutor& executor,
                                                           RecoveryOptions options) {
-  std::vector<Uuid> sagas = FP_TRY(executor.ListUnfinished());
+  std::vector<OwnedSaga> sagas = FP_TRY(executor.ListUnfinished());
+  // A saga a request runs here is that request's to finish.
+  std::erase_if(sagas, [&](const OwnedSaga& s) { return executor.IsRunning(s.id); });
+  return StartWith(executor, std::move(options), std::move(sagas));
+}
+
+std::unique_ptr<SagaRecovery> SagaRecovery::StartWith(SagaExecutor& executor,
+                                                      RecoveryOptions options,
+                                                      std::vector<OwnedSaga> sagas) {
   return std::unique_ptr<SagaRecovery>(
       new SagaRecovery(executor, std::move(options), std::move(sagas)));
 }
 
-SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<Uuid> sagas)
-    : exec_(executor), options_(std::move(options)), sagas_(std::move(sagas)) {
+SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options,
+                           std::vector<OwnedSaga> sagas)
+    : exec_(executor), options_(std::move(options)) {
   auto now = std::chrono::steady_clock::now();
-  for (const Uuid& id : sagas_) queue_.push_back(Pending{id, now, options_.first_retry});
+  for (const OwnedSaga& s : sagas) {
+    sagas_.push_back(s.id);
+    queue_.push_back(Pending{s.id, s.generation, now, options_.first_retry});
+  }
   remaining_ = sagas_.size();
   size_t threads = std::min(sagas_.size(), static_cast<size_t>(std::max(1, options_.concurrency)));
   for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
@@ -31,6 +43,11 @@ void SagaRecovery::Wait() {
   changed_.wait(lock, [&] { return remaining_ == 0 || stopping_; });
 }
 
+bool SagaRecovery::finished() {
+  std::lock_guard lock(mu_);
+  return remaining_ == 0 || stopping_;
+}
+
 void SagaRecovery::Stop() {
   {
     std::lock_guard lock(mu_);
@@ -40,6 +57,13 @@ void SagaRecovery::Stop() {
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
+  // Sagas still queued are left for later (the next start, or another recovery).
+  std::deque<Pending> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(queue_);
+  }
+  for (const Pending& p : left) Finished(p.id);
 }
 
 void SagaRecovery::Work() {
@@ -62,9 +86,15 @@ void SagaRecovery::Work() {
 }
 
 void SagaRecovery::Recover(Pending pending) {
+  if (exec_.IsRunning(pending.id)) return Finished(pending.id);  // a request runs it here
+  // Under a new generation, so that no other execution of the saga writes to it any more.
+  auto claimed = exec_.Claim(pending.id, pending.generation);
+  if (!claimed) return Retry(std::move(pending), claimed.error());
+  if (!*claimed) return Finished(pending.id);  // adopted by another server, or at rest
+  pending.generation = **claimed;
   Result<SagaOutcome> outcome = Fail(Error::Internal("not resumed"));
   try {
-    outcome = exec_.Resume(pending.id);
+    outcome = exec_.ResumeOwned(pending.id, pending.generation);
   } catch (const std::exception& e) {
     // An action that throws on this saga's parameters will throw at every attempt.
     return CannotResume(pending, Error::Internal(fmt::format(
@@ -72,23 +102,19 @@ void SagaRecovery::Recover(Pending pending) {
   }
   if (outcome) {
     Report(RecoveryEvent{RecoveryEvent::Kind::kAtRest, pending.id, *outcome, std::nullopt});
-    return Finished();
+    return Finished(pending.id);
   }
   bool stopping = exec_.quiesced();
   {
     std::lock_guard lock(mu_);
     stopping = stopping || stopping_;
   }
-  if (stopping) return Finished();  // shutting down: unfinished in the log for the next start
+  if (stopping)
+    return Finished(pending.id);  // shutting down: unfinished in the log for the next start
   const Error& error = outcome.error();
-  if (error.kind() == ErrorKind::kNotFound) return Finished();  // no longer in the log
-  if (error.kind() == ErrorKind::kServiceUnavailable) {
-    // Transient, or the saga was adopted by another executor since the listing (fenced).
-    auto ours = exec_.ListUnfinished();
-    if (ours && std::find(ours->begin(), ours->end(), pending.id) == ours->end()) {
-      return Finished();
-    }
-  } else {
+  if (error.kind() == ErrorKind::kNotFound) return Finished(pending.id);  // no longer in the log
+  if (IsLostSaga(error)) return Finished(pending.id);  // another server adopted it meanwhile
+  if (error.kind() != ErrorKind::kServiceUnavailable) {
     auto why = exec_.WhyNotResumable(pending.id);
     if (why && *why) return CannotResume(pending, **why);
     if (++pending.failures >= options_.max_attempts) return CannotResume(pending, error);
@@ -108,13 +134,13 @@ void SagaRecovery::Retry(Pending pending, const Error& error) {
 }
 
 void SagaRecovery::CannotResume(Pending pending, const Error& why) {
-  auto marked = exec_.MarkStuck(pending.id, why);
+  auto marked = exec_.MarkStuck(pending.id, pending.generation, why);
   if (marked) {
     if (*marked) {
       SagaOutcome stuck{SagaResultKind::kStuck, Json(), why, std::nullopt};
       Report(RecoveryEvent{RecoveryEvent::Kind::kCannotResume, pending.id, stuck, why});
     }
-    return Finished();
+    return Finished(pending.id);
   }
   // Marking it failed (the store): try the whole thing again later.
   Retry(std::move(pending), marked.error());
@@ -124,11 +150,12 @@ void SagaRecovery::Report(const RecoveryEvent& event) const {
   if (options_.report) options_.report(event);
 }
 
-void SagaRecovery::Finished() {
+void SagaRecovery::Finished(const Uuid& id) {
   {
     std::lock_guard lock(mu_);
     --remaining_;
   }
+  if (options_.finished) options_.finished(id);
   changed_.notify_all();
 }
 

@@ -7,7 +7,14 @@
 // saga holds meets the saga's transitional state (an IP attaching, an instance starting or
 // migrating) and is refused as retryable, exactly as while the saga ran before the restart.
 //
+// Recovery never takes a saga the executor is running (a request's), and takes each saga it
+// resumes over under a new generation first (SagaExecutor::Claim), so that any other execution
+// of it (a zombie of an earlier process under the same coordinator id) is fenced. A server
+// starts a recovery at start-up and another each time it adopts sagas (saga/coordinator.h).
+//
 // What happens to each saga:
+//  - no longer the executor's (adopted by another server) or already at rest: dropped,
+//    unreported;
 //  - resumed to rest (done, unwound, or stuck by a failed undo): reported;
 //  - its resume failed with ServiceUnavailable (e.g. an agent or a lock held elsewhere; a
 //    store busy past its retry deadline is Internal, the case below): reported and tried
@@ -50,6 +57,9 @@ struct RecoveryOptions {
   int concurrency = 8;  // sagas resumed at once
   // Called on a worker thread for every event; must be thread-safe. May be empty.
   std::function<void(const RecoveryEvent&)> report;
+  // Called (on a worker thread, or in Stop) once the recovery is done with a saga, whatever
+  // became of it; must be thread-safe. May be empty.
+  std::function<void(const Uuid&)> finished;
   // Backoff of a transient failure: doubled at each failure of the same saga, up to max.
   std::chrono::milliseconds first_retry{250};
   std::chrono::milliseconds max_retry{8000};
@@ -59,11 +69,15 @@ struct RecoveryOptions {
 
 class SagaRecovery {
  public:
-  // Lists the executor's unfinished sagas now and starts resuming them on at most
-  // `options.concurrency` threads; returns at once. Errors: the store's, from the listing
-  // (nothing started then). `executor` must outlive the recovery.
+  // Lists the executor's unfinished sagas now (those it is running excepted) and starts
+  // resuming them on at most `options.concurrency` threads; returns at once. Errors: the
+  // store's, from the listing (nothing started then). `executor` must outlive the recovery.
   static Result<std::unique_ptr<SagaRecovery>> Start(SagaExecutor& executor,
                                                      RecoveryOptions options);
+  // Same for the given sagas (which the executor owns in the given generations), e.g. those it
+  // just adopted; no listing.
+  static std::unique_ptr<SagaRecovery> StartWith(SagaExecutor& executor, RecoveryOptions options,
+                                                 std::vector<OwnedSaga> sagas);
   // Stop().
   ~SagaRecovery();
   SagaRecovery(const SagaRecovery&) = delete;
@@ -72,8 +86,10 @@ class SagaRecovery {
   // The sagas listed at Start, oldest first.
   const std::vector<Uuid>& sagas() const { return sagas_; }
   // Blocks until every listed saga is at rest or marked stuck, or was left for the next start
-  // (after Stop, or once the executor is quiesced).
+  // (after Stop, or once the executor is quiesced), or dropped (no longer the executor's).
   void Wait();
+  // Whether Wait would return at once.
+  bool finished();
   // Takes no further saga and joins the workers once each has finished the call it is in; for
   // shutdown, SagaExecutor::Quiesce first makes that at most the node it is in. Sagas not at
   // rest stay unfinished in the log for the next start. Idempotent; call from one thread.
@@ -82,12 +98,13 @@ class SagaRecovery {
  private:
   struct Pending {
     Uuid id;
+    int64_t generation = 1;  // the executor owns the saga in it (before the next claim)
     std::chrono::steady_clock::time_point not_before;
     std::chrono::milliseconds backoff;
     int failures = 0;  // failed resumes other than ServiceUnavailable
   };
 
-  SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<Uuid> sagas);
+  SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<OwnedSaga> sagas);
   void Work();
   // Resumes one saga; returns it to the queue if it is to be tried again.
   void Recover(Pending pending);
@@ -97,7 +114,7 @@ class SagaRecovery {
   void Retry(Pending pending, const Error& error);
   void Report(const RecoveryEvent& event) const;
   // The saga needs nothing more from this recovery.
-  void Finished();
+  void Finished(const Uuid& id);
 
   SagaExecutor& exec_;
   RecoveryOptions options_;

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "common/testing/wait_for.h"
 #include "saga/testing/memory_store.h"
@@ -183,6 +184,41 @@ TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
     EXPECT_EQ((*recovered)[i].second.kind, SagaResultKind::kDone);
     EXPECT_EQ(StateOf(ids[i]), SagaState::kDone);
   }
+}
+
+// Recovery takes each saga over under a new generation before resuming it (fencing any other
+// execution of it), but never one this executor is running, and drops one another
+// coordinator adopted.
+TEST_F(RecoveryTest, ClaimsEachSagaButNeverOneTheExecutorRunsOrAnotherOwns) {
+  Uuid running = Unfinished({{"gate", "test.gate"}});
+  Uuid adopted = Unfinished({{"a", "test.step"}});
+  Uuid mine = Unfinished({{"a", "test.step"}});
+  store.Adopt(adopted, "sec-other");
+  Result<SagaOutcome> out = Fail(Error::Internal("not run"));
+  std::thread request([&] { out = exec.Resume(running); });
+  Gate::OpenAtExit open_at_exit{gate};
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return gate.InFlight() == 1; }));
+  std::vector<Uuid> finished;
+  std::mutex mu;
+  RecoveryOptions options;
+  options.finished = [&](const Uuid& id) {
+    std::lock_guard lock(mu);
+    finished.push_back(id);
+  };
+  auto recovery = SagaRecovery::StartWith(exec, options, {{running, 1}, {adopted, 1}, {mine, 1}});
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return recovery->finished(); }));
+  recovery->Stop();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(finished.size(), 3u);
+  EXPECT_EQ(store.Load(running)->saga.owner.generation, 1);  // untouched
+  EXPECT_EQ(store.Load(adopted)->saga.owner, (SagaOwner{"sec-other", 2}));
+  EXPECT_EQ(StateOf(adopted), SagaState::kRunning);
+  EXPECT_EQ(store.Load(mine)->saga.owner.generation, 2);
+  EXPECT_EQ(StateOf(mine), SagaState::kDone);
+  gate.Open();
+  request.join();
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(StateOf(running), SagaState::kDone);
 }
 
 }  // namespace

@@ -25,6 +25,37 @@ std::optional<FaultPlan> SagaExecutor::FaultsFor(const std::string& saga_name) c
   return faults_;
 }
 
+class SagaExecutor::RunningGuard {
+ public:
+  RunningGuard(SagaExecutor& exec, const Uuid& id) : exec_(exec), id_(id) {}
+  ~RunningGuard() {
+    std::lock_guard lock(exec_.running_mu_);
+    exec_.running_.erase(id_);
+  }
+  RunningGuard(const RunningGuard&) = delete;
+  RunningGuard& operator=(const RunningGuard&) = delete;
+
+ private:
+  SagaExecutor& exec_;
+  Uuid id_;
+};
+
+Result<std::unique_ptr<SagaExecutor::RunningGuard>> SagaExecutor::MarkRunning(const Uuid& saga_id) {
+  std::lock_guard lock(running_mu_);
+  if (!running_.insert(saga_id).second) {
+    return Fail(Error::Unavailable(
+        fmt::format("saga {} is running in this server already; retry later", saga_id.ToString())));
+  }
+  return std::make_unique<RunningGuard>(*this, saga_id);
+}
+
+bool SagaExecutor::IsRunning(const Uuid& saga_id) const {
+  std::lock_guard lock(running_mu_);
+  return running_.count(saga_id) != 0;
+}
+
+void SagaExecutor::SetStartGate(std::function<Status()> gate) { start_gate_ = std::move(gate); }
+
 Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
   return Start(saga_id, dag, /*may_exist=*/true);
 }
@@ -36,6 +67,8 @@ Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag) {
 }
 
 Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist) {
+  // Before the saga can be in the store: recovery never takes a saga a request runs here.
+  auto running = FP_TRY(MarkRunning(saga_id));
   for (const Node& n : dag.nodes) {
     if (!registry_.Find(n.action)) {
       return Fail(Error::Internal(
@@ -49,23 +82,48 @@ Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag,
   row.owner = SagaOwner{sec_, 1};
   row.engine_version = kEngineVersion;
   const Action* first = dag.nodes.empty() ? nullptr : registry_.Find(dag.nodes.front().action);
+  if (may_exist) {
+    auto existing = store_.Load(saga_id);
+    // An idempotent retry of a saga already created: no new saga, so no start gate.
+    if (existing) return ResumeRunning(saga_id, std::nullopt);
+    if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
+  }
+  if (start_gate_) FP_CHECK_OK(start_gate_());
   if (first && first->run_in_tx) {
-    if (may_exist) {
-      auto existing = store_.Load(saga_id);
-      if (existing) return Resume(saga_id);  // an idempotent retry of a saga already created
-      if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
-    }
     SagaLog log;
     log.saga = row;
     Execution run(*this, std::move(log), dag, row);
     return run.Drive();
   }
-  FP_TRY(store_.Create(row));
-  return Resume(saga_id);
+  if (!FP_TRY(store_.Create(row))) {
+    return Fail(Error::Internal(
+        fmt::format("saga {} already exists: it cannot be created again", saga_id.ToString())));
+  }
+  return ResumeRunning(saga_id, std::nullopt);
 }
 
 Result<SagaOutcome> SagaExecutor::Resume(const Uuid& saga_id) {
+  auto running = FP_TRY(MarkRunning(saga_id));
+  return ResumeRunning(saga_id, std::nullopt);
+}
+
+Result<SagaOutcome> SagaExecutor::ResumeOwned(const Uuid& saga_id, int64_t generation) {
+  auto running = FP_TRY(MarkRunning(saga_id));
+  return ResumeRunning(saga_id, generation);
+}
+
+Result<std::optional<int64_t>> SagaExecutor::Claim(const Uuid& saga_id, int64_t generation) {
+  return store_.Claim(saga_id, SagaOwner{sec_, generation});
+}
+
+Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
+                                                std::optional<int64_t> generation) {
   SagaLog log = FP_TRY(store_.Load(saga_id));
+  bool at_rest = log.saga.state != SagaState::kRunning && log.saga.state != SagaState::kUnwinding;
+  if (generation && !at_rest &&
+      (log.saga.owner.sec != sec_ || log.saga.owner.generation != *generation)) {
+    return Fail(LostSagaError(saga_id, SagaOwner{sec_, *generation}));
+  }
   if (log.saga.engine_version > kEngineVersion) {
     return Fail(Error::Internal(fmt::format("saga {} was written by a newer engine (version {})",
                                             saga_id.ToString(), log.saga.engine_version)));
@@ -93,12 +151,14 @@ Result<std::optional<Error>> SagaExecutor::WhyNotResumable(const Uuid& saga_id) 
   return std::optional<Error>();
 }
 
-Result<std::vector<Uuid>> SagaExecutor::ListUnfinished() { return store_.ListUnfinished(sec_); }
+Result<std::vector<OwnedSaga>> SagaExecutor::ListUnfinished() {
+  return store_.ListUnfinished(sec_);
+}
 
-Result<bool> SagaExecutor::MarkStuck(const Uuid& saga_id, const Error& why) {
+Result<bool> SagaExecutor::MarkStuck(const Uuid& saga_id, int64_t generation, const Error& why) {
   Json result = ErrorToJson(why);
   result["cannot_resume"] = true;
-  return store_.MarkStuck(saga_id, sec_, result.dump());
+  return store_.MarkStuck(saga_id, SagaOwner{sec_, generation}, result.dump());
 }
 
 void SagaExecutor::Quiesce() { quiesced_.store(true); }

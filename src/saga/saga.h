@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,8 +83,19 @@ class SagaExecutor {
   // Run() under a new random id: no saga can exist under it, so there is nothing to look up
   // before starting (one read transaction fewer per operation).
   Result<SagaOutcome> RunNew(const SagaDag& dag);
-  // Loads the saga's log and continues from where it stopped.
+  // Loads the saga's log and continues from where it stopped, writing under the generation
+  // the log has. ServiceUnavailable if this executor runs the saga already (on another thread).
   Result<SagaOutcome> Resume(const Uuid& saga_id);
+  // Resume for recovery: continues the saga only if this executor owns it in `generation` (see
+  // Claim), else LostSagaError.
+  Result<SagaOutcome> ResumeOwned(const Uuid& saga_id, int64_t generation);
+  // Takes a saga this executor owns in `generation` over again under the next generation
+  // (SagaStore::Claim), so that any other execution of it stops at its next write. Recovery
+  // claims a saga before it resumes it. Returns the new generation, nullopt if the saga is no
+  // longer this executor's in `generation` or at rest. Never for a saga IsRunning here.
+  Result<std::optional<int64_t>> Claim(const Uuid& saga_id, int64_t generation);
+  // Whether a call of this executor (Run, RunNew, Resume, ResumeOwned) is driving the saga now.
+  bool IsRunning(const Uuid& saga_id) const;
   // Resumes every unfinished saga this executor owns, several at a time, and waits until each
   // is at rest (SagaRecovery does the same in the background); returns their outcomes by id.
   // A saga that cannot resume is marked stuck and reported so; the others still recover.
@@ -94,12 +106,19 @@ class SagaExecutor {
   // newer engine wrote it, its DAG does not parse, or it names an action this binary does not
   // register. nullopt if it can be resumed. Errors: reading the log failed.
   Result<std::optional<Error>> WhyNotResumable(const Uuid& saga_id);
-  // The unfinished (running or unwinding) sagas this executor owns, oldest first.
-  Result<std::vector<Uuid>> ListUnfinished();
-  // Marks a saga this executor owns stuck, with `why` as its error, whatever its log holds: for
-  // a saga that cannot be resumed (a corrupt log, an action not registered, a newer engine).
-  // Returns false if the saga is at rest already or no longer this executor's.
-  Result<bool> MarkStuck(const Uuid& saga_id, const Error& why);
+  // The unfinished (running or unwinding) sagas this executor owns, oldest first, with the
+  // generation it owns each in; those it is running included.
+  Result<std::vector<OwnedSaga>> ListUnfinished();
+  // Marks a saga this executor owns in `generation` stuck, with `why` as its error, whatever
+  // its log holds: for a saga that cannot be resumed (a corrupt log, an action not registered,
+  // a newer engine). Returns false if the saga is at rest already or no longer this
+  // executor's in `generation`.
+  Result<bool> MarkStuck(const Uuid& saga_id, int64_t generation, const Error& why);
+  // Sets the check every new saga (Run, RunNew) passes before anything is written: an error
+  // refuses the saga with that error. The server's coordinator refuses new sagas while this
+  // server's lease is not known to be live (saga/coordinator.h). Set before any saga runs.
+  void SetStartGate(std::function<Status()> gate);
+  const std::string& sec() const { return sec_; }
   // For shutdown, once no request can start a saga any more: from now on every saga this
   // executor drives stops before its next node or undo and returns ServiceUnavailable; its log
   // stays unfinished, and recovery at the next start resumes it. Irreversible; thread-safe.
@@ -111,6 +130,13 @@ class SagaExecutor {
 
  private:
   Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist);
+  // Resume's body; the caller marked the saga running. `generation`: the one the caller owns
+  // it in (nullopt: the log's).
+  Result<SagaOutcome> ResumeRunning(const Uuid& saga_id, std::optional<int64_t> generation);
+  // Marks the saga running here for the guard's lifetime; ServiceUnavailable if it runs here
+  // already.
+  class RunningGuard;
+  Result<std::unique_ptr<RunningGuard>> MarkRunning(const Uuid& saga_id);
   class Execution;
   std::optional<FaultPlan> FaultsFor(const std::string& saga_name) const;
 
@@ -120,6 +146,9 @@ class SagaExecutor {
   mutable std::mutex faults_mu_;
   std::optional<FaultPlan> faults_;
   std::atomic<bool> quiesced_{false};
+  std::function<Status()> start_gate_;
+  mutable std::mutex running_mu_;
+  std::set<Uuid> running_;  // guarded by running_mu_
 };
 
 }  // namespace fp::saga

@@ -1,5 +1,7 @@
 #include "saga/store.h"
 
+#include <fmt/format.h>
+
 #include <array>
 
 namespace fp::saga {
@@ -24,6 +26,24 @@ std::optional<SagaEventType> ParseSagaEventType(std::string_view text) {
     if (kEvents[i] == text) return static_cast<SagaEventType>(i);
   }
   return std::nullopt;
+}
+
+namespace {
+// What IsLostSaga looks for; every LostSagaError carries it.
+constexpr std::string_view kLostMarker = "is no longer owned by";
+}  // namespace
+
+Error LostSagaError(const Uuid& saga_id, const SagaOwner& owner) {
+  return Error::Unavailable(fmt::format(
+      "saga {} {} this server (coordinator \"{}\", generation {}): another server adopted it "
+      "and carries it on; retry the request (with the same Idempotency-Key the retry gets the "
+      "operation's outcome)",
+      saga_id.ToString(), kLostMarker, owner.sec, owner.generation));
+}
+
+bool IsLostSaga(const Error& e) {
+  return e.kind() == ErrorKind::kServiceUnavailable &&
+         e.message().find(kLostMarker) != std::string::npos;
 }
 
 Result<bool> SagaStore::Create(const SagaRow& row) {

@@ -47,7 +47,23 @@ std::optional<SagaEventType> ParseSagaEventType(std::string_view text);
 struct SagaOwner {
   std::string sec;
   int64_t generation = 1;
+  bool operator==(const SagaOwner&) const = default;
 };
+
+// A saga a coordinator owns, with the generation it owns it in.
+struct OwnedSaga {
+  Uuid id;
+  int64_t generation = 1;
+  bool operator==(const OwnedSaga&) const = default;
+};
+
+// The error of a write refused because `owner` no longer owns the saga (fencing): another
+// server adopted it (or this server's coordinator took it over again under a newer
+// generation) and carries it on. ServiceUnavailable, so a request waiting on the saga gets a
+// 503 telling the client to retry: the retry (same Idempotency-Key) finds the saga's outcome.
+Error LostSagaError(const Uuid& saga_id, const SagaOwner& owner);
+// Whether `e` is LostSagaError's.
+bool IsLostSaga(const Error& e);
 
 struct SagaRow {
   Uuid id;
@@ -95,7 +111,8 @@ class SagaStore {
   // once the commit is durable. `body` failing rolls back everything written in the
   // transaction and returns its error. The store may run `body` again (a conflict it retries),
   // so `body` must keep nothing from a failed run. Errors besides `body`'s: the store's own
-  // (the datastore's: Internal, also when the database stays busy past its retry deadline).
+  // (the datastore's: Internal; on PostgreSQL, Unavailable when conflicts or a lost
+  // database outlast the retry deadline).
   virtual Status Write(const std::function<Status(StoreTx&)>& body) = 0;
 
   // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---
@@ -103,9 +120,10 @@ class SagaStore {
   // Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
   virtual Result<bool> CreateIn(StoreTx& tx, const SagaRow& row) = 0;
   // Appends an event (idempotent: a duplicate of an existing event, same node and type, is
-  // ignored) and, if given, moves the saga to `new_state` with `result`. ServiceUnavailable,
-  // with "no longer owned" in its message, if `owner` (sec and generation) no longer owns the
-  // saga: the caller must stop writing to it (fencing).
+  // ignored) and, if given, moves the saga to `new_state` with `result`. LostSagaError if
+  // `owner` (sec and generation) no longer owns the saga: nothing is written, the caller's
+  // transaction must roll back (Write does, as the body fails) and the caller must stop
+  // driving the saga (fencing).
   virtual Status RecordIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
                           const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                           const std::optional<std::string>& result) = 0;
@@ -115,11 +133,18 @@ class SagaStore {
   // The saga's row and every event. NotFound if no such saga. Durable: what it returns survives
   // a crash.
   virtual Result<SagaLog> Load(const Uuid& id) = 0;
-  // Sagas owned by `sec` that are running or unwinding, oldest first.
-  virtual Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) = 0;
-  // Moves an unfinished saga owned by `sec` to stuck with `result` (JSON), whatever its log
-  // holds. Returns false if the saga is at rest already or owned by another SEC.
-  virtual Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+  // Sagas owned by `sec` that are running or unwinding, oldest first, with the generation
+  // `sec` owns each in.
+  virtual Result<std::vector<OwnedSaga>> ListUnfinished(const std::string& sec) = 0;
+  // Takes the saga over again under a new generation: if `owner` owns it (sec and generation)
+  // and it is running or unwinding, increments its adoption generation and returns the new
+  // one, so that every other execution of it (a zombie of an earlier process under the same
+  // id) is fenced from then on. nullopt if `owner` does not own it (any more) or it is at rest.
+  virtual Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) = 0;
+  // Moves an unfinished saga owned by `owner` (sec and generation) to stuck with `result`
+  // (JSON), whatever its log holds. Returns false if the saga is at rest already or no longer
+  // owned by `owner`.
+  virtual Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
                                  const std::string& result) = 0;
 
   // CreateIn and RecordIn in a transaction of their own.

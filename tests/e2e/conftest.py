@@ -505,8 +505,11 @@ class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
     def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None,
-                 token_source=None, dev=True):
+                 token_source=None, dev=True, database_url=None):
         self.binary = binary
+        # A database of the test's own (e.g. on a cluster it fails on purpose) instead of the
+        # engine's default for the data dir.
+        self.database_url = database_url
         # Without --dev the database and the agents must come from extra_args (or --config).
         self.dev = dev
         self.data_dir = Path(data_dir)
@@ -552,7 +555,9 @@ class FloatplaneServer:
             self.process = subprocess.Popen(
                 [str(self.binary), "server", *(["--dev"] if self.dev else []),
                  "--data-dir", str(self.data_dir), "--listen", "127.0.0.1:0",
-                 *database_args(self.data_dir), *self.extra_args],
+                 *(["--database", self.database_url] if self.database_url
+                   else database_args(self.data_dir)),
+                 *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
                 start_new_session=True, env=environment)
         threading.Thread(target=self._pump_stdout, args=(self.process, listening),
@@ -941,21 +946,24 @@ def server_database_args():
 @pytest.fixture
 def start_server(floatplane_bin, api_schema, tmp_path):
     """Factory: start_server(data_dir=None, extra_args=(), env=None, database_of=None,
-    start=True, dev=True) -> FloatplaneServer (running unless start=False), stopped at
-    teardown, when its database is dropped (PostgreSQL). `database_of`: another server whose
-    database this one shares (PostgreSQL only) and whose admin token it uses. dev=False: no
-    --dev flag (extra_args name the agents)."""
+    start=True, dev=True, database_url=None) -> FloatplaneServer (running unless start=False),
+    stopped at teardown, when its database is dropped (PostgreSQL). `database_of`: another
+    server whose database this one shares (PostgreSQL only) and whose admin token it uses.
+    dev=False: no --dev flag (extra_args name the agents). `database_url`: a database of the
+    test's own (left to the test), instead of the engine's default."""
     servers = []
 
-    def start(data_dir=None, extra_args=(), env=None, database_of=None, start=True, dev=True):
+    def start(data_dir=None, extra_args=(), env=None, database_of=None, start=True, dev=True,
+              database_url=None):
         index = len(servers)
         data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
-        if database_of is not None:
+        if database_of is not None and database_url is None:
             assert POSTGRES is not None, "servers share a database only on PostgreSQL"
             POSTGRES.share(data_dir, database_of.data_dir)
         server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
                                   api_schema, extra_args=extra_args, env=env,
-                                  token_source=database_of, dev=dev)
+                                  token_source=database_of, dev=dev,
+                                  database_url=database_url)
         servers.append(server)
         return server.start() if start else server
 
@@ -986,18 +994,20 @@ def start_agent(floatplane_bin, tmp_path):
 
 @pytest.fixture
 def start_rack(start_agent, start_server):
-    """Factory: start_rack(sleds=2, sled_flags=..., server_args=(), env=None) -> Rack: a
-    switch agent, `sleds` sled agents (with `sled_flags`, by default short start and stop
-    delays) and a server on a fresh data dir driving them. The server stops before the agents
-    at teardown."""
+    """Factory: start_rack(sleds=2, sled_flags=..., server_args=(), env=None,
+    database_url=None) -> Rack: a switch agent, `sleds` sled agents (with `sled_flags`, by
+    default short start and stop delays) and a server on a fresh data dir driving them (on
+    `database_url` if given, see start_server). The server stops before the agents at
+    teardown."""
     def start(sleds=2, sled_flags=("--start-delay-ms", "150", "--stop-delay-ms", "50"),
-              server_args=(), env=None):
+              server_args=(), env=None, database_url=None):
         switch = start_agent("switch")
         sled_agents = [start_agent("sled", *sled_flags) for _ in range(sleds)]
         dataplane_args = ["--switch-agent", switch.url]
         for agent in sled_agents:
             dataplane_args += ["--sled-agent", agent.url]
-        server = start_server(extra_args=[*dataplane_args, *server_args], env=env)
+        server = start_server(extra_args=[*dataplane_args, *server_args], env=env,
+                              database_url=database_url)
         return Rack(server, switch, sled_agents, dataplane_args)
 
     return start

@@ -222,100 +222,110 @@ def live_ephemeral_and_snat(admin):
 
 def test_attach_races_detach_delete_stop_start_and_instance_delete(start_rack):
     rack = prepare(start_rack())
-    admin = rack.admin
     outcomes = Counter()
     problems = []  # undocumented outcomes: reported after the dataplane checks of every round
     for round_number in range(ROUNDS):
-        tag = f"r{round_number}"
-        runner, parked, doomed = (f"{tag}-runner", f"{tag}-parked", f"{tag}-doomed")
-        a = make_instance(admin, PROJECT, runner)
-        b = make_instance(admin, PROJECT, parked, start=False)
-        c = make_instance(admin, PROJECT, doomed, start=False)
-        wait_run_state(admin, a["id"], "running")
-        loose, moving, orphan, parked_fip = (
-            make_fip(admin, PROJECT, f"{tag}-{n}", from_pool(FIP_POOL))
-            for n in ("loose", "moving", "orphan", "parked"))
-        expect(attach_fip(admin, moving["id"], a["id"]), 202)
-        expect(attach_fip(admin, parked_fip["id"], b["id"]), 202)
-        expect(attach_ephemeral(admin, a["id"], auto_pool("v4")), 202)
-
-        def seq(*steps):
-            return lambda: [(kind, call()) for kind, call in steps]
-
-        jobs = {
-            "loose to runner": seq(("attach", lambda: attach_fip(admin, loose["id"], a["id"]))),
-            "loose to parked": seq(("attach", lambda: attach_fip(admin, loose["id"], b["id"]))),
-            "loose to doomed": seq(("attach", lambda: attach_fip(admin, loose["id"], c["id"]))),
-            "delete loose": seq(
-                ("delete fip", lambda: admin.delete(f"/v1/floating-ips/{loose['id']}"))),
-            "move": seq(("detach", lambda: detach_fip(admin, moving["id"])),
-                        ("attach", lambda: attach_fip(admin, moving["id"], b["id"]))),
-            "stop runner": seq(("stop", lambda: instance_action(admin, a["id"], "stop"))),
-            "start parked": seq(("start", lambda: instance_action(admin, b["id"], "start"))),
-            "drop parked fip": seq(
-                ("detach", lambda: detach_fip(admin, parked_fip["id"])),
-                ("delete fip", lambda: admin.delete(f"/v1/floating-ips/{parked_fip['id']}"))),
-            "orphan to doomed": seq(("attach", lambda: attach_fip(admin, orphan["id"], c["id"]))),
-            "delete doomed": seq(
-                ("delete instance", lambda: admin.delete(f"/v1/instances/{c['id']}"))),
-            "cycle ephemeral": seq(
-                ("detach ephemeral", lambda: detach_ephemeral(admin, a["id"])),
-                ("attach ephemeral", lambda: attach_ephemeral(admin, a["id"], auto_pool("v4")))),
-            "ephemeral to parked": seq(
-                ("attach ephemeral", lambda: attach_ephemeral(admin, b["id"], auto_pool("v4")))),
-        }
-        done = dict(zip(jobs, run_together(list(jobs.values()), timeout=60.0)))
-        for name, steps in done.items():
-            for kind, reply in steps:
-                problem = undocumented(rack.server, f"round {round_number}, {name} ({kind})",
-                                       kind, reply)
-                if problem:
-                    problems.append(problem)
-                outcomes[(kind, reply.status)] += 1
-
-        # Let every instance reach running or stopped, then the three places must agree.
-        def settled():
-            states = [i["run_state"] for i in list_all(admin, "/v1/instances", project=PROJECT)]
-            return all(s in ("running", "stopped") for s in states)
-
-        wait_until(settled, 15.0, "every instance running or stopped")
-        wait_external_ip_agreement(rack, [PROJECT], timeout=15.0)
-
-        # Consequences that must hold whatever the interleaving.
-        won = [reply.body for steps in done.values() for kind, reply in steps
-               if kind == "attach" and reply.status == 202]
-        doomed_deleted = done["delete doomed"][0][1].status == 204
-        if doomed_deleted:
-            assert_error(admin.get(f"/v1/instances/{c['id']}"), 404, "ObjectNotFound")
-        if done["delete loose"][0][1].status == 204:
-            # Only the instance delete detaches `loose` (§4.8), so an attach that succeeded
-            # before its delete can only have been to the deleted instance.
-            assert_error(admin.get(f"/v1/floating-ips/{loose['id']}"), 404, "ObjectNotFound")
-            holders = {w["instance_id"] for w in won if w["id"] == loose["id"]}
-            assert holders <= ({c["id"]} if doomed_deleted else set()), (
-                f"{loose['name']} was deleted while attached to {holders}: {done}")
-        initially = {moving["id"]: a["id"], parked_fip["id"]: b["id"]}
-        for fip in (loose, moving, orphan, parked_fip):
-            reply = admin.get(f"/v1/floating-ips/{fip['id']}")
-            if reply.status == 404:
-                continue
-            holder = expect(reply, 200)["instance_id"]
-            if holder is not None:
-                given = any(w["id"] == fip["id"] and w["instance_id"] == holder for w in won)
-                assert holder == initially.get(fip["id"]) or given, (
-                    f"{fip['name']} is held by {holder}, which no successful attach gave it")
-                assert not (doomed_deleted and holder == c["id"]), (
-                    f"{fip['name']} is attached to a deleted instance")
-
-        # No address leaked: every live floating IP, SNAT address and ephemeral IP accounts for
-        # exactly one used address of its pool.
-        capacity, remaining = utilization(admin, FIP_POOL)
-        assert capacity - remaining == len(list_all(admin, "/v1/floating-ips", project=PROJECT))
-        capacity, remaining = utilization(admin, SNAT_POOL)
-        assert capacity - remaining == live_ephemeral_and_snat(admin)
-
-    assert all(s["state"] in ("done", "unwound") for s in list_sagas(admin))
+        race_round(rack, round_number, [rack.server], outcomes, problems)
+    assert all(s["state"] in ("done", "unwound") for s in list_sagas(rack.admin))
     assert not problems, "\n".join(problems) + f"\nall outcomes: {dict(sorted(outcomes.items()))}"
+
+
+def race_round(rack, round_number, servers, outcomes, problems):
+    """One round of test 3 on fresh instances and floating IPs. The requests of job k go to
+    servers[k mod len(servers)] (test_replicas.py races through several servers on one
+    database). Counts each (request kind, status) in `outcomes`, appends undocumented outcomes
+    to `problems`, and asserts what must hold whatever the interleaving."""
+    admin = rack.admin
+    tag = f"r{round_number}"
+    runner, parked, doomed = (f"{tag}-runner", f"{tag}-parked", f"{tag}-doomed")
+    a = make_instance(admin, PROJECT, runner)
+    b = make_instance(admin, PROJECT, parked, start=False)
+    c = make_instance(admin, PROJECT, doomed, start=False)
+    wait_run_state(admin, a["id"], "running")
+    loose, moving, orphan, parked_fip = (
+        make_fip(admin, PROJECT, f"{tag}-{n}", from_pool(FIP_POOL))
+        for n in ("loose", "moving", "orphan", "parked"))
+    expect(attach_fip(admin, moving["id"], a["id"]), 202)
+    expect(attach_fip(admin, parked_fip["id"], b["id"]), 202)
+    expect(attach_ephemeral(admin, a["id"], auto_pool("v4")), 202)
+
+    # Each job: its steps, (kind, call(api)), made one after the other on one server.
+    jobs = {
+        "loose to runner": [("attach", lambda api: attach_fip(api, loose["id"], a["id"]))],
+        "loose to parked": [("attach", lambda api: attach_fip(api, loose["id"], b["id"]))],
+        "loose to doomed": [("attach", lambda api: attach_fip(api, loose["id"], c["id"]))],
+        "delete loose": [("delete fip", lambda api: api.delete(f"/v1/floating-ips/{loose['id']}"))],
+        "move": [("detach", lambda api: detach_fip(api, moving["id"])),
+                 ("attach", lambda api: attach_fip(api, moving["id"], b["id"]))],
+        "stop runner": [("stop", lambda api: instance_action(api, a["id"], "stop"))],
+        "start parked": [("start", lambda api: instance_action(api, b["id"], "start"))],
+        "drop parked fip": [
+            ("detach", lambda api: detach_fip(api, parked_fip["id"])),
+            ("delete fip", lambda api: api.delete(f"/v1/floating-ips/{parked_fip['id']}"))],
+        "orphan to doomed": [("attach", lambda api: attach_fip(api, orphan["id"], c["id"]))],
+        "delete doomed": [
+            ("delete instance", lambda api: api.delete(f"/v1/instances/{c['id']}"))],
+        "cycle ephemeral": [
+            ("detach ephemeral", lambda api: detach_ephemeral(api, a["id"])),
+            ("attach ephemeral", lambda api: attach_ephemeral(api, a["id"], auto_pool("v4")))],
+        "ephemeral to parked": [
+            ("attach ephemeral", lambda api: attach_ephemeral(api, b["id"], auto_pool("v4")))],
+    }
+    server_of = {name: servers[k % len(servers)] for k, name in enumerate(jobs)}
+
+    def run(name):
+        api = server_of[name].admin
+        return lambda: [(kind, call(api)) for kind, call in jobs[name]]
+
+    done = dict(zip(jobs, run_together([run(name) for name in jobs], timeout=60.0)))
+    for name, steps in done.items():
+        for kind, reply in steps:
+            problem = undocumented(server_of[name], f"round {round_number}, {name} ({kind})",
+                                   kind, reply)
+            if problem:
+                problems.append(problem)
+            outcomes[(kind, reply.status)] += 1
+
+    # Let every instance reach running or stopped, then the three places must agree.
+    def settled():
+        states = [i["run_state"] for i in list_all(admin, "/v1/instances", project=PROJECT)]
+        return all(s in ("running", "stopped") for s in states)
+
+    wait_until(settled, 15.0, "every instance running or stopped")
+    wait_external_ip_agreement(rack, [PROJECT], timeout=15.0)
+
+    # Consequences that must hold whatever the interleaving.
+    won = [reply.body for steps in done.values() for kind, reply in steps
+           if kind == "attach" and reply.status == 202]
+    doomed_deleted = done["delete doomed"][0][1].status == 204
+    if doomed_deleted:
+        assert_error(admin.get(f"/v1/instances/{c['id']}"), 404, "ObjectNotFound")
+    if done["delete loose"][0][1].status == 204:
+        # Only the instance delete detaches `loose` (§4.8), so an attach that succeeded
+        # before its delete can only have been to the deleted instance.
+        assert_error(admin.get(f"/v1/floating-ips/{loose['id']}"), 404, "ObjectNotFound")
+        holders = {w["instance_id"] for w in won if w["id"] == loose["id"]}
+        assert holders <= ({c["id"]} if doomed_deleted else set()), (
+            f"{loose['name']} was deleted while attached to {holders}: {done}")
+    initially = {moving["id"]: a["id"], parked_fip["id"]: b["id"]}
+    for fip in (loose, moving, orphan, parked_fip):
+        reply = admin.get(f"/v1/floating-ips/{fip['id']}")
+        if reply.status == 404:
+            continue
+        holder = expect(reply, 200)["instance_id"]
+        if holder is not None:
+            given = any(w["id"] == fip["id"] and w["instance_id"] == holder for w in won)
+            assert holder == initially.get(fip["id"]) or given, (
+                f"{fip['name']} is held by {holder}, which no successful attach gave it")
+            assert not (doomed_deleted and holder == c["id"]), (
+                f"{fip['name']} is attached to a deleted instance")
+
+    # No address leaked: every live floating IP, SNAT address and ephemeral IP accounts for
+    # exactly one used address of its pool.
+    capacity, remaining = utilization(admin, FIP_POOL)
+    assert capacity - remaining == len(list_all(admin, "/v1/floating-ips", project=PROJECT))
+    capacity, remaining = utilization(admin, SNAT_POOL)
+    assert capacity - remaining == live_ephemeral_and_snat(admin)
 
 
 def test_attach_racing_instance_delete(start_rack):

@@ -81,6 +81,24 @@ def test_lost_admin_token_file_is_replaced_on_the_next_start(server):
     assert token_file.read_text() == replacement
 
 
+def test_the_coordinator_id_is_kept_across_restarts_unless_given(server):
+    """README: the server keeps its saga coordinator id in DIR/coordinator-id, made on first
+    start, so that a restart is the same coordinator; --coordinator-id overrides it."""
+    id_file = server.data_dir / "coordinator-id"
+    first = id_file.read_text()
+    assert re.fullmatch(r"\S+\n", first), first
+    serving = server.wait_for_log(lambda r: r.get("msg") == "serving")[-1]
+    assert serving["coordinator_id"] == first.strip()
+    server.restart()
+    assert id_file.read_text() == first
+    assert server.stop() == 0
+    server.extra_args = [*server.extra_args, "--coordinator-id", "server-b"]
+    server.start()
+    assert server.wait_for_log(
+        lambda r: r.get("msg") == "serving" and r.get("coordinator_id") == "server-b")
+    assert id_file.read_text() == first
+
+
 def test_restart_twice_on_same_dir(server):
     make_project(server.admin, "first-life")
     server.restart()

@@ -125,9 +125,14 @@ EndpointRoutes SwitchAgentSim::Routes() {
                  }
                }
                std::lock_guard lock(mu_);
+               // A conditional replace: refused if the table moved on since it was read.
+               if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
+                   body["if_generation"].get<int64_t>() != generation_) {
+                 return Json{{"generation", generation_}, {"replaced", false}};
+               }
                entries_ = std::move(replacement);
                generation_ = table.generation;
-               return Json{{"generation", generation_}};
+               return Json{{"generation", generation_}, {"replaced", true}};
              });
   return routes;
 }

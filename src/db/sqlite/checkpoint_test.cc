@@ -26,7 +26,7 @@
 namespace fp::db {
 namespace {
 
-using testing::TempDatastore;
+using TempDatastore = testing::TempSqliteDatastore;
 
 void CreateFiller(Datastore& ds) {
   ASSERT_TRUE(ds.Write<bool>([](Tx& tx) -> Result<bool> {

@@ -18,7 +18,7 @@
 namespace fp::db {
 namespace {
 
-using testing::TempDatastore;
+using TempDatastore = testing::TempSqliteDatastore;
 
 // Holds the first thread that reaches "group_commit:syncing" until Release().
 class HeldSync {

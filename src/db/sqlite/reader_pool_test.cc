@@ -18,7 +18,7 @@
 namespace fp::db {
 namespace {
 
-using testing::TempDatastore;
+using TempDatastore = testing::TempSqliteDatastore;
 
 // Lets `n` threads in, then holds them until all are inside (or Open() is called).
 class Gate {

@@ -1,41 +1,112 @@
 #pragma once
 
-// Test helpers: a datastore on a fresh SQLite file in a temporary directory.
+// Test helpers: a datastore on a fresh database. SQLite (a file in a temporary directory)
+// unless FLOATPLANE_TEST_POSTGRES is set to the libpq URL of a running throwaway PostgreSQL
+// cluster (e.g. postgres://postgres@127.0.0.1:PORT/postgres): then each TempDatastore creates
+// a database of its own there, with a random name, and drops it when destroyed.
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "common/uuid.h"
 #include "db/datastore.h"
 #include "db/external_ips.h"
 #include "db/ip_pools.h"
+#include "db/postgres/connection.h"
 #include "db/projects.h"
 #include "db/silos.h"
 
 namespace fp::db::testing {
 
+// The PostgreSQL cluster the tests run on (FLOATPLANE_TEST_POSTGRES), or "" for SQLite.
+inline std::string TestPostgresUrl() {
+  const char* url = std::getenv("FLOATPLANE_TEST_POSTGRES");
+  return url ? std::string(url) : std::string();
+}
+inline bool OnPostgres() { return !TestPostgresUrl().empty(); }
+
+// A fresh database of the test cluster, dropped when destroyed (connections to it included).
+class TempPostgresDatabase {
+ public:
+  TempPostgresDatabase() {
+    admin_url_ = TestPostgresUrl();
+    name_ =
+        "fp_test_" + Uuid::Random().ToString().substr(0, 8) + Uuid::Random().ToString().substr(24);
+    auto admin = Admin();
+    if (Status s = admin->Run("CREATE DATABASE " + name_); !s) {
+      throw std::runtime_error(s.error().message());
+    }
+    url_ = postgres::WithDatabase(admin_url_, name_);
+    if (url_.empty()) throw std::runtime_error("FLOATPLANE_TEST_POSTGRES does not parse");
+  }
+  ~TempPostgresDatabase() {
+    try {
+      (void)Admin()->Run("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (...) {
+    }
+  }
+  TempPostgresDatabase(const TempPostgresDatabase&) = delete;
+  TempPostgresDatabase& operator=(const TempPostgresDatabase&) = delete;
+  // The libpq connection string of the database.
+  const std::string& url() const { return url_; }
+
+ private:
+  std::unique_ptr<postgres::PgConnection> Admin() const {
+    auto admin = postgres::PgConnection::Open(admin_url_);
+    if (!admin) throw std::runtime_error(admin.error().message());
+    return std::move(*admin);
+  }
+  std::string admin_url_;
+  std::string name_;
+  std::string url_;
+};
+
+enum class TestEngine { kFromEnvironment, kSqlite };
+
 class TempDatastore {
  public:
-  explicit TempDatastore(std::shared_ptr<const Clock> clock = std::make_shared<SystemClock>()) {
+  explicit TempDatastore(std::shared_ptr<const Clock> clock = std::make_shared<SystemClock>(),
+                         PostgresOptions options = {},
+                         TestEngine engine = TestEngine::kFromEnvironment) {
     char tmpl[] = "/tmp/floatplane-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    auto ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::move(clock));
+    Result<std::unique_ptr<Datastore>> ds = Fail(Error::Internal("not opened"));
+    if (engine == TestEngine::kFromEnvironment && OnPostgres()) {
+      pg_ = std::make_unique<TempPostgresDatabase>();
+      ds = Datastore::OpenPostgres(pg_->url(), std::move(clock), options);
+    } else {
+      ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::move(clock));
+    }
     if (!ds) throw std::runtime_error(ds.error().message());
     ds_ = std::move(*ds);
   }
   ~TempDatastore() {
     ds_.reset();
+    pg_.reset();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
   Datastore& operator*() { return *ds_; }
   Datastore* operator->() { return ds_.get(); }
+  // The SQLite database's directory (created, and empty, on PostgreSQL too).
   const std::string& dir() const { return dir_; }
+  bool postgres() const { return pg_ != nullptr; }
+  // The PostgreSQL database's connection string ("" on SQLite).
+  std::string postgres_url() const { return pg_ ? pg_->url() : std::string(); }
 
  private:
   std::string dir_;
+  std::unique_ptr<TempPostgresDatabase> pg_;  // destroyed after ds_ closed its connections
   std::unique_ptr<Datastore> ds_;
+};
+
+// Always SQLite: for the tests of the SQLite engine itself (db/sqlite/).
+class TempSqliteDatastore : public TempDatastore {
+ public:
+  TempSqliteDatastore() : TempDatastore(std::make_shared<SystemClock>(), {}, TestEngine::kSqlite) {}
 };
 
 inline Name N(const std::string& s) { return *Name::Parse(s); }

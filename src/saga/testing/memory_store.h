@@ -67,8 +67,7 @@ class MemoryStore final : public SagaStore {
     auto it = s.sagas.find(saga_id);
     if (it == s.sagas.end() || it->second.row.owner.sec != owner.sec ||
         it->second.row.owner.generation != owner.generation) {
-      return Fail(
-          Error::Unavailable("saga " + saga_id.ToString() + " is no longer owned by " + owner.sec));
+      return Fail(LostSagaError(saga_id, owner));
     }
     Saga& saga = it->second;
     if (event) {
@@ -94,34 +93,47 @@ class MemoryStore final : public SagaStore {
     return log;
   }
 
-  Result<std::vector<Uuid>> ListUnfinished(const std::string& sec) override {
+  Result<std::vector<OwnedSaga>> ListUnfinished(const std::string& sec) override {
     std::lock_guard lock(mu_);
-    std::vector<std::pair<Timestamp, Uuid>> found;
+    std::vector<std::pair<Timestamp, OwnedSaga>> found;
     for (const auto& [id, saga] : state_.sagas) {
-      if (saga.row.owner.sec == sec &&
-          (saga.row.state == SagaState::kRunning || saga.row.state == SagaState::kUnwinding)) {
-        found.emplace_back(saga.row.time_created, id);
+      if (saga.row.owner.sec == sec && Unfinished(saga)) {
+        found.emplace_back(saga.row.time_created, OwnedSaga{id, saga.row.owner.generation});
       }
     }
-    std::sort(found.begin(), found.end());
-    std::vector<Uuid> out;
+    std::sort(found.begin(), found.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<OwnedSaga> out;
     for (const auto& f : found) out.push_back(f.second);
     return out;
   }
 
-  Result<bool> MarkStuck(const Uuid& id, const std::string& sec,
+  Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) override {
+    std::lock_guard lock(mu_);
+    Saga* saga = OwnedBy(id, owner);
+    if (!saga || !Unfinished(*saga)) return std::optional<int64_t>();
+    ++commits_;
+    return std::optional<int64_t>(++saga->row.owner.generation);
+  }
+
+  Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
                          const std::string& result) override {
     std::lock_guard lock(mu_);
-    auto it = state_.sagas.find(id);
-    if (it == state_.sagas.end() || it->second.row.owner.sec != sec ||
-        (it->second.row.state != SagaState::kRunning &&
-         it->second.row.state != SagaState::kUnwinding)) {
-      return false;
-    }
-    it->second.row.state = SagaState::kStuck;
-    it->second.row.result = result;
+    Saga* saga = OwnedBy(id, owner);
+    if (!saga || !Unfinished(*saga)) return false;
+    saga->row.state = SagaState::kStuck;
+    saga->row.result = result;
     ++commits_;
     return true;
+  }
+
+  // Another coordinator adopts the saga, as a live server adopts a dead one's: it owns it from
+  // now on, under the next generation. Returns the new owner.
+  SagaOwner Adopt(const Uuid& id, const std::string& sec) {
+    std::lock_guard lock(mu_);
+    SagaOwner& owner = state_.sagas.at(id).row.owner;
+    owner = SagaOwner{sec, owner.generation + 1};
+    return owner;
   }
 
   // Committed Writes (and MarkStuck calls that changed a saga): the store's durable commits.
@@ -140,6 +152,19 @@ class MemoryStore final : public SagaStore {
   }
 
  private:
+  static bool Unfinished(const Saga& saga) {
+    return saga.row.state == SagaState::kRunning || saga.row.state == SagaState::kUnwinding;
+  }
+  // Requires mu_.
+  Saga* OwnedBy(const Uuid& id, const SagaOwner& owner) {
+    auto it = state_.sagas.find(id);
+    if (it == state_.sagas.end() || it->second.row.owner.sec != owner.sec ||
+        it->second.row.owner.generation != owner.generation) {
+      return nullptr;
+    }
+    return &it->second;
+  }
+
   std::mutex mu_;
   State state_;  // guarded by mu_
   int64_t commits_ = 0;

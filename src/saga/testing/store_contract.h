@@ -72,7 +72,7 @@ TYPED_TEST_P(SagaStoreContract, WritesOfAFormerOwnerAreFenced) {
                                           SagaState::kUnwinding, std::nullopt);
     ASSERT_FALSE(written);
     EXPECT_EQ(written.error().kind(), ErrorKind::kServiceUnavailable);
-    EXPECT_NE(written.error().message().find("no longer owned"), std::string::npos);
+    EXPECT_TRUE(IsLostSaga(written.error())) << written.error().message();
   }
   auto log = this->store().Load(id).value();
   EXPECT_TRUE(log.events.empty());
@@ -115,19 +115,41 @@ TYPED_TEST_P(SagaStoreContract, ListsTheUnfinishedSagasOfOneOwnerOldestFirst) {
       this->store().Record(done, SagaOwner{"sec-a", 1}, std::nullopt, SagaState::kDone, "null"));
   ASSERT_TRUE(this->store().Record(ours[1], SagaOwner{"sec-a", 1}, std::nullopt,
                                    SagaState::kUnwinding, std::nullopt));
-  EXPECT_EQ(this->store().ListUnfinished("sec-a").value(), ours);
-  EXPECT_EQ(this->store().ListUnfinished("sec-b").value(), std::vector<Uuid>{theirs});
+  std::vector<OwnedSaga> expected;
+  for (const Uuid& id : ours) expected.push_back(OwnedSaga{id, 1});
+  EXPECT_EQ(this->store().ListUnfinished("sec-a").value(), expected);
+  EXPECT_EQ(this->store().ListUnfinished("sec-b").value(), (std::vector<OwnedSaga>{{theirs, 1}}));
+}
+
+TYPED_TEST_P(SagaStoreContract, ClaimBumpsTheGenerationAndFencesTheFormerOne) {
+  Uuid id = Uuid::Random();
+  ASSERT_TRUE(this->store().Create(this->Row(id, "sec-a", 3)));
+  EXPECT_EQ(this->store().Claim(id, SagaOwner{"sec-b", 3}).value(), std::nullopt);
+  EXPECT_EQ(this->store().Claim(id, SagaOwner{"sec-a", 2}).value(), std::nullopt);
+  EXPECT_EQ(this->store().Claim(id, SagaOwner{"sec-a", 3}).value(), std::optional<int64_t>(4));
+  Status stale =
+      this->store().Record(id, SagaOwner{"sec-a", 3}, SagaEvent{0, SagaEventType::kStarted, {}},
+                           std::nullopt, std::nullopt);
+  ASSERT_FALSE(stale);
+  EXPECT_TRUE(IsLostSaga(stale.error()));
+  EXPECT_TRUE(
+      this->store().Record(id, SagaOwner{"sec-a", 4}, std::nullopt, SagaState::kDone, "null"));
+  EXPECT_EQ(this->store().Load(id).value().saga.owner.generation, 4);
+  // At rest: nothing to claim.
+  EXPECT_EQ(this->store().Claim(id, SagaOwner{"sec-a", 4}).value(), std::nullopt);
 }
 
 TYPED_TEST_P(SagaStoreContract, MarkStuckMovesOnlyAnUnfinishedSagaOfItsOwner) {
   Uuid id = Uuid::Random();
   ASSERT_TRUE(this->store().Create(this->Row(id)));
-  EXPECT_FALSE(this->store().MarkStuck(id, "sec-b", R"({"why":1})").value());
-  EXPECT_TRUE(this->store().MarkStuck(id, "sec-a", R"({"why":2})").value());
+  EXPECT_FALSE(this->store().MarkStuck(id, SagaOwner{"sec-b", 1}, R"({"why":1})").value());
+  EXPECT_FALSE(this->store().MarkStuck(id, SagaOwner{"sec-a", 0}, R"({"why":1})").value());
+  EXPECT_TRUE(this->store().MarkStuck(id, SagaOwner{"sec-a", 1}, R"({"why":2})").value());
   auto log = this->store().Load(id).value();
   EXPECT_EQ(log.saga.state, SagaState::kStuck);
   EXPECT_EQ(log.saga.result, R"({"why":2})");
-  EXPECT_FALSE(this->store().MarkStuck(id, "sec-a", R"({"why":3})").value());  // at rest
+  EXPECT_FALSE(
+      this->store().MarkStuck(id, SagaOwner{"sec-a", 1}, R"({"why":3})").value());  // at rest
   EXPECT_TRUE(this->store().ListUnfinished("sec-a").value().empty());
 }
 
@@ -135,6 +157,7 @@ REGISTER_TYPED_TEST_SUITE_P(SagaStoreContract, CreateInsertsOnceAndLoadReturnsTh
                             EventsAreIdempotentAndLoadedInNodeOrder, WritesOfAFormerOwnerAreFenced,
                             AFailedWriteLeavesNothingOfItsTransaction,
                             ListsTheUnfinishedSagasOfOneOwnerOldestFirst,
+                            ClaimBumpsTheGenerationAndFencesTheFormerOne,
                             MarkStuckMovesOnlyAnUnfinishedSagaOfItsOwner);
 
 }  // namespace fp::saga::testing

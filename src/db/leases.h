@@ -1,0 +1,103 @@
+#pragma once
+
+// Several servers on one database (schema migration 7): the lease of each server's saga
+// execution coordinator (SEC), the adoption of the unfinished sagas of a coordinator whose
+// lease expired, and leases that give a background task one holder at a time.
+//
+// Times are the datastore clock's (Tx::now()) of the server that writes them: a lease written
+// by one server is judged expired by another's clock, so the servers' clocks must agree within
+// the adoption grace (NTP does).
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/datastore.h"
+#include "saga/store.h"
+
+namespace fp::db {
+
+// --- Saga execution coordinator leases ---
+
+struct SecLeaseTaken {
+  Timestamp expires_at = 0;
+  // Unfinished sagas of this coordinator, each now under a new generation.
+  std::vector<saga::OwnedSaga> own_sagas;
+};
+// At a server's start, in one write transaction: makes `incarnation` (this process) the holder
+// of the lease of coordinator `sec`, valid until now + `ttl_us`, whoever held it before (an
+// earlier run of this server), and increments the adoption generation of every unfinished saga
+// `sec` owns, so that a zombie of the earlier run can no longer write to them. Errors: the
+// datastore's.
+Result<SecLeaseTaken> SecLeaseTake(Datastore& ds, const std::string& sec,
+                                   const std::string& incarnation, int64_t ttl_us);
+
+// Extends the lease of `sec` to now + `ttl_us` if `incarnation` still holds it (recreating a
+// row removed meanwhile). Returns the new expiry, or nullopt if another process took the lease
+// over (a restart of this server under the same coordinator id while this process was
+// paused, or a second server started with the same id): this process must then stop starting
+// sagas. One durable commit.
+Result<std::optional<Timestamp>> SecLeaseRenew(Datastore& ds, const std::string& sec,
+                                               const std::string& incarnation, int64_t ttl_us);
+
+// At a clean stop: lets the lease of `sec` expire now if `incarnation` holds it, so that other
+// servers adopt the sagas left unfinished once the grace passed.
+Status SecLeaseRelease(Datastore& ds, const std::string& sec, const std::string& incarnation);
+
+// Adopts, in one write transaction, every unfinished saga whose coordinator has no lease that
+// is live or expired less than `grace_us` ago (by this server's clock), `sec`'s own excepted:
+// current_sec = sec, adopt_generation + 1. A saga of a coordinator that never held a lease (a
+// server of an earlier version) is adopted too. Returns the adopted sagas with their new
+// generations, oldest first, at most `limit`. When nothing is to be adopted (the usual case) it
+// costs one read and no commit. The adoption and the expiry check are one transaction, so a
+// lease renewed meanwhile keeps its sagas.
+Result<std::vector<saga::OwnedSaga>> SagaAdoptExpired(Datastore& ds, const std::string& sec,
+                                                      int64_t grace_us, int64_t limit);
+
+// For operators and tests: every coordinator's lease.
+struct SecLease {
+  std::string sec;
+  std::string incarnation;
+  Timestamp expires_at = 0;
+  Timestamp time_renewed = 0;
+};
+Result<std::vector<SecLease>> SecLeaseList(Datastore& ds);
+
+// --- Leases of background tasks ---
+
+// Makes `holder` the holder of task `task` until now + `ttl_us` if nobody holds it, `holder`
+// holds it already, or the holder's lease expired. Returns whether `holder` holds it now. One
+// durable commit.
+Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std::string& holder,
+                              int64_t ttl_us);
+// Gives the task up if `holder` holds it (at shutdown, so another server takes it at once).
+Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder);
+
+// One server's hold on one background task's lease: Held() says whether this server may run
+// the task's next pass, acquiring or renewing the lease when less than half of it is left (so
+// at most one commit per half TTL). A holder stops holding once its lease ran out by its own
+// clock, before any other server can take it (that one waits for the expiry by its own clock;
+// clocks must agree within the TTL's other half). Thread-safe; `ds` must outlive it.
+class TaskLeaseKeeper {
+ public:
+  TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us)
+      : ds_(ds), task_(std::move(task)), holder_(std::move(holder)), ttl_us_(ttl_us) {}
+  // Whether this server holds the task now (false also when the datastore did not answer).
+  bool Held();
+  // Gives the task up (at shutdown), so another server takes it at once.
+  void Release();
+  const std::string& task() const { return task_; }
+
+ private:
+  Datastore& ds_;
+  const std::string task_;
+  const std::string holder_;
+  const int64_t ttl_us_;
+  std::mutex mu_;
+  Timestamp held_until_ = 0;  // guarded by mu_; by this server's clock, counted from before
+                              // the acquiring write
+};
+
+}  // namespace fp::db

@@ -1,0 +1,205 @@
+// Coordinator leases, adoption of the sagas of expired coordinators, task leases (db/leases.h).
+
+#include "db/leases.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/testing/manual_clock.h"
+#include "db/instances.h"
+#include "db/sagas.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using fp::testing::ManualClock;
+using testing::TempDatastore;
+
+constexpr int64_t kSecond = 1'000'000;
+
+class LeasesTest : public ::testing::Test {
+ protected:
+  // An unfinished saga owned by `sec` in generation 1.
+  Uuid SagaOf(const std::string& sec) {
+    SagaRow row{Uuid::TimeOrdered(), "toy", R"({"name":"toy","nodes":[]})", SagaState::kRunning,
+                SagaOwner{sec, 1}};
+    EXPECT_TRUE(store.Create(row).value());
+    return row.id;
+  }
+  SagaOwner OwnerOf(const Uuid& id) { return SagaLoad(*ds, id).value().saga.owner; }
+
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  TempDatastore ds{clock};
+  DatastoreSagaStore store{*ds};
+};
+
+TEST_F(LeasesTest, RenewalExtendsTheLeaseOnlyForItsIncarnation) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-1", 5 * kSecond));
+  clock->Advance(3 * kSecond);
+  auto renewed = SecLeaseRenew(*ds, "a", "run-1", 5 * kSecond);
+  ASSERT_TRUE(renewed) << renewed.error().message();
+  ASSERT_TRUE(*renewed);
+  EXPECT_EQ(**renewed, clock->Now() + 5 * kSecond);
+  auto leases = SecLeaseList(*ds).value();
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].expires_at, clock->Now() + 5 * kSecond);
+  EXPECT_EQ(leases[0].incarnation, "run-1");
+
+  // A restart under the same id takes the lease over; the earlier process can no longer renew.
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-2", 5 * kSecond));
+  EXPECT_EQ(SecLeaseRenew(*ds, "a", "run-1", 5 * kSecond).value(), std::nullopt);
+  EXPECT_EQ(SecLeaseList(*ds).value()[0].incarnation, "run-2");
+  EXPECT_TRUE(SecLeaseRenew(*ds, "a", "run-2", 5 * kSecond).value());
+}
+
+TEST_F(LeasesTest, TakingTheLeaseAtStartBumpsTheGenerationOfOwnUnfinishedSagas) {
+  Uuid mine = SagaOf("a");
+  Uuid done = SagaOf("a");
+  ASSERT_TRUE(store.Record(done, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null"));
+  Uuid theirs = SagaOf("b");
+  auto taken = SecLeaseTake(*ds, "a", "run-1", 5 * kSecond);
+  ASSERT_TRUE(taken) << taken.error().message();
+  EXPECT_EQ(taken->own_sagas, (std::vector<saga::OwnedSaga>{{mine, 2}}));
+  EXPECT_EQ(OwnerOf(mine).generation, 2);
+  EXPECT_EQ(OwnerOf(done).generation, 1);
+  EXPECT_EQ(OwnerOf(theirs).generation, 1);
+  // The earlier run's writes are fenced.
+  EXPECT_FALSE(store.Record(mine, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null"));
+}
+
+TEST_F(LeasesTest, SagasAreAdoptedOnlyOnceTheLeaseExpiredAndTheGracePassed) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "a", "run-a", 5 * kSecond));
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 5 * kSecond));
+  Uuid id = SagaOf("a");
+  const int64_t grace = 2 * kSecond;
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  clock->Advance(5 * kSecond + 1);  // a's lease expired, the grace has not passed
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  EXPECT_EQ(OwnerOf(id).sec, "a");
+  // A renewal in time keeps the sagas.
+  ASSERT_TRUE(SecLeaseRenew(*ds, "a", "run-a", 5 * kSecond).value());
+  clock->Advance(5 * kSecond + grace);
+  EXPECT_TRUE(SagaAdoptExpired(*ds, "b", grace, 100).value().empty());
+  clock->Advance(1);
+  auto adopted = SagaAdoptExpired(*ds, "b", grace, 100);
+  ASSERT_TRUE(adopted) << adopted.error().message();
+  EXPECT_EQ(*adopted, (std::vector<saga::OwnedSaga>{{id, 2}}));
+  EXPECT_EQ(OwnerOf(id).sec, "b");
+  EXPECT_EQ(OwnerOf(id).generation, 2);
+  // The former owner is fenced.
+  Status stale = store.Record(id, SagaOwner{"a", 1}, std::nullopt, SagaState::kDone, "null");
+  ASSERT_FALSE(stale);
+  EXPECT_TRUE(saga::IsLostSaga(stale.error()));
+}
+
+TEST_F(LeasesTest, SagasOfACoordinatorThatNeverHeldALeaseAreAdoptedAtOnce) {
+  Uuid legacy = SagaOf("sqlite-server");  // written by a server of an earlier version
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 5 * kSecond));
+  EXPECT_EQ(SagaAdoptExpired(*ds, "b", 2 * kSecond, 100).value(),
+            (std::vector<saga::OwnedSaga>{{legacy, 2}}));
+}
+
+TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 60 * kSecond));
+  ASSERT_TRUE(SecLeaseTake(*ds, "c", "run-c", 60 * kSecond));
+  // Rounds of sagas left by a dead coordinator, which b and c both find before either adopts.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Uuid> sagas;
+    for (int i = 0; i < 10; ++i) sagas.push_back(SagaOf("dead"));
+    std::vector<saga::OwnedSaga> by_b, by_c;
+    // Both have found the sagas to adopt before either writes.
+    std::mutex mu;
+    std::condition_variable both;
+    int probed = 0;
+    ds->TEST_SetSyncPoint([&](std::string_view point) {
+      if (point != "saga_adopt:probed") return;
+      std::unique_lock lock(mu);
+      ++probed;
+      both.notify_all();
+      both.wait_for(lock, std::chrono::seconds(5), [&] { return probed == 2; });
+    });
+    auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
+      auto got = SagaAdoptExpired(*ds, sec, 0, 100);
+      ASSERT_TRUE(got) << got.error().message();
+      out = *got;
+    };
+    std::thread b([&] { adopt("b", by_b); });
+    std::thread c([&] { adopt("c", by_c); });
+    b.join();
+    c.join();
+    ds->TEST_SetSyncPoint(nullptr);
+    EXPECT_EQ(probed, 2);
+    EXPECT_EQ(by_b.size() + by_c.size(), sagas.size());
+    for (const auto& [list, sec] : {std::pair{&by_b, "b"}, std::pair{&by_c, "c"}}) {
+      for (const saga::OwnedSaga& s : *list) {
+        EXPECT_EQ(OwnerOf(s.id).sec, sec);
+        EXPECT_EQ(OwnerOf(s.id).generation, 2);
+      }
+    }
+  }
+}
+
+TEST_F(LeasesTest, ATaskLeaseHasOneHolderAtATime) {
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "other", "b", 3 * kSecond).value());
+  clock->Advance(2 * kSecond);
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());  // renewed
+  clock->Advance(2 * kSecond);
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  clock->Advance(1 * kSecond + 1);  // a's lease expired
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "b", 3 * kSecond).value());
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "nat", "a"));  // not a's: no effect
+  EXPECT_FALSE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "nat", "b"));
+  EXPECT_TRUE(TaskLeaseAcquire(*ds, "nat", "a", 3 * kSecond).value());
+}
+
+TEST_F(LeasesTest, ATaskLeaseKeeperHoldsUntilItsLeaseRunsOutAndRenewsInTime) {
+  TaskLeaseKeeper a(*ds, "watch", "a", 4 * kSecond);
+  TaskLeaseKeeper b(*ds, "watch", "b", 4 * kSecond);
+  EXPECT_TRUE(a.Held());
+  EXPECT_FALSE(b.Held());
+  int64_t commits = ds->durable_commits();
+  clock->Advance(1 * kSecond);
+  EXPECT_TRUE(a.Held());  // more than half left: no write
+  EXPECT_EQ(ds->durable_commits(), commits);
+  clock->Advance(2 * kSecond);
+  EXPECT_TRUE(a.Held());  // renewed
+  EXPECT_FALSE(b.Held());
+  // a stops renewing (paused): by its own clock it stops holding when b may take over.
+  clock->Advance(4 * kSecond + 1);
+  EXPECT_TRUE(b.Held());
+  EXPECT_FALSE(a.Held());
+  b.Release();
+  EXPECT_TRUE(a.Held());
+}
+
+TEST_F(LeasesTest, AVmRemovalMarkHoldsPlacementsBackUntilItEndsOrExpires) {
+  Uuid instance = Uuid::Random();  // no such instance: an orphan
+  auto orphan = [](const std::optional<Instance>& i) { return !i.has_value(); };
+  auto not_orphan = [](const std::optional<Instance>&) { return false; };
+  EXPECT_FALSE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, not_orphan).value());
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, orphan).value());
+  EXPECT_TRUE(VmRemovalInProgress(*ds, instance).value());
+  // Another server's removal of the same VM waits for this one.
+  EXPECT_FALSE(VmRemovalBeginIf(*ds, instance, "b", 10 * kSecond, orphan).value());
+  ASSERT_TRUE(VmRemovalEnd(*ds, instance, "b"));  // not b's mark
+  EXPECT_TRUE(VmRemovalInProgress(*ds, instance).value());
+  ASSERT_TRUE(VmRemovalEnd(*ds, instance, "a"));
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  // A mark whose server died amid the removal expires.
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "b", 10 * kSecond, orphan).value());
+  clock->Advance(10 * kSecond + 1);
+  EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, orphan).value());
+}
+
+}  // namespace
+}  // namespace fp::db

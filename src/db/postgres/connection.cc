@@ -1,0 +1,206 @@
+#include "db/postgres/connection.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+
+namespace fp::db::postgres {
+
+namespace {
+
+// Type OIDs (pg_type.dat): stable across PostgreSQL versions.
+constexpr Oid kBoolOid = 16;
+constexpr Oid kByteaOid = 17;
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kInt2Oid = 21;
+constexpr Oid kInt4Oid = 23;
+constexpr Oid kTextOid = 25;
+constexpr Oid kFloat4Oid = 700;
+constexpr Oid kFloat8Oid = 701;
+constexpr Oid kNumericOid = 1700;
+
+std::string Shorten(std::string_view sql) {
+  return std::string(sql.substr(0, 120)) + (sql.size() > 120 ? "..." : "");
+}
+
+std::string Trimmed(const char* message) {
+  std::string m = message ? message : "";
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
+SqlValue Decode(const PGresult* r, int row, int col, Oid type) {
+  if (PQgetisnull(r, row, col)) return nullptr;
+  const char* v = PQgetvalue(r, row, col);
+  size_t len = static_cast<size_t>(PQgetlength(r, row, col));
+  std::string_view text(v, len);
+  switch (type) {
+    case kInt2Oid:
+    case kInt4Oid:
+    case kInt8Oid: {
+      int64_t n = 0;
+      std::from_chars(text.data(), text.data() + text.size(), n);
+      return n;
+    }
+    case kBoolOid:
+      return int64_t{text == "t" ? 1 : 0};
+    case kNumericOid: {
+      if (text.find_first_of(".eEN") == std::string_view::npos) {
+        int64_t n = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec == std::errc() && end == text.data() + text.size()) return n;
+      }
+      return std::strtod(std::string(text).c_str(), nullptr);
+    }
+    case kFloat4Oid:
+    case kFloat8Oid:
+      return std::strtod(std::string(text).c_str(), nullptr);
+    case kByteaOid: {
+      Blob b;
+      if (!DecodeByteaHex(text, b.bytes)) b.bytes = std::string(text);
+      return b;
+    }
+    default:
+      return std::string(text);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url) {
+  // connect_timeout first: the URL's own settings, expanded from dbname, override it.
+  const char* keywords[] = {"connect_timeout", "dbname", nullptr};
+  const char* values[] = {"5", url.c_str(), nullptr};
+  PgConnPtr conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
+  if (!conn) return Fail(Error::Unavailable("cannot connect to PostgreSQL: out of memory"));
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return Fail(Error::Unavailable(
+        fmt::format("cannot connect to PostgreSQL: {}", Trimmed(PQerrorMessage(conn.get())))));
+  }
+  // Notices (e.g. "already exists, skipping") are not errors and have no reader here.
+  PQsetNoticeProcessor(
+      conn.get(), [](void*, const char*) {}, nullptr);
+  std::unique_ptr<PgConnection> out(new PgConnection(std::move(conn)));
+  auto me = out->Query(
+      "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()", {});
+  if (!me) return Fail(Error::Unavailable(me.error().message()));
+  if (!me->empty()) {
+    out->backend_pid_ = static_cast<int>(me->front().Int(0));
+    out->backend_start_ = me->front().Text(1);
+  }
+  return out;
+}
+
+Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
+  std::string state = SqlState(r);
+  if (state == kSerializationFailure || state == kDeadlockDetected) retryable_ = true;
+  std::string message =
+      Trimmed(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(conn_.get()));
+  if (message.empty()) message = Trimmed(PQerrorMessage(conn_.get()));
+  return Error::Internal(fmt::format("postgres: {}: {}{}", Shorten(sql), message,
+                                     state.empty() ? "" : fmt::format(" (SQLSTATE {})", state)));
+}
+
+Status PgConnection::Run(std::string_view sql) {
+  PgResultPtr r(PQexec(conn_.get(), std::string(sql).c_str()));
+  ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
+  return Ok();
+}
+
+Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
+                                          const std::vector<SqlValue>& params) {
+  const size_t n = params.size();
+  std::string key(sql);
+  key += '\x01';
+  std::vector<Oid> types(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const SqlValue& p = params[i];
+    char sig = 'n';
+    if (std::holds_alternative<int64_t>(p)) {
+      sig = 'i';
+      types[i] = kInt8Oid;
+    } else if (std::holds_alternative<double>(p)) {
+      sig = 'd';
+      types[i] = kFloat8Oid;
+    } else if (std::holds_alternative<std::string>(p)) {
+      sig = 't';
+      types[i] = kTextOid;
+    } else if (std::holds_alternative<Blob>(p)) {
+      sig = 'b';
+      types[i] = kByteaOid;
+    }
+    key += sig;
+  }
+  auto it = prepared_.find(key);
+  if (it == prepared_.end()) {
+    int count = 0;
+    std::string translated = TranslatePlaceholders(sql, count);
+    if (static_cast<size_t>(count) != n) {
+      return Fail(Error::Internal(
+          fmt::format("postgres: {}: {} placeholders, {} parameters", Shorten(sql), count, n)));
+    }
+    std::string name = fmt::format("fp{}", prepared_.size() + 1);
+    PgResultPtr r(PQprepare(conn_.get(), name.c_str(), translated.c_str(), static_cast<int>(n),
+                            n ? types.data() : nullptr));
+    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Fail(Failure(sql, r.get()));
+    it = prepared_.emplace(std::move(key), std::move(name)).first;
+  }
+  std::vector<std::string> text(n);
+  std::vector<const char*> values(n, nullptr);
+  std::vector<int> lengths(n, 0);
+  std::vector<int> formats(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const SqlValue& p = params[i];
+    if (auto* v = std::get_if<int64_t>(&p)) {
+      text[i] = std::to_string(*v);
+      values[i] = text[i].c_str();
+    } else if (auto* d = std::get_if<double>(&p)) {
+      text[i] = fmt::format("{}", *d);  // shortest text that reads back as the same double
+      values[i] = text[i].c_str();
+    } else if (auto* s = std::get_if<std::string>(&p)) {
+      values[i] = s->c_str();
+    } else if (auto* b = std::get_if<Blob>(&p)) {
+      values[i] = b->bytes.data();
+      lengths[i] = static_cast<int>(b->bytes.size());
+      formats[i] = 1;
+    }
+  }
+  PgResultPtr r(PQexecPrepared(conn_.get(), it->second.c_str(), static_cast<int>(n),
+                               n ? values.data() : nullptr, n ? lengths.data() : nullptr,
+                               n ? formats.data() : nullptr, /*resultFormat=*/0));
+  ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
+  return r;
+}
+
+Result<std::vector<Row>> PgConnection::Query(std::string_view sql,
+                                             const std::vector<SqlValue>& params) {
+  PgResultPtr r = FP_TRY(Execute(sql, params));
+  const int rows = PQntuples(r.get());
+  const int cols = PQnfields(r.get());
+  std::vector<Oid> types(static_cast<size_t>(cols));
+  for (int c = 0; c < cols; ++c) types[static_cast<size_t>(c)] = PQftype(r.get(), c);
+  std::vector<Row> out;
+  out.reserve(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    std::vector<SqlValue> values;
+    values.reserve(static_cast<size_t>(cols));
+    for (int c = 0; c < cols; ++c) {
+      values.push_back(Decode(r.get(), i, c, types[static_cast<size_t>(c)]));
+    }
+    out.emplace_back(std::move(values));
+  }
+  return out;
+}
+
+Result<int64_t> PgConnection::Exec(std::string_view sql, const std::vector<SqlValue>& params) {
+  PgResultPtr r = FP_TRY(Execute(sql, params));
+  std::string_view tuples = PQcmdTuples(r.get());
+  int64_t n = 0;
+  std::from_chars(tuples.data(), tuples.data() + tuples.size(), n);
+  return n;
+}
+
+}  // namespace fp::db::postgres

@@ -1,0 +1,72 @@
+#pragma once
+
+// A PostgreSQL connection: the Connection of the PostgreSQL engine (postgres/engine.h), and
+// what the engine itself uses to begin and commit.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "db/connection.h"
+#include "db/postgres/libpq.h"
+
+namespace fp::db::postgres {
+
+// One libpq connection. The datastore's SQL text is SQLite's dialect with `?` placeholders: it
+// is translated to `$n` once and prepared (PQprepare) once per connection for each pair (SQL
+// text, parameter types), then run with PQexecPrepared. Parameters go as int8 (int64), float8
+// (double), text (std::string), bytea in binary (Blob), and untyped NULL; result columns come
+// back by type: int2/int4/int8, integral numeric and bool (0/1) as int64, float4/float8 and
+// other numeric as double, bytea as Blob, everything else as text.
+//
+// Failures are remembered for the engine to decide on: broken() once the connection is lost,
+// retryable() once a statement failed with a serialization failure (40001) or a deadlock
+// (40P01) since ClearRetryable(). Not thread-safe: one transaction uses it at a time.
+class PgConnection final : public Connection {
+ public:
+  // Connects to `url` (a libpq URL or keyword string; connect_timeout defaults to 5 s unless it
+  // names one). Errors: Unavailable when no server accepts the connection.
+  static Result<std::unique_ptr<PgConnection>> Open(const std::string& url);
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  Result<std::vector<Row>> Query(std::string_view sql,
+                                 const std::vector<SqlValue>& params) override;
+  // Returns the rows the statement affected (PQcmdTuples).
+  Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
+  // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
+  // run in one round trip) through the simple query protocol. Internal on failure.
+  Status Run(std::string_view sql);
+
+  // The connection was lost (libpq reports it bad): nothing more can run on it.
+  bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
+  // A statement failed with 40001 or 40P01 since ClearRetryable: the transaction may be retried.
+  bool retryable() const { return retryable_; }
+  void ClearRetryable() { retryable_ = false; }
+  // Inside a transaction that a failed statement aborted (every statement but ROLLBACK fails,
+  // and COMMIT rolls back).
+  bool failed_transaction() const { return PQtransactionStatus(conn_.get()) == PQTRANS_INERROR; }
+  // Identify the server process serving this connection (pg_stat_activity's pid and
+  // backend_start), read when connecting, so that after losing the connection the engine can
+  // make sure that process is gone before deciding what it committed.
+  int backend_pid() const { return backend_pid_; }
+  const std::string& backend_start() const { return backend_start_; }
+
+ private:
+  explicit PgConnection(PgConnPtr conn) : conn_(std::move(conn)) {}
+  Result<PgResultPtr> Execute(std::string_view sql, const std::vector<SqlValue>& params);
+  Error Failure(std::string_view sql, const PGresult* r);
+
+  PgConnPtr conn_;
+  bool retryable_ = false;
+  int backend_pid_ = 0;
+  std::string backend_start_;
+  // Prepared statement names by SQL text + parameter type signature.
+  std::unordered_map<std::string, std::string> prepared_;
+};
+
+}  // namespace fp::db::postgres

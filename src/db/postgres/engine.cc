@@ -1,0 +1,302 @@
+#include "db/postgres/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+namespace fp::db::postgres {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+namespace {
+
+// The engines whose connection the calling thread holds (innermost last): a transaction begun
+// inside another on the same thread must not wait for the pool.
+thread_local std::vector<const PgEngine*> held_by_thread;
+
+struct HeldMark {
+  explicit HeldMark(const PgEngine* e) { held_by_thread.push_back(e); }
+  ~HeldMark() { held_by_thread.pop_back(); }
+  HeldMark(const HeldMark&) = delete;
+  HeldMark& operator=(const HeldMark&) = delete;
+};
+
+// Full jitter: a uniform sleep in [0, backoff), capped by the time left.
+void Backoff(microseconds& backoff, steady_clock::time_point deadline) {
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  auto left = duration_cast<microseconds>(deadline - steady_clock::now());
+  auto cap = std::min(backoff, std::max(left, microseconds(0)));
+  if (cap.count() > 0) {
+    std::this_thread::sleep_for(microseconds(jitter() % static_cast<uint64_t>(cap.count() + 1)));
+  }
+  backoff = std::min(backoff * 2, duration_cast<microseconds>(milliseconds(250)));
+}
+
+int64_t NowMicros() {
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgEngine>> PgEngine::Open(
+    const std::string& url, const PostgresOptions& options, SyncPoints& sync_points,
+    const std::function<Status(PgConnection&)>& migrate) {
+  PostgresOptions o = options;
+  o.pool_size = std::max(1, o.pool_size);
+  std::unique_ptr<PgEngine> engine(new PgEngine(url, o, sync_points));
+  auto conn = FP_TRY(PgConnection::Open(url));
+  FP_CHECK_OK(migrate(*conn));
+  std::lock_guard lock(engine->mu_);
+  engine->idle_.push_back(std::move(conn));
+  engine->open_ = 1;
+  return engine;
+}
+
+PgEngine::~PgEngine() = default;
+
+EngineStats PgEngine::stats() const {
+  EngineStats s;
+  s.durable_commits = durable_commits_.load();
+  std::lock_guard lock(mu_);
+  s.open_readers = open_ + overflow_open_.load();
+  return s;
+}
+
+Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
+  overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
+  if (overflow) {
+    auto conn = PgConnection::Open(url_);
+    if (conn) overflow_open_.fetch_add(1);
+    return conn;
+  }
+  {
+    std::unique_lock lock(mu_);
+    released_.wait(lock, [&] { return !idle_.empty() || open_ < options_.pool_size; });
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+    ++open_;
+  }
+  auto conn = PgConnection::Open(url_);
+  if (!conn) {
+    std::lock_guard lock(mu_);
+    --open_;
+    released_.notify_one();
+  }
+  return conn;
+}
+
+void PgEngine::Release(std::unique_ptr<PgConnection> conn, bool overflow) {
+  if (overflow) {
+    conn.reset();
+    overflow_open_.fetch_sub(1);
+    return;
+  }
+  std::vector<std::unique_ptr<PgConnection>> dropped;
+  {
+    std::lock_guard lock(mu_);
+    if (conn && !conn->broken()) {
+      idle_.push_back(std::move(conn));
+    } else {
+      // Lost: the server restarted or failed over, and the idle connections are most likely
+      // lost with it. They are reopened as transactions need them.
+      --open_;
+      open_ -= static_cast<int>(idle_.size());
+      dropped = std::move(idle_);
+      idle_.clear();
+    }
+    released_.notify_all();
+  }
+  // `conn` and `dropped` close here, outside the lock.
+}
+
+Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::string& old_start,
+                                 steady_clock::time_point deadline) {
+  microseconds backoff = milliseconds(1);
+  std::string problem = "no attempt";
+  while (steady_clock::now() < deadline) {
+    auto conn = PgConnection::Open(url_);
+    if (!conn) {
+      problem = conn.error().message();
+      Backoff(backoff, deadline);
+      continue;
+    }
+    PgConnection& c = **conn;
+    // The old server process may still be running the COMMIT (a connection lost on the client's
+    // side only): once it is gone, what it committed is settled.
+    bool gone = old_pid == 0;
+    if (!gone) {
+      auto terminated = c.Query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ? AND "
+          "backend_start::text = ?",
+          {int64_t{old_pid}, old_start});
+      if (!terminated) problem = terminated.error().message();
+    }
+    microseconds poll = microseconds(200);
+    while (!gone && !c.broken() && steady_clock::now() < deadline) {
+      auto left =
+          c.Query("SELECT 1 FROM pg_stat_activity WHERE pid = ? AND backend_start::text = ?",
+                  {int64_t{old_pid}, old_start});
+      if (!left) {
+        problem = left.error().message();
+        break;
+      }
+      if (left->empty()) {
+        gone = true;
+        break;
+      }
+      Backoff(poll, deadline);
+    }
+    if (!gone) continue;
+    auto found = c.Query("SELECT 1 FROM commit_marker WHERE id = ?", {marker.ToString()});
+    if (found) return !found->empty();
+    problem = found.error().message();
+    Backoff(backoff, deadline);
+  }
+  return Fail(Error::Unavailable(fmt::format(
+      "the connection to PostgreSQL was lost while a write was committing, and whether it "
+      "committed could not be found out ({}); check the state before retrying",
+      problem)));
+}
+
+void PgEngine::PruneMarkersIfDue() {
+  int64_t now = NowMicros();
+  int64_t due = next_prune_us_.load();
+  if (now < due) return;
+  if (!next_prune_us_.compare_exchange_strong(due, now + 60'000'000)) return;  // another does it
+  bool overflow = false;
+  auto conn = Acquire(overflow);
+  if (!conn) return;
+  HeldMark held(this);
+  // Outside any SERIALIZABLE transaction: the writes that insert markers never read the table,
+  // so this cannot make them conflict. A failure is harmless: the next prune deletes them.
+  (void)(*conn)->Run("DELETE FROM commit_marker WHERE time_created < now() - interval '1 hour'");
+  Release(std::move(*conn), overflow);
+}
+
+Status PgEngine::Write(const std::function<Status(Connection&)>& body) {
+  // The sync point SQLite's write lane passes before it waits for the writer: the race tests
+  // hold one transaction until the others got this far. Here they then run concurrently, and
+  // SERIALIZABLE (with the retries) decides.
+  sync_points_.Pass("tx:waiting_for_writer");
+  return Run(true, body);
+}
+
+Status PgEngine::Read(const std::function<Status(Connection&)>& body, int64_t& seen) {
+  seen = 0;  // COMMIT is durable when it returns: there is nothing to wait for
+  return Run(false, body);
+}
+
+Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body) {
+  const auto start = steady_clock::now();
+  const auto deadline = start + options_.retry_deadline;
+  // Chosen once: every attempt of this write carries the same marker, so a lost COMMIT is
+  // resolved by looking for it whichever attempt it was.
+  const Uuid marker = Uuid::Random();
+  const std::string begin =
+      write ? fmt::format(
+                  "BEGIN ISOLATION LEVEL SERIALIZABLE; "
+                  "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
+                  marker.ToString())
+            : std::string("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY");
+  microseconds backoff = milliseconds(1);
+  std::string problem;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) {
+      retries_.fetch_add(1);
+      if (steady_clock::now() >= deadline) {
+        return Fail(Error::Unavailable(fmt::format(
+            "the database is too busy to complete the {} now (retried {} times over {} ms: {}); "
+            "retry the request",
+            write ? "write" : "read", attempt - 1,
+            duration_cast<milliseconds>(steady_clock::now() - start).count(), problem)));
+      }
+      Backoff(backoff, deadline);
+    }
+    bool overflow = false;
+    auto acquired = Acquire(overflow);
+    if (!acquired) {
+      problem = acquired.error().message();
+      continue;
+    }
+    std::unique_ptr<PgConnection> conn = std::move(*acquired);
+    Status done = Ok();
+    {
+      HeldMark held(this);
+      conn->ClearRetryable();
+      if (write) write_attempts_.fetch_add(1);
+      done = conn->Run(begin);
+      if (done) {
+        try {
+          done = body(*conn);
+        } catch (const std::exception& e) {
+          done = Fail(Error::Internal(fmt::format("transaction failed: {}", e.what())));
+        } catch (...) {
+          done = Fail(Error::Internal("transaction failed with an unknown exception"));
+        }
+      }
+      // A statement error the body did not pass on still aborted the transaction: COMMIT
+      // would roll it back while answering "COMMIT" succeeded.
+      if (done && !conn->broken() && conn->failed_transaction()) {
+        done = Fail(Error::Internal("a statement of the transaction failed; it was rolled back"));
+      }
+    }
+    if (!done || conn->broken() || conn->retryable()) {
+      bool retry = conn->broken() || conn->retryable();
+      if (!conn->broken()) (void)conn->Run("ROLLBACK");
+      Release(std::move(conn), overflow);
+      if (!retry) return done;
+      problem = done ? std::string("connection lost") : done.error().message();
+      continue;
+    }
+    // COMMIT. From here a lost connection leaves the outcome unknown.
+    if (write) sync_points_.Pass("postgres:committing");
+    const int pid = conn->backend_pid();
+    const std::string backend_start = conn->backend_start();
+    CommitLoss loss = write ? lose_commit_.exchange(CommitLoss::kNone) : CommitLoss::kNone;
+    Status commit = Ok();
+    bool lost = false;
+    if (loss == CommitLoss::kBeforeCommit) {
+      lost = true;
+    } else {
+      commit = conn->Run("COMMIT");
+      lost = conn->broken() || (commit && loss == CommitLoss::kAfterCommit);
+    }
+    if (!lost) {
+      bool retry = !commit && conn->retryable();
+      Release(std::move(conn), overflow);
+      if (commit) {
+        if (write) {
+          durable_commits_.fetch_add(1);
+          PruneMarkersIfDue();
+        }
+        return Ok();
+      }
+      if (!retry) return commit;
+      problem = commit.error().message();
+      continue;
+    }
+    conn.reset();  // closed: its server process ends, or is ended by Committed
+    Release(nullptr, overflow);
+    if (!write) {
+      problem = "connection lost at COMMIT";
+      continue;  // a read has nothing to commit: run it again
+    }
+    bool committed = FP_TRY(Committed(
+        marker, pid, backend_start, std::max(deadline, steady_clock::now() + milliseconds(2000))));
+    if (committed) {
+      durable_commits_.fetch_add(1);
+      return Ok();
+    }
+    problem = "connection lost at COMMIT; the write had not committed";
+  }
+}
+
+}  // namespace fp::db::postgres

@@ -1,0 +1,106 @@
+#pragma once
+
+// The PostgreSQL engine of the datastore (db/engine.h): a pool of libpq connections to one
+// database (or a multi-host URL that libpq resolves to the read-write server), every
+// transaction SERIALIZABLE and retried whole on conflicts, lost connections and unknown commit
+// outcomes resolved without running a write twice.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/uuid.h"
+#include "db/datastore.h"
+#include "db/engine.h"
+#include "db/postgres/connection.h"
+
+namespace fp::db::postgres {
+
+// Writes run `BEGIN ISOLATION LEVEL SERIALIZABLE`, reads `... SERIALIZABLE READ ONLY`. The whole
+// body is run again when a statement or the COMMIT fails with 40001 (serialization failure) or
+// 40P01 (deadlock), or when the connection is lost before COMMIT was sent, with full-jitter
+// exponential backoff until PostgresOptions::retry_deadline: then the transaction fails with
+// Unavailable (503), never Internal. A body error that is none of these is returned as it is
+// (after ROLLBACK). So a body may run several times: it must keep nothing from a failed run
+// outside the database (see Engine::Write).
+//
+// Unknown outcome. A connection lost while COMMIT was in flight may or may not have committed.
+// Every write transaction first inserts a row into commit_marker with a UUID chosen once per
+// Write (outside the retries); after such a loss the engine connects again, makes sure the old
+// server process is gone (terminating it if it lingers, so that its COMMIT cannot land after
+// the check), and looks for the marker: there, the write committed and is not run again;
+// absent, it did not and is retried. Markers older than an hour are deleted in the background
+// of writes (one DELETE at most every minute), long after any such question is settled.
+//
+// Connections: at most PostgresOptions::pool_size, opened when first needed; a lost one is
+// dropped (with every idle one, which a restarted server has closed too) and replaced by the
+// next transaction. A transaction started on a thread that already holds one of this engine's
+// connections (a read inside a write) gets a connection beyond the pool instead of waiting,
+// so nesting cannot deadlock the pool.
+//
+// COMMIT is durable when it returns: WaitDurable returns at once and the commit numbers are 0.
+class PgEngine final : public Engine {
+ public:
+  // Connects to `url`, runs `migrate` on that connection and keeps it in the pool. Errors:
+  // Unavailable when no server answers; what `migrate` returns.
+  static Result<std::unique_ptr<PgEngine>> Open(
+      const std::string& url, const PostgresOptions& options, SyncPoints& sync_points,
+      const std::function<Status(PgConnection&)>& migrate);
+  ~PgEngine() override;
+
+  Status Write(const std::function<Status(Connection&)>& body) override;
+  Status Read(const std::function<Status(Connection&)>& body, int64_t& seen) override;
+  Status WaitDurable(int64_t) override { return Ok(); }
+  EngineStats stats() const override;
+  int64_t database_file_bytes() const override { return 0; }
+  int64_t log_file_bytes() const override { return 0; }
+
+  // Test seams. The next write's COMMIT is "lost": kBeforeCommit closes the connection instead
+  // of sending COMMIT (the server rolls back); kAfterCommit sends COMMIT, then closes the
+  // connection as if the answer never came. Either way the engine must find out by the marker.
+  enum class CommitLoss { kNone, kBeforeCommit, kAfterCommit };
+  void TEST_LoseNextCommit(CommitLoss loss) { lose_commit_.store(loss); }
+  // Write transactions run (attempts, including retries) and retries made, since open.
+  int64_t TEST_write_attempts() const { return write_attempts_.load(); }
+  int64_t TEST_retries() const { return retries_.load(); }
+
+ private:
+  PgEngine(std::string url, PostgresOptions options, SyncPoints& sync_points)
+      : url_(std::move(url)), options_(options), sync_points_(sync_points) {}
+
+  struct Lease;
+  // A connection for one transaction: an idle one, a new one while fewer than pool_size are
+  // open, else waits for one to be released. Unavailable when a new connection fails.
+  Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow);
+  void Release(std::unique_ptr<PgConnection> conn, bool overflow);
+  // After a lost COMMIT: true if the transaction that inserted `marker` committed. Unavailable
+  // when that cannot be decided before `deadline`.
+  Result<bool> Committed(const Uuid& marker, int old_pid, const std::string& old_start,
+                         std::chrono::steady_clock::time_point deadline);
+  void PruneMarkersIfDue();
+  // Runs `body` in a transaction opened by `begin` with retries; `marker` for writes only.
+  Status Run(bool write, const std::function<Status(Connection&)>& body);
+
+  const std::string url_;
+  const PostgresOptions options_;
+  SyncPoints& sync_points_;
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  std::vector<std::unique_ptr<PgConnection>> idle_;  // guarded by mu_
+  int open_ = 0;                                     // pooled connections open; guarded by mu_
+  std::atomic<int> overflow_open_{0};
+
+  std::atomic<int64_t> durable_commits_{0};
+  std::atomic<int64_t> write_attempts_{0};
+  std::atomic<int64_t> retries_{0};
+  std::atomic<CommitLoss> lose_commit_{CommitLoss::kNone};
+  std::atomic<int64_t> next_prune_us_{0};  // steady clock, microseconds
+};
+
+}  // namespace fp::db::postgres
