@@ -51,6 +51,7 @@ Result<std::unique_ptr<PgEngine>> PgEngine::Open(
   std::unique_ptr<PgEngine> engine(new PgEngine(url, o, sync_points));
   auto conn = FP_TRY(PgConnection::Open(url));
   FP_CHECK_OK(migrate(*conn));
+  conn->CountRoundTripsIn(&engine->round_trips_);
   std::lock_guard lock(engine->mu_);
   engine->idle_.push_back(std::move(conn));
   engine->open_ = 1;
@@ -62,6 +63,8 @@ PgEngine::~PgEngine() = default;
 EngineStats PgEngine::stats() const {
   EngineStats s;
   s.durable_commits = durable_commits_.load();
+  s.round_trips = round_trips_.load();
+  s.retries = retries_.load();
   std::lock_guard lock(mu_);
   s.open_readers = open_ + overflow_open_.load();
   return s;
@@ -71,7 +74,10 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
   overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
   if (overflow) {
     auto conn = PgConnection::Open(url_);
-    if (conn) overflow_open_.fetch_add(1);
+    if (conn) {
+      overflow_open_.fetch_add(1);
+      (*conn)->CountRoundTripsIn(&round_trips_);
+    }
     return conn;
   }
   {
@@ -89,6 +95,8 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
     std::lock_guard lock(mu_);
     --open_;
     released_.notify_one();
+  } else {
+    (*conn)->CountRoundTripsIn(&round_trips_);
   }
   return conn;
 }

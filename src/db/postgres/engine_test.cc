@@ -62,6 +62,31 @@ class PgEngineTest : public ::testing::Test {
   std::unique_ptr<PgEngine> engine_;
 };
 
+// The round trips a write costs, as /metrics reports them (bench_attach divides them by the
+// operations): BEGIN with the commit marker in one simple query, each statement (its prepare
+// once per connection), COMMIT.
+TEST_F(PgEngineTest, EveryExchangeWithTheServerCountsAsARoundTrip) {
+  Open(PostgresOptions{.pool_size = 1});
+  auto write = [&](int64_t k) {
+    return engine_->Write([&](Connection& c) -> Status {
+      FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (?, 'x')", {k}));
+      return Ok();
+    });
+  };
+  // The engine's once-a-minute chores (pruning old commit markers) ride on an early write.
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (?, 'warm-up')", {int64_t{0}}));
+    return Ok();
+  }));
+  int64_t before = engine_->stats().round_trips;
+  ASSERT_TRUE(write(1));
+  EXPECT_EQ(engine_->stats().round_trips - before, 4) << "BEGIN, prepare, execute, COMMIT";
+  before = engine_->stats().round_trips;
+  ASSERT_TRUE(write(2));
+  EXPECT_EQ(engine_->stats().round_trips - before, 3) << "prepared already: BEGIN, execute, COMMIT";
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
 TEST_F(PgEngineTest, ASerializationFailureRunsTheWholeBodyAgain) {
   for (std::string_view code : {"40001", "40P01"}) {
     int runs = 0;
