@@ -216,13 +216,16 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
             : std::string("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY");
   microseconds backoff = milliseconds(1);
   std::string problem;
+  // Whether the last attempt failed for want of a connection (the database down, restarting
+  // or failing over) rather than on a conflict: the final answer says which.
+  bool unreachable = false;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       retries_.fetch_add(1);
       if (steady_clock::now() >= deadline) {
         return Fail(Error::Unavailable(fmt::format(
-            "the database is too busy to complete the {} now (retried {} times over {} ms: {}); "
-            "retry the request",
+            "the database {} the {} now (retried {} times over {} ms: {}); retry the request",
+            unreachable ? "cannot be reached to complete" : "is too busy to complete",
             write ? "write" : "read", attempt - 1,
             duration_cast<milliseconds>(steady_clock::now() - start).count(), problem)));
       }
@@ -232,6 +235,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     auto acquired = Acquire(overflow);
     if (!acquired) {
       problem = acquired.error().message();
+      unreachable = true;
       continue;
     }
     std::unique_ptr<PgConnection> conn = std::move(*acquired);
@@ -258,6 +262,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     }
     if (!done || conn->broken() || conn->retryable()) {
       bool retry = conn->broken() || conn->retryable();
+      unreachable = conn->broken();
       if (!conn->broken()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (!retry) return done;
@@ -288,6 +293,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         return Ok();
       }
       if (!retry) return commit;
+      unreachable = false;
       problem = commit.error().message();
       continue;
     }
@@ -295,6 +301,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     Release(nullptr, overflow);
     if (!write) {
       problem = "connection lost at COMMIT";
+      unreachable = true;
       continue;  // a read has nothing to commit: run it again
     }
     bool committed = FP_TRY(Committed(
@@ -303,6 +310,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       durable_commits_.fetch_add(1);
       return Ok();
     }
+    unreachable = true;
     problem = "connection lost at COMMIT; the write had not committed";
   }
 }

@@ -135,6 +135,26 @@ TEST_F(PgEngineTest, AFailureSwallowedByTheBodyIsStillRetriedAndNeverCommitsHalf
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 10"), 0);
 }
 
+// A database that takes no connections (down, restarting, failing over) is a 503 that says
+// so, not that it is busy.
+TEST_F(PgEngineTest, ADatabaseThatCannotBeReachedIsUnavailableAndSaysSo) {
+  Open(PostgresOptions{.pool_size = 2, .retry_deadline = std::chrono::milliseconds(300)});
+  auto admin = std::move(PgConnection::Open(db_->admin_url()).value());
+  ASSERT_TRUE(
+      admin->Run(fmt::format("ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false", db_->name())));
+  ASSERT_TRUE(admin->Run(fmt::format(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", db_->name())));
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (1, 'x')", {}));
+    return Ok();
+  });
+  ASSERT_TRUE(admin->Run(fmt::format("ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true", db_->name())));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(s.error().message().find("the database cannot be reached"), std::string::npos)
+      << s.error().message();
+}
+
 TEST_F(PgEngineTest, AnExhaustedRetryBudgetIsUnavailableNotInternal) {
   Open(PostgresOptions{.pool_size = 2, .retry_deadline = std::chrono::milliseconds(300)});
   int runs = 0;
@@ -149,6 +169,8 @@ TEST_F(PgEngineTest, AnExhaustedRetryBudgetIsUnavailableNotInternal) {
   EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
   EXPECT_EQ(s.error().HttpStatus(), 503);
   EXPECT_NE(s.error().message().find("retry the request"), std::string::npos)
+      << s.error().message();
+  EXPECT_NE(s.error().message().find("the database is too busy"), std::string::npos)
       << s.error().message();
   EXPECT_GT(runs, 2);
   EXPECT_GE(took, std::chrono::milliseconds(300));
