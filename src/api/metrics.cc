@@ -24,9 +24,16 @@ std::string StoreMetrics(const app::StoreCounters& c) {
       "# HELP floatplane_log_limit_restarts_total Of those, the restarts made with writes "
       "waiting because the log had reached its limit (checkpoints falling behind).\n"
       "# TYPE floatplane_log_limit_restarts_total counter\n"
-      "floatplane_log_limit_restarts_total {}\n",
+      "floatplane_log_limit_restarts_total {}\n"
+      "# HELP floatplane_db_round_trips_total Exchanges with the database server "
+      "(PostgreSQL; 0 on SQLite, which runs in the process).\n"
+      "# TYPE floatplane_db_round_trips_total counter\nfloatplane_db_round_trips_total {}\n"
+      "# HELP floatplane_db_transaction_retries_total Transactions run again, whole, after "
+      "a serialization failure or a lost connection (PostgreSQL).\n"
+      "# TYPE floatplane_db_transaction_retries_total counter\n"
+      "floatplane_db_transaction_retries_total {}\n",
       c.durable_commits, c.log_syncs, c.sqlite_commits, c.checkpoints, c.log_restarts,
-      c.log_limit_restarts);
+      c.log_limit_restarts, c.round_trips, c.transaction_retries);
 }
 
 std::string HistoryMetrics(const app::HistoryCounters& h) {

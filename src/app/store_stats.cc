@@ -7,8 +7,9 @@
 namespace fp::app {
 
 StoreCounters StoreStats::Counters() const {
-  return StoreCounters{ds_.durable_commits(), ds_.log_syncs(),    ds_.sqlite_commits(),
-                       ds_.checkpoints(),     ds_.log_restarts(), ds_.log_limit_restarts()};
+  return StoreCounters{ds_.durable_commits(), ds_.log_syncs(),          ds_.sqlite_commits(),
+                       ds_.checkpoints(),     ds_.log_restarts(),       ds_.log_limit_restarts(),
+                       ds_.round_trips(),     ds_.transaction_retries()};
 }
 
 Result<HistoryCounters> StoreStats::History() const {

@@ -12,12 +12,14 @@ namespace fp::app {
 
 // The datastore's counters and sizes, as /metrics reports them.
 struct StoreCounters {
-  int64_t durable_commits = 0;     // write transactions committed
-  int64_t log_syncs = 0;           // syncs of the write-ahead log
-  int64_t sqlite_commits = 0;      // SQLite transactions that carried the durable commits
-  int64_t checkpoints = 0;         // checkpoints of the log into the database file
-  int64_t log_restarts = 0;        // times the log was emptied after a checkpoint
-  int64_t log_limit_restarts = 0;  // of those, the ones made with writes waiting at the limit
+  int64_t durable_commits = 0;      // write transactions committed
+  int64_t log_syncs = 0;            // syncs of the write-ahead log
+  int64_t sqlite_commits = 0;       // SQLite transactions that carried the durable commits
+  int64_t checkpoints = 0;          // checkpoints of the log into the database file
+  int64_t log_restarts = 0;         // times the log was emptied after a checkpoint
+  int64_t log_limit_restarts = 0;   // of those, the ones made with writes waiting at the limit
+  int64_t round_trips = 0;          // exchanges with the database server (PostgreSQL)
+  int64_t transaction_retries = 0;  // transactions run again after a conflict (PostgreSQL)
 };
 
 // What the bounded history holds and removed, and the files' sizes.

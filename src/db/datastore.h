@@ -206,6 +206,11 @@ class Datastore {
   int64_t log_file_bytes() const { return engine_->log_file_bytes(); }
   // Read connections open now (idle or in use).
   int open_readers() const { return engine_->stats().open_readers; }
+  // Exchanges with the database server (PostgreSQL; 0 for SQLite, which runs in the process).
+  int64_t round_trips() const { return engine_->stats().round_trips; }
+  // Transactions run again, whole, after a serialization failure or a lost connection
+  // (PostgreSQL; SQLite's engine never runs a body twice).
+  int64_t transaction_retries() const { return engine_->stats().retries; }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.

@@ -103,6 +103,7 @@ Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
 }
 
 Status PgConnection::Run(std::string_view sql) {
+  RoundTrip();
   PgResultPtr r(PQexec(conn_.get(), std::string(sql).c_str()));
   ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
@@ -142,6 +143,7 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
           fmt::format("postgres: {}: {} placeholders, {} parameters", Shorten(sql), count, n)));
     }
     std::string name = fmt::format("fp{}", prepared_.size() + 1);
+    RoundTrip();
     PgResultPtr r(PQprepare(conn_.get(), name.c_str(), translated.c_str(), static_cast<int>(n),
                             n ? types.data() : nullptr));
     if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Fail(Failure(sql, r.get()));
@@ -167,6 +169,7 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
       formats[i] = 1;
     }
   }
+  RoundTrip();
   PgResultPtr r(PQexecPrepared(conn_.get(), it->second.c_str(), static_cast<int>(n),
                                n ? values.data() : nullptr, n ? lengths.data() : nullptr,
                                n ? formats.data() : nullptr, /*resultFormat=*/0));

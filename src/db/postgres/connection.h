@@ -3,6 +3,7 @@
 // A PostgreSQL connection: the Connection of the PostgreSQL engine (postgres/engine.h), and
 // what the engine itself uses to begin and commit.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +56,9 @@ class PgConnection final : public Connection {
   // make sure that process is gone before deciding what it committed.
   int backend_pid() const { return backend_pid_; }
   const std::string& backend_start() const { return backend_start_; }
+  // Every exchange with the server from now on (a statement, a prepare, a simple query
+  // string) adds one to `*counter`, which must outlive the connection.
+  void CountRoundTripsIn(std::atomic<int64_t>* counter) { round_trips_ = counter; }
 
  private:
   explicit PgConnection(PgConnPtr conn) : conn_(std::move(conn)) {}
@@ -62,7 +66,12 @@ class PgConnection final : public Connection {
   Error Failure(std::string_view sql, const PGresult* r);
 
   PgConnPtr conn_;
+  void RoundTrip() {
+    if (round_trips_ != nullptr) round_trips_->fetch_add(1, std::memory_order_relaxed);
+  }
+
   bool retryable_ = false;
+  std::atomic<int64_t>* round_trips_ = nullptr;
   int backend_pid_ = 0;
   std::string backend_start_;
   // Prepared statement names by SQL text + parameter type signature.

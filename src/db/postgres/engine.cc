@@ -51,6 +51,7 @@ Result<std::unique_ptr<PgEngine>> PgEngine::Open(
   std::unique_ptr<PgEngine> engine(new PgEngine(url, o, sync_points));
   auto conn = FP_TRY(PgConnection::Open(url));
   FP_CHECK_OK(migrate(*conn));
+  conn->CountRoundTripsIn(&engine->round_trips_);
   std::lock_guard lock(engine->mu_);
   engine->idle_.push_back(std::move(conn));
   engine->open_ = 1;
@@ -62,6 +63,8 @@ PgEngine::~PgEngine() = default;
 EngineStats PgEngine::stats() const {
   EngineStats s;
   s.durable_commits = durable_commits_.load();
+  s.round_trips = round_trips_.load();
+  s.retries = retries_.load();
   std::lock_guard lock(mu_);
   s.open_readers = open_ + overflow_open_.load();
   return s;
@@ -71,7 +74,10 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
   overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
   if (overflow) {
     auto conn = PgConnection::Open(url_);
-    if (conn) overflow_open_.fetch_add(1);
+    if (conn) {
+      overflow_open_.fetch_add(1);
+      (*conn)->CountRoundTripsIn(&round_trips_);
+    }
     return conn;
   }
   {
@@ -89,6 +95,8 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
     std::lock_guard lock(mu_);
     --open_;
     released_.notify_one();
+  } else {
+    (*conn)->CountRoundTripsIn(&round_trips_);
   }
   return conn;
 }
@@ -208,13 +216,16 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
             : std::string("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY");
   microseconds backoff = milliseconds(1);
   std::string problem;
+  // Whether the last attempt failed for want of a connection (the database down, restarting
+  // or failing over) rather than on a conflict: the final answer says which.
+  bool unreachable = false;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       retries_.fetch_add(1);
       if (steady_clock::now() >= deadline) {
         return Fail(Error::Unavailable(fmt::format(
-            "the database is too busy to complete the {} now (retried {} times over {} ms: {}); "
-            "retry the request",
+            "the database {} the {} now (retried {} times over {} ms: {}); retry the request",
+            unreachable ? "cannot be reached to complete" : "is too busy to complete",
             write ? "write" : "read", attempt - 1,
             duration_cast<milliseconds>(steady_clock::now() - start).count(), problem)));
       }
@@ -224,6 +235,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     auto acquired = Acquire(overflow);
     if (!acquired) {
       problem = acquired.error().message();
+      unreachable = true;
       continue;
     }
     std::unique_ptr<PgConnection> conn = std::move(*acquired);
@@ -250,6 +262,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     }
     if (!done || conn->broken() || conn->retryable()) {
       bool retry = conn->broken() || conn->retryable();
+      unreachable = conn->broken();
       if (!conn->broken()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (!retry) return done;
@@ -280,6 +293,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         return Ok();
       }
       if (!retry) return commit;
+      unreachable = false;
       problem = commit.error().message();
       continue;
     }
@@ -287,6 +301,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     Release(nullptr, overflow);
     if (!write) {
       problem = "connection lost at COMMIT";
+      unreachable = true;
       continue;  // a read has nothing to commit: run it again
     }
     bool committed = FP_TRY(Committed(
@@ -295,6 +310,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       durable_commits_.fetch_add(1);
       return Ok();
     }
+    unreachable = true;
     problem = "connection lost at COMMIT; the write had not committed";
   }
 }

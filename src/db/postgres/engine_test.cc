@@ -62,6 +62,31 @@ class PgEngineTest : public ::testing::Test {
   std::unique_ptr<PgEngine> engine_;
 };
 
+// The round trips a write costs, as /metrics reports them (bench_attach divides them by the
+// operations): BEGIN with the commit marker in one simple query, each statement (its prepare
+// once per connection), COMMIT.
+TEST_F(PgEngineTest, EveryExchangeWithTheServerCountsAsARoundTrip) {
+  Open(PostgresOptions{.pool_size = 1});
+  auto write = [&](int64_t k) {
+    return engine_->Write([&](Connection& c) -> Status {
+      FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (?, 'x')", {k}));
+      return Ok();
+    });
+  };
+  // The engine's once-a-minute chores (pruning old commit markers) ride on an early write.
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (?, 'warm-up')", {int64_t{0}}));
+    return Ok();
+  }));
+  int64_t before = engine_->stats().round_trips;
+  ASSERT_TRUE(write(1));
+  EXPECT_EQ(engine_->stats().round_trips - before, 4) << "BEGIN, prepare, execute, COMMIT";
+  before = engine_->stats().round_trips;
+  ASSERT_TRUE(write(2));
+  EXPECT_EQ(engine_->stats().round_trips - before, 3) << "prepared already: BEGIN, execute, COMMIT";
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
 TEST_F(PgEngineTest, ASerializationFailureRunsTheWholeBodyAgain) {
   for (std::string_view code : {"40001", "40P01"}) {
     int runs = 0;
@@ -110,6 +135,26 @@ TEST_F(PgEngineTest, AFailureSwallowedByTheBodyIsStillRetriedAndNeverCommitsHalf
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 10"), 0);
 }
 
+// A database that takes no connections (down, restarting, failing over) is a 503 that says
+// so, not that it is busy.
+TEST_F(PgEngineTest, ADatabaseThatCannotBeReachedIsUnavailableAndSaysSo) {
+  Open(PostgresOptions{.pool_size = 2, .retry_deadline = std::chrono::milliseconds(300)});
+  auto admin = std::move(PgConnection::Open(db_->admin_url()).value());
+  ASSERT_TRUE(
+      admin->Run(fmt::format("ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false", db_->name())));
+  ASSERT_TRUE(admin->Run(fmt::format(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'", db_->name())));
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (1, 'x')", {}));
+    return Ok();
+  });
+  ASSERT_TRUE(admin->Run(fmt::format("ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true", db_->name())));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(s.error().message().find("the database cannot be reached"), std::string::npos)
+      << s.error().message();
+}
+
 TEST_F(PgEngineTest, AnExhaustedRetryBudgetIsUnavailableNotInternal) {
   Open(PostgresOptions{.pool_size = 2, .retry_deadline = std::chrono::milliseconds(300)});
   int runs = 0;
@@ -124,6 +169,8 @@ TEST_F(PgEngineTest, AnExhaustedRetryBudgetIsUnavailableNotInternal) {
   EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
   EXPECT_EQ(s.error().HttpStatus(), 503);
   EXPECT_NE(s.error().message().find("retry the request"), std::string::npos)
+      << s.error().message();
+  EXPECT_NE(s.error().message().find("the database is too busy"), std::string::npos)
       << s.error().message();
   EXPECT_GT(runs, 2);
   EXPECT_GE(took, std::chrono::milliseconds(300));

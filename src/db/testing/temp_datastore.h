@@ -52,6 +52,9 @@ class TempPostgresDatabase {
   TempPostgresDatabase& operator=(const TempPostgresDatabase&) = delete;
   // The libpq connection string of the database.
   const std::string& url() const { return url_; }
+  const std::string& name() const { return name_; }
+  // The cluster's maintenance database (FLOATPLANE_TEST_POSTGRES), for statements about this one.
+  const std::string& admin_url() const { return admin_url_; }
 
  private:
   std::unique_ptr<postgres::PgConnection> Admin() const {
