@@ -70,6 +70,20 @@ EngineStats PgEngine::stats() const {
   return s;
 }
 
+int64_t PgEngine::database_file_bytes() const {
+  int64_t bytes = 0;
+  int64_t seen = 0;
+  // A read like any other; the pool it borrows from is the engine's machinery, not its state.
+  Status read = const_cast<PgEngine*>(this)->Read(
+      [&](Connection& c) -> Status {
+        auto rows = FP_TRY(c.Query("SELECT pg_database_size(current_database())", {}));
+        if (!rows.empty()) bytes = rows.front().Int(0);
+        return Ok();
+      },
+      seen);
+  return read ? bytes : 0;
+}
+
 Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
   overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
   if (overflow) {

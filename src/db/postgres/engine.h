@@ -57,7 +57,11 @@ class PgEngine final : public Engine {
   Status Read(const std::function<Status(Connection&)>& body, int64_t& seen) override;
   Status WaitDurable(int64_t) override { return Ok(); }
   EngineStats stats() const override;
-  int64_t database_file_bytes() const override { return 0; }
+  // The database's size on the server (pg_database_size), read on a pooled connection; 0 when
+  // it cannot be read now.
+  int64_t database_file_bytes() const override;
+  // The server's write-ahead log is shared by every database of the cluster: not this
+  // database's to report (0).
   int64_t log_file_bytes() const override { return 0; }
 
   // Test seams. The next write's COMMIT is "lost": kBeforeCommit closes the connection instead
