@@ -176,6 +176,10 @@ Result<std::vector<saga::OwnedSaga>> SagaCoordinator::AdoptOnce() {
 }
 
 Result<size_t> SagaCoordinator::RecoverOwnOnce() {
+  // A process whose id was taken over shares it with the process that took it: "its own"
+  // sagas are that one's now. One whose lease lapsed may have lost them to an adopter; either
+  // way it claims nothing until it holds its lease again.
+  if (!LeaseLive()) return size_t{0};
   std::vector<saga::OwnedSaga> own = FP_TRY(exec_.ListUnfinished());
   std::erase_if(own, [&](const saga::OwnedSaga& s) { return exec_.IsRunning(s.id); });
   size_t before = recovering();

@@ -86,7 +86,8 @@ class SagaCoordinator {
   // starts their recovery. Returns them.
   Result<std::vector<saga::OwnedSaga>> AdoptOnce();
   // Starts a recovery of this coordinator's unfinished sagas that nothing drives. Returns how
-  // many it handed to it.
+  // many it handed to it: none while its lease is not live (taken over by another process
+  // under the same id, or lapsed).
   Result<size_t> RecoverOwnOnce();
 
   // Ok while this server may start sagas: its lease is live and its own. Otherwise

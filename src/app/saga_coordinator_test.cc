@@ -306,6 +306,29 @@ TEST_F(SagaCoordinatorTest, ARestartUnderTheSameIdTakesItsSagasBackAndFencesTheZ
   EXPECT_TRUE(restarted.exec.RunNew(Dag({"toy.row"})));
 }
 
+// A process whose coordinator id another process took over (a restart while it was paused)
+// shares that id with the new one: its periodic recovery of "its own" sagas must take none of
+// them, or the two processes would claim them from each other in turn, each claim cutting the
+// other's run short.
+TEST_F(SagaCoordinatorTest, AProcessWhoseIdWasTakenOverRecoversNothing) {
+  Server restarted(*ds, "a", gate);
+  restarted.Start();
+  ASSERT_FALSE(a.coordinator->RenewOnce());  // a learns that it was taken over
+  Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
+  std::thread request([&] {
+    out = restarted.exec.RunNew(Dag({"toy.row", "toy.wait", "toy.row"}));
+  });
+  ASSERT_TRUE(WaitFor([&] { return gate.Entered(); }));
+  auto own = restarted.exec.ListUnfinished().value();
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(a.coordinator->RecoverOwnOnce().value(), 0u);
+  EXPECT_EQ(Log(own[0].id).saga.owner.generation, own[0].generation);
+  gate.Open();
+  request.join();
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+}
+
 // Recovery never takes over a saga a request of this server is running.
 TEST_F(SagaCoordinatorTest, RecoveryLeavesASagaThisServerRunsAlone) {
   Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
