@@ -143,6 +143,23 @@ class SagaCoordinatorTest : public ::testing::Test {
   }
 
   db::SagaLog Log(const Uuid& id) { return db::SagaLoad(*ds, id).value(); }
+
+  // Runs a saga on `runner` that waits in its second node, and asserts that `recoverer`'s
+  // periodic recovery of its own sagas takes it neither over nor to a new generation; then lets
+  // it finish.
+  void ExpectRecoveryLeavesARunningSagaAlone(Server& runner, Server& recoverer) {
+    Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
+    std::thread request([&] { out = runner.exec.RunNew(Dag({"toy.row", "toy.wait", "toy.row"})); });
+    ASSERT_TRUE(WaitFor([&] { return gate.Entered(); }));
+    auto own = runner.exec.ListUnfinished().value();
+    ASSERT_EQ(own.size(), 1u);
+    EXPECT_EQ(recoverer.coordinator->RecoverOwnOnce().value(), 0u);
+    EXPECT_EQ(Log(own[0].id).saga.owner.generation, own[0].generation);
+    gate.Open();
+    request.join();
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+  }
   int64_t SagaRows() {
     return ds
         ->Read<int64_t>([](db::Tx& tx) -> Result<int64_t> {
@@ -314,34 +331,12 @@ TEST_F(SagaCoordinatorTest, AProcessWhoseIdWasTakenOverRecoversNothing) {
   Server restarted(*ds, "a", gate);
   restarted.Start();
   ASSERT_FALSE(a.coordinator->RenewOnce());  // a learns that it was taken over
-  Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
-  std::thread request([&] {
-    out = restarted.exec.RunNew(Dag({"toy.row", "toy.wait", "toy.row"}));
-  });
-  ASSERT_TRUE(WaitFor([&] { return gate.Entered(); }));
-  auto own = restarted.exec.ListUnfinished().value();
-  ASSERT_EQ(own.size(), 1u);
-  EXPECT_EQ(a.coordinator->RecoverOwnOnce().value(), 0u);
-  EXPECT_EQ(Log(own[0].id).saga.owner.generation, own[0].generation);
-  gate.Open();
-  request.join();
-  ASSERT_TRUE(out) << out.error().message();
-  EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+  ExpectRecoveryLeavesARunningSagaAlone(restarted, a);
 }
 
 // Recovery never takes over a saga a request of this server is running.
 TEST_F(SagaCoordinatorTest, RecoveryLeavesASagaThisServerRunsAlone) {
-  Result<saga::SagaOutcome> out = Fail(Error::Internal("not run"));
-  std::thread request([&] { out = a.exec.RunNew(Dag({"toy.row", "toy.wait", "toy.row"})); });
-  ASSERT_TRUE(WaitFor([&] { return gate.Entered(); }));
-  auto own = a.exec.ListUnfinished().value();
-  ASSERT_EQ(own.size(), 1u);
-  EXPECT_EQ(a.coordinator->RecoverOwnOnce().value(), 0u);
-  EXPECT_EQ(Log(own[0].id).saga.owner.generation, own[0].generation);
-  gate.Open();
-  request.join();
-  ASSERT_TRUE(out) << out.error().message();
-  EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+  ExpectRecoveryLeavesARunningSagaAlone(a, a);
 }
 
 // A saga of this server that nothing drives (its request gave up on an engine error) is
