@@ -1,6 +1,6 @@
 #pragma once
 
-// The datastore's schema migrations (schema.cc).
+// The datastore's schema migrations (schema.cc: SQLite; schema_postgres.cc: PostgreSQL).
 
 #include <cstddef>
 
@@ -10,8 +10,10 @@
 
 namespace fp::db {
 
-// The newest schema version this binary knows (both engines' migration lists are this long).
-size_t LatestSchemaVersion();
+// The newest schema version this binary knows: both engines' migration lists (schema.cc for
+// SQLite, schema_postgres.cc for PostgreSQL) are this long, and a migration adds to both.
+inline constexpr size_t kSchemaVersion = 7;
+inline size_t LatestSchemaVersion() { return kSchemaVersion; }
 
 // Brings the database to the newest schema, one migration per transaction.
 Status MigrateSchema(sqlite::SqliteConnection& conn);
