@@ -25,6 +25,11 @@ struct Blob {
 
 using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string, Blob>;
 
+// Which database a connection talks to. The datastore's SQL is one text for both engines
+// except where an operation runs as a single PostgreSQL statement instead of several
+// round trips (e.g. db/attach.cc): those ask the transaction which engine it runs on.
+enum class Dialect { kSqlite, kPostgres };
+
 // One result row, materialised so it outlives the statement that produced it.
 class Row {
  public:
@@ -58,6 +63,7 @@ class Connection {
   // Runs one statement with `params` bound in order; returns the number of rows it inserted,
   // updated or deleted (meaningful after INSERT, UPDATE and DELETE only).
   virtual Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) = 0;
+  virtual Dialect dialect() const = 0;
 };
 
 }  // namespace fp::db

@@ -36,6 +36,9 @@ class Tx : public saga::StoreTx {
 
   // The transaction's timestamp: every row it writes carries the same time.
   Timestamp now() const { return now_; }
+  // The transaction runs on PostgreSQL, where an operation that would take several statements
+  // (each a round trip to the server) has a one-statement form.
+  bool postgres() const { return conn_.dialect() == Dialect::kPostgres; }
 
   template <typename... Args>
   Result<std::vector<Row>> Query(std::string_view sql, Args&&... args) {

@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 7> kMigrations = {
+constexpr std::array<std::string_view, 8> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -405,6 +405,8 @@ CREATE TABLE vm_removal (
   expires_at INTEGER NOT NULL
 ) STRICT;
 )sql",
+    // 8: PostgreSQL's one-statement operations (schema_postgres.cc); nothing changes here.
+    "-- nothing on SQLite",
 };
 
 static_assert(kMigrations.size() == kSchemaVersion,

@@ -17,7 +17,7 @@ namespace {
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 7> kPostgresMigrations = {
+constexpr std::array<std::string_view, 8> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -385,6 +385,31 @@ CREATE TABLE vm_removal (
   holder TEXT COLLATE "C" NOT NULL,
   expires_at BIGINT NOT NULL
 );
+)sql",
+    // 8: the functions behind the operations that run as one statement on PostgreSQL (one round
+    // trip instead of an interactive transaction's several; SQLite, in the process, runs them as
+    // several statements and has no migration 8).
+    //
+    // fp_addr_step: the address key (db/datastore.h: version byte, then the address big-endian)
+    // one above (step 1) or one below (step -1) `k`.
+    R"sql(
+CREATE FUNCTION fp_addr_step(k BYTEA, step INT) RETURNS BYTEA
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+  i INT := length(k) - 1;
+  b INT;
+BEGIN
+  WHILE i >= 1 LOOP
+    b := get_byte(k, i) + step;
+    IF b BETWEEN 0 AND 255 THEN
+      RETURN set_byte(k, i, b);
+    END IF;
+    k := set_byte(k, i, (b + 256) % 256);
+    i := i - 1;
+  END LOOP;
+  RAISE EXCEPTION 'address key % has no neighbour in direction %', k, step;
+END;
+$$;
 )sql",
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,

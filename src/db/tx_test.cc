@@ -26,6 +26,7 @@ class RecordingConnection final : public Connection {
     calls.push_back({"exec", std::string(sql), params});
     return changes;
   }
+  Dialect dialect() const override { return Dialect::kSqlite; }
 
   std::vector<Call> calls;
   std::vector<Row> rows;

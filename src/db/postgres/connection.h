@@ -39,6 +39,7 @@ class PgConnection final : public Connection {
                                  const std::vector<SqlValue>& params) override;
   // Returns the rows the statement affected (PQcmdTuples).
   Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
+  Dialect dialect() const override { return Dialect::kPostgres; }
   // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
   // run in one round trip) through the simple query protocol. Internal on failure.
   Status Run(std::string_view sql);

@@ -46,6 +46,7 @@ class SqliteConnection final : public Connection {
                                  const std::vector<SqlValue>& params) override;
   // Query, then Changes().
   Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
+  Dialect dialect() const override { return Dialect::kSqlite; }
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
   // True while a transaction is open (SQLite may end one by itself after some errors).
