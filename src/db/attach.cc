@@ -55,63 +55,68 @@ Status CheckInstance(const Instance& i, const ExternalIp& ip, bool creating,
   return Ok();
 }
 
-Result<std::optional<Sled>> SledOf(Tx& tx, const Instance& i) {
+// What beginning an attach or a detach decides on, read in one snapshot. On SQLite by a few
+// queries; on PostgreSQL by the one statement that also makes the transition when the checks
+// pass (BeginStatement), so that the check and the change are one round trip.
+struct BeginFacts {
+  std::optional<Instance> instance;  // live
+  std::optional<ExternalIp> ip;      // live, any kind
+  std::optional<Uuid> op_saga;       // the saga holding the IP in a transition
+  std::string holder;                // name of the IP's parent instance; "(none)" without one
+  std::optional<Sled> sled;          // the instance's sled, while it has a VMM
+  // Attach only: the instance's external IPs besides SNAT, whether its primary NIC has an
+  // address of each version, and its lowest other ephemeral IP of the IP's version.
+  int64_t external_ips = 0;
+  bool nic_v4 = false;
+  bool nic_v6 = false;
+  std::optional<IpAddr> other_ephemeral;
+  // PostgreSQL only: the statement made the transition (its checks passed).
+  bool changed = false;
+};
+
+enum class Verdict {
+  kBegin,  // make the transition
+  kRerun,  // this saga made it already (its action runs again)
+  kDone,   // nothing to do: already attached there / already detached
+};
+
+Result<std::optional<Sled>> SledOf(const BeginFacts& f) {
+  const Instance& i = *f.instance;
   if (i.state != InstanceState::kVmm || !i.sled_id) return std::optional<Sled>();
-  return std::optional<Sled>(FP_TRY(SledGetIn(tx, *i.sled_id)));
+  if (!f.sled) return Fail(Error::NotFoundById("sled", i.sled_id->ToString()));
+  return f.sled;
 }
 
-Result<std::optional<ExternalIp>> LiveIp(Tx& tx, const Uuid& id) {
-  auto live =
-      FP_TRY(tx.QueryRow("SELECT 1 FROM external_ip WHERE id = ? AND time_deleted IS NULL", id));
-  if (!live) return std::optional<ExternalIp>();
-  return std::optional<ExternalIp>(FP_TRY(ExternalIpGetIn(tx, id)));
-}
-
-Result<std::optional<Uuid>> OpSaga(Tx& tx, const Uuid& id) {
-  auto row = FP_TRY(tx.QueryRow("SELECT op_saga_id FROM external_ip WHERE id = ?", id));
-  if (!row || row->IsNull(0)) return std::optional<Uuid>();
-  return OptUuidColumn(*row, 0);
-}
-
-}  // namespace
-
-Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) {
-  Instance i = FP_TRY(InstanceGetIn(tx, r.instance_id));
-  auto found = FP_TRY(LiveIp(tx, r.ip_id));
-  if (!found || found->kind != r.kind) {
-    if (r.kind == IpKind::kFloating)
-      return Fail(Error::NotFoundById("floating-ip", r.ip_id.ToString()));
-    return Fail(Error::Internal("call-scoped ephemeral IP was lost"));
+Result<ExternalIp> IpFor(const BeginFacts& f, const AttachRequest& r, bool attach) {
+  if (f.ip && f.ip->kind == r.kind) return *f.ip;
+  if (r.kind == IpKind::kFloating) {
+    return Fail(Error::NotFoundById("floating-ip", r.ip_id.ToString()));
   }
-  ExternalIp ip = *found;
+  if (attach) return Fail(Error::Internal("call-scoped ephemeral IP was lost"));
+  return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
+}
+
+Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
+  if (!f.instance) return Fail(Error::NotFoundById("instance", r.instance_id.ToString()));
+  const Instance& i = *f.instance;
+  ExternalIp ip = FP_TRY(IpFor(f, r, true));
   if (ip.parent_id == i.id) {
-    if (ip.state == AttachState::kAttached) return AttachStep{ip, false, FP_TRY(SledOf(tx, i))};
-    if (ip.state == AttachState::kAttaching && FP_TRY(OpSaga(tx, ip.id)) == r.saga_id) {
-      return AttachStep{ip, true, FP_TRY(SledOf(tx, i))};  // this saga, re-run
-    }
+    if (ip.state == AttachState::kAttached) return Verdict::kDone;
+    if (ip.state == AttachState::kAttaching && f.op_saga == r.saga_id) return Verdict::kRerun;
   }
   if (ip.state == AttachState::kAttached) {
     return Fail(Error::InvalidRequest(fmt::format(
         "{} IP cannot be attached to one instance while still attached to another: {} is "
         "attached to instance \"{}\"; detach it first",
-        KindLabel(ip.kind), Describe(ip), FP_TRY(InstanceName(tx, ip.parent_id)))));
+        KindLabel(ip.kind), Describe(ip), f.holder)));
   }
-  if (ip.state != AttachState::kDetached) {
-    return Fail(MidOperation(ip, FP_TRY(InstanceName(tx, ip.parent_id))));
-  }
+  if (ip.state != AttachState::kDetached) return Fail(MidOperation(ip, f.holder));
   FP_CHECK_OK(CheckInstance(i, ip, r.creating, "attach"));
-  auto count = FP_TRY(tx.QueryRow(
-      "SELECT count(*) FROM external_ip WHERE parent_id = ? AND time_deleted IS NULL AND "
-      "kind != 'snat'",
-      i.id));
-  if (count->Int(0) >= kMaxExternalIps) {
+  if (f.external_ips >= kMaxExternalIps) {
     return Fail(Error::InvalidRequest(fmt::format(
         "an instance may not have more than {} external IP addresses", kMaxExternalIps)));
   }
-  auto nic = FP_TRY(PrimaryNicIn(tx, i.id));
-  bool has_stack =
-      nic && (ip.ip.version() == IpVersion::kV4 ? nic->ipv4.has_value() : nic->ipv6.has_value());
-  if (!has_stack) {
+  if (!(ip.ip.version() == IpVersion::kV4 ? f.nic_v4 : f.nic_v6)) {
     std::string_view v = Label(ip.ip.version());
     return Fail(Error::InvalidRequest(fmt::format(
         "The {0} external IP is an {1} address, but the instance with ID {2} does not have a "
@@ -119,63 +124,232 @@ Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) {
         "address to the interface, or attach a different IP address",
         KindLabel(ip.kind), v, i.id.ToString())));
   }
-  if (ip.kind == IpKind::kEphemeral) {
-    auto other = FP_TRY(EphemeralOfVersionIn(tx, i.id, ip.ip.version()));
-    if (other && other->id != ip.id) {
-      return Fail(Error::InvalidRequest(
-          fmt::format("instance \"{}\" already has an ephemeral {} address ({})", i.name,
-                      Label(ip.ip.version()), other->ip.ToString())));
-    }
+  if (ip.kind == IpKind::kEphemeral && f.other_ephemeral) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" already has an ephemeral {} address ({})", i.name,
+                    Label(ip.ip.version()), f.other_ephemeral->ToString())));
   }
-  FP_TRY(
-      tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attaching', op_saga_id = ?, "
-              "time_modified = ? WHERE id = ?",
-              i.id, r.saga_id, tx.now(), ip.id));
-  ip.parent_id = i.id;
-  ip.state = AttachState::kAttaching;
-  return AttachStep{ip, true, FP_TRY(SledOf(tx, i))};
+  return Verdict::kBegin;
 }
 
-Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r) {
-  Instance i = FP_TRY(InstanceGetIn(tx, r.instance_id));
-  auto found = FP_TRY(LiveIp(tx, r.ip_id));
-  if (!found || found->kind != r.kind) {
-    if (r.kind == IpKind::kFloating)
-      return Fail(Error::NotFoundById("floating-ip", r.ip_id.ToString()));
-    return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
-  }
-  ExternalIp ip = *found;
-  if (ip.state == AttachState::kDetached) return AttachStep{ip, false, std::nullopt};
-  if (ip.parent_id == i.id && ip.state == AttachState::kDetaching &&
-      FP_TRY(OpSaga(tx, ip.id)) == r.saga_id) {
-    return AttachStep{ip, true, FP_TRY(SledOf(tx, i))};
+Result<Verdict> DecideDetach(const BeginFacts& f, const AttachRequest& r) {
+  if (!f.instance) return Fail(Error::NotFoundById("instance", r.instance_id.ToString()));
+  const Instance& i = *f.instance;
+  ExternalIp ip = FP_TRY(IpFor(f, r, false));
+  if (ip.state == AttachState::kDetached) return Verdict::kDone;
+  if (ip.parent_id == i.id && ip.state == AttachState::kDetaching && f.op_saga == r.saga_id) {
+    return Verdict::kRerun;
   }
   if (ip.state == AttachState::kAttached && ip.parent_id != i.id) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "{} IP is not attached to the target instance: {} is attached to instance \"{}\"",
-        KindLabel(ip.kind), Describe(ip), FP_TRY(InstanceName(tx, ip.parent_id)))));
+    return Fail(Error::InvalidRequest(
+        fmt::format("{} IP is not attached to the target instance: {} is attached to instance "
+                    "\"{}\"",
+                    KindLabel(ip.kind), Describe(ip), f.holder)));
   }
-  if (ip.state != AttachState::kAttached) {
-    return Fail(MidOperation(ip, FP_TRY(InstanceName(tx, ip.parent_id))));
-  }
+  if (ip.state != AttachState::kAttached) return Fail(MidOperation(ip, f.holder));
   FP_CHECK_OK(CheckInstance(i, ip, r.creating, "detach"));
-  FP_TRY(tx.Exec(
-      "UPDATE external_ip SET state = 'detaching', op_saga_id = ?, time_modified = ? WHERE id = ?",
-      r.saga_id, tx.now(), ip.id));
-  ip.state = AttachState::kDetaching;
-  return AttachStep{ip, true, FP_TRY(SledOf(tx, i))};
+  return Verdict::kBegin;
 }
+
+// SQLite: the facts by a few queries, in the transaction's snapshot.
+Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
+  BeginFacts f;
+  auto inst = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
+                              kInstanceColumns),
+                  r.instance_id));
+  if (!inst) return f;
+  f.instance = FP_TRY(InstanceFromRow(*inst));
+  auto ip = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND "
+                              "e.time_deleted IS NULL",
+                              kExternalIpColumns),
+                  r.ip_id));
+  if (!ip) return f;
+  f.ip = FP_TRY(ExternalIpFromRow(*ip));
+  f.op_saga = FP_TRY(OptUuidColumn(*ip, kExternalIpColumnCount));
+  f.holder = FP_TRY(InstanceName(tx, f.ip->parent_id));
+  const Instance& i = *f.instance;
+  if (i.state == InstanceState::kVmm && i.sled_id) {
+    auto sled = FP_TRY(
+        tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *i.sled_id));
+    if (sled) f.sled = FP_TRY(SledFromRow(*sled));
+  }
+  if (!attach || f.ip->state != AttachState::kDetached) return f;
+  f.external_ips = FP_TRY(tx.QueryRow("SELECT count(*) FROM external_ip WHERE parent_id = ? AND "
+                                      "time_deleted IS NULL AND kind != 'snat'",
+                                      i.id))
+                       ->Int(0);
+  if (auto nic = FP_TRY(PrimaryNicIn(tx, i.id))) {
+    f.nic_v4 = nic->ipv4.has_value();
+    f.nic_v6 = nic->ipv6.has_value();
+  }
+  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, i.id))) {
+    if (e.kind == IpKind::kEphemeral && e.id != f.ip->id && e.ip.version() == f.ip->ip.version() &&
+        (!f.other_ephemeral || e.ip < *f.other_ephemeral)) {
+      f.other_ephemeral = e.ip;
+    }
+  }
+  return f;
+}
+
+// PostgreSQL: one statement reads the facts and, when the checks pass, makes the transition
+// (the `t` CTE). Its conditions are DecideAttach's and DecideDetach's, written in SQL; the
+// caller decides again from the facts it returns (for the error messages) and treats any
+// disagreement as an internal error. Parameters, in order: instance id, IP id, saga id, now,
+// the IP's kind, creating (0/1).
+std::string BeginStatement(bool attach) {
+  constexpr std::string_view kInstanceCanChange =
+      "inst.migration_id IS NULL AND (inst.state = 'no_vmm' OR (inst.state = 'vmm' AND "
+      "inst.run_state = 'running') OR (? = 1 AND inst.state = 'creating'))";
+  std::string facts =
+      attach ? "f AS (SELECT (SELECT count(*) FROM external_ip x WHERE x.parent_id = inst.id AND "
+               "x.time_deleted IS NULL AND x.kind <> 'snat') AS external_ips, "
+               "nic.ipv4 IS NOT NULL AS v4, nic.ipv6 IS NOT NULL AS v6, "
+               "(SELECT x.ip FROM external_ip x WHERE x.parent_id = inst.id AND x.time_deleted IS "
+               "NULL AND x.kind = 'ephemeral' AND x.id <> ip.id AND get_byte(x.ip, 0) = "
+               "get_byte(ip.ip, 0) ORDER BY x.ip LIMIT 1) AS other_ephemeral "
+               "FROM inst CROSS JOIN ip LEFT JOIN network_interface nic ON nic.instance_id = "
+               "inst.id AND nic.is_primary = 1 AND nic.time_deleted IS NULL)"
+             : "f AS (SELECT 0 AS external_ips, false AS v4, false AS v6, "
+               "NULL::bytea AS other_ephemeral)";
+  std::string transition =
+      attach ? fmt::format(
+                   "t AS (UPDATE external_ip u SET parent_id = inst.id, state = 'attaching', "
+                   "op_saga_id = ?, time_modified = ? FROM inst, ip, f WHERE u.id = ip.id AND "
+                   "ip.kind = ? AND ip.state = 'detached' AND {} AND f.external_ips < {} AND "
+                   "CASE get_byte(ip.ip, 0) WHEN 4 THEN f.v4 ELSE f.v6 END AND "
+                   "(ip.kind <> 'ephemeral' OR f.other_ephemeral IS NULL) RETURNING 1)",
+                   kInstanceCanChange, kMaxExternalIps)
+             : fmt::format(
+                   "t AS (UPDATE external_ip u SET state = 'detaching', op_saga_id = ?, "
+                   "time_modified = ? FROM inst, ip WHERE u.id = ip.id AND ip.kind = ? AND "
+                   "ip.state = 'attached' AND ip.parent_id = inst.id AND {} RETURNING 1)",
+                   kInstanceCanChange);
+  return fmt::format(
+      "WITH inst AS (SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL), "
+      "ip AS (SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND e.time_deleted IS "
+      "NULL), {}, {} "
+      "SELECT inst.*, ip.*, coalesce((SELECT h.name FROM instance h WHERE h.id = ip.parent_id), "
+      "ip.parent_id, '(none)'), f.external_ips, f.v4, f.v6, f.other_ephemeral, {}, "
+      "(SELECT count(*) FROM t) "
+      "FROM (SELECT 1) one LEFT JOIN inst ON true LEFT JOIN ip ON true LEFT JOIN f ON true "
+      "LEFT JOIN sled s ON inst.state = 'vmm' AND s.id = inst.sled_id",
+      kInstanceColumns, kExternalIpColumns, facts, transition, kSledColumns);
+}
+
+Result<BeginFacts> BeginOnPostgres(Tx& tx, const AttachRequest& r, bool attach) {
+  static const std::string kAttach = BeginStatement(true);
+  static const std::string kDetach = BeginStatement(false);
+  auto rows = FP_TRY(tx.Query(attach ? kAttach : kDetach, r.instance_id, r.ip_id, r.saga_id,
+                              tx.now(), ToString(r.kind), r.creating));
+  const Row& row = rows.at(0);
+  BeginFacts f;
+  size_t at = 0;
+  if (!row.IsNull(at)) f.instance = FP_TRY(InstanceFromRow(row.Slice(at, kInstanceColumnCount)));
+  at += kInstanceColumnCount;
+  if (!row.IsNull(at)) {
+    f.ip = FP_TRY(ExternalIpFromRow(row.Slice(at, kExternalIpColumnCount)));
+  }
+  at += kExternalIpColumnCount;
+  f.op_saga = FP_TRY(OptUuidColumn(row, at++));
+  f.holder = row.Text(at++);
+  f.external_ips = row.Int(at++);
+  f.nic_v4 = row.Int(at++) != 0;
+  f.nic_v6 = row.Int(at++) != 0;
+  if (!row.IsNull(at)) f.other_ephemeral = FP_TRY(IpColumn(row, at));
+  ++at;
+  if (!row.IsNull(at)) f.sled = FP_TRY(SledFromRow(row.Slice(at, kSledColumnCount)));
+  at += kSledColumnCount;
+  f.changed = row.Int(at) == 1;
+  return f;
+}
+
+// Both begins: the facts, the verdict, the transition.
+Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
+  BeginFacts f =
+      FP_TRY(tx.postgres() ? BeginOnPostgres(tx, r, attach) : ReadBeginFacts(tx, r, attach));
+  Result<Verdict> verdict = attach ? DecideAttach(f, r) : DecideDetach(f, r);
+  bool begin = verdict && *verdict == Verdict::kBegin;
+  if (tx.postgres() && f.changed != begin) {
+    // Rolled back by the error: the statement's SQL and the checks here must say the same.
+    return Fail(Error::Internal(fmt::format(
+        "{} of {}: the statement {} the transition but the checks {}", attach ? "attach" : "detach",
+        r.ip_id.ToString(), f.changed ? "made" : "did not make",
+        verdict ? "allow it" : "refuse it: " + verdict.error().message())));
+  }
+  if (!verdict) return Fail(verdict.error());
+  ExternalIp ip = *f.ip;
+  if (*verdict == Verdict::kDone) {
+    return AttachStep{ip, false, attach ? FP_TRY(SledOf(f)) : std::nullopt};
+  }
+  if (*verdict == Verdict::kBegin && !tx.postgres()) {
+    if (attach) {
+      FP_TRY(
+          tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attaching', op_saga_id = ?, "
+                  "time_modified = ? WHERE id = ?",
+                  f.instance->id, r.saga_id, tx.now(), ip.id));
+    } else {
+      FP_TRY(
+          tx.Exec("UPDATE external_ip SET state = 'detaching', op_saga_id = ?, time_modified = ? "
+                  "WHERE id = ?",
+                  r.saga_id, tx.now(), ip.id));
+    }
+  }
+  if (*verdict == Verdict::kBegin) {
+    ip.parent_id = f.instance->id;
+    ip.state = attach ? AttachState::kAttaching : AttachState::kDetaching;
+  }
+  return AttachStep{ip, true, FP_TRY(SledOf(f))};
+}
+
+}  // namespace
+
+Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, true); }
+
+Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, false); }
+
+namespace {
+
+// PostgreSQL: CompleteOpIn's read and change as one statement. It changes the row only when it
+// is live and in `expected`, and returns what it read (kind, state, deleted) and, when it
+// changed the row, whether it released it (an ephemeral IP detached) and the address to return
+// to the pool then. Parameters: IP id, expected, target, now.
+constexpr std::string_view kCompleteStatement =
+    "WITH p AS (SELECT ?::text AS id, ?::text AS expected, ?::text AS target, ?::bigint AS now), "
+    "e AS (SELECT x.kind, x.state, x.time_deleted IS NOT NULL AS deleted FROM external_ip x, p "
+    "WHERE x.id = p.id), "
+    // As ExternalIpReleaseIn: a released ephemeral IP keeps its op_saga_id and time_modified.
+    "t AS (UPDATE external_ip u SET state = p.target, "
+    "parent_id = CASE WHEN p.target = 'detached' THEN NULL ELSE u.parent_id END, "
+    "op_saga_id = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN u.op_saga_id "
+    "END, "
+    "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
+    "u.time_modified ELSE p.now END, "
+    "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
+    "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected "
+    "RETURNING u.time_deleted IS NOT NULL, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
+    "u.first_port, u.last_port) "
+    "SELECT e.kind, e.state, e.deleted, t.* FROM e LEFT JOIN t ON true";
+
+}  // namespace
 
 Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target) {
   if (expected != AttachState::kAttaching && expected != AttachState::kDetaching) {
     return Fail(Error::Internal(
         fmt::format("{} is not a valid transition state for attach/detach", ToString(expected))));
   }
-  auto row =
-      FP_TRY(tx.QueryRow("SELECT kind, state, time_deleted FROM external_ip WHERE id = ?", ip_id));
+  std::optional<Row> row;
+  if (tx.postgres()) {
+    row = FP_TRY(
+        tx.QueryRow(kCompleteStatement, ip_id, ToString(expected), ToString(target), tx.now()));
+  } else {
+    row = FP_TRY(
+        tx.QueryRow("SELECT kind, state, time_deleted FROM external_ip WHERE id = ?", ip_id));
+  }
   if (!row) return Fail(Error::NotFoundById("external-ip", ip_id.ToString()));
   std::string state = row->Text(1);
-  bool deleted = !row->IsNull(2);
+  bool deleted = tx.postgres() ? row->Int(2) != 0 : !row->IsNull(2);
   if (deleted || state != ToString(expected)) {
     if (expected == AttachState::kAttaching && target == AttachState::kAttached &&
         (deleted || state == "detached")) {
@@ -186,9 +360,17 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
     }
     return int64_t{0};
   }
-  bool ephemeral = row->Text(0) == "ephemeral";
+  if (tx.postgres()) {
+    if (row->Int(3) == 0) return int64_t{1};  // changed, nothing released
+    // TODO(one statement): the release into the pool's free spans in the same statement.
+    FP_CHECK_OK(ReleaseAddress(
+        tx, FP_TRY(UuidColumn(*row, 4)),
+        AllocatedAddress{FP_TRY(UuidColumn(*row, 5)), FP_TRY(IpColumn(*row, 6)),
+                         static_cast<int>(row->Int(7)), static_cast<int>(row->Int(8))}));
+    return int64_t{1};
+  }
   if (target == AttachState::kDetached) {
-    if (ephemeral) {
+    if (row->Text(0) == "ephemeral") {
       FP_CHECK_OK(ExternalIpReleaseIn(tx, ip_id));
     } else {
       FP_TRY(

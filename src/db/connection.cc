@@ -16,6 +16,11 @@ double Row::Double(size_t i) const {
   return 0;
 }
 
+Row Row::Slice(size_t first, size_t count) const {
+  auto begin = values_.begin() + static_cast<std::ptrdiff_t>(first);
+  return Row(std::vector<SqlValue>(begin, begin + static_cast<std::ptrdiff_t>(count)));
+}
+
 const std::string& Row::Text(size_t i) const {
   static const std::string kEmpty;
   const SqlValue& v = values_.at(i);

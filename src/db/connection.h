@@ -43,6 +43,9 @@ class Row {
   std::optional<std::string> OptText(size_t i) const {
     return IsNull(i) ? std::nullopt : std::optional<std::string>(Text(i));
   }
+  // Columns [first, first + count) as a row of their own: for a statement that returns several
+  // tables' rows side by side, each decoded by its table's decoder.
+  Row Slice(size_t first, size_t count) const;
 
  private:
   std::vector<SqlValue> values_;

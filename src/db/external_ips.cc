@@ -9,11 +9,7 @@
 
 namespace fp::db {
 
-namespace {
-
-constexpr std::string_view kExternalIpColumns =
-    "e.id, e.name, e.description, e.ip_pool_id, e.ip_pool_range_id, e.parent_id, e.kind, e.ip, "
-    "e.first_port, e.last_port, e.project_id, e.state, e.time_created, e.time_modified";
+namespace {}  // namespace
 
 Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   ExternalIp e;
@@ -33,6 +29,8 @@ Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   e.time_modified = r.Int(13);
   return e;
 }
+
+namespace {
 
 Result<ExternalIp> FloatingIpById(Tx& tx, const Uuid& id) {
   auto row = FP_TRY(tx.QueryRow(

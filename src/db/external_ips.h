@@ -46,6 +46,14 @@ Result<Uuid> ResolvePoolIdIn(Tx& tx, const Uuid& silo_id, const model::PoolSelec
 // --- The external IPs of instances (attaching them: attach.h) ---
 
 // The external IP row with this id, live or not; NotFound if there is none.
+// An external IP row's columns, the table aliased `e`, and their decoding: for statements that
+// read an external IP beside other rows (db/attach.cc).
+inline constexpr std::string_view kExternalIpColumns =
+    "e.id, e.name, e.description, e.ip_pool_id, e.ip_pool_range_id, e.parent_id, e.kind, e.ip, "
+    "e.first_port, e.last_port, e.project_id, e.state, e.time_created, e.time_modified";
+inline constexpr size_t kExternalIpColumnCount = 14;
+Result<model::ExternalIp> ExternalIpFromRow(const Row& r);
+
 Result<model::ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 // Live external IPs whose parent is the instance (all kinds and states).
 Result<std::vector<model::ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);

@@ -11,16 +11,13 @@ namespace fp::db {
 
 namespace {
 
-constexpr std::string_view kInstanceColumns =
-    "i.id, i.project_id, i.name, i.description, i.hostname, i.ncpus, i.memory, i.state, "
-    "i.run_state, i.sled_id, i.migration_id, i.time_run_state_updated, i.time_created, "
-    "i.time_modified, i.start_saga_id";
-
 Result<InstanceState> ParseState(std::string_view s) {
   auto state = ParseInstanceState(s);
   if (!state) return Fail(Error::Internal("corrupt instance state"));
   return *state;
 }
+
+}  // namespace
 
 Result<Instance> InstanceFromRow(const Row& r) {
   Instance i;
@@ -41,6 +38,8 @@ Result<Instance> InstanceFromRow(const Row& r) {
   i.start_saga_id = FP_TRY(OptUuidColumn(r, 14));
   return i;
 }
+
+namespace {
 
 std::string MacFromCounter(int64_t n) {
   uint64_t v = 0xA84025F00000ull + static_cast<uint64_t>(n);

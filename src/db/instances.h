@@ -5,9 +5,11 @@
 // running it again after it committed changes nothing and returns the same result. The
 // instance's external IPs are in external_ips.h, its NAT rows in nat.h, sleds in sleds.h.
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/datastore.h"
@@ -20,6 +22,15 @@ namespace fp::db {
 // --- Instances ---
 Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id);
 Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name);
+// An instance row's columns, the table aliased `i`, and their decoding: for statements that read
+// an instance beside other rows (db/attach.cc).
+inline constexpr std::string_view kInstanceColumns =
+    "i.id, i.project_id, i.name, i.description, i.hostname, i.ncpus, i.memory, i.state, "
+    "i.run_state, i.sled_id, i.migration_id, i.time_run_state_updated, i.time_created, "
+    "i.time_modified, i.start_saga_id";
+inline constexpr size_t kInstanceColumnCount = 15;
+Result<Instance> InstanceFromRow(const Row& r);
+
 Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id);  // live only; NotFound by id
 Result<std::vector<Instance>> InstanceList(Datastore& ds, const Uuid& project_id,
                                            const PageRequest& page);

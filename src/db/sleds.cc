@@ -2,14 +2,10 @@
 
 namespace fp::db {
 
-namespace {
-
 Result<Sled> SledFromRow(const Row& r) {
   return Sled{FP_TRY(UuidColumn(r, 0)), r.Text(1), r.Text(2),
               FP_TRY(IpColumn(r, 3)),   r.Int(4),  r.Int(5)};
 }
-
-}  // namespace
 
 Result<Sled> SledUpsert(Datastore& ds, const std::string& serial, const std::string& agent_url,
                         const IpAddr& underlay) {

@@ -1,0 +1,340 @@
+// Beginning and completing attach and detach (db/attach.h), on whichever engine the tests run
+// on. On PostgreSQL each step is one statement whose SQL repeats the checks that word the
+// errors, and a disagreement between the two is an internal error: so every verdict below, run
+// on PostgreSQL, also proves the statement decides as the checks do.
+
+#include "db/attach.h"
+
+#include <gtest/gtest.h>
+
+#include "db/external_ips.h"
+#include "db/instances.h"
+#include "db/ip_pools.h"
+#include "db/sleds.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db {
+namespace {
+
+using testing::CreateFip;
+using testing::FromPool;
+using testing::Ip;
+using testing::MakeFixture;
+using testing::TempDatastore;
+
+class AttachTest : public ::testing::Test {
+ protected:
+  AttachTest() : f_(MakeFixture(*ds_, "10.0.0.0", "10.0.0.63")) {
+    EXPECT_TRUE(Link(*ds_, f_.pool.id, NameOrId(f_.silo.id), true));
+  }
+
+  // A stopped instance (no VMM) with a primary NIC of `nic`.
+  Uuid NewInstance(const std::string& name, NicKind nic = NicKind::kIpv4) {
+    InstanceCreate c;
+    c.id = Uuid::Random();
+    c.nic_id = Uuid::Random();
+    c.project_id = f_.project.id;
+    c.name = name;
+    c.hostname = name;
+    c.memory = int64_t{1} << 30;
+    c.nic = nic;
+    EXPECT_TRUE(ds_->Write([&](Tx& tx) -> Status {
+      FP_TRY(InstanceCreateRecordIn(tx, c));
+      return InstanceFinishCreateIn(tx, c.id);
+    }));
+    return c.id;
+  }
+  Uuid NewFip(const std::string& name) { return CreateFip(*ds_, f_, name).value().id; }
+
+  void Sql(const std::string& sql) {
+    ASSERT_TRUE(ds_->Write([&](Tx& tx) -> Status {
+      FP_TRY(tx.Exec(sql));
+      return Ok();
+    }));
+  }
+
+  Result<AttachStep> Begin(bool attach, const Uuid& ip, const Uuid& instance, const Uuid& saga,
+                           IpKind kind = IpKind::kFloating, bool creating = false) {
+    AttachRequest r{ip, kind, instance, saga, creating};
+    return ds_->Write<AttachStep>(
+        [&](Tx& tx) { return attach ? BeginAttachIn(tx, r) : BeginDetachIn(tx, r); });
+  }
+  Result<int64_t> Complete(const Uuid& ip, AttachState expected, AttachState target) {
+    return ds_->Write<int64_t>([&](Tx& tx) { return CompleteOpIn(tx, ip, expected, target); });
+  }
+  // Attaches `ip` to `instance` (both steps); fails the test if either step fails.
+  void Attach(const Uuid& ip, const Uuid& instance, IpKind kind = IpKind::kFloating) {
+    ASSERT_TRUE(Begin(true, ip, instance, Uuid::Random(), kind));
+    ASSERT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kAttached).value(), 1);
+  }
+  ExternalIp Get(const Uuid& ip) {
+    return ds_->Read<ExternalIp>([&](Tx& tx) { return ExternalIpGetIn(tx, ip); }).value();
+  }
+  std::optional<Uuid> OpSaga(const Uuid& ip) {
+    return ds_
+        ->Read<std::optional<Uuid>>([&](Tx& tx) -> Result<std::optional<Uuid>> {
+          auto row =
+              FP_TRY(tx.QueryRow("SELECT op_saga_id FROM external_ip WHERE id = ?", ip)).value();
+          return OptUuidColumn(row, 0);
+        })
+        .value();
+  }
+  static void ExpectError(const Result<AttachStep>& r, ErrorKind kind, const std::string& message) {
+    ASSERT_FALSE(r) << "expected: " << message;
+    EXPECT_EQ(r.error().kind(), kind) << r.error().message();
+    EXPECT_EQ(r.error().message(), message);
+  }
+
+  TempDatastore ds_;
+  testing::Fixture f_;
+};
+
+TEST_F(AttachTest, AttachAndDetachWalkTheStatesAndARerunChangesNothing) {
+  Uuid a = NewInstance("a");
+  Uuid b = NewInstance("b");
+  Uuid ip = NewFip("web");
+  Uuid s1 = Uuid::Random();
+
+  auto begun = Begin(true, ip, a, s1);
+  ASSERT_TRUE(begun) << begun.error().message();
+  EXPECT_TRUE(begun->do_saga);
+  EXPECT_EQ(begun->ip.state, AttachState::kAttaching);
+  EXPECT_EQ(begun->ip.parent_id, a);
+  EXPECT_FALSE(begun->sled) << "a stopped instance has no sled";
+  EXPECT_EQ(Get(ip).state, AttachState::kAttaching);
+  EXPECT_EQ(OpSaga(ip), s1);
+
+  auto again = Begin(true, ip, a, s1);  // the same saga's action, run again after a crash
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_TRUE(again->do_saga);
+  EXPECT_EQ(again->ip.state, AttachState::kAttaching);
+
+  ExpectError(Begin(true, ip, b, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "floating IP \"web\" is being attached to instance \"a\"; retry when that "
+              "operation completes");
+  ExpectError(Begin(false, ip, a, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "floating IP \"web\" is being attached to instance \"a\"; retry when that "
+              "operation completes");
+
+  EXPECT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kAttached).value(), 1);
+  EXPECT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kAttached).value(), 0);
+  EXPECT_EQ(Get(ip).state, AttachState::kAttached);
+  EXPECT_EQ(OpSaga(ip), std::nullopt);
+
+  auto done = Begin(true, ip, a, Uuid::Random());
+  ASSERT_TRUE(done) << done.error().message();
+  EXPECT_FALSE(done->do_saga) << "attached there already";
+  ExpectError(Begin(true, ip, b, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "floating IP cannot be attached to one instance while still attached to another: "
+              "floating IP \"web\" is attached to instance \"a\"; detach it first");
+  ExpectError(Begin(false, ip, b, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "floating IP is not attached to the target instance: floating IP \"web\" is "
+              "attached to instance \"a\"");
+
+  Uuid s2 = Uuid::Random();
+  auto detaching = Begin(false, ip, a, s2);
+  ASSERT_TRUE(detaching) << detaching.error().message();
+  EXPECT_TRUE(detaching->do_saga);
+  EXPECT_EQ(detaching->ip.state, AttachState::kDetaching);
+  EXPECT_EQ(Get(ip).state, AttachState::kDetaching);
+  EXPECT_EQ(OpSaga(ip), s2);
+  EXPECT_TRUE(Begin(false, ip, a, s2).value().do_saga) << "the same saga, run again";
+  ExpectError(Begin(true, ip, b, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "floating IP \"web\" is being detached from instance \"a\"; retry when that "
+              "operation completes");
+
+  EXPECT_EQ(Complete(ip, AttachState::kDetaching, AttachState::kDetached).value(), 1);
+  ExternalIp after = Get(ip);
+  EXPECT_EQ(after.state, AttachState::kDetached);
+  EXPECT_EQ(after.parent_id, std::nullopt);
+  EXPECT_EQ(OpSaga(ip), std::nullopt);
+  EXPECT_FALSE(Begin(false, ip, a, Uuid::Random()).value().do_saga) << "detached already";
+}
+
+TEST_F(AttachTest, AnUndoneAttachGoesBackToDetachedAndAnUndoneDetachToAttached) {
+  Uuid a = NewInstance("a");
+  Uuid ip = NewFip("web");
+  ASSERT_TRUE(Begin(true, ip, a, Uuid::Random()));
+  EXPECT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kDetached).value(), 1);
+  EXPECT_EQ(Get(ip).state, AttachState::kDetached);
+  EXPECT_EQ(Get(ip).parent_id, std::nullopt);
+
+  Attach(ip, a);
+  ASSERT_TRUE(Begin(false, ip, a, Uuid::Random()));
+  EXPECT_EQ(Complete(ip, AttachState::kDetaching, AttachState::kAttached).value(), 1);
+  EXPECT_EQ(Get(ip).state, AttachState::kAttached);
+  EXPECT_EQ(Get(ip).parent_id, a);
+  EXPECT_EQ(OpSaga(ip), std::nullopt);
+}
+
+TEST_F(AttachTest, MissingInstancesAndAddressesAreNotFound) {
+  Uuid a = NewInstance("a");
+  Uuid ip = NewFip("web");
+  Uuid nobody = Uuid::Random();
+  ExpectError(Begin(true, ip, nobody, Uuid::Random()), ErrorKind::kNotFound,
+              "not found: instance with id \"" + nobody.ToString() + "\"");
+  ExpectError(Begin(true, nobody, a, Uuid::Random()), ErrorKind::kNotFound,
+              "not found: floating-ip with id \"" + nobody.ToString() + "\"");
+  ExpectError(Begin(false, nobody, a, Uuid::Random(), IpKind::kEphemeral),
+              ErrorKind::kInvalidRequest, "instance does not have an ephemeral IP attached");
+  ExpectError(Begin(true, ip, a, Uuid::Random(), IpKind::kEphemeral), ErrorKind::kInternal,
+              "call-scoped ephemeral IP was lost");
+}
+
+TEST_F(AttachTest, TheInstanceMustBeStoppedOrRunningAndNotMigrating) {
+  Uuid a = NewInstance("a");
+  Uuid ip = NewFip("web");
+  Sled sled = SledUpsert(*ds_, "sled-1", "http://127.0.0.1:1", Ip("fd00::1")).value();
+
+  Sql("UPDATE instance SET state = 'vmm', run_state = 'starting', sled_id = '" +
+      sled.id.ToString() + "' WHERE id = '" + a.ToString() + "'");
+  ExpectError(Begin(true, ip, a, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "instance \"a\" is starting; retry the attach of floating IP \"web\" when it is "
+              "running or stopped");
+  Sql("UPDATE instance SET migration_id = '" + Uuid::Random().ToString() +
+      "', run_state = 'running' WHERE id = '" + a.ToString() + "'");
+  ExpectError(Begin(true, ip, a, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "instance \"a\" is migrating; retry the attach of floating IP \"web\" when the "
+              "migration completes");
+  Sql("UPDATE instance SET migration_id = NULL WHERE id = '" + a.ToString() + "'");
+  auto running = Begin(true, ip, a, Uuid::Random());
+  ASSERT_TRUE(running) << running.error().message();
+  ASSERT_TRUE(running->sled) << "a running instance's sled comes with the step";
+  EXPECT_EQ(running->sled->id, sled.id);
+  EXPECT_EQ(running->sled->agent_url, "http://127.0.0.1:1");
+  ASSERT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kAttached).value(), 1);
+
+  Sql("UPDATE instance SET state = 'failed' WHERE id = '" + a.ToString() + "'");
+  ExpectError(Begin(false, ip, a, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "cannot detach floating IP from instance in failed state");
+  Uuid other = NewFip("other");
+  ExpectError(Begin(true, other, a, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "cannot attach floating IP to instance in failed state");
+
+  Sql("UPDATE instance SET state = 'creating' WHERE id = '" + a.ToString() + "'");
+  ExpectError(Begin(true, other, a, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "cannot attach floating IP to instance in creating state");
+  auto creating = Begin(true, other, a, Uuid::Random(), IpKind::kFloating, /*creating=*/true);
+  ASSERT_TRUE(creating) << creating.error().message();
+  EXPECT_EQ(creating->ip.state, AttachState::kAttaching);
+}
+
+TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEphemeralPerVersion) {
+  Uuid a = NewInstance("a");
+  for (int n = 0; n < 32; ++n) Attach(NewFip("f" + std::to_string(n)), a);
+  Uuid extra = NewFip("extra");
+  ExpectError(Begin(true, extra, a, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "an instance may not have more than 32 external IP addresses");
+  EXPECT_EQ(Get(extra).state, AttachState::kDetached);
+
+  Uuid b = NewInstance("b");
+  auto v6 = MakeFixture(*ds_, "fd00::10", "fd00::1f", "pool6", IpVersion::kV6);
+  ASSERT_TRUE(Link(*ds_, v6.pool.id, NameOrId(f_.silo.id), false));
+  Uuid ip6 = CreateFip(*ds_, v6, "six", FromPool("pool6")).value().id;
+  ExpectError(Begin(true, ip6, b, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "The floating external IP is an IPv6 address, but the instance with ID " +
+                  b.ToString() +
+                  " does not have a primary network interface with a VPC-private IPv6 address. "
+                  "Add a VPC-private IPv6 address to the interface, or attach a different IP "
+                  "address");
+  Uuid dual = NewInstance("dual", NicKind::kDualStack);
+  Attach(ip6, dual);
+
+  PoolSelector selector;
+  selector.mode = PoolSelector::Mode::kExplicitPool;
+  selector.pool = testing::ByName("pool");
+  auto ephemeral = [&]() {
+    Uuid id = Uuid::Random();
+    EXPECT_TRUE(ds_->Write<ExternalIp>(
+        [&](Tx& tx) { return EphemeralAllocateIn(tx, id, f_.silo.id, selector); }));
+    return id;
+  };
+  Uuid e1 = ephemeral();
+  Attach(e1, b, IpKind::kEphemeral);
+  Uuid e2 = ephemeral();
+  ExpectError(
+      Begin(true, e2, b, Uuid::Random(), IpKind::kEphemeral), ErrorKind::kInvalidRequest,
+      "instance \"b\" already has an ephemeral IPv4 address (" + Get(e1).ip.ToString() + ")");
+}
+
+TEST_F(AttachTest, ADetachedEphemeralAddressGoesBackToItsPool) {
+  Uuid a = NewInstance("a");
+  PoolSelector selector;
+  selector.mode = PoolSelector::Mode::kExplicitPool;
+  selector.pool = testing::ByName("pool");
+  Uuid e = Uuid::Random();
+  ASSERT_TRUE(ds_->Write<ExternalIp>(
+      [&](Tx& tx) { return EphemeralAllocateIn(tx, e, f_.silo.id, selector); }));
+  IpAddr address = Get(e).ip;
+  Attach(e, a, IpKind::kEphemeral);
+  Uuid s = Uuid::Random();
+  ASSERT_TRUE(Begin(false, e, a, s, IpKind::kEphemeral));
+  EXPECT_EQ(Complete(e, AttachState::kDetaching, AttachState::kDetached).value(), 1);
+  EXPECT_EQ(Complete(e, AttachState::kDetaching, AttachState::kDetached).value(), 0);
+  // Released: gone from the instance, its saga still recorded (IpHeldBySagaIn reads it), and
+  // the address is the lowest free one again.
+  EXPECT_FALSE(ds_->Read<bool>([&](Tx& tx) { return IpHeldBySagaIn(tx, e, s); }).value());
+  EXPECT_EQ(OpSaga(e), s);
+  EXPECT_EQ(Get(CreateFip(*ds_, f_, "again").value().id).ip, address);
+}
+
+TEST_F(AttachTest, CompletingAnAttachWhoseInstanceWasDeletedUnderneathIsNotFound) {
+  Uuid a = NewInstance("a");
+  Uuid ip = NewFip("web");
+  ASSERT_TRUE(Begin(true, ip, a, Uuid::Random()));
+  // The instance's delete detaches every IP it holds, whatever their state.
+  ASSERT_TRUE(ds_->Write([&](Tx& tx) { return ReleaseFloatingFromInstanceIn(tx, ip, a); }));
+  auto completed = Complete(ip, AttachState::kAttaching, AttachState::kAttached);
+  ASSERT_FALSE(completed);
+  EXPECT_EQ(completed.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(completed.error().message(),
+            "not found: instance (it was deleted while the external IP was being attached to "
+            "it)");
+}
+
+// The point of the one-statement forms: each step is one exchange with PostgreSQL. Measured
+// inside one transaction, on its connection, after a first run of each statement there (the
+// first run on a connection also prepares it: one more exchange).
+TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
+  if (!ds_.postgres()) GTEST_SKIP() << "SQLite runs in the process: no round trips to count";
+  Uuid a = NewInstance("a");
+  Uuid warm = NewFip("warm");
+  Uuid ip = NewFip("web");
+  auto begin = [&](bool attach, const Uuid& id) {
+    return [=](Tx& tx) -> Status {
+      AttachRequest r{id, IpKind::kFloating, a, Uuid::Random(), false};
+      FP_TRY(attach ? BeginAttachIn(tx, r) : BeginDetachIn(tx, r));
+      return Ok();
+    };
+  };
+  auto complete = [&](const Uuid& id, AttachState expected, AttachState target) {
+    return [=](Tx& tx) -> Status {
+      FP_TRY(CompleteOpIn(tx, id, expected, target));
+      return Ok();
+    };
+  };
+  // Each pair in one transaction: the warm-up on `warm`, then the measured step on `ip`.
+  int64_t n = -1;
+  auto measured = [&](std::function<Status(Tx&)> warmup, std::function<Status(Tx&)> step) {
+    return [&, warmup, step](Tx& tx) -> Status {
+      FP_CHECK_OK(warmup(tx));
+      int64_t before = ds_->round_trips();
+      FP_CHECK_OK(step(tx));
+      n = ds_->round_trips() - before;
+      return Ok();
+    };
+  };
+  ASSERT_TRUE(ds_->Write(measured(begin(true, warm), begin(true, ip))));
+  EXPECT_EQ(n, 1) << "begin attach";
+  ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kAttaching, AttachState::kAttached),
+                                  complete(ip, AttachState::kAttaching, AttachState::kAttached))));
+  EXPECT_EQ(n, 1) << "complete attach";
+  ASSERT_TRUE(ds_->Write(measured(begin(false, warm), begin(false, ip))));
+  EXPECT_EQ(n, 1) << "begin detach";
+  ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kDetaching, AttachState::kDetached),
+                                  complete(ip, AttachState::kDetaching, AttachState::kDetached))));
+  EXPECT_EQ(n, 1) << "complete detach";
+}
+
+}  // namespace
+}  // namespace fp::db
