@@ -486,8 +486,10 @@ TEST(DatastoreRace, FloatingIpDeleteRacingItselfReleasesTheAddressOnce) {
                          "not found: floating-ip with id \"" + fip.id.ToString() + "\"");
              }
            });
-  // Exactly one delete succeeds: on SQLite the held one; on PostgreSQL a contender may commit
-  // first, and the held one, retried, finds the IP gone.
+  // Exactly one delete succeeds. On SQLite the held one. On PostgreSQL the held one too as a
+  // rule: its one statement checked and deleted before it was held, so a contender reaching the
+  // row waits for its commit and, retried, finds the IP gone; a contender committing first
+  // (the held one, retried, then finds it gone) would be as correct.
   if (ds.postgres() && !first) {
     EXPECT_EQ(first.error().message(),
               "not found: floating-ip with id \"" + fip.id.ToString() + "\"");

@@ -26,6 +26,11 @@ Result<model::ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id,
                                            const model::IdentityUpdate& update);
 // Refused while attached (the message names the holder); the address returns to the pool.
 Status FloatingIpDelete(Datastore& ds, const Uuid& id);
+// FloatingIpDelete's body, inside the caller's transaction. Passes sync point
+// "floating_ip_delete:checked" (`sync_point` may be empty) once the IP is known deletable, on
+// PostgreSQL once it is deleted (there the check and the change are one statement).
+Status FloatingIpDeleteIn(Tx& tx, const Uuid& id,
+                          const std::function<void(std::string_view)>& sync_point);
 
 // A floating IP of the project by name (NotFound worded by name); an id selector is looked up
 // by id (the caller checks the project).

@@ -6,7 +6,9 @@
 // with its neighbours by two probes on the span ends. None of these costs depends on how many
 // addresses are allocated (product.md difference 12). SNAT addresses keep a bitmask of their
 // four port blocks (snat_address); an address with any SNAT block in use is not wholly free, so
-// an explicit request for it is refused (product.md difference 3).
+// an explicit request for it is refused (product.md difference 3). On PostgreSQL each
+// operation is one statement calling a PL/pgSQL function of migration 8 (schema_postgres.cc)
+// that does the same.
 
 #include "db/ip_allocation.h"
 
@@ -24,6 +26,11 @@ Error NoAddressesAvailable() {
 
 Error AddressNotAvailable() {
   return Error::InvalidRequest("Requested external IP address not available");
+}
+
+Error SnatBlockNotRecorded(const AllocatedAddress& a) {
+  return Error::Internal(
+      fmt::format("SNAT block {}:{} released but not recorded", a.ip.ToString(), a.first_port));
 }
 
 // Removes `ip` from the span [first, last] of `range_id`, keeping the remainders.
@@ -77,9 +84,57 @@ Status ReturnToSpans(Tx& tx, const Uuid& range_id, const Uuid& pool_id, const Ip
   return Ok();
 }
 
+// PostgreSQL: each operation below is one statement, a function of PostgreSQL's migration 8
+// (db/schema_postgres.cc) doing what the SQLite path's statements do, so that it costs one
+// round trip to the server instead of one per statement (issue 12). SQLite runs in the
+// process, where statements cost no round trip, and keeps the statements.
+
+// The row (outcome, got_range, got_ip, got_first_port, got_last_port) of an fp_allocate_...
+// function as today's results and errors.
+Result<AllocatedAddress> AllocationOutcome(const std::optional<Row>& row) {
+  if (!row) return Fail(Error::Internal("address allocation returned no row"));
+  const std::string& outcome = row->Text(0);
+  if (outcome == "exhausted") return Fail(NoAddressesAvailable());
+  if (outcome == "unavailable") return Fail(AddressNotAvailable());
+  if (outcome != "ok") {
+    return Fail(Error::Internal(fmt::format("address allocation returned '{}'", outcome)));
+  }
+  return AllocatedAddress{FP_TRY(UuidColumn(*row, 1)), FP_TRY(IpColumn(*row, 2)),
+                          static_cast<int>(row->Int(3)), static_cast<int>(row->Int(4))};
+}
+
+Result<AllocatedAddress> AllocateLowestPostgres(Tx& tx, const Uuid& pool_id) {
+  return AllocationOutcome(FP_TRY(tx.QueryRow("SELECT * FROM fp_allocate_lowest(?)", pool_id)));
+}
+
+Result<AllocatedAddress> AllocateExplicitPostgres(Tx& tx, const Uuid& pool_id, const IpAddr& ip) {
+  return AllocationOutcome(
+      FP_TRY(tx.QueryRow("SELECT * FROM fp_allocate_explicit(?, ?)", pool_id, ip)));
+}
+
+Result<AllocatedAddress> AllocateSnatPostgres(Tx& tx, const Uuid& pool_id) {
+  return AllocationOutcome(FP_TRY(tx.QueryRow("SELECT * FROM fp_allocate_snat(?)", pool_id)));
+}
+
+// fp_release_address's outcome for releasing `a` as today's Status.
+Status ReleaseOutcome(std::string_view outcome, const AllocatedAddress& a) {
+  if (outcome == "ok") return Ok();
+  if (outcome == "snat_unrecorded") return Fail(SnatBlockNotRecorded(a));
+  return Fail(Error::Internal(fmt::format("address release returned '{}'", outcome)));
+}
+
+Status ReleasePostgres(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a) {
+  auto row = FP_TRY(tx.QueryRow("SELECT fp_release_address(?, ?, ?, ?, ?)", pool_id, a.range_id,
+                                a.ip, a.first_port, a.last_port));
+  if (!row) return Fail(Error::Internal("address release returned no row"));
+  return ReleaseOutcome(row->Text(0), a);
+}
+
 }  // namespace
 
 Result<AllocatedAddress> AllocateLowestAddress(Tx& tx, const Uuid& pool_id) {
+  // One statement, one round trip to the server, on PostgreSQL (see above).
+  if (tx.postgres()) return AllocateLowestPostgres(tx, pool_id);
   auto span = FP_TRY(tx.QueryRow(
       "SELECT range_id, first_address, last_address FROM ip_free_span WHERE pool_id = ? "
       "ORDER BY first_address LIMIT 1",
@@ -93,6 +148,8 @@ Result<AllocatedAddress> AllocateLowestAddress(Tx& tx, const Uuid& pool_id) {
 }
 
 Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, const IpAddr& ip) {
+  // One statement, one round trip to the server, on PostgreSQL (see above).
+  if (tx.postgres()) return AllocateExplicitPostgres(tx, pool_id, ip);
   auto span = FP_TRY(tx.QueryRow(
       "SELECT range_id, first_address, last_address FROM ip_free_span WHERE pool_id = ? AND "
       "first_address <= ? ORDER BY first_address DESC LIMIT 1",
@@ -107,6 +164,8 @@ Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, co
 }
 
 Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id) {
+  // One statement, one round trip to the server, on PostgreSQL (see above).
+  if (tx.postgres()) return AllocateSnatPostgres(tx, pool_id);
   auto partial = FP_TRY(tx.QueryRow(
       "SELECT ip, range_id, used_blocks FROM snat_address WHERE pool_id = ? AND used_blocks != 15 "
       "ORDER BY ip LIMIT 1",
@@ -142,12 +201,13 @@ Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id) {
 }
 
 Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a) {
+  // One statement, one round trip to the server, on PostgreSQL (see above).
+  if (tx.postgres()) return ReleasePostgres(tx, pool_id, a);
   bool whole = a.first_port == 0 && a.last_port == 65535;
   if (!whole) {
     auto row = FP_TRY(tx.QueryRow("SELECT used_blocks FROM snat_address WHERE ip = ?", a.ip));
     if (!row) {
-      return Fail(Error::Internal(fmt::format("SNAT block {}:{} released but not recorded",
-                                              a.ip.ToString(), a.first_port)));
+      return Fail(SnatBlockNotRecorded(a));
     }
     int64_t used = row->Int(0) & ~(int64_t{1} << (a.first_port / kSnatBlockSize));
     if (used != 0) {

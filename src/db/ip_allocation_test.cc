@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <set>
+#include <utility>
+#include <vector>
 
+#include "db/attach.h"
+#include "db/instances.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -15,6 +20,7 @@ using testing::Explicit;
 using testing::FromPool;
 using testing::Ip;
 using testing::MakeFixture;
+using testing::OnPostgres;
 using testing::Range;
 using testing::TempDatastore;
 
@@ -36,6 +42,47 @@ Status Release(Datastore& ds, const Uuid& pool, const AllocatedAddress& a) {
       })
       .map([](bool) {});
 }
+
+// The pool's free spans, lowest first, as "first-last".
+std::vector<std::string> Spans(Datastore& ds, const Uuid& pool) {
+  return *ds.Read<std::vector<std::string>>([&](Tx& tx) -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    for (const Row& r : FP_TRY(tx.Query("SELECT first_address, last_address FROM ip_free_span "
+                                        "WHERE pool_id = ? ORDER BY first_address",
+                                        pool))) {
+      out.push_back(FP_TRY(IpColumn(r, 0)).ToString() + "-" + FP_TRY(IpColumn(r, 1)).ToString());
+    }
+    return out;
+  });
+}
+
+// The error message of `r`, or "succeeded".
+template <typename T>
+std::string Message(const Result<T>& r) {
+  return r ? std::string("succeeded") : r.error().message();
+}
+
+// The round trips to the server of each of `ops`, run one after the other in one write
+// transaction (PostgreSQL). The first run of a statement on a connection costs one more
+// round trip than the later ones: PgConnection prepares it (PQprepare) before executing it
+// (db/postgres/connection.cc), and a transaction keeps its connection throughout.
+std::vector<int64_t> RoundTrips(Datastore& ds, const std::vector<std::function<Status(Tx&)>>& ops) {
+  std::vector<int64_t> out;
+  Status s = ds.Write([&](Tx& tx) -> Status {
+    out.clear();  // a retried transaction counts again
+    for (const auto& op : ops) {
+      int64_t before = ds.round_trips();
+      FP_CHECK_OK(op(tx));
+      out.push_back(ds.round_trips() - before);
+    }
+    return Ok();
+  });
+  EXPECT_TRUE(s) << s.error().message();
+  return out;
+}
+
+constexpr const char* kRoundTripsOnPostgresOnly =
+    "round trips are PostgreSQL's: SQLite runs in the process and has none";
 
 TEST(IpAllocation, TakesLowestAddressAcrossRangesAndSkipsExhaustedOnes) {
   TempDatastore ds;
@@ -164,6 +211,158 @@ TEST(IpAllocation, AgreesWithAModelUnderRandomChurn) {
   }
 }
 
+TEST(IpAllocation, ExplicitAddressInsideASpanSplitsIt) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.9");
+  auto mid = Exact(*ds, f.pool.id, "10.0.0.5");
+  ASSERT_TRUE(mid) << mid.error().message();
+  EXPECT_EQ(mid->range_id, f.range.id);
+  EXPECT_EQ(mid->first_port, 0);
+  EXPECT_EQ(mid->last_port, 65535);
+  EXPECT_EQ(Spans(*ds, f.pool.id),
+            (std::vector<std::string>{"10.0.0.0-10.0.0.4", "10.0.0.6-10.0.0.9"}));
+  // The ends of the remainders.
+  ASSERT_TRUE(Exact(*ds, f.pool.id, "10.0.0.4"));
+  ASSERT_TRUE(Exact(*ds, f.pool.id, "10.0.0.6"));
+  ASSERT_TRUE(Exact(*ds, f.pool.id, "10.0.0.9"));
+  EXPECT_EQ(Spans(*ds, f.pool.id),
+            (std::vector<std::string>{"10.0.0.0-10.0.0.3", "10.0.0.7-10.0.0.8"}));
+  EXPECT_EQ(Message(Exact(*ds, f.pool.id, "10.0.0.5")),
+            "Requested external IP address not available");
+  EXPECT_EQ(Message(Exact(*ds, f.pool.id, "10.0.0.10")),
+            "Requested external IP address not available");
+  EXPECT_EQ(Lowest(*ds, f.pool.id)->ip, Ip("10.0.0.0"));
+}
+
+TEST(IpAllocation, ReleaseMergesWithBothNeighbours) {
+  TempDatastore ds;
+  // Across a byte boundary: the neighbours of 10.0.1.0 are 10.0.0.255 and 10.0.1.1.
+  auto f = MakeFixture(*ds, "10.0.0.250", "10.0.1.5");
+  auto a = *Exact(*ds, f.pool.id, "10.0.1.0");
+  EXPECT_EQ(Spans(*ds, f.pool.id),
+            (std::vector<std::string>{"10.0.0.250-10.0.0.255", "10.0.1.1-10.0.1.5"}));
+  ASSERT_TRUE(Release(*ds, f.pool.id, a));
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"10.0.0.250-10.0.1.5"}));
+  // Only a left neighbour, then only a right one.
+  auto last = *Exact(*ds, f.pool.id, "10.0.1.5");
+  auto first = *Lowest(*ds, f.pool.id);
+  EXPECT_EQ(first.ip, Ip("10.0.0.250"));
+  ASSERT_TRUE(Release(*ds, f.pool.id, last));
+  ASSERT_TRUE(Release(*ds, f.pool.id, first));
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"10.0.0.250-10.0.1.5"}));
+}
+
+TEST(IpAllocation, Ipv6ExplicitAddressSplitsAndReleaseMergesAcrossAByte) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "fd00::ff", "fd00::101", "v6pool", IpVersion::kV6);
+  auto a = Exact(*ds, f.pool.id, "fd00::100");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(Spans(*ds, f.pool.id),
+            (std::vector<std::string>{"fd00::ff-fd00::ff", "fd00::101-fd00::101"}));
+  EXPECT_EQ(Message(Exact(*ds, f.pool.id, "fd00::100")),
+            "Requested external IP address not available");
+  ASSERT_TRUE(Release(*ds, f.pool.id, *a));
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"fd00::ff-fd00::101"}));
+  EXPECT_EQ(Lowest(*ds, f.pool.id)->ip, Ip("fd00::ff"));
+}
+
+TEST(IpAllocation, SnatTakesAPartlyUsedAddressBelowTheLowestFreeOne) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.3");
+  auto b0 = *Snat(*ds, f.pool.id);
+  EXPECT_EQ(b0.ip, Ip("10.0.0.0"));
+  auto whole = *Lowest(*ds, f.pool.id);
+  EXPECT_EQ(whole.ip, Ip("10.0.0.1"));
+  // 10.0.0.0 (partly used) is below the lowest free address 10.0.0.2.
+  auto b1 = *Snat(*ds, f.pool.id);
+  EXPECT_EQ(b1.ip, Ip("10.0.0.0"));
+  EXPECT_EQ(b1.first_port, 16384);
+  EXPECT_EQ(b1.last_port, 32767);
+  EXPECT_EQ(b1.range_id, f.range.id);
+  // Still below once 10.0.0.1 is free again.
+  ASSERT_TRUE(Release(*ds, f.pool.id, whole));
+  auto b2 = *Snat(*ds, f.pool.id);
+  EXPECT_EQ(b2.ip, Ip("10.0.0.0"));
+  EXPECT_EQ(b2.first_port, 32768);
+  // An SNAT address whose last block is released goes back to the spans, merged.
+  ASSERT_TRUE(Release(*ds, f.pool.id, b0));
+  ASSERT_TRUE(Release(*ds, f.pool.id, b1));
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"10.0.0.1-10.0.0.3"}));
+  ASSERT_TRUE(Release(*ds, f.pool.id, b2));
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"10.0.0.0-10.0.0.3"}));
+  // Releasing a block of an address without SNAT is the internal error it always was.
+  auto unrecorded = Release(*ds, f.pool.id, b2);
+  ASSERT_FALSE(unrecorded);
+  EXPECT_EQ(unrecorded.error().HttpStatus(), 500);
+  EXPECT_NE(
+      unrecorded.error().message().find("SNAT block 10.0.0.0:32768 released but not recorded"),
+      std::string::npos)
+      << unrecorded.error().message();
+}
+
+// On PostgreSQL each allocation and release is one statement: one round trip once prepared.
+TEST(IpAllocationRoundTrips, LowestAddressIsOneRoundTrip) {
+  if (!OnPostgres()) GTEST_SKIP() << kRoundTripsOnPostgresOnly;
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.1");
+  auto lowest = [&](Tx& tx) -> Status {
+    return AllocateLowestAddress(tx, f.pool.id).map([](auto) {});
+  };
+  auto exhausted = [&](Tx& tx) -> Status {
+    EXPECT_EQ(AllocateLowestAddress(tx, f.pool.id).error().HttpStatus(), 507);
+    return Ok();
+  };
+  EXPECT_EQ(RoundTrips(*ds, {lowest, lowest, exhausted}), (std::vector<int64_t>{2, 1, 1}))
+      << "prepare + execute, then execute only";
+}
+
+TEST(IpAllocationRoundTrips, ExplicitAddressIsOneRoundTrip) {
+  if (!OnPostgres()) GTEST_SKIP() << kRoundTripsOnPostgresOnly;
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.9");
+  auto take = [&](const char* ip) {
+    return [&f, ip](Tx& tx) -> Status {
+      return AllocateExplicitAddress(tx, f.pool.id, Ip(ip)).map([](auto) {});
+    };
+  };
+  auto taken = [&](Tx& tx) -> Status {
+    EXPECT_EQ(AllocateExplicitAddress(tx, f.pool.id, Ip("10.0.0.5")).error().HttpStatus(), 400);
+    return Ok();
+  };
+  EXPECT_EQ(RoundTrips(*ds, {take("10.0.0.5"), take("10.0.0.6"), taken}),
+            (std::vector<int64_t>{2, 1, 1}))
+      << "prepare + execute, then execute only";
+}
+
+TEST(IpAllocationRoundTrips, SnatBlockIsOneRoundTrip) {
+  if (!OnPostgres()) GTEST_SKIP() << kRoundTripsOnPostgresOnly;
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.1");
+  auto snat = [&](Tx& tx) -> Status { return AllocateSnatBlock(tx, f.pool.id).map([](auto) {}); };
+  // A wholly free address, then a block of the partly used one.
+  EXPECT_EQ(RoundTrips(*ds, {snat, snat, snat}), (std::vector<int64_t>{2, 1, 1}))
+      << "prepare + execute, then execute only";
+}
+
+TEST(IpAllocationRoundTrips, ReleaseIsOneRoundTrip) {
+  if (!OnPostgres()) GTEST_SKIP() << kRoundTripsOnPostgresOnly;
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.9");
+  auto a = *Lowest(*ds, f.pool.id);
+  auto b = *Lowest(*ds, f.pool.id);
+  auto s0 = *Snat(*ds, f.pool.id);
+  auto s1 = *Snat(*ds, f.pool.id);
+  auto release = [&](const AllocatedAddress& x) {
+    return [&f, x](Tx& tx) -> Status { return ReleaseAddress(tx, f.pool.id, x); };
+  };
+  // A whole address with a free right neighbour, one with neighbours on both sides, an SNAT
+  // block of an address still in use, the last block of an address.
+  EXPECT_EQ(RoundTrips(*ds, {release(b), release(a), release(s0), release(s1)}),
+            (std::vector<int64_t>{2, 1, 1, 1}))
+      << "prepare + execute, then execute only";
+  EXPECT_EQ(Spans(*ds, f.pool.id), (std::vector<std::string>{"10.0.0.0-10.0.0.9"}));
+}
+
 TEST(FloatingIpAllocation, ExplicitPoolNeverFallsBackToAnotherPool) {
   TempDatastore ds;
   auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.0", "small");
@@ -209,6 +408,67 @@ TEST(FloatingIpAllocation, DeleteReturnsTheAddressAndNameIsReusable) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->ip, fip.ip);
   EXPECT_NE(again->id, fip.id);
+}
+
+TEST(FloatingIpAllocation, DeleteIsRefusedWhileAttachedNamingTheInstance) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.3");
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
+  auto fip = *CreateFip(*ds, f, "web");
+  InstanceCreate c;
+  c.id = Uuid::Random();
+  c.nic_id = Uuid::Random();
+  c.project_id = f.project.id;
+  c.name = "vm-1";
+  c.hostname = "vm-1";
+  c.memory = int64_t{1} << 30;
+  c.nic = NicKind::kIpv4;
+  AttachRequest r;
+  r.ip_id = fip.id;
+  r.instance_id = c.id;
+  r.saga_id = Uuid::Random();
+  r.creating = true;
+  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
+    FP_TRY(InstanceCreateRecordIn(tx, c));
+    FP_TRY(BeginAttachIn(tx, r));
+    return Ok();
+  }));
+  auto attaching = FloatingIpDelete(*ds, fip.id);
+  ASSERT_FALSE(attaching);
+  EXPECT_EQ(attaching.error().HttpStatus(), 400);
+  EXPECT_EQ(attaching.error().message(),
+            "Floating IP cannot be deleted while attached to an instance (floating IP \"web\" is "
+            "being attached to instance \"vm-1\"; detach it first)");
+  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
+    FP_TRY(CompleteOpIn(tx, fip.id, AttachState::kAttaching, AttachState::kAttached));
+    return Ok();
+  }));
+  EXPECT_EQ(FloatingIpDelete(*ds, fip.id).error().message(),
+            "Floating IP cannot be deleted while attached to an instance (floating IP \"web\" is "
+            "attached to instance \"vm-1\"; detach it first)");
+  // Nothing changed: the IP is live and its address still taken.
+  EXPECT_TRUE(FloatingIpLookupById(*ds, f.silo.id, fip.id));
+  EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, 3.0);
+}
+
+// On PostgreSQL a floating IP's delete (check, soft delete, release) is one statement.
+TEST(FloatingIpAllocation, DeleteIsOneRoundTrip) {
+  if (!OnPostgres()) GTEST_SKIP() << kRoundTripsOnPostgresOnly;
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.3");
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), true));
+  auto a = *CreateFip(*ds, f, "a");
+  auto b = *CreateFip(*ds, f, "b");
+  auto del = [](const Uuid& id) {
+    return [id](Tx& tx) -> Status { return FloatingIpDeleteIn(tx, id, {}); };
+  };
+  auto gone = [&](Tx& tx) -> Status {
+    EXPECT_EQ(FloatingIpDeleteIn(tx, a.id, {}).error().HttpStatus(), 404);
+    return Ok();
+  };
+  EXPECT_EQ(RoundTrips(*ds, {del(a.id), del(b.id), gone}), (std::vector<int64_t>{2, 1, 1}))
+      << "prepare + execute, then execute only";
+  EXPECT_EQ(Utilization(*ds, f.pool.id)->remaining, 4.0);
 }
 
 }  // namespace
