@@ -31,7 +31,9 @@
 // raw commit rate it reports pgbench's rate on the same cluster in the same run (`pgbench -N`,
 // the TPC-B-like script without the contended branch and teller updates, with the same client
 // counts), and per cycle the database round trips the servers made (their /metrics, less the
-// rate their background work makes when idle, measured first).
+// rate their background work makes when idle, measured first). A last phase splits them by
+// operation: one client, the servers' counters read between every attach and detach, less what
+// reading them costs (measured by reading them back to back).
 //
 // The load generator is C++ so that on a small machine the clients' own CPU does not decide the
 // result; it shares the machine's cores with the server all the same.
@@ -559,6 +561,44 @@ int main(int argc, char** argv) {
   ping("without idle connections");
   run(1, false);
   run(concurrent, true);
+  if (pg) {
+    // Round trips per operation. Reading /metrics makes round trips of its own (the history
+    // counters are read from the database): measured by back-to-back reads and taken out.
+    constexpr int kReads = 20;
+    constexpr int kSplitCycles = 50;
+    int64_t first = metrics().round_trips;
+    auto t0 = Clock::now();
+    int64_t last = first;
+    for (int i = 0; i < kReads; ++i) last = metrics().round_trips;
+    const double per_read =
+        static_cast<double>(last - first) / kReads -
+        idle_round_trips_per_s * std::chrono::duration<double>(Clock::now() - t0).count() / kReads;
+    Api api(ports[0], token);
+    const auto& [vm, fip] = pairs[0];
+    double attach_trips = 0, detach_trips = 0;
+    auto since = [&](int64_t& mark, Clock::time_point& at) {
+      int64_t now = metrics().round_trips;
+      auto when = Clock::now();
+      double trips = static_cast<double>(now - mark) - per_read -
+                     idle_round_trips_per_s * std::chrono::duration<double>(when - at).count();
+      mark = now;
+      at = when;
+      return trips;
+    };
+    int64_t mark = metrics().round_trips;
+    auto at = Clock::now();
+    for (int i = 0; i < kSplitCycles; ++i) {
+      api.Expect(202, "POST", "/v1/floating-ips/" + fip + "/attach",
+                 {{"kind", "instance"}, {"parent", vm}});
+      attach_trips += since(mark, at);
+      api.Expect(202, "POST", "/v1/floating-ips/" + fip + "/detach");
+      detach_trips += since(mark, at);
+    }
+    std::printf(
+        "database round trips per operation (1 client, %d cycles; %.1f per /metrics read taken "
+        "out): attach %.1f, detach %.1f\n",
+        kSplitCycles, per_read, attach_trips / kSplitCycles, detach_trips / kSplitCycles);
+  }
   if (idle_connections > 0) {
     auto start = Clock::now();
     std::vector<int> idle = OpenIdleConnections(port, idle_connections);

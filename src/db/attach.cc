@@ -312,9 +312,10 @@ Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r) { return Begin(
 namespace {
 
 // PostgreSQL: CompleteOpIn's read and change as one statement. It changes the row only when it
-// is live and in `expected`, and returns what it read (kind, state, deleted) and, when it
-// changed the row, whether it released it (an ephemeral IP detached) and the address to return
-// to the pool then. Parameters: IP id, expected, target, now.
+// is live and in `expected`, returns its address to the pool when the change released it (an
+// ephemeral IP detached), and returns what it read (kind, state, deleted), whether it changed
+// the row, and fp_release_address's outcome when it released one. Parameters: IP id,
+// expected, target, now.
 constexpr std::string_view kCompleteStatement =
     "WITH p AS (SELECT ?::text AS id, ?::text AS expected, ?::text AS target, ?::bigint AS now), "
     "e AS (SELECT x.kind, x.state, x.time_deleted IS NOT NULL AS deleted FROM external_ip x, p "
@@ -328,9 +329,12 @@ constexpr std::string_view kCompleteStatement =
     "u.time_modified ELSE p.now END, "
     "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
     "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected "
-    "RETURNING u.time_deleted IS NOT NULL, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
-    "u.first_port, u.last_port) "
-    "SELECT e.kind, e.state, e.deleted, t.* FROM e LEFT JOIN t ON true";
+    "RETURNING u.time_deleted IS NOT NULL AS released, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
+    "u.first_port, u.last_port), "
+    "r AS MATERIALIZED (SELECT fp_release_address(t.ip_pool_id, t.ip_pool_range_id, t.ip, "
+    "t.first_port, t.last_port) AS outcome FROM t WHERE t.released) "
+    "SELECT e.kind, e.state, e.deleted, (SELECT count(*) FROM t), (SELECT outcome FROM r) "
+    "FROM e";
 
 }  // namespace
 
@@ -361,12 +365,11 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
     return int64_t{0};
   }
   if (tx.postgres()) {
-    if (row->Int(3) == 0) return int64_t{1};  // changed, nothing released
-    // TODO(one statement): the release into the pool's free spans in the same statement.
-    FP_CHECK_OK(ReleaseAddress(
-        tx, FP_TRY(UuidColumn(*row, 4)),
-        AllocatedAddress{FP_TRY(UuidColumn(*row, 5)), FP_TRY(IpColumn(*row, 6)),
-                         static_cast<int>(row->Int(7)), static_cast<int>(row->Int(8))}));
+    if (row->Int(3) != 1 || (!row->IsNull(4) && row->Text(4) != "ok")) {
+      return Fail(Error::Internal(
+          fmt::format("completing the operation on external IP {} changed {} rows (release: {})",
+                      ip_id.ToString(), row->Int(3), row->OptText(4).value_or("none"))));
+    }
     return int64_t{1};
   }
   if (target == AttachState::kDetached) {

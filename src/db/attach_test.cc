@@ -334,6 +334,20 @@ TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
   ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kDetaching, AttachState::kDetached),
                                   complete(ip, AttachState::kDetaching, AttachState::kDetached))));
   EXPECT_EQ(n, 1) << "complete detach";
+
+  // An ephemeral IP's detach also returns its address to the pool, in the same statement.
+  PoolSelector selector;
+  selector.mode = PoolSelector::Mode::kExplicitPool;
+  selector.pool = testing::ByName("pool");
+  Uuid e = Uuid::Random();
+  ASSERT_TRUE(ds_->Write<ExternalIp>(
+      [&](Tx& tx) { return EphemeralAllocateIn(tx, e, f_.silo.id, selector); }));
+  Attach(e, a, IpKind::kEphemeral);
+  ASSERT_TRUE(Begin(false, e, a, Uuid::Random(), IpKind::kEphemeral));
+  ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kDetaching, AttachState::kDetached),
+                                  complete(e, AttachState::kDetaching, AttachState::kDetached))));
+  EXPECT_EQ(n, 1) << "complete an ephemeral detach";
+  EXPECT_EQ(Get(CreateFip(*ds_, f_, "again").value().id).ip, Get(e).ip) << "released";
 }
 
 }  // namespace
