@@ -209,8 +209,14 @@ Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t l
 
 Result<SagaHistoryStats> SagaHistory(Datastore& ds) {
   return ds.ReadLatest<SagaHistoryStats>([](Tx& tx) -> Result<SagaHistoryStats> {
-    return SagaHistoryStats{FP_TRY(CounterValueIn(tx, "saga_rows")),
-                            FP_TRY(CounterValueIn(tx, "sagas_pruned"))};
+    int64_t rows = 0;
+    if (tx.postgres()) {
+      // No counter row there (schema 8): one row every saga insert updated serialized them.
+      rows = FP_TRY(tx.QueryRow("SELECT count(*) FROM saga"))->Int(0);
+    } else {
+      rows = FP_TRY(CounterValueIn(tx, "saga_rows"));
+    }
+    return SagaHistoryStats{rows, FP_TRY(CounterValueIn(tx, "sagas_pruned"))};
   });
 }
 

@@ -92,8 +92,10 @@ struct SagaHistoryStats {
   int64_t saga_rows = 0;     // every saga, whatever its state
   int64_t sagas_pruned = 0;  // deleted by SagaPruneFinished
 };
-// One read of two counter rows, whatever the size of the tables. For metrics: it does not wait
-// for the log's sync, so it may count commits a crash would still undo.
+// One read of two counter rows, whatever the size of the tables (SQLite), or of a counter row
+// and the saga table's row count (PostgreSQL, where one row updated by every saga insert would
+// serialize them). For metrics: it does not wait for the log's sync, so it may count commits a
+// crash would still undo.
 Result<SagaHistoryStats> SagaHistory(Datastore& ds);
 
 }  // namespace fp::db

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "db/schema.h"
 #include "db/testing/temp_datastore.h"
@@ -109,6 +110,57 @@ TEST_F(PgEngineTest, ASerializationFailureRunsTheWholeBodyAgain) {
   }
   EXPECT_EQ(Count("SELECT count(*) FROM t"), 2);
   EXPECT_EQ(engine_->stats().durable_commits, 3);  // the table, then the two rows
+}
+
+// After a conflict, the next attempts queue (engine.cc): they take the retry_queue lock before
+// their snapshot, so that one of them at a time runs and each sees the others' commits.
+TEST_F(PgEngineTest, AWriteRetriedAfterAConflictRunsQueued) {
+  std::vector<int64_t> held;  // per run: whether it held the queue's lock
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    held.push_back(FP_TRY(c.Query("SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND "
+                                  "relation = 'retry_queue'::regclass AND pid = "
+                                  "pg_backend_pid() AND mode = 'ExclusiveLock' AND granted",
+                                  {}))
+                       .front()
+                       .Int(0));
+    if (held.size() < 3) FP_TRY(c.Exec(kRaise40001, {}));
+    return Ok();
+  });
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(held, (std::vector<int64_t>{0, 1, 1})) << "the first attempt does not queue";
+
+  // A queued attempt waits for the lock's holder: here an outside session holding it.
+  auto outside = Outside();
+  ASSERT_TRUE(outside->Run("BEGIN; LOCK TABLE retry_queue IN EXCLUSIVE MODE"));
+  std::atomic<int> runs{0};
+  std::thread writer([&] {
+    (void)engine_->Write([&](Connection& c) -> Status {
+      if (runs.fetch_add(1) == 0) FP_TRY(c.Exec(kRaise40001, {}));
+      FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (7, 'queued')", {}));
+      return Ok();
+    });
+  });
+  // The retry's BEGIN waits on the lock: it shows in pg_locks as not granted.
+  auto waiting = [&] {
+    return outside
+        ->Query(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'retry_queue'::regclass AND "
+            "NOT granted",
+            {})
+        .value()
+        .front()
+        .Int(0);
+  };
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       waiting() == 0 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(waiting(), 1);
+  EXPECT_EQ(runs.load(), 1) << "the second run has not started: it waits for the lock";
+  ASSERT_TRUE(outside->Run("COMMIT"));
+  writer.join();
+  EXPECT_EQ(runs.load(), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 7"), 1);
 }
 
 TEST_F(PgEngineTest, AFailureSwallowedByTheBodyIsStillRetriedAndNeverCommitsHalfAWrite) {
