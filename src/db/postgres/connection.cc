@@ -69,9 +69,13 @@ SqlValue Decode(const PGresult* r, int row, int col, Oid type) {
 }  // namespace
 
 Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url) {
-  // connect_timeout first: the URL's own settings, expanded from dbname, override it.
-  const char* keywords[] = {"connect_timeout", "dbname", nullptr};
-  const char* values[] = {"5", url.c_str(), nullptr};
+  // Defaults first: the URL's own settings, expanded from dbname, override them. Keepalives and
+  // tcp_user_timeout (ms) so that a network that silently drops the connection is noticed in
+  // seconds (then the engine reconnects and retries) rather than after the kernel's minutes.
+  const char* keywords[] = {
+      "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
+  const char* values[] = {"5", "1", "5", "2", "3", "10000", url.c_str(), nullptr};
   PgConnPtr conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
   if (!conn) return Fail(Error::Unavailable("cannot connect to PostgreSQL: out of memory"));
   if (PQstatus(conn.get()) != CONNECTION_OK) {
@@ -92,9 +96,22 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url)
   return out;
 }
 
+std::string PgConnection::Option(std::string_view keyword) const {
+  std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(PQconninfo(conn_.get()),
+                                                                       &PQconninfoFree);
+  for (PQconninfoOption* o = options.get(); o != nullptr && o->keyword != nullptr; ++o) {
+    if (keyword == o->keyword) return o->val != nullptr ? o->val : "";
+  }
+  return "";
+}
+
 Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
   std::string state = SqlState(r);
-  if (state == kSerializationFailure || state == kDeadlockDetected) retryable_ = true;
+  // A timeout is retried too: the engine then finds its deadline passed and answers 503.
+  if (state == kSerializationFailure || state == kDeadlockDetected || state == kQueryCanceled ||
+      state == kLockNotAvailable) {
+    retryable_ = true;
+  }
   std::string message =
       Trimmed(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(conn_.get()));
   if (message.empty()) message = Trimmed(PQerrorMessage(conn_.get()));

@@ -29,8 +29,9 @@ namespace fp::db::postgres {
 // (40P01) since ClearRetryable(). Not thread-safe: one transaction uses it at a time.
 class PgConnection final : public Connection {
  public:
-  // Connects to `url` (a libpq URL or keyword string; connect_timeout defaults to 5 s unless it
-  // names one). Errors: Unavailable when no server accepts the connection.
+  // Connects to `url` (a libpq URL or keyword string; unless it names them, connect_timeout is
+  // 5 s, TCP keepalives probe after 5 s idle every 2 s, 3 times, and tcp_user_timeout is 10 s).
+  // Errors: Unavailable when no server accepts the connection.
   static Result<std::unique_ptr<PgConnection>> Open(const std::string& url);
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
@@ -44,6 +45,8 @@ class PgConnection final : public Connection {
   // run in one round trip) through the simple query protocol. Internal on failure.
   Status Run(std::string_view sql);
 
+  // The value of a connection option in use (PQconninfo), e.g. "keepalives_idle"; "" if unset.
+  std::string Option(std::string_view keyword) const;
   // The connection was lost (libpq reports it bad): nothing more can run on it.
   bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
   // A statement failed with 40001 or 40P01 since ClearRetryable: the transaction may be retried.

@@ -84,7 +84,9 @@ int64_t PgEngine::database_file_bytes() const {
   return read ? bytes : 0;
 }
 
-Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
+Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& busy,
+                                                        steady_clock::time_point deadline) {
+  busy = false;
   overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
   if (overflow) {
     auto conn = PgConnection::Open(url_);
@@ -96,7 +98,12 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow) {
   }
   {
     std::unique_lock lock(mu_);
-    released_.wait(lock, [&] { return !idle_.empty() || open_ < options_.pool_size; });
+    if (!released_.wait_until(lock, deadline,
+                              [&] { return !idle_.empty() || open_ < options_.pool_size; })) {
+      busy = true;
+      return Fail(Error::Unavailable(fmt::format(
+          "all {} of this server's database connections stayed in use", options_.pool_size)));
+    }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
       idle_.pop_back();
@@ -194,7 +201,8 @@ void PgEngine::PruneMarkersIfDue() {
   if (now < due) return;
   if (!next_prune_us_.compare_exchange_strong(due, now + 60'000'000)) return;  // another does it
   bool overflow = false;
-  auto conn = Acquire(overflow);
+  bool busy = false;
+  auto conn = Acquire(overflow, busy, steady_clock::now() + milliseconds(100));
   if (!conn) return;
   HeldMark held(this);
   // Outside any SERIALIZABLE transaction: the writes that insert markers never read the table,
@@ -222,24 +230,28 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   // Chosen once: every attempt of this write carries the same marker, so a lost COMMIT is
   // resolved by looking for it whichever attempt it was.
   const Uuid marker = Uuid::Random();
-  const std::string begin =
-      write ? fmt::format(
-                  "BEGIN ISOLATION LEVEL SERIALIZABLE; "
-                  "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
-                  marker.ToString())
-            : std::string("BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY");
   // A write that failed on a conflict (40001, 40P01) runs its next attempts queued, without
   // the backoff: the lock, taken before the first statement fixes the snapshot, lets one
   // queued attempt run at a time, and each sees the ones before it committed instead of
   // colliding with them again. Queued attempts still race the first attempts of other writes,
   // which do not queue, so that writes that do not collide are not serialized. Measured with
   // bench_attach at 16 clients: attach p99 about 1 s with backoff alone, 170 ms queued.
-  const std::string begin_queued =
-      write ? fmt::format(
-                  "BEGIN ISOLATION LEVEL SERIALIZABLE; LOCK TABLE retry_queue IN EXCLUSIVE MODE; "
-                  "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
-                  marker.ToString())
-            : begin;
+  //
+  // No statement, and no lock wait, outlasts the deadline: a blocked or lost one ends in a
+  // timeout, retried and then answered 503, instead of holding the request (or the saga
+  // coordinator's thread) for as long as it lasts.
+  auto begin = [&](bool queued) {
+    const int64_t left =
+        std::max<int64_t>(1, duration_cast<milliseconds>(deadline - steady_clock::now()).count());
+    std::string sql = fmt::format(
+        "BEGIN ISOLATION LEVEL SERIALIZABLE{}; SET LOCAL statement_timeout = {}; "
+        "SET LOCAL lock_timeout = {}",
+        write ? "" : " READ ONLY", left, left);
+    if (!write) return sql;
+    if (queued) sql += "; LOCK TABLE retry_queue IN EXCLUSIVE MODE";
+    return sql + fmt::format("; INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
+                             marker.ToString());
+  };
   bool queued = false;
   microseconds backoff = milliseconds(1);
   std::string problem;
@@ -260,10 +272,11 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       if (!queued) Backoff(backoff, deadline);
     }
     bool overflow = false;
-    auto acquired = Acquire(overflow);
+    bool busy = false;
+    auto acquired = Acquire(overflow, busy, deadline);
     if (!acquired) {
       problem = acquired.error().message();
-      unreachable = true;
+      unreachable = !busy;
       continue;
     }
     std::unique_ptr<PgConnection> conn = std::move(*acquired);
@@ -272,7 +285,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       HeldMark held(this);
       conn->ClearRetryable();
       if (write) write_attempts_.fetch_add(1);
-      done = conn->Run(queued ? begin_queued : begin);
+      done = conn->Run(begin(queued));
       if (done) {
         try {
           done = body(*conn);

@@ -79,8 +79,10 @@ class PgEngine final : public Engine {
 
   struct Lease;
   // A connection for one transaction: an idle one, a new one while fewer than pool_size are
-  // open, else waits for one to be released. Unavailable when a new connection fails.
-  Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow);
+  // open, else waits for one to be released until `deadline`. Unavailable when a new
+  // connection fails (sets `busy` false) or none was released in time (`busy` true).
+  Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow, bool& busy,
+                                                std::chrono::steady_clock::time_point deadline);
   void Release(std::unique_ptr<PgConnection> conn, bool overflow);
   // After a lost COMMIT: true if the transaction that inserted `marker` committed. Unavailable
   // when that cannot be decided before `deadline`.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -234,6 +235,72 @@ TEST_F(PgEngineTest, AnExhaustedRetryBudgetIsUnavailableNotInternal) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind(), ErrorKind::kServiceUnavailable);
   EXPECT_EQ(seen, 0);
+}
+
+// Nothing waits past the retry deadline: a statement blocked on a lock, and a transaction
+// waiting for a pooled connection, end in a 503 that says why, instead of waiting as long as
+// the blocker lasts (a session stuck on a dropped network, a hung peer).
+TEST_F(PgEngineTest, ABlockedStatementEndsAtTheDeadline) {
+  PostgresOptions options;
+  options.retry_deadline = std::chrono::milliseconds(300);
+  Open(options);
+  auto outside = Outside();
+  ASSERT_TRUE(outside->Run("BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE"));
+  std::promise<Status> answer;
+  std::thread writer([&] {
+    answer.set_value(engine_->Write([](Connection& c) -> Status {
+      FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (1, 'blocked')", {}));
+      return Ok();
+    }));
+  });
+  auto future = answer.get_future();
+  bool ended = future.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  ASSERT_TRUE(outside->Run("COMMIT"));
+  writer.join();
+  ASSERT_TRUE(ended) << "the write waited for the lock past its deadline";
+  Status s = future.get();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(s.error().message().find("too busy"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("due to statement timeout"), std::string::npos)
+      << s.error().message();
+}
+
+TEST_F(PgEngineTest, WaitingForAPooledConnectionEndsAtTheDeadline) {
+  PostgresOptions options;
+  options.pool_size = 1;
+  options.retry_deadline = std::chrono::milliseconds(300);
+  Open(options);
+  std::promise<void> holding;
+  std::promise<void> release;
+  std::thread holder([&] {
+    (void)engine_->Write([&](Connection&) -> Status {
+      holding.set_value();
+      release.get_future().wait_for(std::chrono::seconds(10));
+      return Ok();
+    });
+  });
+  holding.get_future().wait();
+  auto start = std::chrono::steady_clock::now();
+  int64_t seen = 0;
+  Status s = engine_->Read([](Connection&) -> Status { return Ok(); }, seen);
+  auto waited = std::chrono::steady_clock::now() - start;
+  release.set_value();
+  holder.join();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(s.error().message().find("is too busy"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("all 1 of this server's database connections stayed in use"),
+            std::string::npos)
+      << s.error().message();
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "it waited for the holder, not the deadline";
+}
+
+TEST_F(PgEngineTest, ConnectionsNoticeADeadNetworkInSeconds) {
+  auto c = Outside();
+  EXPECT_EQ(c->Option("keepalives_idle"), "5");
+  EXPECT_EQ(c->Option("tcp_user_timeout"), "10000");
+  EXPECT_EQ(c->Option("connect_timeout"), "5");
 }
 
 TEST_F(PgEngineTest, ABodyErrorIsReturnedAsItIsWithoutRetry) {

@@ -24,6 +24,10 @@ using PgResultPtr = std::unique_ptr<PGresult, PgResultClearer>;
 // SQLSTATEs the engine decides on.
 inline constexpr std::string_view kSerializationFailure = "40001";
 inline constexpr std::string_view kDeadlockDetected = "40P01";
+// A statement or a lock wait that outlasted the transaction's time (statement_timeout,
+// lock_timeout, set from the engine's retry deadline).
+inline constexpr std::string_view kQueryCanceled = "57014";
+inline constexpr std::string_view kLockNotAvailable = "55P03";
 
 // The SQLSTATE of a failed result ("" when there is none, e.g. the connection broke).
 std::string SqlState(const PGresult* r);
