@@ -45,6 +45,8 @@ class PgConnection final : public Connection {
   // run in one round trip) through the simple query protocol. Internal on failure.
   Status Run(std::string_view sql);
 
+  // The connection's socket, for tests that break it from outside.
+  int TEST_socket() const { return PQsocket(conn_.get()); }
   // The value of a connection option in use (PQconninfo), e.g. "keepalives_idle"; "" if unset.
   std::string Option(std::string_view keyword) const;
   // The connection was lost (libpq reports it bad): nothing more can run on it.

@@ -253,6 +253,11 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
                              marker.ToString());
   };
   bool queued = false;
+  // The server process of an attempt whose connection was lost before its COMMIT: it cannot
+  // commit, but until it notices the loss it holds its locks (this write's marker row among
+  // them), which the next attempt would wait on. Ended from the next attempt's connection.
+  int lost_pid = 0;
+  std::string lost_start;
   microseconds backoff = milliseconds(1);
   std::string problem;
   // Whether the last attempt failed for want of a connection (the database down, restarting
@@ -285,6 +290,14 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       HeldMark held(this);
       conn->ClearRetryable();
       if (write) write_attempts_.fetch_add(1);
+      if (lost_pid != 0) {
+        // No match (it is gone, or this is another server after a failover) is fine.
+        (void)conn->Query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ? AND "
+            "backend_start::text = ?",
+            {int64_t{lost_pid}, lost_start});
+        lost_pid = 0;
+      }
       done = conn->Run(begin(queued));
       if (done) {
         try {
@@ -305,6 +318,10 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     if (!done || conn->broken() || conn->retryable()) {
       bool retry = conn->broken() || conn->retryable();
       unreachable = conn->broken();
+      if (conn->broken()) {
+        lost_pid = conn->backend_pid();
+        lost_start = conn->backend_start();
+      }
       if (!conn->broken()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (!retry) return done;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -327,6 +328,48 @@ TEST_F(PgEngineTest, AConnectionLostInTheBodyIsSurvivedByRunningItAgain) {
   ASSERT_TRUE(s) << s.error().message();
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 30"), 1);
+}
+
+// The connection lost while its server process still runs the transaction (here: waiting for a
+// lock, where it does not notice; on a real network, until keepalives tell it): the retry ends
+// that process first, instead of waiting on the rows it still holds, its marker included.
+TEST_F(PgEngineTest, ARetryAfterALostConnectionEndsTheOldSessionItWouldWaitOn) {
+  ASSERT_TRUE(engine_->Write([](Connection& c) -> Status {
+    FP_TRY(c.Exec("CREATE TABLE u (k BIGINT)", {}));
+    return Ok();
+  }));
+  auto outside = Outside();
+  ASSERT_TRUE(outside->Run("BEGIN; LOCK TABLE u IN ACCESS EXCLUSIVE MODE"));
+  auto blocked = [&] {
+    return outside
+        ->Query("SELECT count(*) FROM pg_locks WHERE relation = 'u'::regclass AND NOT granted", {})
+        .value()
+        .front()
+        .Int(0);
+  };
+  int runs = 0;
+  std::thread breaker;
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    ++runs;
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (40, 'x')", {}));
+    if (runs == 1) {
+      int fd = dynamic_cast<PgConnection&>(c).TEST_socket();
+      breaker = std::thread([&, fd] {
+        for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+             blocked() == 0 && std::chrono::steady_clock::now() < until;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        shutdown(fd, SHUT_RDWR);
+      });
+      FP_TRY(c.Exec("LOCK TABLE u IN ACCESS SHARE MODE", {}));  // waits; the client is cut
+    }
+    return Ok();
+  });
+  breaker.join();
+  ASSERT_TRUE(outside->Run("COMMIT"));
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 40"), 1);
 }
 
 TEST_F(PgEngineTest, EveryConnectionLostBetweenTransactionsIsReplaced) {
