@@ -30,8 +30,9 @@ std::string Trimmed(const char* message) {
   return m;
 }
 
-SqlValue Decode(const PGresult* r, int row, int col, Oid type) {
-  if (PQgetisnull(r, row, col)) return nullptr;
+// Errors: Internal for a bytea value not in the hex format (never its text as bytes).
+Result<SqlValue> Decode(const PGresult* r, int row, int col, Oid type) {
+  if (PQgetisnull(r, row, col)) return SqlValue(nullptr);
   const char* v = PQgetvalue(r, row, col);
   size_t len = static_cast<size_t>(PQgetlength(r, row, col));
   std::string_view text(v, len);
@@ -58,7 +59,9 @@ SqlValue Decode(const PGresult* r, int row, int col, Oid type) {
       return std::strtod(std::string(text).c_str(), nullptr);
     case kByteaOid: {
       Blob b;
-      if (!DecodeByteaHex(text, b.bytes)) b.bytes = std::string(text);
+      if (!DecodeByteaHex(text, b.bytes)) {
+        return Fail(Error::Internal("a bytea result is not in the hex format (bytea_output)"));
+      }
       return b;
     }
     default:
@@ -86,8 +89,12 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url)
   PQsetNoticeProcessor(
       conn.get(), [](void*, const char*) {}, nullptr);
   std::unique_ptr<PgConnection> out(new PgConnection(std::move(conn)));
+  // bytea results are decoded from the hex format only: pinned for the session here (a database
+  // or role may default to 'escape'), in the same round trip.
   auto me = out->Query(
-      "SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()", {});
+      "SELECT pid, backend_start::text, set_config('bytea_output', 'hex', false) FROM "
+      "pg_stat_activity WHERE pid = pg_backend_pid()",
+      {});
   if (!me) return Fail(Error::Unavailable(me.error().message()));
   if (!me->empty()) {
     out->backend_pid_ = static_cast<int>(me->front().Int(0));
@@ -208,7 +215,7 @@ Result<std::vector<Row>> PgConnection::Query(std::string_view sql,
     std::vector<SqlValue> values;
     values.reserve(static_cast<size_t>(cols));
     for (int c = 0; c < cols; ++c) {
-      values.push_back(Decode(r.get(), i, c, types[static_cast<size_t>(c)]));
+      values.push_back(FP_TRY(Decode(r.get(), i, c, types[static_cast<size_t>(c)])));
     }
     out.emplace_back(std::move(values));
   }

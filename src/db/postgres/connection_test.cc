@@ -95,6 +95,22 @@ TEST_F(PgConnectionTest, ParametersAndResultsRoundTripByType) {
   EXPECT_TRUE(t.IsNull(9));
 }
 
+// A database (or role) whose bytea_output is 'escape' still round-trips bytes: the connection
+// pins the hex format it decodes.
+TEST_F(PgConnectionTest, BytesRoundTripWhateverTheDatabasesByteaOutput) {
+  ASSERT_TRUE(conn_->Run("ALTER DATABASE " + db_->name() + " SET bytea_output = 'escape'"));
+  auto fresh = std::move(PgConnection::Open(db_->url()).value());
+  const std::string bytes("\x00\xff\\x41'", 5);
+  auto rows = fresh->Query("SELECT ?::bytea", {Blob{bytes}});
+  ASSERT_TRUE(rows) << rows.error().message();
+  EXPECT_EQ(rows->front().Text(0), bytes);
+  // The format set inside a session is refused, not decoded as bytes.
+  ASSERT_TRUE(fresh->Run("SET bytea_output = 'escape'"));
+  auto escaped = fresh->Query("SELECT ?::bytea", {Blob{bytes}});
+  ASSERT_FALSE(escaped);
+  EXPECT_EQ(escaped.error().kind(), ErrorKind::kInternal);
+}
+
 TEST_F(PgConnectionTest, ExecCountsRowsAndStatementsArePreparedPerTypeSignature) {
   ASSERT_TRUE(conn_->Run("CREATE TABLE t (k BIGINT, v TEXT, b BYTEA)"));
   for (int64_t k = 1; k <= 3; ++k) {
