@@ -8,6 +8,7 @@ FLOATPLANE_PACKAGES=(
   postgresql postgresql-client  # the engine's tests start a throwaway PostgreSQL 15 cluster
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema
+  iproute2 iputils-ping  # scripts/lab: the dataplane's network namespaces
   clang-format curl git
 )
 
