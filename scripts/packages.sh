@@ -9,6 +9,7 @@ FLOATPLANE_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema
   iproute2 iputils-ping  # scripts/lab: the dataplane's network namespaces
+  pkg-config libnftables-dev nftables  # the Linux agents' NAT tables (nft: for looking at them by hand)
   clang-format curl git
 )
 

@@ -1,0 +1,177 @@
+#include "agents/linux/switch_nat.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace fp::agents::dataplane {
+
+namespace {
+
+constexpr int kBlockPorts = 16384;
+constexpr uint32_t kFirstMark = 0x100;
+
+// Declares the table afresh: an earlier run's table (and every element in it) goes first, so
+// that the agent and the kernel start from the same empty table. The steer chain is the
+// study's, with IPv6 full-range entries added.
+constexpr std::string_view kRuleset = R"nft(
+table inet fp_switch
+delete table inet fp_switch
+table inet fp_switch {
+  map ext4 {
+    type ipv4_addr : mark
+  }
+  map ext6 {
+    type ipv6_addr : mark
+  }
+  map blk4 {
+    typeof ip daddr . @th,32,2 : meta mark
+  }
+  counter steered { }
+  counter steered_icmp_err { }
+  chain steer {
+    type filter hook prerouting priority mangle; policy accept;
+    meta mark set ip daddr map @ext4 counter name steered accept
+    meta mark set ip6 daddr map @ext6 counter name steered accept
+    meta l4proto { tcp, udp } meta mark set ip daddr . @th,16,2 map @blk4 counter name steered accept
+    icmp type echo-reply meta mark set ip daddr . @th,32,2 map @blk4 counter name steered accept
+    icmp type { destination-unreachable, time-exceeded, parameter-problem } meta mark set ip daddr . @th,224,2 map @blk4 counter name steered_icmp_err accept
+  }
+}
+)nft";
+
+}  // namespace
+
+Result<std::unique_ptr<SwitchNat>> SwitchNat::Open(const std::string& netns) {
+  std::unique_ptr<SwitchNat> nat(new SwitchNat(FP_TRY(NetnsThread::Start(netns))));
+  SwitchNat* self = nat.get();
+  FP_CHECK_OK(self->thread_->Run([self]() -> Status {
+    self->nft_ = FP_TRY(Nftables::Open());
+    return self->nft_->Run(std::string(kRuleset));
+  }));
+  return nat;
+}
+
+SwitchNat::~SwitchNat() {
+  // The context is freed on the thread that made it (its socket is that namespace's).
+  if (thread_)
+    (void)thread_->Run([this]() -> Status {
+      nft_.reset();
+      return Ok();
+    });
+}
+
+Status SwitchNat::Check(const NatEntry& e) {
+  if (e.first_port == 0 && e.last_port == 65535) return Ok();
+  bool block = e.first_port % kBlockPorts == 0 && e.last_port == e.first_port + kBlockPorts - 1 &&
+               e.first_port >= 0 && e.last_port <= 65535;
+  if (!block) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "NAT entry {} ports {}-{}: the switch holds ports 0-65535 or an aligned block of {} "
+        "ports",
+        e.external_ip.ToString(), e.first_port, e.last_port, kBlockPorts)));
+  }
+  if (e.external_ip.version() != IpVersion::kV4) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("NAT entry {} ports {}-{}: port blocks are for IPv4 addresses only",
+                    e.external_ip.ToString(), e.first_port, e.last_port)));
+  }
+  return Ok();
+}
+
+SwitchNat::Key SwitchNat::KeyOf(const NatEntry& e) {
+  if (e.first_port != 0 || e.last_port != 65535) {
+    return Key{"blk4",
+               fmt::format("{} . {}", e.external_ip.ToString(), e.first_port / kBlockPorts)};
+  }
+  return Key{e.external_ip.version() == IpVersion::kV4 ? "ext4" : "ext6", e.external_ip.ToString()};
+}
+
+uint32_t SwitchNat::MarkFor(const NatEntry& e) {
+  Target target{e.sled_address, e.vni};
+  auto it = marks_.find(target);
+  if (it != marks_.end()) return it->second;
+  uint32_t mark = kFirstMark + static_cast<uint32_t>(marks_.size());
+  marks_.emplace(target, mark);
+  return mark;
+}
+
+std::optional<uint32_t> SwitchNat::MarkOf(const IpAddr& sled, int64_t vni) const {
+  auto it = marks_.find(Target{sled, vni});
+  if (it == marks_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string SwitchNat::Diff(const std::map<Key, uint32_t>& next) const {
+  std::string deletions, additions;
+  for (const auto& [key, mark] : installed_) {
+    auto it = next.find(key);
+    // A retarget is a deletion and an addition in the same transaction: never a gap.
+    if (it == next.end() || it->second != mark) {
+      deletions += fmt::format("delete element inet fp_switch {} {{ {} }}\n", key.map, key.key);
+    }
+  }
+  for (const auto& [key, mark] : next) {
+    auto it = installed_.find(key);
+    if (it == installed_.end() || it->second != mark) {
+      additions +=
+          fmt::format("add element inet fp_switch {} {{ {} : {:#x} }}\n", key.map, key.key, mark);
+    }
+  }
+  return deletions + additions;
+}
+
+Status SwitchNat::Commit(std::map<Key, uint32_t> next) {
+  std::string commands = Diff(next);
+  if (commands.empty()) return Ok();
+  FP_CHECK_OK(thread_->Run([&]() -> Status { return nft_->Run(commands); }));
+  installed_ = std::move(next);
+  return Ok();
+}
+
+Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
+                        const std::vector<NatEntry>& installed) {
+  for (const NatEntry& e : installed) FP_CHECK_OK(Check(e));
+  std::map<Key, uint32_t> next = installed_;
+  for (const NatEntry& e : removed) next.erase(KeyOf(e));
+  for (const NatEntry& e : installed) next[KeyOf(e)] = MarkFor(e);
+  return Commit(std::move(next));
+}
+
+Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
+  std::map<Key, uint32_t> next;
+  for (const NatEntry& e : entries) {
+    FP_CHECK_OK(Check(e));
+    next[KeyOf(e)] = MarkFor(e);
+  }
+  return Commit(std::move(next));
+}
+
+Result<std::vector<std::string>> SwitchNat::Dump() {
+  std::vector<std::string> out;
+  FP_CHECK_OK(thread_->Run([&]() -> Status {
+    for (std::string_view map : {"ext4", "ext6", "blk4"}) {
+      nlohmann::json j = FP_TRY(nft_->ListJson(fmt::format("list map inet fp_switch {}", map)));
+      for (const auto& item : j.value("nftables", nlohmann::json::array())) {
+        if (!item.contains("map")) continue;
+        for (const auto& elem : item["map"].value("elem", nlohmann::json::array())) {
+          // [key, mark]: the key an address, or {"concat": [address, block]}.
+          if (!elem.is_array() || elem.size() != 2) continue;
+          std::string key;
+          if (elem[0].is_object() && elem[0].contains("concat")) {
+            const auto& parts = elem[0]["concat"];
+            key = fmt::format("{} . {}", parts.at(0).get<std::string>(), parts.at(1).dump());
+          } else {
+            key = elem[0].get<std::string>();
+          }
+          out.push_back(fmt::format("{} {} -> {:#x}", map, key, elem[1].get<uint32_t>()));
+        }
+      }
+    }
+    return Ok();
+  }));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace fp::agents::dataplane

@@ -1,0 +1,79 @@
+#pragma once
+
+// The rack switch's NAT table as nftables maps (issue 13; ../shared/spec/dataplane-linux.md §3),
+// in the switch's network namespace: stateless (no conntrack), exact-match maps only, so a
+// packet costs the same with 10 entries or 100,000.
+//
+//   table inet fp_switch
+//     map ext4  ipv4_addr -> mark              full-range entries (floating, ephemeral)
+//     map ext6  ipv6_addr -> mark              the same for IPv6
+//     map blk4  (ipv4_addr . port block) -> mark   SNAT entries: aligned 16384-port blocks,
+//                                                  the block being the top two bits of the port
+//     chain steer (prerouting): sets the packet's mark from the maps (TCP/UDP by destination
+//       port, ICMP echo replies by identifier, ICMP errors by the quoted packet's source port)
+//
+// A mark names the entry's target, a (sled underlay address, VNI) pair, numbered from 0x100 in
+// the order targets first appear; routing by mark to the target's tunnel is the agent's
+// (`ip rule fwmark`, one table per target).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agents/agents.h"
+#include "agents/linux/netns.h"
+#include "agents/linux/nftables.h"
+
+namespace fp::agents::dataplane {
+
+class SwitchNat {
+ public:
+  // Installs the table in network namespace `netns` ("": the caller's), replacing one an
+  // earlier run left (a restarted agent starts empty). Errors: those of NetnsThread::Start,
+  // Internal when nftables refuses the ruleset.
+  static Result<std::unique_ptr<SwitchNat>> Open(const std::string& netns);
+  ~SwitchNat();
+
+  // Whether the switch can hold `e`: ports 0-65535, or an aligned 16384-port block of an IPv4
+  // address. InvalidRequest naming the range otherwise.
+  static Status Check(const NatEntry& e);
+
+  // Makes the entries `removed` absent and `installed` present (replacing any entry with the
+  // same address and first port), in one transaction: packets see the table before or after,
+  // never in between. Errors: Check's; Internal when nftables refuses (nothing changed then).
+  Status Apply(const std::vector<NatEntry>& removed, const std::vector<NatEntry>& installed);
+  // Makes the maps hold exactly `entries`, in one transaction.
+  Status ReplaceAll(const std::vector<NatEntry>& entries);
+
+  // What the maps hold, read back from the kernel: "ext4 203.0.113.10 -> 0x100",
+  // "blk4 198.51.100.7 . 2 -> 0x101", sorted. For tests and drift checks.
+  Result<std::vector<std::string>> Dump();
+  // The mark of a target, if it has one.
+  std::optional<uint32_t> MarkOf(const IpAddr& sled, int64_t vni) const;
+
+ private:
+  using Target = std::pair<IpAddr, int64_t>;  // sled underlay address, VNI
+  // An element's map and key as nft writes them ("ext4", "203.0.113.10").
+  struct Key {
+    std::string map;
+    std::string key;
+    auto operator<=>(const Key&) const = default;
+  };
+
+  SwitchNat(std::unique_ptr<NetnsThread> thread) : thread_(std::move(thread)) {}
+  static Key KeyOf(const NatEntry& e);
+  uint32_t MarkFor(const NatEntry& e);
+  // The commands that move `installed_` to `next` (deletions first, then additions).
+  std::string Diff(const std::map<Key, uint32_t>& next) const;
+  Status Commit(std::map<Key, uint32_t> next);
+
+  std::unique_ptr<NetnsThread> thread_;
+  std::unique_ptr<Nftables> nft_;      // used on thread_ only
+  std::map<Target, uint32_t> marks_;   // targets seen, by first use
+  std::map<Key, uint32_t> installed_;  // what the maps hold
+};
+
+}  // namespace fp::agents::dataplane

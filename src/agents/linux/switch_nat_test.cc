@@ -1,0 +1,127 @@
+// The switch's NAT table in nftables (agents/linux/switch_nat.h), in network namespaces the test
+// makes itself. Needs root: skipped without it (CI runs as root, so there it runs).
+
+#include "agents/linux/switch_nat.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace fp::agents::dataplane {
+namespace {
+
+IpAddr Ip(const std::string& s) { return *IpAddr::Parse(s); }
+
+NatEntry Entry(const std::string& ip, int first, int last, const std::string& sled,
+               int64_t vni = 10) {
+  return NatEntry{Ip(ip), first, last, Ip(sled), vni, "a8:40:25:00:00:01"};
+}
+
+// A network namespace of the test's own, deleted at the end.
+class TestNamespace {
+ public:
+  explicit TestNamespace(const std::string& tag) : name_("fpnat" + tag + std::to_string(getpid())) {
+    ok_ = static_cast<bool>(RunCommand({"ip", "netns", "add", name_}));
+  }
+  ~TestNamespace() {
+    if (ok_) (void)RunCommand({"ip", "netns", "del", name_});
+  }
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+};
+
+class SwitchNatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, nftables)";
+    ASSERT_TRUE(ns_.ok()) << "cannot create a network namespace";
+    auto nat = SwitchNat::Open(ns_.name());
+    ASSERT_TRUE(nat) << nat.error().message();
+    nat_ = std::move(*nat);
+  }
+  std::vector<std::string> Dump() {
+    auto d = nat_->Dump();
+    EXPECT_TRUE(d) << d.error().message();
+    return d ? *d : std::vector<std::string>{};
+  }
+
+  TestNamespace ns_{"a"};
+  std::unique_ptr<SwitchNat> nat_;
+};
+
+TEST_F(SwitchNatTest, EntriesGoIntoTheMapsOfTheirKindWithAMarkPerTarget) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1"),
+                               Entry("198.51.100.7", 16384, 32767, "2001:db8:11::1"),
+                               Entry("198.51.100.7", 49152, 65535, "2001:db8:10::1"),
+                               Entry("2001:db8:f100::5", 0, 65535, "2001:db8:10::1", 11)}));
+  EXPECT_EQ(Dump(), (std::vector<std::string>{
+                        "blk4 198.51.100.7 . 1 -> 0x101", "blk4 198.51.100.7 . 3 -> 0x100",
+                        "ext4 203.0.113.10 -> 0x100", "ext6 2001:db8:f100::5 -> 0x102"}));
+  EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:11::1"), 10), 0x101u);
+  EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:10::1"), 11), 0x102u) << "a mark per (sled, VNI)";
+  EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:12::1"), 10), std::nullopt);
+}
+
+TEST_F(SwitchNatTest, ARetargetAndARemovalAreOneTransaction) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1"),
+                               Entry("203.0.113.11", 0, 65535, "2001:db8:10::1")}));
+  // The move to the other sled replaces the element in the same batch as the removal.
+  ASSERT_TRUE(nat_->Apply({Entry("203.0.113.11", 0, 65535, "2001:db8:10::1")},
+                          {Entry("203.0.113.10", 0, 65535, "2001:db8:11::1")}));
+  EXPECT_EQ(Dump(), (std::vector<std::string>{"ext4 203.0.113.10 -> 0x101"}));
+  // Applying the same again changes nothing (and sends nothing).
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:11::1")}));
+  EXPECT_EQ(Dump(), (std::vector<std::string>{"ext4 203.0.113.10 -> 0x101"}));
+}
+
+TEST_F(SwitchNatTest, ReplaceAllLeavesExactlyTheGivenEntries) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1"),
+                               Entry("203.0.113.11", 0, 65535, "2001:db8:10::1")}));
+  ASSERT_TRUE(nat_->ReplaceAll({Entry("203.0.113.11", 0, 65535, "2001:db8:11::1"),
+                                Entry("203.0.113.12", 0, 65535, "2001:db8:10::1")}));
+  EXPECT_EQ(Dump(),
+            (std::vector<std::string>{"ext4 203.0.113.11 -> 0x101", "ext4 203.0.113.12 -> 0x100"}));
+}
+
+TEST_F(SwitchNatTest, RangesTheSwitchCannotHoldAreRefusedAndChangeNothing) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")}));
+  for (const NatEntry& bad : {Entry("198.51.100.7", 100, 200, "2001:db8:10::1"),
+                              Entry("198.51.100.7", 16384, 32768, "2001:db8:10::1"),
+                              Entry("2001:db8:f100::5", 0, 16383, "2001:db8:10::1")}) {
+    Status s = nat_->Apply({Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")}, {bad});
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().kind(), ErrorKind::kInvalidRequest) << s.error().message();
+  }
+  EXPECT_EQ(Dump(), (std::vector<std::string>{"ext4 203.0.113.10 -> 0x100"}));
+}
+
+TEST_F(SwitchNatTest, ARestartedAgentStartsEmptyAndNamespacesAreApart) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")}));
+  TestNamespace other("b");
+  ASSERT_TRUE(other.ok());
+  auto elsewhere = SwitchNat::Open(other.name());
+  ASSERT_TRUE(elsewhere) << elsewhere.error().message();
+  EXPECT_EQ((*elsewhere)->Dump().value(), std::vector<std::string>{}) << "another namespace";
+  EXPECT_EQ(Dump().size(), 1u) << "untouched by the other namespace's table";
+
+  nat_.reset();
+  auto restarted = SwitchNat::Open(ns_.name());
+  ASSERT_TRUE(restarted) << restarted.error().message();
+  EXPECT_EQ((*restarted)->Dump().value(), std::vector<std::string>{});
+}
+
+TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {
+  auto nat = SwitchNat::Open("fp-no-such-namespace");
+  ASSERT_FALSE(nat);
+  EXPECT_EQ(nat.error().kind(), ErrorKind::kNotFound);
+  EXPECT_NE(nat.error().message().find("is the lab up?"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp::agents::dataplane
