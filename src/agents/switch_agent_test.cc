@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "agents/agents.h"
+#include "agents/nat_dataplane.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "http/client.h"
 
@@ -243,6 +246,73 @@ TEST_F(SwitchAgentTest, MalformedChangesAreRefusedNamingTheField) {
   EXPECT_EQ(client_->GetNat().value().generation, 0);
   EXPECT_EQ(control_->Call("POST", "/nat/changes", "{").value().status, 400);
   EXPECT_EQ(control_->Call("GET", "/nothing").value().status, 404);
+}
+
+}  // namespace
+}  // namespace fp::agents
+
+namespace fp::agents {
+namespace {
+
+// A dataplane that takes what it is given, or refuses everything once told to.
+class RecordingDataplane final : public NatDataplane {
+ public:
+  Status Check(const NatEntry& e) const override {
+    if (e.first_port == 1) return Fail(Error::InvalidRequest("ports from 1 are not held here"));
+    return Ok();
+  }
+  Status Apply(const std::vector<NatEntry>& removed,
+               const std::vector<NatEntry>& installed) override {
+    if (refuse) return Fail(Error::Internal("the kernel said no"));
+    for (const NatEntry& e : removed) held.erase(e.external_ip.ToString());
+    for (const NatEntry& e : installed) held[e.external_ip.ToString()] = e;
+    ++batches;
+    return Ok();
+  }
+  Status ReplaceAll(const std::vector<NatEntry>& entries) override {
+    if (refuse) return Fail(Error::Internal("the kernel said no"));
+    held.clear();
+    for (const NatEntry& e : entries) held[e.external_ip.ToString()] = e;
+    return Ok();
+  }
+  bool refuse = false;
+  int batches = 0;
+  std::map<std::string, NatEntry> held;
+};
+
+TEST(SwitchAgentWithADataplane, EachRequestIsOneStepThereAndARefusalChangesNothing) {
+  auto owned = std::make_unique<RecordingDataplane>();
+  RecordingDataplane* dataplane = owned.get();
+  auto agent = SwitchAgentSim::Start(SimOptions{}, std::move(owned)).value();
+  auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
+  ASSERT_EQ(client
+                ->ApplyChanges({Add(1, Entry("203.0.113.1", 0, 65535)),
+                                Add(2, Entry("203.0.113.2", 0, 65535)),
+                                Remove(3, Entry("203.0.113.1", 0, 65535))})
+                .value(),
+            3);
+  EXPECT_EQ(dataplane->batches, 1) << "one request, one step";
+  EXPECT_EQ(dataplane->held.size(), 1u);
+  EXPECT_EQ(dataplane->held.count("203.0.113.2"), 1u) << "added then removed: never sent";
+
+  dataplane->refuse = true;
+  auto refused = client->ApplyChanges({Add(4, Entry("203.0.113.3", 0, 65535))});
+  EXPECT_EQ(refused.value(), 3) << "the generation stays where it was";
+  NatTable after = client->GetNat().value();
+  EXPECT_EQ(after.generation, 3);
+  EXPECT_EQ(after.entries, std::vector<NatEntry>{Entry("203.0.113.2", 0, 65535)});
+  EXPECT_FALSE(client->ReplaceAll(NatTable{9, {}}));
+  EXPECT_EQ(client->GetNat().value().generation, 3);
+
+  dataplane->refuse = false;
+  // An entry the dataplane cannot hold stops the request before it, like a full table.
+  EXPECT_EQ(client
+                ->ApplyChanges({Add(4, Entry("203.0.113.4", 0, 65535)),
+                                Add(5, Entry("203.0.113.5", 1, 65535))})
+                .value(),
+            4);
+  EXPECT_EQ(dataplane->held.count("203.0.113.4"), 1u);
+  EXPECT_EQ(dataplane->held.count("203.0.113.5"), 0u);
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
 #include <iostream>
+#include <memory>
 
+#include "agents/linux/switch_nat.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "cmd/process.h"
@@ -14,15 +17,12 @@ namespace fp::cmd {
 
 namespace {
 
-// Serves a simulated agent (Agent is SwitchAgentSim or SledAgentSim) until SIGINT or SIGTERM.
+// Serves an agent (Agent is SwitchAgentSim or SledAgentSim) made by `start` until SIGINT or
+// SIGTERM.
 template <typename Agent>
-int RunAgent(const std::string& command, bool sim, const std::string& listen,
-             agents::sim::SimOptions options) {
-  if (!sim) {
-    std::cerr << "floatplane " << command << ": only the simulated agent exists so far; run "
-              << "`floatplane " << command << " --sim`\n";
-    return 2;
-  }
+int RunAgent(
+    const std::string& command, const std::string& listen, agents::sim::SimOptions options,
+    const std::function<Result<std::unique_ptr<Agent>>(const agents::sim::SimOptions&)>& start) {
   auto address = ParseListen(listen);
   if (!address) {
     std::cerr << "floatplane " << command << ": " << address.error().message() << "\n";
@@ -32,7 +32,7 @@ int RunAgent(const std::string& command, bool sim, const std::string& listen,
   options.port = address->port;
 
   sigset_t stop_signals = BlockStopSignals();
-  auto agent = Agent::Start(options);
+  auto agent = start(options);
   if (!agent) {
     std::cerr << "floatplane " << command << ": " << agent.error().message() << "\n";
     return 1;
@@ -53,7 +53,17 @@ int RunAgent(const std::string& command, bool sim, const std::string& listen,
 void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
   flags.switch_agent =
       app.add_subcommand("switch-agent", "Run a switch agent (the rack switch's NAT table)");
-  flags.switch_agent->add_flag("--sim", flags.switch_sim, "Simulated: the NAT table in memory");
+  flags.switch_agent->add_flag("--sim", flags.switch_sim,
+                               "Simulated: the NAT table in memory (as --dataplane sim)");
+  flags.switch_agent
+      ->add_option("--dataplane", flags.switch_dataplane,
+                   "Where the NAT table takes effect: sim (in memory only) or nftables (maps in "
+                   "the --netns namespace, through libnftables; needs root)")
+      ->check(CLI::IsMember({"sim", "nftables"}));
+  flags.switch_agent->add_option(
+      "--netns", flags.switch_netns,
+      "The network namespace nftables programs: a name under /run/netns (scripts/lab's P-sw); "
+      "default: the agent's own");
   flags.switch_agent
       ->add_option("--listen", flags.switch_listen,
                    "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
@@ -81,14 +91,38 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
 
 int RunAgentCommand(const AgentFlags& flags) {
   if (flags.switch_agent->parsed()) {
-    return RunAgent<agents::sim::SwitchAgentSim>("switch-agent", flags.switch_sim,
-                                                 flags.switch_listen, {});
+    std::string dataplane = flags.switch_sim ? "sim" : flags.switch_dataplane;
+    if (dataplane.empty()) {
+      std::cerr << "floatplane switch-agent: say where the NAT table takes effect: --dataplane "
+                   "nftables (with --netns) or --dataplane sim\n";
+      return 2;
+    }
+    if (flags.switch_sim && !flags.switch_dataplane.empty() && flags.switch_dataplane != "sim") {
+      std::cerr << "floatplane switch-agent: --sim and --dataplane " << flags.switch_dataplane
+                << " contradict each other\n";
+      return 2;
+    }
+    using agents::sim::SwitchAgentSim;
+    return RunAgent<SwitchAgentSim>(
+        "switch-agent", flags.switch_listen, {},
+        [&](const agents::sim::SimOptions& options) -> Result<std::unique_ptr<SwitchAgentSim>> {
+          if (dataplane == "sim") return SwitchAgentSim::Start(options);
+          auto nat = FP_TRY(agents::dataplane::SwitchNat::Open(flags.switch_netns));
+          return SwitchAgentSim::Start(options, std::move(nat));
+        });
+  }
+  if (!flags.sled_sim) {
+    std::cerr << "floatplane sled-agent: only the simulated agent exists so far; run "
+              << "`floatplane sled-agent --sim`\n";
+    return 2;
   }
   agents::sim::SimOptions options;
   options.start_delay = std::chrono::milliseconds(flags.start_delay_ms);
   options.stop_delay = std::chrono::milliseconds(flags.stop_delay_ms);
-  return RunAgent<agents::sim::SledAgentSim>("sled-agent", flags.sled_sim, flags.sled_listen,
-                                             options);
+  using agents::sim::SledAgentSim;
+  return RunAgent<SledAgentSim>(
+      "sled-agent", flags.sled_listen, options,
+      [](const agents::sim::SimOptions& o) { return SledAgentSim::Start(o); });
 }
 
 }  // namespace fp::cmd

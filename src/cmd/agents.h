@@ -13,6 +13,8 @@ struct AgentFlags {
   CLI::App* switch_agent = nullptr;  // the subcommands, once added
   CLI::App* sled_agent = nullptr;
   bool switch_sim = false;
+  std::string switch_dataplane;  // "sim" or "nftables"
+  std::string switch_netns;
   std::string switch_listen = "127.0.0.1:0";
   bool sled_sim = false;
   std::string sled_listen = "127.0.0.1:0";

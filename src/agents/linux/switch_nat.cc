@@ -61,7 +61,7 @@ SwitchNat::~SwitchNat() {
     });
 }
 
-Status SwitchNat::Check(const NatEntry& e) {
+Status SwitchNat::CheckEntry(const NatEntry& e) {
   if (e.first_port == 0 && e.last_port == 65535) return Ok();
   bool block = e.first_port % kBlockPorts == 0 && e.last_port == e.first_port + kBlockPorts - 1 &&
                e.first_port >= 0 && e.last_port <= 65535;
@@ -131,7 +131,7 @@ Status SwitchNat::Commit(std::map<Key, uint32_t> next) {
 
 Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
                         const std::vector<NatEntry>& installed) {
-  for (const NatEntry& e : installed) FP_CHECK_OK(Check(e));
+  for (const NatEntry& e : installed) FP_CHECK_OK(CheckEntry(e));
   std::map<Key, uint32_t> next = installed_;
   for (const NatEntry& e : removed) next.erase(KeyOf(e));
   for (const NatEntry& e : installed) next[KeyOf(e)] = MarkFor(e);
@@ -141,7 +141,7 @@ Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
 Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
   std::map<Key, uint32_t> next;
   for (const NatEntry& e : entries) {
-    FP_CHECK_OK(Check(e));
+    FP_CHECK_OK(CheckEntry(e));
     next[KeyOf(e)] = MarkFor(e);
   }
   return Commit(std::move(next));

@@ -26,27 +26,31 @@
 #include "agents/agents.h"
 #include "agents/linux/netns.h"
 #include "agents/linux/nftables.h"
+#include "agents/nat_dataplane.h"
 
 namespace fp::agents::dataplane {
 
-class SwitchNat {
+// Not thread-safe: the switch agent calls it under its table's lock.
+class SwitchNat final : public NatDataplane {
  public:
   // Installs the table in network namespace `netns` ("": the caller's), replacing one an
   // earlier run left (a restarted agent starts empty). Errors: those of NetnsThread::Start,
   // Internal when nftables refuses the ruleset.
   static Result<std::unique_ptr<SwitchNat>> Open(const std::string& netns);
-  ~SwitchNat();
+  ~SwitchNat() override;
 
   // Whether the switch can hold `e`: ports 0-65535, or an aligned 16384-port block of an IPv4
   // address. InvalidRequest naming the range otherwise.
-  static Status Check(const NatEntry& e);
+  Status Check(const NatEntry& e) const override { return CheckEntry(e); }
+  static Status CheckEntry(const NatEntry& e);
 
   // Makes the entries `removed` absent and `installed` present (replacing any entry with the
   // same address and first port), in one transaction: packets see the table before or after,
   // never in between. Errors: Check's; Internal when nftables refuses (nothing changed then).
-  Status Apply(const std::vector<NatEntry>& removed, const std::vector<NatEntry>& installed);
+  Status Apply(const std::vector<NatEntry>& removed,
+               const std::vector<NatEntry>& installed) override;
   // Makes the maps hold exactly `entries`, in one transaction.
-  Status ReplaceAll(const std::vector<NatEntry>& entries);
+  Status ReplaceAll(const std::vector<NatEntry>& entries) override;
 
   // What the maps hold, read back from the kernel: "ext4 203.0.113.10 -> 0x100",
   // "blk4 198.51.100.7 . 2 -> 0x101", sorted. For tests and drift checks.

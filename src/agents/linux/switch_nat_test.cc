@@ -3,11 +3,14 @@
 
 #include "agents/linux/switch_nat.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
+
+#include "agents/sim/switch_agent_sim.h"
 
 namespace fp::agents::dataplane {
 namespace {
@@ -114,6 +117,42 @@ TEST_F(SwitchNatTest, ARestartedAgentStartsEmptyAndNamespacesAreApart) {
   auto restarted = SwitchNat::Open(ns_.name());
   ASSERT_TRUE(restarted) << restarted.error().message();
   EXPECT_EQ((*restarted)->Dump().value(), std::vector<std::string>{});
+}
+
+// The switch agent over HTTP with the nftables dataplane: the table the server reads back
+// (GET /nat) and the kernel's maps say the same after every request, including one the
+// dataplane refuses.
+TEST_F(SwitchNatTest, TheAgentsTableAndTheKernelsMapsAgree) {
+  auto* nat = nat_.get();
+  auto agent = sim::SwitchAgentSim::Start(sim::SimOptions{}, std::move(nat_)).value();
+  auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
+  auto kernel = [&] { return nat->Dump().value(); };
+  // Which target got which mark is the dataplane's business; that each keeps its own is not.
+  auto mark = [&](const std::string& sled) {
+    auto m = nat->MarkOf(Ip(sled), 10);
+    return m ? fmt::format("{:#x}", *m) : std::string("none");
+  };
+  NatEntry a = Entry("203.0.113.10", 0, 65535, "2001:db8:10::1");
+  NatEntry b = Entry("198.51.100.7", 16384, 32767, "2001:db8:11::1");
+  ASSERT_EQ(client->ApplyChanges({NatChange{a, 1, false}, NatChange{b, 2, false}}).value(), 2);
+  EXPECT_EQ(kernel(),
+            (std::vector<std::string>{"blk4 198.51.100.7 . 1 -> " + mark("2001:db8:11::1"),
+                                      "ext4 203.0.113.10 -> " + mark("2001:db8:10::1")}));
+  EXPECT_NE(mark("2001:db8:11::1"), mark("2001:db8:10::1"));
+  // A change the switch cannot hold stops the request there, as a full table does: the
+  // changes before it stay, in memory and in the kernel alike.
+  NatEntry odd = Entry("198.51.100.8", 100, 200, "2001:db8:10::1");
+  ASSERT_EQ(client->ApplyChanges({NatChange{a, 3, true}, NatChange{odd, 4, false}}).value(), 3);
+  EXPECT_EQ(client->GetNat().value().entries, std::vector<NatEntry>{b});
+  EXPECT_EQ(kernel(),
+            (std::vector<std::string>{"blk4 198.51.100.7 . 1 -> " + mark("2001:db8:11::1")}));
+
+  NatTable table{7, {a}};
+  ASSERT_EQ(client->ReplaceAll(table).value(), 7);
+  EXPECT_EQ(kernel(), (std::vector<std::string>{"ext4 203.0.113.10 -> " + mark("2001:db8:10::1")}));
+  EXPECT_FALSE(client->ReplaceAll(NatTable{8, {odd}})) << "a table the switch cannot hold";
+  EXPECT_EQ(client->GetNat().value().generation, 7);
+  EXPECT_EQ(kernel(), (std::vector<std::string>{"ext4 203.0.113.10 -> " + mark("2001:db8:10::1")}));
 }
 
 TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {

@@ -6,8 +6,10 @@ namespace fp::agents::sim {
 
 using Json = nlohmann::json;
 
-Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(const SimOptions& options) {
-  std::unique_ptr<SwitchAgentSim> sim(new SwitchAgentSim(options.nat_capacity));
+Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(
+    const SimOptions& options, std::unique_ptr<NatDataplane> dataplane) {
+  std::unique_ptr<SwitchAgentSim> sim(
+      new SwitchAgentSim(options.nat_capacity, std::move(dataplane)));
   SwitchAgentSim* self = sim.get();
   sim->server_ =
       FP_TRY(AgentServer::Start(options, "switch agent", sim->Routes(), [self] { self->Reset(); }));
@@ -31,11 +33,13 @@ NatTable SwitchAgentSim::Nat() const {
 
 void SwitchAgentSim::Reset() {
   std::lock_guard lock(mu_);
+  if (dataplane_) (void)dataplane_->ReplaceAll({});
   entries_.clear();
   generation_ = 0;
 }
 
-bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry) const {
+bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
+                             const std::function<void(const EntryKey&)>& touch) const {
   std::vector<EntryKey> overlapping;
   for (auto it = table.lower_bound({entry.external_ip, 0});
        it != table.end() && it->first.first == entry.external_ip; ++it) {
@@ -44,8 +48,13 @@ bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry
     }
   }
   if (nat_capacity_ != 0 && table.size() - overlapping.size() + 1 > nat_capacity_) return false;
-  for (const EntryKey& key : overlapping) table.erase(key);
-  table.emplace(EntryKey{entry.external_ip, entry.first_port}, entry);
+  const EntryKey key{entry.external_ip, entry.first_port};
+  if (touch) {
+    for (const EntryKey& k : overlapping) touch(k);
+    touch(key);
+  }
+  for (const EntryKey& k : overlapping) table.erase(k);
+  table.insert_or_assign(key, entry);
   return true;
 }
 
@@ -54,6 +63,16 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
                                                    std::string_view limit_reason) {
   std::lock_guard lock(mu_);
   ApplyOutcome outcome;
+  const int64_t generation_before = generation_;
+  std::optional<int64_t> first_applied;
+  // Each key's entry before this request first touched it: to tell the dataplane what changed,
+  // and to put the table back if the dataplane refuses.
+  std::map<EntryKey, std::optional<NatEntry>> before;
+  auto touch = [&](const EntryKey& key) {
+    if (before.count(key) != 0) return;
+    auto it = entries_.find(key);
+    before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<NatEntry>(it->second));
+  };
   for (size_t i = 0; i < changes.size(); ++i) {
     const NatChange& change = changes[i];
     if (change.gen <= generation_) continue;
@@ -65,16 +84,53 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
     const NatEntry& e = change.entry;
     if (change.deleted) {
       auto it = entries_.find({e.external_ip, e.first_port});
-      if (it != entries_.end() && it->second.last_port == e.last_port) entries_.erase(it);
-    } else if (!Install(entries_, e)) {
-      outcome.failed_gen = change.gen;
-      outcome.message = fmt::format(
-          "cannot install the NAT entry for {} ports {}-{} at generation {}: the table is full "
-          "({} entries)",
-          e.external_ip.ToString(), e.first_port, e.last_port, change.gen, nat_capacity_);
-      break;
+      if (it != entries_.end() && it->second.last_port == e.last_port) {
+        touch(it->first);
+        entries_.erase(it);
+      }
+    } else {
+      Status holdable = dataplane_ ? dataplane_->Check(e) : Ok();
+      if (!holdable) {
+        outcome.failed_gen = change.gen;
+        outcome.message = fmt::format("cannot install the NAT entry at generation {}: {}",
+                                      change.gen, holdable.error().message());
+        break;
+      }
+      if (!Install(entries_, e, touch)) {
+        outcome.failed_gen = change.gen;
+        outcome.message = fmt::format(
+            "cannot install the NAT entry for {} ports {}-{} at generation {}: the table is "
+            "full ({} entries)",
+            e.external_ip.ToString(), e.first_port, e.last_port, change.gen, nat_capacity_);
+        break;
+      }
     }
+    if (!first_applied) first_applied = change.gen;
     generation_ = change.gen;
+  }
+  if (dataplane_ && !before.empty()) {
+    std::vector<NatEntry> removed, installed;
+    for (const auto& [key, old] : before) {
+      auto now = entries_.find(key);
+      if (now != entries_.end()) {
+        if (!old || !(*old == now->second)) installed.push_back(now->second);
+      } else if (old) {
+        removed.push_back(*old);
+      }
+    }
+    if (Status applied = dataplane_->Apply(removed, installed); !applied) {
+      for (const auto& [key, old] : before) {
+        if (old) {
+          entries_[key] = *old;
+        } else {
+          entries_.erase(key);
+        }
+      }
+      generation_ = generation_before;
+      outcome.failed_gen = first_applied;
+      outcome.message = fmt::format("the dataplane refused the changes from generation {}: {}",
+                                    first_applied.value_or(0), applied.error().message());
+    }
   }
   outcome.generation = generation_;
   return outcome;
@@ -119,6 +175,7 @@ EndpointRoutes SwitchAgentSim::Routes() {
                NatTable table = FP_TRY(NatTable::FromJson(body));
                std::map<EntryKey, NatEntry> replacement;
                for (const NatEntry& e : table.entries) {
+                 if (dataplane_) FP_CHECK_OK(dataplane_->Check(e));
                  if (!Install(replacement, e)) {
                    return Fail(Error::InsufficientCapacity(
                        fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
@@ -129,6 +186,12 @@ EndpointRoutes SwitchAgentSim::Routes() {
                if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
                    body["if_generation"].get<int64_t>() != generation_) {
                  return Json{{"generation", generation_}, {"replaced", false}};
+               }
+               if (dataplane_) {
+                 std::vector<NatEntry> all;
+                 all.reserve(replacement.size());
+                 for (const auto& [key, e] : replacement) all.push_back(e);
+                 FP_CHECK_OK(dataplane_->ReplaceAll(all));
                }
                entries_ = std::move(replacement);
                generation_ = table.generation;

@@ -19,7 +19,13 @@
 //
 // plus the fault and reset endpoints of every simulated agent (agent_server.h). A reset
 // empties the table and sets the generation to 0, as a restart of the real agent does.
+//
+// With a dataplane (NatDataplane: the Linux agent's nftables maps) every change also takes
+// effect there, each request's changes in one step, before the agent answers: an entry the
+// dataplane cannot hold is refused as the first change it cannot install (failed_gen, or 400
+// for PUT), and a dataplane that fails leaves the table, and the generation, as they were.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "agents/nat_dataplane.h"
 #include "agents/sim/agent_server.h"
 
 namespace fp::agents::sim {
@@ -38,7 +45,8 @@ class SwitchAgentSim {
  public:
   // Starts serving on options.host:options.port (uses options.nat_capacity).
   // Errors: those of http::HttpServer::Start.
-  static Result<std::unique_ptr<SwitchAgentSim>> Start(const SimOptions& options);
+  static Result<std::unique_ptr<SwitchAgentSim>> Start(
+      const SimOptions& options, std::unique_ptr<NatDataplane> dataplane = nullptr);
   ~SwitchAgentSim();
   SwitchAgentSim(const SwitchAgentSim&) = delete;
   SwitchAgentSim& operator=(const SwitchAgentSim&) = delete;
@@ -61,7 +69,8 @@ class SwitchAgentSim {
     std::string message;
   };
 
-  explicit SwitchAgentSim(size_t nat_capacity) : nat_capacity_(nat_capacity) {}
+  SwitchAgentSim(size_t nat_capacity, std::unique_ptr<NatDataplane> dataplane)
+      : nat_capacity_(nat_capacity), dataplane_(std::move(dataplane)) {}
   EndpointRoutes Routes();
   // Applies `changes` in order; with `limit`, only the first `limit` of them (the next one is
   // then reported as failed, with `limit_reason` as the message).
@@ -69,10 +78,13 @@ class SwitchAgentSim {
                      std::string_view limit_reason = {});
   // Installs `entry` into `table`, replacing overlapping entries of the same address; false if
   // the table is full.
-  bool Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry) const;
+  // `touch` is called with every key it is about to change, first.
+  bool Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
+               const std::function<void(const EntryKey&)>& touch = {}) const;
   void Reset();
 
   const size_t nat_capacity_;
+  const std::unique_ptr<NatDataplane> dataplane_;  // may be null; used under mu_
   mutable std::mutex mu_;
   int64_t generation_ = 0;                // guarded by mu_
   std::map<EntryKey, NatEntry> entries_;  // guarded by mu_
