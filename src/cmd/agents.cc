@@ -64,6 +64,11 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       "--netns", flags.switch_netns,
       "The network namespace nftables programs: a name under /run/netns (scripts/lab's P-sw); "
       "default: the agent's own");
+  flags.switch_agent->add_option(
+      "--underlay", flags.switch_underlay,
+      "With nftables: the switch's IPv6 underlay address, the source of the VXLAN tunnels to "
+      "the sleds (scripts/lab's LAB_SWITCH_UNDERLAY); without it the agent keeps the NAT maps "
+      "but makes no tunnels");
   flags.switch_agent
       ->add_option("--listen", flags.switch_listen,
                    "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
@@ -107,7 +112,16 @@ int RunAgentCommand(const AgentFlags& flags) {
         "switch-agent", flags.switch_listen, {},
         [&](const agents::sim::SimOptions& options) -> Result<std::unique_ptr<SwitchAgentSim>> {
           if (dataplane == "sim") return SwitchAgentSim::Start(options);
-          auto nat = FP_TRY(agents::dataplane::SwitchNat::Open(flags.switch_netns));
+          std::optional<IpAddr> underlay;
+          if (!flags.switch_underlay.empty()) {
+            auto parsed = IpAddr::Parse(flags.switch_underlay);
+            if (!parsed) {
+              return Fail(Error::InvalidRequest(
+                  fmt::format("--underlay \"{}\" is not an IP address", flags.switch_underlay)));
+            }
+            underlay = *parsed;
+          }
+          auto nat = FP_TRY(agents::dataplane::SwitchNat::Open(flags.switch_netns, underlay));
           return SwitchAgentSim::Start(options, std::move(nat));
         });
   }

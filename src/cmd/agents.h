@@ -15,6 +15,7 @@ struct AgentFlags {
   bool switch_sim = false;
   std::string switch_dataplane;  // "sim" or "nftables"
   std::string switch_netns;
+  std::string switch_underlay;
   std::string switch_listen = "127.0.0.1:0";
   bool sled_sim = false;
   std::string sled_listen = "127.0.0.1:0";

@@ -85,29 +85,51 @@ Status NetnsThread::Run(const std::function<Status()>& fn) {
   return result.get();
 }
 
-Status RunCommand(const std::vector<std::string>& argv) {
+namespace {
+
+// Reads `fd` to its end.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> RunCommandOutput(const std::vector<std::string>& argv) {
   if (argv.empty()) return Fail(Error::Internal("no command to run"));
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int out_pipe[2];
   int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    return Fail(Error::Internal(fmt::format("pipe: {}", std::strerror(errno))));
+  }
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
     return Fail(Error::Internal(fmt::format("pipe: {}", std::strerror(errno))));
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
   close(err_pipe[1]);
+  std::string output;
   std::string errors;
   if (rc == 0) {
-    char buf[512];
-    ssize_t n = 0;
-    while ((n = read(err_pipe[0], buf, sizeof buf)) > 0) errors.append(buf, static_cast<size_t>(n));
+    // Small outputs (ip's): the error pipe is read after the output pipe reaches its end.
+    output = ReadAll(out_pipe[0]);
+    errors = ReadAll(err_pipe[0]);
   }
+  close(out_pipe[0]);
   close(err_pipe[0]);
   std::string command = fmt::format("{}", fmt::join(argv, " "));
   if (rc != 0) {
@@ -116,9 +138,14 @@ Status RunCommand(const std::vector<std::string>& argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Ok();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return output;
   while (!errors.empty() && (errors.back() == '\n' || errors.back() == ' ')) errors.pop_back();
   return Fail(Error::Internal(fmt::format("`{}` failed (status {}): {}", command, status, errors)));
+}
+
+Status RunCommand(const std::vector<std::string>& argv) {
+  FP_TRY(RunCommandOutput(argv));
+  return Ok();
 }
 
 }  // namespace fp::agents::dataplane

@@ -52,5 +52,7 @@ class NetnsThread {
 // network namespace, and waits for it. Errors: Internal naming the command and its exit status
 // and error output when it does not exit 0.
 Status RunCommand(const std::vector<std::string>& argv);
+// The same, returning what the command wrote on its standard output.
+Result<std::string> RunCommandOutput(const std::vector<std::string>& argv);
 
 }  // namespace fp::agents::dataplane

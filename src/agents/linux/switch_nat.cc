@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "agents/linux/tunnel.h"
+
 namespace fp::agents::dataplane {
 
 namespace {
@@ -42,14 +44,64 @@ table inet fp_switch {
 
 }  // namespace
 
-Result<std::unique_ptr<SwitchNat>> SwitchNat::Open(const std::string& netns) {
-  std::unique_ptr<SwitchNat> nat(new SwitchNat(FP_TRY(NetnsThread::Start(netns))));
+Result<std::unique_ptr<SwitchNat>> SwitchNat::Open(const std::string& netns,
+                                                   std::optional<IpAddr> underlay) {
+  if (underlay && underlay->version() != IpVersion::kV6) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("the switch's underlay address {} is not IPv6", underlay->ToString())));
+  }
+  std::unique_ptr<SwitchNat> nat(new SwitchNat(FP_TRY(NetnsThread::Start(netns)), underlay));
   SwitchNat* self = nat.get();
   FP_CHECK_OK(self->thread_->Run([self]() -> Status {
     self->nft_ = FP_TRY(Nftables::Open());
-    return self->nft_->Run(std::string(kRuleset));
+    FP_CHECK_OK(self->nft_->Run(std::string(kRuleset)));
+    return self->underlay_ ? self->ResetTunnels() : Ok();
   }));
   return nat;
+}
+
+Status SwitchNat::ResetTunnels() {
+  // The rules of an earlier run (preferences 1000-1999) and its vx0 go; the tables they named
+  // are refilled with `replace` as targets appear again.
+  for (const char* family : {"-4", "-6"}) {
+    for (int pref = 1000; pref < 2000; ++pref) {
+      if (!RunCommand({"ip", family, "rule", "del", "pref", std::to_string(pref)})) break;
+    }
+  }
+  // The tunnels' own (outer) packets carry the inner packet's mark into their route lookup, where
+  // the IPv6 mark rules would send them into vx0 again: locally sent packets look up the main
+  // table (the underlay's routes) first.
+  (void)RunCommand({"ip", "-6", "rule", "del", "pref", "999"});
+  FP_CHECK_OK(
+      RunCommand({"ip", "-6", "rule", "add", "pref", "999", "iif", "lo", "lookup", "main"}));
+  (void)RunCommand({"ip", "link", "del", "vx0"});
+  FP_CHECK_OK(RunCommand({"ip", "link", "add", "vx0", "address", std::string(kSwitchTunnelMac),
+                          "type", "vxlan", "external", "dstport", std::to_string(kVxlanPort)}));
+  return RunCommand({"ip", "link", "set", "vx0", "up"});
+}
+
+Status SwitchNat::MakeTunnel(const Target& target, uint32_t mark) {
+  const uint32_t n = mark - kFirstMark;
+  const std::string table = std::to_string(mark);
+  const std::string pref = std::to_string(1000 + n);
+  const std::string next_hop4 = fmt::format("169.254.{}.{}", 1 + n / 250, 1 + n % 250);
+  const std::string next_hop6 = fmt::format("fe80::1:{:x}", n + 1);
+  const std::string mac = SledTunnelMac(target.first);
+  const std::string vni = std::to_string(target.second);
+  const std::string sled = target.first.ToString();
+  const std::string source = underlay_->ToString();
+  for (const auto& [family, next_hop] :
+       {std::pair<std::string, std::string>{"-4", next_hop4}, {"-6", next_hop6}}) {
+    FP_CHECK_OK(RunCommand({"ip", family, "neigh", "replace", next_hop, "lladdr", mac, "dev", "vx0",
+                            "nud", "permanent"}));
+    FP_CHECK_OK(RunCommand({"ip",  family, "route",  "replace", "default", "via",   next_hop,
+                            "dev", "vx0",  "onlink", "encap",   "ip6",     "id",    vni,
+                            "src", source, "dst",    sled,      "csum",    "table", table}));
+    (void)RunCommand({"ip", family, "rule", "del", "pref", pref});
+    FP_CHECK_OK(
+        RunCommand({"ip", family, "rule", "add", "pref", pref, "fwmark", table, "lookup", table}));
+  }
+  return Ok();
 }
 
 SwitchNat::~SwitchNat() {
@@ -87,11 +139,14 @@ SwitchNat::Key SwitchNat::KeyOf(const NatEntry& e) {
   return Key{e.external_ip.version() == IpVersion::kV4 ? "ext4" : "ext6", e.external_ip.ToString()};
 }
 
-uint32_t SwitchNat::MarkFor(const NatEntry& e) {
+Result<uint32_t> SwitchNat::MarkFor(const NatEntry& e) {
   Target target{e.sled_address, e.vni};
   auto it = marks_.find(target);
   if (it != marks_.end()) return it->second;
   uint32_t mark = kFirstMark + static_cast<uint32_t>(marks_.size());
+  if (underlay_) {
+    FP_CHECK_OK(thread_->Run([&]() -> Status { return MakeTunnel(target, mark); }));
+  }
   marks_.emplace(target, mark);
   return mark;
 }
@@ -134,7 +189,7 @@ Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
   for (const NatEntry& e : installed) FP_CHECK_OK(CheckEntry(e));
   std::map<Key, uint32_t> next = installed_;
   for (const NatEntry& e : removed) next.erase(KeyOf(e));
-  for (const NatEntry& e : installed) next[KeyOf(e)] = MarkFor(e);
+  for (const NatEntry& e : installed) next[KeyOf(e)] = FP_TRY(MarkFor(e));
   return Commit(std::move(next));
 }
 
@@ -142,7 +197,7 @@ Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
   std::map<Key, uint32_t> next;
   for (const NatEntry& e : entries) {
     FP_CHECK_OK(CheckEntry(e));
-    next[KeyOf(e)] = MarkFor(e);
+    next[KeyOf(e)] = FP_TRY(MarkFor(e));
   }
   return Commit(std::move(next));
 }

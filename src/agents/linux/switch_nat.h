@@ -13,12 +13,18 @@
 //       port, ICMP echo replies by identifier, ICMP errors by the quoted packet's source port)
 //
 // A mark names the entry's target, a (sled underlay address, VNI) pair, numbered from 0x100 in
-// the order targets first appear; routing by mark to the target's tunnel is the agent's
-// (`ip rule fwmark`, one table per target).
+// the order targets first appear. With an underlay address (the switch's own), each target
+// also gets its tunnel: `ip rule fwmark M lookup M` (preference 1000 + its number), and in
+// table M a default route, IPv4 and IPv6, through vx0 (VXLAN, external mode) encapsulated with
+// the target's VNI to the sled's underlay address, via a fixed next hop whose neighbour entry
+// is the sled's tunnel MAC (tunnel.h). Made before the first entry that marks packets for it.
+// Rule 999 (IPv6, `iif lo lookup main`) keeps the tunnels' own packets, which carry the inner
+// packet's mark, on the underlay's routes.
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,7 +42,10 @@ class SwitchNat final : public NatDataplane {
   // Installs the table in network namespace `netns` ("": the caller's), replacing one an
   // earlier run left (a restarted agent starts empty). Errors: those of NetnsThread::Start,
   // Internal when nftables refuses the ruleset.
-  static Result<std::unique_ptr<SwitchNat>> Open(const std::string& netns);
+  // With `underlay` (the switch's underlay address, the tunnels' source) it also (re)creates
+  // vx0 and removes the tunnel rules an earlier run left.
+  static Result<std::unique_ptr<SwitchNat>> Open(const std::string& netns,
+                                                 std::optional<IpAddr> underlay = std::nullopt);
   ~SwitchNat() override;
 
   // Whether the switch can hold `e`: ports 0-65535, or an aligned 16384-port block of an IPv4
@@ -67,14 +76,19 @@ class SwitchNat final : public NatDataplane {
     auto operator<=>(const Key&) const = default;
   };
 
-  SwitchNat(std::unique_ptr<NetnsThread> thread) : thread_(std::move(thread)) {}
+  SwitchNat(std::unique_ptr<NetnsThread> thread, std::optional<IpAddr> underlay)
+      : thread_(std::move(thread)), underlay_(underlay) {}
   static Key KeyOf(const NatEntry& e);
-  uint32_t MarkFor(const NatEntry& e);
+  // The target's mark; a new target gets its tunnel first (when there is an underlay).
+  Result<uint32_t> MarkFor(const NatEntry& e);
+  Status MakeTunnel(const Target& target, uint32_t mark);
+  Status ResetTunnels();
   // The commands that move `installed_` to `next` (deletions first, then additions).
   std::string Diff(const std::map<Key, uint32_t>& next) const;
   Status Commit(std::map<Key, uint32_t> next);
 
   std::unique_ptr<NetnsThread> thread_;
+  const std::optional<IpAddr> underlay_;
   std::unique_ptr<Nftables> nft_;      // used on thread_ only
   std::map<Target, uint32_t> marks_;   // targets seen, by first use
   std::map<Key, uint32_t> installed_;  // what the maps hold

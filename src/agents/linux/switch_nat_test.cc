@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/linux/tunnel.h"
 #include "agents/sim/switch_agent_sim.h"
 
 namespace fp::agents::dataplane {
@@ -160,6 +161,101 @@ TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {
   ASSERT_FALSE(nat);
   EXPECT_EQ(nat.error().kind(), ErrorKind::kNotFound);
   EXPECT_NE(nat.error().message().find("is the lab up?"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp::agents::dataplane
+
+namespace fp::agents::dataplane {
+namespace {
+
+// A lab (scripts/lab) for the packet tests, removed at the end.
+class Lab {
+ public:
+  Lab() : prefix_("fpsn" + std::to_string(getpid())) {
+    auto up =
+        RunCommandOutput({std::string(FP_SOURCE_DIR) + "/scripts/lab", "up", "--prefix", prefix_});
+    ok_ = static_cast<bool>(up);
+    if (!up) error_ = up.error().message();
+  }
+  ~Lab() {
+    if (ok_)
+      (void)RunCommand({std::string(FP_SOURCE_DIR) + "/scripts/lab", "down", "--prefix", prefix_});
+  }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  std::string ns(const std::string& role) const { return prefix_ + "-" + role; }
+
+ private:
+  std::string prefix_;
+  bool ok_ = false;
+  std::string error_;
+};
+
+Status InNs(const std::string& ns, std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+  return RunCommand(argv);
+}
+
+// Packets from the external network to an address the switch maps to a sled reach that sled,
+// encapsulated with the sled's tunnel MAC and answered back through the switch; a retarget
+// moves them to the other sled; a removal ends them (the switch answers unreachable).
+TEST(SwitchTunnels, PacketsToAMappedAddressReachItsSledAndFollowARetarget) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, nftables)";
+  Lab lab;
+  ASSERT_TRUE(lab.ok()) << lab.error();
+  const IpAddr switch_underlay = Ip("2001:db8:ff::1");
+  auto nat = SwitchNat::Open(lab.ns("sw"), switch_underlay);
+  ASSERT_TRUE(nat) << nat.error().message();
+  // The sleds' ends, as the sled agent makes them: vx0 with the MAC the switch derives, a
+  // route back to the switch through it, and the address answered locally.
+  const std::vector<std::string> sleds = {"2001:db8:10::1", "2001:db8:11::1"};
+  for (size_t i = 0; i < sleds.size(); ++i) {
+    std::string ns = lab.ns("sled" + std::to_string(i));
+    ASSERT_TRUE(InNs(ns, {"ip", "link", "add", "vx0", "address", SledTunnelMac(Ip(sleds[i])),
+                          "type", "vxlan", "external", "dstport", "4789"}));
+    ASSERT_TRUE(InNs(ns, {"ip", "link", "set", "vx0", "up"}));
+    ASSERT_TRUE(InNs(ns, {"ip", "neigh", "replace", std::string(kSwitchNextHop4), "lladdr",
+                          std::string(kSwitchTunnelMac), "dev", "vx0", "nud", "permanent"}));
+    ASSERT_TRUE(InNs(ns, {"ip", "route", "add", "default", "via", std::string(kSwitchNextHop4),
+                          "dev", "vx0", "onlink", "encap", "ip6", "id", "10", "src", sleds[i],
+                          "dst", "2001:db8:ff::1", "csum"}));
+    ASSERT_TRUE(InNs(ns, {"ip", "addr", "add", "203.0.113.10/32", "dev", "lo"}));
+  }
+  auto received = [&](size_t i) -> int64_t {
+    auto out = RunCommandOutput(
+        {"ip", "-n", lab.ns("sled" + std::to_string(i)), "-s", "-j", "link", "show", "vx0"});
+    if (!out) return -1;
+    auto j = nlohmann::json::parse(*out, nullptr, false);
+    if (!j.is_array() || j.empty()) return -1;
+    return j[0]["stats64"]["rx"]["packets"].get<int64_t>();
+  };
+  auto ping = [&]() {
+    return InNs(lab.ns("ext"), {"ping", "-c", "3", "-i", "0.2", "-W", "2", "203.0.113.10"});
+  };
+
+  EXPECT_FALSE(ping()) << "nothing maps the address yet";
+  EXPECT_EQ(received(0), 0);
+  EXPECT_EQ(received(1), 0);
+
+  NatEntry to_sled1 = Entry("203.0.113.10", 0, 65535, sleds[1]);
+  ASSERT_TRUE((*nat)->Apply({}, {to_sled1}));
+  Status answered = ping();
+  EXPECT_TRUE(answered) << answered.error().message();
+  EXPECT_GE(received(1), 3);
+  EXPECT_EQ(received(0), 0);
+
+  int64_t at_sled1 = received(1);
+  ASSERT_TRUE((*nat)->Apply({}, {Entry("203.0.113.10", 0, 65535, sleds[0])}));
+  answered = ping();
+  EXPECT_TRUE(answered) << answered.error().message();
+  EXPECT_GE(received(0), 3);
+  EXPECT_EQ(received(1), at_sled1) << "after the retarget nothing more reaches sled 1";
+
+  ASSERT_TRUE((*nat)->Apply({Entry("203.0.113.10", 0, 65535, sleds[0])}, {}));
+  int64_t at_sled0 = received(0);
+  EXPECT_FALSE(ping()) << "removed: the switch answers unreachable";
+  EXPECT_EQ(received(0), at_sled0);
 }
 
 }  // namespace
