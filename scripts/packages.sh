@@ -10,6 +10,7 @@ FLOATPLANE_PACKAGES=(
   python3 python3-pytest python3-jsonschema
   iproute2 iputils-ping  # scripts/lab: the dataplane's network namespaces
   pkg-config libnftables-dev nftables  # the Linux agents' NAT tables (nft: for looking at them by hand)
+  libnetfilter-conntrack-dev conntrack  # the sled's flush of a removed address's flows (conntrack: by hand)
   clang-format curl git
 )
 

@@ -12,6 +12,7 @@
 
 #include "agents/linux/tunnel.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "agents/testing/lab.h"
 
 namespace fp::agents::dataplane {
 namespace {
@@ -169,40 +170,15 @@ TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {
 namespace fp::agents::dataplane {
 namespace {
 
-// A lab (scripts/lab) for the packet tests, removed at the end.
-class Lab {
- public:
-  Lab() : prefix_("fpsn" + std::to_string(getpid())) {
-    auto up =
-        RunCommandOutput({std::string(FP_SOURCE_DIR) + "/scripts/lab", "up", "--prefix", prefix_});
-    ok_ = static_cast<bool>(up);
-    if (!up) error_ = up.error().message();
-  }
-  ~Lab() {
-    if (ok_)
-      (void)RunCommand({std::string(FP_SOURCE_DIR) + "/scripts/lab", "down", "--prefix", prefix_});
-  }
-  bool ok() const { return ok_; }
-  const std::string& error() const { return error_; }
-  std::string ns(const std::string& role) const { return prefix_ + "-" + role; }
-
- private:
-  std::string prefix_;
-  bool ok_ = false;
-  std::string error_;
-};
-
-Status InNs(const std::string& ns, std::vector<std::string> argv) {
-  argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
-  return RunCommand(argv);
-}
+using fp::agents::testing::InNs;
+using fp::agents::testing::Lab;
 
 // Packets from the external network to an address the switch maps to a sled reach that sled,
 // encapsulated with the sled's tunnel MAC and answered back through the switch; a retarget
 // moves them to the other sled; a removal ends them (the switch answers unreachable).
 TEST(SwitchTunnels, PacketsToAMappedAddressReachItsSledAndFollowARetarget) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, nftables)";
-  Lab lab;
+  Lab lab("fpsn");
   ASSERT_TRUE(lab.ok()) << lab.error();
   const IpAddr switch_underlay = Ip("2001:db8:ff::1");
   auto nat = SwitchNat::Open(lab.ns("sw"), switch_underlay);

@@ -1,0 +1,112 @@
+// Real packets through the Linux dataplane (issue 13): a lab (scripts/lab) with the switch's NAT
+// maps and tunnels (SwitchNat) and two sleds' ports (SledPorts), programmed as the attach and
+// detach sagas do (switch first, then sled). Needs root: skipped without it.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "agents/linux/sled_ports.h"
+#include "agents/linux/switch_nat.h"
+#include "agents/testing/lab.h"
+
+namespace fp::agents::dataplane {
+namespace {
+
+using fp::agents::testing::Fetch;
+using fp::agents::testing::InNs;
+using fp::agents::testing::Lab;
+
+IpAddr Ip(const std::string& s) { return *IpAddr::Parse(s); }
+
+const Uuid kVmA = *Uuid::Parse("aaaaaaaa-0000-4000-8000-000000000001");
+const Uuid kVmB = *Uuid::Parse("bbbbbbbb-0000-4000-8000-000000000002");
+
+class DataplaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, nftables)";
+    ASSERT_TRUE(lab_.ok()) << lab_.error();
+    switch_ = SwitchNat::Open(lab_.ns("sw"), Ip("2001:db8:ff::1")).value();
+    for (int i = 0; i < 2; ++i) {
+      auto sled = SledPorts::Open(lab_.ns("sled" + std::to_string(i)), Ip(kSleds[i]),
+                                  Ip("2001:db8:ff::1"), lab_.prefix());
+      ASSERT_TRUE(sled) << sled.error().message();
+      sleds_.push_back(std::move(*sled));
+    }
+    ASSERT_TRUE(sleds_[0]->AddPort(kVmA, "vm-a", Ip("172.30.0.10")));
+    ASSERT_TRUE(sleds_[1]->AddPort(kVmB, "vm-b", Ip("172.30.0.11")));
+  }
+  NatEntry Entry(const std::string& ip, int sled, int first = 0, int last = 65535) {
+    return NatEntry{Ip(ip), first, last, Ip(kSleds[sled]), 10, "a8:40:25:00:00:01"};
+  }
+  // As the attach saga: the switch, then the sled.
+  void Attach(const std::string& ip, int sled, const Uuid& vm) {
+    ASSERT_TRUE(switch_->Apply({}, {Entry(ip, sled)}));
+    ASSERT_TRUE(sleds_[sled]->SetExternalIps(vm, {Ip(ip)}, std::nullopt));
+  }
+  void Detach(const std::string& ip, int sled, const Uuid& vm) {
+    ASSERT_TRUE(switch_->Apply({Entry(ip, sled)}, {}));
+    ASSERT_TRUE(sleds_[sled]->SetExternalIps(vm, {}, std::nullopt));
+  }
+
+  static constexpr const char* kSleds[2] = {"2001:db8:10::1", "2001:db8:11::1"};
+  Lab lab_{"fpdp"};
+  std::unique_ptr<SwitchNat> switch_;
+  std::vector<std::unique_ptr<SledPorts>> sleds_;
+};
+
+TEST_F(DataplaneTest, AnAttachedAddressCarriesTcpUdpAndPingToItsInstanceUntilDetached) {
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), "203.0.113.10", 80)) << "nothing attached yet";
+  Attach("203.0.113.10", 0, kVmA);
+  auto tcp = Fetch(lab_.ns("ext"), "203.0.113.10", 80);
+  ASSERT_TRUE(tcp) << tcp.error().message();
+  // The instance sees the client's real address.
+  EXPECT_EQ(tcp->substr(0, tcp->find(':')), "host=vm-a client=192.0.2.10");
+  auto udp = Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true);
+  ASSERT_TRUE(udp) << udp.error().message();
+  EXPECT_EQ(udp->substr(0, udp->find(':')), "host=vm-a client=192.0.2.10");
+  EXPECT_TRUE(InNs(lab_.ns("ext"), {"ping", "-c", "1", "-W", "2", "203.0.113.10"}));
+
+  Detach("203.0.113.10", 0, kVmA);
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), "203.0.113.10", 80));
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true));
+  EXPECT_FALSE(InNs(lab_.ns("ext"), {"ping", "-c", "1", "-W", "1", "203.0.113.10"}));
+}
+
+TEST_F(DataplaneTest, AMovedAddressAnswersFromTheInstanceOnTheOtherSled) {
+  Attach("203.0.113.10", 0, kVmA);
+  ASSERT_TRUE(Fetch(lab_.ns("ext"), "203.0.113.10", 80));
+  Detach("203.0.113.10", 0, kVmA);
+  Attach("203.0.113.10", 1, kVmB);
+  auto tcp = Fetch(lab_.ns("ext"), "203.0.113.10", 80);
+  ASSERT_TRUE(tcp) << tcp.error().message();
+  EXPECT_EQ(tcp->substr(0, tcp->find(':')), "host=vm-b client=192.0.2.10");
+}
+
+TEST_F(DataplaneTest, OutboundUsesTheFloatingAddressElseTheSnatBlockElseNothing) {
+  auto internet = Responder::Start(lab_.ns("ext"), "internet", 8080).value();
+  // No external address: the instance cannot get out (the egress guard drops it).
+  EXPECT_FALSE(Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 8080));
+
+  // A SNAT block: out as the SNAT address with a port inside the block; the switch steers the
+  // return traffic by the port's block.
+  ASSERT_TRUE(switch_->Apply({}, {Entry("198.51.100.7", 0, 16384, 32767)}));
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {}, SnatBlock{Ip("198.51.100.7"), 16384, 32767}));
+  auto snat = Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 8080);
+  ASSERT_TRUE(snat) << snat.error().message();
+  ASSERT_EQ(snat->substr(0, snat->rfind(':')), "host=internet client=198.51.100.7");
+  int port = std::stoi(snat->substr(snat->rfind(':') + 1));
+  EXPECT_GE(port, 16384);
+  EXPECT_LE(port, 32767);
+
+  // With a 1:1 address too, that one is the source.
+  ASSERT_TRUE(switch_->Apply({}, {Entry("203.0.113.10", 0)}));
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {Ip("203.0.113.10")},
+                                        SnatBlock{Ip("198.51.100.7"), 16384, 32767}));
+  auto floating = Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 8080);
+  ASSERT_TRUE(floating) << floating.error().message();
+  EXPECT_EQ(floating->substr(0, floating->rfind(':')), "host=internet client=203.0.113.10");
+}
+
+}  // namespace
+}  // namespace fp::agents::dataplane
