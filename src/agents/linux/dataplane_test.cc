@@ -20,6 +20,7 @@ IpAddr Ip(const std::string& s) { return *IpAddr::Parse(s); }
 
 const Uuid kVmA = *Uuid::Parse("aaaaaaaa-0000-4000-8000-000000000001");
 const Uuid kVmB = *Uuid::Parse("bbbbbbbb-0000-4000-8000-000000000002");
+const Uuid kVmC = *Uuid::Parse("cccccccc-0000-4000-8000-000000000003");
 
 class DataplaneTest : public ::testing::Test {
  protected:
@@ -81,6 +82,22 @@ TEST_F(DataplaneTest, AMovedAddressAnswersFromTheInstanceOnTheOtherSled) {
   auto tcp = Fetch(lab_.ns("ext"), "203.0.113.10", 80);
   ASSERT_TRUE(tcp) << tcp.error().message();
   EXPECT_EQ(tcp->substr(0, tcp->find(':')), "host=vm-b client=192.0.2.10");
+}
+
+// The study's conntrack trap: a flow the sled tracked for the old owner would keep reaching it
+// after the address moved to another instance on the same sled, unless the detach flushed it.
+TEST_F(DataplaneTest, AFlowOfAMovedAddressNeverReachesItsOldOwner) {
+  ASSERT_TRUE(sleds_[0]->AddPort(kVmC, "vm-c", Ip("172.30.0.12")));
+  Attach("203.0.113.10", 0, kVmA);
+  // One UDP flow (the same source port each time): tracked by the sled, DNAT to vm-a.
+  auto first = Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true, 40000);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(first->substr(0, first->find(" client")), "host=vm-a");
+  Detach("203.0.113.10", 0, kVmA);
+  Attach("203.0.113.10", 0, kVmC);
+  auto again = Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true, 40000);
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(again->substr(0, again->find(" client")), "host=vm-c");
 }
 
 TEST_F(DataplaneTest, OutboundUsesTheFloatingAddressElseTheSnatBlockElseNothing) {

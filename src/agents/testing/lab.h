@@ -49,11 +49,11 @@ inline Status InNs(const std::string& ns, std::vector<std::string> argv) {
   return dataplane::RunCommand(argv);
 }
 
-// From namespace `ns`: a TCP connection to ip:port (UDP with `udp`: one datagram) and the
-// first line answered, within 2 s. Errors: Unavailable with the reason (refused, unreachable,
-// timed out).
+// From namespace `ns`: a TCP connection to ip:port (UDP with `udp`: one datagram; from
+// `source_port` when not 0, so that a test can reuse a flow) and the first line answered,
+// within 2 s. Errors: Unavailable with the reason (refused, unreachable, timed out).
 inline Result<std::string> Fetch(const std::string& ns, const std::string& ip, int port,
-                                 bool udp = false) {
+                                 bool udp = false, int source_port = 0) {
   auto thread = FP_TRY(dataplane::NetnsThread::Start(ns));
   std::string answer;
   FP_CHECK_OK(thread->Run([&]() -> Status {
@@ -63,6 +63,18 @@ inline Result<std::string> Fetch(const std::string& ns, const std::string& ip, i
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+    if (source_port != 0) {
+      int on = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      from.sin_port = htons(static_cast<uint16_t>(source_port));
+      if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+        int error = errno;
+        close(fd);
+        return Fail(Error::Internal(fmt::format("bind: {}", std::strerror(error))));
+      }
+    }
     auto fail = [&](std::string why) -> Status {
       close(fd);
       return Fail(Error::Unavailable(fmt::format("{}:{} from {}: {}", ip, port, ns, why)));
