@@ -264,6 +264,7 @@ std::optional<VmState> ParseVmState(std::string_view text) {
 
 Json InstanceSpec::ToJson() const {
   return {{"id", id.ToString()},
+          {"hostname", hostname},
           {"ncpus", ncpus},
           {"memory", memory},
           {"vni", vni},
@@ -281,6 +282,7 @@ Result<InstanceSpec> InstanceSpec::FromJson(const Json& j) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   InstanceSpec s;
   s.id = FP_TRY(f.Id("id"));
+  if (!f.IsNullOrAbsent("hostname")) s.hostname = FP_TRY(f.String("hostname"));
   s.ncpus = FP_TRY(f.OptInt("ncpus", 1, kMax, s.ncpus));
   s.memory = FP_TRY(f.OptInt("memory", 0, kMax, s.memory));
   s.vni = FP_TRY(f.OptInt("vni", 0, kMaxVni, s.vni));

@@ -93,6 +93,7 @@ std::optional<VmState> ParseVmState(std::string_view text);
 // What a sled needs to run an instance.
 struct InstanceSpec {
   Uuid id;
+  std::string hostname;  // "" when not given
   int64_t ncpus = 1;
   int64_t memory = 0;
   int64_t vni = 0;

@@ -43,6 +43,7 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
       ds.Read<model::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); }));
   agents::InstanceSpec spec;
   spec.id = instance.id;
+  spec.hostname = instance.hostname;
   spec.ncpus = instance.ncpus;
   spec.memory = instance.memory;
   if (auto nic = FP_TRY(db::PrimaryNic(ds, instance_id))) {

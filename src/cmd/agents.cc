@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "agents/linux/sled_ports.h"
 #include "agents/linux/switch_nat.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
@@ -62,8 +63,8 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       ->check(CLI::IsMember({"sim", "nftables"}));
   flags.switch_agent->add_option(
       "--netns", flags.switch_netns,
-      "The network namespace nftables programs: a name under /run/netns (scripts/lab's P-sw); "
-      "default: the agent's own");
+      "With nftables (required): the network namespace it programs, a name under /run/netns "
+      "(scripts/lab's P-sw)");
   flags.switch_agent->add_option(
       "--underlay", flags.switch_underlay,
       "With nftables: the switch's IPv6 underlay address, the source of the VXLAN tunnels to "
@@ -77,7 +78,24 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
   flags.sled_agent =
       app.add_subcommand("sled-agent", "Run a sled agent (instances and their external IPs)");
   flags.sled_agent->add_flag("--sim", flags.sled_sim,
-                             "Simulated: instances and their ports in memory");
+                             "Simulated: instances and their ports in memory (as --dataplane sim)");
+  flags.sled_agent
+      ->add_option("--dataplane", flags.sled_dataplane,
+                   "Where instances and their ports take effect: sim (in memory only) or "
+                   "nftables (a network namespace per instance, NAT in the --netns namespace; "
+                   "needs root)")
+      ->check(CLI::IsMember({"sim", "nftables"}));
+  flags.sled_agent->add_option("--netns", flags.sled_netns,
+                               "With nftables (required): the sled's network namespace "
+                               "(scripts/lab's P-sled0)");
+  flags.sled_agent->add_option("--underlay", flags.sled_underlay,
+                               "With nftables: this sled's IPv6 underlay address (the one NAT "
+                               "entries name; scripts/lab's LAB_SLED0_UNDERLAY)");
+  flags.sled_agent->add_option("--switch-underlay", flags.sled_switch_underlay,
+                               "With nftables: the switch's IPv6 underlay address");
+  flags.sled_agent->add_option("--vm-netns-prefix", flags.sled_vm_prefix,
+                               "With nftables: instance namespaces are named "
+                               "PREFIX-vm-<id's first 8 hex digits>; default: --netns");
   flags.sled_agent
       ->add_option("--listen", flags.sled_listen,
                    "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
@@ -107,6 +125,16 @@ int RunAgentCommand(const AgentFlags& flags) {
                 << " contradict each other\n";
       return 2;
     }
+    if (dataplane == "nftables" && flags.switch_netns.empty()) {
+      std::cerr << "floatplane switch-agent: --dataplane nftables needs --netns NAME: the agent "
+                   "programs a namespace made for it (scripts/lab's P-sw), never the host's\n";
+      return 2;
+    }
+    if (dataplane == "sim" && (!flags.switch_netns.empty() || !flags.switch_underlay.empty())) {
+      std::cerr << "floatplane switch-agent: --netns and --underlay are for --dataplane "
+                   "nftables\n";
+      return 2;
+    }
     using agents::sim::SwitchAgentSim;
     return RunAgent<SwitchAgentSim>(
         "switch-agent", flags.switch_listen, {},
@@ -125,9 +153,27 @@ int RunAgentCommand(const AgentFlags& flags) {
           return SwitchAgentSim::Start(options, std::move(nat));
         });
   }
-  if (!flags.sled_sim) {
-    std::cerr << "floatplane sled-agent: only the simulated agent exists so far; run "
-              << "`floatplane sled-agent --sim`\n";
+  std::string dataplane = flags.sled_sim ? "sim" : flags.sled_dataplane;
+  if (dataplane.empty()) {
+    std::cerr << "floatplane sled-agent: say where instances take effect: --dataplane nftables "
+                 "(with --netns, --underlay, --switch-underlay) or --dataplane sim\n";
+    return 2;
+  }
+  if (flags.sled_sim && !flags.sled_dataplane.empty() && flags.sled_dataplane != "sim") {
+    std::cerr << "floatplane sled-agent: --sim and --dataplane " << flags.sled_dataplane
+              << " contradict each other\n";
+    return 2;
+  }
+  if (dataplane == "nftables" && flags.sled_netns.empty()) {
+    std::cerr << "floatplane sled-agent: --dataplane nftables needs --netns NAME: the agent "
+                 "programs a namespace made for it (scripts/lab's P-sled0), never the host's\n";
+    return 2;
+  }
+  if (dataplane == "sim" &&
+      (!flags.sled_netns.empty() || !flags.sled_underlay.empty() ||
+       !flags.sled_switch_underlay.empty() || !flags.sled_vm_prefix.empty())) {
+    std::cerr << "floatplane sled-agent: --netns, --underlay, --switch-underlay and "
+                 "--vm-netns-prefix are for --dataplane nftables\n";
     return 2;
   }
   agents::sim::SimOptions options;
@@ -136,7 +182,19 @@ int RunAgentCommand(const AgentFlags& flags) {
   using agents::sim::SledAgentSim;
   return RunAgent<SledAgentSim>(
       "sled-agent", flags.sled_listen, options,
-      [](const agents::sim::SimOptions& o) { return SledAgentSim::Start(o); });
+      [&](const agents::sim::SimOptions& o) -> Result<std::unique_ptr<SledAgentSim>> {
+        if (dataplane == "sim") return SledAgentSim::Start(o);
+        auto underlay = IpAddr::Parse(flags.sled_underlay);
+        auto switch_underlay = IpAddr::Parse(flags.sled_switch_underlay);
+        if (!underlay || !switch_underlay) {
+          return Fail(Error::InvalidRequest(
+              "--dataplane nftables needs --underlay and --switch-underlay (IPv6 addresses)"));
+        }
+        std::string prefix = flags.sled_vm_prefix.empty() ? flags.sled_netns : flags.sled_vm_prefix;
+        auto ports = FP_TRY(agents::dataplane::SledPorts::Open(flags.sled_netns, *underlay,
+                                                               *switch_underlay, prefix));
+        return SledAgentSim::Start(o, std::move(ports));
+      });
 }
 
 }  // namespace fp::cmd

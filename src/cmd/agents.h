@@ -18,6 +18,11 @@ struct AgentFlags {
   std::string switch_underlay;
   std::string switch_listen = "127.0.0.1:0";
   bool sled_sim = false;
+  std::string sled_dataplane;  // "sim" or "nftables"
+  std::string sled_netns;
+  std::string sled_underlay;
+  std::string sled_switch_underlay;
+  std::string sled_vm_prefix;
   std::string sled_listen = "127.0.0.1:0";
   int64_t start_delay_ms = 200;
   int64_t stop_delay_ms = 200;

@@ -210,6 +210,20 @@ Status SledPorts::Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
   return Ok();
 }
 
+Status SledPorts::Configure(const InstanceSpec& spec) {
+  if (!spec.private_ipv4) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "instance {}: this dataplane needs a private IPv4 address on the primary interface",
+        spec.id.ToString())));
+  }
+  FP_CHECK_OK(AddPort(spec.id,
+                      spec.hostname.empty() ? spec.id.ToString().substr(0, 8) : spec.hostname,
+                      *spec.private_ipv4));
+  std::optional<SnatBlock> snat;
+  if (spec.snat_ip) snat = SnatBlock{*spec.snat_ip, spec.snat_first_port, spec.snat_last_port};
+  return SetExternalIps(spec.id, spec.external_ips, snat);
+}
+
 Status SledPorts::RemovePort(const Uuid& id) {
   auto it = ports_.find(id);
   if (it == ports_.end()) return Ok();

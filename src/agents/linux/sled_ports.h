@@ -32,6 +32,7 @@
 #include "agents/linux/netns.h"
 #include "agents/linux/nftables.h"
 #include "agents/linux/responder.h"
+#include "agents/port_dataplane.h"
 #include "common/ip.h"
 #include "common/uuid.h"
 
@@ -45,7 +46,7 @@ struct SnatBlock {
 };
 
 // Not thread-safe: the sled agent calls it under its own lock.
-class SledPorts {
+class SledPorts final : public PortDataplane {
  public:
   // In the sled's namespace `netns`: vx0 and the route to the switch's underlay address
   // through it, and the table (an earlier run's replaced). Instance namespaces are named
@@ -55,7 +56,12 @@ class SledPorts {
                                                  const IpAddr& switch_underlay,
                                                  std::string vm_prefix);
   // Removes every instance namespace it made.
-  ~SledPorts();
+  ~SledPorts() override;
+
+  // PortDataplane: AddPort (the hostname, else the id's first 8 hex digits; the private IPv4
+  // address, required) then SetExternalIps with the spec's addresses; RemovePort.
+  Status Configure(const InstanceSpec& spec) override;
+  Status Remove(const Uuid& id) override { return RemovePort(id); }
 
   // The instance's namespace, veth and responder (answering as `hostname`). Idempotent.
   Status AddPort(const Uuid& id, const std::string& hostname, const IpAddr& private_ip);

@@ -22,11 +22,14 @@ Error UnknownInstance(const Uuid& id) { return Error::NotFoundById("instance", i
 
 }  // namespace
 
-SledAgentSim::SledAgentSim(const SimOptions& options)
-    : start_delay_(options.start_delay), stop_delay_(options.stop_delay) {}
+SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane)
+    : dataplane_(std::move(dataplane)),
+      start_delay_(options.start_delay),
+      stop_delay_(options.stop_delay) {}
 
-Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(const SimOptions& options) {
-  std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options));
+Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
+    const SimOptions& options, std::unique_ptr<PortDataplane> dataplane) {
+  std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options, std::move(dataplane)));
   SledAgentSim* self = sim.get();
   sim->timer_ = std::thread([self] { self->RunTransitions(); });
   sim->server_ =
@@ -93,6 +96,9 @@ bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
 
 void SledAgentSim::Reset() {
   std::lock_guard lock(mu_);
+  if (dataplane_) {
+    for (const auto& [id, vm] : vms_) (void)dataplane_->Remove(id);
+  }
   vms_.clear();
 }
 
@@ -109,6 +115,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
   spec.external_ips = std::move(unique);
 
   std::lock_guard lock(mu_);
+  if (dataplane_) FP_CHECK_OK(dataplane_->Configure(spec));
   auto [it, created] = vms_.try_emplace(id);
   Vm& vm = it->second;
   vm.spec = std::move(spec);
@@ -155,19 +162,24 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   std::lock_guard lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return Fail(UnknownInstance(id));
-  std::vector<IpAddr>& ips = it->second.spec.external_ips;
+  InstanceSpec spec = it->second.spec;  // changed here, kept only once the dataplane has it
+  std::vector<IpAddr>& ips = spec.external_ips;
   auto present = std::find(ips.begin(), ips.end(), ip);
   if (add) {
     if (present == ips.end()) ips.push_back(ip);
   } else {
     if (present != ips.end()) {
       ips.erase(present);
-    } else if (it->second.spec.snat_ip == ip) {
+    } else if (spec.snat_ip == ip) {
       return Fail(Error::InvalidRequest(
           fmt::format("{} is the instance's SNAT address; it changes only with the instance spec",
                       ip.ToString())));
     }
   }
+  if (dataplane_ && spec.external_ips != it->second.spec.external_ips) {
+    FP_CHECK_OK(dataplane_->Configure(spec));
+  }
+  it->second.spec = std::move(spec);
   return View(id, it->second);
 }
 
@@ -232,6 +244,7 @@ EndpointRoutes SledAgentSim::Routes() {
              [this](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
                std::lock_guard lock(mu_);
+               if (dataplane_) FP_CHECK_OK(dataplane_->Remove(id));
                vms_.erase(id);
                return Json(nullptr);
              });

@@ -23,6 +23,10 @@
 // were added, then the SNAT address last if the spec has one (`snat_ip` names it). Removing the
 // SNAT address through the external-ips endpoint is refused (400): it belongs to the spec.
 //
+// With a port dataplane (PortDataplane: the Linux agent's namespaces and nftables) every
+// registration, address change and removal also takes effect there before the agent answers;
+// one the dataplane refuses is answered with its error and changes nothing here.
+//
 // State transitions after a delay are made by one timer thread per agent, never by sleeping
 // request threads. Plus the fault and reset endpoints of every simulated agent
 // (agent_server.h); a reset forgets every instance.
@@ -38,6 +42,7 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "agents/port_dataplane.h"
 #include "agents/sim/agent_server.h"
 
 namespace fp::agents::sim {
@@ -46,7 +51,8 @@ class SledAgentSim {
  public:
   // Starts serving on options.host:options.port with options.start_delay and stop_delay.
   // Errors: those of http::HttpServer::Start.
-  static Result<std::unique_ptr<SledAgentSim>> Start(const SimOptions& options);
+  static Result<std::unique_ptr<SledAgentSim>> Start(
+      const SimOptions& options, std::unique_ptr<PortDataplane> dataplane = nullptr);
   ~SledAgentSim();
   SledAgentSim(const SledAgentSim&) = delete;
   SledAgentSim& operator=(const SledAgentSim&) = delete;
@@ -76,7 +82,7 @@ class SledAgentSim {
     int64_t boots = 0;  // starting -> running transitions so far
   };
 
-  explicit SledAgentSim(const SimOptions& options);
+  SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane);
   EndpointRoutes Routes();
   Result<SledInstance> EnsureRunning(const Uuid& id, InstanceSpec spec);
   SledInstance StopInstance(const Uuid& id);
@@ -85,6 +91,7 @@ class SledAgentSim {
   void RunTransitions();
   static SledInstance View(const Uuid& id, const Vm& vm);
 
+  const std::unique_ptr<PortDataplane> dataplane_;  // may be null; used under mu_
   const std::chrono::milliseconds start_delay_;
   const std::chrono::milliseconds stop_delay_;
 
