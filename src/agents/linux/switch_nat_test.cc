@@ -157,6 +157,29 @@ TEST_F(SwitchNatTest, TheAgentsTableAndTheKernelsMapsAgree) {
   EXPECT_EQ(kernel(), (std::vector<std::string>{"ext4 203.0.113.10 -> " + mark("2001:db8:10::1")}));
 }
 
+// An address's full-range entry replaced by a port block of it in one request (a freed address
+// reused for SNAT): the same key in the agent's table (address, first port 0), different maps
+// in the kernel. The old entry must go, or the full-range map keeps sending it to the old sled.
+TEST_F(SwitchNatTest, AnEntryReplacedByOneOfAnotherKindLeavesNothingBehind) {
+  auto* nat = nat_.get();
+  auto agent = sim::SwitchAgentSim::Start(sim::SimOptions{}, std::move(nat_)).value();
+  auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
+  NatEntry whole = Entry("203.0.113.10", 0, 65535, "2001:db8:10::1");
+  NatEntry block = Entry("203.0.113.10", 0, 16383, "2001:db8:11::1");
+  ASSERT_EQ(client->ApplyChanges({NatChange{whole, 1, false}}).value(), 1);
+  ASSERT_EQ(client->ApplyChanges({NatChange{whole, 2, true}, NatChange{block, 3, false}}).value(),
+            3);
+  auto mark = nat->MarkOf(Ip("2001:db8:11::1"), 10);
+  ASSERT_TRUE(mark);
+  EXPECT_EQ(nat->Dump().value(),
+            (std::vector<std::string>{fmt::format("blk4 203.0.113.10 . 0 -> {:#x}", *mark)}));
+  ASSERT_EQ(client->ApplyChanges({NatChange{block, 4, true}, NatChange{whole, 5, false}}).value(),
+            5);
+  EXPECT_EQ(nat->Dump().value(),
+            (std::vector<std::string>{fmt::format("ext4 203.0.113.10 -> {:#x}",
+                                                  *nat->MarkOf(Ip("2001:db8:10::1"), 10))}));
+}
+
 TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {
   auto nat = SwitchNat::Open("fp-no-such-namespace");
   ASSERT_FALSE(nat);

@@ -112,11 +112,12 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
     std::vector<NatEntry> removed, installed;
     for (const auto& [key, old] : before) {
       auto now = entries_.find(key);
-      if (now != entries_.end()) {
-        if (!old || !(*old == now->second)) installed.push_back(now->second);
-      } else if (old) {
-        removed.push_back(*old);
-      }
+      bool same = old && now != entries_.end() && *old == now->second;
+      if (same) continue;
+      // A replaced entry is also removed: the dataplane may file the two under different keys
+      // (a full range and a port block of one address live in different maps).
+      if (old) removed.push_back(*old);
+      if (now != entries_.end()) installed.push_back(now->second);
     }
     if (Status applied = dataplane_->Apply(removed, installed); !applied) {
       for (const auto& [key, old] : before) {
