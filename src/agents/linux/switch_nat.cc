@@ -176,12 +176,30 @@ std::string SwitchNat::Diff(const std::map<Key, uint32_t>& next) const {
   return deletions + additions;
 }
 
-Status SwitchNat::Commit(std::map<Key, uint32_t> next) {
-  std::string commands = Diff(next);
+Status SwitchNat::Commit(std::map<Key, uint32_t> next, bool whole) {
+  std::string commands = whole ? Whole(next) : Diff(next);
   if (commands.empty()) return Ok();
-  FP_CHECK_OK(thread_->Run([&]() -> Status { return nft_->Run(commands); }));
+  Status done = thread_->Run([&]() -> Status { return nft_->Run(commands); });
+  if (!done && !whole) {
+    // The kernel's maps are not what this agent believes (someone changed them): refill them
+    // whole, so that the next change does not trip over the same difference.
+    commands = Whole(next);
+    done = thread_->Run([&]() -> Status { return nft_->Run(commands); });
+  }
+  FP_CHECK_OK(done);
   installed_ = std::move(next);
   return Ok();
+}
+
+std::string SwitchNat::Whole(const std::map<Key, uint32_t>& next) {
+  std::string commands =
+      "flush map inet fp_switch ext4\nflush map inet fp_switch ext6\n"
+      "flush map inet fp_switch blk4\n";
+  for (const auto& [key, mark] : next) {
+    commands +=
+        fmt::format("add element inet fp_switch {} {{ {} : {:#x} }}\n", key.map, key.key, mark);
+  }
+  return commands;
 }
 
 Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
@@ -199,7 +217,7 @@ Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
     FP_CHECK_OK(CheckEntry(e));
     next[KeyOf(e)] = FP_TRY(MarkFor(e));
   }
-  return Commit(std::move(next));
+  return Commit(std::move(next), /*whole=*/true);
 }
 
 Result<std::vector<std::string>> SwitchNat::Dump() {

@@ -58,7 +58,8 @@ class SwitchNat final : public NatDataplane {
   // never in between. Errors: Check's; Internal when nftables refuses (nothing changed then).
   Status Apply(const std::vector<NatEntry>& removed,
                const std::vector<NatEntry>& installed) override;
-  // Makes the maps hold exactly `entries`, in one transaction.
+  // Makes the maps hold exactly `entries`, in one transaction, whatever they held (flushed and
+  // refilled: it also repairs maps changed behind the agent's back).
   Status ReplaceAll(const std::vector<NatEntry>& entries) override;
 
   // What the maps hold, read back from the kernel: "ext4 203.0.113.10 -> 0x100",
@@ -85,7 +86,10 @@ class SwitchNat final : public NatDataplane {
   Status ResetTunnels();
   // The commands that move `installed_` to `next` (deletions first, then additions).
   std::string Diff(const std::map<Key, uint32_t>& next) const;
-  Status Commit(std::map<Key, uint32_t> next);
+  // Moves the maps to `next` by their difference from what the agent installed, or `whole`
+  // (flushed and refilled, one transaction); a refused difference is retried whole.
+  Status Commit(std::map<Key, uint32_t> next, bool whole = false);
+  static std::string Whole(const std::map<Key, uint32_t>& next);
 
   std::unique_ptr<NetnsThread> thread_;
   const std::optional<IpAddr> underlay_;

@@ -180,6 +180,26 @@ TEST_F(SwitchNatTest, AnEntryReplacedByOneOfAnotherKindLeavesNothingBehind) {
                                                   *nat->MarkOf(Ip("2001:db8:10::1"), 10))}));
 }
 
+// Maps changed behind the agent's back (an element deleted by hand) would make every later
+// difference refused; the agent refills them whole instead.
+TEST_F(SwitchNatTest, MapsChangedBehindTheAgentsBackAreRefilledNotStuck) {
+  ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1"),
+                               Entry("203.0.113.11", 0, 65535, "2001:db8:10::1")}));
+  ASSERT_TRUE(RunCommand({"ip", "netns", "exec", ns_.name(), "nft", "delete", "element", "inet",
+                          "fp_switch", "ext4", "{ 203.0.113.10 }"}));
+  // Deleting what the kernel no longer has fails as a difference; whole, it succeeds.
+  ASSERT_TRUE(nat_->Apply({Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")},
+                          {Entry("203.0.113.12", 0, 65535, "2001:db8:10::1")}));
+  EXPECT_EQ(Dump(),
+            (std::vector<std::string>{"ext4 203.0.113.11 -> 0x100", "ext4 203.0.113.12 -> 0x100"}));
+  ASSERT_TRUE(RunCommand(
+      {"ip", "netns", "exec", ns_.name(), "nft", "flush", "map", "inet", "fp_switch", "ext4"}));
+  ASSERT_TRUE(nat_->ReplaceAll({Entry("203.0.113.11", 0, 65535, "2001:db8:10::1"),
+                                Entry("203.0.113.12", 0, 65535, "2001:db8:10::1")}));
+  EXPECT_EQ(Dump(),
+            (std::vector<std::string>{"ext4 203.0.113.11 -> 0x100", "ext4 203.0.113.12 -> 0x100"}));
+}
+
 TEST(SwitchNatOpen, AMissingNamespaceIsNotFound) {
   auto nat = SwitchNat::Open("fp-no-such-namespace");
   ASSERT_FALSE(nat);
