@@ -25,8 +25,9 @@ namespace fp::db::postgres {
 // other numeric as double, bytea as Blob, everything else as text.
 //
 // Failures are remembered for the engine to decide on: broken() once the connection is lost,
-// retryable() once a statement failed with a serialization failure (40001) or a deadlock
-// (40P01) since ClearRetryable(). Not thread-safe: one transaction uses it at a time.
+// retryable() once a statement failed with a serialization failure (40001), a deadlock (40P01)
+// or a timeout (57014, 55P03) since ClearRetryable(). Not thread-safe: one transaction uses it at a
+// time.
 class PgConnection final : public Connection {
  public:
   // Connects to `url` (a libpq URL or keyword string; unless it names them, connect_timeout is
@@ -51,7 +52,8 @@ class PgConnection final : public Connection {
   std::string Option(std::string_view keyword) const;
   // The connection was lost (libpq reports it bad): nothing more can run on it.
   bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
-  // A statement failed with 40001 or 40P01 since ClearRetryable: the transaction may be retried.
+  // A statement failed with 40001, 40P01, 57014 or 55P03 since ClearRetryable: the transaction
+  // may be retried.
   bool retryable() const { return retryable_; }
   void ClearRetryable() { retryable_ = false; }
   // Inside a transaction that a failed statement aborted (every statement but ROLLBACK fails,

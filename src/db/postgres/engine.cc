@@ -185,8 +185,19 @@ Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::str
     }
     if (!gone) continue;
     auto found = c.Query("SELECT 1 FROM commit_marker WHERE id = ?", {marker.ToString()});
-    if (found) return !found->empty();
-    problem = found.error().message();
+    if (found && found->empty()) return false;
+    if (found) {
+      // Committed, but perhaps only locally: a session ended while it waited for a synchronous
+      // standby has committed on the primary alone. A commit of our own waits for the standby
+      // to hold everything up to it, that one included, before the write is acknowledged.
+      Status replicated = c.Run(fmt::format(
+          "BEGIN; INSERT INTO commit_marker (id, time_created) VALUES ('{}', now()); COMMIT",
+          Uuid::Random().ToString()));
+      if (replicated) return true;
+      problem = replicated.error().message();
+    } else {
+      problem = found.error().message();
+    }
     Backoff(backoff, deadline);
   }
   return Fail(Error::Unavailable(fmt::format(
@@ -243,10 +254,12 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   auto begin = [&](bool queued) {
     const int64_t left =
         std::max<int64_t>(1, duration_cast<milliseconds>(deadline - steady_clock::now()).count());
+    // And a session left idle in the transaction (its client gone before COMMIT) is ended by
+    // the server soon after the deadline, releasing what it holds.
     std::string sql = fmt::format(
         "BEGIN ISOLATION LEVEL SERIALIZABLE{}; SET LOCAL statement_timeout = {}; "
-        "SET LOCAL lock_timeout = {}",
-        write ? "" : " READ ONLY", left, left);
+        "SET LOCAL lock_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+        write ? "" : " READ ONLY", left, left, left + 10000);
     if (!write) return sql;
     if (queued) sql += "; LOCK TABLE retry_queue IN EXCLUSIVE MODE";
     return sql + fmt::format("; INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
@@ -263,6 +276,9 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   // Whether the last attempt failed for want of a connection (the database down, restarting
   // or failing over) rather than on a conflict: the final answer says which.
   bool unreachable = false;
+  // Whether the last attempt failed on a conflict: only then does the next one, queued, skip
+  // the backoff (a lost connection or a refused connect backs off, queued or not).
+  bool last_conflict = false;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       retries_.fetch_add(1);
@@ -274,7 +290,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
             duration_cast<milliseconds>(steady_clock::now() - start).count(), problem)));
       }
       // A queued attempt waits for the lock instead.
-      if (!queued) Backoff(backoff, deadline);
+      if (!(queued && last_conflict)) Backoff(backoff, deadline);
     }
     bool overflow = false;
     bool busy = false;
@@ -282,6 +298,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     if (!acquired) {
       problem = acquired.error().message();
       unreachable = !busy;
+      last_conflict = false;
       continue;
     }
     std::unique_ptr<PgConnection> conn = std::move(*acquired);
@@ -314,6 +331,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         done = Fail(Error::Internal("a statement of the transaction failed; it was rolled back"));
       }
     }
+    last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;
     if (!done || conn->broken() || conn->retryable()) {
       bool retry = conn->broken() || conn->retryable();
@@ -341,6 +359,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       commit = conn->Run("COMMIT");
       lost = conn->broken() || (commit && loss == CommitLoss::kAfterCommit);
     }
+    last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;
     if (!lost) {
       bool retry = !commit && conn->retryable();
@@ -359,6 +378,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     }
     conn.reset();  // closed: its server process ends, or is ended by Committed
     Release(nullptr, overflow);
+    last_conflict = false;
     if (!write) {
       problem = "connection lost at COMMIT";
       unreachable = true;

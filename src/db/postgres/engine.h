@@ -21,10 +21,14 @@
 
 namespace fp::db::postgres {
 
-// Writes run `BEGIN ISOLATION LEVEL SERIALIZABLE`, reads `... SERIALIZABLE READ ONLY`. The whole
-// body is run again when a statement or the COMMIT fails with 40001 (serialization failure) or
-// 40P01 (deadlock), or when the connection is lost before COMMIT was sent, with full-jitter
-// exponential backoff until PostgresOptions::retry_deadline: then the transaction fails with
+// Writes run `BEGIN ISOLATION LEVEL SERIALIZABLE`, reads `... SERIALIZABLE READ ONLY`, each with
+// statement_timeout and lock_timeout set to what is left of PostgresOptions::retry_deadline
+// (and idle_in_transaction_session_timeout a little longer). The whole body is run again when
+// a statement or the COMMIT fails with 40001 (serialization failure) or 40P01 (deadlock), a
+// statement outlasts its timeout (57014, 55P03), or the connection is lost before COMMIT was
+// sent: after a conflict queued behind the `retry_queue` lock (taken before the snapshot)
+// without backoff, otherwise with full-jitter exponential backoff; a retry after a lost
+// connection first ends the old server process. Past the deadline the transaction fails with
 // Unavailable (503), never Internal. A body error that is none of these is returned as it is
 // (after ROLLBACK). So a body may run several times: it must keep nothing from a failed run
 // outside the database (see Engine::Write).

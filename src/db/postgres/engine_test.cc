@@ -267,6 +267,25 @@ TEST_F(PgEngineTest, ABlockedStatementEndsAtTheDeadline) {
       << s.error().message();
 }
 
+// A session whose client is gone before COMMIT is ended by the server soon after the deadline
+// (it would otherwise hold its rows until the server noticed the lost client: hours).
+TEST_F(PgEngineTest, EveryTransactionEndsAnIdleSessionSoonAfterItsDeadline) {
+  int64_t idle_ms = -1;
+  int64_t seen = 0;
+  ASSERT_TRUE(engine_->Read(
+      [&](Connection& c) -> Status {
+        auto rows =
+            FP_TRY(c.Query("SELECT setting::bigint FROM pg_settings WHERE name = "
+                           "'idle_in_transaction_session_timeout'",
+                           {}));
+        idle_ms = rows.front().Int(0);
+        return Ok();
+      },
+      seen));
+  EXPECT_GT(idle_ms, 10000) << "the deadline's rest plus 10 s";
+  EXPECT_LE(idle_ms, 15000);
+}
+
 TEST_F(PgEngineTest, WaitingForAPooledConnectionEndsAtTheDeadline) {
   PostgresOptions options;
   options.pool_size = 1;
