@@ -214,18 +214,21 @@ std::string BeginStatement(bool attach) {
              : "f AS (SELECT 0 AS external_ips, false AS v4, false AS v6, "
                "NULL::bytea AS other_ephemeral)";
   std::string transition =
-      attach ? fmt::format(
-                   "t AS (UPDATE external_ip u SET parent_id = inst.id, state = 'attaching', "
-                   "op_saga_id = ?, time_modified = ? FROM inst, ip, f WHERE u.id = ip.id AND "
-                   "ip.kind = ? AND ip.state = 'detached' AND {} AND f.external_ips < {} AND "
-                   "CASE get_byte(ip.ip, 0) WHEN 4 THEN f.v4 ELSE f.v6 END AND "
-                   "(ip.kind <> 'ephemeral' OR f.other_ephemeral IS NULL) RETURNING 1)",
-                   kInstanceCanChange, kMaxExternalIps)
-             : fmt::format(
-                   "t AS (UPDATE external_ip u SET state = 'detaching', op_saga_id = ?, "
-                   "time_modified = ? FROM inst, ip WHERE u.id = ip.id AND ip.kind = ? AND "
-                   "ip.state = 'attached' AND ip.parent_id = inst.id AND {} RETURNING 1)",
-                   kInstanceCanChange);
+      attach
+          ? fmt::format(
+                "t AS (UPDATE external_ip u SET parent_id = inst.id, state = 'attaching', "
+                "op_saga_id = ?, time_modified = ? FROM inst, ip, f WHERE u.id = ip.id AND "
+                "u.state = 'detached' AND ip.kind = ? AND ip.state = 'detached' AND {} AND "
+                "f.external_ips < {} AND "
+                "CASE get_byte(ip.ip, 0) WHEN 4 THEN f.v4 ELSE f.v6 END AND "
+                "(ip.kind <> 'ephemeral' OR f.other_ephemeral IS NULL) RETURNING 1)",
+                kInstanceCanChange, kMaxExternalIps)
+          : fmt::format(
+                "t AS (UPDATE external_ip u SET state = 'detaching', op_saga_id = ?, "
+                "time_modified = ? FROM inst, ip WHERE u.id = ip.id AND u.state = 'attached' AND "
+                "ip.kind = ? AND ip.state = 'attached' AND ip.parent_id = inst.id AND {} RETURNING "
+                "1)",
+                kInstanceCanChange);
   return fmt::format(
       "WITH inst AS (SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL), "
       "ip AS (SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND e.time_deleted IS "
@@ -328,7 +331,8 @@ constexpr std::string_view kCompleteStatement =
     "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
     "u.time_modified ELSE p.now END, "
     "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
-    "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected "
+    "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected AND "
+    "u.time_deleted IS NULL AND u.state = p.expected "
     "RETURNING u.time_deleted IS NOT NULL AS released, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
     "u.first_port, u.last_port), "
     "r AS MATERIALIZED (SELECT fp_release_address(t.ip_pool_id, t.ip_pool_range_id, t.ip, "
