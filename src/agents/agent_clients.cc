@@ -427,6 +427,14 @@ class HttpSledAgentClient final : public SledAgentClient {
     return Decode(http_, SledInstance::FromJson(answer));
   }
 
+  Result<std::optional<IpAddr>> Underlay() override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", "/sled"));
+    return Decode<std::optional<IpAddr>>(http_, [&]() -> Result<std::optional<IpAddr>> {
+      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
+      return f.OptIp("underlay_address");
+    }());
+  }
+
   Result<std::vector<SledInstance>> List() override {
     Json answer = FP_TRY(CallAgent(http_, "GET", "/instances"));
     return Decode<std::vector<SledInstance>>(http_, [&]() -> Result<std::vector<SledInstance>> {

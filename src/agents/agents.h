@@ -149,6 +149,10 @@ class SledAgentClient {
   // address. Idempotent. NotFound if the sled does not know the instance.
   virtual Status AddExternalIp(const Uuid& id, const IpAddr& ip) = 0;
   virtual Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) = 0;
+  // GET /sled: the sled's underlay address when its dataplane has one of its own (the Linux
+  // agent's; NAT entries must name it), nullopt when the control plane may assign one (the
+  // simulated agent).
+  virtual Result<std::optional<IpAddr>> Underlay() = 0;
   virtual const std::string& address() const = 0;
 };
 

@@ -212,3 +212,19 @@ TEST_F(SledAgentTest, ResetForgetsEveryInstance) {
 
 }  // namespace
 }  // namespace fp::agents
+
+namespace fp::agents {
+namespace {
+
+TEST(SledAgentUnderlay, ASimulatedSledHasNoneAndOneWithItsOwnSaysIt) {
+  auto simulated = sim::SledAgentSim::Start(sim::SimOptions{}).value();
+  EXPECT_EQ(MakeSledAgentClient(simulated->base_url(), 2000)->Underlay().value(), std::nullopt);
+  sim::SimOptions options;
+  options.underlay = IpAddr::Parse("2001:db8:10::1").value();
+  auto own = sim::SledAgentSim::Start(options).value();
+  EXPECT_EQ(MakeSledAgentClient(own->base_url(), 2000)->Underlay().value(),
+            std::optional<IpAddr>(IpAddr::Parse("2001:db8:10::1").value()));
+}
+
+}  // namespace
+}  // namespace fp::agents

@@ -191,9 +191,11 @@ int RunAgentCommand(const AgentFlags& flags) {
               "--dataplane nftables needs --underlay and --switch-underlay (IPv6 addresses)"));
         }
         std::string prefix = flags.sled_vm_prefix.empty() ? flags.sled_netns : flags.sled_vm_prefix;
+        agents::sim::SimOptions with_underlay = o;
+        with_underlay.underlay = *underlay;
         auto ports = FP_TRY(agents::dataplane::SledPorts::Open(flags.sled_netns, *underlay,
                                                                *switch_underlay, prefix));
-        return SledAgentSim::Start(o, std::move(ports));
+        return SledAgentSim::Start(with_underlay, std::move(ports));
       });
 }
 

@@ -75,13 +75,23 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
     for (const std::string& url : flags.sled_agents) sleds.emplace_back(url, url);
   }
   for (size_t i = 0; i < sleds.size(); ++i) {
-    // Underlay addresses fd00:1122:3344:101::1, :102::1, ... in sled order.
+    auto client = fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms);
+    // The sled's own underlay address when its dataplane has one (the Linux sled agent: NAT
+    // entries must name it); else fd00:1122:3344:101::1, :102::1, ... in sled order.
     fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
                                                 (fp::uint128{0x101u + i} << 64) | 1u);
+    auto own = client->Underlay();
+    if (own && *own) {
+      underlay = **own;
+    } else if (!own) {
+      fp::LogEvent("warn", "sled agent did not say its underlay address; assigning one",
+                   {{"sled_agent", sleds[i].second},
+                    {"underlay_address", underlay.ToString()},
+                    {"error", own.error().message()}});
+    }
     fp::model::Sled sled =
         FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
-    out.sled_clients.push_back(
-        fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms));
+    out.sled_clients.push_back(std::move(client));
     out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
   }
   fp::LogEvent("info", "dataplane",

@@ -18,12 +18,14 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agents/sim/faults.h"
 #include "common/error.h"
+#include "common/ip.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -39,6 +41,9 @@ struct SimOptions {
   // Switch agent: the most NAT entries its table holds (0: no limit). An addition beyond it
   // cannot be installed, like a full hardware table.
   size_t nat_capacity = 0;
+  // Sled agent: the underlay address GET /sled reports (the Linux dataplane's); none for a
+  // simulated sled, whose address the control plane assigns.
+  std::optional<IpAddr> underlay;
 };
 
 using PathParams = http::PathParams;

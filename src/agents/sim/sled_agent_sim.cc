@@ -24,6 +24,7 @@ Error UnknownInstance(const Uuid& id) { return Error::NotFoundById("instance", i
 
 SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane)
     : dataplane_(std::move(dataplane)),
+      underlay_(options.underlay),
       start_delay_(options.start_delay),
       stop_delay_(options.stop_delay) {}
 
@@ -212,6 +213,10 @@ void SledAgentSim::RunTransitions() {
 
 EndpointRoutes SledAgentSim::Routes() {
   EndpointRoutes routes;
+  routes.Add("GET", "/sled", [this](const http::HttpRequest&, const PathParams&) {
+    return Result<Json>(
+        Json{{"underlay_address", underlay_ ? Json(underlay_->ToString()) : Json(nullptr)}});
+  });
   routes.Add("GET", "/instances", [this](const http::HttpRequest&, const PathParams&) {
     Json list = Json::array();
     for (const SledInstance& instance : Instances()) list.push_back(instance.ToJson());

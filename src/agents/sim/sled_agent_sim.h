@@ -13,6 +13,7 @@
 //                                An unknown instance answers 200 with state stopped; a failed
 //                                one becomes stopped at once. Idempotent.
 //   DELETE /instances/{id}       forgets the instance, whatever its state → 204. Idempotent.
+//   GET    /sled                 {"underlay_address": "..."} (null for a simulated sled)
 //   GET    /instances            {"instances": [SledInstance...]}, sorted by id
 //   GET    /instances/{id}       SledInstance; 404 if unknown
 //   PUT    /instances/{id}/external-ips/{ip}   the port gains the address → SledInstance
@@ -92,6 +93,7 @@ class SledAgentSim {
   static SledInstance View(const Uuid& id, const Vm& vm);
 
   const std::unique_ptr<PortDataplane> dataplane_;  // may be null; used under mu_
+  const std::optional<IpAddr> underlay_;
   const std::chrono::milliseconds start_delay_;
   const std::chrono::milliseconds stop_delay_;
 
