@@ -729,7 +729,9 @@ class SimAgent:
         self._stdout = []
 
     def start(self):
-        command = [str(self.binary), f"{self.kind}-agent", "--sim", "--listen", "127.0.0.1:0",
+        # Simulated unless the flags name a dataplane (`--dataplane nftables ...`).
+        sim = [] if "--dataplane" in self.flags else ["--sim"]
+        command = [str(self.binary), f"{self.kind}-agent", *sim, "--listen", "127.0.0.1:0",
                    *self.flags]
         listening = threading.Event()
         with open(self.stderr_path, "wb") as stderr:

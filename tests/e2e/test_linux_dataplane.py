@@ -1,0 +1,106 @@
+"""Real packets through the whole product (issue 13): a lab (scripts/lab) of the test's own, the
+Linux switch and sled agents in it (`--dataplane nftables`), a server driving them through the
+API as a user would; traffic from the lab's external network to a floating IP reaches the
+instance's namespace, stops at detach and follows the address to an instance on the other sled.
+Needs root (network namespaces): skipped without it."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import (attach_fip, detach_fip, expect, from_pool, link, make_fip, make_instance,
+                         make_pool, make_project, wait_run_state, wait_sagas_settled)
+
+LAB = Path(__file__).resolve().parents[2] / "scripts" / "lab"
+PROJECT = "packets"
+SWITCH_UNDERLAY = "2001:db8:ff::1"
+SLED_UNDERLAY = ["2001:db8:10::1", "2001:db8:11::1"]
+
+# Run inside a namespace: one TCP connection (or UDP datagram), print the first line answered.
+FETCH = r"""
+import socket, sys
+ip, port, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
+s.settimeout(2)
+try:
+    s.connect((ip, port))
+    if kind == "udp":
+        s.send(b"?")
+    print(s.recv(512).decode().strip())
+except OSError as e:
+    print(f"error: {e}")
+"""
+
+
+def fetch(namespace, ip, port=80, kind="tcp"):
+    done = subprocess.run(["ip", "netns", "exec", namespace, "python3", "-c", FETCH, ip,
+                           str(port), kind], capture_output=True, text=True, timeout=10)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def lab():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: network namespaces")
+    prefix = f"fpe{os.getpid()}"
+    up = subprocess.run([str(LAB), "up", "--prefix", prefix], capture_output=True, text=True)
+    if up.returncode == 77:
+        pytest.skip(up.stderr.strip())
+    assert up.returncode == 0, up.stderr
+    yield prefix
+    subprocess.run([str(LAB), "down", "--prefix", prefix], capture_output=True)
+
+
+@pytest.fixture
+def linux_rack(lab, start_agent, start_server):
+    switch = start_agent("switch", "--dataplane", "nftables", "--netns", f"{lab}-sw",
+                         "--underlay", SWITCH_UNDERLAY)
+    sleds = [start_agent("sled", "--dataplane", "nftables", "--netns", f"{lab}-sled{i}",
+                         "--underlay", SLED_UNDERLAY[i], "--switch-underlay", SWITCH_UNDERLAY,
+                         "--vm-netns-prefix", lab, "--start-delay-ms", "50",
+                         "--stop-delay-ms", "50")
+             for i in range(2)]
+    args = ["--switch-agent", switch.url]
+    for sled in sleds:
+        args += ["--sled-agent", sled.url]
+    server = start_server(extra_args=args)
+    admin = server.admin
+    make_pool(admin, "public", "203.0.113.10", "203.0.113.20")
+    make_pool(admin, "snat", "198.51.100.7", "198.51.100.8")
+    link(admin, "snat", default=True)
+    link(admin, "public")
+    make_project(admin, PROJECT)
+    return lab, admin
+
+
+def test_a_floating_ip_carries_traffic_to_its_instance_until_detached_and_follows_a_move(
+        linux_rack):
+    lab, admin = linux_rack
+    ext = f"{lab}-ext"
+    # Two instances, placed on different sleds (the server spreads them).
+    first = make_instance(admin, PROJECT, "web-a")
+    second = make_instance(admin, PROJECT, "web-b")
+    for instance in (first, second):
+        wait_run_state(admin, instance["id"], "running")
+    fip = make_fip(admin, PROJECT, "front", from_pool("public"))
+    address = fip["ip"]
+
+    assert fetch(ext, address).startswith("error"), "nothing attached yet"
+    expect(attach_fip(admin, fip["id"], first["id"]), 202)
+    answer = fetch(ext, address)
+    # The instance answers, and sees the client's real address.
+    assert answer.startswith("host=web-a client=192.0.2.10:"), answer
+    udp = fetch(ext, address, kind="udp")
+    assert udp.startswith("host=web-a client=192.0.2.10:"), udp
+    assert subprocess.run(["ip", "netns", "exec", ext, "ping", "-c", "1", "-W", "2", address],
+                          capture_output=True).returncode == 0
+
+    expect(detach_fip(admin, fip["id"]), 202)
+    assert fetch(ext, address).startswith("error"), "detached"
+
+    expect(attach_fip(admin, fip["id"], second["id"]), 202)
+    answer = fetch(ext, address)
+    assert answer.startswith("host=web-b client=192.0.2.10:"), answer
+    assert [s["state"] for s in wait_sagas_settled(admin)].count("done") >= 5
