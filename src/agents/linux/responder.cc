@@ -98,8 +98,16 @@ void Responder::Serve() {
       socklen_t len = sizeof peer;
       int c = accept4(tcp_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
       if (c >= 0) {
+        // What the client sends first (an HTTP request from curl) is read and dropped, briefly
+        // waited for: closing with it unread would reset the connection under the answer.
+        pollfd in{c, POLLIN, 0};
+        if (poll(&in, 1, 200) == 1) {
+          char request[2048];
+          (void)!recv(c, request, sizeof request, MSG_DONTWAIT);
+        }
         std::string line = fmt::format("host={} client={}\n", hostname_, Unmapped(Peer(peer)));
         (void)!send(c, line.data(), line.size(), MSG_NOSIGNAL);
+        shutdown(c, SHUT_WR);
         close(c);
       }
     }
