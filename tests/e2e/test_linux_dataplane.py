@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import (attach_fip, detach_fip, expect, from_pool, link, make_fip, make_instance,
-                         make_pool, make_project, wait_run_state, wait_sagas_settled)
+from e2e_helpers import (attach_ephemeral, attach_fip, detach_ephemeral, detach_fip, expect,
+                         from_pool, link, make_fip, make_instance, make_pool, make_project,
+                         wait_run_state, wait_sagas_settled)
 
 LAB = Path(__file__).resolve().parents[2] / "scripts" / "lab"
 PROJECT = "packets"
@@ -104,3 +105,17 @@ def test_a_floating_ip_carries_traffic_to_its_instance_until_detached_and_follow
     answer = fetch(ext, address)
     assert answer.startswith("host=web-b client=192.0.2.10:"), answer
     assert [s["state"] for s in wait_sagas_settled(admin)].count("done") >= 5
+
+
+def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):
+    lab, admin = linux_rack
+    ext = f"{lab}-ext"
+    instance = make_instance(admin, PROJECT, "eph-a")
+    wait_run_state(admin, instance["id"], "running")
+    attached = expect(attach_ephemeral(admin, instance["id"],
+                                       {"type": "explicit", "pool": "public"}), 202)
+    address = attached["ip"]
+    answer = fetch(ext, address)
+    assert answer.startswith("host=eph-a client=192.0.2.10:"), answer
+    expect(detach_ephemeral(admin, instance["id"]), 204)
+    assert fetch(ext, address).startswith("error"), "detached"
