@@ -95,7 +95,8 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
                                "With nftables: the switch's IPv6 underlay address");
   flags.sled_agent->add_option("--vm-netns-prefix", flags.sled_vm_prefix,
                                "With nftables: instance namespaces are named "
-                               "PREFIX-vm-<id's first 8 hex digits>; default: --netns");
+                               "PREFIX-vm-<id's first 8 hex digits>; default: --netns (each "
+                               "sled's own: an instance migrating has one on either sled)");
   flags.sled_agent
       ->add_option("--listen", flags.sled_listen,
                    "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")

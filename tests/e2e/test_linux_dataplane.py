@@ -6,13 +6,14 @@ Needs root (network namespaces): skipped without it."""
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from e2e_helpers import (attach_ephemeral, attach_fip, detach_ephemeral, detach_fip, expect,
                          from_pool, link, make_fip, make_instance, make_pool, make_project,
-                         wait_run_state, wait_sagas_settled)
+                         migrate, wait_run_state, wait_sagas_settled)
 
 LAB = Path(__file__).resolve().parents[2] / "scripts" / "lab"
 PROJECT = "packets"
@@ -60,7 +61,7 @@ def linux_rack(lab, start_agent, start_server):
                          "--underlay", SWITCH_UNDERLAY)
     sleds = [start_agent("sled", "--dataplane", "nftables", "--netns", f"{lab}-sled{i}",
                          "--underlay", SLED_UNDERLAY[i], "--switch-underlay", SWITCH_UNDERLAY,
-                         "--vm-netns-prefix", lab, "--start-delay-ms", "50",
+                         "--start-delay-ms", "50",
                          "--stop-delay-ms", "50")
              for i in range(2)]
     args = ["--switch-agent", switch.url]
@@ -119,3 +120,40 @@ def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):
     assert answer.startswith("host=eph-a client=192.0.2.10:"), answer
     expect(detach_ephemeral(admin, instance["id"]), 204)
     assert fetch(ext, address).startswith("error"), "detached"
+
+
+def sled_of(admin, instance_id):
+    """The sled the server runs the instance on."""
+    for sled in expect(admin.get("/v1/system/hardware/sleds"), 200)["items"]:
+        items = expect(admin.get(f"/v1/system/hardware/sleds/{sled['id']}/instances"), 200)
+        if any(item["id"] == instance_id for item in items["items"]):
+            return sled["id"]
+    return None
+
+
+def test_a_migrated_instance_keeps_answering_on_its_floating_ip_from_the_new_sled(linux_rack):
+    lab, admin = linux_rack
+    ext = f"{lab}-ext"
+    instance = make_instance(admin, PROJECT, "mover")
+    wait_run_state(admin, instance["id"], "running")
+    fip = make_fip(admin, PROJECT, "follows", from_pool("public"))
+    expect(attach_fip(admin, fip["id"], instance["id"]), 202)
+    assert fetch(ext, fip["ip"]).startswith("host=mover client=192.0.2.10:")
+    source = sled_of(admin, instance["id"])
+    [target] = [s["id"] for s in expect(admin.get("/v1/system/hardware/sleds"), 200)["items"]
+                if s["id"] != source]
+    expect(migrate(admin, instance["id"], target), 202)
+    deadline = time.monotonic() + 10
+    while sled_of(admin, instance["id"]) != target and time.monotonic() < deadline:
+        time.sleep(0.05)
+    wait_run_state(admin, instance["id"], "running")
+    assert sled_of(admin, instance["id"]) == target
+    # Its namespace now lives on the target sled only, and it answers from there.
+    short = instance["id"][:8]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                text=True).stdout
+    index = {i: f"{lab}-sled{i}" for i in range(2)}
+    on = [ns for ns in index.values() if f"{ns}-vm-{short}" in namespaces]
+    assert len(on) == 1, namespaces
+    answer = fetch(ext, fip["ip"])
+    assert answer.startswith("host=mover client=192.0.2.10:"), answer

@@ -30,7 +30,7 @@ class DataplaneTest : public ::testing::Test {
     switch_ = SwitchNat::Open(lab_.ns("sw"), Ip("2001:db8:ff::1")).value();
     for (int i = 0; i < 2; ++i) {
       auto sled = SledPorts::Open(lab_.ns("sled" + std::to_string(i)), Ip(kSleds[i]),
-                                  Ip("2001:db8:ff::1"), lab_.prefix());
+                                  Ip("2001:db8:ff::1"), lab_.ns("sled" + std::to_string(i)));
       ASSERT_TRUE(sled) << sled.error().message();
       sleds_.push_back(std::move(*sled));
     }
