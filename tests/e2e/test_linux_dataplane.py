@@ -6,6 +6,7 @@ Needs root (network namespaces): skipped without it."""
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -74,12 +75,12 @@ def linux_rack(lab, start_agent, start_server):
     link(admin, "snat", default=True)
     link(admin, "public")
     make_project(admin, PROJECT)
-    return lab, admin
+    return lab, admin, switch
 
 
 def test_a_floating_ip_carries_traffic_to_its_instance_until_detached_and_follows_a_move(
         linux_rack):
-    lab, admin = linux_rack
+    lab, admin, _ = linux_rack
     ext = f"{lab}-ext"
     # Two instances, placed on different sleds (the server spreads them).
     first = make_instance(admin, PROJECT, "web-a")
@@ -109,7 +110,7 @@ def test_a_floating_ip_carries_traffic_to_its_instance_until_detached_and_follow
 
 
 def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):
-    lab, admin = linux_rack
+    lab, admin, _ = linux_rack
     ext = f"{lab}-ext"
     instance = make_instance(admin, PROJECT, "eph-a")
     wait_run_state(admin, instance["id"], "running")
@@ -132,7 +133,7 @@ def sled_of(admin, instance_id):
 
 
 def test_a_migrated_instance_keeps_answering_on_its_floating_ip_from_the_new_sled(linux_rack):
-    lab, admin = linux_rack
+    lab, admin, _ = linux_rack
     ext = f"{lab}-ext"
     instance = make_instance(admin, PROJECT, "mover")
     wait_run_state(admin, instance["id"], "running")
@@ -157,3 +158,52 @@ def test_a_migrated_instance_keeps_answering_on_its_floating_ip_from_the_new_sle
     assert len(on) == 1, namespaces
     answer = fetch(ext, fip["ip"])
     assert answer.startswith("host=mover client=192.0.2.10:"), answer
+
+
+def test_a_restarted_switch_agent_carries_every_attached_address_again(linux_rack,
+                                                                       floatplane_bin, tmp_path):
+    """The switch agent killed and started again empty, while a client keeps asking: traffic
+    stops, and comes back once the server's NAT reconciler has refilled the new agent. The
+    outage is measured and reported."""
+    lab, admin, switch = linux_rack
+    ext = f"{lab}-ext"
+    instance = make_instance(admin, PROJECT, "steady")
+    wait_run_state(admin, instance["id"], "running")
+    fip = make_fip(admin, PROJECT, "steady", from_pool("public"))
+    expect(attach_fip(admin, fip["id"], instance["id"]), 202)
+    assert fetch(ext, fip["ip"]).startswith("host=steady")
+
+    results = []  # (monotonic time, answered)
+    stop = threading.Event()
+
+    def ask():
+        while not stop.is_set():
+            results.append((time.monotonic(), fetch(ext, fip["ip"]).startswith("host=steady")))
+            time.sleep(0.05)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    time.sleep(0.3)
+    switch.process.kill()
+    switch.process.wait()
+    killed_at = time.monotonic()
+    with open(tmp_path / "switch-restarted.log", "wb") as log:
+        switch.process = subprocess.Popen(
+            [str(floatplane_bin), "switch-agent", "--dataplane", "nftables", "--netns",
+             f"{lab}-sw", "--underlay", SWITCH_UNDERLAY, "--listen", f"127.0.0.1:{switch.port}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        after = [ok for at, ok in results if at > killed_at]
+        if after and after[-1] and any(not ok for ok in after):
+            break
+        time.sleep(0.05)
+    stop.set()
+    asker.join()
+    after = [(at, ok) for at, ok in results if at > killed_at]
+    assert any(not ok for _, ok in after), "the empty switch should have dropped traffic"
+    assert after and after[-1][1], "traffic did not come back after the switch agent restarted"
+    last_ok_before = max(at for at, ok in results if ok and at <= killed_at)
+    first_ok_after = min(at for at, ok in after if ok and at > min(a for a, o in after if not o))
+    print(f"switch agent restart: outage {first_ok_after - last_ok_before:.2f} s")
