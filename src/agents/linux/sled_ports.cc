@@ -75,8 +75,8 @@ Status Ip(std::vector<std::string> args) {
 Result<std::unique_ptr<SledPorts>> SledPorts::Open(const std::string& netns, const IpAddr& underlay,
                                                    const IpAddr& switch_underlay,
                                                    std::string vm_prefix) {
-  std::unique_ptr<SledPorts> sled(
-      new SledPorts(FP_TRY(NetnsThread::Start(netns)), std::move(vm_prefix)));
+  auto thread = FP_TRY(NetnsThread::Start(netns));
+  std::unique_ptr<SledPorts> sled(new SledPorts(std::move(thread), std::move(vm_prefix)));
   SledPorts* self = sled.get();
   FP_CHECK_OK(self->thread_->Run([&]() -> Status {
     self->nft_ = FP_TRY(Nftables::Open());

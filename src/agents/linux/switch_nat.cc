@@ -50,7 +50,9 @@ Result<std::unique_ptr<SwitchNat>> SwitchNat::Open(const std::string& netns,
     return Fail(Error::InvalidRequest(
         fmt::format("the switch's underlay address {} is not IPv6", underlay->ToString())));
   }
-  std::unique_ptr<SwitchNat> nat(new SwitchNat(FP_TRY(NetnsThread::Start(netns)), underlay));
+  // The thread first: FP_TRY inside the new-expression would return after its allocation.
+  auto thread = FP_TRY(NetnsThread::Start(netns));
+  std::unique_ptr<SwitchNat> nat(new SwitchNat(std::move(thread), underlay));
   SwitchNat* self = nat.get();
   FP_CHECK_OK(self->thread_->Run([self]() -> Status {
     self->nft_ = FP_TRY(Nftables::Open());
