@@ -68,10 +68,13 @@ TEST_F(DataplaneTest, AnAttachedAddressCarriesTcpUdpAndPingToItsInstanceUntilDet
   EXPECT_EQ(udp->substr(0, udp->find(':')), "host=vm-a client=192.0.2.10");
   EXPECT_TRUE(InNs(lab_.ns("ext"), {"ping", "-c", "1", "-W", "2", "203.0.113.10"}));
 
+  EXPECT_EQ(sleds_[0]->Answered(kVmA), 2) << "the TCP connection and the UDP datagram";
+
   Detach("203.0.113.10", 0, kVmA);
   EXPECT_FALSE(Fetch(lab_.ns("ext"), "203.0.113.10", 80));
   EXPECT_FALSE(Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true));
   EXPECT_FALSE(InNs(lab_.ns("ext"), {"ping", "-c", "1", "-W", "1", "203.0.113.10"}));
+  EXPECT_EQ(sleds_[0]->Answered(kVmA), 2) << "nothing more reached the instance";
 }
 
 TEST_F(DataplaneTest, AMovedAddressAnswersFromTheInstanceOnTheOtherSled) {

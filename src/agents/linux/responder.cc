@@ -107,6 +107,7 @@ void Responder::Serve() {
         }
         std::string line = fmt::format("host={} client={}\n", hostname_, Unmapped(Peer(peer)));
         (void)!send(c, line.data(), line.size(), MSG_NOSIGNAL);
+        answered_.fetch_add(1);
         shutdown(c, SHUT_WR);
         close(c);
       }
@@ -119,6 +120,7 @@ void Responder::Serve() {
       if (n >= 0) {
         std::string line = fmt::format("host={} client={}\n", hostname_, Unmapped(Peer(peer)));
         (void)!sendto(udp_, line.data(), line.size(), 0, reinterpret_cast<sockaddr*>(&peer), len);
+        answered_.fetch_add(1);
       }
     }
   }

@@ -5,6 +5,7 @@
 // packet test sees which instance answered and which source address reached it.
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +25,9 @@ class Responder {
   Responder(const Responder&) = delete;
   Responder& operator=(const Responder&) = delete;
 
+  // Connections and datagrams it has answered so far (what reached the instance).
+  int64_t answered() const { return answered_.load(); }
+
  private:
   Responder(std::string hostname) : hostname_(std::move(hostname)) {}
   void Serve();
@@ -32,6 +36,7 @@ class Responder {
   int tcp_ = -1;
   int udp_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: written to stop Serve
+  std::atomic<int64_t> answered_{0};
   std::thread thread_;
 };
 

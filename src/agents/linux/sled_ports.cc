@@ -210,6 +210,12 @@ Status SledPorts::Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
   return Ok();
 }
 
+int64_t SledPorts::Answered(const Uuid& id) const {
+  auto it = ports_.find(id);
+  if (it == ports_.end() || !it->second.responder) return -1;
+  return it->second.responder->answered();
+}
+
 Status SledPorts::Configure(const InstanceSpec& spec) {
   if (!spec.private_ipv4) {
     return Fail(Error::InvalidRequest(fmt::format(

@@ -72,6 +72,9 @@ class SledPorts final : public PortDataplane {
   // Takes the port's addresses off (with their flush) and removes its namespace. Idempotent.
   Status RemovePort(const Uuid& id);
   std::string VmNamespace(const Uuid& id) const;
+  // What the instance's responder has answered (tests: what reached the instance); -1 if the
+  // instance has no port.
+  int64_t Answered(const Uuid& id) const;
 
  private:
   struct Port {
