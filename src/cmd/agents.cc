@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 #include "agents/linux/sled_ports.h"
 #include "agents/linux/switch_nat.h"
@@ -47,6 +48,32 @@ int RunAgent(
   (*agent)->Stop();
   LogEvent("info", "stopped");
   return 0;
+}
+
+// The dataplane an agent command runs on ("sim" or "nftables") from its flags, or "" after
+// saying on stderr what is wrong: none named, --sim against another --dataplane, nftables
+// without a namespace (it would program the host's), or nftables' flags (`nft_flags`, named
+// `nft_flag_names`) with sim. `lab_netns` names the lab namespace an example would use.
+std::string ChooseDataplane(const std::string& command, bool sim, const std::string& dataplane,
+                            const std::string& netns, bool nft_flags,
+                            std::string_view nft_flag_names, std::string_view lab_netns) {
+  std::string chosen = sim ? "sim" : dataplane;
+  std::string problem;
+  if (chosen.empty()) {
+    problem = "say where it takes effect: --dataplane nftables (with --netns) or --dataplane sim";
+  } else if (sim && !dataplane.empty() && dataplane != "sim") {
+    problem = fmt::format("--sim and --dataplane {} contradict each other", dataplane);
+  } else if (chosen == "nftables" && netns.empty()) {
+    problem = fmt::format(
+        "--dataplane nftables needs --netns NAME: the agent programs a namespace made for it "
+        "(scripts/lab's {}), never the host's",
+        lab_netns);
+  } else if (chosen == "sim" && nft_flags) {
+    problem = fmt::format("{} are for --dataplane nftables", nft_flag_names);
+  }
+  if (problem.empty()) return chosen;
+  std::cerr << "floatplane " << command << ": " << problem << "\n";
+  return "";
 }
 
 }  // namespace
@@ -115,27 +142,11 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
 
 int RunAgentCommand(const AgentFlags& flags) {
   if (flags.switch_agent->parsed()) {
-    std::string dataplane = flags.switch_sim ? "sim" : flags.switch_dataplane;
-    if (dataplane.empty()) {
-      std::cerr << "floatplane switch-agent: say where the NAT table takes effect: --dataplane "
-                   "nftables (with --netns) or --dataplane sim\n";
-      return 2;
-    }
-    if (flags.switch_sim && !flags.switch_dataplane.empty() && flags.switch_dataplane != "sim") {
-      std::cerr << "floatplane switch-agent: --sim and --dataplane " << flags.switch_dataplane
-                << " contradict each other\n";
-      return 2;
-    }
-    if (dataplane == "nftables" && flags.switch_netns.empty()) {
-      std::cerr << "floatplane switch-agent: --dataplane nftables needs --netns NAME: the agent "
-                   "programs a namespace made for it (scripts/lab's P-sw), never the host's\n";
-      return 2;
-    }
-    if (dataplane == "sim" && (!flags.switch_netns.empty() || !flags.switch_underlay.empty())) {
-      std::cerr << "floatplane switch-agent: --netns and --underlay are for --dataplane "
-                   "nftables\n";
-      return 2;
-    }
+    std::string dataplane = ChooseDataplane(
+        "switch-agent", flags.switch_sim, flags.switch_dataplane, flags.switch_netns,
+        !flags.switch_netns.empty() || !flags.switch_underlay.empty(), "--netns and --underlay",
+        "P-sw");
+    if (dataplane.empty()) return 2;
     using agents::sim::SwitchAgentSim;
     return RunAgent<SwitchAgentSim>(
         "switch-agent", flags.switch_listen, {},
@@ -154,29 +165,12 @@ int RunAgentCommand(const AgentFlags& flags) {
           return SwitchAgentSim::Start(options, std::move(nat));
         });
   }
-  std::string dataplane = flags.sled_sim ? "sim" : flags.sled_dataplane;
-  if (dataplane.empty()) {
-    std::cerr << "floatplane sled-agent: say where instances take effect: --dataplane nftables "
-                 "(with --netns, --underlay, --switch-underlay) or --dataplane sim\n";
-    return 2;
-  }
-  if (flags.sled_sim && !flags.sled_dataplane.empty() && flags.sled_dataplane != "sim") {
-    std::cerr << "floatplane sled-agent: --sim and --dataplane " << flags.sled_dataplane
-              << " contradict each other\n";
-    return 2;
-  }
-  if (dataplane == "nftables" && flags.sled_netns.empty()) {
-    std::cerr << "floatplane sled-agent: --dataplane nftables needs --netns NAME: the agent "
-                 "programs a namespace made for it (scripts/lab's P-sled0), never the host's\n";
-    return 2;
-  }
-  if (dataplane == "sim" &&
-      (!flags.sled_netns.empty() || !flags.sled_underlay.empty() ||
-       !flags.sled_switch_underlay.empty() || !flags.sled_vm_prefix.empty())) {
-    std::cerr << "floatplane sled-agent: --netns, --underlay, --switch-underlay and "
-                 "--vm-netns-prefix are for --dataplane nftables\n";
-    return 2;
-  }
+  std::string dataplane =
+      ChooseDataplane("sled-agent", flags.sled_sim, flags.sled_dataplane, flags.sled_netns,
+                      !flags.sled_netns.empty() || !flags.sled_underlay.empty() ||
+                          !flags.sled_switch_underlay.empty() || !flags.sled_vm_prefix.empty(),
+                      "--netns, --underlay, --switch-underlay and --vm-netns-prefix", "P-sled0");
+  if (dataplane.empty()) return 2;
   agents::sim::SimOptions options;
   options.start_delay = std::chrono::milliseconds(flags.start_delay_ms);
   options.stop_delay = std::chrono::milliseconds(flags.stop_delay_ms);

@@ -45,6 +45,16 @@ class AttachTest : public ::testing::Test {
     return c.id;
   }
   Uuid NewFip(const std::string& name) { return CreateFip(*ds_, f_, name).value().id; }
+  // A detached ephemeral IP from the fixture's pool, as an ephemeral attach allocates it.
+  Uuid NewEphemeral() {
+    PoolSelector selector;
+    selector.mode = PoolSelector::Mode::kExplicitPool;
+    selector.pool = testing::ByName("pool");
+    Uuid id = Uuid::Random();
+    EXPECT_TRUE(ds_->Write<ExternalIp>(
+        [&](Tx& tx) { return EphemeralAllocateIn(tx, id, f_.silo.id, selector); }));
+    return id;
+  }
 
   void Sql(const std::string& sql) {
     ASSERT_TRUE(ds_->Write([&](Tx& tx) -> Status {
@@ -240,18 +250,9 @@ TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEpheme
   Uuid dual = NewInstance("dual", NicKind::kDualStack);
   Attach(ip6, dual);
 
-  PoolSelector selector;
-  selector.mode = PoolSelector::Mode::kExplicitPool;
-  selector.pool = testing::ByName("pool");
-  auto ephemeral = [&]() {
-    Uuid id = Uuid::Random();
-    EXPECT_TRUE(ds_->Write<ExternalIp>(
-        [&](Tx& tx) { return EphemeralAllocateIn(tx, id, f_.silo.id, selector); }));
-    return id;
-  };
-  Uuid e1 = ephemeral();
+  Uuid e1 = NewEphemeral();
   Attach(e1, b, IpKind::kEphemeral);
-  Uuid e2 = ephemeral();
+  Uuid e2 = NewEphemeral();
   ExpectError(
       Begin(true, e2, b, Uuid::Random(), IpKind::kEphemeral), ErrorKind::kInvalidRequest,
       "instance \"b\" already has an ephemeral IPv4 address (" + Get(e1).ip.ToString() + ")");
@@ -259,12 +260,7 @@ TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEpheme
 
 TEST_F(AttachTest, ADetachedEphemeralAddressGoesBackToItsPool) {
   Uuid a = NewInstance("a");
-  PoolSelector selector;
-  selector.mode = PoolSelector::Mode::kExplicitPool;
-  selector.pool = testing::ByName("pool");
-  Uuid e = Uuid::Random();
-  ASSERT_TRUE(ds_->Write<ExternalIp>(
-      [&](Tx& tx) { return EphemeralAllocateIn(tx, e, f_.silo.id, selector); }));
+  Uuid e = NewEphemeral();
   IpAddr address = Get(e).ip;
   Attach(e, a, IpKind::kEphemeral);
   Uuid s = Uuid::Random();
@@ -336,12 +332,7 @@ TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
   EXPECT_EQ(n, 1) << "complete detach";
 
   // An ephemeral IP's detach also returns its address to the pool, in the same statement.
-  PoolSelector selector;
-  selector.mode = PoolSelector::Mode::kExplicitPool;
-  selector.pool = testing::ByName("pool");
-  Uuid e = Uuid::Random();
-  ASSERT_TRUE(ds_->Write<ExternalIp>(
-      [&](Tx& tx) { return EphemeralAllocateIn(tx, e, f_.silo.id, selector); }));
+  Uuid e = NewEphemeral();
   Attach(e, a, IpKind::kEphemeral);
   ASSERT_TRUE(Begin(false, e, a, Uuid::Random(), IpKind::kEphemeral));
   ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kDetaching, AttachState::kDetached),
