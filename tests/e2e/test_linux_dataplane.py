@@ -4,6 +4,8 @@ API as a user would; traffic from the lab's external network to a floating IP re
 instance's namespace, stops at detach and follows the address to an instance on the other sled.
 Needs root (network namespaces): skipped without it."""
 
+import ipaddress
+import json
 import os
 import subprocess
 import threading
@@ -13,21 +15,26 @@ from pathlib import Path
 import pytest
 
 from e2e_helpers import (attach_ephemeral, attach_fip, detach_ephemeral, detach_fip, expect,
-                         from_pool, link, make_fip, make_instance, make_pool, make_project,
-                         migrate, wait_run_state, wait_sagas_settled)
+                         from_pool, instance_external_ips, link, make_fip, make_instance,
+                         make_pool, make_project, migrate, wait_run_state, wait_sagas_settled)
 
 LAB = Path(__file__).resolve().parents[2] / "scripts" / "lab"
 PROJECT = "packets"
 SWITCH_UNDERLAY = "2001:db8:ff::1"
 SLED_UNDERLAY = ["2001:db8:10::1", "2001:db8:11::1"]
 
-# Run inside a namespace: one TCP connection (or UDP datagram), print the first line answered.
+# Run inside a namespace: one TCP connection (or UDP datagram; from a given source port when not
+# 0), print the first line answered.
 FETCH = r"""
 import socket, sys
-ip, port, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
+ip, port, kind, source = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET,
+                  socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.settimeout(2)
 try:
+    if source:
+        s.bind(("", source))
     s.connect((ip, port))
     if kind == "udp":
         s.send(b"?")
@@ -37,10 +44,70 @@ except OSError as e:
 """
 
 
-def fetch(namespace, ip, port=80, kind="tcp"):
+def fetch(namespace, ip, port=80, kind="tcp", source_port=0):
     done = subprocess.run(["ip", "netns", "exec", namespace, "python3", "-c", FETCH, ip,
-                           str(port), kind], capture_output=True, text=True, timeout=10)
+                           str(port), kind, str(source_port)], capture_output=True, text=True,
+                          timeout=10)
     return done.stdout.strip()
+
+
+def ping(namespace, ip):
+    return subprocess.run(["ip", "netns", "exec", namespace, "ping", "-c", "1", "-W", "2", ip],
+                          capture_output=True).returncode == 0
+
+
+# The lab's "internet": a server on the external network answering each TCP connection with the
+# address and port it came from.
+INTERNET = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+print("ready", flush=True)
+while True:
+    c, peer = s.accept()
+    c.sendall(f"host=internet client={peer[0]}:{peer[1]}\n".encode())
+    c.close()
+"""
+
+
+@pytest.fixture
+def internet(lab):
+    """The external server at 192.0.2.20:8080, run in the lab's external namespace."""
+    server = subprocess.Popen(["ip", "netns", "exec", f"{lab}-ext", "python3", "-c", INTERNET,
+                               "192.0.2.20", "8080"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    yield "192.0.2.20"
+    server.kill()
+    server.wait()
+
+
+def vm_namespace(lab, admin, instance_id):
+    """The namespace the Linux sled agent made for the instance (on the sled it runs on)."""
+    sleds = [s["id"] for s in expect(admin.get("/v1/system/hardware/sleds"), 200)["items"]]
+    index = sleds.index(sled_of(admin, instance_id))
+    return f"{lab}-sled{index}-vm-{instance_id[:8]}"
+
+
+class Received:
+    """Counts the packets that reach an instance's namespace (an nftables counter on its input
+    hook, installed by the test): what got to the instance, answered or not."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        subprocess.run(["ip", "netns", "exec", namespace, "nft", "-f", "-"], check=True,
+                       text=True, input="table inet observe {\n counter seen { }\n"
+                       " chain input {\n  type filter hook input priority -400; policy accept;\n"
+                       "  iifname \"eth0\" meta l4proto { tcp, udp, icmp } counter name seen\n"
+                       "  iifname \"eth0\" icmpv6 type echo-request counter name seen\n"
+                       " }\n}\n")
+
+    def packets(self):
+        out = subprocess.run(["ip", "netns", "exec", self.namespace, "nft", "-j", "list",
+                              "counter", "inet", "observe", "seen"], capture_output=True,
+                             text=True, check=True).stdout
+        return json.loads(out)["nftables"][1]["counter"]["packets"]
 
 
 @pytest.fixture
@@ -87,26 +154,90 @@ def test_a_floating_ip_carries_traffic_to_its_instance_until_detached_and_follow
     second = make_instance(admin, PROJECT, "web-b")
     for instance in (first, second):
         wait_run_state(admin, instance["id"], "running")
+    assert sled_of(admin, first["id"]) != sled_of(admin, second["id"])
     fip = make_fip(admin, PROJECT, "front", from_pool("public"))
     address = fip["ip"]
+    received = Received(vm_namespace(lab, admin, first["id"]))
 
     assert fetch(ext, address).startswith("error"), "nothing attached yet"
     expect(attach_fip(admin, fip["id"], first["id"]), 202)
     answer = fetch(ext, address)
     # The instance answers, and sees the client's real address.
     assert answer.startswith("host=web-a client=192.0.2.10:"), answer
-    udp = fetch(ext, address, kind="udp")
-    assert udp.startswith("host=web-a client=192.0.2.10:"), udp
-    assert subprocess.run(["ip", "netns", "exec", ext, "ping", "-c", "1", "-W", "2", address],
-                          capture_output=True).returncode == 0
+    # One UDP flow (the same source port each time) that the sleds track.
+    udp = fetch(ext, address, kind="udp", source_port=41000)
+    assert udp == "host=web-a client=192.0.2.10:41000", udp
+    assert ping(ext, address)
+    assert received.packets() >= 3
 
     expect(detach_fip(admin, fip["id"]), 202)
+    before = received.packets()
     assert fetch(ext, address).startswith("error"), "detached"
+    assert fetch(ext, address, kind="udp", source_port=41000).startswith("error"), "detached"
+    assert not ping(ext, address)
+    assert received.packets() == before, "nothing more reached the instance after the detach"
 
     expect(attach_fip(admin, fip["id"], second["id"]), 202)
     answer = fetch(ext, address)
     assert answer.startswith("host=web-b client=192.0.2.10:"), answer
+    # The flow the first sled tracked does not reach the old owner: the new one answers it.
+    udp = fetch(ext, address, kind="udp", source_port=41000)
+    assert udp == "host=web-b client=192.0.2.10:41000", udp
+    assert received.packets() == before
     assert [s["state"] for s in wait_sagas_settled(admin)].count("done") >= 5
+    # The switch keeps no state per flow (it is stateless, as a switch ASIC is).
+    count = subprocess.run(["ip", "netns", "exec", f"{lab}-sw", "conntrack", "-C"],
+                           capture_output=True, text=True)
+    assert count.stdout.strip() == "0", (count.stdout, count.stderr)
+
+
+def test_ipv6_floating_and_ephemeral_addresses_carry_traffic_until_detached(linux_rack):
+    lab, admin, _ = linux_rack
+    ext = f"{lab}-ext"
+    make_pool(admin, "public6", "2001:db8:f100::10", "2001:db8:f100::20", version="v6")
+    link(admin, "public6")
+    instance = make_instance(admin, PROJECT, "six")  # dual-stack interface (the default)
+    wait_run_state(admin, instance["id"], "running")
+    fip = make_fip(admin, PROJECT, "six", from_pool("public6"))
+    address = fip["ip"]
+    assert ipaddress.ip_address(address).version == 6
+    expect(attach_fip(admin, fip["id"], instance["id"]), 202)
+    answer = fetch(ext, address)
+    assert answer.startswith("host=six client=[2001:db8:e::10]:"), answer
+    udp = fetch(ext, address, kind="udp")
+    assert udp.startswith("host=six client=[2001:db8:e::10]:"), udp
+    assert ping(ext, address)
+    expect(detach_fip(admin, fip["id"]), 202)
+    assert fetch(ext, address).startswith("error"), "detached"
+
+    attached = expect(attach_ephemeral(admin, instance["id"],
+                                       {"type": "explicit", "pool": "public6"}), 202)
+    ephemeral = attached["ip"]
+    assert ipaddress.ip_address(ephemeral).version == 6
+    answer = fetch(ext, ephemeral)
+    assert answer.startswith("host=six client=[2001:db8:e::10]:"), answer
+    expect(detach_ephemeral(admin, instance["id"], ip_version="v6"), 204)
+    assert fetch(ext, ephemeral).startswith("error"), "detached"
+
+
+def test_an_instance_without_an_external_address_goes_out_through_its_snat_block(linux_rack,
+                                                                                   internet):
+    lab, admin, _ = linux_rack
+    instance = make_instance(admin, PROJECT, "quiet")
+    wait_run_state(admin, instance["id"], "running")
+    [snat] = [i for i in instance_external_ips(admin, instance["id"]) if i["kind"] == "snat"]
+    namespace = vm_namespace(lab, admin, instance["id"])
+    answer = fetch(namespace, internet, port=8080)
+    prefix = f"host=internet client={snat['ip']}:"
+    assert answer.startswith(prefix), answer
+    port = int(answer[len(prefix):])
+    assert snat["first_port"] <= port <= snat["last_port"], (port, snat)
+
+    # With a floating IP, that is its source instead.
+    fip = make_fip(admin, PROJECT, "out", from_pool("public"))
+    expect(attach_fip(admin, fip["id"], instance["id"]), 202)
+    answer = fetch(namespace, internet, port=8080)
+    assert answer.startswith(f"host=internet client={fip['ip']}:"), answer
 
 
 def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):

@@ -5,6 +5,7 @@
 // an established flow keeps reaching the old owner (../shared/spec/dataplane-linux.md pitfall 5).
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "common/error.h"
@@ -13,11 +14,10 @@
 namespace fp::agents::dataplane {
 
 // Deletes, in the calling thread's network namespace, the tracked connections of `address`:
-// without `source`, every one whose original or reply destination is `address` (inbound flows
-// to it, and the port's own flows sent as it: a 1:1 address); with `source`, only those from
-// `source` whose reply destination is `address` (one port's flows through a shared SNAT
-// address). Returns how many it deleted. Errors: Internal when conntrack cannot be read.
-Result<size_t> FlushConntrack(const IpAddr& address,
-                              const std::optional<IpAddr>& source = std::nullopt);
+// every one whose original or reply destination is `address` (inbound flows to it, and flows
+// sent as it, through a 1:1 or a SNAT address), only those in conntrack zone `zone` when given
+// (one port's flows: a SNAT address is shared by several ports). Returns how many it deleted.
+// Errors: Internal when conntrack cannot be read.
+Result<size_t> FlushConntrack(const IpAddr& address, std::optional<uint16_t> zone = std::nullopt);
 
 }  // namespace fp::agents::dataplane

@@ -34,8 +34,8 @@ class DataplaneTest : public ::testing::Test {
       ASSERT_TRUE(sled) << sled.error().message();
       sleds_.push_back(std::move(*sled));
     }
-    ASSERT_TRUE(sleds_[0]->AddPort(kVmA, "vm-a", Ip("172.30.0.10")));
-    ASSERT_TRUE(sleds_[1]->AddPort(kVmB, "vm-b", Ip("172.30.0.11")));
+    ASSERT_TRUE(sleds_[0]->AddPort(kVmA, "vm-a", {Ip("172.30.0.10"), Ip("fd00:0:0:400::10")}));
+    ASSERT_TRUE(sleds_[1]->AddPort(kVmB, "vm-b", {Ip("172.30.0.11"), Ip("fd00:0:0:400::11")}));
   }
   NatEntry Entry(const std::string& ip, int sled, int first = 0, int last = 65535) {
     return NatEntry{Ip(ip), first, last, Ip(kSleds[sled]), 10, "a8:40:25:00:00:01"};
@@ -90,7 +90,7 @@ TEST_F(DataplaneTest, AMovedAddressAnswersFromTheInstanceOnTheOtherSled) {
 // The study's conntrack trap: a flow the sled tracked for the old owner would keep reaching it
 // after the address moved to another instance on the same sled, unless the detach flushed it.
 TEST_F(DataplaneTest, AFlowOfAMovedAddressNeverReachesItsOldOwner) {
-  ASSERT_TRUE(sleds_[0]->AddPort(kVmC, "vm-c", Ip("172.30.0.12")));
+  ASSERT_TRUE(sleds_[0]->AddPort(kVmC, "vm-c", {Ip("172.30.0.12"), std::nullopt}));
   Attach("203.0.113.10", 0, kVmA);
   // One UDP flow (the same source port each time): tracked by the sled, DNAT to vm-a.
   auto first = Fetch(lab_.ns("ext"), "203.0.113.10", 80, /*udp=*/true, 40000);
@@ -126,6 +126,74 @@ TEST_F(DataplaneTest, OutboundUsesTheFloatingAddressElseTheSnatBlockElseNothing)
   auto floating = Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 8080);
   ASSERT_TRUE(floating) << floating.error().message();
   EXPECT_EQ(floating->substr(0, floating->rfind(':')), "host=internet client=203.0.113.10");
+}
+
+TEST_F(DataplaneTest, AnIpv6AddressCarriesTcpUdpAndPingBothWaysUntilDetached) {
+  const std::string address = "2001:db8:f100::10";
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), address, 80)) << "nothing attached yet";
+  Attach(address, 0, kVmA);
+  auto tcp = Fetch(lab_.ns("ext"), address, 80);
+  ASSERT_TRUE(tcp) << tcp.error().message();
+  EXPECT_EQ(tcp->substr(0, tcp->rfind(':')), "host=vm-a client=[2001:db8:e::10]");
+  auto udp = Fetch(lab_.ns("ext"), address, 80, /*udp=*/true);
+  ASSERT_TRUE(udp) << udp.error().message();
+  EXPECT_EQ(udp->substr(0, udp->rfind(':')), "host=vm-a client=[2001:db8:e::10]");
+  EXPECT_TRUE(InNs(lab_.ns("ext"), {"ping", "-c", "1", "-W", "2", address}));
+  // The instance's own connections leave as its IPv6 address.
+  auto internet = Responder::Start(lab_.ns("ext"), "internet", 8080).value();
+  auto out = Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 8080);
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->substr(0, out->rfind(':')), "host=internet client=[2001:db8:f100::10]");
+
+  Detach(address, 0, kVmA);
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), address, 80));
+  EXPECT_FALSE(Fetch(lab_.ns("ext"), address, 80, /*udp=*/true));
+  EXPECT_FALSE(Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 8080));
+  EXPECT_EQ(sleds_[0]->Answered(kVmA), 2) << "nothing more reached the instance";
+}
+
+TEST_F(DataplaneTest, APortWithoutAPrivateAddressOfTheVersionIsRefusedTheExternalAddress) {
+  ASSERT_TRUE(sleds_[0]->AddPort(kVmC, "vm-c", {Ip("172.30.0.12"), std::nullopt}));
+  Status refused = sleds_[0]->SetExternalIps(kVmC, {Ip("2001:db8:f100::10")}, std::nullopt);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message(),
+            "external address 2001:db8:f100::10: instance cccccccc-0000-4000-8000-000000000003 "
+            "has no private IPv6 address to carry it to");
+}
+
+// Instances of different VPCs may hold the same private address on one sled: each port's
+// packets and tracked flows are its own (a mark, a conntrack zone and a routing table per port).
+TEST_F(DataplaneTest, TwoPortsWithTheSamePrivateAddressEachGetTheirOwnTraffic) {
+  ASSERT_TRUE(sleds_[0]->AddPort(kVmC, "vm-c", {Ip("172.30.0.10"), std::nullopt}));
+  Attach("203.0.113.10", 0, kVmA);
+  Attach("203.0.113.11", 0, kVmC);
+  // From one client port to both: after DNAT the two flows look the same from the instances'
+  // side (172.30.0.10:80 to 192.0.2.10:40000), which one conntrack table cannot hold twice (it
+  // would rewrite the second one's client port). Each instance sees the client as it is.
+  for (bool udp : {false, true}) {
+    auto a = Fetch(lab_.ns("ext"), "203.0.113.10", 80, udp, 40000);
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_EQ(*a, "host=vm-a client=192.0.2.10:40000");
+    auto c = Fetch(lab_.ns("ext"), "203.0.113.11", 80, udp, 40000);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(*c, "host=vm-c client=192.0.2.10:40000");
+  }
+  // Outbound through one SNAT address, a block each: each port's flows come back to it.
+  auto internet = Responder::Start(lab_.ns("ext"), "internet", 8080).value();
+  ASSERT_TRUE(switch_->Apply(
+      {}, {Entry("198.51.100.7", 0, 0, 16383), Entry("198.51.100.7", 0, 16384, 32767)}));
+  Detach("203.0.113.10", 0, kVmA);
+  Detach("203.0.113.11", 0, kVmC);
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {}, SnatBlock{Ip("198.51.100.7"), 0, 16383}));
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmC, {}, SnatBlock{Ip("198.51.100.7"), 16384, 32767}));
+  for (const auto& [vm, first, last] : {std::tuple{kVmA, 0, 16383}, {kVmC, 16384, 32767}}) {
+    auto out = Fetch(sleds_[0]->VmNamespace(vm), "192.0.2.20", 8080);
+    ASSERT_TRUE(out) << out.error().message();
+    ASSERT_EQ(out->substr(0, out->rfind(':')), "host=internet client=198.51.100.7");
+    int port = std::stoi(out->substr(out->rfind(':') + 1));
+    EXPECT_GE(port, first);
+    EXPECT_LE(port, last);
+  }
 }
 
 }  // namespace

@@ -11,24 +11,51 @@ namespace fp::agents::dataplane {
 
 namespace {
 
-constexpr std::string_view kGateway = "169.254.169.1";
+constexpr std::string_view kGateway4 = "169.254.169.1";
+constexpr std::string_view kGateway6 = "fe80::1";
 constexpr int kBoundaryVni = 99;
+constexpr int kBlockPorts = 16384;
+// Port n's routing table is kTableBase + n; its rules (one per IP version) have preference
+// kRulePreference, which no other rule on the sled has: an earlier run's are found by it.
+constexpr uint32_t kTableBase = 0x10000;
+constexpr int kRulePreference = 2000;
+constexpr uint32_t kMaxPorts = 65535;  // conntrack zones are 16 bits
 
+// Declares the table afresh (an earlier run's goes with its elements). Marks and zones are set
+// in the raw hook, before conntrack looks a packet up: a port's flows live in its own zone.
 constexpr std::string_view kRuleset = R"nft(
 table inet fp_sled
 delete table inet fp_sled
 table inet fp_sled {
+  map port4_in {
+    type ipv4_addr : mark
+  }
+  map port6_in {
+    type ipv6_addr : mark
+  }
+  map port4_blk {
+    typeof ip daddr . @th,16,2 : meta mark
+  }
+  map port_if {
+    type ifname : mark
+  }
+  map zone_of {
+    typeof meta mark : ct zone
+  }
   map fip4_in {
     type ipv4_addr : ipv4_addr
   }
+  map fip6_in {
+    type ipv6_addr : ipv6_addr
+  }
   map fip4_out {
-    type ipv4_addr : ipv4_addr
+    type ifname : ipv4_addr
+  }
+  map fip6_out {
+    type ifname : ipv6_addr
   }
   map snat4 {
-    type ipv4_addr : interval ipv4_addr . inet_service
-  }
-  set ports4 {
-    type ipv4_addr
+    type ifname : interval ipv4_addr . inet_service
   }
   counter in_dnat { }
   counter in_unattached { }
@@ -36,6 +63,15 @@ table inet fp_sled {
   chain raw_pre {
     type filter hook prerouting priority raw; policy accept;
     udp dport 4789 notrack
+    iifname "vx0" meta mark set ip daddr map @port4_in goto zone
+    iifname "vx0" meta mark set ip6 daddr map @port6_in goto zone
+    iifname "vx0" meta l4proto { tcp, udp } meta mark set ip daddr . @th,16,2 map @port4_blk goto zone
+    iifname "vx0" icmp type echo-reply meta mark set ip daddr . @th,32,2 map @port4_blk goto zone
+    iifname "vx0" icmp type { destination-unreachable, time-exceeded, parameter-problem } meta mark set ip daddr . @th,224,2 map @port4_blk goto zone
+    iifname != "vx0" meta mark set iifname map @port_if goto zone
+  }
+  chain zone {
+    ct zone set meta mark map @zone_of
   }
   chain raw_out {
     type filter hook output priority raw; policy accept;
@@ -44,6 +80,7 @@ table inet fp_sled {
   chain nat_in {
     type nat hook prerouting priority dstnat; policy accept;
     iifname "vx0" dnat ip to ip daddr map @fip4_in
+    iifname "vx0" dnat ip6 to ip6 daddr map @fip6_in
   }
   chain forward_guard {
     type filter hook forward priority filter; policy accept;
@@ -54,13 +91,15 @@ table inet fp_sled {
   chain nat_out {
     type nat hook postrouting priority srcnat; policy accept;
     oifname != "vx0" return
-    snat ip to ip saddr map @fip4_out
-    meta l4proto { tcp, udp } snat ip to ip saddr map @snat4
-    meta l4proto icmp snat ip to ip saddr map @snat4
+    snat ip to iifname map @fip4_out
+    snat ip6 to iifname map @fip6_out
+    meta l4proto { tcp, udp, icmp } snat ip to iifname map @snat4
   }
   chain egress_guard {
     type filter hook postrouting priority srcnat + 10; policy accept;
-    oifname "vx0" ip saddr @ports4 counter name out_no_eip drop
+    oifname "vx0" ct status dnat accept
+    oifname "vx0" ct status snat accept
+    oifname "vx0" counter name out_no_eip drop
   }
 }
 )nft";
@@ -68,6 +107,19 @@ table inet fp_sled {
 Status Ip(std::vector<std::string> args) {
   args.insert(args.begin(), "ip");
   return RunCommand(args);
+}
+
+char V(const IpAddr& ip) { return ip.version() == IpVersion::kV4 ? '4' : '6'; }
+
+bool Has(const std::vector<IpAddr>& list, const IpAddr& ip) {
+  return std::find(list.begin(), list.end(), ip) != list.end();
+}
+
+std::optional<IpAddr> FirstOf(const std::vector<IpAddr>& list, IpVersion version) {
+  for (const IpAddr& ip : list) {
+    if (ip.version() == version) return ip;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -81,6 +133,10 @@ Result<std::unique_ptr<SledPorts>> SledPorts::Open(const std::string& netns, con
   FP_CHECK_OK(self->thread_->Run([&]() -> Status {
     self->nft_ = FP_TRY(Nftables::Open());
     FP_CHECK_OK(self->nft_->Run(std::string(kRuleset)));
+    for (const char* family : {"-4", "-6"}) {
+      while (Ip({family, "rule", "del", "pref", std::to_string(kRulePreference)})) {
+      }
+    }
     (void)Ip({"link", "del", "vx0"});
     FP_CHECK_OK(Ip({"link", "add", "vx0", "address", SledTunnelMac(underlay), "type", "vxlan",
                     "external", "dstport", std::to_string(kVxlanPort)}));
@@ -115,30 +171,72 @@ std::string SledPorts::VmNamespace(const Uuid& id) const {
   return fmt::format("{}-vm-{}", vm_prefix_, id.ToString().substr(0, 8));
 }
 
-Status SledPorts::AddPort(const Uuid& id, const std::string& hostname, const IpAddr& private_ip) {
-  if (ports_.count(id) != 0) return Ok();
-  if (private_ip.version() != IpVersion::kV4) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("instance {}: this dataplane gives ports an IPv4 private address only, not {}",
-                    id.ToString(), private_ip.ToString())));
+uint32_t SledPorts::FreeNumber() const {
+  std::vector<bool> used(ports_.size() + 2, false);
+  for (const auto& [id, port] : ports_) {
+    if (port.n < used.size()) used[port.n] = true;
   }
-  Port port{VmNamespace(id), "vm" + id.ToString().substr(0, 8), private_ip, {}, {}, nullptr};
-  const std::string priv = private_ip.ToString();
-  FP_CHECK_OK(thread_->Run([&]() -> Status {
-    (void)Ip({"netns", "del", port.netns});  // a namespace an earlier run left
-    FP_CHECK_OK(Ip({"netns", "add", port.netns}));
+  uint32_t n = 1;
+  while (used[n]) ++n;
+  return n;
+}
+
+Status SledPorts::Plumb(const Port& port) {
+  const std::string n = std::to_string(port.n);
+  const std::string table = std::to_string(kTableBase + port.n);
+  (void)Ip({"netns", "del", port.netns});  // a namespace an earlier run left
+  FP_CHECK_OK(Ip({"netns", "add", port.netns}));
+  FP_CHECK_OK(
+      Ip({"link", "add", port.veth, "type", "veth", "peer", "name", "eth0", "netns", port.netns}));
+  FP_CHECK_OK(Ip({"addr", "add", std::string(kGateway4) + "/32", "dev", port.veth}));
+  FP_CHECK_OK(Ip({"-6", "addr", "add", std::string(kGateway6) + "/64", "dev", port.veth, "nodad"}));
+  FP_CHECK_OK(Ip({"link", "set", port.veth, "up"}));
+  FP_CHECK_OK(Ip({"-n", port.netns, "link", "set", "lo", "up"}));
+  FP_CHECK_OK(Ip({"-n", port.netns, "link", "set", "eth0", "up"}));
+  for (const char* family : {"-4", "-6"}) {
+    FP_CHECK_OK(Ip({family, "route", "replace", "default", "dev", port.veth, "table", table}));
+    FP_CHECK_OK(Ip({family, "rule", "add", "pref", std::to_string(kRulePreference), "iif", "vx0",
+                    "fwmark", n, "lookup", table}));
+  }
+  if (const auto& v4 = port.private_ips.v4) {
+    FP_CHECK_OK(Ip({"-n", port.netns, "addr", "add", v4->ToString() + "/32", "dev", "eth0"}));
+    FP_CHECK_OK(Ip({"-n", port.netns, "route", "add", std::string(kGateway4), "dev", "eth0"}));
+    FP_CHECK_OK(Ip({"-n", port.netns, "route", "add", "default", "via", std::string(kGateway4)}));
+  }
+  if (const auto& v6 = port.private_ips.v6) {
     FP_CHECK_OK(Ip(
-        {"link", "add", port.veth, "type", "veth", "peer", "name", "eth0", "netns", port.netns}));
-    FP_CHECK_OK(Ip({"addr", "add", std::string(kGateway) + "/32", "dev", port.veth}));
-    FP_CHECK_OK(Ip({"link", "set", port.veth, "up"}));
-    FP_CHECK_OK(Ip({"route", "add", priv + "/32", "dev", port.veth}));
-    FP_CHECK_OK(Ip({"-n", port.netns, "link", "set", "lo", "up"}));
-    FP_CHECK_OK(Ip({"-n", port.netns, "addr", "add", priv + "/32", "dev", "eth0"}));
-    FP_CHECK_OK(Ip({"-n", port.netns, "link", "set", "eth0", "up"}));
-    FP_CHECK_OK(Ip({"-n", port.netns, "route", "add", std::string(kGateway), "dev", "eth0"}));
-    FP_CHECK_OK(Ip({"-n", port.netns, "route", "add", "default", "via", std::string(kGateway)}));
-    return nft_->Run(fmt::format("add element inet fp_sled ports4 {{ {} }}\n", priv));
-  }));
+        {"-n", port.netns, "-6", "addr", "add", v6->ToString() + "/128", "dev", "eth0", "nodad"}));
+    FP_CHECK_OK(Ip({"-n", port.netns, "-6", "route", "add", "default", "via",
+                    std::string(kGateway6), "dev", "eth0"}));
+  }
+  return nft_->Run(
+      fmt::format("add element inet fp_sled port_if {{ \"{0}\" : {1} }}\n"
+                  "add element inet fp_sled zone_of {{ {1} : {1} }}\n",
+                  port.veth, port.n));
+}
+
+Status SledPorts::AddPort(const Uuid& id, const std::string& hostname,
+                          const PrivateIps& private_ips) {
+  const auto* v4 = private_ips.v4 ? &*private_ips.v4 : nullptr;
+  const auto* v6 = private_ips.v6 ? &*private_ips.v6 : nullptr;
+  if ((!v4 && !v6) || (v4 && v4->version() != IpVersion::kV4) ||
+      (v6 && v6->version() != IpVersion::kV6)) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "instance {}: a port needs a private IPv4 address, an IPv6 one, or both", id.ToString())));
+  }
+  if (auto it = ports_.find(id); it != ports_.end()) {
+    const PrivateIps& had = it->second.private_ips;
+    if (had.v4 == private_ips.v4 && had.v6 == private_ips.v6) return Ok();
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance {}: its port exists with other private addresses", id.ToString())));
+  }
+  if (ports_.size() >= kMaxPorts) {
+    return Fail(Error::InsufficientCapacity(
+        fmt::format("this sled holds {} ports, the most it can", kMaxPorts)));
+  }
+  Port port{FreeNumber(), VmNamespace(id), "vm" + id.ToString().substr(0, 8), private_ips, {},
+            {},           nullptr};
+  FP_CHECK_OK(thread_->Run([&]() -> Status { return Plumb(port); }));
   port.responder = FP_TRY(Responder::Start(port.netns, hostname));
   ports_.emplace(id, std::move(port));
   return Ok();
@@ -148,11 +246,23 @@ Status SledPorts::SetExternalIps(const Uuid& id, const std::vector<IpAddr>& one_
                                  const std::optional<SnatBlock>& snat) {
   auto it = ports_.find(id);
   if (it == ports_.end()) return Fail(Error::NotFoundById("instance", id.ToString()));
+  const PrivateIps& own = it->second.private_ips;
   for (const IpAddr& ip : one_to_one) {
-    if (ip.version() != IpVersion::kV4) {
+    if (!(ip.version() == IpVersion::kV4 ? own.v4 : own.v6)) {
       return Fail(Error::InvalidRequest(fmt::format(
-          "external address {}: this dataplane carries IPv4 external addresses only so far",
-          ip.ToString())));
+          "external address {}: instance {} has no private IPv{} address to carry it to",
+          ip.ToString(), id.ToString(), V(ip))));
+    }
+  }
+  if (snat) {
+    bool aligned = snat->first_port % kBlockPorts == 0 &&
+                   snat->last_port == snat->first_port + kBlockPorts - 1 && snat->first_port >= 0 &&
+                   snat->last_port <= 65535;
+    if (snat->ip.version() != IpVersion::kV4 || !own.v4 || !aligned) {
+      return Fail(Error::InvalidRequest(fmt::format(
+          "SNAT {} ports {}-{} for instance {}: a port's SNAT is an IPv4 address and an aligned "
+          "block of {} ports, for a port with a private IPv4 address",
+          snat->ip.ToString(), snat->first_port, snat->last_port, id.ToString(), kBlockPorts)));
     }
   }
   return Reconfigure(it->second, one_to_one, snat);
@@ -160,49 +270,65 @@ Status SledPorts::SetExternalIps(const Uuid& id, const std::vector<IpAddr>& one_
 
 Status SledPorts::Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
                               const std::optional<SnatBlock>& snat) {
-  const std::string priv = port.private_ip.ToString();
   std::string commands;
   std::vector<IpAddr> lost;
   for (const IpAddr& ip : port.one_to_one) {
-    if (std::find(one_to_one.begin(), one_to_one.end(), ip) == one_to_one.end()) {
-      commands += fmt::format("delete element inet fp_sled fip4_in {{ {} }}\n", ip.ToString());
+    if (!Has(one_to_one, ip)) {
+      commands += fmt::format(
+          "delete element inet fp_sled fip{0}_in {{ {1} }}\n"
+          "delete element inet fp_sled port{0}_in {{ {1} }}\n",
+          V(ip), ip.ToString());
       lost.push_back(ip);
     }
   }
   for (const IpAddr& ip : one_to_one) {
-    if (std::find(port.one_to_one.begin(), port.one_to_one.end(), ip) == port.one_to_one.end()) {
-      commands +=
-          fmt::format("add element inet fp_sled fip4_in {{ {} : {} }}\n", ip.ToString(), priv);
+    if (!Has(port.one_to_one, ip)) {
+      const IpAddr& private_ip =
+          ip.version() == IpVersion::kV4 ? *port.private_ips.v4 : *port.private_ips.v6;
+      commands += fmt::format(
+          "add element inet fp_sled fip{0}_in {{ {1} : {2} }}\n"
+          "add element inet fp_sled port{0}_in {{ {1} : {3} }}\n",
+          V(ip), ip.ToString(), private_ip.ToString(), port.n);
     }
   }
-  // The outbound source: the first 1:1 address (replaced whole when it changes).
-  std::optional<IpAddr> out_before;
-  if (!port.one_to_one.empty()) out_before = port.one_to_one.front();
-  std::optional<IpAddr> out_after;
-  if (!one_to_one.empty()) out_after = one_to_one.front();
-  if (out_before != out_after) {
-    if (out_before)
-      commands += fmt::format("delete element inet fp_sled fip4_out {{ {} }}\n", priv);
-    if (out_after) {
-      commands += fmt::format("add element inet fp_sled fip4_out {{ {} : {} }}\n", priv,
-                              out_after->ToString());
+  // The outbound source of each version: the first 1:1 address (replaced whole when it changes).
+  for (IpVersion version : {IpVersion::kV4, IpVersion::kV6}) {
+    std::optional<IpAddr> before = FirstOf(port.one_to_one, version);
+    std::optional<IpAddr> after = FirstOf(one_to_one, version);
+    if (before == after) continue;
+    char v = version == IpVersion::kV4 ? '4' : '6';
+    if (before) {
+      commands += fmt::format("delete element inet fp_sled fip{}_out {{ \"{}\" }}\n", v, port.veth);
+    }
+    if (after) {
+      commands += fmt::format("add element inet fp_sled fip{}_out {{ \"{}\" : {} }}\n", v,
+                              port.veth, after->ToString());
     }
   }
   if (port.snat != snat) {
-    if (port.snat) commands += fmt::format("delete element inet fp_sled snat4 {{ {} }}\n", priv);
+    if (const auto& old = port.snat) {
+      commands += fmt::format(
+          "delete element inet fp_sled snat4 {{ \"{}\" }}\n"
+          "delete element inet fp_sled port4_blk {{ {} . {} }}\n",
+          port.veth, old->ip.ToString(), old->first_port / kBlockPorts);
+    }
     if (snat) {
-      commands += fmt::format("add element inet fp_sled snat4 {{ {} : {} . {}-{} }}\n", priv,
-                              snat->ip.ToString(), snat->first_port, snat->last_port);
+      commands += fmt::format(
+          "add element inet fp_sled snat4 {{ \"{}\" : {} . {}-{} }}\n"
+          "add element inet fp_sled port4_blk {{ {} . {} : {} }}\n",
+          port.veth, snat->ip.ToString(), snat->first_port, snat->last_port, snat->ip.ToString(),
+          snat->first_port / kBlockPorts, port.n);
     }
   }
   if (commands.empty()) return Ok();
   std::optional<SnatBlock> lost_snat =
       port.snat && port.snat != snat ? port.snat : std::optional<SnatBlock>();
+  const auto zone = static_cast<uint16_t>(port.n);
   FP_CHECK_OK(thread_->Run([&]() -> Status {
     FP_CHECK_OK(nft_->Run(commands));
-    // The map first, then the flows it made: no new flow can be set up for a lost address.
-    for (const IpAddr& ip : lost) FP_TRY(FlushConntrack(ip));
-    if (lost_snat) FP_TRY(FlushConntrack(lost_snat->ip, port.private_ip));
+    // The maps first, then the flows they made: no new flow can be set up for a lost address.
+    for (const IpAddr& ip : lost) FP_TRY(FlushConntrack(ip, zone));
+    if (lost_snat) FP_TRY(FlushConntrack(lost_snat->ip, zone));
     return Ok();
   }));
   port.one_to_one = one_to_one;
@@ -217,14 +343,9 @@ int64_t SledPorts::Answered(const Uuid& id) const {
 }
 
 Status SledPorts::Configure(const InstanceSpec& spec) {
-  if (!spec.private_ipv4) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "instance {}: this dataplane needs a private IPv4 address on the primary interface",
-        spec.id.ToString())));
-  }
   FP_CHECK_OK(AddPort(spec.id,
                       spec.hostname.empty() ? spec.id.ToString().substr(0, 8) : spec.hostname,
-                      *spec.private_ipv4));
+                      PrivateIps{spec.private_ipv4, spec.private_ipv6}));
   std::optional<SnatBlock> snat;
   if (spec.snat_ip) snat = SnatBlock{*spec.snat_ip, spec.snat_first_port, spec.snat_last_port};
   return SetExternalIps(spec.id, spec.external_ips, snat);
@@ -237,8 +358,16 @@ Status SledPorts::RemovePort(const Uuid& id) {
   FP_CHECK_OK(Reconfigure(port, {}, std::nullopt));
   port.responder.reset();
   FP_CHECK_OK(thread_->Run([&]() -> Status {
-    FP_CHECK_OK(nft_->Run(
-        fmt::format("delete element inet fp_sled ports4 {{ {} }}\n", port.private_ip.ToString())));
+    FP_CHECK_OK(
+        nft_->Run(fmt::format("delete element inet fp_sled port_if {{ \"{0}\" }}\n"
+                              "delete element inet fp_sled zone_of {{ {1} }}\n",
+                              port.veth, port.n)));
+    const std::string table = std::to_string(kTableBase + port.n);
+    for (const char* family : {"-4", "-6"}) {
+      (void)Ip({family, "rule", "del", "pref", std::to_string(kRulePreference), "iif", "vx0",
+                "fwmark", std::to_string(port.n), "lookup", table});
+      (void)Ip({family, "route", "flush", "table", table});
+    }
     (void)Ip({"link", "del", port.veth});
     return Ip({"netns", "del", port.netns});
   }));

@@ -3,25 +3,35 @@
 // A sled's instances and their external addresses on Linux (issue 13 item 3;
 // ../shared/spec/dataplane-linux.md §4): each instance is a network namespace on a veth to the
 // sled, with a Responder for its service; the sled's nftables table does the port's NAT, as
-// Oxide's OPTE does per port:
+// Oxide's OPTE does per port.
+//
+// Ports are kept apart as OPTE keeps them: instances of different VPCs may hold the same
+// private address on one sled, so nothing on the sled is keyed by private address. Each port
+// has a number n, which is its packets' mark, its conntrack zone (each port's flows are its own,
+// and a flush on detach touches no other port's) and its routing table (the way to its veth):
 //
 //   table inet fp_sled
-//     map fip4_in   external -> private        inbound 1:1 DNAT (floating, ephemeral)
-//     map fip4_out  private -> external        the source of the instance's own connections
-//                                              (the first of its 1:1 addresses)
-//     map snat4     private -> SNAT address . port block   otherwise
-//     set ports4    the instances' private addresses: one still leaving for the switch after
-//                   NAT has no external address, and is dropped (counter out_no_eip)
-//     a forward guard: from the tunnel only DNAT'd connections and replies get through
-//     (counter in_unattached counts the rest)
+//     map port4_in, port6_in  external address -> n       (1:1 addresses; from the tunnel)
+//     map port4_blk           SNAT address . block -> n   (replies to SNAT flows, ICMP too)
+//     map port_if             veth -> n                   (from the instance)
+//     map zone_of             n -> conntrack zone n       (set before conntrack sees a packet)
+//     map fip4_in, fip6_in    external -> private          inbound 1:1 DNAT
+//     map fip4_out, fip6_out  veth -> external             the source of the instance's own
+//                                                          connections: its first 1:1 address
+//                                                          of that version (floating first)
+//     map snat4               veth -> SNAT address . ports  otherwise (IPv4 only, as Oxide)
+//     guards: from the tunnel only DNAT'd connections and replies get through (counter
+//     in_unattached); to the tunnel only NAT'd ones (counter out_no_eip)
 //
-// Taking an address off a port changes the map first and then flushes that address's tracked
+//   ip rule iif vx0 fwmark n lookup <kTableBase + n>: default dev <veth> (IPv4 and IPv6)
+//
+// Taking an address off a port changes the maps first and then flushes that address's tracked
 // connections on the sled, so that no established flow keeps reaching the old owner.
 //
-// Addressing of an instance's namespace: eth0 holds its private address /32 and routes through
-// the fixed on-link gateway 169.254.169.1, which the sled's side of the veth holds. The sled
-// reaches the switch through vx0 (VXLAN, its MAC from its underlay address, tunnel.h), with
-// VNI 99 (Oxide's boundary services VNI).
+// Addressing of an instance's namespace: eth0 holds its private addresses (/32, /128) and
+// routes through on-link gateways the sled's side of the veth holds: 169.254.169.1 and
+// fe80::1. The sled reaches the switch through vx0 (VXLAN, its MAC from its underlay address,
+// tunnel.h), with VNI 99 (Oxide's boundary services VNI).
 
 #include <map>
 #include <memory>
@@ -45,28 +55,38 @@ struct SnatBlock {
   bool operator==(const SnatBlock&) const = default;
 };
 
+// An instance's private addresses on its primary interface: one of each version at most, at
+// least one.
+struct PrivateIps {
+  std::optional<IpAddr> v4;
+  std::optional<IpAddr> v6;
+};
+
 // Not thread-safe: the sled agent calls it under its own lock.
 class SledPorts final : public PortDataplane {
  public:
-  // In the sled's namespace `netns`: vx0 and the route to the switch's underlay address
-  // through it, and the table (an earlier run's replaced). Instance namespaces are named
-  // `<vm_prefix>-vm-<the instance id's first 8 hex digits>`. Errors: NetnsThread::Start's,
-  // Internal when a command or nftables fails.
+  // In the sled's namespace `netns`: vx0 and the routes to the switch's underlay address
+  // through it, and the table (an earlier run's table and port rules replaced). Instance
+  // namespaces are named `<vm_prefix>-vm-<the instance id's first 8 hex digits>`. Errors:
+  // NetnsThread::Start's, Internal when a command or nftables fails.
   static Result<std::unique_ptr<SledPorts>> Open(const std::string& netns, const IpAddr& underlay,
                                                  const IpAddr& switch_underlay,
                                                  std::string vm_prefix);
   // Removes every instance namespace it made.
   ~SledPorts() override;
 
-  // PortDataplane: AddPort (the hostname, else the id's first 8 hex digits; the private IPv4
-  // address, required) then SetExternalIps with the spec's addresses; RemovePort.
+  // PortDataplane: AddPort (the hostname, else the id's first 8 hex digits; the private
+  // addresses) then SetExternalIps with the spec's addresses; RemovePort.
   Status Configure(const InstanceSpec& spec) override;
   Status Remove(const Uuid& id) override { return RemovePort(id); }
 
-  // The instance's namespace, veth and responder (answering as `hostname`). Idempotent.
-  Status AddPort(const Uuid& id, const std::string& hostname, const IpAddr& private_ip);
-  // The port's whole external configuration, in one transaction; then the flush of what it lost.
-  // NotFound for an instance without a port.
+  // The instance's namespace, veth and responder (answering as `hostname`). Idempotent for
+  // the same addresses; InvalidRequest without any, or with other addresses than the port has.
+  Status AddPort(const Uuid& id, const std::string& hostname, const PrivateIps& private_ips);
+  // The port's whole external configuration, in one transaction; then the flush of what it
+  // lost. `one_to_one` in order of preference for outbound connections. InvalidRequest for an
+  // address whose version the port has no private address of, a SNAT block that is not IPv4
+  // or not an aligned 16,384-port block; NotFound for an instance without a port.
   Status SetExternalIps(const Uuid& id, const std::vector<IpAddr>& one_to_one,
                         const std::optional<SnatBlock>& snat);
   // Takes the port's addresses off (with their flush) and removes its namespace. Idempotent.
@@ -78,9 +98,10 @@ class SledPorts final : public PortDataplane {
 
  private:
   struct Port {
+    uint32_t n = 0;  // mark, conntrack zone, routing table kTableBase + n
     std::string netns;
     std::string veth;
-    IpAddr private_ip;
+    PrivateIps private_ips;
     std::vector<IpAddr> one_to_one;
     std::optional<SnatBlock> snat;
     std::unique_ptr<Responder> responder;
@@ -89,6 +110,8 @@ class SledPorts final : public PortDataplane {
       : thread_(std::move(thread)), vm_prefix_(std::move(vm_prefix)) {}
   Status Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
                      const std::optional<SnatBlock>& snat);
+  Status Plumb(const Port& port);  // on thread_
+  uint32_t FreeNumber() const;
 
   std::unique_ptr<NetnsThread> thread_;
   std::unique_ptr<Nftables> nft_;  // used on thread_ only

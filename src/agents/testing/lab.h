@@ -57,19 +57,35 @@ inline Result<std::string> Fetch(const std::string& ns, const std::string& ip, i
   auto thread = FP_TRY(dataplane::NetnsThread::Start(ns));
   std::string answer;
   FP_CHECK_OK(thread->Run([&]() -> Status {
-    int fd = socket(AF_INET, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    // The family from the address: IPv6 when it has a colon.
+    const bool v6 = ip.find(':') != std::string::npos;
+    sockaddr_storage to{};
+    sockaddr_storage from{};
+    socklen_t size = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&to);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET6, ip.c_str(), &a->sin6_addr);
+      auto* f = reinterpret_cast<sockaddr_in6*>(&from);
+      f->sin6_family = AF_INET6;
+      f->sin6_port = htons(static_cast<uint16_t>(source_port));
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&to);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET, ip.c_str(), &a->sin_addr);
+      auto* f = reinterpret_cast<sockaddr_in*>(&from);
+      f->sin_family = AF_INET;
+      f->sin_port = htons(static_cast<uint16_t>(source_port));
+    }
+    int fd = socket(v6 ? AF_INET6 : AF_INET,
+                    (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return Fail(Error::Internal("socket"));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
     if (source_port != 0) {
       int on = 1;
       setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-      sockaddr_in from{};
-      from.sin_family = AF_INET;
-      from.sin_port = htons(static_cast<uint16_t>(source_port));
-      if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      if (bind(fd, reinterpret_cast<sockaddr*>(&from), size) != 0) {
         int error = errno;
         close(fd);
         return Fail(Error::Internal(fmt::format("bind: {}", std::strerror(error))));
@@ -79,7 +95,7 @@ inline Result<std::string> Fetch(const std::string& ns, const std::string& ip, i
       close(fd);
       return Fail(Error::Unavailable(fmt::format("{}:{} from {}: {}", ip, port, ns, why)));
     };
-    int rc = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    int rc = connect(fd, reinterpret_cast<sockaddr*>(&to), size);
     if (rc != 0 && errno != EINPROGRESS) return fail(std::strerror(errno));
     pollfd p{fd, POLLOUT, 0};
     if (poll(&p, 1, 2000) != 1) return fail("connect timed out");
