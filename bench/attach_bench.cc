@@ -63,55 +63,19 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "http/client.h"
-#include "http/host_port.h"
 
 namespace {
 
-using Json = nlohmann::json;
+using fp::bench::Api;
+using fp::bench::Clock;
+using fp::bench::Die;
+using fp::bench::Json;
+using fp::bench::Percentile;
+using fp::bench::PortOf;
+using fp::bench::StartListening;
 using fp::http::HttpClient;
-using Clock = std::chrono::steady_clock;
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "bench_attach: %s\n", what.c_str());
-  std::exit(1);
-}
-
-class Api {
- public:
-  Api(uint16_t port, std::string token)
-      : http_("floatplane", "http://127.0.0.1:" + std::to_string(port), std::chrono::seconds(30)),
-        headers_{{"Authorization", "Bearer " + token}} {}
-
-  // The status and parsed body; dies on a transport error.
-  std::pair<int, Json> Call(std::string_view method, const std::string& target,
-                            const Json& body = nullptr) {
-    auto answer =
-        http_.Call(method, target, body.is_null() ? std::string() : body.dump(), headers_);
-    if (!answer) Die(answer.error().message());
-    Json parsed = answer->body.empty() ? Json() : Json::parse(answer->body, nullptr, false);
-    return {answer->status, parsed};
-  }
-
-  Json Expect(int status, std::string_view method, const std::string& target,
-              const Json& body = nullptr) {
-    auto [got, reply] = Call(method, target, body);
-    if (got != status) {
-      Die(std::string(method) + " " + target + ": expected " + std::to_string(status) + ", got " +
-          std::to_string(got) + " " + reply.dump());
-    }
-    return reply;
-  }
-
- private:
-  HttpClient http_;
-  std::vector<std::pair<std::string, std::string>> headers_;
-};
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(static_cast<double>(v.size()) * p))];
-}
 
 // Single-row commits, each made durable on its own, for `seconds`: the disk's commit rate.
 double RawCommitRate(const std::string& dir, double seconds = 3.0) {
@@ -269,40 +233,6 @@ double PgbenchRate(const std::string& url, const std::string& dbname, int client
   return std::stod(m[1]);
 }
 
-// Starts `argv` with its stdout on a pipe and its stderr discarded, and returns its pid and the
-// URL of its first stdout line ("listening on URL").
-std::pair<pid_t, std::string> StartListening(const std::vector<std::string>& argv) {
-  int out[2];
-  if (pipe(out) != 0) Die("pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
-    close(out[0]);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string line;
-  for (char c; read(out[0], &c, 1) == 1 && c != '\n';) line += c;
-  constexpr std::string_view kListening = "listening on ";
-  if (std::string_view(line).substr(0, kListening.size()) != kListening) {
-    Die(argv[0] + " " + argv[1] + " did not start: \"" + line + "\"");
-  }
-  return {pid, line.substr(kListening.size())};
-}
-
-uint16_t PortOf(const std::string& url) {
-  constexpr std::string_view kHttp = "http://";
-  auto address = fp::http::ParseHostPort(std::string_view(url).substr(kHttp.size()));
-  if (!address) Die("no address in " + url);
-  return address->port;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,33 +244,18 @@ int main(int argc, char** argv) {
   int idle_connections = 0;
   std::string postgres;
   int server_count = 1;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--binary") {
-      binary = value();
-    } else if (a == "--cycles") {
-      cycles = std::atoi(value().c_str());
-    } else if (a == "--clients") {
-      concurrent = std::atoi(value().c_str());
-    } else if (a == "--data-dir") {
-      data_dir = value();
-    } else if (a == "--history-retention") {
-      history_retention = value();
-    } else if (a == "--idle-connections") {
-      idle_connections = std::atoi(value().c_str());
-    } else if (a == "--postgres") {
-      postgres = value();
-    } else if (a == "--servers") {
-      server_count = std::atoi(value().c_str());
-    } else {
-      Die("usage: bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
-          "[--idle-connections N] [--history-retention DURATION] [--postgres URL [--servers N]]");
-    }
-  }
+  fp::bench::ParseFlags(
+      argc, argv,
+      {{"--binary", &binary},
+       {"--cycles", &cycles},
+       {"--clients", &concurrent},
+       {"--data-dir", &data_dir},
+       {"--history-retention", &history_retention},
+       {"--idle-connections", &idle_connections},
+       {"--postgres", &postgres},
+       {"--servers", &server_count}},
+      "bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
+      "[--idle-connections N] [--history-retention DURATION] [--postgres URL [--servers N]]");
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
   if (cycles < concurrent) Die("--cycles must be at least --clients");
   if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");

@@ -7,17 +7,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "common/error.h"
 #include "common/ip.h"
 
 namespace fp::agents::dataplane {
 
-// Deletes, in the calling thread's network namespace, the tracked connections of `address`:
-// every one whose original or reply destination is `address` (inbound flows to it, and flows
+// Deletes, in the calling thread's network namespace, the tracked connections of `addresses`:
+// every one whose original or reply destination is one of them (inbound flows to it, and flows
 // sent as it, through a 1:1 or a SNAT address), only those in conntrack zone `zone` when given
-// (one port's flows: a SNAT address is shared by several ports). Returns how many it deleted.
-// Errors: Internal when conntrack cannot be read.
-Result<size_t> FlushConntrack(const IpAddr& address, std::optional<uint16_t> zone = std::nullopt);
+// (one port's flows: a SNAT address is shared by several ports). One walk of the kernel's
+// table whatever the number of addresses. Returns how many it deleted. Errors: Internal when
+// conntrack cannot be read.
+Result<size_t> FlushConntrack(const std::vector<IpAddr>& addresses,
+                              std::optional<uint16_t> zone = std::nullopt);
 
 }  // namespace fp::agents::dataplane

@@ -327,8 +327,8 @@ Status SledPorts::Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
   FP_CHECK_OK(thread_->Run([&]() -> Status {
     FP_CHECK_OK(nft_->Run(commands));
     // The maps first, then the flows they made: no new flow can be set up for a lost address.
-    for (const IpAddr& ip : lost) FP_TRY(FlushConntrack(ip, zone));
-    if (lost_snat) FP_TRY(FlushConntrack(lost_snat->ip, zone));
+    if (lost_snat) lost.push_back(lost_snat->ip);
+    FP_TRY(FlushConntrack(lost, zone));
     return Ok();
   }));
   port.one_to_one = one_to_one;

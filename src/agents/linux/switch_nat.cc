@@ -159,36 +159,26 @@ std::optional<uint32_t> SwitchNat::MarkOf(const IpAddr& sled, int64_t vni) const
   return it->second;
 }
 
-std::string SwitchNat::Diff(const std::map<Key, uint32_t>& next) const {
+std::string SwitchNat::Diff(const Change& change) const {
   std::string deletions, additions;
-  for (const auto& [key, mark] : installed_) {
-    auto it = next.find(key);
+  for (const auto& [key, mark] : change) {
+    auto it = installed_.find(key);
+    const bool had = it != installed_.end();
     // A retarget is a deletion and an addition in the same transaction: never a gap.
-    if (it == next.end() || it->second != mark) {
+    if (had && mark != it->second) {
       deletions += fmt::format("delete element inet fp_switch {} {{ {} }}\n", key.map, key.key);
     }
-  }
-  for (const auto& [key, mark] : next) {
-    auto it = installed_.find(key);
-    if (it == installed_.end() || it->second != mark) {
+    if (mark && (!had || it->second != *mark)) {
       additions +=
-          fmt::format("add element inet fp_switch {} {{ {} : {:#x} }}\n", key.map, key.key, mark);
+          fmt::format("add element inet fp_switch {} {{ {} : {:#x} }}\n", key.map, key.key, *mark);
     }
   }
   return deletions + additions;
 }
 
-Status SwitchNat::Commit(std::map<Key, uint32_t> next, bool whole) {
-  std::string commands = whole ? Whole(next) : Diff(next);
-  if (commands.empty()) return Ok();
-  Status done = thread_->Run([&]() -> Status { return nft_->Run(commands); });
-  if (!done && !whole) {
-    // The kernel's maps are not what this agent believes (someone changed them): refill them
-    // whole, so that the next change does not trip over the same difference.
-    commands = Whole(next);
-    done = thread_->Run([&]() -> Status { return nft_->Run(commands); });
-  }
-  FP_CHECK_OK(done);
+Status SwitchNat::CommitWhole(std::map<Key, uint32_t> next) {
+  const std::string commands = Whole(next);
+  FP_CHECK_OK(thread_->Run([&]() -> Status { return nft_->Run(commands); }));
   installed_ = std::move(next);
   return Ok();
 }
@@ -207,10 +197,32 @@ std::string SwitchNat::Whole(const std::map<Key, uint32_t>& next) {
 Status SwitchNat::Apply(const std::vector<NatEntry>& removed,
                         const std::vector<NatEntry>& installed) {
   for (const NatEntry& e : installed) FP_CHECK_OK(CheckEntry(e));
+  Change change;
+  for (const NatEntry& e : removed) change[KeyOf(e)] = std::nullopt;
+  for (const NatEntry& e : installed) change[KeyOf(e)] = FP_TRY(MarkFor(e));
+  const std::string commands = Diff(change);
+  if (commands.empty()) return Ok();
+  if (thread_->Run([&]() -> Status { return nft_->Run(commands); })) {
+    for (const auto& [key, mark] : change) {
+      if (mark) {
+        installed_[key] = *mark;
+      } else {
+        installed_.erase(key);
+      }
+    }
+    return Ok();
+  }
+  // The kernel's maps are not what this agent believes (someone changed them): refill them
+  // whole, so that the next change does not trip over the same difference.
   std::map<Key, uint32_t> next = installed_;
-  for (const NatEntry& e : removed) next.erase(KeyOf(e));
-  for (const NatEntry& e : installed) next[KeyOf(e)] = FP_TRY(MarkFor(e));
-  return Commit(std::move(next));
+  for (const auto& [key, mark] : change) {
+    if (mark) {
+      next[key] = *mark;
+    } else {
+      next.erase(key);
+    }
+  }
+  return CommitWhole(std::move(next));
 }
 
 Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
@@ -219,7 +231,7 @@ Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
     FP_CHECK_OK(CheckEntry(e));
     next[KeyOf(e)] = FP_TRY(MarkFor(e));
   }
-  return Commit(std::move(next), /*whole=*/true);
+  return CommitWhole(std::move(next));
 }
 
 Result<std::vector<std::string>> SwitchNat::Dump() {

@@ -84,11 +84,13 @@ class SwitchNat final : public NatDataplane {
   Result<uint32_t> MarkFor(const NatEntry& e);
   Status MakeTunnel(const Target& target, uint32_t mark);
   Status ResetTunnels();
-  // The commands that move `installed_` to `next` (deletions first, then additions).
-  std::string Diff(const std::map<Key, uint32_t>& next) const;
-  // Moves the maps to `next` by their difference from what the agent installed, or `whole`
-  // (flushed and refilled, one transaction); a refused difference is retried whole.
-  Status Commit(std::map<Key, uint32_t> next, bool whole = false);
+  // A net change to the maps: per key, its new mark, or none to remove it.
+  using Change = std::map<Key, std::optional<uint32_t>>;
+  // The commands that make `change` on `installed_` (deletions first, then additions): in the
+  // size of the change, not of the table.
+  std::string Diff(const Change& change) const;
+  // The maps flushed and refilled with `next`, as one transaction.
+  Status CommitWhole(std::map<Key, uint32_t> next);
   static std::string Whole(const std::map<Key, uint32_t>& next);
 
   std::unique_ptr<NetnsThread> thread_;

@@ -1,0 +1,130 @@
+#pragma once
+
+// What the benchmarks share: dying with a message, the API over HTTP, percentiles, and starting
+// floatplane processes that announce their address.
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "http/client.h"
+#include "http/host_port.h"
+
+namespace fp::bench {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] inline void Die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, what.c_str());
+  std::exit(1);
+}
+
+// The public API as the admin, over one keep-alive connection.
+class Api {
+ public:
+  Api(uint16_t port, std::string token)
+      : http_("floatplane", "http://127.0.0.1:" + std::to_string(port), std::chrono::seconds(30)),
+        headers_{{"Authorization", "Bearer " + token}} {}
+
+  // The status and parsed body; dies on a transport error.
+  std::pair<int, Json> Call(std::string_view method, const std::string& target,
+                            const Json& body = nullptr) {
+    auto answer =
+        http_.Call(method, target, body.is_null() ? std::string() : body.dump(), headers_);
+    if (!answer) Die(answer.error().message());
+    Json parsed = answer->body.empty() ? Json() : Json::parse(answer->body, nullptr, false);
+    return {answer->status, parsed};
+  }
+
+  Json Expect(int status, std::string_view method, const std::string& target,
+              const Json& body = nullptr) {
+    auto [got, reply] = Call(method, target, body);
+    if (got != status) {
+      Die(std::string(method) + " " + target + ": expected " + std::to_string(status) + ", got " +
+          std::to_string(got) + " " + reply.dump());
+    }
+    return reply;
+  }
+
+ private:
+  http::HttpClient http_;
+  std::vector<std::pair<std::string, std::string>> headers_;
+};
+
+// A "--name value" command-line flag and the variable it sets (an int's value read with atoi).
+struct Flag {
+  std::string name;
+  std::variant<std::string*, int*> into;
+};
+
+// Sets the flags' variables from argv; dies with `usage` on an unknown flag or a missing value.
+inline void ParseFlags(int argc, char** argv, const std::vector<Flag>& flags,
+                       const std::string& usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string name = argv[i];
+    auto flag =
+        std::find_if(flags.begin(), flags.end(), [&](const Flag& f) { return f.name == name; });
+    if (flag == flags.end()) Die("usage: " + usage);
+    if (i + 1 >= argc) Die(name + " needs a value");
+    const char* value = argv[++i];
+    if (auto* text = std::get_if<std::string*>(&flag->into)) {
+      **text = value;
+    } else {
+      *std::get<int*>(flag->into) = std::atoi(value);
+    }
+  }
+}
+
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(static_cast<double>(v.size()) * p))];
+}
+
+// Starts `argv` with its stdout on a pipe and its stderr discarded, and returns its pid and the
+// URL of its first stdout line ("listening on URL").
+inline std::pair<pid_t, std::string> StartListening(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe(out) != 0) Die("pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    close(out[0]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string line;
+  // The read end stays open: a child writing more to stdout must not get SIGPIPE.
+  for (char c; read(out[0], &c, 1) == 1 && c != '\n';) line += c;
+  constexpr std::string_view kListening = "listening on ";
+  if (std::string_view(line).substr(0, kListening.size()) != kListening) {
+    Die(argv[0] + " " + argv[1] + " did not start: \"" + line + "\"");
+  }
+  return {pid, line.substr(kListening.size())};
+}
+
+inline uint16_t PortOf(const std::string& url) {
+  constexpr std::string_view kHttp = "http://";
+  auto address = http::ParseHostPort(std::string_view(url).substr(kHttp.size()));
+  if (!address) Die("no address in " + url);
+  return address->port;
+}
+
+}  // namespace fp::bench
