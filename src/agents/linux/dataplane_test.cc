@@ -128,6 +128,20 @@ TEST_F(DataplaneTest, OutboundUsesTheFloatingAddressElseTheSnatBlockElseNothing)
   EXPECT_EQ(floating->substr(0, floating->rfind(':')), "host=internet client=203.0.113.10");
 }
 
+// The switch steers what comes back to a SNAT address by the port block: for ICMP by the echo
+// id, and for an ICMP error by the port of the packet it quotes. Both reach the instance.
+TEST_F(DataplaneTest, AnInstanceBehindSnatGetsItsPingRepliesAndIcmpErrors) {
+  ASSERT_TRUE(switch_->Apply({}, {Entry("198.51.100.7", 0, 16384, 32767)}));
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {}, SnatBlock{Ip("198.51.100.7"), 16384, 32767}));
+  EXPECT_TRUE(InNs(sleds_[0]->VmNamespace(kVmA), {"ping", "-c", "1", "-W", "2", "192.0.2.20"}));
+  // Nothing listens on UDP port 9 out there: the port-unreachable error must come back to the
+  // instance's socket (refused at once, not silence until the timeout).
+  auto refused = Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 9, /*udp=*/true);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("Connection refused"), std::string::npos)
+      << refused.error().message();
+}
+
 TEST_F(DataplaneTest, AnIpv6AddressCarriesTcpUdpAndPingBothWaysUntilDetached) {
   const std::string address = "2001:db8:f100::10";
   EXPECT_FALSE(Fetch(lab_.ns("ext"), address, 80)) << "nothing attached yet";
