@@ -11,7 +11,8 @@ FLOATPLANE_PACKAGES=(
   iproute2 iputils-ping  # scripts/lab: the dataplane's network namespaces
   pkg-config libnftables-dev nftables  # the Linux agents' NAT tables (nft: for looking at them by hand)
   libnetfilter-conntrack-dev conntrack  # the sled's flush of a removed address's flows (conntrack: by hand)
-  clang-format curl git
+  libcurl4-openssl-dev libtomlplusplus-dev  # the command-line client: HTTP(S), credentials.toml
+  clang-format curl git bsdutils  # bsdutils: script(1), the CLI tests' terminal
 )
 
 ensure_packages() {

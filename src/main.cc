@@ -1,10 +1,13 @@
 // floatplane: the control plane for external IP addresses. `floatplane server --dev` runs the
 // API server on an embedded SQLite database; `floatplane switch-agent --sim` and
-// `floatplane sled-agent --sim` run simulated dataplane agents. The subcommands live in
-// src/cmd/.
+// `floatplane sled-agent --sim` run simulated dataplane agents; every other subcommand is the
+// command-line client (`floatplane floating-ip list --project web`, in the Oxide CLI's command
+// tree). The server's subcommands live in src/cmd/, the client's in src/cli/.
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
+#include "cli/client.h"
 #include "cmd/agents.h"
 #include "cmd/process.h"
 #include "cmd/server.h"
@@ -19,11 +22,26 @@ int main(int argc, char** argv) {
   CLI::App* server = fp::cmd::AddServerCommand(app, server_flags);
   fp::cmd::AgentFlags agent_flags;
   fp::cmd::AddAgentCommands(app, agent_flags);
+  fp::cli::Commands client(app);
+  fp::cli::AddResourceCommands(client);
+  fp::cli::AddSystemCommands(client);
+  fp::cli::AddToolCommands(client);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A usage error: CLI11's message, and exit 2 whatever its own code.
+    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+    return static_cast<int>(fp::cli::Exit::kUsage);
+  }
   if (server->parsed()) return fp::cmd::RunServer(server_flags);
   if (agent_flags.switch_agent->parsed() || agent_flags.sled_agent->parsed()) {
     return fp::cmd::RunAgentCommand(agent_flags);
   }
-  return 2;
+  if (client.Parsed()) return client.Run();
+  return static_cast<int>(fp::cli::Exit::kUsage);
 }

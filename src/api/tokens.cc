@@ -1,6 +1,7 @@
 // API tokens (fleet admin; floatplane's extension): /v1/system/tokens.
 
 #include "api/endpoint.h"
+#include "api/pagination.h"
 
 namespace fp::api {
 
@@ -22,6 +23,42 @@ void AddTokenRoutes(Routes& r) {
     }
     auto issued = FP_TRY(c.app.tokens.Create(c.actor, silo, *role, name));
     return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
+  });
+  // Live tokens by id (their secrets are not kept, so never shown); next_page is the last id.
+  r.Add("GET", "/v1/system/tokens", [](const Ctx& c) -> Result<Reply> {
+    int64_t limit = FP_TRY(ParseLimit(c.query));
+    std::optional<Uuid> after;
+    if (auto token = c.query.Get("page_token")) {
+      auto id = Uuid::Parse(*token);
+      if (!id) return Fail(BadQuery("page_token", "not a page token returned by this server"));
+      after = *id;
+    }
+    auto tokens = FP_TRY(c.app.tokens.List(c.actor, after, limit + 1));
+    Json items = Json::array();
+    for (size_t i = 0; i < tokens.size() && static_cast<int64_t>(i) < limit; ++i) {
+      const auto& t = tokens[i];
+      items.push_back(Json{{"id", t.token.id.ToString()},
+                           {"name", t.token.name},
+                           {"role", std::string(model::ToString(t.token.role))},
+                           {"silo_id", t.token.silo_id.ToString()},
+                           {"time_created", FormatRfc3339(t.time_created)}});
+    }
+    Json next = nullptr;
+    if (static_cast<int64_t>(tokens.size()) > limit) next = items.back()["id"];
+    return Reply{200, Json{{"items", items}, {"next_page", next}}};
+  });
+  // Oxide's CurrentUser: floatplane has no users, so the token is the user (its name the
+  // display name).
+  r.Add("GET", "/v1/me", [](const Ctx& c) -> Result<Reply> {
+    auto me = FP_TRY(c.app.tokens.CurrentUser(c.actor));
+    const model::Role role = me.token.token.role;
+    return Reply{200, Json{{"display_name", me.token.token.name},
+                           {"fleet_viewer", role == model::Role::kFleetAdmin},
+                           {"id", me.token.token.id.ToString()},
+                           {"silo_admin",
+                            role == model::Role::kFleetAdmin || role == model::Role::kSiloAdmin},
+                           {"silo_id", me.token.token.silo_id.ToString()},
+                           {"silo_name", me.silo_name}}};
   });
   r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
     AnswerNoContent(c);

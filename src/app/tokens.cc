@@ -70,4 +70,17 @@ Status Tokens::Revoke(const Actor& actor, const Uuid& id) {
   return revoked;
 }
 
+Result<std::vector<model::TokenListing>> Tokens::List(const Actor& actor,
+                                                      const std::optional<Uuid>& after,
+                                                      int64_t limit) {
+  FP_CHECK_OK(RequireFleetAdmin(actor));
+  return db::TokenList(ds_, after, limit);
+}
+
+Result<Tokens::Me> Tokens::CurrentUser(const Actor& actor) {
+  Me me{FP_TRY(db::TokenGet(ds_, actor.token_id)), ""};
+  me.silo_name = FP_TRY(db::SiloLookup(ds_, NameOrId(actor.silo_id))).name;
+  return me;
+}
+
 }  // namespace fp::app

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/actor.h"
 #include "app/token_cache.h"
@@ -48,6 +49,17 @@ class Tokens {
   // Fleet admin only. Once it returns, no request authenticates with the token (in this
   // process; others within TokenCache::kTtl).
   Status Revoke(const Actor& actor, const Uuid& id);
+  // Fleet admin only: the live tokens by id, after `after`, at most `limit`.
+  Result<std::vector<model::TokenListing>> List(const Actor& actor,
+                                                const std::optional<Uuid>& after, int64_t limit);
+
+  // Who the actor is (GET /v1/me): its token (as the user: floatplane has no users, a token
+  // is one) and its silo.
+  struct Me {
+    model::TokenListing token;
+    std::string silo_name;
+  };
+  Result<Me> CurrentUser(const Actor& actor);
 
  private:
   db::Datastore& ds_;

@@ -42,4 +42,42 @@ Status TokenRevoke(Datastore& ds, const Uuid& id) {
   });
 }
 
+namespace {
+
+Result<model::TokenListing> ListingFromRow(const Row& row) {
+  auto role = ParseRole(row.Text(2));
+  if (!role) return Fail(Error::Internal("corrupt token role"));
+  return model::TokenListing{
+      Token{FP_TRY(UuidColumn(row, 0)), FP_TRY(UuidColumn(row, 1)), *role, row.Text(3)},
+      row.Int(4)};
+}
+
+}  // namespace
+
+Result<std::vector<model::TokenListing>> TokenList(Datastore& ds, const std::optional<Uuid>& after,
+                                                   int64_t limit) {
+  return ds.Read<std::vector<model::TokenListing>>(
+      [&](Tx& tx) -> Result<std::vector<model::TokenListing>> {
+        std::vector<model::TokenListing> out;
+        constexpr std::string_view kLive =
+            "SELECT t.id, t.silo_id, t.role, t.name, t.time_created FROM token t JOIN silo s ON "
+            "s.id = t.silo_id WHERE t.time_revoked IS NULL AND s.time_deleted IS NULL ";
+        auto rows = after
+                        ? FP_TRY(tx.Query(std::string(kLive) + "AND t.id > ? ORDER BY t.id LIMIT ?",
+                                          *after, limit))
+                        : FP_TRY(tx.Query(std::string(kLive) + "ORDER BY t.id LIMIT ?", limit));
+        for (const Row& row : rows) out.push_back(FP_TRY(ListingFromRow(row)));
+        return out;
+      });
+}
+
+Result<model::TokenListing> TokenGet(Datastore& ds, const Uuid& id) {
+  return ds.Read<model::TokenListing>([&](Tx& tx) -> Result<model::TokenListing> {
+    auto row = FP_TRY(
+        tx.QueryRow("SELECT id, silo_id, role, name, time_created FROM token WHERE id = ?", id));
+    if (!row) return Fail(Error::NotFoundById("token", id.ToString()));
+    return ListingFromRow(*row);
+  });
+}
+
 }  // namespace fp::db

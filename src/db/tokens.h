@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "db/datastore.h"
 #include "model/auth.h"
@@ -19,5 +20,12 @@ Result<model::Token> TokenCreate(Datastore& ds, const Uuid& id, const Uuid& silo
 Result<std::optional<model::Token>> TokenAuthenticate(Datastore& ds, const std::string& secret);
 // NotFound unless the token exists and is not revoked yet.
 Status TokenRevoke(Datastore& ds, const Uuid& id);
+
+// The live tokens (not revoked, of live silos), by id, after `after` (exclusive), at most
+// `limit`. Secrets are not kept, so none is listed.
+Result<std::vector<model::TokenListing>> TokenList(Datastore& ds, const std::optional<Uuid>& after,
+                                                   int64_t limit);
+// The token's own row (live or not); NotFound when there is none.
+Result<model::TokenListing> TokenGet(Datastore& ds, const Uuid& id);
 
 }  // namespace fp::db

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/time.h"
 #include "common/uuid.h"
 
 namespace fp::model {
@@ -20,6 +21,12 @@ struct Token {
   Uuid silo_id;
   Role role = Role::kSiloViewer;
   std::string name;
+};
+
+// A token as listed: never its secret, which is not kept.
+struct TokenListing {
+  Token token;
+  Timestamp time_created = 0;
 };
 
 }  // namespace fp::model

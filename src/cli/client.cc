@@ -1,0 +1,205 @@
+#include "cli/client.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/credentials.h"
+#include "common/uuid.h"
+
+namespace fp::cli {
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string NoTrailingSlash(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+// The Oxide SDK's order (oxide.rs sdk/src/auth.rs): --profile, then OXIDE_HOST with
+// OXIDE_TOKEN, then a profile for OXIDE_HOST, OXIDE_PROFILE, config.toml's default-profile.
+CliResult<Target> ResolveTarget(const Globals& g) {
+  const std::string env_host = Env("OXIDE_HOST");
+  const std::string env_token = Env("OXIDE_TOKEN");
+  const std::string env_profile = Env("OXIDE_PROFILE");
+  if (!env_host.empty() && !env_profile.empty()) {
+    return Fail(
+        CredentialsError("Both $OXIDE_HOST and $OXIDE_PROFILE are set, only one may be used"));
+  }
+  ConfigDir dir(g.config_dir);
+  auto profiles = [&]() -> CliResult<std::vector<Profile>> {
+    std::vector<Profile> all = FP_TRY(dir.Profiles());
+    if (all.empty()) {
+      return Fail(CredentialsError(
+          "no authenticated hosts; use floatplane auth login to authenticate (or set "
+          "OXIDE_HOST and OXIDE_TOKEN)"));
+    }
+    return all;
+  };
+  auto by_name = [&](const std::vector<Profile>& all,
+                     const std::string& name) -> CliResult<Target> {
+    for (const Profile& p : all) {
+      if (p.name == name) return Target{NoTrailingSlash(p.host), p.token, p.name};
+    }
+    return Fail(CredentialsError(
+        fmt::format("Profile information not present in {} for {}", dir.credentials_path(), name)));
+  };
+  if (!g.profile.empty()) return by_name(FP_TRY(profiles()), g.profile);
+  if (!env_token.empty()) {
+    if (env_host.empty()) {
+      return Fail(CredentialsError("$OXIDE_TOKEN is set but $OXIDE_HOST is not"));
+    }
+    return Target{NoTrailingSlash(env_host), env_token, ""};
+  }
+  std::vector<Profile> all = FP_TRY(profiles());
+  if (!env_host.empty()) {
+    for (const Profile& p : all) {
+      if (p.host == env_host) return Target{NoTrailingSlash(p.host), p.token, p.name};
+    }
+    return Fail(CredentialsError(fmt::format(
+        "$OXIDE_HOST is set, but {} has no corresponding token. Login without $OXIDE_HOST set "
+        "or set $OXIDE_TOKEN.",
+        env_host)));
+  }
+  if (!env_profile.empty()) return by_name(all, env_profile);
+  auto fallback = FP_TRY(dir.DefaultProfile());
+  if (!fallback) return Fail(CredentialsError("No profile specified and no default profile"));
+  return by_name(all, *fallback);
+}
+
+}  // namespace
+
+CliResult<OutputFormat> Session::format() {
+  std::string text = globals_.format;
+  if (text.empty()) text = Env("FLOATPLANE_FORMAT");
+  if (text.empty()) {
+    ConfigDir dir(globals_.config_dir);
+    text = FP_TRY(dir.DefaultFormat()).value_or("json");
+  }
+  OutputFormat format = FP_TRY(ParseOutputFormat(text));
+  format.header = !globals_.no_header;
+  return format;
+}
+
+CliResult<Target> Session::target() { return ResolveTarget(globals_); }
+
+const std::string& Session::idempotency_key() {
+  if (key_.empty()) {
+    key_ = globals_.idempotency_key.empty() ? Uuid::Random().ToString() : globals_.idempotency_key;
+  }
+  return key_;
+}
+
+CliResult<Api*> Session::api(std::optional<std::chrono::steady_clock::time_point> retry_until) {
+  if (!api_) {
+    Target t = FP_TRY(target());
+    TransportOptions options;
+    options.base_url = t.host;
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(globals_.timeout_s * 1000));
+    options.cacert = globals_.cacert;
+    options.insecure = globals_.insecure;
+    options.resolve = globals_.resolve;
+    options.debug = globals_.debug;
+    transport_ = std::make_unique<Transport>(std::move(options));
+    ApiOptions api_options;
+    api_options.token = t.token;
+    api_options.idempotency_key = idempotency_key();
+    api_options.retry_until = retry_until;
+    api_options.on_retry = [this](const std::string& why) {
+      Note(fmt::format("retrying: {}", why));
+    };
+    api_ = std::make_unique<Api>(*transport_, std::move(api_options));
+  }
+  return api_.get();
+}
+
+void Session::Note(const std::string& line) const {
+  if (!globals_.quiet) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+Commands::Commands(CLI::App& app) : app_(app) {
+  auto* g = &globals_;
+  const char* kGroup = "Client options";
+  app.add_option("--profile", g->profile, "Configuration profile to use for commands")
+      ->group(kGroup);
+  app.add_option("--config-dir", g->config_dir,
+                 "Directory of credentials.toml and config.toml (default: ~/.config/oxide, "
+                 "shared with the oxide CLI)")
+      ->group(kGroup);
+  app.add_option("--cacert", g->cacert, "A PEM file of CA certificates to trust")->group(kGroup);
+  app.add_flag("--insecure", g->insecure, "Do not verify the server's TLS certificate")
+      ->group(kGroup);
+  app.add_option("--resolve", g->resolve, "HOST:PORT:ADDR: connect to ADDR for HOST:PORT")
+      ->group(kGroup);
+  app.add_option("--timeout", g->timeout_s, "Seconds a request may take (default 15)")
+      ->check(CLI::PositiveNumber)
+      ->group(kGroup);
+  app.add_flag("--debug", g->debug, "Show each request and answer on stderr (token hidden)")
+      ->group(kGroup);
+  app.add_option("--format", g->format,
+                 "json (default), table, or table:COLUMN,... [env: FLOATPLANE_FORMAT; config.toml "
+                 "`format`]")
+      ->group(kGroup);
+  app.add_flag("--no-header", g->no_header, "Tables without their header line")->group(kGroup);
+  app.add_flag("-q,--quiet", g->quiet, "No confirmations or progress on stderr")->group(kGroup);
+  app.add_option("--idempotency-key", g->idempotency_key,
+                 "The Idempotency-Key of this command's mutating request (default: a random one; "
+                 "the command's own retries reuse it)")
+      ->group(kGroup);
+  app.footer(kExitCodesHelp);
+}
+
+CLI::App* Commands::Group(CLI::App* parent, const std::string& name, const std::string& about) {
+  CLI::App* group = parent->add_subcommand(name, about);
+  group->require_subcommand(1);
+  group->fallthrough();
+  return group;
+}
+
+CLI::App* Commands::Leaf(CLI::App* parent, const std::string& name, const std::string& about,
+                         const std::string& operation, const std::string& example, Action action) {
+  CLI::App* leaf = parent->add_subcommand(name, about);
+  leaf->fallthrough();
+  std::string footer;
+  if (!operation.empty()) footer += "API operation: " + operation + "\n";
+  if (!example.empty()) footer += "Example:\n  " + example + "\n";
+  footer += kExitCodesHelp;
+  leaf->footer(footer);
+  leaves_.emplace_back(leaf, std::move(action));
+  operations_[leaf] = operation;
+  return leaf;
+}
+
+bool Commands::Parsed() const {
+  for (const auto& [leaf, action] : leaves_) {
+    if (leaf->parsed()) return true;
+  }
+  return false;
+}
+
+int Commands::Run() {
+  signal(SIGPIPE, SIG_IGN);
+  for (auto& [leaf, action] : leaves_) {
+    if (!leaf->parsed()) continue;
+    Session session(globals_);
+    if (auto warning = ConfigDir(globals_.config_dir).PermissionWarning()) {
+      std::fprintf(stderr, "%s\n", warning->c_str());
+    }
+    CliStatus done = action(session);
+    std::fflush(stdout);
+    if (done) return 0;
+    std::fprintf(stderr, "error: %s\n", done.error().message.c_str());
+    return static_cast<int>(done.error().exit);
+  }
+  return static_cast<int>(Exit::kUsage);
+}
+
+}  // namespace fp::cli

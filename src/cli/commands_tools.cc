@@ -1,0 +1,501 @@
+// The client's own commands: auth, env, api, ping, version, docs, completion.
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/command_kit.h"
+#include "cli/credentials.h"
+
+#ifndef FLOATPLANE_VERSION
+#define FLOATPLANE_VERSION "0.0.0"
+#endif
+#ifndef FLOATPLANE_COMMIT
+#define FLOATPLANE_COMMIT "unknown"
+#endif
+
+extern char** environ;
+
+namespace fp::cli {
+
+namespace {
+
+// "example.com:8888" -> "https://example.com:8888"; http:// must be explicit (the oxide CLI's
+// rule for --host); path, query and credentials are dropped. UsageError for another scheme.
+CliResult<std::string> NormalizeHost(const std::string& text) {
+  std::string rest = text;
+  std::string scheme = "https";
+  if (size_t sep = rest.find("://"); sep != std::string::npos) {
+    scheme = rest.substr(0, sep);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    rest = rest.substr(sep + 3);
+    if (scheme != "http" && scheme != "https") {
+      return Fail(UsageError(fmt::format("--host \"{}\": non-http(s) scheme given", text)));
+    }
+  }
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (size_t at = rest.rfind('@'); at != std::string::npos) rest = rest.substr(at + 1);
+  std::transform(rest.begin(), rest.end(), rest.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (rest.empty()) return Fail(UsageError(fmt::format("--host \"{}\": no host in it", text)));
+  return scheme + "://" + rest;
+}
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t start = s.find_first_not_of(" \t");
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+// What `auth status` says of a failed GET /v1/me (the oxide CLI's wording).
+std::string StatusOf(const Failure& f) {
+  if (f.exit == Exit::kUnreachable) {
+    if (f.message.find("no answer within") != std::string::npos) return "Request timed out";
+    size_t colon = f.message.rfind(": ");
+    return "Failed to connect to server: " +
+           (colon == std::string::npos ? f.message : f.message.substr(colon + 2));
+  }
+  std::string message = f.message;
+  if (size_t paren = message.rfind(" ("); paren != std::string::npos) message.resize(paren);
+  return "Server responded with an error message: " + message;
+}
+
+CliResult<nlohmann::json> CurrentUser(const Globals& g, const std::string& host,
+                                      const std::string& token) {
+  TransportOptions options;
+  options.base_url = host;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000));
+  options.cacert = g.cacert;
+  options.insecure = g.insecure;
+  options.resolve = g.resolve;
+  options.debug = g.debug;
+  Transport transport(options);
+  Api api(transport, ApiOptions{token, "", std::nullopt, nullptr});
+  return api.Get("/v1/me");
+}
+
+void AddAuth(Commands& c) {
+  CLI::App* auth = c.Group(&c.root(), "auth", "Log in and out: the profiles in credentials.toml");
+
+  struct Login {
+    std::string host, token_file;
+    bool token_stdin = false;
+  };
+  auto* login = c.Keep<Login>();
+  CLI::App* leaf = c.Leaf(
+      auth, "login", "Save a token for a host as a profile (checked with GET /v1/me)",
+      "current_user_view",
+      "floatplane auth login --host http://127.0.0.1:12220 --token-file "
+      ".floatplane-dev/admin-token",
+      [login](Session& s) -> CliStatus {
+        std::string host = FP_TRY(NormalizeHost(login->host));
+        std::string token;
+        if (!login->token_file.empty()) {
+          std::ifstream in(login->token_file);
+          if (!in)
+            return Fail(UsageError(fmt::format("--token-file: cannot read {}", login->token_file)));
+          std::ostringstream all;
+          all << in.rdbuf();
+          token = Trimmed(all.str());
+        } else if (login->token_stdin || isatty(STDIN_FILENO) == 0) {
+          std::ostringstream all;
+          all << std::cin.rdbuf();
+          token = Trimmed(all.str());
+        } else {
+          return Fail(UsageError(
+              "give the token with --token-file FILE or on stdin (--token-stdin); never on the "
+              "command line, where other users and shell history see it"));
+        }
+        if (token.empty()) return Fail(CredentialsError("the token is empty"));
+        nlohmann::json me = FP_TRY(CurrentUser(s.globals(), host, token));
+        ConfigDir dir(s.globals().config_dir);
+        std::vector<Profile> profiles = FP_TRY(dir.Profiles());
+        std::string name = s.globals().profile;
+        if (name.empty()) {
+          const std::string silo = me.value("silo_name", "default");
+          name = silo;
+          for (int n = 2; std::any_of(profiles.begin(), profiles.end(),
+                                      [&](const Profile& p) { return p.name == name; });
+               ++n) {
+            name = silo + std::to_string(n);
+          }
+        }
+        Profile profile;
+        profile.name = name;
+        profile.host = host;
+        profile.token = token;
+        profile.user = me.value("id", "");
+        FP_CHECK_OK(dir.SaveProfile(profile));
+        const bool had_default = FP_TRY(dir.DefaultProfile()).has_value();
+        if (!had_default) FP_CHECK_OK(dir.SetDefaultProfile(name));
+        Out(fmt::format("Login successful\n  silo: {} ({})\n  user: {} ({})\n{}\n",
+                        me.value("silo_name", ""), me.value("silo_id", ""),
+                        me.value("display_name", ""), me.value("id", ""),
+                        had_default ? fmt::format("Use --profile '{}'", name)
+                                    : fmt::format("Profile '{}' set as the default", name)));
+        return {};
+      });
+  leaf->add_option("-H,--host", login->host,
+                   "The server: https://HOST[:PORT] (http:// must be explicit)")
+      ->required();
+  CLI::Option* file =
+      leaf->add_option("--token-file", login->token_file, "A file holding the token");
+  leaf->add_flag("--token-stdin", login->token_stdin, "Read the token from stdin")->excludes(file);
+
+  leaf = c.Leaf(auth, "status", "Check every profile's token against its host", "current_user_view",
+                "floatplane auth status", [](Session& s) -> CliStatus {
+                  const char* env_host = std::getenv("OXIDE_HOST");
+                  const char* env_token = std::getenv("OXIDE_TOKEN");
+                  if (env_host && env_token && *env_host && *env_token) {
+                    auto me = CurrentUser(s.globals(), env_host, env_token);
+                    Out(me ? fmt::format("Logged in to {} as {}\n", env_host, me->value("id", ""))
+                           : fmt::format("{}: {}\n", env_host, StatusOf(me.error())));
+                    return {};
+                  }
+                  ConfigDir dir(s.globals().config_dir);
+                  for (const Profile& p : FP_TRY(dir.Profiles())) {
+                    auto me = CurrentUser(s.globals(), p.host, p.token);
+                    Out(fmt::format("Profile \"{}\" ({}) status: {}\n", p.name, p.host,
+                                    me ? "Authenticated" : StatusOf(me.error())));
+                  }
+                  return {};
+                });
+
+  struct Logout {
+    bool all = false;
+    bool force = false;
+  };
+  auto* logout = c.Keep<Logout>();
+  leaf = c.Leaf(auth, "logout", "Remove saved credentials (the token stays valid on the server)",
+                "", "floatplane auth logout --profile lab", [logout](Session& s) -> CliStatus {
+                  ConfigDir dir(s.globals().config_dir);
+                  std::string name = s.globals().profile;
+                  if (!logout->all && name.empty()) {
+                    auto fallback = FP_TRY(dir.DefaultProfile());
+                    if (!fallback)
+                      return Fail(CredentialsError("No profile specified and no default profile"));
+                    name = *fallback;
+                  }
+                  if (!logout->force && isatty(STDIN_FILENO) == 1) {
+                    std::fprintf(stderr, "Confirm authentication information deletion [y/N]: ");
+                    std::string answer;
+                    std::getline(std::cin, answer);
+                    if (answer != "y" && answer != "Y" && answer != "yes") return {};
+                  }
+                  const char* kLocalOnly =
+                      "(only this machine's copy: the token stays valid until revoked with "
+                      "`floatplane system token delete`)";
+                  if (logout->all) {
+                    FP_CHECK_OK(dir.RemoveAllProfiles());
+                    Out(fmt::format("Removed all authentication information {}\n", kLocalOnly));
+                    return {};
+                  }
+                  if (FP_TRY(dir.RemoveProfile(name))) {
+                    Out(fmt::format("Removed authentication information for profile \"{}\" {}\n",
+                                    name, kLocalOnly));
+                  }
+                  return {};
+                });
+  leaf->add_flag("-a,--all", logout->all, "Every profile");
+  leaf->add_flag("-f,--force", logout->force,
+                 "No confirmation prompt (there is none without a terminal)");
+}
+
+void AddEnv(Commands& c) {
+  auto* argv = c.Keep<std::vector<std::string>>();
+  CLI::App* leaf = c.Leaf(
+      &c.root(), "env", "★ Run a command with OXIDE_HOST and OXIDE_TOKEN of the profile", "",
+      "floatplane env -- oxide instance list --project web", [argv](Session& s) -> CliStatus {
+        if (argv->empty()) return Fail(UsageError("env: give the command to run after --"));
+        Target t = FP_TRY(s.target());
+        setenv("OXIDE_HOST", t.host.c_str(), 1);
+        setenv("OXIDE_TOKEN", t.token.c_str(), 1);
+        unsetenv("OXIDE_PROFILE");
+        std::fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+          std::vector<char*> args;
+          for (std::string& a : *argv) args.push_back(a.data());
+          args.push_back(nullptr);
+          execvp(args[0], args.data());
+          std::fprintf(stderr, "error: cannot run %s: %s\n", args[0], std::strerror(errno));
+          _exit(127);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        std::exit(code);
+      });
+  leaf->add_option("command", *argv, "The command and its arguments")->required();
+  leaf->prefix_command();
+}
+
+void AddApi(Commands& c) {
+  struct ApiCmd {
+    std::string endpoint, method, input;
+    std::vector<std::string> fields, raw_fields, headers;
+    bool paginate = false;
+    bool include = false;
+  };
+  auto* cmd = c.Keep<ApiCmd>();
+  CLI::App* leaf = c.Leaf(
+      &c.root(), "api", "Make a raw API request", "",
+      "floatplane api /v1/projects --paginate\n  floatplane api /v1/projects -f name=web -f "
+      "description=''",
+      [cmd](Session& s) -> CliStatus {
+        std::string target = cmd->endpoint.rfind('/', 0) == 0 ? cmd->endpoint : "/" + cmd->endpoint;
+        nlohmann::json params = nlohmann::json::object();
+        auto split = [](const std::string& kv,
+                        const char* flag) -> CliResult<std::pair<std::string, std::string>> {
+          size_t eq = kv.find('=');
+          if (eq == std::string::npos)
+            return Fail(UsageError(fmt::format("missing value in {}: \"{}\"", flag, kv)));
+          return std::make_pair(kv.substr(0, eq), kv.substr(eq + 1));
+        };
+        for (const std::string& f : cmd->raw_fields) {
+          auto [k, v] = FP_TRY(split(f, "--raw-field"));
+          params[k] = v;
+        }
+        for (const std::string& f : cmd->fields) {
+          auto [k, v] = FP_TRY(split(f, "--field"));
+          nlohmann::json typed = nlohmann::json::parse(v, nullptr, false);
+          if (v == "true" || v == "false" || v == "null" ||
+              (!typed.is_discarded() && typed.is_number())) {
+            params[k] = typed;
+          } else if (!v.empty() && v[0] == '@') {
+            std::ifstream in(v.substr(1));
+            if (!in)
+              return Fail(UsageError(fmt::format("--field {}: cannot read {}", k, v.substr(1))));
+            std::ostringstream all;
+            all << in.rdbuf();
+            params[k] = all.str();
+          } else {
+            params[k] = v;
+          }
+        }
+        std::string method = cmd->method;
+        if (method.empty()) method = params.empty() && cmd->input.empty() ? "GET" : "POST";
+        std::transform(method.begin(), method.end(), method.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+        std::string body = params.empty() ? "" : params.dump();
+        if (!cmd->input.empty()) {
+          std::ostringstream all;
+          if (cmd->input == "-") {
+            all << std::cin.rdbuf();
+          } else {
+            std::ifstream in(cmd->input, std::ios::binary);
+            if (!in) return Fail(UsageError(fmt::format("--input: cannot read {}", cmd->input)));
+            all << in.rdbuf();
+          }
+          body = all.str();
+        }
+        std::vector<std::pair<std::string, std::string>> headers;
+        for (const std::string& h : cmd->headers) {
+          size_t colon = h.find(':');
+          if (colon == std::string::npos)
+            return Fail(UsageError(fmt::format("--header \"{}\": expected NAME:VALUE", h)));
+          headers.emplace_back(h.substr(0, colon), Trimmed(h.substr(colon + 1)));
+        }
+        Api* api = FP_TRY(s.api());
+        if (cmd->paginate) {
+          if (method != "GET")
+            return Fail(UsageError("the `--paginate` option is only compatible with GET requests"));
+          std::string path = target.substr(0, target.find('?'));
+          Query query;
+          if (size_t q = target.find('?'); q != std::string::npos) {
+            std::string rest = target.substr(q + 1);
+            size_t start = 0;
+            while (start < rest.size()) {
+              size_t amp = rest.find('&', start);
+              std::string kv =
+                  rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+              size_t eq = kv.find('=');
+              query.emplace_back(kv.substr(0, eq),
+                                 eq == std::string::npos ? "" : kv.substr(eq + 1));
+              if (amp == std::string::npos) break;
+              start = amp + 1;
+            }
+          }
+          ListPrinter printer = FP_TRY(ListPrinter::Make(OutputFormat{}, {}, {}));
+          CliStatus listed =
+              api->List(path, query, 0, [&](const nlohmann::json& item) { printer.Add(item); });
+          printer.Finish();
+          return listed;
+        }
+        HttpReply reply = FP_TRY(api->Raw(method, target, body, headers));
+        if (cmd->include) {
+          std::string head = fmt::format("HTTP/1.1 {}\n", reply.status);
+          for (const auto& [name, value] : reply.headers)
+            head += fmt::format("{}: {}\n", name, value);
+          Out(head + "\n");
+        }
+        if (!reply.body.empty()) {
+          nlohmann::json j = nlohmann::json::parse(reply.body, nullptr, false);
+          Out(j.is_discarded() ? reply.body : j.dump(2) + "\n");
+        }
+        if (reply.status >= 400)
+          return Fail(Failure{Exit::kApiError, DescribeErrorAnswer(reply), reply.status});
+        return {};
+      });
+  leaf->add_option("endpoint", cmd->endpoint, "The endpoint to request, e.g. /v1/projects")
+      ->required();
+  leaf->add_option("-X,--method", cmd->method,
+                   "The HTTP method (default GET, or POST with fields or --input)");
+  leaf->add_option("-F,--field", cmd->fields,
+                   "KEY=VALUE: a body field, typed (numbers, true, false, null, @file)");
+  leaf->add_option("-f,--raw-field", cmd->raw_fields, "KEY=VALUE: a body field, as a string");
+  leaf->add_option("-H,--header", cmd->headers, "NAME:VALUE: a request header");
+  leaf->add_option("--input", cmd->input, "A file (- for stdin) to send as the body");
+  leaf->add_flag("--paginate", cmd->paginate, "Follow next_page and print every item as one array");
+  leaf->add_flag("-i,--include", cmd->include, "Print the status line and headers first");
+}
+
+// One node of the command tree for `docs --format json` (oxide's cli.json shape).
+nlohmann::ordered_json Doc(const CLI::App* app,
+                           const std::map<const CLI::App*, std::string>& operations, bool root) {
+  nlohmann::ordered_json node;
+  node["name"] = root ? "floatplane" : app->get_name();
+  if (root) node["version"] = FLOATPLANE_VERSION;
+  if (!app->get_description().empty()) node["about"] = app->get_description();
+  if (auto it = operations.find(app); it != operations.end() && !it->second.empty()) {
+    node["operation_id"] = it->second;
+  }
+  std::vector<nlohmann::ordered_json> args;
+  for (const CLI::Option* o : app->get_options()) {
+    if (o->get_name() == "--help" || o->get_name() == "-h,--help") continue;
+    nlohmann::ordered_json a;
+    if (o->get_lnames().empty() && o->get_snames().empty()) {
+      a["name"] = o->get_name();
+    } else {
+      if (!o->get_lnames().empty()) a["long"] = o->get_lnames().front();
+      if (!o->get_snames().empty()) a["short"] = o->get_snames().front();
+    }
+    if (!o->get_description().empty()) a["help"] = o->get_description();
+    args.push_back(a);
+  }
+  std::sort(args.begin(), args.end(), [](const auto& x, const auto& y) {
+    return std::make_tuple(x.contains("name"), x.value("long", ""), x.value("name", "")) <
+           std::make_tuple(y.contains("name"), y.value("long", ""), y.value("name", ""));
+  });
+  if (!args.empty()) node["args"] = args;
+  std::vector<const CLI::App*> subs;
+  for (const CLI::App* sub : app->get_subcommands({})) {
+    if (sub->get_name().empty() || sub->get_name().rfind("__", 0) == 0) continue;
+    subs.push_back(sub);
+  }
+  std::sort(subs.begin(), subs.end(),
+            [](const CLI::App* a, const CLI::App* b) { return a->get_name() < b->get_name(); });
+  nlohmann::ordered_json children = nlohmann::ordered_json::array();
+  for (const CLI::App* sub : subs) children.push_back(Doc(sub, operations, false));
+  if (!children.empty()) node["subcommands"] = children;
+  return node;
+}
+
+void DocText(const CLI::App* app, const std::string& prefix, std::vector<std::string>& lines) {
+  std::vector<const CLI::App*> subs;
+  for (const CLI::App* sub : app->get_subcommands({})) {
+    if (sub->get_name().rfind("__", 0) != 0) subs.push_back(sub);
+  }
+  if (subs.empty()) {
+    lines.push_back(prefix + " \u2014 " + app->get_description());
+    return;
+  }
+  for (const CLI::App* sub : subs) DocText(sub, prefix + " " + sub->get_name(), lines);
+}
+
+}  // namespace
+
+void AddToolCommands(Commands& c) {
+  AddAuth(c);
+  AddEnv(c);
+  AddApi(c);
+  c.Leaf(&c.root(), "ping", "Ping API", "ping", "floatplane ping", [](Session& s) -> CliStatus {
+    Api* api = FP_TRY(s.api());
+    Out(PrettyJson(FP_TRY(api->Get("/v1/ping"))));
+    return {};
+  });
+  c.Leaf(&c.root(), "version", "Print the client's version and the API version it speaks", "",
+         "floatplane version", [](Session&) -> CliStatus {
+           Out(fmt::format("floatplane CLI {}\nBuilt from commit: {}\nOxide API: {}\n",
+                           FLOATPLANE_VERSION, FLOATPLANE_COMMIT, kApiVersion));
+           return {};
+         });
+  auto* format = c.Keep<std::string>();
+  *format = "text";
+  CLI::App* docs =
+      c.Leaf(&c.root(), "docs", "Print the command tree (json: oxide's cli.json shape)", "",
+             "floatplane docs --format json", [format, &c](Session&) -> CliStatus {
+               if (*format == "json") {
+                 Out(Doc(&c.root(), c.operations(), true).dump(2) + "\n");
+                 return {};
+               }
+               std::vector<std::string> lines;
+               DocText(&c.root(), "floatplane", lines);
+               std::sort(lines.begin(), lines.end());
+               std::string text;
+               for (const std::string& l : lines) text += l + "\n";
+               Out(text);
+               return {};
+             });
+  docs->add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  auto* shell = c.Keep<std::string>();
+  CLI::App* completion = c.Leaf(
+      &c.root(), "completion",
+      "Print a shell completion script: eval \"$(floatplane completion -s bash)\"", "",
+      "eval \"$(floatplane completion -s bash)\"", [shell](Session&) -> CliStatus {
+        if (*shell == "fish") {
+          Out("complete -c floatplane -f -a '(floatplane __complete (commandline -opc)[2..-1])'\n");
+          return {};
+        }
+        std::string script =
+            "_floatplane() {\n"
+            "  local words=(\"${COMP_WORDS[@]:1:COMP_CWORD-1}\")\n"
+            "  COMPREPLY=($(compgen -W \"$(floatplane __complete \"${words[@]}\" 2>/dev/null)\" -- "
+            "\"${COMP_WORDS[COMP_CWORD]}\"))\n"
+            "}\n"
+            "complete -F _floatplane floatplane\n";
+        if (*shell == "zsh") script = "autoload -U +X bashcompinit && bashcompinit\n" + script;
+        Out(script);
+        return {};
+      });
+  completion->add_option("-s,--shell", *shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
+
+  // What the completion scripts call: the words so far in, the candidates for the next out.
+  auto* words = c.Keep<std::vector<std::string>>();
+  CLI::App* complete =
+      c.Leaf(&c.root(), "__complete", "", "", "", [words, &c](Session&) -> CliStatus {
+        const CLI::App* node = &c.root();
+        for (const std::string& w : *words) {
+          if (w.rfind('-', 0) == 0) continue;
+          const CLI::App* next = nullptr;
+          for (const CLI::App* sub : node->get_subcommands({})) {
+            if (sub->get_name() == w) next = sub;
+          }
+          if (next != nullptr) node = next;
+        }
+        std::string out;
+        for (const CLI::App* sub : node->get_subcommands({})) {
+          if (sub->get_name().rfind("__", 0) != 0) out += sub->get_name() + "\n";
+        }
+        for (const CLI::Option* o : node->get_options()) {
+          for (const std::string& l : o->get_lnames()) out += "--" + l + "\n";
+        }
+        Out(out);
+        return {};
+      });
+  complete->group("");
+  complete->add_option("words", *words, "")->allow_extra_args();
+  complete->prefix_command();
+}
+
+}  // namespace fp::cli

@@ -1,0 +1,167 @@
+#include "cli/output.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+namespace fp::cli {
+
+nlohmann::json WithoutNulls(const nlohmann::json& value) {
+  if (value.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [key, item] : value.items()) {
+      if (!item.is_null()) out[key] = WithoutNulls(item);
+    }
+    return out;
+  }
+  if (value.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& item : value) out.push_back(WithoutNulls(item));
+    return out;
+  }
+  return value;
+}
+
+std::string PrettyJson(const nlohmann::json& value) { return WithoutNulls(value).dump(2) + "\n"; }
+
+void Out(const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(STDOUT_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) std::_Exit(errno == EPIPE ? 0 : 1);
+    done += static_cast<size_t>(n);
+  }
+}
+
+Column FieldColumn(const std::string& field) {
+  return Column{field, [field](const nlohmann::json& item) -> std::string {
+                  if (!item.is_object() || !item.contains(field)) return "";
+                  const auto& v = item[field];
+                  if (v.is_null()) return "";
+                  if (v.is_string()) return v.get<std::string>();
+                  return v.dump();
+                }};
+}
+
+CliResult<OutputFormat> ParseOutputFormat(const std::string& text) {
+  OutputFormat format;
+  if (text == "json") return format;
+  if (text == "table" || text.rfind("table:", 0) == 0) {
+    format.table = true;
+    if (text.size() > 6) {
+      std::string list = text.substr(6);
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        std::string name = list.substr(start, comma == std::string::npos ? comma : comma - start);
+        if (name.empty()) return Fail(UsageError("--format table: a column name is empty"));
+        format.columns.push_back(name);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    return format;
+  }
+  return Fail(UsageError(
+      fmt::format("--format: expected json, table or table:COLUMN,..., not \"{}\"", text)));
+}
+
+CliResult<ListPrinter> ListPrinter::Make(const OutputFormat& format, std::vector<Column> columns,
+                                         const std::vector<std::string>& defaults) {
+  ListPrinter p;
+  p.format_ = format;
+  if (!format.table) return p;
+  const std::vector<std::string>& wanted = format.columns.empty() ? defaults : format.columns;
+  for (const std::string& name : wanted) {
+    auto it = std::find_if(columns.begin(), columns.end(),
+                           [&](const Column& c) { return c.name == name; });
+    if (it == columns.end()) {
+      std::string valid;
+      for (const Column& c : columns) valid += (valid.empty() ? "" : ", ") + c.name;
+      return Fail(
+          UsageError(fmt::format("--format: no column \"{}\"; the columns are: {}", name, valid)));
+    }
+    p.shown_.push_back(*it);
+  }
+  return p;
+}
+
+void ListPrinter::Add(const nlohmann::json& item) {
+  if (!format_.table) {
+    std::string text = WithoutNulls(item).dump(2);
+    // Indented one level inside the array.
+    std::string indented = "  ";
+    for (char c : text) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    // As the oxide CLI streams a list: `  }, {` between items, not serde's `},\n  {`.
+    Out(items_ == 0 ? "[\n" + indented : ", " + indented.substr(2));
+    ++items_;
+    return;
+  }
+  std::vector<std::string> row;
+  for (const Column& c : shown_) row.push_back(c.cell(item));
+  rows_.push_back(std::move(row));
+  ++items_;
+}
+
+void ListPrinter::Finish() {
+  if (!format_.table) {
+    Out(items_ == 0 ? "[]\n" : "\n]\n");
+    return;
+  }
+  std::vector<size_t> width(shown_.size(), 0);
+  std::vector<std::string> header;
+  for (size_t i = 0; i < shown_.size(); ++i) {
+    std::string h = shown_[i].name;
+    std::transform(h.begin(), h.end(), h.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    header.push_back(h);
+    if (format_.header) width[i] = h.size();
+  }
+  for (const auto& row : rows_) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size()) out += std::string(width[i] - cells[i].size() + 2, ' ');
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string text;
+  if (format_.header) text += line(header);
+  for (const auto& row : rows_) text += line(row);
+  Out(text);
+}
+
+CliStatus PrintObject(const OutputFormat& format, const nlohmann::json& value,
+                      std::vector<Column> columns, const std::vector<std::string>& defaults) {
+  if (!format.table) {
+    Out(PrettyJson(value));
+    return {};
+  }
+  if (columns.empty()) {
+    for (const auto& [key, item] : value.items()) {
+      columns.push_back(FieldColumn(key));
+    }
+  }
+  std::vector<std::string> shown = defaults;
+  if (shown.empty()) {
+    for (const Column& c : columns) shown.push_back(c.name);
+  }
+  ListPrinter printer = FP_TRY(ListPrinter::Make(format, std::move(columns), shown));
+  printer.Add(value);
+  printer.Finish();
+  return {};
+}
+
+}  // namespace fp::cli

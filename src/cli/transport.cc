@@ -1,0 +1,132 @@
+#include "cli/transport.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+namespace fp::cli {
+
+namespace {
+
+size_t WriteBody(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+size_t WriteHeader(char* data, size_t size, size_t count, void* out) {
+  std::string_view line(data, size * count);
+  auto* headers = static_cast<std::map<std::string, std::string>*>(out);
+  if (line.rfind("HTTP/", 0) == 0) {
+    headers->clear();  // a new answer (after a 100 Continue, say)
+  } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+    std::string name(line.substr(0, colon));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() &&
+           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+      value.remove_suffix(1);
+    }
+    (*headers)[name] = std::string(value);
+  }
+  return size * count;
+}
+
+struct CurlGlobal {
+  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+  ~CurlGlobal() { curl_global_cleanup(); }
+};
+
+}  // namespace
+
+Transport::Transport(TransportOptions options) : options_(std::move(options)) {
+  static CurlGlobal global;
+  curl_ = curl_easy_init();
+}
+
+Transport::~Transport() {
+  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+CliResult<HttpReply> Transport::Send(
+    std::string_view method, const std::string& target, const std::string& body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  CURL* curl = static_cast<CURL*>(curl_);
+  const std::string url = options_.base_url + target;
+  if (curl == nullptr) return Fail(Failure{Exit::kUnreachable, "cannot start an HTTP client"});
+  curl_easy_reset(curl);
+  HttpReply reply;
+  const std::string verb(method);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, verb.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, WriteHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply.headers);
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (!body.empty()) {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  } else if (verb == "POST" || verb == "PUT") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+  }
+  if (!options_.cacert.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.cacert.c_str());
+  if (options_.insecure) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  curl_slist* resolve = nullptr;
+  for (const std::string& r : options_.resolve) resolve = curl_slist_append(resolve, r.c_str());
+  if (resolve != nullptr) curl_easy_setopt(curl, CURLOPT_RESOLVE, resolve);
+  curl_slist* list = nullptr;
+  if (!body.empty()) list = curl_slist_append(list, "Content-Type: application/json");
+  list = curl_slist_append(list, "Accept: application/json");
+  list = curl_slist_append(list, "Expect:");
+  for (const auto& [name, value] : headers) {
+    list = curl_slist_append(list, fmt::format("{}: {}", name, value).c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  if (options_.debug) {
+    std::fprintf(stderr, "> %s %s\n", verb.c_str(), url.c_str());
+    for (const auto& [name, value] : headers) {
+      std::fprintf(stderr, "> %s: %s\n", name.c_str(),
+                   name == "Authorization" ? "Bearer <hidden>" : value.c_str());
+    }
+    if (!body.empty()) std::fprintf(stderr, "> %s\n", body.c_str());
+  }
+  CURLcode rc = curl_easy_perform(curl);
+  curl_slist_free_all(list);
+  curl_slist_free_all(resolve);
+  if (rc != CURLE_OK) {
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+      return Fail(Failure{Exit::kUnreachable,
+                          fmt::format("{} {}: no answer within {} s (--timeout)", verb, url,
+                                      static_cast<double>(options_.timeout.count()) / 1000)});
+    }
+    return Fail(
+        Failure{Exit::kUnreachable, fmt::format("cannot reach the server at {}: {}",
+                                                options_.base_url, curl_easy_strerror(rc))});
+  }
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  reply.status = static_cast<int>(status);
+  if (options_.debug) {
+    std::fprintf(stderr, "< %d\n", reply.status);
+    for (const auto& [name, value] : reply.headers) {
+      std::fprintf(stderr, "< %s: %s\n", name.c_str(), value.c_str());
+    }
+    if (!reply.body.empty()) std::fprintf(stderr, "< %s\n", reply.body.c_str());
+  }
+  return reply;
+}
+
+}  // namespace fp::cli

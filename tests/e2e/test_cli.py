@@ -1,0 +1,254 @@
+"""The command-line client (issue 14): the real binary against a real `floatplane server --dev`
+on a temporary directory and port. Each case's command, exit code, stdout and stderr are
+compared with a golden file in cli_golden/ (UUIDs, times, ports, tokens and paths replaced by
+placeholders); FLOATPLANE_UPDATE_GOLDEN=1 rewrites them. Deliberately short: one file per
+behaviour a user relies on."""
+
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "cli_golden"
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+TOKEN = re.compile(r"fpt_[0-9a-f]{64}")
+
+
+class Cli:
+    """Runs `floatplane` as a user would, with a config directory of its own."""
+
+    def __init__(self, binary, tmp_path, server):
+        self.binary = str(binary)
+        self.server = server
+        self.config_dir = tmp_path / "oxide-config"
+        self.tmp_path = tmp_path
+        self.host = f"http://127.0.0.1:{server.port}" if server else None
+        self.transcript = []
+
+    def run(self, *args, env=None, stdin=None, record=True):
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("OXIDE_")}
+        full_env["HOME"] = str(self.tmp_path / "home")
+        full_env.pop("FLOATPLANE_FORMAT", None)
+        full_env.update(env or {})
+        argv = [self.binary, "--config-dir", str(self.config_dir), *args]
+        done = subprocess.run(argv, capture_output=True, text=True, input=stdin, env=full_env,
+                              timeout=60)
+        if record:
+            shown = " ".join(shlex.quote(a) for a in args)
+            self.transcript.append(f"$ floatplane {shown}\n--- exit {done.returncode}\n"
+                                   f"--- stdout\n{done.stdout}--- stderr\n{done.stderr}")
+        return done
+
+    def login(self):
+        done = self.run("auth", "login", "--host", self.host, "--token-file",
+                        str(self.server.data_dir / "admin-token"))
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def normalized(self):
+        text = "\n".join(self.transcript)
+        ids = {}
+
+        def uuid(match):
+            return ids.setdefault(match.group(0), f"<UUID-{len(ids) + 1}>")
+
+        text = UUID.sub(uuid, text)
+        text = TIME.sub("<TIME>", text)
+        text = TOKEN.sub("<TOKEN>", text)
+        if self.server:
+            text = text.replace(str(self.server.port), "<PORT>")
+        text = text.replace(str(self.tmp_path), "<TMP>")
+        text = re.sub(r"request id <UUID-\d+>", "request id <REQUEST-ID>", text)
+        return text
+
+    def check_golden(self, name):
+        path = GOLDEN / f"{name}.txt"
+        text = self.normalized()
+        if os.environ.get("FLOATPLANE_UPDATE_GOLDEN") == "1":
+            path.write_text(text)
+        assert path.exists(), f"no golden file {path}; run with FLOATPLANE_UPDATE_GOLDEN=1"
+        assert text == path.read_text(), f"differs from {path}:\n{text}"
+
+
+def prepare(cli):
+    """Logged in, with a default pool for the silo (instances need one for SNAT) and a project
+    `web`, none of it in the transcript."""
+    cli.login()
+    cli.transcript.clear()
+    for args in (["system", "networking", "ip-pool", "create", "--name", "p", "--description", ""],
+                 ["system", "networking", "ip-pool", "range", "add", "--pool", "p", "--first",
+                  "10.0.0.1", "--last", "10.0.0.9"],
+                 ["system", "networking", "ip-pool", "silo", "link", "--pool", "p", "--silo",
+                  "default", "--is-default", "true"],
+                 ["project", "create", "--name", "web", "--description", ""]):
+        done = cli.run(*args, record=False)
+        assert done.returncode == 0, (args, done.stderr)
+
+
+@pytest.fixture
+def cli(floatplane_bin, start_server, tmp_path):
+    return Cli(floatplane_bin, tmp_path, start_server())
+
+
+def test_a_tour_from_login_to_an_attached_floating_ip(cli):
+    cli.login()
+    cli.run("system", "networking", "ip-pool", "create", "--name", "public", "--description",
+            "rack uplink")
+    cli.run("system", "networking", "ip-pool", "range", "add", "--pool", "public", "--first",
+            "203.0.113.10", "--last", "203.0.113.20")
+    cli.run("system", "networking", "ip-pool", "silo", "link", "--pool", "public", "--silo",
+            "default", "--is-default", "true")
+    cli.run("project", "create", "--name", "web", "--description", "web tier")
+    cli.run("instance", "create", "--project", "web", "--name", "www-1", "--description", "",
+            "--hostname", "www-1", "--memory", "1g", "--ncpus", "1", "--wait", "--quiet",
+            "--format", "table:name,run_state")
+    cli.run("floating-ip", "create", "--project", "web", "--name", "www", "--description",
+            "public entry", "--pool", "public")
+    cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
+            "www-1")
+    cli.run("floating-ip", "list", "--project", "web", "--format", "table")
+    cli.run("instance", "external-ip", "list", "--project", "web", "--instance", "www-1",
+            "--format", "table")
+    cli.check_golden("tour")
+
+
+def test_lists_stream_as_the_oxide_cli_prints_them_and_limit_caps_them(cli):
+    cli.login()
+    for name in ("alpha", "beta", "gamma"):
+        assert cli.run("project", "create", "--name", name, "--description", name,
+                       record=False).returncode == 0
+    cli.run("project", "list", "--sort-by", "name_ascending", "--limit", "2")
+    cli.run("project", "list", "--format", "table:name,description", "--no-header")
+    cli.run("project", "list", "--format", "table:name,nope")
+    cli.check_golden("lists")
+
+
+def test_a_refused_attach_names_the_holder_on_one_line(cli):
+    prepare(cli)
+    for args in (["instance", "create", "--project", "web", "--name", "a", "--description", "",
+                  "--hostname", "a", "--memory", "1g", "--ncpus", "1", "--wait"],
+                 ["instance", "create", "--project", "web", "--name", "b", "--description", "",
+                  "--hostname", "b", "--memory", "1g", "--ncpus", "1", "--wait"],
+                 ["floating-ip", "create", "--project", "web", "--name", "www", "--description",
+                  ""],
+                 ["floating-ip", "attach", "--project", "web", "--floating-ip", "www",
+                  "--instance", "a"]):
+        done = cli.run(*args, record=False)
+        assert done.returncode == 0, (args, done.stderr)
+    done = cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www",
+                   "--instance", "b")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    cli.check_golden("refused_attach")
+
+
+def test_usage_errors_are_found_before_any_request(cli):
+    # OXIDE_HOST points at a closed port: a request would exit 4, not 2.
+    closed = {"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_TOKEN": "x"}
+    cli.run("project", "create", "--name", "Web", "--description", "", env=closed)
+    cli.run("floating-ip", "view", "--floating-ip", "www", env=closed)
+    cli.run("floating-ip", "create", "--project", "web", "--name", "www", "--description", "",
+            "--ip", "10.0.0.1", "--ip-version", "v4", env=closed)
+    cli.run("system", "networking", "ip-pool", "range", "add", "--pool", "p", "--first",
+            "10.0.0.1", "--last", "::1", env=closed)
+    cli.run("instance", "start", "--project", "web", "--instance", "a", "--wait",
+            "--wait-timeout", "soon", env=closed)
+    cli.run("project", "lst", env=closed)
+    for entry in cli.transcript:
+        assert "--- exit 2\n" in entry, entry
+    cli.check_golden("usage_errors")
+
+
+def test_credentials_missing_or_conflicting_exit_3_and_an_unreachable_server_exits_4(cli):
+    cli.run("project", "list")
+    cli.run("project", "list", env={"OXIDE_TOKEN": "x"})
+    cli.run("project", "list", env={"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_PROFILE": "p"})
+    cli.run("ping", env={"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_TOKEN": "x"})
+    codes = [int(re.search(r"--- exit (\d+)", e).group(1)) for e in cli.transcript]
+    assert codes == [3, 3, 3, 4]
+    cli.check_golden("credentials_and_unreachable")
+
+
+def test_a_wait_that_times_out_exits_5_naming_the_last_state(cli):
+    cli.login()
+    prepare(cli)
+    cli.run("instance", "create", "--project", "web", "--name", "idle", "--description", "",
+            "--hostname", "idle", "--memory", "1g", "--ncpus", "1", "--start", "false", "--wait",
+            "--quiet", "--format", "table:name,run_state")
+    cli.run("instance", "wait", "--project", "web", "--instance", "idle", "--state", "running",
+            "--timeout", "1s")
+    assert "--- exit 5\n" in cli.transcript[-1]
+    cli.check_golden("wait_timeout")
+
+
+def test_credentials_are_written_as_the_oxide_cli_writes_them(cli):
+    done = cli.login()
+    assert done.stdout.endswith("Profile 'default' set as the default\n")
+    credentials = cli.config_dir / "credentials.toml"
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    token = (cli.server.data_dir / "admin-token").read_text().strip()
+    me = json.loads(cli.run("api", "/v1/me", record=False).stdout)
+    assert credentials.read_text() == (f'[profile.default]\nhost = "{cli.host}"\n'
+                                       f'token = "{token}"\nuser = "{me["id"]}"\n')
+    assert (cli.config_dir / "config.toml").read_text() == 'default-profile = "default"\n'
+    # A second login of the same silo gets the next name and leaves the default alone.
+    again = cli.login()
+    assert again.stdout.endswith("Use --profile 'default2'\n")
+    assert credentials.read_text().count("[profile.") == 2
+    # A file others may read is warned about, as the oxide CLI does.
+    credentials.chmod(0o644)
+    warned = cli.run("auth", "status", record=False)
+    assert warned.stderr == (f'WARNING: 644 permissions on "{credentials}" may allow other users '
+                             "to access your login credentials.\n")
+    assert warned.stdout == (f'Profile "default" ({cli.host}) status: Authenticated\n'
+                             f'Profile "default2" ({cli.host}) status: Authenticated\n')
+    # The token is never read from the command line.
+    assert cli.run("auth", "login", "--host", cli.host, "--token", token,
+                   record=False).returncode == 2
+
+
+def test_every_mutation_sends_an_idempotency_key_that_a_retry_reuses(cli):
+    cli.login()
+    cli.run("project", "create", "--name", "web", "--description", "", record=False)
+    first = cli.run("project", "create", "--name", "app", "--description", "",
+                    "--idempotency-key", "k-1", record=False)
+    again = cli.run("project", "create", "--name", "app", "--description", "",
+                    "--idempotency-key", "k-1", record=False)
+    assert first.returncode == 0 and again.returncode == 0, again.stderr
+    assert json.loads(first.stdout)["id"] == json.loads(again.stdout)["id"]
+    fresh = cli.run("project", "create", "--name", "app", "--description", "", record=False)
+    assert fresh.returncode == 1
+    assert "already exists" in fresh.stderr
+
+
+def test_progress_on_a_terminal_is_one_line_updated_in_place(cli):
+    prepare(cli)
+    cli.run("instance", "create", "--project", "web", "--name", "tty", "--description", "",
+            "--hostname", "tty", "--memory", "1g", "--ncpus", "1", "--start", "false",
+            record=False)
+    command = " ".join(shlex.quote(a) for a in [
+        cli.binary, "--config-dir", str(cli.config_dir), "instance", "start", "--project", "web",
+        "--instance", "tty", "--wait", "--format", "table:name,run_state"])
+    done = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
+                          timeout=60, env={**os.environ, "HOME": str(cli.tmp_path / "home")})
+    out = done.stdout.decode()  # bytes: text mode would turn each carriage return into a newline
+    assert done.returncode == 0, out
+    # Under a terminal: each update rewrites the line (carriage return, erase to its end), and
+    # the last one ends it.
+    assert "\r\x1b[KWaiting for instance tty to be running ... " in out
+    assert "\r\x1b[KWaiting for instance tty to be running ... done" in out
+    assert out.count("\n") == 3, out  # the progress line, the table's two
+    # Without one (the other tests): a line per state change.
+    plain = cli.run("instance", "stop", "--project", "web", "--instance", "tty", "--wait",
+                    record=False)
+    assert "\x1b" not in plain.stderr
+    lines = plain.stderr.splitlines()
+    assert re.fullmatch(r"Waiting for instance tty to be stopped \.\.\. done \(\d+s\)", lines[-1]), lines
+    assert len(lines) == len(set(lines)), "one line per state change"
