@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // A usage error: CLI11's message, and exit 2 whatever its own code.
-    std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+    // A usage error: the message (with the group's commands when one is missing or unknown),
+    // and exit 2 whatever CLI11's own code.
+    std::fputs(fp::cli::DescribeUsageError(app, argc, argv, e).c_str(), stderr);
     return static_cast<int>(fp::cli::Exit::kUsage);
   }
   if (server->parsed()) return fp::cmd::RunServer(server_flags);

@@ -202,4 +202,95 @@ int Commands::Run() {
   return static_cast<int>(Exit::kUsage);
 }
 
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<const CLI::App*> Children(const CLI::App* app) {
+  std::vector<const CLI::App*> out;
+  for (const CLI::App* sub : app->get_subcommands({})) {
+    if (sub->get_name().rfind("__", 0) != 0) out.push_back(sub);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
+                               const CLI::ParseError& e) {
+  // Walk the words as the tree does: the group reached, and the first word it does not know.
+  const CLI::App* node = &root;
+  std::string unknown;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") break;
+    if (word.rfind('-', 0) == 0) {
+      // Skip an option's value ("--profile lab").
+      const CLI::Option* o = nullptr;
+      for (const CLI::App* a = node; a != nullptr && o == nullptr; a = a->get_parent()) {
+        o = a->get_option_no_throw(word.substr(0, word.find('=')));
+      }
+      if (o != nullptr && word.find('=') == std::string::npos && o->get_items_expected_max() > 0) {
+        ++i;
+      }
+      continue;
+    }
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : Children(node)) {
+      if (sub->get_name() == word) next = sub;
+    }
+    if (next == nullptr) {
+      if (!Children(node).empty()) unknown = word;
+      break;
+    }
+    node = next;
+  }
+  std::vector<const CLI::App*> children = Children(node);
+  if (children.empty() || node == &root) {
+    if (unknown.empty())
+      return fmt::format("error: {}\nRun with --help for more information.\n", e.what());
+  }
+  std::string path;
+  for (const CLI::App* a = node; a != nullptr && a != &root; a = a->get_parent()) {
+    path = " " + a->get_name() + path;
+  }
+  std::string out;
+  if (!unknown.empty()) {
+    const CLI::App* closest = nullptr;
+    size_t best = 3;  // at most two edits away
+    for (const CLI::App* sub : children) {
+      size_t d = EditDistance(unknown, sub->get_name());
+      if (d < best) {
+        best = d;
+        closest = sub;
+      }
+    }
+    out = fmt::format("error: floatplane{} has no command \"{}\"", path, unknown);
+    if (closest != nullptr) out += fmt::format("; did you mean \"{}\"?", closest->get_name());
+    out += "\n";
+  } else {
+    out = fmt::format("error: floatplane{} needs one of its commands\n", path);
+  }
+  out += fmt::format("\nCommands of floatplane{}:\n", path);
+  size_t width = 0;
+  for (const CLI::App* sub : children) width = std::max(width, sub->get_name().size());
+  for (const CLI::App* sub : children) {
+    out += fmt::format("  {:<{}}  {}\n", sub->get_name(), width, sub->get_description());
+  }
+  return out;
+}
+
 }  // namespace fp::cli

@@ -102,6 +102,12 @@ class Commands {
   std::map<const CLI::App*, std::string> operations_;
 };
 
+// What to print for a usage error CLI11 found while parsing argv: its message, and for a
+// group given no (or an unknown) subcommand, the closest name ("did you mean") and the
+// group's subcommands.
+std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
+                               const CLI::ParseError& e);
+
 // The parts of the tree (commands_*.cc).
 void AddResourceCommands(Commands& c);
 void AddSystemCommands(Commands& c);

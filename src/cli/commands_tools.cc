@@ -235,6 +235,7 @@ void AddEnv(Commands& c) {
       });
   leaf->add_option("command", *argv, "The command and its arguments")->required();
   leaf->prefix_command();
+  leaf->fallthrough(false);
 }
 
 void AddApi(Commands& c) {
@@ -471,11 +472,11 @@ void AddToolCommands(Commands& c) {
       ->check(CLI::IsMember({"bash", "zsh", "fish"}));
 
   // What the completion scripts call: the words so far in, the candidates for the next out.
-  auto* words = c.Keep<std::vector<std::string>>();
+  auto* app = c.Keep<CLI::App*>();
   CLI::App* complete =
-      c.Leaf(&c.root(), "__complete", "", "", "", [words, &c](Session&) -> CliStatus {
+      c.Leaf(&c.root(), "__complete", "", "", "", [app, &c](Session&) -> CliStatus {
         const CLI::App* node = &c.root();
-        for (const std::string& w : *words) {
+        for (const std::string& w : (*app)->remaining()) {
           if (w.rfind('-', 0) == 0) continue;
           const CLI::App* next = nullptr;
           for (const CLI::App* sub : node->get_subcommands({})) {
@@ -494,8 +495,11 @@ void AddToolCommands(Commands& c) {
         return {};
       });
   complete->group("");
-  complete->add_option("words", *words, "")->allow_extra_args();
+  // Every word after it is left unparsed, options included: they are the words to complete.
   complete->prefix_command();
+  complete->allow_extras();
+  complete->fallthrough(false);
+  *app = complete;
 }
 
 }  // namespace fp::cli

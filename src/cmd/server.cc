@@ -224,6 +224,22 @@ Status EnsureAdminToken(fp::app::Tokens& tokens, const ServerFlags& flags,
   return fp::Ok();
 }
 
+// SRV-1: what a new user needs to drive the dev server from another terminal, on stdout after
+// the address line. Never the token itself: the line reads it from its file.
+void PrintDevBanner(const std::string& url, const std::filesystem::path& token_file) {
+  std::error_code ec;
+  std::filesystem::path token = std::filesystem::absolute(token_file, ec);
+  std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::cout << "\nfloatplane dev server. To use it from another terminal:\n"
+            << "  export PATH=\"" << binary.parent_path().string() << ":$PATH\"\n"
+            << "  export OXIDE_HOST=" << url << "\n"
+            << "  export OXIDE_TOKEN=\"$(cat " << token.string() << ")\"\n"
+            << "  floatplane project list\n"
+            << "(or save a profile: floatplane auth login --host " << url << " --token-file "
+            << token.string() << ")\n"
+            << std::endl;
+}
+
 }  // namespace
 
 int RunServer(const ServerFlags& flags) {
@@ -391,6 +407,7 @@ int RunServer(const ServerFlags& flags) {
   serving = server->get();
   std::string host = fp::http::UrlHost(address->host);
   std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
+  if (flags.dev) PrintDevBanner(fmt::format("http://{}:{}", host, (*server)->port()), token_file);
   fp::LogEvent("info", "serving",
                {{"address", fmt::format("{}:{}", host, (*server)->port())},
                 {"data_dir", data_dir},

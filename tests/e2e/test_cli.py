@@ -10,6 +10,7 @@ import re
 import shlex
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,158 @@ def test_progress_on_a_terminal_is_one_line_updated_in_place(cli):
     lines = plain.stderr.splitlines()
     assert re.fullmatch(r"Waiting for instance tty to be stopped \.\.\. done \(\d+s\)", lines[-1]), lines
     assert len(lines) == len(set(lines)), "one line per state change"
+
+
+def test_the_dev_server_says_how_to_use_it_and_never_prints_the_token(start_server, tmp_path):
+    server = start_server()
+    for _ in range(100):
+        if any("floatplane project list" in line for line in server.stdout_lines):
+            break
+        time.sleep(0.05)
+    text = "\n".join(server.stdout_lines)
+    token = (server.data_dir / "admin-token").read_text().strip()
+    assert token not in text
+    exports = [line.strip() for line in server.stdout_lines if line.strip().startswith("export ")]
+    assert [e.split("=")[0] for e in exports] == ["export PATH", "export OXIDE_HOST",
+                                                  "export OXIDE_TOKEN"], text
+    # The lines as a user pastes them, in a shell without floatplane's environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OXIDE_")}
+    env["HOME"] = str(tmp_path / "home")
+    done = subprocess.run(["bash", "-c", "\n".join(exports) + "\nfloatplane project list"],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+
+
+def test_wait_retries_a_503_with_the_same_idempotency_key_until_it_succeeds(floatplane_bin,
+                                                                            start_rack, tmp_path):
+    rack = start_rack(sleds=1, sled_flags=("--start-delay-ms", "1500", "--stop-delay-ms", "50"))
+    cli = Cli(floatplane_bin, tmp_path, rack.server)
+    prepare(cli)
+    for args in (["instance", "create", "--project", "web", "--name", "slow", "--description", "",
+                  "--hostname", "slow", "--memory", "1g", "--ncpus", "1"],
+                 ["floating-ip", "create", "--project", "web", "--name", "www", "--description",
+                  ""]):
+        assert cli.run(*args, record=False).returncode == 0
+    attach = ["floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
+              "slow"]
+    # Without --wait the server's answer (503: starting) is the command's error.
+    refused = cli.run(*attach, record=False)
+    assert refused.returncode == 1
+    assert "is starting" in refused.stderr and "503 ServiceNotAvailable" in refused.stderr
+    # With --wait it is retried, with the same key, until the instance runs.
+    done = cli.run("--debug", *attach, "--wait", "--wait-timeout", "20s", record=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["name"] == "www"
+    keys = re.findall(r"^> Idempotency-Key: (\S+)$", done.stderr, re.M)
+    assert len(keys) >= 2 and len(set(keys)) == 1, done.stderr
+    assert "retrying: instance \"slow\" is starting" in done.stderr
+    # Every request says which API version the client speaks.
+    versions = re.findall(r"^> api-version: (\S+)$", done.stderr, re.M)
+    assert versions and set(versions) == {"2026081901.0.0"}
+    assert "Bearer <hidden>" in done.stderr and "fpt_" not in done.stderr
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The oxide CLI's command paths and long flags for the API subset (oxide.rs docs/cli.json at
+# e17553138b): each must exist with the same name (CLI-1); ours may add more.
+OXIDE_TREE = {
+    "floating-ip create": {"project", "name", "description", "json-body", "json-body-template"},
+    "floating-ip list": {"project", "limit", "sort-by"},
+    "floating-ip view": {"floating-ip", "project"},
+    "floating-ip update": {"floating-ip", "project", "name", "description", "json-body"},
+    "floating-ip delete": {"floating-ip", "project"},
+    "floating-ip attach": {"floating-ip", "project", "kind", "parent", "json-body"},
+    "floating-ip detach": {"floating-ip", "project"},
+    "instance create": {"project", "name", "description", "hostname", "memory", "ncpus", "start",
+                        "json-body"},
+    "instance list": {"project", "limit", "sort-by"},
+    "instance view": {"instance", "project"},
+    "instance delete": {"instance", "project"},
+    "instance start": {"instance", "project"},
+    "instance stop": {"instance", "project"},
+    "instance reboot": {"instance", "project"},
+    "instance external-ip list": {"instance", "project"},
+    "instance external-ip attach-ephemeral": {"instance", "project", "json-body"},
+    "instance external-ip detach-ephemeral": {"instance", "project", "ip-version"},
+    "project create": {"name", "description", "json-body"},
+    "project list": {"limit", "sort-by"},
+    "project view": {"project"},
+    "project update": {"project", "name", "description", "json-body"},
+    "project delete": {"project"},
+    "ip-pool list": {"ip-version", "limit", "pool-type", "sort-by"},
+    "ip-pool view": {"pool"},
+    "silo ip-pool list": {"silo", "limit", "sort-by"},
+    "system networking ip-pool create": {"name", "description", "ip-version", "pool-type",
+                                         "assignment", "json-body"},
+    "system networking ip-pool list": {"assignment", "ip-version", "limit", "pool-type",
+                                       "sort-by"},
+    "system networking ip-pool view": {"pool"},
+    "system networking ip-pool update": {"pool", "name", "description", "json-body"},
+    "system networking ip-pool delete": {"pool"},
+    "system networking ip-pool utilization": {"pool"},
+    "system networking ip-pool range add": {"pool", "first", "last"},
+    "system networking ip-pool range list": {"pool", "limit"},
+    "system networking ip-pool range remove": {"pool", "first", "last"},
+    "system networking ip-pool silo link": {"pool", "silo", "is-default", "json-body"},
+    "system networking ip-pool silo list": {"pool", "limit", "sort-by"},
+    "system networking ip-pool silo unlink": {"pool", "silo"},
+    "system networking ip-pool silo update": {"pool", "silo", "is-default"},
+    "system hardware sled list": {"limit", "sort-by"},
+    "system hardware sled view": {"sled-id"},
+    "system hardware sled instance-list": {"sled-id", "limit", "sort-by"},
+    "api": {"method", "field", "raw-field", "header", "input", "paginate", "include"},
+    "auth login": {"host"},
+    "auth logout": {"all", "force"},
+    "auth status": set(),
+    "completion": {"shell"},
+    "docs": {"format"},
+    "ping": set(),
+    "version": set(),
+}
+
+
+def docs_json(cli):
+    done = cli.run("docs", "--format", "json", record=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_command_tree_has_every_oxide_path_and_flag_and_matches_docs_cli_json(cli):
+    text = docs_json(cli)
+    assert text == (REPO / "docs" / "cli.json").read_text(), (
+        "docs/cli.json is out of date: build/debug/floatplane docs --format json > docs/cli.json")
+    nodes = {}
+
+    def walk(node, path):
+        nodes[path] = {arg["long"] for arg in node.get("args", []) if "long" in arg}
+        for sub in node.get("subcommands", []):
+            walk(sub, f"{path} {sub['name']}".strip())
+
+    walk(json.loads(text), "")
+    missing = {path: flags - nodes.get(path, set()) for path, flags in OXIDE_TREE.items()
+               if path not in nodes or flags - nodes[path]}
+    assert missing == {}
+
+
+def test_completion_offers_the_commands_and_flags_of_the_words_so_far(cli):
+    complete = cli.run("__complete", "floating-ip", record=False)
+    assert {"attach", "detach", "create", "list"} <= set(complete.stdout.split())
+    flags = cli.run("__complete", "floating-ip", "attach", "--project", "web", record=False)
+    assert {"--floating-ip", "--instance", "--wait"} <= set(flags.stdout.split())
+    # The bash script, loaded as the help says, completes through the binary.
+    script = cli.run("completion", "-s", "bash", record=False).stdout
+    bin_dir = str(Path(cli.binary).parent)
+    probe = (f'export PATH="{bin_dir}:$PATH"\neval "$(floatplane completion -s bash)"\n'
+             "COMP_WORDS=(floatplane floating-ip att); COMP_CWORD=2; _floatplane\n"
+             'echo "${COMPREPLY[@]}"')
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["attach"], (script, done.stderr)
+
+
+def test_env_runs_a_command_with_the_profiles_host_and_token_and_returns_its_status(cli):
+    cli.login()
+    token = (cli.server.data_dir / "admin-token").read_text().strip()
+    done = cli.run("env", "--", "sh", "-c", 'echo "$OXIDE_HOST $OXIDE_TOKEN"; exit 7',
+                   record=False)
+    assert (done.returncode, done.stdout) == (7, f"{cli.host} {token}\n")
