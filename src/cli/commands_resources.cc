@@ -435,6 +435,56 @@ void AddInstances(Commands& c) {
   AddSelector(leaf, del->sel, "instance", "instance", true);
   AddWaitFlags(leaf, del->wait);
 
+  struct Update {
+    Selector sel;
+    std::string memory, auto_restart_policy, cpu_platform, boot_disk;
+    int ncpus = 0;
+    JsonBody body;
+  };
+  auto* update = c.Keep<Update>();
+  leaf = c.Leaf(
+      group, "update", "Update instance (what is not given stays as it is)", "instance_update",
+      "floatplane instance update --project web --instance www-1 --memory 2g",
+      [update](Session& s) -> CliStatus {
+        if (update->body.show_template) {
+          Out(PrettyJson({{"memory", int64_t{2} << 30},
+                          {"ncpus", 2},
+                          {"auto_restart_policy", nullptr},
+                          {"boot_disk", nullptr},
+                          {"cpu_platform", nullptr}}));
+          return {};
+        }
+        auto [segment, query] = FP_TRY(Resolve(update->sel, "instance", true));
+        Api* api = FP_TRY(s.api());
+        nlohmann::json body = FP_TRY(Body(update->body, [&]() -> CliResult<nlohmann::json> {
+          // The API replaces every field: start from the instance as it is.
+          nlohmann::json now = FP_TRY(api->Get("/v1/instances/" + segment, query));
+          nlohmann::json b = {
+              {"memory", now.value("memory", int64_t{0})},
+              {"ncpus", now.value("ncpus", int64_t{0})},
+              {"auto_restart_policy", now.value("auto_restart_policy", nlohmann::json())},
+              {"boot_disk", now.value("boot_disk_id", nlohmann::json())},
+              {"cpu_platform", now.value("cpu_platform", nlohmann::json())}};
+          if (!update->memory.empty()) b["memory"] = FP_TRY(ByteCount(update->memory));
+          if (update->ncpus > 0) b["ncpus"] = update->ncpus;
+          if (!update->auto_restart_policy.empty())
+            b["auto_restart_policy"] = update->auto_restart_policy;
+          if (!update->cpu_platform.empty()) b["cpu_platform"] = update->cpu_platform;
+          if (!update->boot_disk.empty()) b["boot_disk"] = update->boot_disk;
+          return b;
+        }));
+        return PrintOne(s, FP_TRY(api->Mutate("PUT", "/v1/instances/" + segment, body, query)));
+      });
+  AddSelector(leaf, update->sel, "instance", "instance", true);
+  leaf->add_option("--memory", update->memory, "Memory: bytes, or with k, m, g, t (1024s)");
+  leaf->add_option("--ncpus", update->ncpus, "Virtual CPUs")->check(CLI::PositiveNumber);
+  leaf->add_option("--auto-restart-policy", update->auto_restart_policy, "never or best_effort")
+      ->check(CLI::IsMember({"never", "best_effort"}));
+  leaf->add_option("--cpu-platform", update->cpu_platform, "amd_milan, amd_turin or amd_turin_v2")
+      ->check(CLI::IsMember({"amd_milan", "amd_turin", "amd_turin_v2"}));
+  leaf->add_option("--boot-disk", update->boot_disk, "The disk to boot from (name or id)");
+  AddJsonBody(leaf, update->body);
+
   struct WaitCmd {
     Selector sel;
     std::string state;

@@ -113,6 +113,14 @@ def test_a_tour_from_login_to_an_attached_floating_ip(cli):
             "public entry", "--pool", "public")
     cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
             "www-1")
+    cli.run("instance", "update", "--project", "web", "--instance", "www-1", "--ncpus", "2",
+            "--format", "table:name,ncpus,memory")
+    cli.run("instance", "stop", "--project", "web", "--instance", "www-1", "--wait", "--quiet",
+            "--format", "table:name,run_state")
+    cli.run("instance", "update", "--project", "web", "--instance", "www-1", "--ncpus", "2",
+            "--format", "table:name,ncpus,memory")
+    cli.run("instance", "start", "--project", "web", "--instance", "www-1", "--wait", "--quiet",
+            "--format", "table:name,run_state")
     cli.run("floating-ip", "list", "--project", "web", "--format", "table")
     cli.run("instance", "external-ip", "list", "--project", "web", "--instance", "www-1",
             "--format", "table")
@@ -320,6 +328,8 @@ OXIDE_TREE = {
                         "json-body"},
     "instance list": {"project", "limit", "sort-by"},
     "instance view": {"instance", "project"},
+    "instance update": {"instance", "project", "memory", "ncpus", "boot-disk",
+                        "auto-restart-policy", "cpu-platform", "json-body"},
     "instance delete": {"instance", "project"},
     "instance start": {"instance", "project"},
     "instance stop": {"instance", "project"},
@@ -408,3 +418,22 @@ def test_env_runs_a_command_with_the_profiles_host_and_token_and_returns_its_sta
     done = cli.run("env", "--", "sh", "-c", 'echo "$OXIDE_HOST $OXIDE_TOKEN"; exit 7',
                    record=False)
     assert (done.returncode, done.stdout) == (7, f"{cli.host} {token}\n")
+
+
+def test_auth_status_tells_a_bad_token_from_a_server_that_is_down(cli):
+    cli.login()
+    credentials = cli.config_dir / "credentials.toml"
+    credentials.write_text(credentials.read_text() +
+                           '\n[profile.down]\nhost = "http://127.0.0.1:1"\ntoken = "x"\n'
+                           f'\n[profile.stale]\nhost = "{cli.host}"\ntoken = "fpt_nope"\n')
+    done = cli.run("auth", "status", record=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f'Profile "default" ({cli.host}) status: Authenticated',
+        'Profile "down" (http://127.0.0.1:1) status: Failed to connect to server: '
+        "Couldn't connect to server",
+        f'Profile "stale" ({cli.host}) status: Server responded with an error message: '
+        "credentials missing or invalid"]
+    # The profile in use for a command: --profile picks it.
+    refused = cli.run("--profile", "stale", "project", "list", record=False)
+    assert refused.returncode == 1 and "401 Unauthenticated" in refused.stderr
