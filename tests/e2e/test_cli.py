@@ -437,3 +437,54 @@ def test_auth_status_tells_a_bad_token_from_a_server_that_is_down(cli):
     # The profile in use for a command: --profile picks it.
     refused = cli.run("--profile", "stale", "project", "list", record=False)
     assert refused.returncode == 1 and "401 Unauthenticated" in refused.stderr
+
+
+def test_a_list_whose_later_page_fails_still_closes_its_array_and_exits_1(floatplane_bin,
+                                                                           tmp_path):
+    """CLI-22, against a stand-in API (a real server does not fail between pages on demand):
+    page 1 answers two projects and a next page, page 2 an error. Page 1 fails once with a
+    500 first, which a GET retries (CLI-31)."""
+    import http.server
+    import threading
+
+    project = {"description": "", "id": "00000000-0000-4000-8000-00000000000{}", "name": "p{}",
+               "time_created": "2026-12-01T00:00:00Z", "time_modified": "2026-12-01T00:00:00Z"}
+
+    requests = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(self.path)
+            if len(requests) == 1:
+                status, body = 500, {"error_code": "Internal", "message": "Internal Server Error",
+                                     "request_id": "r-0"}
+            elif "page_token=p2" in self.path:
+                status, body = 400, {"error_code": "InvalidRequest", "message": "page 2 failed",
+                                     "request_id": "r-2"}
+            else:
+                items = [{k: (v.format(n) if isinstance(v, str) else v)
+                          for k, v in project.items()} for n in (1, 2)]
+                status, body = 200, {"items": items, "next_page": "p2"}
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cli = Cli(floatplane_bin, tmp_path, None)
+        done = cli.run("project", "list", env={"OXIDE_HOST": f"http://127.0.0.1:{server.server_port}",
+                                               "OXIDE_TOKEN": "x"}, record=False)
+    finally:
+        server.shutdown()
+    assert done.returncode == 1
+    assert json.loads(done.stdout)[1]["name"] == "p2", done.stdout  # a whole, closed array
+    assert done.stdout.endswith("  }\n]\n")
+    assert done.stderr == "error: page 2 failed (400 InvalidRequest, request id r-2)\n"
+    assert [p.split("?")[0] for p in requests] == ["/v1/projects"] * 3, requests
