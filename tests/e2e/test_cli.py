@@ -488,3 +488,15 @@ def test_a_list_whose_later_page_fails_still_closes_its_array_and_exits_1(floatp
     assert done.stdout.endswith("  }\n]\n")
     assert done.stderr == "error: page 2 failed (400 InvalidRequest, request id r-2)\n"
     assert [p.split("?")[0] for p in requests] == ["/v1/projects"] * 3, requests
+
+
+def test_the_server_accepts_the_api_version_header_the_oxide_sdk_sends(cli):
+    import urllib.request
+    token = (cli.server.data_dir / "admin-token").read_text().strip()
+    for version in ("2026072800.0.0", "2026081901.0.0"):
+        request = urllib.request.Request(f"{cli.host}/v1/me", headers={
+            "Authorization": f"Bearer {token}", "api-version": version})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+            me = json.loads(answer.read())
+            assert me["silo_name"] == "default" and me["fleet_viewer"] is True
