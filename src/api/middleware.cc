@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cctype>
 #include <optional>
 
@@ -174,6 +175,42 @@ HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::s
   }
   Keep(ctx, key, hash, response);
   return response;
+}
+
+namespace {
+
+// "A.B.C" as three numbers; none when it is not that.
+std::optional<std::array<uint64_t, 3>> ParseVersion(std::string_view text) {
+  std::array<uint64_t, 3> parts{};
+  for (size_t i = 0; i < 3; ++i) {
+    size_t end = i < 2 ? text.find('.') : text.size();
+    if (end == std::string_view::npos || end == 0 || end > 19) return std::nullopt;
+    for (char c : text.substr(0, end)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      parts[i] = parts[i] * 10 + static_cast<uint64_t>(c - '0');
+    }
+    text.remove_prefix(i < 2 ? end + 1 : end);
+  }
+  return parts;
+}
+
+}  // namespace
+
+Status CheckApiVersion(const HttpRequest& req) {
+  std::string asked = req.Header("api-version");
+  if (asked.empty()) return Ok();
+  auto version = ParseVersion(asked);
+  if (!version) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "header api-version: \"{}\" is not a version such as {}", asked, kServedApiVersion)));
+  }
+  if (*version > *ParseVersion(kServedApiVersion)) {
+    return Fail(Error::InvalidRequest(fmt::format(
+        "header api-version: {} is newer than the API version this server speaks, {}; use a "
+        "client for {} or older",
+        asked, kServedApiVersion, kServedApiVersion)));
+  }
+  return Ok();
 }
 
 }  // namespace fp::api

@@ -45,4 +45,11 @@ Status CheckIdempotencyKey(const HttpRequest& req, const std::string& key);
 HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
                                 KeysInFlight& in_flight, const std::function<HttpResponse()>& run);
 
+// The API version this server speaks (the OpenAPI subset's), and the check of a request's
+// `api-version` header (../shared/spec/cli-and-console.md SRV-12): absent, equal or older is
+// served (the Oxide SDK sends its own, older version); newer, or not a version, is a 400 that
+// names the served version.
+inline constexpr std::string_view kServedApiVersion = "2026081901.0.0";
+Status CheckApiVersion(const HttpRequest& req);
+
 }  // namespace fp::api

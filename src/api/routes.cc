@@ -23,6 +23,7 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
   return [router, in_flight, services,
           http_stats = std::move(http_stats)](const HttpRequest& req) -> HttpResponse {
     try {
+      if (auto version = CheckApiVersion(req); !version) return ErrorResponse(req, version.error());
       if (auto answer = ServeSystem(req, services, http_stats)) return *answer;
       auto match = router->Find(req.method, req.path);
       if (!match) {

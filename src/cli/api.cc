@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace fp::cli {
@@ -76,12 +78,36 @@ std::string WithQuery(const std::string& path, const Query& query) {
 
 std::string Segment(const std::string& value) { return PercentEncode(value); }
 
+std::string PercentDecode(const std::string& value) {
+  std::string out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == '%' && i + 2 < value.size() &&
+        std::isxdigit(static_cast<unsigned char>(value[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(value[i + 2]))) {
+      out += static_cast<char>(std::stoi(value.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else if (value[i] == '+') {
+      out += ' ';
+    } else {
+      out += value[i];
+    }
+  }
+  return out;
+}
+
+std::string Dump(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string DescribeErrorAnswer(const HttpReply& reply) {
   nlohmann::json j = nlohmann::json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
   std::string status = std::to_string(reply.status);
+  auto field_text = [&](const char* field) {
+    return j.contains(field) && j[field].is_string() ? j[field].get<std::string>() : std::string();
+  };
   if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    std::string code = j.value("error_code", "");
-    std::string request = j.value("request_id", "");
+    std::string code = field_text("error_code");
+    std::string request = field_text("request_id");
     std::string detail = code.empty() ? status : status + " " + code;
     if (!request.empty()) detail += ", request id " + request;
     return fmt::format("{} ({})", j["message"].get<std::string>(), detail);
@@ -94,10 +120,10 @@ std::string DescribeErrorAnswer(const HttpReply& reply) {
 }
 
 CliResult<HttpReply> Api::Send(const std::string& method, const std::string& target,
-                               const std::string& body, bool mutating) {
+                               const std::string& body, bool mutating, bool with_key) {
   std::vector<std::pair<std::string, std::string>> headers = {
       {"Authorization", "Bearer " + options_.token}, {"api-version", kApiVersion}};
-  if (mutating) headers.emplace_back("Idempotency-Key", options_.idempotency_key);
+  if (mutating && with_key) headers.emplace_back("Idempotency-Key", options_.idempotency_key);
   std::mt19937 jitter(std::random_device{}());
   for (int attempt = 0;; ++attempt) {
     HttpReply reply = FP_TRY(transport_.Send(method, target, body, headers));
@@ -108,14 +134,21 @@ CliResult<HttpReply> Api::Send(const std::string& method, const std::string& tar
       continue;
     }
     if (mutating && reply.status == 503 && options_.retry_until) {
-      // The same key: if the first attempt did take effect, the retry gets its outcome.
-      auto wait = std::chrono::milliseconds(std::min(RetryAfterSeconds(reply), 10) * 1000 +
-                                            std::uniform_int_distribution<int>(0, 250)(jitter));
-      if (Clock::now() + wait < *options_.retry_until) {
-        if (options_.on_retry) options_.on_retry(DescribeErrorAnswer(reply));
-        std::this_thread::sleep_for(wait);
-        continue;
+      // The same key: if the first attempt did take effect, the retry gets its outcome. The
+      // last try is at the deadline; after it, the wait has timed out (exit 5).
+      const auto now = Clock::now();
+      if (now >= *options_.retry_until) {
+        return Fail(Failure{Exit::kWaitTimeout,
+                            "still refused at the --wait-timeout: " + DescribeErrorAnswer(reply),
+                            reply.status});
       }
+      auto wait = std::min<Clock::duration>(
+          std::chrono::milliseconds(std::min(RetryAfterSeconds(reply), 10) * 1000 +
+                                    std::uniform_int_distribution<int>(0, 250)(jitter)),
+          *options_.retry_until - now);
+      if (options_.on_retry) options_.on_retry(DescribeErrorAnswer(reply));
+      std::this_thread::sleep_for(wait);
+      continue;
     }
     return Fail(Failure{Exit::kApiError, DescribeErrorAnswer(reply), reply.status});
   }
@@ -132,9 +165,11 @@ CliResult<nlohmann::json> Api::Get(const std::string& path, const Query& query) 
 }
 
 CliResult<nlohmann::json> Api::Mutate(const std::string& method, const std::string& path,
-                                      const nlohmann::json& body, const Query& query) {
-  HttpReply reply = FP_TRY(Send(method, WithQuery(path, query),
-                                body.is_null() ? std::string() : body.dump(), /*mutating=*/true));
+                                      const nlohmann::json& body, const Query& query,
+                                      bool with_key) {
+  HttpReply reply =
+      FP_TRY(Send(method, WithQuery(path, query), body.is_null() ? std::string() : Dump(body),
+                  /*mutating=*/true, with_key));
   if (reply.body.empty()) return nlohmann::json();
   nlohmann::json j = nlohmann::json::parse(reply.body, nullptr, false);
   if (j.is_discarded()) {
@@ -148,23 +183,36 @@ CliStatus Api::List(const std::string& path, Query query, int64_t limit,
                     const std::function<void(const nlohmann::json&)>& on_item) {
   int64_t seen = 0;
   std::string token;
-  for (;;) {
+  std::set<std::string> tokens;
+  const bool own_limit =
+      std::any_of(query.begin(), query.end(), [](const auto& kv) { return kv.first == "limit"; });
+  for (bool first = true;; first = false) {
     Query page;
     for (const auto& [key, value] : query) {
       // The page token carries the scan's parameters (the sort order); selectors (the
       // project) go with every page.
-      if (token.empty() || key != "sort_by") page.emplace_back(key, value);
+      if (first || key != "sort_by") page.emplace_back(key, value);
     }
-    if (!token.empty()) page.emplace_back("page_token", token);
+    if (!first) page.emplace_back("page_token", token);
     const int64_t left = limit > 0 ? limit - seen : 0;
-    page.emplace_back("limit", std::to_string(left > 0 && left < 100 ? left : 100));
+    if (!own_limit) page.emplace_back("limit", std::to_string(left > 0 && left < 100 ? left : 100));
     nlohmann::json answer = FP_TRY(Get(path, page));
+    if (!answer.is_object() || (answer.contains("items") && !answer["items"].is_array())) {
+      return Fail(
+          Failure{Exit::kApiError, fmt::format("GET {}: the answer is not a page of items", path)});
+    }
     for (const auto& item : answer.value("items", nlohmann::json::array())) {
       on_item(item);
       if (limit > 0 && ++seen >= limit) return {};
     }
     if (!answer.contains("next_page") || !answer["next_page"].is_string()) return {};
     token = answer["next_page"].get<std::string>();
+    // A server that hands out an empty or repeated token would have us print pages forever.
+    if (token.empty() || !tokens.insert(token).second) {
+      return Fail(
+          Failure{Exit::kApiError,
+                  fmt::format("GET {}: the server's next_page token repeats; stopped", path)});
+    }
   }
 }
 
@@ -173,9 +221,6 @@ CliResult<HttpReply> Api::Raw(const std::string& method, const std::string& targ
                               std::vector<std::pair<std::string, std::string>> headers) {
   headers.insert(headers.begin(),
                  {{"Authorization", "Bearer " + options_.token}, {"api-version", kApiVersion}});
-  if (method != "GET" && method != "HEAD") {
-    headers.emplace_back("Idempotency-Key", options_.idempotency_key);
-  }
   return transport_.Send(method, target, body, headers);
 }
 

@@ -41,13 +41,17 @@ class Api {
   // GET; the answer's JSON. A 429 or 5xx is retried up to 3 times with backoff.
   CliResult<nlohmann::json> Get(const std::string& path, const Query& query = {});
   // POST/PUT/DELETE with `body` (null: none); the answer's JSON (null for 204).
+  // With `with_key` false no Idempotency-Key is sent (the server refuses one on token create,
+  // whose secret it must not keep for a replay).
   CliResult<nlohmann::json> Mutate(const std::string& method, const std::string& path,
-                                   const nlohmann::json& body = nullptr, const Query& query = {});
+                                   const nlohmann::json& body = nullptr, const Query& query = {},
+                                   bool with_key = true);
   // Every item of a paginated list, `on_item` called as they come; at most `limit` items
   // (0: all). Pages are asked for in `page_size`s.
   CliStatus List(const std::string& path, Query query, int64_t limit,
                  const std::function<void(const nlohmann::json&)>& on_item);
-  // One request as given (the `api` command): any status is an answer.
+  // One request as given (the `api` command): any status is an answer. Only the
+  // authorization and api-version headers are added.
   CliResult<HttpReply> Raw(const std::string& method, const std::string& target,
                            const std::string& body,
                            std::vector<std::pair<std::string, std::string>> headers);
@@ -56,12 +60,16 @@ class Api {
 
  private:
   CliResult<HttpReply> Send(const std::string& method, const std::string& target,
-                            const std::string& body, bool mutating);
+                            const std::string& body, bool mutating, bool with_key = true);
 
   Transport& transport_;
   ApiOptions options_;
 };
 
+// `value` with its %XX escapes decoded.
+std::string PercentDecode(const std::string& value);
+// JSON text of `value`; bytes that are not UTF-8 are replaced, never an exception.
+std::string Dump(const nlohmann::json& value, int indent = -1);
 // "path?k=v&..." with the values percent-encoded.
 std::string WithQuery(const std::string& path, const Query& query);
 // One path segment percent-encoded (names, ids).

@@ -37,7 +37,7 @@ CliResult<Target> ResolveTarget(const Globals& g) {
   ConfigDir dir(g.config_dir);
   auto profiles = [&]() -> CliResult<std::vector<Profile>> {
     std::vector<Profile> all = FP_TRY(dir.Profiles());
-    if (all.empty()) {
+    if (all.empty() && access(dir.credentials_path().c_str(), F_OK) != 0) {
       return Fail(CredentialsError(
           "no authenticated hosts; use floatplane auth login to authenticate (or set "
           "OXIDE_HOST and OXIDE_TOKEN)"));
@@ -193,7 +193,13 @@ int Commands::Run() {
     if (auto warning = ConfigDir(globals_.config_dir).PermissionWarning()) {
       std::fprintf(stderr, "%s\n", warning->c_str());
     }
-    CliStatus done = action(session);
+    CliStatus done;
+    try {
+      done = action(session);
+    } catch (const std::exception& e) {
+      // A bug or an answer of an unexpected shape: one line and exit 1, never an abort.
+      done = tl::unexpected(Failure{Exit::kApiError, std::string("unexpected: ") + e.what()});
+    }
     std::fflush(stdout);
     if (done) return 0;
     std::fprintf(stderr, "error: %s\n", done.error().message.c_str());

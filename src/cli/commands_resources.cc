@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "cli/command_kit.h"
 #include "common/ip.h"
 
@@ -287,6 +289,10 @@ CliResult<int64_t> ByteCount(const std::string& text) {
   } else {
     return Fail(UsageError(
         fmt::format("--memory \"{}\": expected bytes, e.g. 1073741824, 1g or 512m", text)));
+  }
+  if (n > (std::numeric_limits<int64_t>::max() >> shift)) {
+    return Fail(
+        UsageError(fmt::format("--memory \"{}\": more bytes than the API can carry", text)));
   }
   return n << shift;
 }

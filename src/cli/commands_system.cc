@@ -351,11 +351,21 @@ void AddOperator(Commands& c, CLI::App* system) {
       "floatplane system token create --silo default --role silo_collaborator --name ci",
       [create](Session& s) -> CliStatus {
         FP_CHECK_OK(CheckNameOrId("--silo", create->silo));
+        if (!s.globals().idempotency_key.empty()) {
+          return Fail(UsageError(
+              "--idempotency-key: not accepted when creating a token (a replay would have to "
+              "keep its secret)"));
+        }
+        // Validated before the request: the secret is shown once, and only this time.
+        OutputFormat format = FP_TRY(s.format());
+        std::vector<Column> columns = FieldColumns({"id", "token"});
+        (void)FP_TRY(ListPrinter::Make(format, columns, {"id", "token"}));
         Api* api = FP_TRY(s.api());
-        return PrintOne(
-            s, FP_TRY(api->Mutate(
-                   "POST", "/v1/system/tokens",
-                   {{"silo", create->silo}, {"role", create->role}, {"name", create->name}})));
+        nlohmann::json issued = FP_TRY(api->Mutate(
+            "POST", "/v1/system/tokens",
+            {{"silo", create->silo}, {"role", create->role}, {"name", create->name}}, {},
+            /*with_key=*/false));
+        return PrintObject(format, issued, columns, {"id", "token"});
       });
   leaf->add_option("--silo", create->silo, "The silo it acts in")->required();
   leaf->add_option("--role", create->role, "Its role")

@@ -1,7 +1,7 @@
 // The client's own commands: auth, env, api, ping, version, docs, completion.
 
 #include <fmt/format.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,7 +78,10 @@ CliResult<nlohmann::json> CurrentUser(const Globals& g, const std::string& host,
   options.debug = g.debug;
   Transport transport(options);
   Api api(transport, ApiOptions{token, "", std::nullopt, nullptr});
-  return api.Get("/v1/me");
+  nlohmann::json me = FP_TRY(api.Get("/v1/me"));
+  if (!me.is_object())
+    return Fail(Failure{Exit::kApiError, host + ": GET /v1/me did not answer a user"});
+  return me;
 }
 
 void AddAuth(Commands& c) {
@@ -219,19 +222,14 @@ void AddEnv(Commands& c) {
         setenv("OXIDE_TOKEN", t.token.c_str(), 1);
         unsetenv("OXIDE_PROFILE");
         std::fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-          std::vector<char*> args;
-          for (std::string& a : *argv) args.push_back(a.data());
-          args.push_back(nullptr);
-          execvp(args[0], args.data());
-          std::fprintf(stderr, "error: cannot run %s: %s\n", args[0], std::strerror(errno));
-          _exit(127);
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        std::exit(code);
+        // The command replaces this process: its exit status and its signals are its own.
+        signal(SIGPIPE, SIG_DFL);
+        std::vector<char*> args;
+        for (std::string& a : *argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        execvp(args[0], args.data());
+        return Fail(Failure{Exit::kUsage,
+                            fmt::format("cannot run {}: {}", (*argv)[0], std::strerror(errno))});
       });
   leaf->add_option("command", *argv, "The command and its arguments")->required();
   leaf->prefix_command();
@@ -285,7 +283,7 @@ void AddApi(Commands& c) {
         if (method.empty()) method = params.empty() && cmd->input.empty() ? "GET" : "POST";
         std::transform(method.begin(), method.end(), method.begin(),
                        [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-        std::string body = params.empty() ? "" : params.dump();
+        std::string body = params.empty() ? "" : Dump(params);
         if (!cmd->input.empty()) {
           std::ostringstream all;
           if (cmd->input == "-") {
@@ -318,8 +316,9 @@ void AddApi(Commands& c) {
               std::string kv =
                   rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
               size_t eq = kv.find('=');
-              query.emplace_back(kv.substr(0, eq),
-                                 eq == std::string::npos ? "" : kv.substr(eq + 1));
+              // Decoded here: List encodes them again.
+              query.emplace_back(PercentDecode(kv.substr(0, eq)),
+                                 eq == std::string::npos ? "" : PercentDecode(kv.substr(eq + 1)));
               if (amp == std::string::npos) break;
               start = amp + 1;
             }
@@ -330,6 +329,11 @@ void AddApi(Commands& c) {
           printer.Finish();
           return listed;
         }
+        // Raw: a key only when asked for (--idempotency-key); the server refuses one on some
+        // paths (token create).
+        if (!s.globals().idempotency_key.empty() && method != "GET" && method != "HEAD") {
+          headers.emplace_back("Idempotency-Key", s.globals().idempotency_key);
+        }
         HttpReply reply = FP_TRY(api->Raw(method, target, body, headers));
         if (cmd->include) {
           std::string head = fmt::format("HTTP/1.1 {}\n", reply.status);
@@ -339,7 +343,7 @@ void AddApi(Commands& c) {
         }
         if (!reply.body.empty()) {
           nlohmann::json j = nlohmann::json::parse(reply.body, nullptr, false);
-          Out(j.is_discarded() ? reply.body : j.dump(2) + "\n");
+          Out(j.is_discarded() ? reply.body : Dump(j, 2) + "\n");
         }
         if (reply.status >= 400)
           return Fail(Failure{Exit::kApiError, DescribeErrorAnswer(reply), reply.status});

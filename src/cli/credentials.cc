@@ -68,7 +68,9 @@ std::vector<std::string> Lines(const std::string& text) {
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a CRLF file
+    lines.push_back(std::move(line));
     start = end + 1;
   }
   return lines;
@@ -81,19 +83,76 @@ std::string Trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
-bool IsHeader(const std::string& line) { return Trim(line).rfind('[', 0) == 0; }
-
-bool IsProfileHeader(const std::string& line, const std::string& name) {
-  std::string t = Trim(line);
-  return t == "[profile." + name + "]" || t == "[profile." + TomlString(name) + "]";
+// A TOML key as written (bare, "basic" or 'literal') and what follows it; none when the text
+// does not start with one.
+std::optional<std::pair<std::string, std::string>> TakeKey(const std::string& text) {
+  std::string t = Trim(text);
+  if (t.empty()) return std::nullopt;
+  if (t[0] == '"' || t[0] == '\'') {
+    const char quote = t[0];
+    std::string key;
+    size_t i = 1;
+    for (; i < t.size() && t[i] != quote; ++i) {
+      if (quote == '"' && t[i] == '\\' && i + 1 < t.size()) ++i;  // an escape: taken literally
+      key += t[i];
+    }
+    if (i >= t.size()) return std::nullopt;
+    return std::make_pair(key, t.substr(i + 1));
+  }
+  size_t end = 0;
+  while (end < t.size() &&
+         (std::isalnum(static_cast<unsigned char>(t[end])) || t[end] == '_' || t[end] == '-')) {
+    ++end;
+  }
+  if (end == 0) return std::nullopt;
+  return std::make_pair(t.substr(0, end), t.substr(end));
 }
 
-// The key a `key = value` line sets, or "".
+// The dotted key of a `[a.b]` table header line (comments and spaces allowed); none for any
+// other line (an array of tables `[[...]]` included).
+std::optional<std::vector<std::string>> HeaderKeys(const std::string& line) {
+  std::string t = Trim(line);
+  if (t.size() < 2 || t[0] != '[' || t[1] == '[') return std::nullopt;
+  std::vector<std::string> keys;
+  std::string rest = t.substr(1);
+  for (;;) {
+    auto key = TakeKey(rest);
+    if (!key) return std::nullopt;
+    keys.push_back(key->first);
+    rest = Trim(key->second);
+    if (!rest.empty() && rest[0] == '.') {
+      rest = rest.substr(1);
+      continue;
+    }
+    if (!rest.empty() && rest[0] == ']') return keys;
+    return std::nullopt;
+  }
+}
+
+bool IsHeader(const std::string& line) {
+  return HeaderKeys(line).has_value() || Trim(line).rfind("[[", 0) == 0;
+}
+
+bool IsProfileHeader(const std::string& line, const std::string& name) {
+  auto keys = HeaderKeys(line);
+  return keys && *keys == std::vector<std::string>{"profile", name};
+}
+
+// The key a `key = value` line sets (unquoted), or "" for any other line.
 std::string KeyOf(const std::string& line) {
   std::string t = Trim(line);
-  size_t eq = t.find('=');
-  if (eq == std::string::npos || t.empty() || t[0] == '#' || t[0] == '[') return "";
-  return Trim(t.substr(0, eq));
+  if (t.empty() || t[0] == '#' || t[0] == '[') return "";
+  auto key = TakeKey(t);
+  if (!key || Trim(key->second).rfind('=', 0) != 0) return "";
+  return key->first;
+}
+
+// `[profile.NAME]`, NAME quoted unless it is a bare key.
+std::string ProfileHeader(const std::string& name) {
+  bool bare = !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+  return "[profile." + (bare ? name : TomlString(name)) + "]";
 }
 
 // [start, end) of the profile's table: its header and the lines up to the next header.
@@ -108,13 +167,18 @@ std::optional<std::pair<size_t, size_t>> FindProfile(const std::vector<std::stri
   return std::nullopt;
 }
 
-std::string Join(const std::vector<std::string>& lines, bool final_newline) {
+std::string Join(const std::vector<std::string>& lines, bool final_newline, bool crlf) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     out += lines[i];
-    if (i + 1 < lines.size() || final_newline) out += '\n';
+    if (i + 1 < lines.size() || final_newline) out += crlf ? "\r\n" : "\n";
   }
   return out;
+}
+
+bool IsCrlf(const std::string& text) {
+  size_t lf = text.find('\n');
+  return lf != std::string::npos && lf > 0 && text[lf - 1] == '\r';
 }
 
 }  // namespace
@@ -229,17 +293,41 @@ CliStatus ConfigDir::SaveProfile(const Profile& profile) const {
         ++end;
       }
     }
-    return WriteText(credentials_path(), Join(lines, true), 0600);
+    return WriteChecked(Join(lines, true, IsCrlf(text)), profile);
   }
-  std::string table = "[profile." + profile.name + "]\n";
-  for (const auto& [key, value] : keys) table += key + " = " + TomlString(value) + "\n";
+  const std::string eol = IsCrlf(text) ? "\r\n" : "\n";
+  std::string table = ProfileHeader(profile.name) + eol;
+  for (const auto& [key, value] : keys) table += key + " = " + TomlString(value) + eol;
   if (!Trim(text).empty()) {
-    if (text.back() != '\n') text += '\n';
-    text += '\n';
+    if (text.back() != '\n') text += eol;
+    text += eol;
   } else {
     text.clear();
   }
-  return WriteText(credentials_path(), text + table, 0600);
+  return WriteChecked(text + table, profile);
+}
+
+CliStatus ConfigDir::WriteChecked(const std::string& text, const Profile& profile) const {
+  // The edit is checked before it replaces the file: a layout this in-place edit does not
+  // understand (dotted keys, say) must not leave a file no tool can read.
+  toml::table t;
+  try {
+    t = toml::parse(text, credentials_path());
+  } catch (const toml::parse_error& e) {
+    return Fail(CredentialsError(fmt::format(
+        "cannot update {} in place for profile \"{}\" ({}); edit or remove that profile by "
+        "hand, then log in again",
+        credentials_path(), profile.name, e.description())));
+  }
+  const toml::node_view<toml::node> saved = t["profile"][profile.name];
+  if (saved["host"].value_or(std::string()) != profile.host ||
+      saved["token"].value_or(std::string()) != profile.token) {
+    return Fail(CredentialsError(fmt::format(
+        "cannot update {} in place for profile \"{}\"; edit or remove that profile by hand, "
+        "then log in again",
+        credentials_path(), profile.name)));
+  }
+  return WriteText(credentials_path(), text, 0600);
 }
 
 CliResult<bool> ConfigDir::RemoveProfile(const std::string& name) const {
@@ -252,7 +340,7 @@ CliResult<bool> ConfigDir::RemoveProfile(const std::string& name) const {
   // The blank line that separated it from the table before goes with it.
   if (start > 0 && Trim(lines[start - 1]).empty()) --start;
   lines.erase(lines.begin() + static_cast<long>(start), lines.begin() + static_cast<long>(end));
-  FP_CHECK_OK(WriteText(credentials_path(), Join(lines, !lines.empty()), 0600));
+  FP_CHECK_OK(WriteText(credentials_path(), Join(lines, !lines.empty(), IsCrlf(*text)), 0600));
   return true;
 }
 
@@ -266,11 +354,11 @@ CliStatus ConfigDir::SetDefaultProfile(const std::string& name) const {
     if (IsHeader(l)) break;
     if (KeyOf(l) == "default-profile") {
       l = line;
-      return WriteText(config_path(), Join(lines, true), 0644);
+      return WriteText(config_path(), Join(lines, true, IsCrlf(text)), 0644);
     }
   }
   lines.insert(lines.begin(), line);
-  return WriteText(config_path(), Join(lines, true), 0644);
+  return WriteText(config_path(), Join(lines, true, IsCrlf(text)), 0644);
 }
 
 std::optional<std::string> ConfigDir::PermissionWarning() const {

@@ -52,6 +52,9 @@ class ConfigDir {
   std::optional<std::string> PermissionWarning() const;
 
  private:
+  // Writes credentials.toml after checking that `text` parses and holds `profile` as saved.
+  CliStatus WriteChecked(const std::string& text, const Profile& profile) const;
+
   std::string dir_;
 };
 

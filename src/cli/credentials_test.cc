@@ -136,6 +136,45 @@ TEST_F(CredentialsTest, AFileThatIsNotTomlIsAnErrorNamingIt) {
       << profiles.error().message;
 }
 
+// TOML's other spellings of the same table and keys are found, not added a second time.
+TEST_F(CredentialsTest, HeadersAndKeysAreFoundHoweverTomlSpellsThem) {
+  ConfigDir dir(root_ + "/oxide");
+  Write(dir.credentials_path(),
+        "[ profile . 'lab' ]  # the lab rack\r\n"
+        "\"host\" = \"https://old\"\r\n"
+        "token = \"old\"\r\n");
+  ASSERT_TRUE(dir.SaveProfile(Profile{"lab", "https://new", "new", "", "", ""}));
+  // Replaced in place, the file's CRLF line ends kept.
+  EXPECT_EQ(Read(dir.credentials_path()),
+            "[ profile . 'lab' ]  # the lab rack\r\n"
+            "host = \"https://new\"\r\n"
+            "token = \"new\"\r\n");
+  // A name that is not a bare key is quoted in a new header.
+  ASSERT_TRUE(dir.SaveProfile(Profile{"my lab.2", "https://x", "t", "", "", ""}));
+  auto profiles = dir.Profiles();
+  ASSERT_TRUE(profiles) << profiles.error().message;
+  ASSERT_EQ(profiles->size(), 2u);
+  EXPECT_EQ((*profiles)[1].name, "my lab.2");
+  EXPECT_NE(Read(dir.credentials_path()).find("[profile.\"my lab.2\"]\r\n"), std::string::npos);
+}
+
+// A layout the in-place edit does not follow (dotted keys under [profile]) is refused, and
+// the file is left as it was: better than a file that no tool can read.
+TEST_F(CredentialsTest, AnEditThatWouldNotParseIsRefusedAndTheFileLeftAlone) {
+  ConfigDir dir(root_ + "/oxide");
+  const std::string dotted =
+      "[profile]\n"
+      "lab.host = \"https://old\"\n"
+      "lab.token = \"old\"\n";
+  Write(dir.credentials_path(), dotted);
+  auto saved = dir.SaveProfile(Profile{"lab", "https://new", "new", "", "", ""});
+  ASSERT_FALSE(saved);
+  EXPECT_EQ(saved.error().exit, Exit::kCredentials);
+  EXPECT_NE(saved.error().message.find("edit or remove that profile by hand"), std::string::npos)
+      << saved.error().message;
+  EXPECT_EQ(Read(dir.credentials_path()), dotted);
+}
+
 TEST_F(CredentialsTest, StringsAreQuotedAsTomlBasicStrings) {
   EXPECT_EQ(TomlString("plain"), "\"plain\"");
   EXPECT_EQ(TomlString("a \"b\" \\c\n"), "\"a \\\"b\\\" \\\\c\\n\"");

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "cli/api.h"
+
 namespace fp::cli {
 
 nlohmann::json WithoutNulls(const nlohmann::json& value) {
@@ -26,7 +28,35 @@ nlohmann::json WithoutNulls(const nlohmann::json& value) {
   return value;
 }
 
-std::string PrettyJson(const nlohmann::json& value) { return WithoutNulls(value).dump(2) + "\n"; }
+namespace {
+
+// As serde prints Oxide's types: fields in schema order (alphabetical here), except that an
+// internally tagged enum (ExternalIp's `kind`) prints its tag first.
+nlohmann::ordered_json Ordered(const nlohmann::json& value) {
+  if (value.is_object()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    if (value.contains("kind")) out["kind"] = Ordered(value["kind"]);
+    for (const auto& [key, item] : value.items()) {
+      if (key != "kind") out[key] = Ordered(item);
+    }
+    return out;
+  }
+  if (value.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& item : value) out.push_back(Ordered(item));
+    return out;
+  }
+  return nlohmann::ordered_json::parse(Dump(value));
+}
+
+std::string PrettyText(const nlohmann::json& value) {
+  return Ordered(WithoutNulls(value))
+      .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string PrettyJson(const nlohmann::json& value) { return PrettyText(value) + "\n"; }
 
 void Out(const std::string& text) {
   size_t done = 0;
@@ -44,7 +74,7 @@ Column FieldColumn(const std::string& field) {
                   const auto& v = item[field];
                   if (v.is_null()) return "";
                   if (v.is_string()) return v.get<std::string>();
-                  return v.dump();
+                  return Dump(v);
                 }};
 }
 
@@ -93,7 +123,7 @@ CliResult<ListPrinter> ListPrinter::Make(const OutputFormat& format, std::vector
 
 void ListPrinter::Add(const nlohmann::json& item) {
   if (!format_.table) {
-    std::string text = WithoutNulls(item).dump(2);
+    std::string text = PrettyText(item);
     // Indented one level inside the array.
     std::string indented = "  ";
     for (char c : text) {

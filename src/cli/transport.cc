@@ -38,6 +38,24 @@ size_t WriteHeader(char* data, size_t size, size_t count, void* out) {
   return size * count;
 }
 
+bool SameName(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// `text` with floatplane token secrets ("fpt_" and 64 hex digits) hidden: --debug output
+// ends up in CI logs, and a token create's answer carries one.
+std::string HideSecrets(std::string text) {
+  for (size_t at = text.find("fpt_"); at != std::string::npos; at = text.find("fpt_", at + 4)) {
+    size_t end = at + 4;
+    while (end < text.size() && std::isxdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end - at > 4) text.replace(at + 4, end - at - 4, "<hidden>");
+  }
+  return text;
+}
+
 struct CurlGlobal {
   CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
   ~CurlGlobal() { curl_global_cleanup(); }
@@ -66,7 +84,10 @@ CliResult<HttpReply> Transport::Send(
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, verb.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+  // At least 1 ms: curl reads 0 as no timeout at all.
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(std::max<int64_t>(1, options_.timeout.count())));
+  if (verb == "HEAD") curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, WriteHeader);
@@ -98,10 +119,11 @@ CliResult<HttpReply> Transport::Send(
   if (options_.debug) {
     std::fprintf(stderr, "> %s %s\n", verb.c_str(), url.c_str());
     for (const auto& [name, value] : headers) {
-      std::fprintf(stderr, "> %s: %s\n", name.c_str(),
-                   name == "Authorization" ? "Bearer <hidden>" : value.c_str());
+      std::fprintf(
+          stderr, "> %s: %s\n", name.c_str(),
+          SameName(name, "Authorization") ? "Bearer <hidden>" : HideSecrets(value).c_str());
     }
-    if (!body.empty()) std::fprintf(stderr, "> %s\n", body.c_str());
+    if (!body.empty()) std::fprintf(stderr, "> %s\n", HideSecrets(body).c_str());
   }
   CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(list);
@@ -124,7 +146,7 @@ CliResult<HttpReply> Transport::Send(
     for (const auto& [name, value] : reply.headers) {
       std::fprintf(stderr, "< %s: %s\n", name.c_str(), value.c_str());
     }
-    if (!reply.body.empty()) std::fprintf(stderr, "< %s\n", reply.body.c_str());
+    if (!reply.body.empty()) std::fprintf(stderr, "< %s\n", HideSecrets(reply.body).c_str());
   }
   return reply;
 }

@@ -230,13 +230,22 @@ void PrintDevBanner(const std::string& url, const std::filesystem::path& token_f
   std::error_code ec;
   std::filesystem::path token = std::filesystem::absolute(token_file, ec);
   std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::cout << "\nfloatplane dev server. To use it from another terminal:\n"
-            << "  export PATH=\"" << binary.parent_path().string() << ":$PATH\"\n"
+  // Paths single-quoted for the shell (a ' inside becomes '\'').
+  auto quoted = [](const std::string& text) {
+    std::string out = "'";
+    for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  std::cout << "\nfloatplane dev server (--dev: for development, not production). Its data "
+               "stays in "
+            << quoted(token.parent_path().string())
+            << " across restarts.\nTo use it from another terminal:\n"
+            << "  export PATH=" << quoted(binary.parent_path().string()) << ":\"$PATH\"\n"
             << "  export OXIDE_HOST=" << url << "\n"
-            << "  export OXIDE_TOKEN=\"$(cat " << token.string() << ")\"\n"
+            << "  export OXIDE_TOKEN=\"$(cat " << quoted(token.string()) << ")\"\n"
             << "  floatplane project list\n"
             << "(or save a profile: floatplane auth login --host " << url << " --token-file "
-            << token.string() << ")\n"
+            << quoted(token.string()) << ")\n"
             << std::endl;
 }
 

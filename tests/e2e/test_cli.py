@@ -285,7 +285,7 @@ def test_the_dev_server_says_how_to_use_it_and_never_prints_the_token(start_serv
 
 def test_wait_retries_a_503_with_the_same_idempotency_key_until_it_succeeds(floatplane_bin,
                                                                             start_rack, tmp_path):
-    rack = start_rack(sleds=1, sled_flags=("--start-delay-ms", "1500", "--stop-delay-ms", "50"))
+    rack = start_rack(sleds=1, sled_flags=("--start-delay-ms", "4000", "--stop-delay-ms", "50"))
     cli = Cli(floatplane_bin, tmp_path, rack.server)
     prepare(cli)
     for args in (["instance", "create", "--project", "web", "--name", "slow", "--description", "",
@@ -299,6 +299,10 @@ def test_wait_retries_a_503_with_the_same_idempotency_key_until_it_succeeds(floa
     refused = cli.run(*attach, record=False)
     assert refused.returncode == 1
     assert "is starting" in refused.stderr and "503 ServiceNotAvailable" in refused.stderr
+    # With --wait and a deadline before the instance runs: exit 5, naming the last refusal.
+    late = cli.run(*attach, "--wait", "--wait-timeout", "1s", record=False)
+    assert late.returncode == 5, late.stderr
+    assert "still refused at the --wait-timeout" in late.stderr and "is starting" in late.stderr
     # With --wait it is retried, with the same key, until the instance runs.
     done = cli.run("--debug", *attach, "--wait", "--wait-timeout", "20s", record=False)
     assert done.returncode == 0, done.stderr
@@ -490,13 +494,55 @@ def test_a_list_whose_later_page_fails_still_closes_its_array_and_exits_1(floatp
     assert [p.split("?")[0] for p in requests] == ["/v1/projects"] * 3, requests
 
 
-def test_the_server_accepts_the_api_version_header_the_oxide_sdk_sends(cli):
+def test_the_server_accepts_the_api_version_header_the_oxide_sdk_sends_and_refuses_newer(cli):
+    import urllib.error
     import urllib.request
     token = (cli.server.data_dir / "admin-token").read_text().strip()
-    for version in ("2026072800.0.0", "2026081901.0.0"):
-        request = urllib.request.Request(f"{cli.host}/v1/me", headers={
-            "Authorization": f"Bearer {token}", "api-version": version})
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            assert answer.status == 200
-            me = json.loads(answer.read())
-            assert me["silo_name"] == "default" and me["fleet_viewer"] is True
+
+    def me(version):
+        headers = {"Authorization": f"Bearer {token}"}
+        if version is not None:
+            headers["api-version"] = version
+        request = urllib.request.Request(f"{cli.host}/v1/me", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    for version in (None, "2026072800.0.0", "2026081901.0.0"):
+        status, body = me(version)
+        assert status == 200, body
+        assert body["silo_name"] == "default" and body["fleet_viewer"] is True
+    status, body = me("2026090100.0.0")
+    assert (status, body["message"]) == (400, (
+        "header api-version: 2026090100.0.0 is newer than the API version this server speaks, "
+        "2026081901.0.0; use a client for 2026081901.0.0 or older"))
+    status, body = me("latest")
+    assert status == 400 and "is not a version" in body["message"], body
+
+
+def test_tokens_are_created_without_a_key_listed_and_revoked(cli):
+    cli.login()
+    done = cli.run("system", "token", "create", "--silo", "default", "--role", "silo_viewer",
+                   "--name", "ci", record=False)
+    assert done.returncode == 0, done.stderr
+    issued = json.loads(done.stdout)
+    assert issued["token"].startswith("fpt_")
+    refused = cli.run("--idempotency-key", "k", "system", "token", "create", "--silo",
+                      "default", "--role", "silo_viewer", "--name", "ci2", record=False)
+    assert refused.returncode == 2 and "--idempotency-key" in refused.stderr
+    listed = json.loads(cli.run("system", "token", "list", record=False).stdout)
+    assert issued["id"] in [t["id"] for t in listed]
+    assert all("token" not in t for t in listed), "secrets are never listed"
+    as_viewer = {"OXIDE_HOST": cli.host, "OXIDE_TOKEN": issued["token"]}
+    assert cli.run("project", "list", env=as_viewer, record=False).returncode == 0
+    assert cli.run("system", "token", "delete", "--token-id", issued["id"],
+                   record=False).returncode == 0
+    revoked = cli.run("project", "list", env=as_viewer, record=False)
+    assert revoked.returncode == 1 and "401 Unauthenticated" in revoked.stderr
+    # --debug never shows a secret: not the caller's, not a new token's.
+    debug = cli.run("--debug", "system", "token", "create", "--silo", "default", "--role",
+                    "silo_viewer", "--name", "ci3", record=False)
+    assert debug.returncode == 0
+    assert "fpt_<hidden>" in debug.stderr and not re.search(r"fpt_[0-9a-f]{8}", debug.stderr)
