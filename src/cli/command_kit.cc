@@ -136,6 +136,43 @@ std::string NameCache::Name(const std::string& path, const std::string& id) {
   return name;
 }
 
+const std::vector<std::string> kProjectFields = {"description", "id", "name", "time_created",
+                                                 "time_modified"};
+const std::vector<std::string> kFloatingIpFields = {"description", "id",           "instance_id",
+                                                    "ip",          "ip_pool_id",   "name",
+                                                    "project_id",  "time_created", "time_modified"};
+const std::vector<std::string> kInstanceFields = {"auto_restart_cooldown_expiration",
+                                                  "auto_restart_enabled",
+                                                  "auto_restart_policy",
+                                                  "boot_disk_id",
+                                                  "cpu_platform",
+                                                  "description",
+                                                  "enable_jumbo_frames",
+                                                  "hostname",
+                                                  "id",
+                                                  "memory",
+                                                  "name",
+                                                  "ncpus",
+                                                  "project_id",
+                                                  "run_state",
+                                                  "time_created",
+                                                  "time_last_auto_restarted",
+                                                  "time_modified",
+                                                  "time_run_state_updated"};
+const std::vector<std::string> kPoolFields = {"assignment",   "description",  "id",
+                                              "ip_version",   "name",         "pool_type",
+                                              "time_created", "time_modified"};
+const std::vector<std::string> kExternalIpFields = {
+    "description", "first_port", "id",   "instance_id", "ip",           "ip_pool_id",
+    "kind",        "last_port",  "name", "project_id",  "time_created", "time_modified"};
+
+CliStatus CheckColumns(Session& s, const std::vector<std::string>& fields) {
+  OutputFormat format = FP_TRY(s.format());
+  if (!format.table || format.columns.empty()) return {};
+  (void)FP_TRY(ListPrinter::Make(format, FieldColumns(fields), {}));
+  return {};
+}
+
 CliStatus PrintOne(Session& s, const nlohmann::json& value, std::vector<Column> columns,
                    const std::vector<std::string>& defaults) {
   OutputFormat format = FP_TRY(s.format());
@@ -171,6 +208,7 @@ void AddUpdate(Commands& c, CLI::App* group, const Resource& r, const std::strin
                  return {};
                }
                auto [segment, query] = FP_TRY(Resolve(update->sel, r.flag, r.scoped));
+               FP_CHECK_OK(CheckColumns(s, r.fields));
                nlohmann::json body = FP_TRY(Body(update->body, [&]() -> CliResult<nlohmann::json> {
                  nlohmann::json b = nlohmann::json::object();
                  if (!update->name.empty()) {

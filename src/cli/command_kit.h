@@ -72,16 +72,29 @@ class NameCache {
 
 // A resource with the usual view, update (name, description) and delete.
 struct Resource {
-  std::string flag;       // its selector flag, e.g. "floating-ip"
-  std::string noun;       // in messages, e.g. "floating IP"
-  std::string path;       // its collection, e.g. "/v1/floating-ips/"
-  bool scoped = false;    // lives in a project (a name needs --project)
-  std::string operation;  // the API operations' prefix, e.g. "floating_ip"
-  std::string example;    // the selector flags of the help's examples
+  std::string flag;                 // its selector flag, e.g. "floating-ip"
+  std::string noun;                 // in messages, e.g. "floating IP"
+  std::string path;                 // its collection, e.g. "/v1/floating-ips/"
+  bool scoped = false;              // lives in a project (a name needs --project)
+  std::string operation;            // the API operations' prefix, e.g. "floating_ip"
+  std::string example;              // the selector flags of the help's examples
+  std::vector<std::string> fields;  // its object's fields (the table columns it can show)
 };
 void AddView(Commands& c, CLI::App* group, const Resource& r, const std::string& about);
 void AddUpdate(Commands& c, CLI::App* group, const Resource& r, const std::string& about);
 void AddDelete(Commands& c, CLI::App* group, const Resource& r, const std::string& about);
+// UsageError (exit 2) when --format table:... names a column that the object a command is
+// about to print does not have (`fields`): checked before a mutating request, which must not
+// run only for its answer to be unprintable.
+CliStatus CheckColumns(Session& s, const std::vector<std::string>& fields);
+
+// The fields of the API's objects (schema order).
+extern const std::vector<std::string> kProjectFields;
+extern const std::vector<std::string> kFloatingIpFields;
+extern const std::vector<std::string> kInstanceFields;
+extern const std::vector<std::string> kPoolFields;
+extern const std::vector<std::string> kExternalIpFields;
+
 // One object printed in the session's format.
 CliStatus PrintOne(Session& s, const nlohmann::json& value, std::vector<Column> columns = {},
                    const std::vector<std::string>& defaults = {});

@@ -15,23 +15,6 @@ namespace {
 
 const std::vector<std::string> kNameOrIdSorts = {"name_ascending", "name_descending",
                                                  "id_ascending"};
-const std::vector<std::string> kProjectFields = {"description", "id", "name", "time_created",
-                                                 "time_modified"};
-const std::vector<std::string> kFloatingIpFields = {"description", "id",           "instance_id",
-                                                    "ip",          "ip_pool_id",   "name",
-                                                    "project_id",  "time_created", "time_modified"};
-const std::vector<std::string> kInstanceFields = {"auto_restart_enabled",
-                                                  "description",
-                                                  "hostname",
-                                                  "id",
-                                                  "memory",
-                                                  "name",
-                                                  "ncpus",
-                                                  "project_id",
-                                                  "run_state",
-                                                  "time_created",
-                                                  "time_modified",
-                                                  "time_run_state_updated"};
 const std::vector<std::string> kSiloPoolFields = {"description",  "id",           "ip_version",
                                                   "is_default",   "name",         "pool_type",
                                                   "time_created", "time_modified"};
@@ -64,6 +47,7 @@ void AddProjects(Commands& c) {
           FP_CHECK_OK(CheckName("--name", create->name));
           return nlohmann::json{{"name", create->name}, {"description", create->description}};
         }));
+        FP_CHECK_OK(CheckColumns(s, kProjectFields));
         Api* api = FP_TRY(s.api());
         return PrintOne(s, FP_TRY(api->Mutate("POST", "/v1/projects", body)));
       });
@@ -79,7 +63,8 @@ void AddProjects(Commands& c) {
                 });
   AddListFlags(leaf, *list, kNameOrIdSorts);
 
-  const Resource project{"project", "project", "/v1/projects/", false, "project", "--project web"};
+  const Resource project{"project", "project",       "/v1/projects/", false,
+                         "project", "--project web", kProjectFields};
   AddView(c, group, project, "Fetch project");
   AddUpdate(c, group, project, "Update project");
   AddDelete(c, group, project, "Delete project");
@@ -146,6 +131,7 @@ void AddFloatingIps(Commands& c) {
           }
           return b;
         }));
+        FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
         Api* api = FP_TRY(s.api());
         return PrintOne(s, FP_TRY(api->Mutate("POST", "/v1/floating-ips", body,
                                               {{"project", create->project}})));
@@ -193,8 +179,10 @@ void AddFloatingIps(Commands& c) {
                 });
   AddSelector(leaf, *view, "floating-ip", "floating IP", true);
 
-  const Resource floating{"floating-ip", "floating IP", "/v1/floating-ips/",
-                          true,          "floating_ip", "--project web --floating-ip www"};
+  const Resource floating{"floating-ip",       "floating IP",
+                          "/v1/floating-ips/", true,
+                          "floating_ip",       "--project web --floating-ip www",
+                          kFloatingIpFields};
   AddUpdate(c, group, floating, "Update floating IP");
   AddDelete(c, group, floating, "Delete floating IP");
 
@@ -222,6 +210,7 @@ void AddFloatingIps(Commands& c) {
           return nlohmann::json{{"kind", "instance"}, {"parent", parent}};
         }));
         auto deadline = FP_TRY(Deadline(attach->wait));
+        FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json fip =
             FP_TRY(api->Mutate("POST", "/v1/floating-ips/" + segment + "/attach", body, query));
@@ -250,6 +239,7 @@ void AddFloatingIps(Commands& c) {
                 [detach](Session& s) -> CliStatus {
                   auto [segment, query] = FP_TRY(Resolve(detach->sel, "floating-ip", true));
                   auto deadline = FP_TRY(Deadline(detach->wait));
+                  FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
                   Api* api = FP_TRY(s.api(deadline));
                   nlohmann::json fip = FP_TRY(api->Mutate(
                       "POST", "/v1/floating-ips/" + segment + "/detach", nullptr, query));
@@ -339,6 +329,7 @@ void AddInstances(Commands& c) {
           return b;
         }));
         auto deadline = FP_TRY(Deadline(create->wait));
+        FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json instance =
             FP_TRY(api->Mutate("POST", "/v1/instances", body, {{"project", create->project}}));
@@ -404,6 +395,7 @@ void AddInstances(Commands& c) {
                   [action, v, t](Session& s) -> CliStatus {
                     auto [segment, query] = FP_TRY(Resolve(action->sel, "instance", true));
                     auto deadline = FP_TRY(Deadline(action->wait));
+                    FP_CHECK_OK(CheckColumns(s, kInstanceFields));
                     Api* api = FP_TRY(s.api(deadline));
                     nlohmann::json instance = FP_TRY(
                         api->Mutate("POST", "/v1/instances/" + segment + "/" + v, nullptr, query));
@@ -461,6 +453,7 @@ void AddInstances(Commands& c) {
           return {};
         }
         auto [segment, query] = FP_TRY(Resolve(update->sel, "instance", true));
+        FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api());
         nlohmann::json body = FP_TRY(Body(update->body, [&]() -> CliResult<nlohmann::json> {
           // The API replaces every field: start from the instance as it is.
@@ -582,6 +575,7 @@ void AddInstances(Commands& c) {
                  return b;
                }));
                auto deadline = FP_TRY(Deadline(attach->wait));
+               FP_CHECK_OK(CheckColumns(s, kExternalIpFields));
                Api* api = FP_TRY(s.api(deadline));
                nlohmann::json ip = FP_TRY(api->Mutate(
                    "POST", "/v1/instances/" + segment + "/external-ips/ephemeral", body, query));

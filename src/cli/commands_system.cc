@@ -13,9 +13,6 @@ namespace {
 const std::vector<std::string> kNameOrIdSorts = {"name_ascending", "name_descending",
                                                  "id_ascending"};
 const std::vector<std::string> kIdSorts = {"id_ascending"};
-const std::vector<std::string> kPoolFields = {"assignment",   "description",  "id",
-                                              "ip_version",   "name",         "pool_type",
-                                              "time_created", "time_modified"};
 
 CliResult<nlohmann::json> IpRange(const std::string& first, const std::string& last) {
   auto a = IpAddr::Parse(first);
@@ -57,6 +54,7 @@ void AddPools(Commands& c, CLI::App* networking) {
                  if (!create->assignment.empty()) b["assignment"] = create->assignment;
                  return b;
                }));
+               FP_CHECK_OK(CheckColumns(s, kPoolFields));
                Api* api = FP_TRY(s.api());
                return PrintOne(s, FP_TRY(api->Mutate("POST", "/v1/system/ip-pools", body)));
              });
@@ -93,8 +91,8 @@ void AddPools(Commands& c, CLI::App* networking) {
       ->check(CLI::IsMember({"silos", "system_services"}));
   AddListFlags(leaf, list->flags, kNameOrIdSorts);
 
-  const Resource pools{"pool", "IP pool",        "/v1/system/ip-pools/",
-                       false,  "system_ip_pool", "--pool public"};
+  const Resource pools{"pool",          "IP pool",  "/v1/system/ip-pools/", false, "system_ip_pool",
+                       "--pool public", kPoolFields};
   AddView(c, group, pools, "Fetch IP pool");
   AddUpdate(c, group, pools, "Update IP pool");
   AddDelete(c, group, pools, "Delete IP pool");
@@ -138,6 +136,7 @@ void AddPools(Commands& c, CLI::App* networking) {
         [cmd, v](Session& s) -> CliStatus {
           auto [segment, query] = FP_TRY(Resolve(cmd->sel, "pool", false));
           nlohmann::json body = FP_TRY(IpRange(cmd->first, cmd->last));
+          FP_CHECK_OK(CheckColumns(s, {"id", "ip_pool_id", "range", "time_created"}));
           Api* api = FP_TRY(s.api());
           nlohmann::json answer =
               FP_TRY(api->Mutate("POST", "/v1/system/ip-pools/" + segment + "/ranges/" + v, body));
@@ -199,6 +198,7 @@ void AddPools(Commands& c, CLI::App* networking) {
           FP_CHECK_OK(CheckNameOrId("--silo", link->silo));
           return nlohmann::json{{"silo", link->silo}, {"is_default", link->is_default == "true"}};
         }));
+        FP_CHECK_OK(CheckColumns(s, {"ip_pool_id", "is_default", "silo_id"}));
         Api* api = FP_TRY(s.api());
         return PrintOne(
             s, FP_TRY(api->Mutate("POST", "/v1/system/ip-pools/" + segment + "/silos", body)));
@@ -222,6 +222,7 @@ void AddPools(Commands& c, CLI::App* networking) {
       [silo_update](Session& s) -> CliStatus {
         auto [segment, query] = FP_TRY(Resolve(silo_update->sel, "pool", false));
         FP_CHECK_OK(CheckNameOrId("--silo", silo_update->silo));
+        FP_CHECK_OK(CheckColumns(s, {"ip_pool_id", "is_default", "silo_id"}));
         Api* api = FP_TRY(s.api());
         return PrintOne(
             s, FP_TRY(api->Mutate(
@@ -326,6 +327,7 @@ void AddOperator(Commands& c, CLI::App* system) {
       "floatplane system instance migrate --instance ID --target-sled SLED-ID --wait",
       [migrate](Session& s) -> CliStatus {
         auto deadline = FP_TRY(Deadline(migrate->wait));
+        FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json answer = FP_TRY(
             api->Mutate("POST", "/v1/system/instances/" + Segment(migrate->instance) + "/migrate",
@@ -436,7 +438,14 @@ void AddSilos(Commands& c) {
              });
   AddListFlags(leaf, *list, kNameOrIdSorts);
 
-  const Resource silo{"silo", "silo", "/v1/system/silos/", false, "silo", "--silo default"};
+  const Resource silo{"silo",
+                      "silo",
+                      "/v1/system/silos/",
+                      false,
+                      "silo",
+                      "--silo default",
+                      {"admin_group_name", "description", "discoverable", "id", "identity_mode",
+                       "mapped_fleet_roles", "name", "time_created", "time_modified"}};
   AddView(c, group, silo, "Fetch silo");
 
   auto* create = c.Keep<JsonBody>();
@@ -454,6 +463,9 @@ void AddSilos(Commands& c) {
                   FP_CHECK_OK(Require(*create, "--json-body", false));
                   nlohmann::json body = FP_TRY(Body(
                       *create, []() -> CliResult<nlohmann::json> { return nlohmann::json(); }));
+                  FP_CHECK_OK(CheckColumns(
+                      s, {"admin_group_name", "description", "discoverable", "id", "identity_mode",
+                          "mapped_fleet_roles", "name", "time_created", "time_modified"}));
                   Api* api = FP_TRY(s.api());
                   return PrintOne(s, FP_TRY(api->Mutate("POST", "/v1/system/silos", body)));
                 });

@@ -170,6 +170,11 @@ def test_usage_errors_are_found_before_any_request(cli):
     cli.run("instance", "start", "--project", "web", "--instance", "a", "--wait",
             "--wait-timeout", "soon", env=closed)
     cli.run("project", "lst", env=closed)
+    # A table column the answer will not have: refused before the create, not after it.
+    cli.run("project", "create", "--name", "web", "--description", "", "--format", "table:nmae",
+            env=closed)
+    cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
+            "a", "--format", "table:name,pool_id", env=closed)
     for entry in cli.transcript:
         assert "--- exit 2\n" in entry, entry
     cli.check_golden("usage_errors")
