@@ -30,14 +30,35 @@ nlohmann::json WithoutNulls(const nlohmann::json& value) {
 
 namespace {
 
+// A timestamp as chrono prints a DateTime<Utc> (the oxide CLI re-serialises them): the
+// fraction of a second in 3, 6 or 9 digits, as few as hold it, or none when it is zero.
+std::string ChronoTime(const std::string& text) {
+  size_t dot = text.find('.');
+  if (dot == std::string::npos || text.size() < dot + 2 || text.back() != 'Z') return text;
+  std::string digits = text.substr(dot + 1, text.size() - dot - 2);
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return text;
+  }
+  digits.resize(9, '0');
+  size_t keep = 9;
+  while (keep > 0 && digits.substr(keep - 3, 3) == "000") keep -= 3;
+  return text.substr(0, dot) + (keep == 0 ? "" : "." + digits.substr(0, keep)) + "Z";
+}
+
 // As serde prints Oxide's types: fields in schema order (alphabetical here), except that an
-// internally tagged enum (ExternalIp's `kind`) prints its tag first.
+// internally tagged enum (ExternalIp's `kind`) prints its tag first; timestamps as chrono.
 nlohmann::ordered_json Ordered(const nlohmann::json& value) {
   if (value.is_object()) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     if (value.contains("kind")) out["kind"] = Ordered(value["kind"]);
     for (const auto& [key, item] : value.items()) {
-      if (key != "kind") out[key] = Ordered(item);
+      if (key == "kind") continue;
+      if (key.rfind("time_", 0) == 0 && item.is_string()) {
+        out[key] = ChronoTime(item.get<std::string>());
+      } else {
+        out[key] = Ordered(item);
+      }
     }
     return out;
   }
