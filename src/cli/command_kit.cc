@@ -136,6 +136,16 @@ std::string NameCache::Name(const std::string& path, const std::string& id) {
   return name;
 }
 
+const std::vector<std::string> kNameOrIdSorts = {"name_ascending", "name_descending",
+                                                 "id_ascending"};
+const std::vector<std::string> kIdSorts = {"id_ascending"};
+
+std::string TrimSpace(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t start = s.find_first_not_of(" \t");
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
 const std::vector<std::string> kProjectFields = {"description", "id", "name", "time_created",
                                                  "time_modified"};
 const std::vector<std::string> kFloatingIpFields = {"description", "id",           "instance_id",

@@ -88,6 +88,19 @@ void AddDelete(Commands& c, CLI::App* group, const Resource& r, const std::strin
 // run only for its answer to be unprintable.
 CliStatus CheckColumns(Session& s, const std::vector<std::string>& fields);
 
+// The --sort-by values of lists by name or id, and of lists by id only.
+extern const std::vector<std::string> kNameOrIdSorts;
+extern const std::vector<std::string> kIdSorts;
+
+// `s` without the spaces and line ends around it.
+std::string TrimSpace(std::string s);
+
+// The parts of the command tree the top-level parts add (commands_*.cc).
+void AddFloatingIpCommands(Commands& c);
+void AddInstanceCommands(Commands& c);
+void AddPoolCommands(Commands& c, CLI::App* networking);
+void AddAuthCommands(Commands& c);
+
 // The fields of the API's objects (schema order).
 extern const std::vector<std::string> kProjectFields;
 extern const std::vector<std::string> kFloatingIpFields;
