@@ -138,9 +138,13 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
                    "How long an instance stays stopping before it is stopped")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
       ->capture_default_str();
+  for (CLI::App* agent : {flags.switch_agent, flags.sled_agent}) {
+    AddLogLevelOption(*agent, flags.log_level, "requests that only read");
+  }
 }
 
 int RunAgentCommand(const AgentFlags& flags) {
+  ApplyLogLevel(flags.log_level);
   if (flags.switch_agent->parsed()) {
     std::string dataplane = ChooseDataplane(
         "switch-agent", flags.switch_sim, flags.switch_dataplane, flags.switch_netns,

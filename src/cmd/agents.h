@@ -26,6 +26,7 @@ struct AgentFlags {
   std::string sled_listen = "127.0.0.1:0";
   int64_t start_delay_ms = 200;
   int64_t stop_delay_ms = 200;
+  std::string log_level = "info";  // both agents: debug, info, warn or error
 };
 
 // Adds both subcommands, whose flags fill `flags`.

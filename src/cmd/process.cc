@@ -71,4 +71,18 @@ void WaitForStopSignal(const sigset_t& stop_signals) {
   fp::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
 }
 
+void AddLogLevelOption(CLI::App& command, std::string& level, std::string_view what_info_omits) {
+  command
+      .add_option("--log-level", level,
+                  fmt::format("Least severe log lines written to stderr: debug, info, warn or "
+                              "error (info leaves out {})",
+                              what_info_omits))
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+void ApplyLogLevel(const std::string& level) {
+  SetLogLevel(ParseLogLevel(level).value_or(LogLevel::kInfo));
+}
+
 }  // namespace fp::cmd

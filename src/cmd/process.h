@@ -5,8 +5,10 @@
 
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "http/host_port.h"
@@ -38,5 +40,11 @@ sigset_t BlockStopSignals();
 
 // Waits until SIGINT or SIGTERM arrives, and logs it.
 void WaitForStopSignal(const sigset_t& stop_signals);
+
+// Adds `--log-level debug|info|warn|error` (default: `level`'s value) to `command`;
+// `what_info_omits` says what the default level leaves out. Apply it with ApplyLogLevel once
+// parsed.
+void AddLogLevelOption(CLI::App& command, std::string& level, std::string_view what_info_omits);
+void ApplyLogLevel(const std::string& level);
 
 }  // namespace fp::cmd

@@ -252,6 +252,7 @@ void PrintDevBanner(const std::string& url, const std::filesystem::path& token_f
 }  // namespace
 
 int RunServer(const ServerFlags& flags) {
+  ApplyLogLevel(flags.log_level);
   const bool dev = flags.dev;
   const std::string& data_dir = flags.data_dir;
   const std::string& listen = flags.listen;

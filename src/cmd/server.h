@@ -51,6 +51,9 @@ struct ServerFlags {
   std::string coordinator_id;
   int lease_ttl_ms = 5000;
   int lease_grace_ms = 2000;
+  // debug, info, warn or error (fp::LogLevel). At info, routine exchanges with the agents are
+  // not logged (they show in /metrics); what changes something, fails or repairs drift is.
+  std::string log_level = "info";
 };
 
 // Adds the `server` subcommand, whose flags fill `flags`, and the `--config FILE` option that

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "cmd/process.h"
 #include "cmd/server.h"
 
 namespace fp::cmd {
@@ -113,6 +114,8 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "Wait after a lease expired before adopting its sagas (covers clock skew)")
       ->check(CLI::Range(0, 600'000))
       ->capture_default_str();
+  AddLogLevelOption(*server, flags.log_level,
+                    "routine polls of the agents, which show in /metrics instead");
   server->add_flag("--enable-test-faults", flags.enable_test_faults,
                    "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
                    "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");

@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 
@@ -7,7 +8,23 @@
 
 namespace fp {
 
+namespace {
+std::atomic<LogLevel> g_level{LogLevel::kInfo};
+}  // namespace
+
+std::optional<LogLevel> ParseLogLevel(std::string_view text) {
+  if (text == "debug") return LogLevel::kDebug;
+  if (text == "info") return LogLevel::kInfo;
+  if (text == "warn") return LogLevel::kWarn;
+  if (text == "error") return LogLevel::kError;
+  return std::nullopt;
+}
+
+void SetLogLevel(LogLevel level) { g_level.store(level, std::memory_order_relaxed); }
+
 void LogEvent(std::string_view level, std::string_view msg, nlohmann::json fields) {
+  std::optional<LogLevel> parsed = ParseLogLevel(level);
+  if (parsed && *parsed < g_level.load(std::memory_order_relaxed)) return;
   static std::mutex mu;
   nlohmann::json line = nlohmann::json::object();
   line["time"] = FormatRfc3339(SystemClock().Now());

@@ -159,8 +159,8 @@ class EventServer final : public HttpServer {
   void Close(Conn& c);
   void CloseLocked(Conn& c);
 
-  static void LogRequest(std::string_view method, std::string_view path, int status,
-                         TimePoint start, const std::string& request_id);
+  void LogRequest(std::string_view method, std::string_view path, int status, TimePoint start,
+                  const std::string& request_id);
 
   HttpServerOptions options_;
   HttpHandler handler_;

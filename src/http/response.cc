@@ -96,7 +96,9 @@ bool EventServer::Answer(Conn& c) {
 void EventServer::LogRequest(std::string_view method, std::string_view path, int status,
                              TimePoint start, const std::string& request_id) {
   double latency_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-  LogEvent("info", "request",
+  const bool routine =
+      options_.quiet_reads && (method == "GET" || method == "HEAD") && status < 400;
+  LogEvent(routine ? "debug" : "info", "request",
            {{"method", method},
             {"path", path},
             {"status", status},

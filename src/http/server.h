@@ -63,6 +63,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds send_timeout{10'000};
   // A worker idle this long ends (down to 4 workers); more are started as requests need them.
   std::chrono::milliseconds worker_idle_exit{30'000};
+  // Requests that only read (GET, HEAD) and succeeded (status below 400) are logged at debug
+  // instead of info: an agent's server, polled by the control plane all the time, sets it.
+  bool quiet_reads = false;
 };
 
 // Counters since start; thread-safe reads.

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from e2e_helpers import (expect, explicit_ip, from_pool, is_uuid, link, list_all, make_fip,
-                         make_pool, make_project, same_ip)
+                         make_instance, make_pool, make_project, same_ip, wait_run_state)
 
 
 def test_ping_answers_without_authentication(server):
@@ -163,6 +163,23 @@ def test_stderr_is_json_lines(server):
         except ValueError:
             record = None
         assert isinstance(record, dict), f"stderr line is not a JSON object: {line!r}"
+
+
+def test_an_idle_server_with_running_instances_logs_nothing(server):
+    """Routine exchanges with the in-process agents are not logged at the default level: once
+    its instances run and nothing is asked of it, the server writes no line."""
+    admin = server.admin
+    make_pool(admin, "quiet-pool", "192.0.2.1", "192.0.2.10")
+    link(admin, "quiet-pool", default=True)
+    make_project(admin, "quiet")
+    instances = [make_instance(admin, "quiet", f"quiet-{i}") for i in range(3)]
+    for instance in instances:
+        wait_run_state(admin, instance["id"], "running")
+    time.sleep(0.5)  # the last state changes are recorded and logged
+    before = server.stderr_text()
+    time.sleep(2.0)  # 20 watcher passes and the NAT reconciler's tick
+    after = server.stderr_text()
+    assert after == before, f"an idle server logged:\n{after[len(before):][:2000]}"
 
 
 def test_sigterm_stops_cleanly(server):

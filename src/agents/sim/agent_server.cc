@@ -86,6 +86,8 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
   http.host = options.host;
   http.port = options.port;
   http.body_limit = kBodyLimit;
+  // The control plane polls its agents all the time; what changes something is still logged.
+  http.quiet_reads = true;
   AgentServer* self = server.get();
   server->server_ = FP_TRY(http::HttpServer::Start(
       http, [self](const http::HttpRequest& request) { return self->Handle(request); }));

@@ -230,6 +230,15 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     w->result = s;
     if (s) ++committed;
   }
+  if (committed == 0 && conn.InTransaction()) {
+    // Every write of the batch refused (a 4xx decided inside the transaction): nothing to
+    // write to the log, nor to sync. Their answers were decided on commits made before, so
+    // they wait only for those (the previous batch's sync may still be running).
+    (void)conn.ExecScript("ROLLBACK");
+    const int64_t before = commit_begun_.load();
+    for (QueuedWrite* w : batch) w->seq = before;
+    return;
+  }
   // Numbered before COMMIT: a reader that sees this commit also sees its number.
   const int64_t seq = commit_begun_.fetch_add(1) + 1;
   Status commit = conn.InTransaction()

@@ -197,6 +197,53 @@ TEST_F(GroupCommitTest, QuietDatastoreSyncsOncePerWrite) {
   EXPECT_EQ(ds_->log_syncs() - syncs_before, 3);
 }
 
+TEST_F(GroupCommitTest, ARefusedWriteCostsNoSync) {
+  ASSERT_TRUE(Insert(*ds_, 1));
+  int64_t syncs_before = ds_->log_syncs();
+  int64_t sqlite_before = ds_->sqlite_commits();
+  for (int i = 0; i < 3; ++i) {
+    auto refused = ds_->Write<bool>([&](Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("INSERT INTO group_commit_probe (v) VALUES (2)"));
+      return Fail(Error::InvalidRequest("refused"));
+    });
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().message(), "refused");
+  }
+  EXPECT_EQ(ds_->log_syncs(), syncs_before);
+  EXPECT_EQ(ds_->sqlite_commits(), sqlite_before);
+  EXPECT_EQ(Count(*ds_), 1);
+  // Writing goes on, each write synced.
+  ASSERT_TRUE(Insert(*ds_, 3));
+  EXPECT_EQ(ds_->log_syncs(), syncs_before + 1);
+  EXPECT_EQ(Count(*ds_), 2);
+}
+
+// A refusal decided on a commit whose sync is still running waits for that sync: it costs
+// none of its own, but its answer may not leave before what it read is durable.
+TEST_F(GroupCommitTest, ARefusalOnACommitNotYetDurableWaitsForItsSync) {
+  HeldSync held(*ds_);
+  std::thread writer([&] { EXPECT_TRUE(Insert(*ds_, 7)); });
+  held.WaitUntilHeld();
+  std::atomic<bool> answered{false};
+  std::thread refuser([&] {
+    auto r = ds_->Write<bool>([&](Tx& tx) -> Result<bool> {
+      auto row = FP_TRY(tx.QueryRow("SELECT count(*) FROM group_commit_probe WHERE v = 7"));
+      if (row->Int(0) == 1) return Fail(Error::AlreadyExists("probe", "7"));
+      return true;
+    });
+    EXPECT_FALSE(r);
+    answered = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(answered.load()) << "the refusal left before the commit it saw was durable";
+  int64_t syncs_before = ds_->log_syncs();
+  held.Release();
+  writer.join();
+  refuser.join();
+  EXPECT_TRUE(answered.load());
+  EXPECT_EQ(ds_->log_syncs(), syncs_before + 1);  // the writer's sync, and no other
+}
+
 TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
   // The first writer is held inside its transaction until four more writers queue behind it;
   // those four then run as one batch, where the failing one is undone alone.
