@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <limits>
+#include <mutex>
 
 #include "agents/agents.h"
 #include "http/client.h"
@@ -310,6 +312,37 @@ Json SledInstance::ToJson() const {
 
 Result<SledInstance> SledInstance::FromJson(const Json& j) { return ParseSledInstance(j, ""); }
 
+Json SledReport::ToJson() const {
+  Json list = Json::array();
+  for (const SledInstance& i : instances) list.push_back(i.ToJson());
+  Json gone = Json::array();
+  for (const Uuid& id : removed) gone.push_back(id.ToString());
+  return {{"boot_id", boot_id},
+          {"generation", generation},
+          {"full", full},
+          {"instances", std::move(list)},
+          {"removed", std::move(gone)}};
+}
+
+Result<SledReport> SledReport::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  SledReport r;
+  r.boot_id = FP_TRY(f.String("boot_id"));
+  r.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+  r.full = FP_TRY(f.Bool("full"));
+  for (const auto& [element, path] : FP_TRY(f.Array("instances"))) {
+    r.instances.push_back(FP_TRY(ParseSledInstance(*element, path)));
+  }
+  for (const auto& [element, path] : FP_TRY(f.Array("removed"))) {
+    auto id = element->is_string() ? Uuid::Parse(element->get<std::string>()) : std::nullopt;
+    if (!id) {
+      return Fail(Error::InvalidRequest(fmt::format("field \"{}\": expected a UUID", path)));
+    }
+    r.removed.push_back(*id);
+  }
+  return r;
+}
+
 // ---- HTTP clients ----
 
 namespace {
@@ -404,7 +437,8 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
 class HttpSledAgentClient final : public SledAgentClient {
  public:
   HttpSledAgentClient(std::string base_url, int timeout_ms)
-      : http_("sled agent", std::move(base_url), std::chrono::milliseconds(timeout_ms)) {}
+      : http_("sled agent", base_url, std::chrono::milliseconds(timeout_ms)),
+        timeout_(timeout_ms) {}
 
   Result<SledInstance> EnsureRunning(const InstanceSpec& spec) override {
     Json answer = FP_TRY(CallAgent(http_, "PUT", InstancePath(spec.id), spec.ToJson()));
@@ -447,6 +481,37 @@ class HttpSledAgentClient final : public SledAgentClient {
     }());
   }
 
+  Result<SledReport> Changes(const std::string& boot_id, int64_t since,
+                             std::chrono::milliseconds wait) override {
+    std::string target = fmt::format("/changes?since={}&wait_ms={}", since, wait.count());
+    // Boot ids are UUIDs; anything else asks for the whole list.
+    bool plain = std::all_of(boot_id.begin(), boot_id.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-';
+    });
+    if (plain && !boot_id.empty()) target += "&boot=" + boot_id;
+    std::shared_ptr<HttpClient> http;
+    {
+      std::lock_guard lock(report_mu_);
+      if (!report_http_ || report_wait_ != wait) {
+        if (reports_abandoned_)
+          return Fail(
+              Error::Unavailable(fmt::format("{}: the call was abandoned", http_.description())));
+        report_http_ =
+            std::make_shared<HttpClient>("sled agent", http_.base_url(), timeout_ + wait);
+        report_wait_ = wait;
+      }
+      http = report_http_;
+    }
+    Json answer = FP_TRY(CallAgent(*http, "GET", target));
+    return Decode(*http, SledReport::FromJson(answer));
+  }
+
+  void AbandonReports() override {
+    std::lock_guard lock(report_mu_);
+    reports_abandoned_ = true;
+    if (report_http_) report_http_->Abandon();
+  }
+
   Status AddExternalIp(const Uuid& id, const IpAddr& ip) override {
     FP_CHECK_OK(CallAgent(http_, "PUT", ExternalIpPath(id, ip)));
     return Ok();
@@ -467,6 +532,12 @@ class HttpSledAgentClient final : public SledAgentClient {
   }
 
   HttpClient http_;
+  const std::chrono::milliseconds timeout_;
+  // Report calls have a client of their own, whose deadline covers the wait.
+  std::mutex report_mu_;
+  std::shared_ptr<HttpClient> report_http_;   // guarded by report_mu_
+  std::chrono::milliseconds report_wait_{0};  // guarded by report_mu_
+  bool reports_abandoned_ = false;            // guarded by report_mu_
 };
 
 }  // namespace

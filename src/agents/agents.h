@@ -16,6 +16,7 @@
 // The wire types below convert to and from JSON; FromJson never throws and returns
 // InvalidRequest naming the offending field (e.g. `field "entries[2].first_port": ...`).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -128,6 +129,25 @@ struct SledInstance {
   static Result<SledInstance> FromJson(const nlohmann::json& j);
 };
 
+// What changed on a sled since a generation of one run of its agent (GET /changes): the
+// sled's report, which the control plane waits for instead of asking after each instance.
+// `boot_id` names the agent's run (a restarted or reset agent has a new one); `generation`
+// is the last change of that run included. With `full`, `instances` is every VM the sled holds
+// and `removed` is empty (the caller named another run, or fell further behind than the agent
+// remembers removals); else `instances` are the VMs changed after the caller's generation
+// (their state as of now) and `removed` the VMs removed since.
+struct SledReport {
+  std::string boot_id;
+  int64_t generation = 0;
+  bool full = false;
+  std::vector<SledInstance> instances;
+  std::vector<Uuid> removed;
+
+  bool operator==(const SledReport&) const = default;
+  nlohmann::json ToJson() const;
+  static Result<SledReport> FromJson(const nlohmann::json& j);
+};
+
 class SledAgentClient {
  public:
   virtual ~SledAgentClient() = default;
@@ -145,6 +165,14 @@ class SledAgentClient {
   virtual Result<SledInstance> Get(const Uuid& id) = 0;
   // GET /instances.
   virtual Result<std::vector<SledInstance>> List() = 0;
+  // GET /changes: the changes after `since` of the run `boot_id` (empty: the whole list), the
+  // sled waiting up to `wait` for one when there is none yet. The call's deadline is `wait`
+  // plus the client's timeout.
+  virtual Result<SledReport> Changes(const std::string& boot_id, int64_t since,
+                                     std::chrono::milliseconds wait) = 0;
+  // Ends a Changes call in progress at once (it fails), and fails every later one: for a
+  // watcher that is stopping. The other calls are unaffected.
+  virtual void AbandonReports() = 0;
   // PUT / DELETE /instances/{id}/external-ips/{ip}: the VM's port gains or loses an external
   // address. Idempotent. NotFound if the sled does not know the instance.
   virtual Status AddExternalIp(const Uuid& id, const IpAddr& ip) = 0;

@@ -228,3 +228,121 @@ TEST(SledAgentUnderlay, ASimulatedSledHasNoneAndOneWithItsOwnSaysIt) {
 
 }  // namespace
 }  // namespace fp::agents
+
+namespace fp::agents {
+namespace {
+
+class SledReportTest : public SledAgentTest {
+ protected:
+  void SetUp() override {
+    SimOptions options;
+    options.start_delay = milliseconds(100);
+    options.stop_delay = milliseconds(10'000);
+    Start(options);
+  }
+  static std::vector<Uuid> Ids(const SledReport& r) {
+    std::vector<Uuid> out;
+    for (const SledInstance& i : r.instances) out.push_back(i.id);
+    return out;
+  }
+};
+
+TEST_F(SledReportTest, AFirstCallGetsTheWholeListThenOnlyChanges) {
+  InstanceSpec a = Spec(), b = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(a));
+  ASSERT_TRUE(client_->EnsureRunning(b));
+  SledReport first = client_->Changes("", 0, milliseconds(0)).value();
+  EXPECT_TRUE(first.full);
+  EXPECT_EQ(first.instances.size(), 2u);
+  EXPECT_FALSE(first.boot_id.empty());
+
+  // Nothing changed after it: the call waits for the next change (a's start delay ending).
+  ASSERT_TRUE(ReachesState(b.id, VmState::kRunning));
+  SledReport settled = client_->Changes(first.boot_id, 0, milliseconds(0)).value();
+  ASSERT_TRUE(client_->Stop(a.id));
+  SledReport next =
+      client_->Changes(settled.boot_id, settled.generation, milliseconds(2000)).value();
+  EXPECT_FALSE(next.full);
+  EXPECT_EQ(Ids(next), std::vector<Uuid>{a.id});
+  EXPECT_EQ(next.instances[0].state, VmState::kStopping);
+  EXPECT_TRUE(next.removed.empty());
+
+  ASSERT_TRUE(client_->Unregister(b.id));
+  SledReport removal = client_->Changes(next.boot_id, next.generation, milliseconds(2000)).value();
+  EXPECT_FALSE(removal.full);
+  EXPECT_EQ(removal.removed, std::vector<Uuid>{b.id});
+}
+
+TEST_F(SledReportTest, ALongPollReturnsAtTheChangeNotAtItsDeadline) {
+  SledReport now = client_->Changes("", 0, milliseconds(0)).value();
+  InstanceSpec a = Spec();
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_TRUE(client_->EnsureRunning(a));
+  });
+  auto began = std::chrono::steady_clock::now();
+  SledReport changed = client_->Changes(now.boot_id, now.generation, milliseconds(10'000)).value();
+  auto waited = std::chrono::steady_clock::now() - began;
+  later.join();
+  EXPECT_EQ(Ids(changed), std::vector<Uuid>{a.id});
+  EXPECT_GE(waited, milliseconds(150));
+  EXPECT_LT(waited, milliseconds(5000));
+
+  // With nothing to report, the call ends at its wait with no change.
+  ASSERT_TRUE(ReachesState(a.id, VmState::kRunning));
+  SledReport quiet = client_->Changes(changed.boot_id, 0, milliseconds(0)).value();
+  SledReport after = client_->Changes(quiet.boot_id, quiet.generation, milliseconds(100)).value();
+  EXPECT_TRUE(after.instances.empty());
+  EXPECT_EQ(after.generation, quiet.generation);
+}
+
+TEST_F(SledReportTest, AResetIsANewRunAndAnswersTheWholeList) {
+  InstanceSpec a = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(a));
+  ASSERT_TRUE(ReachesState(a.id, VmState::kRunning));
+  SledReport before = client_->Changes("", 0, milliseconds(0)).value();
+  std::optional<SledReport> woken;
+  std::thread poll([&] {
+    woken = client_->Changes(before.boot_id, before.generation, milliseconds(10'000)).value();
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_EQ(control_->Call("POST", "/reset").value().status, 200);
+  poll.join();
+  ASSERT_TRUE(woken);
+  EXPECT_NE(woken->boot_id, before.boot_id);
+  EXPECT_TRUE(woken->full);
+  EXPECT_TRUE(woken->instances.empty());  // the VM went with the reset
+}
+
+TEST_F(SledReportTest, ACallerBehindTheRememberedRemovalsGetsTheWholeList) {
+  SledReport start = client_->Changes("", 0, milliseconds(0)).value();
+  InstanceSpec keep = Spec();
+  ASSERT_TRUE(client_->EnsureRunning(keep));
+  SledReport registered =
+      client_->Changes(start.boot_id, start.generation, milliseconds(0)).value();
+  // Unregistering a VM the sled does not hold changes nothing.
+  ASSERT_TRUE(client_->Unregister(Uuid::Random()));
+  EXPECT_TRUE(client_->Changes(registered.boot_id, registered.generation, milliseconds(0))
+                  .value()
+                  .instances.empty());
+  for (size_t i = 0; i <= SledAgentSim::kRemovalsKept; ++i) {
+    InstanceSpec gone = Spec();
+    ASSERT_TRUE(client_->EnsureRunning(gone));
+    ASSERT_TRUE(client_->Unregister(gone.id));
+  }
+  SledReport behind = client_->Changes(start.boot_id, start.generation, milliseconds(0)).value();
+  EXPECT_TRUE(behind.full);
+  EXPECT_EQ(Ids(behind), std::vector<Uuid>{keep.id});
+}
+
+TEST_F(SledReportTest, MalformedParametersAreRefusedNamingThem) {
+  auto answer = control_->Call("GET", "/changes?since=-1").value();
+  EXPECT_EQ(answer.status, 400);
+  EXPECT_NE(answer.body.find("since"), std::string::npos) << answer.body;
+  answer = control_->Call("GET", "/changes?wait_ms=99999999").value();
+  EXPECT_EQ(answer.status, 400);
+  EXPECT_NE(answer.body.find("wait_ms"), std::string::npos) << answer.body;
+}
+
+}  // namespace
+}  // namespace fp::agents

@@ -1,6 +1,9 @@
 #include "app/sled_watcher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 
 #include "app/port_reconciler.h"
 #include "common/log.h"
@@ -63,6 +66,25 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
   return removed;
 }
 
+void SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                               const agents::SledInstance& vm) {
+  // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
+  // stopped or deleted instance whose unregister failed.
+  auto removed = RemoveIfOrphan(sled_id, sled, vm.id);
+  if (!removed) return;
+  if (*removed) {
+    LogEvent("warn", "removed a VM the datastore does not place on this sled",
+             {{"instance", vm.id.ToString()},
+              {"state", agents::ToString(vm.state)},
+              {"sled_agent", sled.address()}});
+  } else {
+    LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+             {{"instance", vm.id.ToString()},
+              {"sled_agent", sled.address()},
+              {"error", removed->error().message()}});
+  }
+}
+
 void SledWatcher::ReapOrphans() {
   for (const auto& [sled_id, sled] : dataplane_.sleds) {
     // List the sled first, then read the datastore: a VM the sled already holds was placed by a
@@ -73,66 +95,187 @@ void SledWatcher::ReapOrphans() {
       LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
-    for (const agents::SledInstance& vm : *vms) {
-      // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
-      // stopped or deleted instance whose unregister failed.
-      auto removed = RemoveIfOrphan(sled_id, *sled, vm.id);
-      if (!removed) continue;
-      if (*removed) {
-        LogEvent("warn", "removed a VM the datastore does not place on this sled",
-                 {{"instance", vm.id.ToString()},
-                  {"state", agents::ToString(vm.state)},
-                  {"sled_agent", sled->address()}});
-      } else {
-        LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
-                 {{"instance", vm.id.ToString()},
-                  {"sled_agent", sled->address()},
-                  {"error", removed->error().message()}});
-      }
+    for (const agents::SledInstance& vm : *vms) ReapIfOrphan(sled_id, *sled, vm);
+  }
+}
+
+void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
+                                const std::optional<agents::SledInstance>& vm) {
+  if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
+    return;
+  }
+  if (!vm) {
+    // The sled does not know the VM. While starting, the start saga may not have reached the
+    // sled yet; afterwards the VM is gone (the sled restarted and lost it).
+    if (i.run_state != "starting") SettleStopped(i, sled, "failed");
+    return;
+  }
+  std::string state(agents::ToString(vm->state));
+  if (state == "stopped" || state == "failed") {
+    if (i.run_state == "starting") return;  // a start saga still owns this instance
+    SettleStopped(i, sled, state);
+    return;
+  }
+  if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state);
+  if (state == "running") ReconcilePort(ds_, i, sled, *vm);
+}
+
+void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
+  // The datastore first, then the sled: what the sled says is at least as new as the row.
+  auto instances = db::InstancesOnSled(ds_, sled_id);
+  if (!instances) return;
+  auto vms = sled.List();
+  if (!vms) return;
+  std::map<Uuid, const agents::SledInstance*> on_sled;
+  for (const agents::SledInstance& vm : *vms) on_sled.emplace(vm.id, &vm);
+  std::set<Uuid> placed;
+  for (const model::Instance& i : *instances) {
+    if (i.state != model::InstanceState::kVmm) continue;
+    placed.insert(i.id);
+    auto it = on_sled.find(i.id);
+    WatchInstance(
+        i, sled,
+        it == on_sled.end() ? std::nullopt : std::optional<agents::SledInstance>(*it->second));
+  }
+  // A VM not among the instances read is an orphan, or was placed since the read (checked
+  // again, with a fresh read, before anything is removed).
+  for (const agents::SledInstance& vm : *vms) {
+    if (!placed.contains(vm.id)) ReapIfOrphan(sled_id, sled, vm);
+  }
+}
+
+void SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
+                              const agents::SledReport& report) {
+  std::set<Uuid> ids;
+  for (const agents::SledInstance& vm : report.instances) ids.insert(vm.id);
+  ids.insert(report.removed.begin(), report.removed.end());
+  for (const Uuid& id : ids) {
+    auto instance = db::InstanceAnyState(ds_, id);
+    if (!instance && instance.error().kind() != ErrorKind::kNotFound) continue;
+    bool here =
+        instance && instance->sled_id == sled_id && instance->state == model::InstanceState::kVmm;
+    // What the sled holds now, asked after the datastore read (see WatchSled).
+    auto vm = sled.Get(id);
+    if (!vm && vm.error().kind() != ErrorKind::kNotFound) continue;  // the next pass judges
+    if (here) {
+      WatchInstance(*instance, sled, vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt);
+    } else if (vm) {
+      ReapIfOrphan(sled_id, sled, *vm);
     }
   }
 }
 
 void SledWatcher::WatchOnce() {
-  ReapOrphans();
-  auto instances = db::InstancesWithVmm(ds_);
-  if (!instances) return;
-  for (const model::Instance& i : *instances) {
-    if (!i.sled_id || i.migration_id || i.run_state == "rebooting") continue;
-    auto sled = dataplane_.Sled(*i.sled_id);
-    if (!sled) continue;
-    auto vm = (*sled)->Get(i.id);
-    if (!vm) {
-      // The sled does not know the VM. While starting, the start saga may not have reached the
-      // sled yet; afterwards the VM is gone (the sled restarted and lost it).
-      if (vm.error().kind() == ErrorKind::kNotFound && i.run_state != "starting") {
-        SettleStopped(i, **sled, "failed");
+  for (const auto& [sled_id, sled] : dataplane_.sleds) WatchSled(sled_id, *sled);
+}
+
+bool SledWatcher::Pause(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stop_; });
+  return !stop_;
+}
+
+void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled) {
+  using Clock = std::chrono::steady_clock;
+  std::string boot;   // the run of the sled's agent the feed follows; empty: none yet
+  int64_t since = 0;  // the last generation of that run applied
+  auto next_full = Clock::now();
+  auto set_status = [&](bool reachable, bool reported) {
+    std::lock_guard lock(mu_);
+    SledWatchStatus& s = status_[index];
+    if (reachable && !s.reachable && s.reports > 0) {
+      LogEvent("info", "sled agent answers again", {{"sled_agent", sled.address()}});
+    }
+    s.reachable = reachable;
+    if (reported) {
+      s.last_report = ds_.clock().Now();
+      ++s.reports;
+    }
+  };
+  while (Pause(std::chrono::milliseconds(0))) {
+    // With several servers, one watches at a time; the next holder starts from a full list.
+    if (lease_ && !lease_->Held()) {
+      boot.clear();
+      Pause(options_.full_period);
+      continue;
+    }
+    if (Clock::now() >= next_full) {
+      WatchSled(sled_id, sled);
+      next_full = Clock::now() + options_.full_period;
+    }
+    auto wait = std::min(options_.report_wait,
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::max(next_full - Clock::now(), Clock::duration::zero())));
+    auto report = sled.Changes(boot, since, wait);
+    if (!report && !Pause(std::chrono::milliseconds(0))) break;  // abandoned by Stop
+    if (!report) {
+      bool was_reachable;
+      {
+        std::lock_guard lock(mu_);
+        was_reachable = status_[index].reachable || status_[index].reports == 0;
       }
+      if (was_reachable) {
+        LogEvent("warn", "sled agent does not report; retrying",
+                 {{"sled_agent", sled.address()}, {"error", report.error().message()}});
+      }
+      set_status(false, false);
+      boot.clear();  // it may come back as a new run
+      Pause(options_.retry);
       continue;
     }
-    std::string state(agents::ToString(vm->state));
-    if (state == "stopped" || state == "failed") {
-      if (i.run_state == "starting") continue;  // a start saga still owns this instance
-      SettleStopped(i, **sled, state);
-      continue;
+    set_status(true, true);
+    if (report->full) {
+      if (!boot.empty() && report->boot_id != boot) {
+        std::lock_guard lock(mu_);
+        ++status_[index].restarts_seen;
+      }
+      if (!boot.empty()) {
+        LogEvent("info", "sled agent restarted or the watcher fell behind; comparing in full",
+                 {{"sled_agent", sled.address()}});
+      }
+      // Judged as a full comparison does (the datastore read first): the report's list is older
+      // than a read made now.
+      WatchSled(sled_id, sled);
+      next_full = Clock::now() + options_.full_period;
+    } else {
+      ApplyReport(sled_id, sled, *report);
     }
-    if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state);
-    if (state == "running") ReconcilePort(ds_, i, **sled, *vm);
+    boot = report->boot_id;
+    since = report->generation;
   }
 }
 
-void SledWatcher::Start(int period_ms, db::TaskLeaseKeeper* lease) {
-  thread_ = std::thread([this, period_ms, lease] {
+void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
+  options_ = options;
+  lease_ = lease;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [sled_id, sled] : dataplane_.sleds) {
+      status_.push_back(SledWatchStatus{.sled_id = sled_id, .address = sled->address()});
+    }
+  }
+  size_t index = 0;
+  for (const auto& [sled_id, sled] : dataplane_.sleds) {
+    threads_.emplace_back(
+        [this, index, id = sled_id, client = sled] { WatchLoop(index, id, *client); });
+    ++index;
+  }
+  threads_.emplace_back([this] {
     std::unique_lock lock(mu_);
     while (!stop_) {
-      lock.unlock();
-      // With several servers, one watches at a time.
-      if (!lease || lease->Held()) WatchOnce();
-      lock.lock();
-      cv_.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return stop_ || now_; });
+      cv_.wait(lock, [&] { return stop_ || now_; });
+      if (stop_) break;
       now_ = false;
+      lock.unlock();
+      if (!lease_ || lease_->Held()) ReapOrphans();
+      lock.lock();
     }
   });
+}
+
+std::vector<SledWatchStatus> SledWatcher::SledStatuses() const {
+  std::lock_guard lock(mu_);
+  return status_;
 }
 
 void SledWatcher::Wake() {
@@ -149,7 +292,14 @@ void SledWatcher::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  // A report call waits up to report_wait for a change: end it now.
+  if (!threads_.empty()) {
+    for (const auto& [sled_id, sled] : dataplane_.sleds) sled->AbandonReports();
+  }
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
 }
 
 }  // namespace fp::app

@@ -1,25 +1,30 @@
 #pragma once
 
 // The sled watcher: makes the datastore follow what sleds report about instances' VMs, and
-// sleds follow what the datastore places on them. A pass (WatchOnce) records run-state changes
-// of instances that have a VMM, settles instances whose VM stopped, failed or vanished, puts
-// right the external addresses of running VMs' ports (ReconcilePort), and removes VMs a sled
-// holds that the datastore does not place there (ReapOrphans). Passes run on a thread of its
-// own every period, or at once when woken.
+// sleds follow what the datastore places on them.
 //
-// Instances the watcher leaves alone: those with a migration in flight (both ends hold a VM
-// until the migration saga settles which one stays), `rebooting` ones (the reboot stops and
-// starts the VM itself), and `starting` ones whose VM is not on the sled yet (the start saga
-// still owns them).
-
+// Each sled reports its changes (GET /changes, a long poll: agents.h SledReport), so an idle
+// rack costs one waiting call per sled, not a call per instance, and a change reaches the
+// datastore as soon as the sled makes it. Each reported VM is judged as a full pass judges it
+// (below), on the datastore read first and the sled asked again after. Every
+// `full_period` (and after the sled's agent restarted or the watcher fell behind its feed) a
+// full comparison of the sled (WatchSled) repairs what a report could not carry: a VM the
+// sled lost while no report was read, a port drifting from the datastore's addresses.
+//
+// A comparison records run-state changes of instances that have a VMM, settles instances
+// whose VM stopped, failed or vanished, puts right the external addresses of running VMs'
+// ports (ReconcilePort), and removes VMs a sled holds that the datastore does not place there
+// (orphans).
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "app/dataplane.h"
+#include "common/time.h"
 #include "model/instances.h"
 
 namespace fp::db {
@@ -33,6 +38,26 @@ class NatReconciler;
 
 namespace fp::app {
 
+// How the watcher's threads pace themselves.
+struct SledWatchOptions {
+  // Between two full comparisons of one sled.
+  std::chrono::milliseconds full_period{5000};
+  // The longest a report call waits for a change (the sled caps it at 30 s).
+  std::chrono::milliseconds report_wait{10'000};
+  // After a report call failed (the sled down), before the next one.
+  std::chrono::milliseconds retry{200};
+};
+
+// Per sled, what the watcher last heard (for /metrics).
+struct SledWatchStatus {
+  Uuid sled_id;
+  std::string address;
+  Timestamp last_report = 0;  // when its last report (or full list) arrived; 0: never
+  int64_t reports = 0;        // reports read, full ones included
+  int64_t restarts_seen = 0;  // times its agent's run (boot id) changed under the watcher
+  bool reachable = false;     // its last call answered
+};
+
 // Start, Stop and Wake are thread-safe. A pass may also run on a caller's thread beside the
 // watcher's (tests do): each of its steps is idempotent, and VmRemovals orders removals against
 // placements.
@@ -45,24 +70,46 @@ class SledWatcher {
   SledWatcher(const SledWatcher&) = delete;
   SledWatcher& operator=(const SledWatcher&) = delete;
 
-  // Starts the thread: a pass every `period_ms`. Call once. With `lease` (several servers on
-  // one database), a pass runs only while this server holds it, so one server watches the
-  // sleds at a time; `lease` must outlive the watcher.
-  void Start(int period_ms, db::TaskLeaseKeeper* lease = nullptr);
-  // Stops and joins the thread (idempotent; no effect without a thread).
+  // Starts a thread per sled (reports and full comparisons) and one for Wake. Call once.
+  // With `lease` (several servers on one database), the sleds are watched only while this
+  // server holds it, so one server watches them at a time; `lease` must outlive the watcher.
+  void Start(SledWatchOptions options, db::TaskLeaseKeeper* lease = nullptr);
+  // Stops and joins the threads (idempotent; no effect without threads). A report call in
+  // progress ends within the agent timeout plus its wait.
   void Stop();
-  // Makes the thread start its next pass now (no effect without a thread).
+  // Removes orphan VMs from every sled now, on the Wake thread (no effect without threads).
   void Wake();
 
-  // One pass, on the caller's thread.
+  // A full comparison of every sled, on the caller's thread.
   void WatchOnce();
+  // A full comparison of one sled: the datastore's instances on it first, then the sled's
+  // list; each instance judged against its VM, and each VM the datastore does not place there
+  // removed.
+  void WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
+  // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
+  // read then the sled's answer for it.
+  void ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
+                   const agents::SledReport& report);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
   // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
   // on another sled, or of no instance at all. A removal that fails is logged and tried again
   // on the next pass, so sleds converge once they answer.
   void ReapOrphans();
 
+  std::vector<SledWatchStatus> SledStatuses() const;
+
  private:
+  // Judges `instance` (read from the datastore) against its VM as the sled reported it after
+  // that read (nullopt: the sled does not hold it).
+  void WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
+                     const std::optional<agents::SledInstance>& vm);
+  // Removes `vm` if it is an orphan, logging what happened.
+  void ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                    const agents::SledInstance& vm);
+  // The loop of one sled's thread.
+  void WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled);
+  // Waits up to `d` or until Stop; false once stopping.
+  bool Pause(std::chrono::milliseconds d);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
   void SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
                      const std::string& run_state);
@@ -79,11 +126,14 @@ class SledWatcher {
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
   const std::string removal_holder_ = Uuid::Random().ToString();  // this process, in marks
-  std::mutex mu_;
+  SledWatchOptions options_;                                      // set before the threads start
+  db::TaskLeaseKeeper* lease_ = nullptr;                          // likewise
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  bool now_ = false;   // guarded by mu_
-  std::thread thread_;
+  bool stop_ = false;                    // guarded by mu_
+  bool now_ = false;                     // guarded by mu_
+  std::vector<SledWatchStatus> status_;  // guarded by mu_; one per sled, in dataplane order
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace fp::app

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "app/testing/instance_world.h"
+#include "http/client.h"
 
 namespace fp::app {
 namespace {
@@ -117,6 +118,75 @@ TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnThe
     return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
   })) << Observe();
   EXPECT_TRUE(VmOn(k, vm.id));
+}
+
+}  // namespace
+}  // namespace fp::app
+
+namespace fp::app {
+namespace {
+
+using testing::InstanceSagaTest;
+
+// --- Sleds report their changes (issue 15) ---
+
+class SledReportsTest : public InstanceSagaTest {
+ protected:
+  // No full comparison during the test: what reaches the datastore came with a report.
+  static SledWatchOptions ReportsOnly() {
+    return SledWatchOptions{.full_period = std::chrono::hours(1),
+                            .report_wait = std::chrono::seconds(10)};
+  }
+  std::string RunState(const Uuid& id) {
+    return instances_->Lookup(actor_, NameOrId(id), std::nullopt)->run_state;
+  }
+  size_t SledOf(const model::Instance& i) { return i.sled_id == sled_ids_[0] ? 0 : 1; }
+};
+
+TEST_F(SledReportsTest, AStateChangeOnASledReachesTheDatastoreWithItsReport) {
+  model::Instance vm = Running("vm");
+  watcher_->Start(ReportsOnly());
+  // The first full comparison ran at start; from now on only reports carry changes.
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    auto s = watcher_->SledStatuses();
+    return s.size() == 2 && s[0].reports > 0 && s[1].reports > 0;
+  }));
+  auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return RunState(vm.id) == "failed"; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(2));
+  // And the failed VM was taken off its sled.
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return !sled_sims_[SledOf(vm)]->Instance(vm.id); }));
+  watcher_->Stop();
+}
+
+TEST_F(SledReportsTest, ASledThatRestartedEmptyIsComparedInFull) {
+  model::Instance vm = Running("vm");
+  size_t k = SledOf(vm);
+  watcher_->Start(ReportsOnly());
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    auto s = watcher_->SledStatuses();
+    return s.size() == 2 && s[k].reports > 0;
+  }));
+  // A reset is a restart of the agent: the VM is lost with it, and no removal is reported.
+  auto control =
+      http::HttpClient("sled agent", sled_sims_[k]->base_url(), std::chrono::milliseconds(2000));
+  ASSERT_EQ(control.Call("POST", "/reset").value().status, 200);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return RunState(vm.id) == "failed"; }));
+  EXPECT_EQ(watcher_->SledStatuses()[k].restarts_seen, 1);
+  watcher_->Stop();
+}
+
+TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
+  watcher_->Start(ReportsOnly());
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    auto s = watcher_->SledStatuses();
+    return s.size() == 2 && s[0].reports > 0 && s[1].reports > 0;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both wait in their sled
+  auto began = std::chrono::steady_clock::now();
+  watcher_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));
 }
 
 }  // namespace

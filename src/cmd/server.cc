@@ -383,7 +383,7 @@ int RunServer(const ServerFlags& flags) {
   // come every half lease, never amid the first requests.
   (void)watcher_lease.Held();
   (void)nat_lease.Held();
-  watcher.Start(100, &watcher_lease);
+  watcher.Start(fp::app::SledWatchOptions{}, &watcher_lease);
   nat.StartBackground(2000, &nat_lease);
   fp::app::HistoryPruner pruner(
       **datastore,

@@ -156,18 +156,6 @@ Result<std::vector<Instance>> InstancesOnSled(Datastore& ds, const Uuid& sled_id
   });
 }
 
-Result<std::vector<Instance>> InstancesWithVmm(Datastore& ds) {
-  return ds.Read<std::vector<Instance>>([&](Tx& tx) -> Result<std::vector<Instance>> {
-    std::vector<Instance> out;
-    for (const Row& r : FP_TRY(tx.Query(fmt::format(
-             "SELECT {} FROM instance i WHERE i.state = 'vmm' AND i.time_deleted IS NULL",
-             kInstanceColumns)))) {
-      out.push_back(FP_TRY(InstanceFromRow(r)));
-    }
-    return out;
-  });
-}
-
 Result<std::pair<std::string, std::string>> InstanceNames(Datastore& ds, const Uuid& id) {
   using Out = std::pair<std::string, std::string>;
   return ds.Read<Out>([&](Tx& tx) -> Result<Out> {

@@ -35,7 +35,6 @@ Result<Instance> InstanceGetIn(Tx& tx, const Uuid& id);  // live only; NotFound 
 Result<std::vector<Instance>> InstanceList(Datastore& ds, const Uuid& project_id,
                                            const PageRequest& page);
 Result<std::vector<Instance>> InstancesOnSled(Datastore& ds, const Uuid& sled_id);
-Result<std::vector<Instance>> InstancesWithVmm(Datastore& ds);
 // The instance's (project name, silo name), for sled views.
 Result<std::pair<std::string, std::string>> InstanceNames(Datastore& ds, const Uuid& id);
 Result<std::optional<NetworkInterface>> PrimaryNicIn(Tx& tx, const Uuid& instance_id);

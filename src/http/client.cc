@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -119,6 +120,8 @@ struct HttpClient::Impl {
 
   std::mutex mu;
   std::vector<std::unique_ptr<Connection>> idle;  // guarded by mu
+  std::set<int> busy;                             // guarded by mu: sockets of calls under way
+  bool abandoned = false;                         // guarded by mu
 
   Impl(std::string peer_name, std::string url, std::chrono::milliseconds call_timeout)
       : peer(std::move(peer_name)),
@@ -126,6 +129,21 @@ struct HttpClient::Impl {
         description(fmt::format("{} at {}", peer, base_url)),
         timeout(call_timeout),
         address(ParseBaseUrl(base_url, description)) {}
+
+  Error Abandoned() const {
+    return Error::Unavailable(fmt::format("{}: the call was abandoned", description));
+  }
+  // Marks `fd` as in a call, unless the client was abandoned (false).
+  bool BeginCall(int fd) {
+    std::lock_guard lock(mu);
+    if (abandoned) return false;
+    busy.insert(fd);
+    return true;
+  }
+  void EndCall(int fd) {
+    std::lock_guard lock(mu);
+    busy.erase(fd);
+  }
 
   Error TimedOut() const {
     return Error::Unavailable(
@@ -210,6 +228,15 @@ HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::mill
 
 HttpClient::~HttpClient() = default;
 
+void HttpClient::Abandon() {
+  std::lock_guard lock(impl_->mu);
+  impl_->abandoned = true;
+  // The calls' poll()s wake with the socket closed for reading, and their callers get an
+  // error (not retried as a stale connection: BeginCall refuses from now on).
+  for (int fd : impl_->busy) ::shutdown(fd, SHUT_RDWR);
+  impl_->idle.clear();
+}
+
 const std::string& HttpClient::base_url() const { return impl_->base_url; }
 const std::string& HttpClient::description() const { return impl_->description; }
 
@@ -241,9 +268,12 @@ Result<HttpAnswer> HttpClient::Call(
   std::unique_ptr<Connection> conn = impl.TakeIdle();
   for (;;) {
     if (!conn) conn = FP_TRY(impl.Connect(deadline));
+    if (!impl.BeginCall(conn->fd)) return Fail(impl.Abandoned());
     bool stale = false;
     bool keep_alive = false;
     auto answer = impl.Exchange(*conn, wire.view(), deadline, stale, keep_alive);
+    // Before the connection can be closed: Abandon shuts down only sockets still open.
+    impl.EndCall(conn->fd);
     if (!answer) {
       if (stale) {
         conn.reset();

@@ -51,6 +51,11 @@ class HttpClient {
                           std::string_view body = {},
                           const std::vector<std::pair<std::string, std::string>>& headers = {});
 
+  // Ends every call in progress at once (each fails with ServiceUnavailable `<peer> at <url>:
+  // the call was abandoned`), and every later call likewise: for an owner that is stopping
+  // while a thread of its waits on a long call. Thread-safe; permanent.
+  void Abandon();
+
   const std::string& base_url() const;
   // "<peer> at <url>", the prefix of every message about this peer.
   const std::string& description() const;

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "http/url.h"
 
 namespace fp::agents::sim {
 
@@ -41,13 +45,51 @@ Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
 SledAgentSim::~SledAgentSim() { Stop(); }
 
 void SledAgentSim::Stop() {
-  if (server_) server_->Stop();
   {
+    // First: the server waits for its calls in progress, long polls of /changes among them.
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
+  changed_.notify_all();
   transitions_changed_.notify_all();
+  if (server_) server_->Stop();
   if (timer_.joinable()) timer_.join();
+}
+
+void SledAgentSim::Touch(Vm& vm) {
+  vm.gen = ++generation_;
+  changed_.notify_all();
+}
+
+void SledAgentSim::Forget(const Uuid& id) {
+  if (vms_.erase(id) == 0) return;
+  removals_.emplace_back(++generation_, id);
+  if (removals_.size() > kRemovalsKept) {
+    removals_floor_ = removals_.front().first;
+    removals_.pop_front();
+  }
+  changed_.notify_all();
+}
+
+SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
+                                 std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  auto full = [&] { return boot_id != boot_id_ || since < removals_floor_ || since > generation_; };
+  changed_.wait_for(lock, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
+                    [&] { return stopping_ || full() || generation_ > since; });
+  SledReport report;
+  report.boot_id = boot_id_;
+  report.generation = generation_;
+  report.full = full();
+  for (const auto& [id, vm] : vms_) {
+    if (report.full || vm.gen > since) report.instances.push_back(View(id, vm));
+  }
+  if (!report.full) {
+    for (const auto& [gen, id] : removals_) {
+      if (gen > since) report.removed.push_back(id);
+    }
+  }
+  return report;
 }
 
 SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
@@ -92,6 +134,7 @@ bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
   if (it == vms_.end()) return false;
   it->second.state = state;
   it->second.transition_at.reset();
+  Touch(it->second);
   return true;
 }
 
@@ -101,6 +144,11 @@ void SledAgentSim::Reset() {
     for (const auto& [id, vm] : vms_) (void)dataplane_->Remove(id);
   }
   vms_.clear();
+  // A new run, as after a restart: /changes answers its callers with the whole (empty) list.
+  boot_id_ = Uuid::Random().ToString();
+  removals_.clear();
+  removals_floor_ = generation_;
+  changed_.notify_all();
 }
 
 Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec spec) {
@@ -127,6 +175,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
     vm.transition_at = SteadyClock::now() + start_delay_;
     transitions_changed_.notify_all();
   }
+  Touch(vm);
   return View(id, vm);
 }
 
@@ -147,10 +196,12 @@ SledInstance SledAgentSim::StopInstance(const Uuid& id) {
       vm.state = VmState::kStopping;
       vm.transition_at = SteadyClock::now() + stop_delay_;
       transitions_changed_.notify_all();
+      Touch(vm);
       break;
     case VmState::kFailed:
       vm.state = VmState::kStopped;
       vm.transition_at.reset();
+      Touch(vm);
       break;
     case VmState::kStopping:
     case VmState::kStopped:
@@ -180,7 +231,10 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   if (dataplane_ && spec.external_ips != it->second.spec.external_ips) {
     FP_CHECK_OK(dataplane_->Configure(spec));
   }
-  it->second.spec = std::move(spec);
+  if (spec.external_ips != it->second.spec.external_ips) {
+    it->second.spec = std::move(spec);
+    Touch(it->second);
+  }
   return View(id, it->second);
 }
 
@@ -199,6 +253,7 @@ void SledAgentSim::RunTransitions() {
           vm.state = VmState::kStopped;
         }
         vm.transition_at.reset();
+        Touch(vm);
       } else if (!next || *vm.transition_at < *next) {
         next = vm.transition_at;
       }
@@ -250,8 +305,32 @@ EndpointRoutes SledAgentSim::Routes() {
                Uuid id = FP_TRY(InstanceId(params));
                std::lock_guard lock(mu_);
                if (dataplane_) FP_CHECK_OK(dataplane_->Remove(id));
-               vms_.erase(id);
+               Forget(id);
                return Json(nullptr);
+             });
+
+  routes.Add("GET", "/changes",
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+               http::QueryParams query = FP_TRY(http::ParseQuery(request.query));
+               auto number = [&](std::string_view name, int64_t max) -> Result<int64_t> {
+                 auto it = query.find(name);
+                 if (it == query.end()) return 0;
+                 int64_t n = -1;
+                 auto [end, ec] =
+                     std::from_chars(it->second.data(), it->second.data() + it->second.size(), n);
+                 if (ec != std::errc() || end != it->second.data() + it->second.size() || n < 0 ||
+                     n > max) {
+                   return Fail(Error::InvalidRequest(fmt::format(
+                       "query parameter \"{}\": expected an integer from 0 to {}", name, max)));
+                 }
+                 return n;
+               };
+               int64_t since = FP_TRY(number("since", std::numeric_limits<int64_t>::max()));
+               int64_t wait_ms = FP_TRY(number("wait_ms", kMaxReportWaitMs));
+               auto boot = query.find("boot");
+               return Changes(boot == query.end() ? "" : boot->second, since,
+                              std::chrono::milliseconds(wait_ms))
+                   .ToJson();
              });
 
   for (bool add : {true, false}) {

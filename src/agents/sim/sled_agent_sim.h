@@ -16,6 +16,15 @@
 //   GET    /sled                 {"underlay_address": "..."} (null for a simulated sled)
 //   GET    /instances            {"instances": [SledInstance...]}, sorted by id
 //   GET    /instances/{id}       SledInstance; 404 if unknown
+//   GET    /changes?boot=B&since=G&wait_ms=W
+//                                SledReport: what changed since generation G of the agent's
+//                                run B (see SledReport in agents.h). Every change to a VM (its
+//                                registration, spec, state, port addresses, removal) takes the
+//                                next generation. With nothing after G, the call waits up to W
+//                                ms (at most kMaxReportWaitMs) for a change. A B that is not
+//                                this run's (or empty), or a G older than the removals the
+//                                agent remembers (kRemovalsKept), answers the whole list
+//                                ("full": true) at once.
 //   PUT    /instances/{id}/external-ips/{ip}   the port gains the address → SledInstance
 //   DELETE /instances/{id}/external-ips/{ip}   the port loses the address → SledInstance
 //                                Both idempotent; 404 if the instance is unknown.
@@ -30,10 +39,11 @@
 //
 // State transitions after a delay are made by one timer thread per agent, never by sleeping
 // request threads. Plus the fault and reset endpoints of every simulated agent
-// (agent_server.h); a reset forgets every instance.
+// (agent_server.h); a reset forgets every instance and starts a new run (boot id).
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +81,12 @@ class SledAgentSim {
   // cancels its pending transition. False if the instance is unknown.
   bool ForceState(const Uuid& id, VmState state);
   FaultInjector& faults() { return server_->faults(); }
+  // GET /changes, for tests: waits up to `wait` when nothing changed after `since`.
+  SledReport Changes(const std::string& boot_id, int64_t since, std::chrono::milliseconds wait);
+
+  // Removals remembered for /changes; a caller further behind gets the whole list.
+  static constexpr size_t kRemovalsKept = 4096;
+  static constexpr int64_t kMaxReportWaitMs = 30'000;
 
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -81,6 +97,7 @@ class SledAgentSim {
     // When starting becomes running, or stopping becomes stopped.
     std::optional<TimePoint> transition_at;
     int64_t boots = 0;  // starting -> running transitions so far
+    int64_t gen = 0;    // the agent's generation at this VM's last change
   };
 
   SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane);
@@ -90,6 +107,10 @@ class SledAgentSim {
   Result<SledInstance> ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add);
   void Reset();
   void RunTransitions();
+  // Records a change to `vm` (requires mu_): the next generation, and wakes /changes.
+  void Touch(Vm& vm);
+  // Forgets the VM `id` if known, remembering the removal for /changes (requires mu_).
+  void Forget(const Uuid& id);
   static SledInstance View(const Uuid& id, const Vm& vm);
 
   const std::unique_ptr<PortDataplane> dataplane_;  // may be null; used under mu_
@@ -101,6 +122,13 @@ class SledAgentSim {
   std::condition_variable transitions_changed_;
   std::map<Uuid, Vm> vms_;  // guarded by mu_
   bool stopping_ = false;   // guarded by mu_
+  // The change feed (guarded by mu_): this run's id, the last generation given out, the
+  // removals after removals_floor_ with their generations, oldest first.
+  std::string boot_id_ = Uuid::Random().ToString();
+  int64_t generation_ = 0;
+  std::deque<std::pair<int64_t, Uuid>> removals_;
+  int64_t removals_floor_ = 0;
+  std::condition_variable changed_;
   std::thread timer_;
   std::unique_ptr<AgentServer> server_;
 };
