@@ -39,7 +39,12 @@ int main(int argc, char** argv) {
     std::fputs(fp::cli::DescribeUsageError(app, argc, argv, e).c_str(), stderr);
     return static_cast<int>(fp::cli::Exit::kUsage);
   }
-  if (server->parsed()) return fp::cmd::RunServer(server_flags);
+  if (server->parsed()) {
+    if (CLI::Option* config = app.get_config_ptr(); config != nullptr && config->count() > 0) {
+      server_flags.config_file = config->as<std::string>();
+    }
+    return fp::cmd::RunServer(server_flags);
+  }
   if (agent_flags.switch_agent->parsed() || agent_flags.sled_agent->parsed()) {
     return fp::cmd::RunAgentCommand(agent_flags);
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <limits>
 #include <mutex>
 
@@ -239,6 +240,47 @@ Result<NatTable> NatTable::FromJson(const Json& j) {
   return t;
 }
 
+uint64_t NatEntryHash(const NatEntry& e) {
+  // FNV-1a over a canonical text of the entry, then a finalizer that spreads every input bit
+  // over the word (a sum of raw FNV values would let similar entries cancel out less evenly).
+  std::string text = fmt::format("{}|{}|{}|{}|{}|{}", e.external_ip.ToString(), e.first_port,
+                                 e.last_port, e.sled_address.ToString(), e.vni, e.mac);
+  uint64_t h = 0xcbf29ce484222325u;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3u;
+  }
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9u;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebu;
+  h ^= h >> 31;
+  return h;
+}
+
+std::string FormatNatDigest(uint64_t digest) { return fmt::format("{:016x}", digest); }
+
+Json NatStatus::ToJson() const {
+  return {{"boot_id", boot_id},
+          {"generation", generation},
+          {"entries", entries},
+          {"digest", FormatNatDigest(digest)}};
+}
+
+Result<NatStatus> NatStatus::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  NatStatus s;
+  s.boot_id = FP_TRY(f.String("boot_id"));
+  s.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+  s.entries = FP_TRY(f.Int("entries", 0, std::numeric_limits<int64_t>::max()));
+  std::string digest = FP_TRY(f.String("digest"));
+  auto [end, ec] = std::from_chars(digest.data(), digest.data() + digest.size(), s.digest, 16);
+  if (digest.size() != 16 || ec != std::errc() || end != digest.data() + digest.size()) {
+    return Fail(f.Invalid("digest", "expected 16 hex digits"));
+  }
+  return s;
+}
+
 namespace {
 constexpr std::array<std::pair<VmState, std::string_view>, 6> kVmStateNames = {{
     {VmState::kStarting, "starting"},
@@ -409,6 +451,27 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
     for (const NatChange& c : changes) list.push_back(c.ToJson());
     Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes", {{"changes", std::move(list)}}));
     return DecodeGeneration(http_, answer);
+  }
+
+  Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
+                                    const std::vector<NatChange>& changes) override {
+    Json list = Json::array();
+    for (const NatChange& c : changes) list.push_back(c.ToJson());
+    Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes",
+                                   {{"changes", std::move(list)}, {"boot_id", boot_id}}));
+    return Decode<NatApplied>(http_, [&]() -> Result<NatApplied> {
+      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
+      NatApplied applied;
+      applied.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+      applied.boot_id = FP_TRY(f.String("boot_id"));
+      applied.boot_mismatch = !f.IsNullOrAbsent("boot_mismatch") && FP_TRY(f.Bool("boot_mismatch"));
+      return applied;
+    }());
+  }
+
+  Result<NatStatus> GetStatus() override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", "/nat/status"));
+    return Decode(http_, NatStatus::FromJson(answer));
   }
 
   Result<int64_t> ReplaceAll(const NatTable& table) override {

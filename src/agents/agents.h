@@ -67,6 +67,34 @@ struct NatTable {
   static Result<NatTable> FromJson(const nlohmann::json& j);
 };
 
+// A digest of a NAT table that the switch agent and the control plane compute alike: the sum
+// (mod 2^64) of NatEntryHash over the entries, so that adding or removing one entry changes it
+// in O(1) and two tables with the same entries have the same digest whatever their order.
+uint64_t NatEntryHash(const NatEntry& e);
+// 16 lowercase hex digits, as the wire carries it.
+std::string FormatNatDigest(uint64_t digest);
+
+// Where a switch agent is (GET /nat/status, the control plane's heartbeat): its run (a
+// restarted agent has a new boot_id), its generation, and its table's size and digest.
+struct NatStatus {
+  std::string boot_id;
+  int64_t generation = 0;
+  int64_t entries = 0;
+  uint64_t digest = 0;
+
+  bool operator==(const NatStatus&) const = default;
+  // {"boot_id": ..., "generation": N, "entries": N, "digest": "16 hex digits"}
+  nlohmann::json ToJson() const;
+  static Result<NatStatus> FromJson(const nlohmann::json& j);
+};
+
+// What POST /nat/changes with a boot_id answered.
+struct NatApplied {
+  int64_t generation = 0;
+  std::string boot_id;         // the agent's run
+  bool boot_mismatch = false;  // another run: nothing was applied
+};
+
 class SwitchAgentClient {
  public:
   virtual ~SwitchAgentClient() = default;
@@ -76,6 +104,13 @@ class SwitchAgentClient {
   // is above its generation, stops at the first it cannot install, and returns the generation
   // it reached (never past a change it failed to install). Idempotent.
   virtual Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) = 0;
+  // ApplyChanges on the run `boot_id` of the agent only: an agent that restarted since (another
+  // run, its table lost) applies nothing and says so, so that changes never land on a table
+  // that lacks the ones before them. Errors as ApplyChanges's.
+  virtual Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
+                                            const std::vector<NatChange>& changes) = 0;
+  // GET /nat/status: cheap, for a heartbeat.
+  virtual Result<NatStatus> GetStatus() = 0;
   // Replaces the whole table with `table` (PUT /nat): a full resync. Idempotent.
   virtual Result<int64_t> ReplaceAll(const NatTable& table) = 0;
   // ReplaceAll only if the switch is at generation `if_generation` still (PUT /nat with

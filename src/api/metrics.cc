@@ -75,4 +75,28 @@ std::string AdmissionMetrics(const http::HttpServerStats& s) {
       s.request_timeouts);
 }
 
+HttpMetrics::HttpMetrics(const std::vector<std::pair<std::string, std::string>>& routes)
+    : requests_("floatplane_http_requests_total",
+                "API requests answered, by method, route template and status.",
+                {"method", "route", "status"}),
+      duration_("floatplane_http_request_duration_seconds",
+                "Time from a complete API request to its answer, by method and route template.",
+                {"method", "route"},
+                {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}) {
+  for (const auto& [method, route] : routes) duration_.Touch({method, route});
+  for (const char* route : {"/metrics", "/v1/ping"}) duration_.Touch({"GET", route});
+}
+
+void HttpMetrics::Record(std::string_view method, std::string_view route, int status,
+                         double seconds) {
+  std::string m(method), r(route);
+  requests_.Add({m, r, std::to_string(status)});
+  duration_.Observe({m, r}, seconds);
+}
+
+void HttpMetrics::Render(std::string& out) const {
+  requests_.Render(out);
+  duration_.Render(out);
+}
+
 }  // namespace fp::api

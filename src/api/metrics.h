@@ -3,8 +3,12 @@
 // /metrics in Prometheus text format (version 0.0.4), written by hand.
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "app/store_stats.h"
+#include "common/metrics.h"
 #include "http/server.h"
 
 namespace fp::api {
@@ -15,5 +19,20 @@ std::string StoreMetrics(const app::StoreCounters& c);
 std::string HistoryMetrics(const app::HistoryCounters& h);
 // Connection admission counters (HttpServerStats).
 std::string AdmissionMetrics(const http::HttpServerStats& s);
+
+// Requests by method, route template and status, and their latency by method and route. The
+// route is the pattern that matched ("/v1/floating-ips/{floating_ip}"), "/metrics" or
+// "/v1/ping", or "unmatched": never a path, so the label set stays bounded. Every route's
+// latency series is exported from the start. Thread-safe.
+class HttpMetrics {
+ public:
+  explicit HttpMetrics(const std::vector<std::pair<std::string, std::string>>& routes);
+  void Record(std::string_view method, std::string_view route, int status, double seconds);
+  void Render(std::string& out) const;
+
+ private:
+  metrics::CounterFamily requests_;
+  metrics::HistogramFamily duration_;
+};
 
 }  // namespace fp::api

@@ -1,13 +1,16 @@
 #include "api/routes.h"
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 #include "api/middleware.h"
 #include "api/system.h"
 
 namespace fp::api {
 
-HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> http_stats) {
+HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> http_stats,
+                           std::function<void(std::string&)> more_metrics) {
   auto router = std::make_shared<Routes>();
   AddSiloRoutes(*router);
   AddProjectRoutes(*router);
@@ -20,12 +23,20 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
   AddExternalIpRoutes(*router);
 
   auto in_flight = std::make_shared<KeysInFlight>();
-  return [router, in_flight, services,
-          http_stats = std::move(http_stats)](const HttpRequest& req) -> HttpResponse {
+  auto metrics = std::make_shared<HttpMetrics>(router->Patterns());
+  auto serve = [router, in_flight, services, metrics, http_stats = std::move(http_stats),
+                more_metrics = std::move(more_metrics)](const HttpRequest& req,
+                                                        std::string& route) -> HttpResponse {
     try {
       if (auto version = CheckApiVersion(req); !version) return ErrorResponse(req, version.error());
-      if (auto answer = ServeSystem(req, services, http_stats)) return *answer;
+      if (req.method == "GET" && (req.path == "/metrics" || req.path == "/v1/ping")) {
+        route = req.path;
+      }
+      if (auto answer = ServeSystem(req, services, http_stats, metrics.get(), more_metrics)) {
+        return *answer;
+      }
       auto match = router->Find(req.method, req.path);
+      if (match) route = *match->pattern;
       if (!match) {
         if (match.error().kind == http::RouteMiss::Kind::kMethodNotAllowed) {
           return JsonResponse(405, Json{{"request_id", req.request_id},
@@ -54,6 +65,15 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
     } catch (const std::exception& e) {
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
     }
+  };
+  return [serve = std::move(serve), metrics](const HttpRequest& req) -> HttpResponse {
+    auto began = std::chrono::steady_clock::now();
+    std::string route = "unmatched";
+    HttpResponse answer = serve(req, route);
+    metrics->Record(
+        req.method, route, answer.status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    return answer;
   };
 }
 

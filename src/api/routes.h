@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "api/endpoint.h"
 #include "http/server.h"
@@ -13,7 +14,9 @@ namespace fp::api {
 // exception escape. `services.instances` may be null (no dataplane): instance and sled
 // endpoints then answer 503. `http_stats`, if set, supplies the serving HTTP server's admission
 // counters to `/metrics`; it is called on request threads and must be thread-safe.
-HttpHandler MakeApiHandler(Services services,
-                           std::function<HttpServerStats()> http_stats = nullptr);
+// `more_metrics`, if set, appends to /metrics the families of the parts the API does not see
+// (sagas, NAT, sleds, pools); it is called on request threads and must be thread-safe.
+HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> http_stats = nullptr,
+                           std::function<void(std::string&)> more_metrics = nullptr);
 
 }  // namespace fp::api

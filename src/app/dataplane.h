@@ -40,11 +40,10 @@ class VmRemovals {
   std::set<Uuid> removing_;  // guarded by mu_
 };
 
-// The agents the control plane drives, by sled (not owned), and the ordering of VM removals
-// against placements on them. The agent maps are set up before any saga or watcher runs and
-// read-only afterwards (thread-safe reads).
+// The sled agents the control plane drives, by sled (not owned), and the ordering of VM
+// removals against placements on them. (The switch agents are the NAT reconciler's.) The agent maps
+// are set up before any saga or watcher runs and read-only afterwards (thread-safe reads).
 struct Dataplane {
-  agents::SwitchAgentClient* switch_agent = nullptr;
   std::map<Uuid, agents::SledAgentClient*> sleds;
   VmRemovals removals;
 

@@ -223,7 +223,6 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       Pause(options_.retry);
       continue;
     }
-    set_status(true, true);
     if (report->full) {
       if (!boot.empty() && report->boot_id != boot) {
         std::lock_guard lock(mu_);
@@ -242,6 +241,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     }
     boot = report->boot_id;
     since = report->generation;
+    set_status(true, true);  // counted once applied
   }
 }
 

@@ -55,19 +55,24 @@ Status WriteSecretFile(const std::filesystem::path& path, const std::string& con
   return fp::Ok();
 }
 
-sigset_t BlockStopSignals() {
+sigset_t BlockStopSignals(bool reload) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  if (reload) sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return stop_signals;
 }
 
-void WaitForStopSignal(const sigset_t& stop_signals) {
+void WaitForStopSignal(const sigset_t& stop_signals, const std::function<void()>& on_reload) {
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    sigwait(&stop_signals, &sig);
+    if (sig != SIGHUP) break;
+    if (on_reload) on_reload();
+  }
   fp::LogEvent("info", "stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
 }
 

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -34,12 +35,15 @@ Result<http::HostPort> ParseListen(const std::string& text);
 // only.
 Status WriteSecretFile(const std::filesystem::path& path, const std::string& content);
 
-// Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards, so
-// that only WaitForStopSignal sees them; ignores SIGPIPE. Call before any thread starts.
-sigset_t BlockStopSignals();
+// Blocks SIGINT and SIGTERM (and SIGHUP with `reload`) in the calling thread and in every
+// thread it starts afterwards, so that only WaitForStopSignal sees them; ignores SIGPIPE. Call
+// before any thread starts.
+sigset_t BlockStopSignals(bool reload = false);
 
-// Waits until SIGINT or SIGTERM arrives, and logs it.
-void WaitForStopSignal(const sigset_t& stop_signals);
+// Waits until SIGINT or SIGTERM arrives, and logs it. A SIGHUP (if blocked) runs `on_reload`
+// and the wait goes on.
+void WaitForStopSignal(const sigset_t& stop_signals,
+                       const std::function<void()>& on_reload = nullptr);
 
 // Adds `--log-level debug|info|warn|error` (default: `level`'s value) to `command`;
 // `what_info_omits` says what the default level leaves out. Apply it with ApplyLogLevel once

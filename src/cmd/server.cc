@@ -29,6 +29,7 @@
 #include "app/tokens.h"
 #include "cmd/database_url.h"
 #include "cmd/process.h"
+#include "cmd/server_metrics.h"
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/leases.h"
@@ -47,21 +48,24 @@ namespace {
 // The agents the server drives: external ones named by URL, or simulated ones in this process
 // (reached over HTTP on loopback all the same).
 struct DataplaneProcesses {
-  std::unique_ptr<fp::agents::sim::SwitchAgentSim> switch_sim;
+  std::vector<std::unique_ptr<fp::agents::sim::SwitchAgentSim>> switch_sims;
   std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
-  std::unique_ptr<fp::agents::SwitchAgentClient> switch_client;
+  std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
   std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
   fp::app::Dataplane dataplane;
 };
 
 Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, DataplaneProcesses& out) {
-  std::string switch_url = flags.switch_agent;
-  if (switch_url.empty()) {
-    out.switch_sim = FP_TRY(fp::agents::sim::SwitchAgentSim::Start({}));
-    switch_url = out.switch_sim->base_url();
+  std::vector<std::string> switch_urls = flags.switch_agents;
+  if (switch_urls.empty()) {
+    for (int i = 0; i < 2; ++i) {
+      out.switch_sims.push_back(FP_TRY(fp::agents::sim::SwitchAgentSim::Start({})));
+      switch_urls.push_back(out.switch_sims.back()->base_url());
+    }
   }
-  out.switch_client = fp::agents::MakeSwitchAgentClient(switch_url, flags.agent_timeout_ms);
-  out.dataplane.switch_agent = out.switch_client.get();
+  for (const std::string& url : switch_urls) {
+    out.switch_clients.push_back(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
+  }
   std::vector<std::pair<std::string, std::string>> sleds;  // (serial, url)
   if (flags.sled_agents.empty()) {
     for (int i = 0; i < 2; ++i) {
@@ -95,7 +99,7 @@ Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, Dataplane
     out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
   }
   fp::LogEvent("info", "dataplane",
-               {{"switch_agent", switch_url},
+               {{"switch_agents", switch_urls},
                 {"sled_agents", sleds.size()},
                 {"in_process", flags.sled_agents.empty()}});
   return fp::Ok();
@@ -131,6 +135,47 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
 
 // Unfinished sagas resumed at once after a restart.
 constexpr int kRecoveryConcurrency = 8;
+// Each switch agent is asked where it is this often: a switch that restarted empty is noticed
+// within it.
+constexpr int kNatHeartbeatMs = 100;
+
+// SIGHUP: the switch agents become those the --config file names now (its `switch-agent`, a
+// URL or a list of them); switches added are loaded, switches removed are no longer sent
+// changes. Without a config file, or with no `switch-agent` in it, nothing changes. Errors
+// are logged and change nothing.
+void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat) {
+  if (flags.config_file.empty()) {
+    fp::LogEvent("warn", "SIGHUP: no --config file to read the switch agents from");
+    return;
+  }
+  auto wanted = ReadSwitchAgents(flags.config_file);
+  if (!wanted) {
+    fp::LogEvent("warn", "SIGHUP: cannot read the switch agents; nothing changed",
+                 {{"config", flags.config_file}, {"error", wanted.error().message()}});
+    return;
+  }
+  if (!*wanted) {
+    fp::LogEvent("info", "SIGHUP: the config file names no switch-agent; nothing changed",
+                 {{"config", flags.config_file}});
+    return;
+  }
+  std::vector<std::string> now = nat.SwitchAddresses();
+  std::vector<std::string> added, removed;
+  for (const std::string& url : **wanted) {
+    if (std::find(now.begin(), now.end(), url) == now.end()) {
+      nat.AddSwitch(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
+      added.push_back(url);
+    }
+  }
+  for (const std::string& url : now) {
+    if (std::find((*wanted)->begin(), (*wanted)->end(), url) == (*wanted)->end()) {
+      nat.RemoveSwitch(url);
+      removed.push_back(url);
+    }
+  }
+  fp::LogEvent("info", "SIGHUP: switch agents read again",
+               {{"switch_agents", nat.SwitchAddresses()}, {"added", added}, {"removed", removed}});
+}
 
 // The saga coordinator id: --coordinator-id, else the one kept in DATA_DIR/coordinator-id,
 // made (a random UUID) and written there on first start. Kept so that a restarted server is the
@@ -259,7 +304,7 @@ int RunServer(const ServerFlags& flags) {
   if (!dev) {
     // A production server names what it runs on; only --dev makes things up.
     for (auto [missing, name] : {std::pair{flags.database.empty(), "--database"},
-                                 std::pair{flags.switch_agent.empty(), "--switch-agent"},
+                                 std::pair{flags.switch_agents.empty(), "--switch-agent"},
                                  std::pair{flags.sled_agents.empty(), "--sled-agent"}}) {
       if (missing) {
         std::cerr << "floatplane server: " << name << " (or `" << std::string_view(name).substr(2)
@@ -290,7 +335,7 @@ int RunServer(const ServerFlags& flags) {
   // Before the datastore starts its checkpointer thread: a thread started earlier would not
   // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
   // signal during startup stays pending and stops the server as soon as it is up.
-  sigset_t stop_signals = BlockStopSignals();
+  sigset_t stop_signals = BlockStopSignals(/*reload=*/true);
   auto datastore = OpenDatastore(*database);
   if (!datastore) {
     std::cerr << "floatplane server: " << datastore.error().message() << "\n";
@@ -329,7 +374,8 @@ int RunServer(const ServerFlags& flags) {
   fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id,
                                         task_lease_us);
   fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us);
-  fp::nat::NatReconciler nat(**datastore, *processes.dataplane.switch_agent);
+  fp::nat::NatReconciler nat(**datastore);
+  for (const auto& client : processes.switch_clients) nat.AddSwitch(client);
   fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
   fp::saga::ActionRegistry registry;
   fp::app::RegisterSagaActions(registry, deps);
@@ -384,7 +430,7 @@ int RunServer(const ServerFlags& flags) {
   (void)watcher_lease.Held();
   (void)nat_lease.Held();
   watcher.Start(fp::app::SledWatchOptions{}, &watcher_lease);
-  nat.StartBackground(2000, &nat_lease);
+  nat.StartBackground(kNatHeartbeatMs, &nat_lease);
   fp::app::HistoryPruner pruner(
       **datastore,
       fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
@@ -398,6 +444,8 @@ int RunServer(const ServerFlags& flags) {
   options.max_connections_per_client = flags.max_connections_per_client;
   options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
+  // Scraped and probed all the time: at debug, like the agents' polls.
+  options.quiet_paths = {"/metrics", "/v1/ping"};
   // Set once the server runs; read by /metrics, which only a running server can serve.
   std::atomic<fp::http::HttpServer*> serving{nullptr};
   fp::app::Idempotency idempotency(**datastore);
@@ -405,10 +453,16 @@ int RunServer(const ServerFlags& flags) {
   fp::app::StoreStats store_stats(**datastore);
   fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens,
                              &instances, &sleds,   idempotency, sagas,        store_stats};
-  auto server = fp::http::HttpServer::Start(options, fp::api::MakeApiHandler(services, [&serving] {
-                                              fp::http::HttpServer* s = serving.load();
-                                              return s ? s->stats() : fp::http::HttpServerStats{};
-                                            }));
+  ServerMetricsSources metrics_sources{executor, nat, watcher, **datastore, fp::app::SagaNames()};
+  auto server = fp::http::HttpServer::Start(
+      options,
+      fp::api::MakeApiHandler(
+          services,
+          [&serving] {
+            fp::http::HttpServer* s = serving.load();
+            return s ? s->stats() : fp::http::HttpServerStats{};
+          },
+          [&metrics_sources](std::string& out) { RenderServerMetrics(out, metrics_sources); }));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     executor.Quiesce();
@@ -425,7 +479,7 @@ int RunServer(const ServerFlags& flags) {
                 {"coordinator_id", *coordinator_id},
                 {"admin_token_file", token_file.string()}});
 
-  WaitForStopSignal(stop_signals);
+  WaitForStopSignal(stop_signals, [&] { ReloadSwitchAgents(flags, nat); });
   (*server)->Stop();
   // No request runs a saga any more. Sagas still recovering stop before their next node (an
   // agent call in progress ends within --agent-timeout-ms) and resume at the next start.

@@ -5,9 +5,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "http/server.h"
 
 namespace fp::cmd {
@@ -30,7 +32,8 @@ struct ServerFlags {
   // was bootstrapped already (the operator's way back in after losing the token).
   bool mint_admin_token = false;
   std::string listen = "127.0.0.1:12220";
-  std::string switch_agent;              // URL; empty: an in-process simulated switch agent
+  // URLs, one per switch (a rack has two); empty: two in-process simulated switch agents.
+  std::vector<std::string> switch_agents;
   std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
   // Short enough that an operation whose agent hangs (one call, then its undo's) still
   // answers within 10 s.
@@ -54,6 +57,8 @@ struct ServerFlags {
   // debug, info, warn or error (fp::LogLevel). At info, routine exchanges with the agents are
   // not logged (they show in /metrics); what changes something, fails or repairs drift is.
   std::string log_level = "info";
+  // The --config file, if one was given: SIGHUP reads its switch agents again.
+  std::string config_file;
 };
 
 // Adds the `server` subcommand, whose flags fill `flags`, and the `--config FILE` option that
@@ -62,8 +67,13 @@ struct ServerFlags {
 // the subcommand passes --config on to `app`. Returns the subcommand (to ask whether it ran).
 CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
 
-// Runs the server until SIGINT or SIGTERM. Returns the process's exit status: 0 after a clean
-// stop, 1 when it could not start, 2 for a usage error.
+// The `switch-agent` setting of the [server] section of the config file at `path` (a URL or a
+// list of them), or nullopt if it has none. InvalidRequest naming the file for a file that is
+// not TOML or a setting that is not strings.
+Result<std::optional<std::vector<std::string>>> ReadSwitchAgents(const std::string& path);
+
+// Runs the server until SIGINT or SIGTERM (SIGHUP reads the switch agents again). Returns the
+// process's exit status: 0 after a clean stop, 1 when it could not start, 2 for a usage error.
 int RunServer(const ServerFlags& flags);
 
 }  // namespace fp::cmd

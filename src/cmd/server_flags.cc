@@ -1,5 +1,8 @@
 // The `server` subcommand's flags and their documentation (`floatplane server --help`).
 
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
 #include <map>
 
 #include "cmd/process.h"
@@ -45,9 +48,10 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  server->add_option(
-      "--switch-agent", flags.switch_agent,
-      "URL of the switch agent (with --dev, default: a simulated one in this process)");
+  server->add_option("--switch-agent", flags.switch_agents,
+                     "URL of a switch agent; repeat for each switch: every one carries every NAT "
+                     "entry (with --dev, default: two simulated ones in this process). Those of "
+                     "the --config file are read again on SIGHUP");
   server->add_option("--sled-agent", flags.sled_agents,
                      "URL of a sled agent; repeat for each sled (with --dev, default: two "
                      "simulated ones in this process)");
@@ -120,6 +124,35 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "Tests only: apply saga faults from FLOATPLANE_TEST_SAGA_FAULTS and a "
                    "slow log sync from FLOATPLANE_TEST_SYNC_DELAY_MS");
   return server;
+}
+
+Result<std::optional<std::vector<std::string>>> ReadSwitchAgents(const std::string& path) {
+  using Out = std::optional<std::vector<std::string>>;
+  toml::table parsed;
+  try {
+    parsed = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Fail(Error::InvalidRequest(fmt::format("{}: {}", path, e.description())));
+  }
+  toml::node_view<toml::node> setting = parsed["server"]["switch-agent"];
+  if (!setting) return Out();
+  std::vector<std::string> urls;
+  if (auto one = setting.value<std::string>()) {
+    urls.push_back(*one);
+  } else if (toml::array* list = setting.as_array()) {
+    for (const toml::node& element : *list) {
+      auto url = element.value<std::string>();
+      if (!url) {
+        return Fail(Error::InvalidRequest(
+            fmt::format("{}: [server] switch-agent: expected strings (URLs)", path)));
+      }
+      urls.push_back(*url);
+    }
+  } else {
+    return Fail(Error::InvalidRequest(
+        fmt::format("{}: [server] switch-agent: expected a URL or a list of URLs", path)));
+  }
+  return Out(std::move(urls));
 }
 
 }  // namespace fp::cmd

@@ -50,7 +50,7 @@ TEST_F(ServerFlagsTest, DatabaseAndAgentsFromFlags) {
              "http://sw:1", "--sled-agent", "http://s1:2", "--sled-agent", "http://s2:3"}),
       "");
   EXPECT_EQ(flags_.database, "postgres://fp@h1:5432,h2:5432/fp?target_session_attrs=read-write");
-  EXPECT_EQ(flags_.switch_agent, "http://sw:1");
+  EXPECT_EQ(flags_.switch_agents, std::vector<std::string>{"http://sw:1"});
   EXPECT_EQ(flags_.sled_agents, (std::vector<std::string>{"http://s1:2", "http://s2:3"}));
   EXPECT_FALSE(flags_.dev);
 }
@@ -71,7 +71,7 @@ mint-admin-token = true
   EXPECT_EQ(flags_.database, "postgres://fp@db1:5432,db2:5432/fp?target_session_attrs=read-write");
   EXPECT_EQ(flags_.data_dir, "/var/lib/floatplane");
   EXPECT_EQ(flags_.listen, "0.0.0.0:12220");
-  EXPECT_EQ(flags_.switch_agent, "http://switch:12230");
+  EXPECT_EQ(flags_.switch_agents, std::vector<std::string>{"http://switch:12230"});
   EXPECT_EQ(flags_.sled_agents,
             (std::vector<std::string>{"http://sled1:12240", "http://sled2:12240"}));
   EXPECT_EQ(flags_.agent_timeout_ms, 3000);

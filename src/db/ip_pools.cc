@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <string>
+
 #include "db/ip_allocation.h"
 #include "db/silos.h"
 
@@ -380,6 +384,40 @@ Result<PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id) {
       u.remaining += IpRange{FP_TRY(IpColumn(r, 0)), FP_TRY(IpColumn(r, 1))}.SizeAsDouble();
     }
     return u;
+  });
+}
+
+Result<std::vector<PoolUsage>> PoolUsageAll(Datastore& ds) {
+  // Latest, not durable: a scrape must not wait for the log's sync (it would slow /metrics to
+  // the disk's pace under load), and a gauge a crash undoes is harmless.
+  return ds.ReadLatest<std::vector<PoolUsage>>([&](Tx& tx) -> Result<std::vector<PoolUsage>> {
+    std::map<std::string, PoolUsage> by_id;
+    for (const Row& r : FP_TRY(tx.Query("SELECT id, name, ip_version FROM ip_pool WHERE "
+                                        "time_deleted IS NULL ORDER BY name"))) {
+      by_id[r.Text(0)] = PoolUsage{.name = r.Text(1), .ip_version = r.Text(2)};
+    }
+    for (const Row& r : FP_TRY(tx.Query("SELECT ip_pool_id, first_address, last_address FROM "
+                                        "ip_pool_range WHERE time_deleted IS NULL"))) {
+      auto it = by_id.find(r.Text(0));
+      if (it == by_id.end()) continue;
+      it->second.capacity += IpRange{FP_TRY(IpColumn(r, 1)), FP_TRY(IpColumn(r, 2))}.SizeAsDouble();
+    }
+    for (const Row& r :
+         FP_TRY(tx.Query("SELECT ip_pool_id, kind, count(DISTINCT ip) FROM external_ip WHERE "
+                         "time_deleted IS NULL GROUP BY ip_pool_id, kind"))) {
+      auto it = by_id.find(r.Text(0));
+      if (it == by_id.end()) continue;
+      std::string kind = r.Text(1);
+      int64_t n = r.Int(2);
+      if (kind == "floating") it->second.floating = n;
+      if (kind == "ephemeral") it->second.ephemeral = n;
+      if (kind == "snat") it->second.snat = n;
+    }
+    std::vector<PoolUsage> out;
+    for (auto& [id, usage] : by_id) out.push_back(std::move(usage));
+    std::sort(out.begin(), out.end(),
+              [](const PoolUsage& a, const PoolUsage& b) { return a.name < b.name; });
+    return out;
   });
 }
 

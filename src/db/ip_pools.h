@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/ip.h"
@@ -41,6 +42,17 @@ Result<model::SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uui
 // an instance's SNAT or ephemeral address. The check and the removal are one transaction.
 Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id);
 Result<model::PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id);
+// Every pool's capacity and the addresses allocated from it, by kind (an address holding
+// several SNAT port blocks counts once), for /metrics.
+struct PoolUsage {
+  std::string name;
+  std::string ip_version;  // "v4" or "v6"
+  double capacity = 0;
+  int64_t floating = 0;
+  int64_t ephemeral = 0;
+  int64_t snat = 0;
+};
+Result<std::vector<PoolUsage>> PoolUsageAll(Datastore& ds);
 
 // The pools linked to a silo, as the silo sees them.
 Result<std::vector<model::SiloIpPool>> SiloPoolList(Datastore& ds, const Uuid& silo_id,

@@ -150,15 +150,29 @@ Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestam
   });
 }
 
+namespace {
+Result<std::vector<NatEntry>> NatLiveIn(Tx& tx) {
+  std::vector<NatEntry> out;
+  for (const Row& r : FP_TRY(tx.Query(fmt::format(
+           "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
+           "first_port",
+           kNatColumns)))) {
+    out.push_back(FP_TRY(NatFromRow(r)));
+  }
+  return out;
+}
+}  // namespace
+
 Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
-  return ds.Read<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
-    std::vector<NatEntry> out;
-    for (const Row& r : FP_TRY(tx.Query(fmt::format(
-             "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
-             "first_port",
-             kNatColumns)))) {
-      out.push_back(FP_TRY(NatFromRow(r)));
-    }
+  return ds.Read<std::vector<NatEntry>>(NatLiveIn);
+}
+
+Result<NatSnapshot> NatReadSnapshot(Datastore& ds) {
+  return ds.ReadLatest<NatSnapshot>([&](Tx& tx) -> Result<NatSnapshot> {
+    NatSnapshot out;
+    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    out.version = row ? row->Int(0) : 0;
+    out.rows = FP_TRY(NatLiveIn(tx));
     return out;
   });
 }

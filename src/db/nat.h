@@ -38,6 +38,13 @@ struct NatFeed {
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatEntry>> NatLive(Datastore& ds);
+// The live rows and the NAT version they are at, in one read (which, as the feed's, may
+// include commits not yet durable).
+struct NatSnapshot {
+  int64_t version = 0;
+  std::vector<NatEntry> rows;
+};
+Result<NatSnapshot> NatReadSnapshot(Datastore& ds);
 // Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
 // installed) and before `removed_before`: the log keeps removals only as long as a switch may
 // still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -96,8 +97,11 @@ bool EventServer::Answer(Conn& c) {
 void EventServer::LogRequest(std::string_view method, std::string_view path, int status,
                              TimePoint start, const std::string& request_id) {
   double latency_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+  const bool read = method == "GET" || method == "HEAD";
   const bool routine =
-      options_.quiet_reads && (method == "GET" || method == "HEAD") && status < 400;
+      read && status < 400 &&
+      (options_.quiet_reads || std::find(options_.quiet_paths.begin(), options_.quiet_paths.end(),
+                                         path) != options_.quiet_paths.end());
   LogEvent(routine ? "debug" : "info", "request",
            {{"method", method},
             {"path", path},

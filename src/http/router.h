@@ -44,10 +44,19 @@ class Router {
   struct Match {
     const T* target;
     PathParams params;
+    const std::string* pattern;  // the route's pattern as added (a metric's route label)
   };
 
   void Add(std::string method, std::string_view pattern, T target) {
-    routes_.push_back(Route{std::move(method), Split(pattern), std::move(target)});
+    routes_.push_back(
+        Route{std::move(method), Split(pattern), std::move(target), std::string(pattern)});
+  }
+
+  // Each route's (method, pattern), in the order added.
+  std::vector<std::pair<std::string, std::string>> Patterns() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const Route& r : routes_) out.emplace_back(r.method, r.pattern);
+    return out;
   }
 
   // The target for `method` and the percent-encoded `path`, with the path's parameters.
@@ -62,7 +71,7 @@ class Router {
       if (!MatchSegments(r.segments, segments, params, malformed)) continue;
       path_matched = true;
       if (r.method != method) continue;
-      return Match{&r.target, std::move(params)};
+      return Match{&r.target, std::move(params), &r.pattern};
     }
     if (path_matched) return tl::unexpected(RouteMiss{RouteMiss::Kind::kMethodNotAllowed, {}});
     if (!malformed.empty()) {
@@ -76,6 +85,7 @@ class Router {
     std::string method;
     std::vector<std::string> segments;
     T target;
+    std::string pattern;
   };
 
   static std::vector<std::string> Split(std::string_view pattern) {

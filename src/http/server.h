@@ -66,6 +66,9 @@ struct HttpServerOptions {
   // Requests that only read (GET, HEAD) and succeeded (status below 400) are logged at debug
   // instead of info: an agent's server, polled by the control plane all the time, sets it.
   bool quiet_reads = false;
+  // GETs of these paths that succeed are logged at debug too (a server's /metrics, scraped
+  // all the time).
+  std::vector<std::string> quiet_paths;
 };
 
 // Counters since start; thread-safe reads.

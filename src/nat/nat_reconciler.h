@@ -1,101 +1,158 @@
 #pragma once
 
-// Brings the switch agent's NAT table to the datastore's desired state.
+// Brings every switch agent's NAT table to the datastore's desired state.
 //
 // The datastore's nat_entry table is a versioned log (versions assigned in commit order);
-// the switch keeps the generation of the last change it installed. Sync() sends the changes
-// after that generation, in order; the switch never advances past a change it failed to
-// install, so nothing is skipped. Repair() compares the whole tables and replaces the switch's
-// on any difference (drift, a switch restarted with its state lost, a database restored to an
-// earlier version). Sync sends commits as soon as they are visible, possibly before they are
-// durable (holding its lock through a disk sync would serialize every attach behind it); a
-// crash that then undoes them leaves the switch ahead of the datastore. The first Sync after
-// the restart detects that (switch generation above the datastore's) and replaces the table;
-// if newer changes already carried the datastore past the switch's generation, the full
-// comparison of Repair (every 2 s in the background) finds the stale entries instead.
+// each switch keeps the generation of the last change it installed. Sync() sends each switch
+// the changes after its generation, in order; a switch never advances past a change it failed
+// to install, so nothing is skipped. Changes are sent only to the run of the switch agent they
+// were meant for (its boot id): a switch agent that restarted applies none of them, and is
+// reloaded whole instead.
+//
+// A heartbeat per switch (every `heartbeat_ms`, GET /nat/status: its run, generation and table
+// digest) notices a switch agent that restarted, or lost its generation, within one period and
+// reloads its table whole (PUT /nat). At the datastore's version it compares the switch's
+// digest with the desired table's (DesiredNat, kept up to date from the change feed), so drift
+// (an entry lost, added or changed behind the control plane's back) costs a whole-table
+// comparison (Repair) only when the digests differ. A switch ahead of the datastore (a database
+// restored to an earlier version, or a crash that undid commits already sent: Sync sends
+// commits as soon as they are visible, before they are durable) is repaired the same way.
+//
+// Several switches: every one holds every entry. Sync returns once every reachable switch
+// acknowledged; a switch that does not answer (or timed out, below) does not fail it as long
+// as another switch acknowledged, and is brought up to date by its heartbeat when it answers
+// again. A switch that answers but refuses a change fails Sync. Switches may be added and
+// removed while the reconciler runs.
 //
 // A hung switch is called once, not once per caller: after an exchange that timed out (the
-// switch did not answer within the agent timeout), Sync and Repair fail at once with that
+// switch did not answer within the agent timeout), its Sync and Repair fail at once with that
 // error for as long again as the exchange took. So a caller that waited for the lock behind
-// the timed-out exchange (the background sync, say), or the best-effort sync of an undo right
-// after, does not wait out another timeout; an operation against a hung switch answers within
-// about one agent timeout. The background reconciler calls again after the hold-off.
+// the timed-out exchange, or the best-effort sync of an undo right after, does not wait out
+// another timeout; an operation against a hung switch answers within about one agent timeout.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "agents/agents.h"
 #include "common/error.h"
+#include "common/time.h"
 #include "db/datastore.h"
 #include "db/leases.h"
 #include "db/nat.h"
 
 namespace fp::nat {
 
+agents::NatEntry ToEntry(const model::NatEntry& row);
+
+// The desired NAT table's digest (agents::NatEntryHash) at the datastore's version, followed
+// through the change feed: each call reads only the changes since the last. Thread-safe.
+class DesiredNat {
+ public:
+  explicit DesiredNat(db::Datastore& ds) : ds_(ds) {}
+  struct Point {
+    int64_t version = 0;
+    uint64_t digest = 0;
+    int64_t entries = 0;
+  };
+  // Brings the digest to the datastore's current version (the whole table the first time).
+  Result<Point> Current();
+  // Sets it from a whole table read at `version`, unless it is newer already.
+  void Rebase(int64_t version, const std::vector<agents::NatEntry>& entries);
+  // The version of the last Current().
+  int64_t last_version() const { return last_version_.load(); }
+
+ private:
+  db::Datastore& ds_;
+  std::atomic<int64_t> last_version_{0};
+  std::mutex mu_;
+  std::optional<Point> at_;  // guarded by mu_
+};
+
+// What the reconciler knows about one switch (for /metrics).
+struct SwitchNatStatus {
+  std::string address;
+  bool reachable = false;             // its last exchange answered
+  int64_t applied_generation = 0;     // its generation at that exchange
+  Timestamp last_full_reconcile = 0;  // when its table was last found (or made) whole; 0: never
+  int64_t repaired_missing = 0;       // entries a repair or reload installed that it lacked
+  int64_t repaired_extra = 0;         // entries it held that the datastore does not want
+  int64_t repaired_wrong = 0;         // entries it held with another target
+  int64_t reloads = 0;                // whole-table reloads after its agent restarted empty
+  int64_t restarts_seen = 0;          // times its agent's run (boot id) changed
+};
+
+class SwitchReconciler;
+
 class NatReconciler {
  public:
-  NatReconciler(db::Datastore& ds, agents::SwitchAgentClient& switch_agent)
-      : ds_(ds), switch_(switch_agent) {}
-  ~NatReconciler() { StopBackground(); }
+  // With no switch (AddSwitch adds them), or with one not owned (it must outlive this).
+  explicit NatReconciler(db::Datastore& ds);
+  NatReconciler(db::Datastore& ds, agents::SwitchAgentClient& switch_agent);
+  ~NatReconciler();
+  NatReconciler(const NatReconciler&) = delete;
+  NatReconciler& operator=(const NatReconciler&) = delete;
 
-  // Sends the switch every change it lacks. Returns once the switch acknowledged all changes
-  // committed before the call. ServiceUnavailable naming the switch agent if it does not
-  // answer (or timed out within the hold-off above), or refuses a change, or installs only
-  // part of it. Thread-safe (calls are serialized).
+  // Adds a switch (its heartbeat starts at once if the background runs); no effect if one
+  // with the same address is there. Removes the switch at `address`: false if none.
+  void AddSwitch(std::shared_ptr<agents::SwitchAgentClient> client);
+  bool RemoveSwitch(const std::string& address);
+  std::vector<std::string> SwitchAddresses() const;
+
+  // Sends every switch every change it lacks. Returns once every reachable switch
+  // acknowledged all changes committed before the call. ServiceUnavailable naming the switch
+  // agent if one refuses a change or installs only part of it, or if none answers (or each
+  // timed out within the hold-off above); also if there is no switch. Thread-safe (calls are
+  // serialized per switch).
   Status Sync();
-  // Full comparison; replaces the switch's table if it differs. Returns true if it repaired.
-  // Errors as Sync's.
+  // Full comparison on every switch; replaces a switch's table if it differs. Returns true if
+  // it repaired any. Errors: the first switch's that failed.
   Result<bool> Repair();
-  // Deletes removed rows no switch needs any more: removed below both the datastore's version
-  // and the switch's generation, more than kGarbageRetention before `now` (§5.6). Stops at the
-  // first error (an unreachable switch deletes nothing). Returns how many rows it deleted.
-  // Needs no lock against Sync: the switch has installed every removal it deletes, and a switch
-  // that restarts empty needs no removals.
+  // Deletes removed rows no live switch needs any more: removed below the datastore's version
+  // and every answering switch's generation, more than kGarbageRetention before `now` (§5.6).
+  // A switch that does not answer is left out (if it returns behind the rows deleted, its
+  // digest differs and it is repaired); with no switch answering, nothing is deleted and the
+  // error is the first switch's. Returns how many rows it deleted. Needs no lock against Sync.
   Result<int64_t> CollectGarbage(Timestamp now);
   static constexpr Timestamp kGarbageRetention = int64_t{14} * 24 * 3600 * 1000 * 1000;  // 2 weeks
   static constexpr std::chrono::seconds kGarbagePeriod{30};
 
-  // Runs Sync + Repair every `period_ms`, and CollectGarbage every kGarbagePeriod, on a thread
-  // of its own until StopBackground(). With `lease` (several servers on one database), Repair
-  // and CollectGarbage run only while this server holds it; Sync runs on every server (the
-  // switch skips the changes it has, so concurrent Syncs are harmless). StopBackground
-  // releases the lease. `lease` must outlive the reconciler.
-  void StartBackground(int period_ms, db::TaskLeaseKeeper* lease = nullptr);
+  // Runs each switch's heartbeat every `heartbeat_ms` on a thread of its own, and
+  // CollectGarbage every kGarbagePeriod, until StopBackground(). With `lease` (several servers
+  // on one database), reloads, repairs and garbage collection run only while this server
+  // holds it; the heartbeat's Sync runs on every server (the switch skips the changes it has).
+  // StopBackground releases the lease. `lease` must outlive the reconciler.
+  void StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease = nullptr);
   void StopBackground();
 
-  static agents::NatEntry ToEntry(const model::NatEntry& row);
+  // The datastore's NAT version as last read, and each switch's status.
+  int64_t desired_version() const { return desired_.last_version(); }
+  std::vector<SwitchNatStatus> SwitchStatuses() const;
+
+  static agents::NatEntry ToEntry(const model::NatEntry& row) { return nat::ToEntry(row); }
 
  private:
-  Status SyncLocked();          // requires sync_mu_
-  Result<bool> RepairLocked();  // requires sync_mu_
-  // Runs `exchange` (a locked Sync or Repair) unless the switch timed out within the hold-off,
-  // and starts a hold-off if it times out now. Requires sync_mu_.
-  template <typename T, typename Exchange>
-  Result<T> UnlessHung(Exchange exchange);
-
-  // The last exchange's timeout and the end of its hold-off (guarded by sync_mu_); reset by
-  // any exchange that ends otherwise.
-  struct Hung {
-    std::chrono::steady_clock::time_point until;
-    Error error;
-  };
-  std::optional<Hung> hung_;
+  struct Member;
+  std::vector<std::shared_ptr<Member>> Members() const;
+  void StartHeartbeat(Member& m);
+  void RunHeartbeat(Member& m);
 
   db::Datastore& ds_;
-  agents::SwitchAgentClient& switch_;
-  std::mutex sync_mu_;
-  // The switch's generation as of our last successful exchange (guarded by sync_mu_); unknown
-  // after any error, so the next Sync asks the switch first.
-  std::optional<int64_t> known_generation_;
-  db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background thread starts
-  std::mutex bg_mu_;
+  DesiredNat desired_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Member>> members_;  // guarded by mu_
+  bool background_ = false;                       // guarded by mu_
+  int heartbeat_ms_ = 100;                        // guarded by mu_
+  db::TaskLeaseKeeper* lease_ = nullptr;          // set before the background starts
   std::condition_variable bg_cv_;
-  bool bg_stop_ = false;
-  std::thread bg_;
+  bool bg_stop_ = false;  // guarded by mu_
+  std::thread gc_;
 };
 
 }  // namespace fp::nat

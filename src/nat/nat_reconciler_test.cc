@@ -24,15 +24,18 @@
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
+#include "nat/testing/nat_rows.h"
 
 namespace fp::nat {
 namespace {
 
 using db::testing::TempDatastore;
+using testing::AddNatEntry;
 
 // A switch that records what it was sent; the first ApplyChanges can be held until released.
 class FakeSwitch : public agents::SwitchAgentClient {
  public:
+  static constexpr std::string_view kBoot = "fake-boot";
   Result<agents::NatTable> GetNat() override {
     std::lock_guard lock(mu_);
     return agents::NatTable{generation_, {}};
@@ -50,6 +53,16 @@ class FakeSwitch : public agents::SwitchAgentClient {
     }
     for (const auto& c : changes) generation_ = std::max(generation_, c.gen);
     return generation_;
+  }
+  Result<agents::NatApplied> ApplyChangesOn(
+      const std::string& boot_id, const std::vector<agents::NatChange>& changes) override {
+    if (boot_id != kBoot) return agents::NatApplied{generation(), std::string(kBoot), true};
+    int64_t reached = FP_TRY(ApplyChanges(changes));
+    return agents::NatApplied{reached, std::string(kBoot), false};
+  }
+  Result<agents::NatStatus> GetStatus() override {
+    std::lock_guard lock(mu_);
+    return agents::NatStatus{.boot_id = std::string(kBoot), .generation = generation_};
   }
   Result<int64_t> ReplaceAll(const agents::NatTable& table) override {
     std::lock_guard lock(mu_);
@@ -99,23 +112,6 @@ class FakeSwitch : public agents::SwitchAgentClient {
   bool fail_first_ = false;
   std::string address_ = "fake";
 };
-
-// Commits NAT entry 10.0.0.<n> (the next version) as the attach sagas do.
-void AddNatEntry(db::Datastore& ds, int n) {
-  auto added = ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
-    FP_TRY(
-        tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
-    FP_TRY(tx.Exec(
-        "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
-        "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
-        "'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = 'nat_version'), 1)",
-        Uuid::Random(), IpAddr(*IpAddr::Parse(fmt::format("10.0.0.{}", n))),
-        IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
-    return true;
-  });
-  ASSERT_TRUE(added) << added.error().message();
-}
 
 class NatReconcilerTest : public ::testing::Test {
  protected:
@@ -236,17 +232,7 @@ TEST_F(NatReconcilerTest, GarbageCollectionDeletesOnlyOldRemovalsTheSwitchHasIns
 // The reconciler against the simulated switch agent over HTTP.
 class NatReconcilerOnSwitchTest : public ::testing::Test {
  protected:
-  // The table the datastore wants on the switch, at the datastore's NAT version.
-  agents::NatTable Desired() {
-    agents::NatTable t;
-    t.generation = db::NatCurrentVersion(*ds).value();
-    auto rows = db::NatLive(*ds);  // named: a range-for over a temporary's value() dangles
-    for (const auto& row : rows.value()) t.entries.push_back(NatReconciler::ToEntry(row));
-    std::sort(t.entries.begin(), t.entries.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
-    });
-    return t;
-  }
+  agents::NatTable Desired() { return testing::DesiredTable(*ds); }
 
   void Control(const std::string& method, const std::string& path, const std::string& body = {}) {
     auto answer = control->Call(method, path, body);
@@ -325,6 +311,11 @@ class HookedSwitch : public agents::SwitchAgentClient {
   Result<int64_t> ApplyChanges(const std::vector<agents::NatChange>& changes) override {
     return inner_.ApplyChanges(changes);
   }
+  Result<agents::NatApplied> ApplyChangesOn(
+      const std::string& boot_id, const std::vector<agents::NatChange>& changes) override {
+    return inner_.ApplyChangesOn(boot_id, changes);
+  }
+  Result<agents::NatStatus> GetStatus() override { return inner_.GetStatus(); }
   Result<int64_t> ReplaceAll(const agents::NatTable& table) override {
     RunHook();
     return inner_.ReplaceAll(table);
@@ -369,7 +360,9 @@ TEST_F(NatReconcilerOnSwitchTest, ARepairNeverOverwritesAChangeAnotherServerSync
   EXPECT_EQ(held.generation, 3);
   repaired = a.Repair();
   ASSERT_TRUE(repaired) << repaired.error().message();
-  EXPECT_TRUE(*repaired);
+  // B's Sync found the switch agent restarted (another run: its changes were refused) and
+  // reloaded the whole table, B's change included: nothing is left to repair.
+  EXPECT_FALSE(*repaired);
   EXPECT_EQ(sim->Nat(), Desired());
 }
 

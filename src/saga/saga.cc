@@ -93,11 +93,19 @@ Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag,
     SagaLog log;
     log.saga = row;
     Execution run(*this, std::move(log), dag, row);
-    return run.Drive();
+    {
+      std::lock_guard lock(counts_mu_);
+      ++counts_[dag.name].started;
+    }
+    return DriveCounted(run, dag.name);
   }
   if (!FP_TRY(store_.Create(row))) {
     return Fail(Error::Internal(
         fmt::format("saga {} already exists: it cannot be created again", saga_id.ToString())));
+  }
+  {
+    std::lock_guard lock(counts_mu_);
+    ++counts_[dag.name].started;
   }
   return ResumeRunning(saga_id, std::nullopt);
 }
@@ -130,8 +138,39 @@ Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
   }
   Json dag_json = Json::parse(log.saga.dag, nullptr, false);
   SagaDag dag = FP_TRY(SagaDag::FromJson(dag_json));
+  std::string name = dag.name;
   Execution run(*this, std::move(log), std::move(dag));
-  return run.Drive();
+  return DriveCounted(run, name);
+}
+
+Result<SagaOutcome> SagaExecutor::DriveCounted(Execution& run, const std::string& name) {
+  {
+    std::lock_guard lock(counts_mu_);
+    ++counts_[name].in_flight;
+  }
+  Result<SagaOutcome> outcome = run.Drive();
+  std::lock_guard lock(counts_mu_);
+  Counts& c = counts_[name];
+  --c.in_flight;
+  if (outcome) {
+    switch (outcome->kind) {
+      case SagaResultKind::kDone:
+        ++c.done;
+        break;
+      case SagaResultKind::kUnwound:
+        ++c.unwound;
+        break;
+      case SagaResultKind::kStuck:
+        ++c.stuck;
+        break;
+    }
+  }
+  return outcome;
+}
+
+std::map<std::string, SagaExecutor::Counts> SagaExecutor::CountsByName() const {
+  std::lock_guard lock(counts_mu_);
+  return counts_;
 }
 
 Result<std::optional<Error>> SagaExecutor::WhyNotResumable(const Uuid& saga_id) {

@@ -128,7 +128,21 @@ class SagaExecutor {
   // Test seam (see FaultPlan).
   void SetFaultPlanForTest(std::optional<FaultPlan> plan);
 
+  // What this executor did since it was made, by saga name (for /metrics): sagas it created,
+  // sagas it is driving now (new or resumed), and the outcomes of those it drove to rest.
+  struct Counts {
+    int64_t started = 0;
+    int64_t in_flight = 0;
+    int64_t done = 0;
+    int64_t unwound = 0;
+    int64_t stuck = 0;
+  };
+  std::map<std::string, Counts> CountsByName() const;
+
  private:
+  class Execution;
+  // Drives `run` of the saga `name`, counting it in flight and its outcome.
+  Result<SagaOutcome> DriveCounted(Execution& run, const std::string& name);
   Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist);
   // Resume's body; the caller marked the saga running. `generation`: the one the caller owns
   // it in (nullopt: the log's).
@@ -137,7 +151,6 @@ class SagaExecutor {
   // already.
   class RunningGuard;
   Result<std::unique_ptr<RunningGuard>> MarkRunning(const Uuid& saga_id);
-  class Execution;
   std::optional<FaultPlan> FaultsFor(const std::string& saga_name) const;
 
   SagaStore& store_;
@@ -149,6 +162,8 @@ class SagaExecutor {
   std::function<Status()> start_gate_;
   mutable std::mutex running_mu_;
   std::set<Uuid> running_;  // guarded by running_mu_
+  mutable std::mutex counts_mu_;
+  std::map<std::string, Counts> counts_;  // guarded by counts_mu_
 };
 
 }  // namespace fp::saga

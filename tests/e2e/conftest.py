@@ -833,9 +833,10 @@ class Rack:
     """A server driving external simulated agents (one switch agent, N sled agents), so that
     tests can look at what the dataplane really holds."""
 
-    def __init__(self, server, switch, sleds, dataplane_args):
+    def __init__(self, server, switches, sleds, dataplane_args):
         self.server = server
-        self.switch = switch
+        self.switches = list(switches)
+        self.switch = self.switches[0]
         self.sleds = sleds
         self.dataplane_args = list(dataplane_args)
         self.sled_ids = {}      # agent URL -> sled id
@@ -883,7 +884,7 @@ class Rack:
 
     def describe(self):
         """The dataplane's state, for failure messages."""
-        lines = [f"switch {self.switch.url}: {self.switch.nat()}"]
+        lines = [f"switch {switch.url}: {switch.nat()}" for switch in self.switches]
         for agent in self.sleds:
             lines.append(f"sled {self.sled_ids.get(agent.url)} ({agent.url}): "
                          f"{agent.instances()}")
@@ -997,20 +998,22 @@ def start_agent(floatplane_bin, tmp_path):
 @pytest.fixture
 def start_rack(start_agent, start_server):
     """Factory: start_rack(sleds=2, sled_flags=..., server_args=(), env=None,
-    database_url=None) -> Rack: a switch agent, `sleds` sled agents (with `sled_flags`, by
+    database_url=None, switches=1) -> Rack: `switches` switch agents, `sleds` sled agents (with `sled_flags`, by
     default short start and stop delays) and a server on a fresh data dir driving them (on
     `database_url` if given, see start_server). The server stops before the agents at
     teardown."""
     def start(sleds=2, sled_flags=("--start-delay-ms", "150", "--stop-delay-ms", "50"),
-              server_args=(), env=None, database_url=None):
-        switch = start_agent("switch")
+              server_args=(), env=None, database_url=None, switches=1):
+        switch_agents = [start_agent("switch") for _ in range(switches)]
         sled_agents = [start_agent("sled", *sled_flags) for _ in range(sleds)]
-        dataplane_args = ["--switch-agent", switch.url]
+        dataplane_args = []
+        for agent in switch_agents:
+            dataplane_args += ["--switch-agent", agent.url]
         for agent in sled_agents:
             dataplane_args += ["--sled-agent", agent.url]
         server = start_server(extra_args=[*dataplane_args, *server_args], env=env,
                               database_url=database_url)
-        return Rack(server, switch, sled_agents, dataplane_args)
+        return Rack(server, switch_agents, sled_agents, dataplane_args)
 
     return start
 

@@ -44,7 +44,7 @@ def test_config_file_names_the_agents_and_flags_win(start_agent, start_server, t
     server = start_server(extra_args=["--config", str(config), "--switch-agent", from_flag.url])
 
     [record] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
-    assert record["switch_agent"] == from_flag.url, record
+    assert record["switch_agents"] == [from_flag.url], record
     assert record["in_process"] is False and record["sled_agents"] == 2, record
     serials = {s["baseboard"]["serial"]
                for s in expect(server.admin.get("/v1/system/hardware/sleds"), 200)["items"]}

@@ -31,11 +31,21 @@ NatTable SwitchAgentSim::Nat() const {
   return table;
 }
 
+NatStatus SwitchAgentSim::CurrentStatus() const {
+  std::lock_guard lock(mu_);
+  return NatStatus{.boot_id = boot_id_,
+                   .generation = generation_,
+                   .entries = static_cast<int64_t>(entries_.size()),
+                   .digest = digest_};
+}
+
 void SwitchAgentSim::Reset() {
   std::lock_guard lock(mu_);
   if (dataplane_) (void)dataplane_->ReplaceAll({});
   entries_.clear();
   generation_ = 0;
+  digest_ = 0;
+  boot_id_ = Uuid::Random().ToString();
 }
 
 bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
@@ -60,9 +70,15 @@ bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry
 
 SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>& changes,
                                                    std::optional<int64_t> limit,
-                                                   std::string_view limit_reason) {
+                                                   std::string_view limit_reason,
+                                                   const std::optional<std::string>& boot_id) {
   std::lock_guard lock(mu_);
   ApplyOutcome outcome;
+  if (boot_id && *boot_id != boot_id_) {
+    outcome.generation = generation_;
+    outcome.boot_mismatch = true;
+    return outcome;
+  }
   const int64_t generation_before = generation_;
   std::optional<int64_t> first_applied;
   // Each key's entry before this request first touched it: to tell the dataplane what changed,
@@ -131,7 +147,14 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
       outcome.failed_gen = first_applied;
       outcome.message = fmt::format("the dataplane refused the changes from generation {}: {}",
                                     first_applied.value_or(0), applied.error().message());
+      outcome.generation = generation_;
+      return outcome;
     }
+  }
+  for (const auto& [key, old] : before) {
+    if (old) digest_ -= NatEntryHash(*old);
+    auto now = entries_.find(key);
+    if (now != entries_.end()) digest_ += NatEntryHash(now->second);
   }
   outcome.generation = generation_;
   return outcome;
@@ -143,61 +166,77 @@ EndpointRoutes SwitchAgentSim::Routes() {
     return Result<Json>(Nat().ToJson());
   });
 
-  routes.Add("POST", "/nat/changes",
-             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
-               Json body = FP_TRY(ParseBody(request));
-               auto list = body.find("changes");
-               if (list == body.end() || !list->is_array()) {
-                 return Fail(Error::InvalidRequest("field \"changes\": expected an array"));
-               }
-               std::vector<NatChange> changes;
-               for (size_t i = 0; i < list->size(); ++i) {
-                 auto change = NatChange::FromJson((*list)[i]);
-                 if (!change)
-                   return Fail(change.error().WithContext(fmt::format("changes[{}]", i)));
-                 changes.push_back(std::move(*change));
-               }
-               std::optional<int64_t> limit = faults().ApplyFirst(request.method, request.path);
-               ApplyOutcome outcome =
-                   Apply(changes, limit,
-                         fmt::format("injected fault: apply_first {} on \"POST /nat/changes\"",
-                                     limit.value_or(0)));
-               Json answer = {{"generation", outcome.generation}};
-               if (outcome.failed_gen) {
-                 answer["failed_gen"] = *outcome.failed_gen;
-                 answer["message"] = outcome.message;
-               }
-               return answer;
-             });
+  routes.Add("GET", "/nat/status", [this](const http::HttpRequest&, const PathParams&) {
+    return Result<Json>(CurrentStatus().ToJson());
+  });
 
-  routes.Add("PUT", "/nat",
-             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
-               Json body = FP_TRY(ParseBody(request));
-               NatTable table = FP_TRY(NatTable::FromJson(body));
-               std::map<EntryKey, NatEntry> replacement;
-               for (const NatEntry& e : table.entries) {
-                 if (dataplane_) FP_CHECK_OK(dataplane_->Check(e));
-                 if (!Install(replacement, e)) {
-                   return Fail(Error::InsufficientCapacity(
-                       fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
-                 }
-               }
-               std::lock_guard lock(mu_);
-               // A conditional replace: refused if the table moved on since it was read.
-               if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
-                   body["if_generation"].get<int64_t>() != generation_) {
-                 return Json{{"generation", generation_}, {"replaced", false}};
-               }
-               if (dataplane_) {
-                 std::vector<NatEntry> all;
-                 all.reserve(replacement.size());
-                 for (const auto& [key, e] : replacement) all.push_back(e);
-                 FP_CHECK_OK(dataplane_->ReplaceAll(all));
-               }
-               entries_ = std::move(replacement);
-               generation_ = table.generation;
-               return Json{{"generation", generation_}, {"replaced", true}};
-             });
+  routes.Add(
+      "POST", "/nat/changes",
+      [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+        Json body = FP_TRY(ParseBody(request));
+        auto list = body.find("changes");
+        if (list == body.end() || !list->is_array()) {
+          return Fail(Error::InvalidRequest("field \"changes\": expected an array"));
+        }
+        std::vector<NatChange> changes;
+        for (size_t i = 0; i < list->size(); ++i) {
+          auto change = NatChange::FromJson((*list)[i]);
+          if (!change) return Fail(change.error().WithContext(fmt::format("changes[{}]", i)));
+          changes.push_back(std::move(*change));
+        }
+        std::optional<std::string> boot_id;
+        if (auto b = body.find("boot_id"); b != body.end()) {
+          if (!b->is_string()) {
+            return Fail(Error::InvalidRequest("field \"boot_id\": expected a string"));
+          }
+          boot_id = b->get<std::string>();
+        }
+        std::optional<int64_t> limit = faults().ApplyFirst(request.method, request.path);
+        ApplyOutcome outcome =
+            Apply(changes, limit,
+                  fmt::format("injected fault: apply_first {} on \"POST /nat/changes\"",
+                              limit.value_or(0)),
+                  boot_id);
+        Json answer = {{"generation", outcome.generation}, {"boot_id", CurrentStatus().boot_id}};
+        if (outcome.boot_mismatch) answer["boot_mismatch"] = true;
+        if (outcome.failed_gen) {
+          answer["failed_gen"] = *outcome.failed_gen;
+          answer["message"] = outcome.message;
+        }
+        return answer;
+      });
+
+  routes.Add(
+      "PUT", "/nat", [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+        Json body = FP_TRY(ParseBody(request));
+        NatTable table = FP_TRY(NatTable::FromJson(body));
+        std::map<EntryKey, NatEntry> replacement;
+        for (const NatEntry& e : table.entries) {
+          if (dataplane_) FP_CHECK_OK(dataplane_->Check(e));
+          if (!Install(replacement, e)) {
+            return Fail(Error::InsufficientCapacity(
+                fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
+          }
+        }
+        std::lock_guard lock(mu_);
+        // A conditional replace: refused if the table moved on since it was read.
+        if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
+            body["if_generation"].get<int64_t>() != generation_) {
+          return Json{{"generation", generation_}, {"replaced", false}, {"boot_id", boot_id_}};
+        }
+        if (dataplane_) {
+          std::vector<NatEntry> all;
+          all.reserve(replacement.size());
+          for (const auto& [key, e] : replacement) all.push_back(e);
+          FP_CHECK_OK(dataplane_->ReplaceAll(all));
+        }
+        uint64_t digest = 0;
+        for (const auto& [key, e] : replacement) digest += NatEntryHash(e);
+        entries_ = std::move(replacement);
+        generation_ = table.generation;
+        digest_ = digest;
+        return Json{{"generation", generation_}, {"replaced", true}, {"boot_id", boot_id_}};
+      });
   return routes;
 }
 

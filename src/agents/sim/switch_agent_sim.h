@@ -4,7 +4,11 @@
 //
 //   GET  /nat          {"generation": N, "entries": [NatEntry...]}, sorted by external_ip
 //                      then first_port
-//   POST /nat/changes  {"changes": [NatChange...]} → {"generation": N}
+//   GET  /nat/status   NatStatus: {"boot_id", "generation", "entries": N, "digest"} (the
+//                      control plane's heartbeat; the digest is kept as the table changes)
+//   POST /nat/changes  {"changes": [NatChange...], "boot_id": B (optional)}
+//                      → {"generation": N, "boot_id": ...}. With a boot_id that is not this
+//                      run's, applies nothing and adds "boot_mismatch": true. Otherwise
 //                      Applies, in order, each change whose gen is above the generation:
 //                      an addition replaces every entry of the same external_ip whose port
 //                      range overlaps it; a deletion removes the entry with exactly that
@@ -18,7 +22,8 @@
 //                      entries do not fit. Idempotent.
 //
 // plus the fault and reset endpoints of every simulated agent (agent_server.h). A reset
-// empties the table and sets the generation to 0, as a restart of the real agent does.
+// empties the table, sets the generation to 0 and starts a new run (boot_id), as a restart of
+// the real agent does.
 //
 // With a dataplane (NatDataplane: the Linux agent's nftables maps) every change also takes
 // effect there, each request's changes in one step, before the agent answers: an entry the
@@ -58,6 +63,7 @@ class SwitchAgentSim {
 
   // Direct access for tests; thread-safe. The same table GET /nat answers.
   NatTable Nat() const;
+  NatStatus CurrentStatus() const;
   FaultInjector& faults() { return server_->faults(); }
 
  private:
@@ -65,6 +71,7 @@ class SwitchAgentSim {
 
   struct ApplyOutcome {
     int64_t generation = 0;
+    bool boot_mismatch = false;
     std::optional<int64_t> failed_gen;
     std::string message;
   };
@@ -74,8 +81,10 @@ class SwitchAgentSim {
   EndpointRoutes Routes();
   // Applies `changes` in order; with `limit`, only the first `limit` of them (the next one is
   // then reported as failed, with `limit_reason` as the message).
+  // With `boot_id`, nothing is applied unless it names this run.
   ApplyOutcome Apply(const std::vector<NatChange>& changes, std::optional<int64_t> limit = {},
-                     std::string_view limit_reason = {});
+                     std::string_view limit_reason = {},
+                     const std::optional<std::string>& boot_id = std::nullopt);
   // Installs `entry` into `table`, replacing overlapping entries of the same address; false if
   // the table is full.
   // `touch` is called with every key it is about to change, first.
@@ -86,8 +95,10 @@ class SwitchAgentSim {
   const size_t nat_capacity_;
   const std::unique_ptr<NatDataplane> dataplane_;  // may be null; used under mu_
   mutable std::mutex mu_;
-  int64_t generation_ = 0;                // guarded by mu_
-  std::map<EntryKey, NatEntry> entries_;  // guarded by mu_
+  int64_t generation_ = 0;                           // guarded by mu_
+  std::map<EntryKey, NatEntry> entries_;             // guarded by mu_
+  uint64_t digest_ = 0;                              // guarded by mu_: of entries_ (NatEntryHash)
+  std::string boot_id_ = Uuid::Random().ToString();  // guarded by mu_
   std::unique_ptr<AgentServer> server_;
 };
 

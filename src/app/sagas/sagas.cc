@@ -10,6 +10,11 @@
 
 namespace fp::app {
 
+std::vector<std::string> SagaNames() {
+  return {kInstanceCreateSaga, kInstanceStartSaga, kInstanceMigrateSaga,
+          kInstanceDeleteSaga, kIpAttachSaga,      kIpDetachSaga};
+}
+
 void RegisterSagaActions(saga::ActionRegistry& registry, SagaDeps& deps) {
   RegisterInstanceCreateActions(registry);
   RegisterInstanceStartActions(registry, deps);

@@ -14,6 +14,9 @@
 // "<saga>.<node>": both are part of the log's format, as are the parameters' and outputs'
 // JSON keys (app/sagas/json.h). Stop and reboot are no sagas: one call to the sled each.
 
+#include <string>
+#include <vector>
+
 #include "app/dataplane.h"
 #include "saga/saga.h"
 
@@ -40,6 +43,9 @@ struct SagaDeps {
 // lambda in a registration (`.run_in_tx = InTx<Record>`).
 template <auto F>
 inline constexpr auto InTx = [](db::Tx& tx, const saga::ActionContext& ctx) { return F(tx, ctx); };
+
+// The names of every saga above.
+std::vector<std::string> SagaNames();
 
 // Registers the actions of every saga above. Once, at start-up, before the executor runs.
 void RegisterSagaActions(saga::ActionRegistry& registry, SagaDeps& deps);

@@ -82,7 +82,6 @@ class InstanceSagaTest : public ::testing::Test {
 
     switch_sim_ = *agents::sim::SwitchAgentSim::Start({});
     switch_client_ = agents::MakeSwitchAgentClient(switch_sim_->base_url(), 2000);
-    dataplane_.switch_agent = switch_client_.get();
     for (int i = 0; i < 2; ++i) {
       sled_sims_.push_back(*agents::sim::SledAgentSim::Start({}));
       IpAddr underlay(IpVersion::kV6, (uint128{0xfd00} << 112) | uint128(0x101 + i));

@@ -1,0 +1,231 @@
+// The NAT reconciler with several switch agents (issue 15): every switch holds every entry, a
+// switch that does not answer neither fails Sync nor loses entries, a switch agent that
+// restarted empty is noticed by the heartbeat and reloaded, drift is found by digest, garbage
+// collection waits for every switch that answers, and switches come and go at runtime.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/sim/switch_agent_sim.h"
+#include "common/testing/wait_for.h"
+#include "db/nat.h"
+#include "db/testing/temp_datastore.h"
+#include "http/client.h"
+#include "nat/nat_reconciler.h"
+#include "nat/testing/nat_rows.h"
+
+namespace fp::nat {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::AddNatEntry;
+
+class SwitchesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      sims_.push_back(agents::sim::SwitchAgentSim::Start({}).value());
+      nat_.AddSwitch(agents::MakeSwitchAgentClient(sims_.back()->base_url(), 1000));
+    }
+  }
+
+  agents::NatTable Desired() { return testing::DesiredTable(*ds_); }
+
+  void Control(size_t k, const std::string& method, const std::string& path,
+               const std::string& body = {}) {
+    http::HttpClient control("switch agent", sims_[k]->base_url(), milliseconds(2000));
+    auto answer = control.Call(method, path, body);
+    ASSERT_TRUE(answer) << answer.error().message();
+    ASSERT_EQ(answer->status, 200) << answer->body;
+  }
+  // Switch k answers every call 503, as a switch agent that is down.
+  void TakeDown(size_t k) {
+    Control(k, "POST", "/faults", R"({"endpoint": "*", "fail_next": 1000000})");
+  }
+  void BringUp(size_t k) { Control(k, "DELETE", "/faults"); }
+
+  SwitchNatStatus StatusOf(size_t k) {
+    for (const auto& s : nat_.SwitchStatuses()) {
+      if (s.address == sims_[k]->base_url()) return s;
+    }
+    ADD_FAILURE() << "no status for switch " << k;
+    return {};
+  }
+
+  db::testing::TempDatastore ds_;
+  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> sims_;
+  NatReconciler nat_{*ds_};
+};
+
+TEST_F(SwitchesTest, EverySwitchHoldsEveryEntry) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  EXPECT_EQ(sims_[0]->Nat(), Desired());
+  EXPECT_EQ(sims_[1]->Nat(), Desired());
+}
+
+TEST_F(SwitchesTest, ASwitchThatIsDownNeitherFailsSyncNorLosesEntries) {
+  AddNatEntry(*ds_, 1);
+  ASSERT_TRUE(nat_.Sync());
+  TakeDown(1);
+  AddNatEntry(*ds_, 2);
+  Status synced = nat_.Sync();
+  ASSERT_TRUE(synced) << synced.error().message();
+  EXPECT_EQ(sims_[0]->Nat(), Desired());
+  EXPECT_EQ(sims_[1]->Nat().entries.size(), 1u);
+  EXPECT_FALSE(StatusOf(1).reachable);
+
+  // Back up: its heartbeat brings it up to date without any Sync.
+  BringUp(1);
+  nat_.StartBackground(20);
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return sims_[1]->Nat() == Desired(); }));
+  EXPECT_TRUE(StatusOf(1).reachable);
+  nat_.StopBackground();
+}
+
+TEST_F(SwitchesTest, SyncFailsWhenNoSwitchAnswers) {
+  TakeDown(0);
+  TakeDown(1);
+  AddNatEntry(*ds_, 1);
+  Status synced = nat_.Sync();
+  ASSERT_FALSE(synced);
+  EXPECT_EQ(synced.error().kind(), ErrorKind::kServiceUnavailable);
+}
+
+TEST_F(SwitchesTest, ASwitchThatAnswersButRefusesAChangeFailsSync) {
+  AddNatEntry(*ds_, 1);
+  Control(1, "POST", "/faults", R"({"endpoint": "POST /nat/changes", "apply_first": 0})");
+  Status synced = nat_.Sync();
+  ASSERT_FALSE(synced);
+  EXPECT_NE(synced.error().message().find(sims_[1]->base_url()), std::string::npos)
+      << synced.error().message();
+  EXPECT_NE(synced.error().message().find("stopped at NAT generation 0 of 1"), std::string::npos)
+      << synced.error().message();
+}
+
+TEST_F(SwitchesTest, TheHeartbeatReloadsASwitchThatRestartedEmpty) {
+  for (int n = 1; n <= 300; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  nat_.StartBackground(50);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(0).last_full_reconcile != 0; }));
+  Control(0, "POST", "/reset");
+  auto reset_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return sims_[0]->Nat() == Desired(); }));
+  // Within a few heartbeats (generously, for sanitizer builds), not at a periodic comparison.
+  EXPECT_LT(std::chrono::steady_clock::now() - reset_at, milliseconds(1500));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(0).reloads > 0; }));
+  EXPECT_EQ(StatusOf(0).restarts_seen, 1);
+  EXPECT_EQ(StatusOf(0).reloads, 1);
+  EXPECT_EQ(StatusOf(0).repaired_missing, 300);
+  nat_.StopBackground();
+}
+
+// A switch at the datastore's generation whose table differs (an entry lost behind the control
+// plane's back) is found by its digest and repaired.
+TEST_F(SwitchesTest, DriftAtTheSameGenerationIsFoundByDigestAndRepaired) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  agents::NatTable drifted = Desired();
+  drifted.entries.erase(drifted.entries.begin());
+  drifted.entries.back().vni = 99;  // and one retargeted
+  nlohmann::json body = drifted.ToJson();
+  body["if_generation"] = drifted.generation;
+  Control(1, "PUT", "/nat", body.dump());
+  ASSERT_EQ(sims_[1]->Nat().generation, Desired().generation);
+  ASSERT_NE(sims_[1]->CurrentStatus().digest, sims_[0]->CurrentStatus().digest);
+
+  nat_.StartBackground(20);
+  EXPECT_TRUE(fp::testing::WaitFor(
+      [&] { return sims_[1]->Nat() == Desired() && StatusOf(1).repaired_missing > 0; }));
+  EXPECT_EQ(StatusOf(1).repaired_missing, 1);
+  EXPECT_EQ(StatusOf(1).repaired_wrong, 1);
+  EXPECT_EQ(StatusOf(1).repaired_extra, 0);
+  EXPECT_EQ(StatusOf(0).repaired_missing + StatusOf(0).repaired_wrong, 0);
+  nat_.StopBackground();
+}
+
+TEST_F(SwitchesTest, GarbageCollectionWaitsForEverySwitchThatAnswers) {
+  const Timestamp now = int64_t{1'800'000'000} * 1'000'000;
+  const Timestamp old = now - NatReconciler::kGarbageRetention - 1;
+  AddNatEntry(*ds_, 1);  // version 1
+  AddNatEntry(*ds_, 2);  // version 2
+  auto remove = [&](int64_t added) {
+    auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
+      FP_TRY(
+          tx.Exec("UPDATE nat_entry SET version_removed = (SELECT value FROM counter WHERE name = "
+                  "'nat_version'), time_deleted = ? WHERE version_added = ?",
+                  old, added));
+      return true;
+    });
+    ASSERT_TRUE(removed) << removed.error().message();
+  };
+  remove(1);  // version 3
+  ASSERT_TRUE(nat_.Sync());
+  TakeDown(1);
+  remove(2);             // version 4: only switch 0 installs it
+  AddNatEntry(*ds_, 3);  // version 5
+  ASSERT_TRUE(nat_.Sync());
+  // Switch 1 does not answer: it is left out, and switch 0 (at 5) lets both removals go.
+  auto collected = nat_.CollectGarbage(now);
+  ASSERT_TRUE(collected) << collected.error().message();
+  EXPECT_EQ(*collected, 2);
+
+  // Switch 1 comes back at generation 3, holding entry 2 whose removal row is gone: the feed
+  // cannot tell it, but its digest differs at the datastore's version, and it is repaired.
+  BringUp(1);
+  nat_.StartBackground(20);
+  EXPECT_TRUE(fp::testing::WaitFor(
+      [&] { return sims_[1]->Nat() == Desired() && StatusOf(1).repaired_extra > 0; }));
+  EXPECT_EQ(StatusOf(1).repaired_extra, 1);
+  nat_.StopBackground();
+}
+
+TEST_F(SwitchesTest, GarbageCollectionKeepsWhatAnAnsweringSwitchLacks) {
+  const Timestamp now = int64_t{1'800'000'000} * 1'000'000;
+  AddNatEntry(*ds_, 1);
+  auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
+    FP_TRY(
+        tx.Exec("UPDATE nat_entry SET version_removed = 2, time_deleted = ? WHERE version_added "
+                "= 1",
+                now - NatReconciler::kGarbageRetention - 1));
+    return true;
+  });
+  ASSERT_TRUE(removed);
+  AddNatEntry(*ds_, 2);  // version 3
+  ASSERT_TRUE(nat_.Sync());
+  // Switch 1 answers but is behind (generation 1): the removal at 2 stays for it.
+  agents::NatTable behind{1, {}};
+  Control(1, "POST", "/reset");
+  nlohmann::json body = behind.ToJson();
+  Control(1, "PUT", "/nat", body.dump());
+  auto collected = nat_.CollectGarbage(now);
+  ASSERT_TRUE(collected) << collected.error().message();
+  EXPECT_EQ(*collected, 0);
+}
+
+TEST_F(SwitchesTest, ASwitchAddedAtRuntimeIsLoadedAndOneRemovedIsLeftAlone) {
+  for (int n = 1; n <= 5; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  nat_.StartBackground(20);
+  auto third = agents::sim::SwitchAgentSim::Start({}).value();
+  nat_.AddSwitch(agents::MakeSwitchAgentClient(third->base_url(), 1000));
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return third->Nat() == Desired(); }));
+
+  ASSERT_TRUE(nat_.RemoveSwitch(sims_[1]->base_url()));
+  EXPECT_FALSE(nat_.RemoveSwitch(sims_[1]->base_url()));
+  EXPECT_EQ(nat_.SwitchAddresses().size(), 2u);
+  AddNatEntry(*ds_, 6);
+  ASSERT_TRUE(nat_.Sync());
+  EXPECT_EQ(third->Nat(), Desired());
+  EXPECT_EQ(sims_[1]->Nat().entries.size(), 5u);  // no longer sent changes
+  nat_.StopBackground();
+}
+
+}  // namespace
+}  // namespace fp::nat
