@@ -36,6 +36,33 @@ std::string StoreMetrics(const app::StoreCounters& c) {
       c.log_limit_restarts, c.round_trips, c.transaction_retries);
 }
 
+std::string TransactionMetrics(const app::StoreCounters& c) {
+  std::string out;
+  metrics::Render(out, "floatplane_db_transactions_total",
+                  "Write transactions by outcome: committed (and durable), refused inside (a "
+                  "4xx decided there: rolled back, no log write, no sync), failed (the "
+                  "database's errors).",
+                  "counter",
+                  {{{{"outcome", "committed"}}, static_cast<double>(c.durable_commits)},
+                   {{{"outcome", "refused"}}, static_cast<double>(c.refused_writes)},
+                   {{{"outcome", "failed"}}, static_cast<double>(c.failed_writes)}});
+  // A histogram of the writes each SQLite transaction carried (group commit).
+  out +=
+      "# HELP floatplane_db_write_batch_size Write transactions carried by each SQLite "
+      "transaction (concurrent writes share one, and one sync).\n"
+      "# TYPE floatplane_db_write_batch_size histogram\n";
+  int64_t cumulative = 0;
+  for (size_t b = 0; b < c.batch_sizes.size(); ++b) {
+    cumulative += c.batch_sizes[b];
+    std::string le = b + 1 < c.batch_sizes.size() ? std::to_string(int64_t{1} << b) : "+Inf";
+    out += fmt::format("floatplane_db_write_batch_size_bucket{{le=\"{}\"}} {}\n", le, cumulative);
+  }
+  out += fmt::format(
+      "floatplane_db_write_batch_size_sum {}\nfloatplane_db_write_batch_size_count {}\n",
+      c.batched_writes, cumulative);
+  return out;
+}
+
 std::string HistoryMetrics(const app::HistoryCounters& h) {
   return fmt::format(
       "# HELP floatplane_saga_rows Sagas in the datastore, in any state (finished ones are "

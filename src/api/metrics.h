@@ -15,6 +15,8 @@ namespace fp::api {
 
 // The datastore's commit, sync and checkpoint counters.
 std::string StoreMetrics(const app::StoreCounters& c);
+// Write transactions by outcome, and SQLite's batches by size.
+std::string TransactionMetrics(const app::StoreCounters& c);
 // The saga tables' and the database file's size, and what pruning removed.
 std::string HistoryMetrics(const app::HistoryCounters& h);
 // Connection admission counters (HttpServerStats).

@@ -14,7 +14,9 @@ std::optional<HttpResponse> ServeSystem(const HttpRequest& req, const Services& 
   // Prometheus text format; no secrets here, so no token (like ping).
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = StoreMetrics(services.store_stats.Counters());
+  app::StoreCounters counters = services.store_stats.Counters();
+  r.body = StoreMetrics(counters);
+  r.body += TransactionMetrics(counters);
   auto history = services.store_stats.History();
   if (!history) return ErrorResponse(req, history.error());
   r.body += HistoryMetrics(*history);

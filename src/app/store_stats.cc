@@ -1,5 +1,7 @@
 #include "app/store_stats.h"
 
+#include <algorithm>
+
 #include "db/datastore.h"
 #include "db/idempotency.h"
 #include "db/sagas.h"
@@ -7,9 +9,15 @@
 namespace fp::app {
 
 StoreCounters StoreStats::Counters() const {
-  return StoreCounters{ds_.durable_commits(), ds_.log_syncs(),          ds_.sqlite_commits(),
-                       ds_.checkpoints(),     ds_.log_restarts(),       ds_.log_limit_restarts(),
-                       ds_.round_trips(),     ds_.transaction_retries()};
+  StoreCounters c{ds_.durable_commits(), ds_.log_syncs(),          ds_.sqlite_commits(),
+                  ds_.checkpoints(),     ds_.log_restarts(),       ds_.log_limit_restarts(),
+                  ds_.round_trips(),     ds_.transaction_retries()};
+  c.refused_writes = ds_.refused_writes();
+  c.failed_writes = ds_.failed_writes();
+  db::EngineStats engine = ds_.engine_stats();
+  std::copy(engine.batch_sizes.begin(), engine.batch_sizes.end(), c.batch_sizes.begin());
+  c.batched_writes = engine.batched_writes;
+  return c;
 }
 
 Result<HistoryCounters> StoreStats::History() const {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "common/error.h"
@@ -20,6 +21,11 @@ struct StoreCounters {
   int64_t log_limit_restarts = 0;   // of those, the ones made with writes waiting at the limit
   int64_t round_trips = 0;          // exchanges with the database server (PostgreSQL)
   int64_t transaction_retries = 0;  // transactions run again after a conflict (PostgreSQL)
+  int64_t refused_writes = 0;       // write transactions refused inside (4xx): no sync
+  int64_t failed_writes = 0;        // write transactions that failed otherwise
+  // SQLite transactions by writes carried: 1, 2, 3-4, ..., 65-128, more.
+  std::array<int64_t, 9> batch_sizes{};
+  int64_t batched_writes = 0;
 };
 
 // What the bounded history holds and removed, and the files' sizes.

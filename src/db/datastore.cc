@@ -91,6 +91,7 @@ Status Datastore::RunScopedWrite(const std::function<Status(Tx&)>& body,
     return scope ? scope->RecordIn(tx, result ? result() : nullptr, type) : Ok();
   });
   if (scope) scope->Settle(static_cast<bool>(done));
+  if (!done) (done.error().HttpStatus() < 500 ? refused_writes_ : failed_writes_).fetch_add(1);
   return done;
 }
 

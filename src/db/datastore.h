@@ -214,6 +214,11 @@ class Datastore {
   // Transactions run again, whole, after a serialization failure or a lost connection
   // (PostgreSQL; SQLite's engine never runs a body twice).
   int64_t transaction_retries() const { return engine_->stats().retries; }
+  // Write transactions whose body refused (a 4xx decided inside: rolled back, no sync), and
+  // those that failed otherwise (the database's errors, 5xx), since open.
+  int64_t refused_writes() const { return refused_writes_.load(); }
+  int64_t failed_writes() const { return failed_writes_.load(); }
+  EngineStats engine_stats() const { return engine_->stats(); }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
@@ -249,6 +254,8 @@ class Datastore {
   std::string path_;
   std::shared_ptr<const Clock> clock_;
   SyncPoints sync_points_;
+  std::atomic<int64_t> refused_writes_{0};
+  std::atomic<int64_t> failed_writes_{0};
   std::unique_ptr<Engine> engine_;  // group commit, checkpoints and readers: sqlite/engine.h
 };
 

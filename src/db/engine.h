@@ -11,6 +11,7 @@
 // every commit the read could have seen is durable, or a crash could undo what it acted on.
 // An engine whose COMMIT is durable when it returns (PostgreSQL's) reports 0 and never waits.
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -34,6 +35,11 @@ struct EngineStats {
   int open_readers = 0;            // read connections open now
   int64_t round_trips = 0;         // exchanges with a database server (none for SQLite)
   int64_t retries = 0;             // transactions run again after a conflict or a lost connection
+  // Engine transactions by the writes they carried: 1, 2, 3-4, 5-8, ..., 65-128, more
+  // (SQLite's group commit; PostgreSQL runs each write alone and leaves them 0).
+  static constexpr int kBatchBuckets = 9;
+  std::array<int64_t, kBatchBuckets> batch_sizes{};
+  int64_t batched_writes = 0;  // the writes those transactions carried
 };
 
 class Engine {

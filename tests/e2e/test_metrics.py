@@ -107,6 +107,17 @@ def test_metrics_move_with_what_happens(start_rack):
                  route="/v1/floating-ips/{floating_ip}/attach", status="202") == 1
     assert not [k for k in after if k[0] == "floatplane_http_requests_total"
                 and fip["id"] in dict(k[1])["route"]]
+    # Write transactions: a create refused inside its transaction (the name is in use) counts
+    # as refused (that it costs no sync is db/sqlite's ARefusedWriteCostsNoSync: here the
+    # server's lease renewals may sync meanwhile).
+    refused = value(after, "floatplane_db_transactions_total", outcome="refused")
+    again = admin.post("/v1/floating-ips", {"name": "fip-1", "description": "taken"},
+                       params={"project": PROJECT})
+    assert again.status == 400, again.body
+    now = scrape(rack.server)
+    assert value(now, "floatplane_db_transactions_total", outcome="refused") == refused + 1
+    assert value(now, "floatplane_db_transactions_total", outcome="committed") > 0
+    assert value(now, "floatplane_db_write_batch_size_count") > 0
     # Sagas.
     for saga in ("instance_create", "instance_start", "ip_attach"):
         assert value(after, "floatplane_sagas_started_total", saga=saga) == 1, saga

@@ -52,6 +52,8 @@ EngineStats SqliteEngine::stats() const {
   s.log_restarts = checkpointer_->log_restarts();
   s.log_limit_restarts = checkpointer_->log_limit_restarts();
   s.open_readers = readers_.open_readers();
+  for (size_t b = 0; b < batch_sizes_.size(); ++b) s.batch_sizes[b] = batch_sizes_[b].load();
+  s.batched_writes = batched_writes_.load();
   return s;
 }
 
@@ -256,6 +258,10 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   for (QueuedWrite* w : batch) w->seq = seq;
   durable_commits_.fetch_add(committed);
   sqlite_commits_.fetch_add(1);
+  size_t bucket = 0;
+  while (bucket + 1 < batch_sizes_.size() && (size_t{1} << bucket) < batch.size()) ++bucket;
+  batch_sizes_[bucket].fetch_add(1);
+  batched_writes_.fetch_add(static_cast<int64_t>(batch.size()));
   bool waiters = false;
   {
     std::lock_guard lock(durable_mu_);

@@ -5,6 +5,7 @@
 // the log (group commit), read by a pool of connections (sqlite/reader_pool.h), its log kept
 // bounded by a checkpointer (sqlite/checkpointer.h).
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -63,6 +64,8 @@ class SqliteEngine final : public Engine {
   bool writing_ = false;                      // a batch is running; guarded by queue_mu_
   std::unique_ptr<SqliteConnection> writer_;  // used only by the thread running a batch
   std::atomic<int64_t> sqlite_commits_{0};
+  std::array<std::atomic<int64_t>, EngineStats::kBatchBuckets> batch_sizes_{};
+  std::atomic<int64_t> batched_writes_{0};
   std::atomic<int64_t> durable_commits_{0};
   // Group commit. A write transaction takes a number before its COMMIT (commit_begun_) and
   // publishes it after (commit_done_); durable_ is the highest number known to be on disk.

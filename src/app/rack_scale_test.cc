@@ -1,0 +1,72 @@
+// The rack at a size that fits CI (issue 15): 2,000 instances on 8 sleds, 20,000 NAT entries
+// on two switches; mid-run one switch agent restarts empty and one sled agent restarts (losing
+// its VMs). The datastore, both switches and every sled end up equal, through the switches'
+// heartbeats and the sleds' reports alone.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "app/testing/rack_world.h"
+#include "http/client.h"
+
+namespace fp::app {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::RackWorld;
+
+constexpr int kInstances = 2000;
+constexpr int kExtraNat = 18000;  // with the instances' SNAT entries: 20,000
+
+void Reset(const std::string& base_url) {
+  http::HttpClient control("agent", base_url, milliseconds(5000));
+  auto answer = control.Call("POST", "/reset");
+  ASSERT_TRUE(answer) << answer.error().message();
+  ASSERT_EQ(answer->status, 200) << answer->body;
+}
+
+TEST(RackScaleTest, AfterASwitchAndASledRestartMidRunEverythingEndsEqual) {
+  RackWorld rack({.sleds = 8,
+                  .switches = 2,
+                  .heartbeat_ms = 100,
+                  .watch = {.full_period = std::chrono::seconds(2)}});
+  ASSERT_TRUE(rack.AddNatRows(kExtraNat));
+  rack.StartBackground();
+  // Half-way through the creates, a switch agent and a sled agent restart empty.
+  auto created = rack.CreateInstances(kInstances, 4, [&](int k) {
+    if (k == kInstances / 2) {
+      Reset(rack.switch_sims[1]->base_url());
+      Reset(rack.sled_sims[3]->base_url());
+    }
+  });
+  ASSERT_TRUE(created) << created.error().message();
+  EXPECT_EQ(*created, kInstances);
+
+  // Compared every 200 ms: each comparison reads the whole NAT table.
+  std::optional<std::string> last = rack.Disagreement();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (last && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(200));
+    last = rack.Disagreement();
+  }
+  ASSERT_FALSE(last) << *last;
+
+  // The restarts were noticed as such: the switch reloaded, the sled compared in full.
+  auto switches = rack.nat().SwitchStatuses();
+  EXPECT_GE(switches[1].restarts_seen, 1);
+  EXPECT_GE(switches[1].reloads, 1);
+  EXPECT_EQ(switches[0].restarts_seen, 0);
+  int64_t sled_restarts = 0;
+  for (const auto& s : rack.watcher->SledStatuses()) {
+    if (s.sled_id == rack.sled_ids[3]) sled_restarts = s.restarts_seen;
+  }
+  EXPECT_EQ(sled_restarts, 1);
+  // 20,000 entries on each switch.
+  EXPECT_GE(rack.switch_sims[0]->Nat().entries.size(), 19000u);
+  rack.StopBackground();
+}
+
+}  // namespace
+}  // namespace fp::app
