@@ -546,6 +546,7 @@ class HttpSledAgentClient final : public SledAgentClient {
 
   Result<SledReport> Changes(const std::string& boot_id, int64_t since,
                              std::chrono::milliseconds wait) override {
+    wait = std::min(wait, kMaxWait);
     std::string target = fmt::format("/changes?since={}&wait_ms={}", since, wait.count());
     // Boot ids are UUIDs; anything else asks for the whole list.
     bool plain = std::all_of(boot_id.begin(), boot_id.end(), [](char c) {
@@ -555,13 +556,16 @@ class HttpSledAgentClient final : public SledAgentClient {
     std::shared_ptr<HttpClient> http;
     {
       std::lock_guard lock(report_mu_);
-      if (!report_http_ || report_wait_ != wait) {
-        if (reports_abandoned_)
-          return Fail(
-              Error::Unavailable(fmt::format("{}: the call was abandoned", http_.description())));
+      if (reports_abandoned_) {
+        return Fail(
+            Error::Unavailable(fmt::format("{}: the call was abandoned", http_.description())));
+      }
+      if (!report_http_) {
+        // One client whose deadline covers the longest wait a sled grants, whatever this
+        // call's wait (a client per wait would cost a connection per call): a sled that
+        // accepts and never answers holds a report call that long.
         report_http_ =
-            std::make_shared<HttpClient>("sled agent", http_.base_url(), timeout_ + wait);
-        report_wait_ = wait;
+            std::make_shared<HttpClient>("sled agent", http_.base_url(), timeout_ + kMaxWait);
       }
       http = report_http_;
     }
@@ -598,9 +602,9 @@ class HttpSledAgentClient final : public SledAgentClient {
   const std::chrono::milliseconds timeout_;
   // Report calls have a client of their own, whose deadline covers the wait.
   std::mutex report_mu_;
-  std::shared_ptr<HttpClient> report_http_;   // guarded by report_mu_
-  std::chrono::milliseconds report_wait_{0};  // guarded by report_mu_
-  bool reports_abandoned_ = false;            // guarded by report_mu_
+  static constexpr std::chrono::milliseconds kMaxWait{30'000};  // the sled's own cap
+  std::shared_ptr<HttpClient> report_http_;                     // guarded by report_mu_
+  bool reports_abandoned_ = false;                              // guarded by report_mu_
 };
 
 }  // namespace

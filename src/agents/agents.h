@@ -201,8 +201,8 @@ class SledAgentClient {
   // GET /instances.
   virtual Result<std::vector<SledInstance>> List() = 0;
   // GET /changes: the changes after `since` of the run `boot_id` (empty: the whole list), the
-  // sled waiting up to `wait` for one when there is none yet. The call's deadline is `wait`
-  // plus the client's timeout.
+  // sled waiting up to `wait` (at most 30 s) for one when there is none yet. The call's
+  // deadline is 30 s plus the client's timeout, whatever `wait`.
   virtual Result<SledReport> Changes(const std::string& boot_id, int64_t since,
                                      std::chrono::milliseconds wait) = 0;
   // Ends a Changes call in progress at once (it fails), and fails every later one: for a

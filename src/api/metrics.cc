@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+
 namespace fp::api {
 
 std::string StoreMetrics(const app::StoreCounters& c) {
@@ -116,7 +119,12 @@ HttpMetrics::HttpMetrics(const std::vector<std::pair<std::string, std::string>>&
 
 void HttpMetrics::Record(std::string_view method, std::string_view route, int status,
                          double seconds) {
-  std::string m(method), r(route);
+  // A method is the client's text: any but the known ones is "OTHER", so that the label set
+  // stays bounded whatever clients send.
+  static constexpr std::string_view kKnown[] = {"GET",    "HEAD",    "POST", "PUT",
+                                                "DELETE", "OPTIONS", "PATCH"};
+  bool known = std::find(std::begin(kKnown), std::end(kKnown), method) != std::end(kKnown);
+  std::string m(known ? method : "OTHER"), r(route);
   requests_.Add({m, r, std::to_string(status)});
   duration_.Observe({m, r}, seconds);
 }

@@ -13,9 +13,15 @@
 
 namespace fp::app {
 
+namespace {
+// Removals and listings that failed on this thread: a sled's thread that sees it grow during a
+// pass compares that sled again soon rather than a full period later.
+thread_local int64_t tl_failures = 0;
+}  // namespace
+
 void SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
                                 const std::string& run_state) {
-  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state);
+  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance);
   if (!recorded) {
     LogEvent("warn", "could not record run state",
              {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
@@ -28,6 +34,7 @@ void SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAge
   auto sled_id = instance.sled_id;
   if (!sled_id) return;
   if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
+    ++tl_failures;
     LogEvent("warn", "sled unregister after stop failed; the reaper retries",
              {{"instance", instance.id.ToString()},
               {"sled_agent", sled.address()},
@@ -78,6 +85,7 @@ void SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sle
               {"state", agents::ToString(vm.state)},
               {"sled_agent", sled.address()}});
   } else {
+    ++tl_failures;
     LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
              {{"instance", vm.id.ToString()},
               {"sled_agent", sled.address()},
@@ -116,7 +124,7 @@ void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClien
     SettleStopped(i, sled, state);
     return;
   }
-  if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state);
+  if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state, &i);
   if (state == "running") ReconcilePort(ds_, i, sled, *vm);
 }
 
@@ -125,7 +133,10 @@ void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) 
   auto instances = db::InstancesOnSled(ds_, sled_id);
   if (!instances) return;
   auto vms = sled.List();
-  if (!vms) return;
+  if (!vms) {
+    ++tl_failures;
+    return;
+  }
   std::map<Uuid, const agents::SledInstance*> on_sled;
   for (const agents::SledInstance& vm : *vms) on_sled.emplace(vm.id, &vm);
   std::set<Uuid> placed;
@@ -180,6 +191,18 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   std::string boot;   // the run of the sled's agent the feed follows; empty: none yet
   int64_t since = 0;  // the last generation of that run applied
   auto next_full = Clock::now();
+  // After a pass where something failed (a removal the sled refused), the next comes after
+  // this, doubling up to the full period; after a clean pass, a full period later.
+  auto retry = options_.retry;
+  auto schedule = [&](int64_t failures_before) {
+    if (tl_failures == failures_before) {
+      retry = options_.retry;
+      next_full = Clock::now() + options_.full_period;
+    } else {
+      next_full = Clock::now() + retry;
+      retry = std::min(retry * 2, options_.full_period);
+    }
+  };
   auto set_status = [&](bool reachable, bool reported) {
     std::lock_guard lock(mu_);
     SledWatchStatus& s = status_[index];
@@ -200,8 +223,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       continue;
     }
     if (Clock::now() >= next_full) {
+      int64_t failures = tl_failures;
       WatchSled(sled_id, sled);
-      next_full = Clock::now() + options_.full_period;
+      schedule(failures);
     }
     auto wait = std::min(options_.report_wait,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -234,10 +258,13 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
       // Judged as a full comparison does (the datastore read first): the report's list is older
       // than a read made now.
+      int64_t failures = tl_failures;
       WatchSled(sled_id, sled);
-      next_full = Clock::now() + options_.full_period;
+      schedule(failures);
     } else {
+      int64_t failures = tl_failures;
       ApplyReport(sled_id, sled, *report);
+      if (tl_failures != failures) schedule(failures);
     }
     boot = report->boot_id;
     since = report->generation;

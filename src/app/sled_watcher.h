@@ -42,9 +42,11 @@ namespace fp::app {
 struct SledWatchOptions {
   // Between two full comparisons of one sled.
   std::chrono::milliseconds full_period{5000};
-  // The longest a report call waits for a change (the sled caps it at 30 s).
+  // The longest a report call waits for a change (the sled caps it at 30 s); shorter when a
+  // comparison is due sooner.
   std::chrono::milliseconds report_wait{10'000};
-  // After a report call failed (the sled down), before the next one.
+  // After a report call failed (the sled down), before the next one; and after a pass in
+  // which a removal failed, before the sled is compared again (doubling up to full_period).
   std::chrono::milliseconds retry{200};
 };
 

@@ -181,6 +181,26 @@ TEST_F(SledReportsTest, ASledThatRestartedEmptyIsComparedInFull) {
   watcher_->Stop();
 }
 
+// A judgement made on a row read before the instance was stopped and started again (a full
+// comparison works through a sled's instances one by one) must not undo the new start.
+TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
+  model::Instance stale = Running("vm");
+  ASSERT_TRUE(instances_->Stop(actor_, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    watcher_->WatchOnce();
+    return RunState(stale.id) == "stopped";
+  }));
+  ASSERT_TRUE(instances_->Start(actor_, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    watcher_->WatchOnce();
+    return RunState(stale.id) == "running";
+  }));
+  auto recorded = db::InstanceRecordRunState(*ds, stale.id, "failed", &stale);
+  ASSERT_TRUE(recorded) << recorded.error().message();
+  EXPECT_EQ(recorded->run_state, "running");
+  EXPECT_EQ(RunState(stale.id), "running");
+}
+
 TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
   watcher_->Start(ReportsOnly());
   ASSERT_TRUE(fp::testing::WaitFor([&] {

@@ -339,11 +339,15 @@ Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::s
   });
 }
 
-Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
-                                        const std::string& run_state) {
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+                                        const Instance* judged_on) {
   return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
     if (i.state != InstanceState::kVmm || i.migration_id) return i;  // sagas own these moves
+    if (judged_on && (i.sled_id != judged_on->sled_id || i.run_state != judged_on->run_state ||
+                      i.start_saga_id != judged_on->start_saga_id)) {
+      return i;  // moved on since the caller read it: its next look judges again
+    }
     if (run_state == "stopped" || run_state == "failed") {
       FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
       FP_TRY(tx.Exec(

@@ -59,9 +59,11 @@ Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_i
 // Undo of start: back to no_vmm (stopped) if still placed on `sled_id`.
 Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
 // Sets the run state the sled reported; leaving the sled (stopped) moves vmm -> no_vmm and
-// removes the instance's NAT rows. Returns the instance as updated.
-Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id,
-                                        const std::string& run_state);
+// removes the instance's NAT rows. With `judged_on` (the row the caller's decision was made on),
+// nothing changes if the instance moved on since (another sled, run state or start): a stale
+// judgement never undoes a newer start. Returns the instance as it is now.
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+                                        const Instance* judged_on = nullptr);
 // Sets the run state of an instance that has a VMM (stopping, rebooting, starting); no change
 // for an instance without one.
 Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state);

@@ -46,9 +46,14 @@ Result<DesiredNat::Point> DesiredNat::Current() {
   for (;;) {
     db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at_->version, kDigestBatch));
     for (const auto& c : feed.changes) {
-      uint64_t h = agents::NatEntryHash(ToEntry(c.row));
-      at_->digest += c.deleted ? -h : h;
-      at_->entries += c.deleted ? -1 : 1;
+      // The feed lists a row's addition only while the row is live: a row added and removed
+      // after our position shows only its removal, and was never counted.
+      bool counted = !c.deleted || c.row.version_added <= at_->version;
+      if (counted) {
+        uint64_t h = agents::NatEntryHash(ToEntry(c.row));
+        at_->digest += c.deleted ? -h : h;
+        at_->entries += c.deleted ? -1 : 1;
+      }
       at_->version = c.version;
     }
     if (feed.changes.empty() || at_->version >= feed.current_version) {
@@ -61,7 +66,7 @@ Result<DesiredNat::Point> DesiredNat::Current() {
 
 void DesiredNat::Rebase(int64_t version, const std::vector<agents::NatEntry>& entries) {
   std::lock_guard lock(mu_);
-  if (at_ && at_->version >= version) return;
+  if (at_ && at_->version > version) return;
   Point p{.version = version, .entries = static_cast<int64_t>(entries.size())};
   for (const auto& e : entries) p.digest += agents::NatEntryHash(e);
   at_ = p;
@@ -82,7 +87,9 @@ class SwitchReconciler {
     std::lock_guard lock(sync_mu_);
     refused_ = false;
     Status s = UnlessHung<void>([&] { return SyncLocked(); });
-    unreachable = !s && !refused_;
+    // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
+    // answer that refuses a change, a conflicting table, or anything else fails Sync.
+    unreachable = !s && !refused_ && s.error().kind() == ErrorKind::kServiceUnavailable;
     return s;
   }
 
@@ -112,7 +119,15 @@ class SwitchReconciler {
         if (!lead) return Ok();
         return Reload(at, restarted);
       }
-      if (at.generation < desired.version) return SyncLocked();
+      if (at.generation < desired.version) {
+        FP_CHECK_OK(SyncLocked());
+        // Brought to the datastore's version: compared at the next heartbeat.
+        if (!known_generation_ || *known_generation_ >= desired.version) return Ok();
+        // Still below: the feed has nothing after the switch's generation (its last changes
+        // were removals already collected), so its table is to be the desired one as it is.
+        at = FP_TRY(Ask());
+        at.generation = std::max(at.generation, desired.version);
+      }
       if (at.generation == desired.version && at.digest == desired.digest) {
         std::lock_guard s(status_mu_);
         status_.last_full_reconcile = ds_.clock().Now();
@@ -208,15 +223,19 @@ class SwitchReconciler {
                applied ? nullptr : &applied.error());
       if (!applied) return Fail(applied.error());
       if (applied->boot_mismatch) {
-        // The agent restarted since it was last asked: its table lacks what came before these
-        // changes. Reload it whole.
-        {
-          std::lock_guard s(status_mu_);
-          ++status_.restarts_seen;
-        }
+        // Another run of the agent than the one last asked: it restarted (its table lacks what
+        // came before these changes: reload it whole), or a repair lowered its generation
+        // (go on from where it is).
         known_boot_.reset();
         agents::NatStatus now = FP_TRY(Ask());
-        return Reload(now, true);
+        if (now.generation == 0 && desired > 0) {
+          {
+            std::lock_guard s(status_mu_);
+            ++status_.restarts_seen;
+          }
+          return Reload(now, true);
+        }
+        return SyncLocked();
       }
       if (applied->generation < batch.back().gen) {
         refused_ = true;
@@ -239,18 +258,19 @@ class SwitchReconciler {
     desired_.Rebase(snapshot.version, desired);
     const int64_t entries = static_cast<int64_t>(desired.size());
     auto replaced = FP_TRY(client_->ReplaceAllIf(
-        agents::NatTable{std::max(snapshot.version, at.generation), std::move(desired)},
-        at.generation));
+        agents::NatTable{snapshot.version, std::move(desired)}, at.generation));
     if (!replaced) {
       known_boot_.reset();
       known_generation_.reset();
+      refused_ = true;
       return Fail(Error::Unavailable(fmt::format(
           "switch agent at {}: its NAT table changed during the reload; the next heartbeat "
           "looks again",
           client_->address())));
     }
-    known_boot_ = at.boot_id;
-    known_generation_ = *replaced;
+    // Asked again before the next change (a lowered generation starts a new run).
+    known_boot_.reset();
+    known_generation_.reset();
     Answered(*replaced, nullptr);
     {
       std::lock_guard s(status_mu_);
@@ -310,17 +330,22 @@ class SwitchReconciler {
     // Only over the table just compared: another server's Sync may have sent a newer change
     // since, which this replacement would take away; the next pass compares again.
     const size_t desired_entries = desired.size();
-    auto replaced = FP_TRY(client_->ReplaceAllIf(
-        agents::NatTable{std::max(version, installed.generation), std::move(desired)},
-        installed.generation));
+    // Labelled with the datastore's version even when the switch was ahead (a crash undid
+    // commits already sent): the agent then starts a new run (boot id), so every server's
+    // next change is refused until it asks where the switch is, and none is skipped as
+    // already installed.
+    auto replaced = FP_TRY(
+        client_->ReplaceAllIf(agents::NatTable{version, std::move(desired)}, installed.generation));
     if (!replaced) {
+      refused_ = true;
       return Fail(Error::Unavailable(fmt::format(
           "switch agent at {}: its NAT table changed during the repair; the next pass compares "
           "again",
           client_->address())));
     }
-    known_boot_ = before.boot_id;
-    known_generation_ = *replaced;
+    // Asked again before the next change: a lowered generation started a new run.
+    known_boot_.reset();
+    known_generation_.reset();
     Answered(*replaced, nullptr);
     {
       std::lock_guard s(status_mu_);
@@ -367,6 +392,7 @@ class SwitchReconciler {
 struct NatReconciler::Member {
   std::shared_ptr<SwitchReconciler> reconciler;
   std::thread heartbeat;
+  std::once_flag joined;  // RemoveSwitch and StopBackground may both join it
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;  // guarded by mu
@@ -410,7 +436,9 @@ bool NatReconciler::RemoveSwitch(const std::string& address) {
     removed->stop = true;
   }
   removed->cv.notify_all();
-  if (removed->heartbeat.joinable()) removed->heartbeat.join();
+  std::call_once(removed->joined, [&] {
+    if (removed->heartbeat.joinable()) removed->heartbeat.join();
+  });
   return true;
 }
 
@@ -563,7 +591,9 @@ void NatReconciler::StopBackground() {
       m->stop = true;
     }
     m->cv.notify_all();
-    if (m->heartbeat.joinable()) m->heartbeat.join();
+    std::call_once(m->joined, [&] {
+      if (m->heartbeat.joinable()) m->heartbeat.join();
+    });
   }
   if (gc_.joinable()) gc_.join();
   if (lease_) lease_->Release();

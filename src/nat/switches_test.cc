@@ -148,6 +148,53 @@ TEST_F(SwitchesTest, DriftAtTheSameGenerationIsFoundByDigestAndRepaired) {
   nat_.StopBackground();
 }
 
+// A row added and removed between two reads shows in the feed only as its removal: the digest
+// followed through the feed stays the whole table's.
+TEST_F(SwitchesTest, TheDesiredDigestFollowsARowAddedAndRemovedBetweenTwoReads) {
+  AddNatEntry(*ds_, 1);
+  DesiredNat desired(*ds_);
+  ASSERT_TRUE(desired.Current());
+  AddNatEntry(*ds_, 2);  // version 2, removed at 3 before the next read
+  auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
+    FP_TRY(tx.Exec(
+        "UPDATE nat_entry SET version_removed = 3, time_deleted = 1 WHERE version_added = 2"));
+    return true;
+  });
+  ASSERT_TRUE(removed);
+  AddNatEntry(*ds_, 3);  // version 4
+  auto followed = desired.Current();
+  ASSERT_TRUE(followed) << followed.error().message();
+  DesiredNat fresh(*ds_);
+  auto whole = fresh.Current();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(followed->version, 4);
+  EXPECT_EQ(followed->entries, 2);
+  EXPECT_EQ(followed->digest, whole->digest);
+}
+
+// A crash undid a commit the switches already had: they are ahead of the datastore. Their
+// tables are put back at the datastore's version (not left labelled with their own), so the
+// next commit, which takes the version again, is installed rather than skipped as installed.
+TEST_F(SwitchesTest, ASwitchAheadOfTheDatastoreIsPutBackAndTakesTheNextCommit) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  auto undone = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("DELETE FROM nat_entry WHERE version_added = 3"));
+    FP_TRY(tx.Exec("UPDATE counter SET value = 2 WHERE name = 'nat_version'"));
+    return true;
+  });
+  ASSERT_TRUE(undone);
+  nat_.StartBackground(20);
+  ASSERT_TRUE(fp::testing::WaitFor(
+      [&] { return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired(); }));
+  AddNatEntry(*ds_, 4);  // version 3 again, another entry
+  ASSERT_TRUE(nat_.Sync());
+  EXPECT_EQ(sims_[0]->Nat(), Desired());
+  EXPECT_EQ(sims_[1]->Nat(), Desired());
+  nat_.StopBackground();
+}
+
 TEST_F(SwitchesTest, GarbageCollectionWaitsForEverySwitchThatAnswers) {
   const Timestamp now = int64_t{1'800'000'000} * 1'000'000;
   const Timestamp old = now - NatReconciler::kGarbageRetention - 1;

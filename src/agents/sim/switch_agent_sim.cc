@@ -232,6 +232,10 @@ EndpointRoutes SwitchAgentSim::Routes() {
         }
         uint64_t digest = 0;
         for (const auto& [key, e] : replacement) digest += NatEntryHash(e);
+        // A lower generation (the control plane took back changes a crash undid) starts a new
+        // run: changes meant for the old one, at generations this table no longer has, are
+        // refused rather than skipped as installed.
+        if (table.generation < generation_) boot_id_ = Uuid::Random().ToString();
         entries_ = std::move(replacement);
         generation_ = table.generation;
         digest_ = digest;

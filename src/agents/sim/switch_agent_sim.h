@@ -19,7 +19,8 @@
 //                      `apply_first` fault makes it stop the same way after K changes.)
 //   PUT  /nat          {"generation": G, "entries": [...]} → {"generation": G}
 //                      Replaces the whole table (a full resync); 507 and no change if the
-//                      entries do not fit. Idempotent.
+//                      entries do not fit. Idempotent. A G below the generation starts a new
+//                      run (boot_id), as a restart would, without losing the table.
 //
 // plus the fault and reset endpoints of every simulated agent (agent_server.h). A reset
 // empties the table, sets the generation to 0 and starts a new run (boot_id), as a restart of

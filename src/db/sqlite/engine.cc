@@ -125,6 +125,7 @@ struct SqliteEngine::QueuedWrite {
   const std::function<Status(Connection&)>* body;
   Status result = Ok();
   int64_t seq = 0;               // the commit number of the batch that ran it
+  bool numbered = false;         // seq is set (0 is a number: no commit before)
   State state = State::kQueued;  // guarded by queue_mu_
   // Signalled, under queue_mu_, when this write is to lead a batch or is done and durable.
   // One per write: waking a writer wakes that writer and no other.
@@ -174,7 +175,7 @@ Status SqliteEngine::Write(const std::function<Status(Connection&)>& body) {
   // The answers (results, or errors derived from what the writes read, possibly the effects of
   // earlier writes in the batch) leave only once the batch is durable. The writes of the batch
   // sleep until then and are woken once, here.
-  Status durable = WaitDurable(me.seq != 0 ? me.seq : commit_begun_.load());
+  Status durable = WaitDurable(me.numbered ? me.seq : commit_begun_.load());
   std::lock_guard lock(queue_mu_);
   for (QueuedWrite* w : batch) {
     if (!durable) w->result = durable;
@@ -232,13 +233,16 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     w->result = s;
     if (s) ++committed;
   }
-  if (committed == 0 && conn.InTransaction()) {
-    // Every write of the batch refused (a 4xx decided inside the transaction): nothing to
-    // write to the log, nor to sync. Their answers were decided on commits made before, so
-    // they wait only for those (the previous batch's sync may still be running).
-    (void)conn.ExecScript("ROLLBACK");
+  // Every write of the batch refused (a 4xx decided inside the transaction): nothing to
+  // write to the log, nor to sync. Their answers were decided on commits made before, so they
+  // wait only for those (the previous batch's sync may still be running). If the rollback
+  // fails, the empty transaction is committed as any other.
+  if (committed == 0 && conn.InTransaction() && conn.ExecScript("ROLLBACK")) {
     const int64_t before = commit_begun_.load();
-    for (QueuedWrite* w : batch) w->seq = before;
+    for (QueuedWrite* w : batch) {
+      w->seq = before;
+      w->numbered = true;
+    }
     return;
   }
   // Numbered before COMMIT: a reader that sees this commit also sees its number.
@@ -255,7 +259,10 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     for (QueuedWrite* w : batch) w->result = commit;
     committed = 0;
   }
-  for (QueuedWrite* w : batch) w->seq = seq;
+  for (QueuedWrite* w : batch) {
+    w->seq = seq;
+    w->numbered = true;
+  }
   durable_commits_.fetch_add(committed);
   sqlite_commits_.fetch_add(1);
   size_t bucket = 0;
