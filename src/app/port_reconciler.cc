@@ -3,7 +3,7 @@
 #include <set>
 
 #include "common/log.h"
-#include "db/instances.h"
+#include "db/external_ips.h"
 
 namespace fp::app {
 
@@ -14,8 +14,13 @@ void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
   // with (a call it applied after its saga gave up) is put right.
   auto ips = db::InstanceExternalIps(ds, instance.id);
   if (!ips) return;
+  ReconcilePort(instance, *ips, sled, vm);
+}
+
+void ReconcilePort(const model::Instance& instance, const std::vector<model::ExternalIp>& ips,
+                   agents::SledAgentClient& sled, const agents::SledInstance& vm) {
   std::set<IpAddr> attached, moving;
-  for (const model::ExternalIp& e : *ips) {
+  for (const model::ExternalIp& e : ips) {
     if (e.kind == model::IpKind::kSnat) continue;
     (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
   }

@@ -3,7 +3,10 @@
 // Puts right the external addresses on a running VM's port, which can drift from the datastore
 // when a sled applies an attach or detach call after its saga gave up on it.
 
+#include <vector>
+
 #include "agents/agents.h"
+#include "model/external_ips.h"
 #include "model/instances.h"
 
 namespace fp::db {
@@ -18,6 +21,9 @@ namespace fp::app {
 // have been read from the sled before this call reads the datastore. Best effort: failures are
 // logged and the next watcher pass tries again. Thread-safe.
 void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
+                   agents::SledAgentClient& sled, const agents::SledInstance& vm);
+// The same with the instance's external IPs already read (after `vm` was read from the sled).
+void ReconcilePort(const model::Instance& instance, const std::vector<model::ExternalIp>& ips,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm);
 
 }  // namespace fp::app

@@ -7,6 +7,7 @@
 
 #include "app/port_reconciler.h"
 #include "common/log.h"
+#include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/leases.h"
 #include "nat/nat_reconciler.h"
@@ -108,7 +109,8 @@ void SledWatcher::ReapOrphans() {
 }
 
 void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
-                                const std::optional<agents::SledInstance>& vm) {
+                                const std::optional<agents::SledInstance>& vm,
+                                const std::vector<model::ExternalIp>* ips) {
   if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
     return;
   }
@@ -125,7 +127,12 @@ void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClien
     return;
   }
   if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state, &i);
-  if (state == "running") ReconcilePort(ds_, i, sled, *vm);
+  if (state != "running") return;
+  if (ips) {
+    ReconcilePort(i, *ips, sled, *vm);
+  } else {
+    ReconcilePort(ds_, i, sled, *vm);
+  }
 }
 
 void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
@@ -139,14 +146,20 @@ void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) 
   }
   std::map<Uuid, const agents::SledInstance*> on_sled;
   for (const agents::SledInstance& vm : *vms) on_sled.emplace(vm.id, &vm);
+  // The ports' addresses, read after the sled's list (see ReconcilePort), in one read.
+  auto ips = db::ExternalIpsOnSled(ds_, sled_id);
+  if (!ips) return;
+  static const std::vector<model::ExternalIp> kNone;
   std::set<Uuid> placed;
   for (const model::Instance& i : *instances) {
     if (i.state != model::InstanceState::kVmm) continue;
     placed.insert(i.id);
     auto it = on_sled.find(i.id);
+    auto held = ips->find(i.id);
     WatchInstance(
         i, sled,
-        it == on_sled.end() ? std::nullopt : std::optional<agents::SledInstance>(*it->second));
+        it == on_sled.end() ? std::nullopt : std::optional<agents::SledInstance>(*it->second),
+        held == ips->end() ? &kNone : &held->second);
   }
   // A VM not among the instances read is an orphan, or was placed since the read (checked
   // again, with a fresh read, before anything is removed).

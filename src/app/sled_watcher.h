@@ -25,6 +25,7 @@
 
 #include "app/dataplane.h"
 #include "common/time.h"
+#include "model/external_ips.h"
 #include "model/instances.h"
 
 namespace fp::db {
@@ -103,8 +104,10 @@ class SledWatcher {
  private:
   // Judges `instance` (read from the datastore) against its VM as the sled reported it after
   // that read (nullopt: the sled does not hold it).
+  // `ips`: the instance's external IPs if already read (after `vm`), else read here.
   void WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
-                     const std::optional<agents::SledInstance>& vm);
+                     const std::optional<agents::SledInstance>& vm,
+                     const std::vector<model::ExternalIp>* ips = nullptr);
   // Removes `vm` if it is an orphan, logging what happened.
   void ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                     const agents::SledInstance& vm);

@@ -339,6 +339,24 @@ Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& i
       [&](Tx& tx) { return InstanceExternalIpsIn(tx, instance_id); });
 }
 
+Result<std::map<Uuid, std::vector<ExternalIp>>> ExternalIpsOnSled(Datastore& ds,
+                                                                  const Uuid& sled_id) {
+  using Out = std::map<Uuid, std::vector<ExternalIp>>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    Out out;
+    for (const Row& r : FP_TRY(tx.Query(
+             fmt::format("SELECT {} FROM external_ip e JOIN instance i ON i.id = e.parent_id "
+                         "WHERE i.sled_id = ? AND i.time_deleted IS NULL AND "
+                         "e.time_deleted IS NULL ORDER BY e.kind DESC, e.ip",
+                         kExternalIpColumns),
+             sled_id))) {
+      ExternalIp e = FP_TRY(ExternalIpFromRow(r));
+      if (e.parent_id) out[*e.parent_id].push_back(std::move(e));
+    }
+    return out;
+  });
+}
+
 Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
                                   const Uuid& silo_id) {
   auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", snat_id));

@@ -4,6 +4,7 @@
 // external IPs to instances is in attach.h.
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,10 @@ Result<model::ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 // Live external IPs whose parent is the instance (all kinds and states).
 Result<std::vector<model::ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);
 Result<std::vector<model::ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id);
+// The external IPs of every instance placed on the sled, by instance, in one read (a sled's
+// full comparison reads them all at once rather than one instance at a time).
+Result<std::map<Uuid, std::vector<model::ExternalIp>>> ExternalIpsOnSled(Datastore& ds,
+                                                                         const Uuid& sled_id);
 // Allocates the instance's SNAT block (kind snat, attached) with id `snat_id` from the silo's
 // default unicast IPv4 pool: NotFound `default unicast IPv4 pool for current silo` without one.
 Result<model::ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
