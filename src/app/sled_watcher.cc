@@ -10,6 +10,7 @@
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/leases.h"
+#include "db/sagas.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {
@@ -108,6 +109,14 @@ void SledWatcher::ReapOrphans() {
   }
 }
 
+bool SledWatcher::StartSagaAtRest(const model::Instance& i) {
+  if (!i.start_saga_id) return true;
+  auto state = db::SagaStateOf(ds_, *i.start_saga_id);
+  if (!state) return false;  // cannot tell: the next look judges
+  return !*state ||
+         (**state != saga::SagaState::kRunning && **state != saga::SagaState::kUnwinding);
+}
+
 void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
                                 const std::optional<agents::SledInstance>& vm,
                                 const std::vector<model::ExternalIp>* ips) {
@@ -115,14 +124,20 @@ void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClien
     return;
   }
   if (!vm) {
-    // The sled does not know the VM. While starting, the start saga may not have reached the
-    // sled yet; afterwards the VM is gone (the sled restarted and lost it).
-    if (i.run_state != "starting") SettleStopped(i, sled, "failed");
+    // The sled does not know the VM. While the start saga runs, it may not have reached the
+    // sled yet; once it is at rest, the VM it registered is gone (the sled restarted and lost
+    // it) if the sled, asked after the saga's state was read, still lacks it.
+    if (i.run_state == "starting") {
+      if (!StartSagaAtRest(i)) return;
+      auto again = sled.Get(i.id);
+      if (again || again.error().kind() != ErrorKind::kNotFound) return;  // the next look judges
+    }
+    SettleStopped(i, sled, "failed");
     return;
   }
   std::string state(agents::ToString(vm->state));
   if (state == "stopped" || state == "failed") {
-    if (i.run_state == "starting") return;  // a start saga still owns this instance
+    if (i.run_state == "starting" && !StartSagaAtRest(i)) return;  // the saga still owns it
     SettleStopped(i, sled, state);
     return;
   }

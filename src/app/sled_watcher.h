@@ -108,6 +108,9 @@ class SledWatcher {
   void WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
                      const std::optional<agents::SledInstance>& vm,
                      const std::vector<model::ExternalIp>* ips = nullptr);
+  // Whether the instance's start saga is at rest (or gone): a VM it registered is then on the
+  // sled unless lost. False when the datastore cannot say.
+  bool StartSagaAtRest(const model::Instance& instance);
   // Removes `vm` if it is an orphan, logging what happened.
   void ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                     const agents::SledInstance& vm);

@@ -201,6 +201,20 @@ TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
   EXPECT_EQ(RunState(stale.id), "running");
 }
 
+// An instance whose start saga finished (its VM registered) but whose run the watcher had not
+// yet seen: the sled restarts and loses the VM. It must not stay `starting` forever (the scale
+// test found it): with the saga at rest, a VM the sled lacks is lost.
+TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
+  auto created = instances_->Create(actor_, ByName("p1"), Params("vm", true));
+  ASSERT_TRUE(created) << created.error().message();
+  EXPECT_EQ(RunState(created->id), "starting");  // the saga is done; no watcher pass yet
+  size_t k = SledOf(*instances_->Lookup(actor_, NameOrId(created->id), std::nullopt));
+  http::HttpClient control("sled agent", sled_sims_[k]->base_url(), std::chrono::seconds(2));
+  ASSERT_EQ(control.Call("POST", "/reset").value().status, 200);
+  watcher_->WatchOnce();
+  EXPECT_EQ(RunState(created->id), "failed");
+}
+
 TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
   watcher_->Start(ReportsOnly());
   ASSERT_TRUE(fp::testing::WaitFor([&] {

@@ -169,6 +169,17 @@ Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit) {
   });
 }
 
+Result<std::optional<saga::SagaState>> SagaStateOf(Datastore& ds, const Uuid& id) {
+  using Out = std::optional<saga::SagaState>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    auto row = FP_TRY(tx.QueryRow("SELECT state FROM saga WHERE id = ?", id));
+    if (!row) return Out();
+    auto state = ParseSagaState(row->Text(0));
+    if (!state) return Fail(Error::Internal("corrupt saga state"));
+    return Out(*state);
+  });
+}
+
 Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const SagaOwner& owner,
                            const std::string& result) {
   return ds.Write<bool>([&](Tx& tx) -> Result<bool> {

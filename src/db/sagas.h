@@ -76,6 +76,9 @@ struct SagaSummary {
   SagaState state = SagaState::kRunning;
 };
 Result<std::vector<SagaSummary>> SagaListStates(Datastore& ds, int64_t limit);
+// The saga's state, or nullopt if there is no such saga (never made, or pruned long after it
+// came to rest).
+Result<std::optional<saga::SagaState>> SagaStateOf(Datastore& ds, const Uuid& id);
 
 // --- Bounded history ---
 
