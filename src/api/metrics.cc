@@ -51,8 +51,9 @@ std::string TransactionMetrics(const app::StoreCounters& c) {
                    {{{"outcome", "failed"}}, static_cast<double>(c.failed_writes)}});
   // A histogram of the writes each SQLite transaction carried (group commit).
   out +=
-      "# HELP floatplane_db_write_batch_size Write transactions carried by each SQLite "
-      "transaction (concurrent writes share one, and one sync).\n"
+      "# HELP floatplane_db_write_batch_size Write transactions carried by each transaction "
+      "of the engine (SQLite: concurrent writes share one, and one sync; PostgreSQL: one "
+      "each).\n"
       "# TYPE floatplane_db_write_batch_size histogram\n";
   int64_t cumulative = 0;
   for (size_t b = 0; b < c.batch_sizes.size(); ++b) {

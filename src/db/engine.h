@@ -36,7 +36,7 @@ struct EngineStats {
   int64_t round_trips = 0;         // exchanges with a database server (none for SQLite)
   int64_t retries = 0;             // transactions run again after a conflict or a lost connection
   // Engine transactions by the writes they carried: 1, 2, 3-4, 5-8, ..., 65-128, more
-  // (SQLite's group commit; PostgreSQL runs each write alone and leaves them 0).
+  // (SQLite's group commit; PostgreSQL runs each write alone: all in the first).
   static constexpr int kBatchBuckets = 9;
   std::array<int64_t, kBatchBuckets> batch_sizes{};
   int64_t batched_writes = 0;  // the writes those transactions carried

@@ -63,6 +63,9 @@ PgEngine::~PgEngine() = default;
 EngineStats PgEngine::stats() const {
   EngineStats s;
   s.durable_commits = durable_commits_.load();
+  // Each write is a transaction of its own: every batch carries one.
+  s.batch_sizes[0] = s.durable_commits;
+  s.batched_writes = s.durable_commits;
   s.round_trips = round_trips_.load();
   s.retries = retries_.load();
   std::lock_guard lock(mu_);
