@@ -1,0 +1,308 @@
+#include "nat/switch_reconciler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include "common/log.h"
+#include "db/nat.h"
+#include "http/client.h"
+
+namespace fp::nat {
+
+namespace {
+constexpr int64_t kBatch = 500;
+
+bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
+  return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
+}
+
+std::vector<agents::NatEntry> ToEntries(const std::vector<model::NatEntry>& rows) {
+  std::vector<agents::NatEntry> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(ToEntry(row));
+  return out;
+}
+}  // namespace
+
+SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
+                                   std::shared_ptr<agents::SwitchAgentClient> client)
+    : ds_(ds), desired_(desired), client_(std::move(client)) {
+  status_.address = client_->address();
+}
+
+Status SwitchReconciler::Sync(bool& unreachable) {
+  std::lock_guard lock(sync_mu_);
+  refused_ = false;
+  Status s = UnlessHung<void>([&] { return SyncLocked(); });
+  // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
+  // answer that refuses a change, a conflicting table, or anything else fails Sync.
+  unreachable = !s && !refused_ && s.error().kind() == ErrorKind::kServiceUnavailable;
+  return s;
+}
+
+Result<bool> SwitchReconciler::Repair() {
+  std::lock_guard lock(sync_mu_);
+  return UnlessHung<bool>([&] { return RepairLocked(); });
+}
+
+Status SwitchReconciler::Check(bool lead) {
+  std::lock_guard lock(sync_mu_);
+  return UnlessHung<void>([&]() -> Status {
+    agents::NatStatus at = FP_TRY(Ask());
+    DesiredNat::Point desired = FP_TRY(desired_.Current());
+    const bool restarted = known_boot_ && *known_boot_ != at.boot_id;
+    if (restarted) {
+      std::lock_guard s(status_mu_);
+      ++status_.restarts_seen;
+    }
+    known_boot_ = at.boot_id;
+    known_generation_ = at.generation;
+    if (at.generation == 0 && desired.version > 0) {
+      // Restarted empty, or new: the table is reloaded whole rather than rebuilt from the
+      // feed change by change. With several servers the lease holder does it (meanwhile a
+      // Sync here rebuilds it from the feed, which is as correct and slower).
+      if (!lead) return Ok();
+      return Reload(at, restarted);
+    }
+    if (at.generation < desired.version) {
+      FP_CHECK_OK(SyncLocked());
+      // Brought to the datastore's version: compared at the next heartbeat.
+      if (!known_generation_ || *known_generation_ >= desired.version) return Ok();
+      // Still below: the feed has nothing after the switch's generation (its last changes
+      // were removals already collected), so its table is to be the desired one as it is.
+      at = FP_TRY(Ask());
+      at.generation = std::max(at.generation, desired.version);
+    }
+    if (at.generation == desired.version && at.digest == desired.digest) {
+      std::lock_guard s(status_mu_);
+      status_.last_full_reconcile = ds_.clock().Now();
+      return Ok();
+    }
+    // Drift at the same generation, or a switch ahead of the datastore.
+    if (!lead) return Ok();
+    return RepairLocked().map([](bool) {});
+  });
+}
+
+Result<int64_t> SwitchReconciler::Generation() {
+  agents::NatStatus at = FP_TRY(client_->GetStatus());
+  return at.generation;
+}
+
+SwitchNatStatus SwitchReconciler::Snapshot() const {
+  std::lock_guard lock(status_mu_);
+  return status_;
+}
+
+Result<agents::NatStatus> SwitchReconciler::Ask() {
+  auto at = client_->GetStatus();
+  Answered(at ? std::optional<int64_t>(at->generation) : std::nullopt, at ? nullptr : &at.error());
+  return at;
+}
+
+void SwitchReconciler::Answered(std::optional<int64_t> generation, const Error* error) {
+  std::lock_guard lock(status_mu_);
+  bool was = status_.reachable;
+  status_.reachable = generation.has_value();
+  if (generation) status_.applied_generation = *generation;
+  if (was && error) {
+    LogEvent("warn", "switch agent does not answer; its table is brought up to date when it does",
+             {{"switch_agent", client_->address()}, {"error", error->message()}});
+  } else if (!was && generation && ever_answered_) {
+    LogEvent("info", "switch agent answers again", {{"switch_agent", client_->address()}});
+  }
+  if (generation) ever_answered_ = true;
+}
+
+template <typename T, typename Exchange>
+Result<T> SwitchReconciler::UnlessHung(Exchange exchange) {
+  auto began = std::chrono::steady_clock::now();
+  if (hung_ && began < hung_->until) return Fail(hung_->error);
+  Result<T> result = exchange();
+  if (!result && http::IsTimeout(result.error())) {
+    auto ended = std::chrono::steady_clock::now();
+    hung_ = Hung{ended + (ended - began), result.error()};
+  } else {
+    hung_.reset();
+  }
+  if (!result && !refused_) {
+    // Its position is unknown until it is asked again.
+    known_generation_.reset();
+  }
+  return result;
+}
+
+Status SwitchReconciler::SyncLocked() {
+  if (!known_generation_ || !known_boot_) {
+    // Ask the switch where it is (after a start, or after an error: it may have restarted).
+    int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
+    agents::NatStatus at = FP_TRY(Ask());
+    if (at.generation > desired) {
+      // Ahead of the datastore (e.g. a restored database): resend everything.
+      known_boot_ = at.boot_id;
+      return RepairLocked().map([](bool) {});
+    }
+    known_boot_ = at.boot_id;
+    known_generation_ = at.generation;
+  }
+  int64_t at = *known_generation_;
+  // The current version and the first batch after the switch's position, in one read.
+  db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+  const int64_t desired = feed.current_version;
+  if (at >= desired) return Ok();  // nothing new
+  // Any failure below leaves the switch's position unknown until it is asked again.
+  known_generation_.reset();
+  while (at < desired) {
+    if (feed.changes.empty()) break;
+    std::vector<agents::NatChange> batch;
+    for (const auto& c : feed.changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
+    auto applied = client_->ApplyChangesOn(*known_boot_, batch);
+    Answered(applied ? std::optional<int64_t>(applied->generation) : std::nullopt,
+             applied ? nullptr : &applied.error());
+    if (!applied) return Fail(applied.error());
+    if (applied->boot_mismatch) {
+      // Another run of the agent than the one last asked: it restarted (its table lacks what
+      // came before these changes: reload it whole), or a repair lowered its generation
+      // (go on from where it is).
+      known_boot_.reset();
+      agents::NatStatus now = FP_TRY(Ask());
+      if (now.generation == 0 && desired > 0) {
+        {
+          std::lock_guard s(status_mu_);
+          ++status_.restarts_seen;
+        }
+        return Reload(now, true);
+      }
+      return SyncLocked();
+    }
+    if (applied->generation < batch.back().gen) {
+      refused_ = true;
+      return Fail(Error::Unavailable(
+          fmt::format("switch agent at {} stopped at NAT generation {} of {}; retry later",
+                      client_->address(), applied->generation, batch.back().gen)));
+    }
+    at = applied->generation;
+    if (at < desired) feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+  }
+  known_generation_ = at;
+  return Ok();
+}
+
+Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
+  auto began = std::chrono::steady_clock::now();
+  db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
+  std::vector<agents::NatEntry> desired = ToEntries(snapshot.rows);
+  desired_.Rebase(snapshot.version, desired);
+  const int64_t entries = static_cast<int64_t>(desired.size());
+  auto replaced = FP_TRY(
+      client_->ReplaceAllIf(agents::NatTable{snapshot.version, std::move(desired)}, at.generation));
+  if (!replaced) {
+    known_boot_.reset();
+    known_generation_.reset();
+    refused_ = true;
+    return Fail(Error::Unavailable(fmt::format(
+        "switch agent at {}: its NAT table changed during the reload; the next heartbeat "
+        "looks again",
+        client_->address())));
+  }
+  // Asked again before the next change (a lowered generation starts a new run).
+  known_boot_.reset();
+  known_generation_.reset();
+  Answered(*replaced, nullptr);
+  {
+    std::lock_guard s(status_mu_);
+    ++status_.reloads;
+    status_.repaired_missing += entries - at.entries;
+    status_.last_full_reconcile = ds_.clock().Now();
+  }
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began);
+  LogEvent("info",
+           restarted ? "switch agent restarted; its NAT table reloaded"
+                     : "NAT table loaded into an empty switch agent",
+           {{"switch_agent", client_->address()},
+            {"entries", entries},
+            {"generation", *replaced},
+            {"duration_ms", ms.count()}});
+  return Ok();
+}
+
+Result<bool> SwitchReconciler::RepairLocked() {
+  // The switch first, then the datastore: every change the switch holds was committed before
+  // it was sent, so the datastore read after it holds it too (other servers' Syncs included).
+  agents::NatStatus before = FP_TRY(Ask());
+  agents::NatTable installed = FP_TRY(client_->GetNat());
+  db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
+  const int64_t version = snapshot.version;
+  std::vector<agents::NatEntry> desired = ToEntries(snapshot.rows);
+  std::sort(desired.begin(), desired.end(), EntryLess);
+  desired_.Rebase(version, desired);
+  std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
+  if (installed.entries == desired && installed.generation >= version) {
+    known_boot_ = before.boot_id;
+    known_generation_ = installed.generation;
+    std::lock_guard s(status_mu_);
+    status_.last_full_reconcile = ds_.clock().Now();
+    return false;
+  }
+  // What differs, by key.
+  int64_t missing = 0, extra = 0, wrong = 0;
+  {
+    auto i = installed.entries.begin();
+    auto d = desired.begin();
+    while (i != installed.entries.end() || d != desired.end()) {
+      if (d == desired.end() || (i != installed.entries.end() && EntryLess(*i, *d))) {
+        ++extra;
+        ++i;
+      } else if (i == installed.entries.end() || EntryLess(*d, *i)) {
+        ++missing;
+        ++d;
+      } else {
+        if (!(*i == *d)) ++wrong;
+        ++i;
+        ++d;
+      }
+    }
+  }
+  known_generation_.reset();
+  // Only over the table just compared: another server's Sync may have sent a newer change
+  // since, which this replacement would take away; the next pass compares again.
+  const size_t desired_entries = desired.size();
+  // Labelled with the datastore's version even when the switch was ahead (a crash undid
+  // commits already sent): the agent then starts a new run (boot id), so every server's
+  // next change is refused until it asks where the switch is, and none is skipped as
+  // already installed.
+  auto replaced = FP_TRY(
+      client_->ReplaceAllIf(agents::NatTable{version, std::move(desired)}, installed.generation));
+  if (!replaced) {
+    refused_ = true;
+    return Fail(Error::Unavailable(fmt::format(
+        "switch agent at {}: its NAT table changed during the repair; the next pass compares "
+        "again",
+        client_->address())));
+  }
+  // Asked again before the next change: a lowered generation started a new run.
+  known_boot_.reset();
+  known_generation_.reset();
+  Answered(*replaced, nullptr);
+  {
+    std::lock_guard s(status_mu_);
+    status_.repaired_missing += missing;
+    status_.repaired_extra += extra;
+    status_.repaired_wrong += wrong;
+    status_.last_full_reconcile = ds_.clock().Now();
+  }
+  LogEvent("warn", "NAT drift repaired",
+           {{"switch_agent", client_->address()},
+            {"installed_entries", installed.entries.size()},
+            {"desired_entries", desired_entries},
+            {"missing", missing},
+            {"extra", extra},
+            {"wrong", wrong},
+            {"generation", version}});
+  return true;
+}
+
+}  // namespace fp::nat
