@@ -1,11 +1,9 @@
-// The agents' wire types as JSON, and the HTTP clients of the switch and sled agents.
+// The HTTP clients of the switch and sled agents (their JSON: wire_json.cc).
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <charconv>
 #include <limits>
 #include <mutex>
 
@@ -18,374 +16,14 @@ using Json = nlohmann::json;
 using http::HttpAnswer;
 using http::HttpClient;
 
-namespace {
+// ---- HTTP clients ----
 
-constexpr int64_t kMaxVni = (int64_t{1} << 24) - 1;
-
-// Typed access to the fields of one JSON object; every error is InvalidRequest and names the
-// field by its full path (e.g. `field "entries[2].first_port": expected an integer`).
-class JsonFields {
- public:
-  static Result<JsonFields> Of(const Json& j, std::string path) {
-    if (!j.is_object()) {
-      return Fail(Error::InvalidRequest(
-          path.empty() ? std::string("expected a JSON object")
-                       : fmt::format("field \"{}\": expected an object", path)));
-    }
-    return JsonFields(j, std::move(path));
-  }
-
-  std::string PathOf(std::string_view field) const {
-    return path_.empty() ? std::string(field) : fmt::format("{}.{}", path_, field);
-  }
-
-  Error Invalid(std::string_view field, std::string_view problem) const {
-    return Error::InvalidRequest(fmt::format("field \"{}\": {}", PathOf(field), problem));
-  }
-
-  bool IsNullOrAbsent(std::string_view field) const {
-    auto it = obj_.find(field);
-    return it == obj_.end() || it->is_null();
-  }
-
-  Result<const Json*> Get(std::string_view field) const {
-    auto it = obj_.find(field);
-    if (it == obj_.end()) {
-      return Fail(Error::InvalidRequest(fmt::format("missing field \"{}\"", PathOf(field))));
-    }
-    return &*it;
-  }
-
-  Result<std::string> String(std::string_view field) const {
-    const Json* v = FP_TRY(Get(field));
-    if (!v->is_string()) return Fail(Invalid(field, "expected a string"));
-    return v->get<std::string>();
-  }
-
-  Result<int64_t> Int(std::string_view field, int64_t min, int64_t max) const {
-    const Json* v = FP_TRY(Get(field));
-    if (!v->is_number_integer()) return Fail(Invalid(field, "expected an integer"));
-    if (v->is_number_unsigned() &&
-        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Fail(Invalid(field, fmt::format("expected an integer from {} to {}", min, max)));
-    }
-    int64_t n = v->get<int64_t>();
-    if (n < min || n > max) {
-      return Fail(Invalid(field, fmt::format("expected an integer from {} to {}", min, max)));
-    }
-    return n;
-  }
-
-  Result<int64_t> OptInt(std::string_view field, int64_t min, int64_t max, int64_t absent) const {
-    if (IsNullOrAbsent(field)) return absent;
-    return Int(field, min, max);
-  }
-
-  Result<bool> Bool(std::string_view field) const {
-    const Json* v = FP_TRY(Get(field));
-    if (!v->is_boolean()) return Fail(Invalid(field, "expected a boolean"));
-    return v->get<bool>();
-  }
-
-  Result<IpAddr> Ip(std::string_view field) const {
-    std::string text = FP_TRY(String(field));
-    auto ip = IpAddr::Parse(text);
-    if (!ip) return Fail(Invalid(field, ip.error().message()));
-    return *ip;
-  }
-
-  Result<std::optional<IpAddr>> OptIp(std::string_view field) const {
-    if (IsNullOrAbsent(field)) return std::optional<IpAddr>();
-    return Ip(field);
-  }
-
-  Result<Uuid> Id(std::string_view field) const {
-    std::string text = FP_TRY(String(field));
-    auto id = Uuid::Parse(text);
-    if (!id) return Fail(Invalid(field, fmt::format("invalid UUID \"{}\"", text)));
-    return *id;
-  }
-
-  Result<std::string> Mac(std::string_view field) const {
-    std::string text = FP_TRY(String(field));
-    bool ok = text.size() == 17;
-    for (size_t i = 0; ok && i < text.size(); ++i) {
-      ok = i % 3 == 2 ? text[i] == ':' : std::isxdigit(static_cast<unsigned char>(text[i])) != 0;
-    }
-    if (!ok) {
-      return Fail(Invalid(field, fmt::format("invalid MAC address \"{}\" (expected "
-                                             "six hex pairs separated by ':')",
-                                             text)));
-    }
-    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return text;
-  }
-
-  // The elements of an array-valued field, each with its path ("entries[2]").
-  Result<std::vector<std::pair<const Json*, std::string>>> Array(std::string_view field) const {
-    const Json* v = FP_TRY(Get(field));
-    if (!v->is_array()) return Fail(Invalid(field, "expected an array"));
-    std::vector<std::pair<const Json*, std::string>> out;
-    out.reserve(v->size());
-    for (size_t i = 0; i < v->size(); ++i) {
-      out.emplace_back(&(*v)[i], fmt::format("{}[{}]", PathOf(field), i));
-    }
-    return out;
-  }
-
-  Result<std::vector<IpAddr>> IpList(std::string_view field) const {
-    std::vector<IpAddr> out;
-    for (const auto& [element, path] : FP_TRY(Array(field))) {
-      if (!element->is_string()) {
-        return Fail(Error::InvalidRequest(fmt::format("field \"{}\": expected a string", path)));
-      }
-      auto ip = IpAddr::Parse(element->get<std::string>());
-      if (!ip) {
-        return Fail(
-            Error::InvalidRequest(fmt::format("field \"{}\": {}", path, ip.error().message())));
-      }
-      out.push_back(*ip);
-    }
-    return out;
-  }
-
- private:
-  JsonFields(const Json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
-
-  const Json& obj_;
-  std::string path_;
-};
-
-Json IpList(const std::vector<IpAddr>& ips) {
-  Json out = Json::array();
-  for (const IpAddr& ip : ips) out.push_back(ip.ToString());
+std::vector<std::pair<std::string, std::string>> CallContext::Headers() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!request_id.empty()) out.emplace_back(kRequestIdHeader, request_id);
+  if (!saga_id.empty()) out.emplace_back(kSagaIdHeader, saga_id);
   return out;
 }
-
-Json OptIp(const std::optional<IpAddr>& ip) { return ip ? Json(ip->ToString()) : Json(nullptr); }
-
-Result<NatEntry> ParseNatEntry(const Json& j, std::string path) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, std::move(path)));
-  NatEntry e;
-  e.external_ip = FP_TRY(f.Ip("external_ip"));
-  e.first_port = static_cast<int>(FP_TRY(f.Int("first_port", 0, 65535)));
-  e.last_port = static_cast<int>(FP_TRY(f.Int("last_port", 0, 65535)));
-  if (e.first_port > e.last_port) {
-    return Fail(f.Invalid("last_port", fmt::format("must not be below first_port ({} < {})",
-                                                   e.last_port, e.first_port)));
-  }
-  e.sled_address = FP_TRY(f.Ip("sled_address"));
-  e.vni = FP_TRY(f.Int("vni", 0, kMaxVni));
-  e.mac = FP_TRY(f.Mac("mac"));
-  return e;
-}
-
-Result<NatChange> ParseNatChange(const Json& j, std::string path) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, path));
-  NatChange c;
-  c.entry = FP_TRY(ParseNatEntry(*FP_TRY(f.Get("entry")), f.PathOf("entry")));
-  c.gen = FP_TRY(f.Int("gen", 1, std::numeric_limits<int64_t>::max()));
-  c.deleted = FP_TRY(f.Bool("deleted"));
-  return c;
-}
-
-Result<SledInstance> ParseSledInstance(const Json& j, std::string path) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, std::move(path)));
-  SledInstance s;
-  s.id = FP_TRY(f.Id("id"));
-  std::string state = FP_TRY(f.String("state"));
-  auto parsed = ParseVmState(state);
-  if (!parsed) return Fail(f.Invalid("state", fmt::format("unknown state \"{}\"", state)));
-  s.state = *parsed;
-  s.external_ips = FP_TRY(f.IpList("external_ips"));
-  s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
-  s.boots = FP_TRY(f.OptInt("boots", 0, std::numeric_limits<int64_t>::max(), 0));
-  return s;
-}
-
-}  // namespace
-
-// ---- wire types ----
-
-Json NatEntry::ToJson() const {
-  return {{"external_ip", external_ip.ToString()},
-          {"first_port", first_port},
-          {"last_port", last_port},
-          {"sled_address", sled_address.ToString()},
-          {"vni", vni},
-          {"mac", mac}};
-}
-
-Result<NatEntry> NatEntry::FromJson(const Json& j) { return ParseNatEntry(j, ""); }
-
-Json NatChange::ToJson() const {
-  return {{"entry", entry.ToJson()}, {"gen", gen}, {"deleted", deleted}};
-}
-
-Result<NatChange> NatChange::FromJson(const Json& j) { return ParseNatChange(j, ""); }
-
-Json NatTable::ToJson() const {
-  Json list = Json::array();
-  for (const NatEntry& e : entries) list.push_back(e.ToJson());
-  return {{"generation", generation}, {"entries", std::move(list)}};
-}
-
-Result<NatTable> NatTable::FromJson(const Json& j) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
-  NatTable t;
-  t.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
-  for (const auto& [element, path] : FP_TRY(f.Array("entries"))) {
-    t.entries.push_back(FP_TRY(ParseNatEntry(*element, path)));
-  }
-  return t;
-}
-
-uint64_t NatEntryHash(const NatEntry& e) {
-  // FNV-1a over a canonical text of the entry, then a finalizer that spreads every input bit
-  // over the word (a sum of raw FNV values would let similar entries cancel out less evenly).
-  std::string text = fmt::format("{}|{}|{}|{}|{}|{}", e.external_ip.ToString(), e.first_port,
-                                 e.last_port, e.sled_address.ToString(), e.vni, e.mac);
-  uint64_t h = 0xcbf29ce484222325u;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3u;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9u;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebu;
-  h ^= h >> 31;
-  return h;
-}
-
-std::string FormatNatDigest(uint64_t digest) { return fmt::format("{:016x}", digest); }
-
-Json NatStatus::ToJson() const {
-  return {{"boot_id", boot_id},
-          {"generation", generation},
-          {"entries", entries},
-          {"digest", FormatNatDigest(digest)}};
-}
-
-Result<NatStatus> NatStatus::FromJson(const Json& j) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
-  NatStatus s;
-  s.boot_id = FP_TRY(f.String("boot_id"));
-  s.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
-  s.entries = FP_TRY(f.Int("entries", 0, std::numeric_limits<int64_t>::max()));
-  std::string digest = FP_TRY(f.String("digest"));
-  auto [end, ec] = std::from_chars(digest.data(), digest.data() + digest.size(), s.digest, 16);
-  if (digest.size() != 16 || ec != std::errc() || end != digest.data() + digest.size()) {
-    return Fail(f.Invalid("digest", "expected 16 hex digits"));
-  }
-  return s;
-}
-
-namespace {
-constexpr std::array<std::pair<VmState, std::string_view>, 6> kVmStateNames = {{
-    {VmState::kStarting, "starting"},
-    {VmState::kRunning, "running"},
-    {VmState::kStopping, "stopping"},
-    {VmState::kStopped, "stopped"},
-    {VmState::kMigrating, "migrating"},
-    {VmState::kFailed, "failed"},
-}};
-}  // namespace
-
-std::string_view ToString(VmState s) {
-  for (const auto& [state, name] : kVmStateNames) {
-    if (state == s) return name;
-  }
-  return "failed";
-}
-
-std::optional<VmState> ParseVmState(std::string_view text) {
-  for (const auto& [state, name] : kVmStateNames) {
-    if (name == text) return state;
-  }
-  return std::nullopt;
-}
-
-Json InstanceSpec::ToJson() const {
-  return {{"id", id.ToString()},
-          {"hostname", hostname},
-          {"ncpus", ncpus},
-          {"memory", memory},
-          {"vni", vni},
-          {"mac", mac},
-          {"private_ipv4", OptIp(private_ipv4)},
-          {"private_ipv6", OptIp(private_ipv6)},
-          {"external_ips", IpList(external_ips)},
-          {"snat_ip", OptIp(snat_ip)},
-          {"snat_first_port", snat_first_port},
-          {"snat_last_port", snat_last_port}};
-}
-
-Result<InstanceSpec> InstanceSpec::FromJson(const Json& j) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  InstanceSpec s;
-  s.id = FP_TRY(f.Id("id"));
-  if (!f.IsNullOrAbsent("hostname")) s.hostname = FP_TRY(f.String("hostname"));
-  s.ncpus = FP_TRY(f.OptInt("ncpus", 1, kMax, s.ncpus));
-  s.memory = FP_TRY(f.OptInt("memory", 0, kMax, s.memory));
-  s.vni = FP_TRY(f.OptInt("vni", 0, kMaxVni, s.vni));
-  // An instance without a network interface has no MAC: "" (or null, or absent).
-  if (!f.IsNullOrAbsent("mac") && *FP_TRY(f.Get("mac")) != "") s.mac = FP_TRY(f.Mac("mac"));
-  s.private_ipv4 = FP_TRY(f.OptIp("private_ipv4"));
-  s.private_ipv6 = FP_TRY(f.OptIp("private_ipv6"));
-  if (!f.IsNullOrAbsent("external_ips")) s.external_ips = FP_TRY(f.IpList("external_ips"));
-  s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
-  s.snat_first_port = static_cast<int>(FP_TRY(f.OptInt("snat_first_port", 0, 65535, 0)));
-  s.snat_last_port = static_cast<int>(FP_TRY(f.OptInt("snat_last_port", 0, 65535, 0)));
-  if (s.snat_first_port > s.snat_last_port) {
-    return Fail(f.Invalid("snat_last_port", "must not be below snat_first_port"));
-  }
-  return s;
-}
-
-Json SledInstance::ToJson() const {
-  return {{"id", id.ToString()},
-          {"state", ToString(state)},
-          {"external_ips", IpList(external_ips)},
-          {"snat_ip", OptIp(snat_ip)},
-          {"boots", boots}};
-}
-
-Result<SledInstance> SledInstance::FromJson(const Json& j) { return ParseSledInstance(j, ""); }
-
-Json SledReport::ToJson() const {
-  Json list = Json::array();
-  for (const SledInstance& i : instances) list.push_back(i.ToJson());
-  Json gone = Json::array();
-  for (const Uuid& id : removed) gone.push_back(id.ToString());
-  return {{"boot_id", boot_id},
-          {"generation", generation},
-          {"full", full},
-          {"instances", std::move(list)},
-          {"removed", std::move(gone)}};
-}
-
-Result<SledReport> SledReport::FromJson(const Json& j) {
-  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
-  SledReport r;
-  r.boot_id = FP_TRY(f.String("boot_id"));
-  r.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
-  r.full = FP_TRY(f.Bool("full"));
-  for (const auto& [element, path] : FP_TRY(f.Array("instances"))) {
-    r.instances.push_back(FP_TRY(ParseSledInstance(*element, path)));
-  }
-  for (const auto& [element, path] : FP_TRY(f.Array("removed"))) {
-    auto id = element->is_string() ? Uuid::Parse(element->get<std::string>()) : std::nullopt;
-    if (!id) {
-      return Fail(Error::InvalidRequest(fmt::format("field \"{}\": expected a UUID", path)));
-    }
-    r.removed.push_back(*id);
-  }
-  return r;
-}
-
-// ---- HTTP clients ----
 
 namespace {
 
@@ -393,10 +31,10 @@ namespace {
 // Maps the agent's answer to the errors agents.h promises: 5xx → ServiceUnavailable,
 // 404 → NotFound, any other non-2xx → Internal; each message names the agent.
 Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_view target,
-                       const Json& body = nullptr) {
+                       const Json& body = nullptr, const CallContext& context = {}) {
   std::string text =
       body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  HttpAnswer answer = FP_TRY(http.Call(method, target, text));
+  HttpAnswer answer = FP_TRY(http.Call(method, target, text, context.Headers()));
   Json parsed = answer.body.empty() ? Json(nullptr)
                                     : Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
   if (answer.status >= 200 && answer.status < 300) {
@@ -430,10 +68,7 @@ Result<T> Decode(const HttpClient& http, Result<T> decoded) {
 }
 
 Result<int64_t> DecodeGeneration(const HttpClient& http, const Json& answer) {
-  return Decode<int64_t>(http, [&]() -> Result<int64_t> {
-    JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
-    return f.Int("generation", 0, std::numeric_limits<int64_t>::max());
-  }());
+  return Decode(http, GenerationFromJson(answer));
 }
 
 class HttpSwitchAgentClient final : public SwitchAgentClient {
@@ -453,20 +88,15 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
     return DecodeGeneration(http_, answer);
   }
 
+  using SwitchAgentClient::ApplyChangesOn;
   Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
-                                    const std::vector<NatChange>& changes) override {
+                                    const std::vector<NatChange>& changes,
+                                    const CallContext& context) override {
     Json list = Json::array();
     for (const NatChange& c : changes) list.push_back(c.ToJson());
     Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes",
-                                   {{"changes", std::move(list)}, {"boot_id", boot_id}}));
-    return Decode<NatApplied>(http_, [&]() -> Result<NatApplied> {
-      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
-      NatApplied applied;
-      applied.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
-      applied.boot_id = FP_TRY(f.String("boot_id"));
-      applied.boot_mismatch = !f.IsNullOrAbsent("boot_mismatch") && FP_TRY(f.Bool("boot_mismatch"));
-      return applied;
-    }());
+                                   {{"changes", std::move(list)}, {"boot_id", boot_id}}, context));
+    return Decode(http_, NatApplied::FromJson(answer));
   }
 
   Result<NatStatus> GetStatus() override {
@@ -503,18 +133,25 @@ class HttpSledAgentClient final : public SledAgentClient {
       : http_("sled agent", base_url, std::chrono::milliseconds(timeout_ms)),
         timeout_(timeout_ms) {}
 
-  Result<SledInstance> EnsureRunning(const InstanceSpec& spec) override {
-    Json answer = FP_TRY(CallAgent(http_, "PUT", InstancePath(spec.id), spec.ToJson()));
+  using SledAgentClient::AddExternalIp;
+  using SledAgentClient::EnsureRunning;
+  using SledAgentClient::RemoveExternalIp;
+  using SledAgentClient::Stop;
+  using SledAgentClient::Unregister;
+
+  Result<SledInstance> EnsureRunning(const InstanceSpec& spec,
+                                     const CallContext& context) override {
+    Json answer = FP_TRY(CallAgent(http_, "PUT", InstancePath(spec.id), spec.ToJson(), context));
     return Decode(http_, SledInstance::FromJson(answer));
   }
 
-  Result<SledInstance> Stop(const Uuid& id) override {
-    Json answer = FP_TRY(CallAgent(http_, "POST", InstancePath(id) + "/stop"));
+  Result<SledInstance> Stop(const Uuid& id, const CallContext& context) override {
+    Json answer = FP_TRY(CallAgent(http_, "POST", InstancePath(id) + "/stop", nullptr, context));
     return Decode(http_, SledInstance::FromJson(answer));
   }
 
-  Status Unregister(const Uuid& id) override {
-    auto answer = CallAgent(http_, "DELETE", InstancePath(id));
+  Status Unregister(const Uuid& id, const CallContext& context) override {
+    auto answer = CallAgent(http_, "DELETE", InstancePath(id), nullptr, context);
     if (!answer && answer.error().kind() != ErrorKind::kNotFound) return Fail(answer.error());
     return Ok();
   }
@@ -524,24 +161,14 @@ class HttpSledAgentClient final : public SledAgentClient {
     return Decode(http_, SledInstance::FromJson(answer));
   }
 
-  Result<std::optional<IpAddr>> Underlay() override {
+  Result<SledIdentity> Identity() override {
     Json answer = FP_TRY(CallAgent(http_, "GET", "/sled"));
-    return Decode<std::optional<IpAddr>>(http_, [&]() -> Result<std::optional<IpAddr>> {
-      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
-      return f.OptIp("underlay_address");
-    }());
+    return Decode(http_, SledIdentity::FromJson(answer));
   }
 
   Result<std::vector<SledInstance>> List() override {
     Json answer = FP_TRY(CallAgent(http_, "GET", "/instances"));
-    return Decode<std::vector<SledInstance>>(http_, [&]() -> Result<std::vector<SledInstance>> {
-      JsonFields f = FP_TRY(JsonFields::Of(answer, ""));
-      std::vector<SledInstance> out;
-      for (const auto& [element, path] : FP_TRY(f.Array("instances"))) {
-        out.push_back(FP_TRY(ParseSledInstance(*element, path)));
-      }
-      return out;
-    }());
+    return Decode(http_, SledInstancesFromJson(answer));
   }
 
   Result<SledReport> Changes(const std::string& boot_id, int64_t since,
@@ -579,13 +206,13 @@ class HttpSledAgentClient final : public SledAgentClient {
     if (report_http_) report_http_->Abandon();
   }
 
-  Status AddExternalIp(const Uuid& id, const IpAddr& ip) override {
-    FP_CHECK_OK(CallAgent(http_, "PUT", ExternalIpPath(id, ip)));
+  Status AddExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) override {
+    FP_CHECK_OK(CallAgent(http_, "PUT", ExternalIpPath(id, ip), nullptr, context));
     return Ok();
   }
 
-  Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) override {
-    FP_CHECK_OK(CallAgent(http_, "DELETE", ExternalIpPath(id, ip)));
+  Status RemoveExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) override {
+    FP_CHECK_OK(CallAgent(http_, "DELETE", ExternalIpPath(id, ip), nullptr, context));
     return Ok();
   }
 

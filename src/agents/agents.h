@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -29,6 +30,19 @@
 #include "common/uuid.h"
 
 namespace fp::agents {
+
+// Whom a call to an agent is made for: the API request and the saga doing the work, sent with
+// the call (kRequestIdHeader, kSagaIdHeader) so that the agent's log lines about it name what
+// an operator finds in the server's log, the audit log and the saga's story. Empty for the
+// control plane's own background work (heartbeats, reports, repairs).
+struct CallContext {
+  std::string request_id;
+  std::string saga_id;
+  // The headers to send: one per field that is set.
+  std::vector<std::pair<std::string, std::string>> Headers() const;
+};
+inline constexpr const char* kRequestIdHeader = "x-floatplane-request-id";
+inline constexpr const char* kSagaIdHeader = "x-floatplane-saga-id";
 
 // One NAT mapping on the rack switch: traffic to external_ip, ports first_port..last_port, is
 // sent to the sled (its underlay IPv6 address) and delivered to the VM's port (VNI + MAC).
@@ -93,7 +107,12 @@ struct NatApplied {
   int64_t generation = 0;
   std::string boot_id;         // the agent's run
   bool boot_mismatch = false;  // another run: nothing was applied
+  // {"generation": N, "boot_id": ..., "boot_mismatch": bool (absent: false)}
+  static Result<NatApplied> FromJson(const nlohmann::json& j);
 };
+
+// An agent's answer {"generation": N} (PUT /nat, POST /nat/changes without a boot id).
+Result<int64_t> GenerationFromJson(const nlohmann::json& j);
 
 class SwitchAgentClient {
  public:
@@ -108,7 +127,12 @@ class SwitchAgentClient {
   // run, its table lost) applies nothing and says so, so that changes never land on a table
   // that lacks the ones before them. Errors as ApplyChanges's.
   virtual Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
-                                            const std::vector<NatChange>& changes) = 0;
+                                            const std::vector<NatChange>& changes,
+                                            const CallContext& context) = 0;
+  Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
+                                    const std::vector<NatChange>& changes) {
+    return ApplyChangesOn(boot_id, changes, CallContext{});
+  }
   // GET /nat/status: cheap, for a heartbeat.
   virtual Result<NatStatus> GetStatus() = 0;
   // Replaces the whole table with `table` (PUT /nat): a full resync. Idempotent.
@@ -183,19 +207,46 @@ struct SledReport {
   static Result<SledReport> FromJson(const nlohmann::json& j);
 };
 
+// A sled's VMs as GET /instances answers them: {"instances": [SledInstance...]}.
+nlohmann::json SledInstancesToJson(const std::vector<SledInstance>& instances);
+Result<std::vector<SledInstance>> SledInstancesFromJson(const nlohmann::json& j);
+
+// What a sled agent says of its sled (GET /sled).
+struct SledIdentity {
+  // The sled's serial number, when its agent was given one: the control plane keeps one sled
+  // per serial, so an agent that comes back on another address is the same sled. nullopt: the
+  // control plane names the sled by its agent's URL.
+  std::optional<std::string> serial;
+  // The sled's underlay address when its dataplane has one of its own (the Linux agent's; NAT
+  // entries must name it); nullopt when the control plane may assign one (the simulated agent).
+  std::optional<IpAddr> underlay;
+
+  // {"underlay_address": ... or null, "serial": ... or null}
+  nlohmann::json ToJson() const;
+  static Result<SledIdentity> FromJson(const nlohmann::json& j);
+};
+
 class SledAgentClient {
  public:
   virtual ~SledAgentClient() = default;
   // PUT /instances/{id}: registers (or updates) the instance and starts it; the sled answers
   // at once with state starting (or running if already running), and moves to running after
   // its start delay. Idempotent.
-  virtual Result<SledInstance> EnsureRunning(const InstanceSpec& spec) = 0;
+  // The calls that change something take the CallContext they are made for; their forms
+  // without one are for background work.
+  virtual Result<SledInstance> EnsureRunning(const InstanceSpec& spec,
+                                             const CallContext& context) = 0;
+  Result<SledInstance> EnsureRunning(const InstanceSpec& spec) {
+    return EnsureRunning(spec, CallContext{});
+  }
   // POST /instances/{id}/stop: stopping, then stopped after the stop delay. A missing
   // instance is already stopped. Idempotent.
-  virtual Result<SledInstance> Stop(const Uuid& id) = 0;
+  virtual Result<SledInstance> Stop(const Uuid& id, const CallContext& context) = 0;
+  Result<SledInstance> Stop(const Uuid& id) { return Stop(id, CallContext{}); }
   // DELETE /instances/{id}: forgets a stopped instance (stops it first if needed).
   // Idempotent: a missing instance is fine.
-  virtual Status Unregister(const Uuid& id) = 0;
+  virtual Status Unregister(const Uuid& id, const CallContext& context) = 0;
+  Status Unregister(const Uuid& id) { return Unregister(id, CallContext{}); }
   // GET /instances/{id}; NotFound if the sled does not know it.
   virtual Result<SledInstance> Get(const Uuid& id) = 0;
   // GET /instances.
@@ -210,12 +261,16 @@ class SledAgentClient {
   virtual void AbandonReports() = 0;
   // PUT / DELETE /instances/{id}/external-ips/{ip}: the VM's port gains or loses an external
   // address. Idempotent. NotFound if the sled does not know the instance.
-  virtual Status AddExternalIp(const Uuid& id, const IpAddr& ip) = 0;
-  virtual Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) = 0;
-  // GET /sled: the sled's underlay address when its dataplane has one of its own (the Linux
-  // agent's; NAT entries must name it), nullopt when the control plane may assign one (the
-  // simulated agent).
-  virtual Result<std::optional<IpAddr>> Underlay() = 0;
+  virtual Status AddExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) = 0;
+  Status AddExternalIp(const Uuid& id, const IpAddr& ip) {
+    return AddExternalIp(id, ip, CallContext{});
+  }
+  virtual Status RemoveExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) = 0;
+  Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) {
+    return RemoveExternalIp(id, ip, CallContext{});
+  }
+  // GET /sled: who the sled is (see SledIdentity).
+  virtual Result<SledIdentity> Identity() = 0;
   virtual const std::string& address() const = 0;
 };
 

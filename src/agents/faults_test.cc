@@ -59,6 +59,24 @@ class AgentControl {
   int last_status_ = 0;
 };
 
+// An agent not started for tests (the binary without --enable-test-faults) has no fault or
+// reset endpoints: they answer 404 and change nothing.
+TEST(ProductionAgent, AnswersTheTestFaultEndpoints404) {
+  SimOptions options;
+  options.test_faults = false;
+  auto sled = SledAgentSim::Start(options).value();
+  AgentControl control(sled->base_url());
+  for (auto [method, path] : {std::pair{"GET", "/faults"}, std::pair{"POST", "/faults"},
+                              std::pair{"DELETE", "/faults"}, std::pair{"POST", "/reset"}}) {
+    control.Call(method, path,
+                 std::string_view(method) == "POST" && std::string_view(path) == "/faults"
+                     ? Json{{"endpoint", "*"}, {"fail_next", 1}}
+                     : Json(nullptr));
+    EXPECT_EQ(control.last_status(), 404) << method << " " << path;
+  }
+  EXPECT_TRUE(MakeSledAgentClient(sled->base_url(), 2000)->List()) << "a fault was added";
+}
+
 class FaultsTest : public ::testing::Test {
  protected:
   void SetUp() override {

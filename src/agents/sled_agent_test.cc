@@ -216,14 +216,18 @@ TEST_F(SledAgentTest, ResetForgetsEveryInstance) {
 namespace fp::agents {
 namespace {
 
-TEST(SledAgentUnderlay, ASimulatedSledHasNoneAndOneWithItsOwnSaysIt) {
+TEST(SledAgentIdentity, ASimulatedSledHasNoneAndOneWithItsOwnSaysIt) {
   auto simulated = sim::SledAgentSim::Start(sim::SimOptions{}).value();
-  EXPECT_EQ(MakeSledAgentClient(simulated->base_url(), 2000)->Underlay().value(), std::nullopt);
+  SledIdentity none = MakeSledAgentClient(simulated->base_url(), 2000)->Identity().value();
+  EXPECT_EQ(none.underlay, std::nullopt);
+  EXPECT_EQ(none.serial, std::nullopt);
   sim::SimOptions options;
   options.underlay = IpAddr::Parse("2001:db8:10::1").value();
+  options.serial = "BRM42220007";
   auto own = sim::SledAgentSim::Start(options).value();
-  EXPECT_EQ(MakeSledAgentClient(own->base_url(), 2000)->Underlay().value(),
-            std::optional<IpAddr>(IpAddr::Parse("2001:db8:10::1").value()));
+  SledIdentity said = MakeSledAgentClient(own->base_url(), 2000)->Identity().value();
+  EXPECT_EQ(said.underlay, std::optional<IpAddr>(IpAddr::Parse("2001:db8:10::1").value()));
+  EXPECT_EQ(said.serial, std::optional<std::string>("BRM42220007"));
 }
 
 }  // namespace

@@ -61,8 +61,9 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
   return r;
 }
 
-void AnswerNoContent(const Ctx& c) {
-  if (c.keyed != nullptr) c.keyed->AnswerWithoutResult({204, ""});
+app::RequestContext Ctx::Saga(int status) const {
+  if (record) record->AnswerSagaWith(status);
+  return app::RequestContext{actor, EffectOf()};
 }
 
 Result<Reply> NoContentFromSaga(const Ctx&, const Json&, const Json&) {

@@ -9,11 +9,13 @@
 #include <type_traits>
 
 #include "api/json_input.h"
+#include "app/audit.h"
 #include "app/floating_ips.h"
 #include "app/idempotency.h"
 #include "app/instances.h"
 #include "app/ip_pools.h"
 #include "app/projects.h"
+#include "app/request.h"
 #include "app/saga_list.h"
 #include "app/silos.h"
 #include "app/sleds.h"
@@ -40,9 +42,13 @@ struct Services {
   app::Instances* instances;  // null without sled agents: instance endpoints answer 503
   app::Sleds* sleds;          // null without sled agents: sled endpoints answer 503
   app::Idempotency& idempotency;
+  app::Audit& audit;
   app::SagaList& sagas;
   app::StoreStats& store_stats;
 };
+
+// A JSON response; a null body is sent empty.
+HttpResponse JsonResponse(int status, const Json& body);
 
 // A successful reply: status and JSON body (null body for 204).
 struct Reply {
@@ -57,8 +63,26 @@ struct Ctx {
   const Query& query;
   const app::Actor& actor;
   const Services& app;
-  // Set while a request with an Idempotency-Key runs: what its effect's commit records.
-  app::KeyedRequest* keyed = nullptr;
+  // A mutating request's record: what the commit of its effect records (its audit entry, and
+  // its Idempotency-Key's answer). Null for reads.
+  app::RequestRecord* record = nullptr;
+
+  // The request, for a service method whose effect is one write of a `T`: that write's commit
+  // records the answer (status, view(result)) with the effect.
+  // A saga that carries it instead records `status` as its success in the audit entry.
+  template <typename T>
+  app::Request<T> Effect(int status, Json (*view)(const T&)) const {
+    if (record) record->AnswerSagaWith(status);
+    return app::Request<T>{{actor, EffectOf()}, [status, view](const T& result) {
+                             HttpResponse r = JsonResponse(status, view(result));
+                             return app::KeyAnswer{r.status, std::move(r.body)};
+                           }};
+  }
+  // The request, for a method whose effect is a write that returns nothing (answered 204).
+  app::RequestContext NoContent() const { return app::RequestContext{actor, EffectOf()}; }
+  // The request, for a method whose effect a saga carries: the saga's success is answered
+  // `status`, which the saga's end records in the audit entry.
+  app::RequestContext Saga(int status) const;
 
   // ServiceUnavailable when the server runs without sled agents.
   Result<app::Instances*> Compute() const;
@@ -69,6 +93,9 @@ struct Ctx {
   Result<Uuid> PathUuid(const std::string& name) const;
   // The body as a JSON object (json_input.h's ParseBodyObject).
   Result<Json> Body(bool allow_empty = false) const;
+
+ private:
+  db::RequestEffect* EffectOf() const { return record ? record->effect() : nullptr; }
 };
 
 using Handler = std::function<Result<Reply>(const Ctx&)>;
@@ -92,25 +119,9 @@ struct Endpoint {
 
 using Routes = http::Router<Endpoint>;
 
-// A JSON response; a null body is sent empty.
-HttpResponse JsonResponse(int status, const Json& body);
 // The Oxide error body {request_id, error_code, message} with the error's status; an internal
 // error's detail is logged and replaced by "Internal Server Error"; 503 carries Retry-After.
 HttpResponse ErrorResponse(const HttpRequest& req, const Error& e);
-
-// Inside a keyed request, the first committed write whose result is a `T` records
-// (status, view(result)) as the answer, in the write's own transaction.
-template <typename T>
-void AnswerWrite(const Ctx& c, int status, Json (*view)(const T&)) {
-  if (c.keyed == nullptr) return;
-  c.keyed->AnswerWith<T>([status, view](const T& result) {
-    HttpResponse r = JsonResponse(status, view(result));
-    return app::KeyAnswer{r.status, std::move(r.body)};
-  });
-}
-
-// Same for a request whose effect is a write that returns only success (a delete): 204.
-void AnswerNoContent(const Ctx& c);
 
 // The replay of a 204 request carried by a saga.
 Result<Reply> NoContentFromSaga(const Ctx&, const Json&, const Json&);
@@ -125,5 +136,6 @@ void AddExternalIpRoutes(Routes& r);
 void AddSledRoutes(Routes& r);
 void AddTokenRoutes(Routes& r);
 void AddSagaRoutes(Routes& r);
+void AddAuditLogRoutes(Routes& r);
 
 }  // namespace fp::api

@@ -28,25 +28,24 @@ void AddExternalIpRoutes(Routes& r) {
             if (!f.IsNullOrAbsent("pool_selector")) {
               selector = FP_TRY(ParsePoolSelector(FP_TRY(f.Object("pool_selector"))));
             }
-            return Reply{
-                202,
-                ExternalIpView(FP_TRY(
-                    FP_TRY(c.Compute())->AttachEphemeral(c.actor, instance, project, selector)))};
+            return Reply{202, ExternalIpView(FP_TRY(FP_TRY(c.Compute())
+                                                        ->AttachEphemeral(c.Saga(202), instance,
+                                                                          project, selector)))};
           },
           [](const Ctx& c, const Json&, const Json& output) -> Result<Reply> {
             return Reply{202, ExternalIpView(FP_TRY(FP_TRY(c.Compute())->IpOfSagaOutput(output)))};
           }));
-  r.Add(
-      "DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
-      Endpoint(
-          [](const Ctx& c) -> Result<Reply> {
-            auto instance = FP_TRY(c.PathNameOrId("instance"));
-            auto project = FP_TRY(c.query.OptNameOrId("project"));
-            auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
-            FP_CHECK_OK(FP_TRY(c.Compute())->DetachEphemeral(c.actor, instance, project, version));
-            return Reply{204, nullptr};
-          },
-          NoContentFromSaga));
+  r.Add("DELETE", "/v1/instances/{instance}/external-ips/ephemeral",
+        Endpoint(
+            [](const Ctx& c) -> Result<Reply> {
+              auto instance = FP_TRY(c.PathNameOrId("instance"));
+              auto project = FP_TRY(c.query.OptNameOrId("project"));
+              auto version = FP_TRY(c.query.OptIpVersion("ip_version"));
+              FP_CHECK_OK(
+                  FP_TRY(c.Compute())->DetachEphemeral(c.Saga(204), instance, project, version));
+              return Reply{204, nullptr};
+            },
+            NoContentFromSaga));
 }
 
 }  // namespace fp::api

@@ -46,8 +46,9 @@ void AddAttachRoutes(Routes& r) {
               if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
               NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
               return Reply{
-                  202, FloatingIpView(FP_TRY(
-                           FP_TRY(c.Compute())->AttachFloating(c.actor, fip, project, parent)))};
+                  202,
+                  FloatingIpView(FP_TRY(
+                      FP_TRY(c.Compute())->AttachFloating(c.Saga(202), fip, project, parent)))};
             },
             floating_ip_from_saga));
   r.Add("POST", "/v1/floating-ips/{floating_ip}/detach",
@@ -55,8 +56,9 @@ void AddAttachRoutes(Routes& r) {
             [](const Ctx& c) -> Result<Reply> {
               auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
               auto project = FP_TRY(c.query.OptNameOrId("project"));
-              return Reply{202, FloatingIpView(FP_TRY(
-                                    FP_TRY(c.Compute())->DetachFloating(c.actor, fip, project)))};
+              return Reply{
+                  202, FloatingIpView(
+                           FP_TRY(FP_TRY(c.Compute())->DetachFloating(c.Saga(202), fip, project)))};
             },
             floating_ip_from_saga));
 }
@@ -79,9 +81,9 @@ void AddFloatingIpRoutes(Routes& r) {
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
     auto address = FP_TRY(ParseAddressAllocator(f));
-    AnswerWrite<model::ExternalIp>(c, 201, &FloatingIpView);
-    return Reply{201, FloatingIpView(FP_TRY(c.app.floating_ips.Create(c.actor, project, name,
-                                                                      description, address)))};
+    return Reply{201, FloatingIpView(FP_TRY(c.app.floating_ips.Create(
+                          c.Effect<model::ExternalIp>(201, &FloatingIpView), project, name,
+                          description, address)))};
   });
   r.Add("GET", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
@@ -92,15 +94,14 @@ void AddFloatingIpRoutes(Routes& r) {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<model::ExternalIp>(c, 200, &FloatingIpView);
     return Reply{200,
-                 FloatingIpView(FP_TRY(c.app.floating_ips.Update(c.actor, fip, project, update)))};
+                 FloatingIpView(FP_TRY(c.app.floating_ips.Update(
+                     c.Effect<model::ExternalIp>(200, &FloatingIpView), fip, project, update)))};
   });
   r.Add("DELETE", "/v1/floating-ips/{floating_ip}", [](const Ctx& c) -> Result<Reply> {
     auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
     auto project = FP_TRY(c.query.OptNameOrId("project"));
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.floating_ips.Delete(c.actor, fip, project));
+    FP_CHECK_OK(c.app.floating_ips.Delete(c.NoContent(), fip, project));
     return Reply{204, nullptr};
   });
   AddAttachRoutes(r);

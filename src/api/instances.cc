@@ -20,7 +20,8 @@ std::pair<std::string, std::string> InstanceKeys(const model::Instance& i) {
 SagaReplay InstanceFromSaga(int status) {
   return [status](const Ctx& c, const Json& params, const Json& output) -> Result<Reply> {
     return Reply{
-        status, InstanceView(FP_TRY(FP_TRY(c.Compute())->InstanceOfSaga(c.actor, params, output)))};
+        status,
+        InstanceView(FP_TRY(FP_TRY(c.Compute())->InstanceOfSaga(c.Saga(status), params, output)))};
   };
 }
 
@@ -124,7 +125,7 @@ Result<Reply> CreateInstance(const Ctx& c) {
   p.external_ips = FP_TRY(ParseRequestedExternalIps(body));
   FP_CHECK_OK(app::CheckEphemeralIpRequests(c.app.ip_pools, c.actor, p.external_ips));
   auto* compute = FP_TRY(c.Compute());
-  return Reply{201, InstanceView(FP_TRY(compute->Create(c.actor, project, p)))};
+  return Reply{201, InstanceView(FP_TRY(compute->Create(c.Saga(201), project, p)))};
 }
 
 }  // namespace
@@ -150,37 +151,39 @@ void AddInstanceRoutes(Routes& r) {
     Json body = FP_TRY(c.Body());
     Fields f(body, "");
     app::InstanceSize size = FP_TRY(ParseInstanceSize(f));
-    AnswerWrite<model::Instance>(c, 200, &InstanceView);
-    return Reply{
-        200, InstanceView(FP_TRY(FP_TRY(c.Compute())->Update(c.actor, instance, project, size)))};
+    return Reply{200,
+                 InstanceView(FP_TRY(FP_TRY(c.Compute())
+                                         ->Update(c.Effect<model::Instance>(200, &InstanceView),
+                                                  instance, project, size)))};
   });
   r.Add("DELETE", "/v1/instances/{instance}",
         Endpoint(
             [](const Ctx& c) -> Result<Reply> {
               auto instance = FP_TRY(c.PathNameOrId("instance"));
               auto project = FP_TRY(c.query.OptNameOrId("project"));
-              FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.actor, instance, project));
+              FP_CHECK_OK(FP_TRY(c.Compute())->Delete(c.Saga(204), instance, project));
               return Reply{204, nullptr};
             },
             NoContentFromSaga));
-  using Op = Result<model::Instance> (app::Instances::*)(const app::Actor&, const NameOrId&,
-                                                         const std::optional<NameOrId>&);
+  using Op = Result<model::Instance> (app::Instances::*)(
+      const app::Request<model::Instance>&, const NameOrId&, const std::optional<NameOrId>&);
   for (auto [verb, op] : {std::pair<const char*, Op>{"start", &app::Instances::Start},
                           std::pair<const char*, Op>{"stop", &app::Instances::Stop},
                           std::pair<const char*, Op>{"reboot", &app::Instances::Reboot}}) {
     // Start runs a saga. Stop ends with its one write, of the instance's run state, which
     // records the answer. Reboot writes the run state before it talks to the sled, then again
-    // after: its answer is recorded only once it succeeded (a 202 replayed for a reboot that
-    // failed would be false), and a crash in between makes the retry run it again.
-    const bool answer_with_write = std::string_view(verb) == "stop";
+    // after: only that last write records the answer, once the reboot succeeded (a 202
+    // replayed for a reboot that failed would be false), and a crash in between makes the
+    // retry run it again.
     r.Add("POST", fmt::format("/v1/instances/{{instance}}/{}", verb),
           Endpoint(
-              [op = op, answer_with_write](const Ctx& c) -> Result<Reply> {
+              [op = op](const Ctx& c) -> Result<Reply> {
                 auto instance = FP_TRY(c.PathNameOrId("instance"));
                 auto project = FP_TRY(c.query.OptNameOrId("project"));
                 app::Instances* compute = FP_TRY(c.Compute());
-                if (answer_with_write) AnswerWrite<model::Instance>(c, 202, &InstanceView);
-                return Reply{202, InstanceView(FP_TRY((compute->*op)(c.actor, instance, project)))};
+                return Reply{
+                    202, InstanceView(FP_TRY((compute->*op)(
+                             c.Effect<model::Instance>(202, &InstanceView), instance, project)))};
               },
               InstanceFromSaga(202)));
   }
@@ -195,8 +198,8 @@ void AddInstanceRoutes(Routes& r) {
               auto dst = Uuid::Parse(dst_text);
               if (!dst) return Fail(BodyError("dst_sled_id", "expected a UUID"));
               return Reply{
-                  202, InstanceView(
-                           FP_TRY(FP_TRY(c.Compute())->Migrate(c.actor, instance, project, *dst)))};
+                  202, InstanceView(FP_TRY(
+                           FP_TRY(c.Compute())->Migrate(c.Saga(202), instance, project, *dst)))};
             },
             InstanceFromSaga(202)));
 }

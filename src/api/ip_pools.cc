@@ -118,8 +118,9 @@ void AddPoolRoutes(Routes& r) {
   });
   r.Add("POST", "/v1/system/ip-pools", [](const Ctx& c) -> Result<Reply> {
     model::PoolCreate p = FP_TRY(ParsePoolCreate(FP_TRY(c.Body())));
-    AnswerWrite<model::IpPool>(c, 201, &IpPoolView);
-    return Reply{201, IpPoolView(FP_TRY(c.app.ip_pools.Create(c.actor, p)))};
+    return Reply{
+        201,
+        IpPoolView(FP_TRY(c.app.ip_pools.Create(c.Effect<model::IpPool>(201, &IpPoolView), p)))};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     return Reply{200,
@@ -128,12 +129,11 @@ void AddPoolRoutes(Routes& r) {
   r.Add("PUT", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("pool"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<model::IpPool>(c, 200, &IpPoolView);
-    return Reply{200, IpPoolView(FP_TRY(c.app.ip_pools.Update(c.actor, selector, update)))};
+    return Reply{200, IpPoolView(FP_TRY(c.app.ip_pools.Update(
+                          c.Effect<model::IpPool>(200, &IpPoolView), selector, update)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}", [](const Ctx& c) -> Result<Reply> {
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.ip_pools.Delete(c.actor, FP_TRY(c.PathNameOrId("pool"))));
+    FP_CHECK_OK(c.app.ip_pools.Delete(c.NoContent(), FP_TRY(c.PathNameOrId("pool"))));
     return Reply{204, nullptr};
   });
   r.Add("GET", "/v1/system/ip-pools/{pool}/utilization", [](const Ctx& c) -> Result<Reply> {
@@ -166,14 +166,13 @@ void AddRangeRoutes(Routes& r) {
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/add", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
-    AnswerWrite<model::IpPoolRange>(c, 201, &IpPoolRangeView);
-    return Reply{201, IpPoolRangeView(FP_TRY(c.app.ip_pools.RangeAdd(c.actor, pool, range)))};
+    return Reply{201, IpPoolRangeView(FP_TRY(c.app.ip_pools.RangeAdd(
+                          c.Effect<model::IpPoolRange>(201, &IpPoolRangeView), pool, range)))};
   });
   r.Add("POST", "/v1/system/ip-pools/{pool}/ranges/remove", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     IpRange range = FP_TRY(ParseIpRange(FP_TRY(c.Body())));
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.ip_pools.RangeRemove(c.actor, pool, range));
+    FP_CHECK_OK(c.app.ip_pools.RangeRemove(c.NoContent(), pool, range));
     return Reply{204, nullptr};
   });
 }
@@ -207,21 +206,19 @@ void AddSiloLinkRoutes(Routes& r) {
     Fields f(body, "");
     NameOrId silo = FP_TRY(f.NameOrIdField("silo"));
     bool is_default = FP_TRY(f.Bool("is_default"));
-    AnswerWrite<model::SiloLink>(c, 201, &SiloLinkView);
-    return Reply{201, SiloLinkView(FP_TRY(c.app.ip_pools.Link(c.actor, pool, silo, is_default)))};
+    return Reply{201, SiloLinkView(FP_TRY(c.app.ip_pools.Link(
+                          c.Effect<model::SiloLink>(201, &SiloLinkView), pool, silo, is_default)))};
   });
   r.Add("PUT", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     auto pool = FP_TRY(c.PathNameOrId("pool"));
     auto silo = FP_TRY(c.PathNameOrId("silo"));
     Json body = FP_TRY(c.Body());
     bool is_default = FP_TRY(Fields(body, "").Bool("is_default"));
-    AnswerWrite<model::SiloLink>(c, 200, &SiloLinkView);
-    return Reply{200,
-                 SiloLinkView(FP_TRY(c.app.ip_pools.LinkUpdate(c.actor, pool, silo, is_default)))};
+    return Reply{200, SiloLinkView(FP_TRY(c.app.ip_pools.LinkUpdate(
+                          c.Effect<model::SiloLink>(200, &SiloLinkView), pool, silo, is_default)))};
   });
   r.Add("DELETE", "/v1/system/ip-pools/{pool}/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.ip_pools.Unlink(c.actor, FP_TRY(c.PathNameOrId("pool")),
+    FP_CHECK_OK(c.app.ip_pools.Unlink(c.NoContent(), FP_TRY(c.PathNameOrId("pool")),
                                       FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });

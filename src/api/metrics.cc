@@ -113,7 +113,13 @@ HttpMetrics::HttpMetrics(const std::vector<std::pair<std::string, std::string>>&
       duration_("floatplane_http_request_duration_seconds",
                 "Time from a complete API request to its answer, by method and route template.",
                 {"method", "route"},
-                {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}) {
+                {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
+      audited_("floatplane_audit_entries_total",
+               "Audit log entries of the requests this server answered (mutating requests and "
+               "failed authentications), by result.",
+               {"result"}) {
+  audited_.Touch({"success"});
+  audited_.Touch({"error"});
   for (const auto& [method, route] : routes) duration_.Touch({method, route});
   for (const char* route : {"/metrics", "/v1/ping"}) duration_.Touch({"GET", route});
 }
@@ -133,6 +139,7 @@ void HttpMetrics::Record(std::string_view method, std::string_view route, int st
 void HttpMetrics::Render(std::string& out) const {
   requests_.Render(out);
   duration_.Render(out);
+  audited_.Render(out);
 }
 
 }  // namespace fp::api

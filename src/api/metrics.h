@@ -30,11 +30,14 @@ class HttpMetrics {
  public:
   explicit HttpMetrics(const std::vector<std::pair<std::string, std::string>>& routes);
   void Record(std::string_view method, std::string_view route, int status, double seconds);
+  // An audited request (a mutating one, or a failed authentication) answered by this server.
+  void RecordAudited(bool success) { audited_.Add({success ? "success" : "error"}); }
   void Render(std::string& out) const;
 
  private:
   metrics::CounterFamily requests_;
   metrics::HistogramFamily duration_;
+  metrics::CounterFamily audited_;
 };
 
 }  // namespace fp::api

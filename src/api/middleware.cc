@@ -117,6 +117,7 @@ std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx
     case Outcome::kSagaRunning:
       return ErrorResponse(c.req, KeyInProgress(key));
     case Outcome::kSagaDone: {
+      if (c.record) c.record->ReplayFromKey();
       if (!endpoint.from_saga) {
         return ErrorResponse(c.req, Error::Internal("no replay for the saga of this request"));
       }
@@ -135,46 +136,40 @@ std::optional<HttpResponse> AnswerFromRecord(const Endpoint& endpoint, const Ctx
 
 }  // namespace
 
-HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
-                                KeysInFlight& in_flight, const std::function<HttpResponse()>& run) {
+std::string KeyedRequestHash(const HttpRequest& req) {
+  return app::Idempotency::RequestHash(req.method + "\n" + req.path + "\n" + req.query + "\n" +
+                                       req.body);
+}
+
+KeyedResponse WithIdempotencyKey(const Endpoint& endpoint, const Ctx& ctx, const std::string& key,
+                                 const std::string& hash, KeysInFlight& in_flight,
+                                 const std::function<HttpResponse()>& run) {
   const HttpRequest& req = ctx.req;
-  if (auto s = CheckIdempotencyKey(req, key); !s) return ErrorResponse(req, s.error());
-  std::string hash = app::Idempotency::RequestHash(req.method + "\n" + req.path + "\n" + req.query +
-                                                   "\n" + req.body);
   const std::string flight = ctx.actor.token_id.ToString() + "\n" + key;
-  if (!in_flight.Claim(flight)) return ErrorResponse(req, KeyInProgress(key));
+  if (!in_flight.Claim(flight)) return {ErrorResponse(req, KeyInProgress(key))};
   struct Release {
     KeysInFlight& keys;
     const std::string& id;
     ~Release() { keys.Release(id); }
   } release{in_flight, flight};
 
-  if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
-  HttpResponse response;
-  app::KeyedRequest::Effect effect;
-  app::KeyAnswer recorded;
-  {
-    app::KeyedRequest keyed(ctx.app.idempotency, ctx.actor.token_id, key, hash);
-    ctx.keyed = &keyed;
-    response = run();
-    ctx.keyed = nullptr;
-    effect = keyed.effect();
-    recorded = keyed.answer();
-  }
-  using Effect = app::KeyedRequest::Effect;
-  if (effect == Effect::kTaken) {
+  if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return {*answer};
+  HttpResponse response = run();
+  using Outcome = app::RequestRecord::Outcome;
+  Outcome outcome = ctx.record->outcome();
+  if (outcome == Outcome::kTaken) {
     // Another server on this database ran the request first; this one's effect rolled back.
-    if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return *answer;
-    return ErrorResponse(req, KeyInProgress(key));
+    if (auto answer = AnswerFromRecord(endpoint, ctx, key, hash)) return {*answer};
+    return {ErrorResponse(req, KeyInProgress(key))};
   }
   // A 5xx is not remembered: a retry does the work again, or finds the effect's record.
-  if (response.status >= 500) return response;
-  if (effect == Effect::kAnswered && recorded.status == response.status &&
+  if (response.status >= 500) return {response};
+  app::KeyAnswer recorded = ctx.record->answer();
+  if (outcome == Outcome::kAnswered && recorded.status == response.status &&
       recorded.body == response.body) {
-    return response;  // committed with the effect
+    return {response};  // committed with the effect
   }
-  Keep(ctx, key, hash, response);
-  return response;
+  return {response, /*keep=*/true};
 }
 
 namespace {

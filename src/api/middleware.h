@@ -37,13 +37,25 @@ class KeysInFlight {
 // stored in the clear).
 Status CheckIdempotencyKey(const HttpRequest& req, const std::string& key);
 
+// The hash a request is recognised by under its Idempotency-Key: method, path, query and body.
+std::string KeyedRequestHash(const HttpRequest& req);
+
+// A keyed request's answer, and whether it is to be stored under the key (by
+// app::Audit::Finish, with the request's audit entry): not when its effect's commit stored it
+// already, not for a replayed answer, never for a 5xx.
+struct KeyedResponse {
+  HttpResponse response;
+  bool keep = false;
+};
+
 // Runs a request with an Idempotency-Key at most once per (token, key): a retry with the same
 // request gets the first answer again (header idempotent-replayed: true), also after a crash
 // at any instant (app/idempotency.h); a request under a key whose request is still running gets
-// 503 with Retry-After; another request under the same key gets 422. `run` runs the route with
-// `ctx.keyed` set.
-HttpResponse WithIdempotencyKey(const Endpoint& endpoint, Ctx& ctx, const std::string& key,
-                                KeysInFlight& in_flight, const std::function<HttpResponse()>& run);
+// 503 with Retry-After; another request under the same key gets 422. `run` runs the route;
+// `ctx.record` is the request's record, made with the key and `hash` (KeyedRequestHash).
+KeyedResponse WithIdempotencyKey(const Endpoint& endpoint, const Ctx& ctx, const std::string& key,
+                                 const std::string& hash, KeysInFlight& in_flight,
+                                 const std::function<HttpResponse()>& run);
 
 // The API version this server speaks (the OpenAPI subset's), and the check of a request's
 // `api-version` header (../shared/spec/cli-and-console.md SRV-12): absent, equal or older is

@@ -26,8 +26,8 @@ void AddProjectRoutes(Routes& r) {
     Fields f(body, "");
     std::string name = FP_TRY(f.NameField("name")).str();
     std::string description = FP_TRY(f.Description("description"));
-    AnswerWrite<model::Project>(c, 201, &ProjectView);
-    return Reply{201, ProjectView(FP_TRY(c.app.projects.Create(c.actor, name, description)))};
+    return Reply{201, ProjectView(FP_TRY(c.app.projects.Create(
+                          c.Effect<model::Project>(201, &ProjectView), name, description)))};
   });
   r.Add("GET", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
     return Reply{
@@ -36,12 +36,11 @@ void AddProjectRoutes(Routes& r) {
   r.Add("PUT", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
     auto selector = FP_TRY(c.PathNameOrId("project"));
     auto update = FP_TRY(ParseIdentityUpdate(FP_TRY(c.Body())));
-    AnswerWrite<model::Project>(c, 200, &ProjectView);
-    return Reply{200, ProjectView(FP_TRY(c.app.projects.Update(c.actor, selector, update)))};
+    return Reply{200, ProjectView(FP_TRY(c.app.projects.Update(
+                          c.Effect<model::Project>(200, &ProjectView), selector, update)))};
   });
   r.Add("DELETE", "/v1/projects/{project}", [](const Ctx& c) -> Result<Reply> {
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.projects.Delete(c.actor, FP_TRY(c.PathNameOrId("project"))));
+    FP_CHECK_OK(c.app.projects.Delete(c.NoContent(), FP_TRY(c.PathNameOrId("project"))));
     return Reply{204, nullptr};
   });
 }

@@ -1,11 +1,16 @@
 #include "api/routes.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "api/middleware.h"
+#include "api/operations.h"
 #include "api/system.h"
+#include "common/log.h"
 
 namespace fp::api {
 
@@ -20,13 +25,26 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
   AddInstanceRoutes(*router);
   AddSledRoutes(*router);
   AddSagaRoutes(*router);
+  AddAuditLogRoutes(*router);
   AddExternalIpRoutes(*router);
+
+  // Every route names its operation (api/operations.h): what its audit entries record.
+  auto operations = std::make_shared<std::map<std::string, std::string>>();
+  for (const auto& [method, pattern] : router->Patterns()) {
+    auto id = OperationId(method, pattern);
+    if (!id) {
+      std::fprintf(stderr, "api: route %s %s has no operation id (api/operations.cc)\n",
+                   method.c_str(), pattern.c_str());
+      std::abort();
+    }
+    (*operations)[method + " " + pattern] = std::string(*id);
+  }
 
   auto in_flight = std::make_shared<KeysInFlight>();
   auto metrics = std::make_shared<HttpMetrics>(router->Patterns());
-  auto serve = [router, in_flight, services, metrics, http_stats = std::move(http_stats),
-                more_metrics = std::move(more_metrics)](const HttpRequest& req,
-                                                        std::string& route) -> HttpResponse {
+  auto serve = [router, in_flight, services, metrics, operations,
+                http_stats = std::move(http_stats), more_metrics = std::move(more_metrics)](
+                   const HttpRequest& req, std::string& route) -> HttpResponse {
     try {
       if (auto version = CheckApiVersion(req); !version) return ErrorResponse(req, version.error());
       if (req.method == "GET" && (req.path == "/metrics" || req.path == "/v1/ping")) {
@@ -45,23 +63,56 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
         }
         return ErrorResponse(req, Error(ErrorKind::kNotFound, "Not Found"));
       }
+      std::string user_agent = req.Header("user-agent");
+      app::RequestFacts facts{
+          .request_id = req.request_id,
+          .request_uri = req.query.empty() ? req.path : req.path + "?" + req.query,
+          .operation_id = operations->at(req.method + " " + *match->pattern),
+          .source_ip = req.source_address,
+          .user_agent = user_agent.empty() ? std::nullopt : std::optional(user_agent),
+          .time_started = services.audit.Now()};
+      // An answer that no effect recorded leaves with its audit entry written (a failed
+      // authentication, a refusal, a request that changed nothing).
+      auto audited = [&](app::RequestRecord& record, HttpResponse answer, bool keep) {
+        if (auto s = services.audit.Finish(record, {answer.status, answer.body}, keep); !s) {
+          LogEvent("error", "could not write the request's audit entry",
+                   {{"request_id", req.request_id}, {"error", s.error().message()}});
+        }
+        metrics->RecordAudited(answer.status < 400);
+        return answer;
+      };
       auto secret = BearerSecret(req);
-      if (!secret) return ErrorResponse(req, secret.error());
-      auto actor = services.tokens.Authenticate(*secret);
-      if (!actor) return ErrorResponse(req, actor.error());
+      auto actor =
+          secret ? services.tokens.Authenticate(*secret) : Result<app::Actor>(Fail(secret.error()));
+      if (!actor) {
+        auto record = services.audit.Begin(nullptr, facts, std::nullopt);
+        return audited(*record, ErrorResponse(req, actor.error()), false);
+      }
+      bool mutating = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
       auto query = Query::Parse(req.query);
-      if (!query) return ErrorResponse(req, query.error());
-      Ctx ctx{req, match->params, *query, *actor, services, nullptr};
+      Ctx ctx{req, match->params, query ? *query : Query(), *actor, services, nullptr};
       auto run = [&]() -> HttpResponse {
+        if (!query) return ErrorResponse(req, query.error());
         auto reply = match->target->run(ctx);
         if (!reply) return ErrorResponse(req, reply.error());
         return JsonResponse(reply->status, reply->body);
       };
+      if (!mutating) return run();
+      // Mutating requests are audited, and take a key (product.md difference 13).
       std::string key = req.Header("idempotency-key");
-      // Mutating requests take a key (product.md difference 13).
-      bool mutating = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
-      if (key.empty() || !mutating) return run();
-      return WithIdempotencyKey(*match->target, ctx, key, *in_flight, run);
+      std::optional<app::RequestKey> keyed;
+      Status key_ok = Ok();
+      if (!key.empty()) {
+        key_ok = CheckIdempotencyKey(req, key);
+        if (key_ok) keyed = app::RequestKey{actor->token_id, key, KeyedRequestHash(req)};
+      }
+      auto record = services.audit.Begin(&*actor, facts, keyed);
+      if (!key_ok) return audited(*record, ErrorResponse(req, key_ok.error()), false);
+      ctx.record = record.get();
+      if (!keyed) return audited(*record, run(), false);
+      auto out =
+          WithIdempotencyKey(*match->target, ctx, key, keyed->request_sha256, *in_flight, run);
+      return audited(*record, std::move(out.response), out.keep);
     } catch (const std::exception& e) {
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
     }

@@ -13,9 +13,9 @@ namespace {
 class RoutesTest : public ::testing::Test {
  protected:
   RoutesTest()
-      : handler_(MakeApiHandler(Services{app_.silos, app_.projects, app_.ip_pools,
-                                         app_.floating_ips, app_.tokens, nullptr, nullptr,
-                                         app_.idempotency, app_.sagas, app_.store_stats})) {
+      : handler_(MakeApiHandler(Services{
+            app_.silos, app_.projects, app_.ip_pools, app_.floating_ips, app_.tokens, nullptr,
+            nullptr, app_.idempotency, app_.audit, app_.sagas, app_.store_stats})) {
     secret_ = **app_.tokens.BootstrapDev();
   }
 
@@ -119,9 +119,9 @@ TEST_F(RoutesTest, SagasListIsForFleetAdminsBeforeItsQueryIsRead) {
   HttpResponse ok = Call("GET", "/v1/system/sagas");
   ASSERT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(Body(ok), (Json{{"items", Json::array()}, {"next_page", nullptr}}));
-  auto viewer =
-      app_.tokens.Create(app::Actor{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin},
-                         NameOrId(*Name::Parse("default")), model::Role::kSiloViewer, "viewer");
+  const app::Actor admin{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin};
+  auto viewer = app_.tokens.Create(app::Unrecorded{admin}, NameOrId(*Name::Parse("default")),
+                                   model::Role::kSiloViewer, "viewer");
   ASSERT_TRUE(viewer);
   secret_ = viewer->secret;
   EXPECT_EQ(Call("GET", "/v1/system/sagas?limit=bad").status, 403);

@@ -70,15 +70,14 @@ void AddSiloRoutes(Routes& r) {
   r.Add("POST", "/v1/system/silos", [](const Ctx& c) -> Result<Reply> {
     Json body = FP_TRY(c.Body());
     model::SiloCreate p = FP_TRY(ParseSiloCreate(body));
-    AnswerWrite<model::Silo>(c, 201, &SiloView);
-    return Reply{201, SiloView(FP_TRY(c.app.silos.Create(c.actor, p)))};
+    return Reply{201,
+                 SiloView(FP_TRY(c.app.silos.Create(c.Effect<model::Silo>(201, &SiloView), p)))};
   });
   r.Add("GET", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
     return Reply{200, SiloView(FP_TRY(c.app.silos.View(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
   });
   r.Add("DELETE", "/v1/system/silos/{silo}", [](const Ctx& c) -> Result<Reply> {
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.silos.Delete(c.actor, FP_TRY(c.PathNameOrId("silo"))));
+    FP_CHECK_OK(c.app.silos.Delete(c.NoContent(), FP_TRY(c.PathNameOrId("silo"))));
     return Reply{204, nullptr};
   });
   r.Add("GET", "/v1/system/silos/{silo}/ip-pools", [](const Ctx& c) -> Result<Reply> {

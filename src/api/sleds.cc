@@ -1,4 +1,4 @@
-// Sleds (fleet admin): /v1/system/hardware/sleds.
+// Sleds (fleet admin): /v1/system/hardware/sleds, and their expunge (an extension).
 
 #include "api/endpoint.h"
 #include "api/views.h"
@@ -23,6 +23,12 @@ void AddSledRoutes(Routes& r) {
       items.push_back(SledInstanceView(s.instance, s.project_name, s.silo_name));
     }
     return Reply{200, Json{{"items", items}, {"next_page", nullptr}}};
+  });
+  r.Add("POST", "/v1/system/hardware/sleds/{sled_id}/expunge", [](const Ctx& c) -> Result<Reply> {
+    auto sled_id = FP_TRY(c.PathUuid("sled_id"));
+    return Reply{
+        200, SledView(FP_TRY(
+                 FP_TRY(c.Hardware())->Expunge(c.Effect<model::Sled>(200, &SledView), sled_id)))};
   });
 }
 

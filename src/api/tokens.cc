@@ -21,7 +21,11 @@ void AddTokenRoutes(Routes& r) {
     if (name.empty() || name.size() > 255) {
       return Fail(BodyError("name", "must be between 1 and 255 characters"));
     }
-    auto issued = FP_TRY(c.app.tokens.Create(c.actor, silo, *role, name));
+    auto issued = FP_TRY(c.app.tokens.Create(
+        // The answer carries the token's secret, which is never stored: nothing to render.
+        c.Effect<model::Token>(
+            201, +[](const model::Token&) { return Json(); }),
+        silo, *role, name));
     return Reply{201, Json{{"id", issued.token.id.ToString()}, {"token", issued.secret}}};
   });
   // Live tokens by id (their secrets are not kept, so never shown); next_page is the last id.
@@ -58,11 +62,13 @@ void AddTokenRoutes(Routes& r) {
                            {"silo_admin",
                             role == model::Role::kFleetAdmin || role == model::Role::kSiloAdmin},
                            {"silo_id", me.token.token.silo_id.ToString()},
-                           {"silo_name", me.silo_name}}};
+                           {"silo_name", me.silo_name},
+                           // The user is the token, which never changes once minted.
+                           {"time_created", FormatRfc3339(me.token.time_created)},
+                           {"time_modified", FormatRfc3339(me.token.time_created)}}};
   });
   r.Add("DELETE", "/v1/system/tokens/{id}", [](const Ctx& c) -> Result<Reply> {
-    AnswerNoContent(c);
-    FP_CHECK_OK(c.app.tokens.Revoke(c.actor, FP_TRY(c.PathUuid("id"))));
+    FP_CHECK_OK(c.app.tokens.Revoke(c.NoContent(), FP_TRY(c.PathUuid("id"))));
     return Reply{204, nullptr};
   });
 }

@@ -108,14 +108,22 @@ Json SledView(const model::Sled& s) {
   return Json{
       {"id", s.id.ToString()},
       {"baseboard", {{"part", "floatplane-sim-sled"}, {"revision", 0}, {"serial", s.serial}}},
-      {"policy", {{"kind", "in_service"}, {"provision_policy", "provisionable"}}},
+      {"policy", s.expunged ? Json{{"kind", "expunged"}}
+                            : Json{{"kind", "in_service"}, {"provision_policy", "provisionable"}}},
       // One rack; its id is fixed so that views are stable across restarts.
       {"rack_id", "c19a698f-c6f9-4a17-ae30-20d711b8f7dc"},
-      {"state", "active"},
+      // Expunging fails its instances in the same commit: nothing is left on it.
+      {"state", s.expunged ? "decommissioned" : "active"},
       {"time_created", FormatRfc3339(s.time_created)},
       {"time_modified", FormatRfc3339(s.time_modified)},
       {"usable_hardware_threads", 64},
-      {"usable_physical_ram", int64_t{512} << 30}};
+      {"usable_physical_ram", int64_t{512} << 30},
+      // Additive (not in Oxide's Sled): whether its agent answers, since when, and the last
+      // report this server read from it (null where unknown).
+      {"agent",
+       {{"answers", s.agent_answers ? Json(*s.agent_answers) : Json(nullptr)},
+        {"since", s.agent_since ? Json(FormatRfc3339(*s.agent_since)) : Json(nullptr)},
+        {"last_report", s.last_report ? Json(FormatRfc3339(*s.last_report)) : Json(nullptr)}}}};
 }
 
 Json SledInstanceView(const model::Instance& i, const std::string& project_name,

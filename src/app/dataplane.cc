@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "db/instances.h"
 
 namespace fp::app {
@@ -63,6 +64,32 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
     }
   }
   return spec;
+}
+
+}  // namespace fp::app
+
+namespace fp::app {
+
+Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane) {
+  int restarted = 0;
+  for (const auto& [sled_id, sled] : dataplane.sleds) {
+    for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds, sled_id))) {
+      if (i.state != model::InstanceState::kVmm || i.run_state != "running" || i.migration_id) {
+        continue;  // starts and migrations belong to their sagas, which recovery resumes
+      }
+      if (auto vm = sled->Get(i.id); vm || vm.error().kind() != ErrorKind::kNotFound) continue;
+      auto spec = BuildInstanceSpec(ds, i.id);
+      Status registered =
+          spec ? sled->EnsureRunning(*spec).map([](auto&&) {}) : Status(Fail(spec.error()));
+      if (!registered) {
+        LogEvent("warn", "could not restart an instance its in-process sled lost",
+                 {{"instance_id", i.id.ToString()}, {"error", registered.error().message()}});
+        continue;
+      }
+      ++restarted;
+    }
+  }
+  return restarted;
 }
 
 }  // namespace fp::app

@@ -55,4 +55,12 @@ struct Dataplane {
 // datastore. Errors: NotFound for an instance that is not there; the datastore's.
 Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& instance_id);
 
+// Registers again, on its sled, each instance the datastore records running there whose VM the
+// sled lacks: for sleds that are part of the server's own process (--dev), which lose their
+// VMs whenever the server stops, so that a restarted dev server brings its running instances
+// back instead of failing them. Call before the sled watcher starts. Returns how many it
+// registered; a VM that cannot be registered is logged and left to the watcher (which then
+// fails its instance). Errors: the datastore's, reading what runs where.
+Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane);
+
 }  // namespace fp::app

@@ -1,14 +1,17 @@
 #include "app/floating_ips.h"
 
+#include "app/ip_pools.h"
 #include "db/external_ips.h"
 #include "db/projects.h"
+#include "db/request_effect.h"
 
 namespace fp::app {
 
-Result<model::ExternalIp> FloatingIps::Create(const Actor& actor, const NameOrId& project,
-                                              const std::string& name,
+Result<model::ExternalIp> FloatingIps::Create(const Request<model::ExternalIp>& rq,
+                                              const NameOrId& project, const std::string& name,
                                               const std::string& description,
                                               const model::AddressRequest& address) {
+  const Actor& actor = rq.actor;
   model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
   model::FloatingIpCreate params;
@@ -18,24 +21,27 @@ Result<model::ExternalIp> FloatingIps::Create(const Actor& actor, const NameOrId
   params.name = name;
   params.description = description;
   params.address = address;
-  return db::FloatingIpCreate(ds_, params);
+  auto created = db::FloatingIpCreate(ds_, params, db::EffectOf<model::ExternalIp>(rq));
+  if (!created) return Fail(ExplainUnlinkedPool(ds_, actor, address.selector, created.error()));
+  return created;
 }
 
 Result<model::ExternalIp> FloatingIps::View(const Actor& actor, const NameOrId& fip,
-                                            const std::optional<NameOrId>& project) {
+                                            const std::optional<NameOrId>& project,
+                                            db::DeferredDurability* deferred) {
   if (fip.is_id()) {
     if (project) {
       return Fail(Error::InvalidRequest(
           "when providing Floating IP as an ID project should not be specified"));
     }
-    return db::FloatingIpLookupById(ds_, actor.silo_id, fip.id());
+    return db::FloatingIpLookupById({ds_, deferred}, actor.silo_id, fip.id());
   }
   if (!project) {
     return Fail(
         Error::InvalidRequest("Floating IP should either be UUID or project should be specified"));
   }
-  model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, *project));
-  return db::FloatingIpLookupByName(ds_, p.id, fip.name().str());
+  model::Project p = FP_TRY(db::ProjectLookup({ds_, deferred}, actor.silo_id, *project));
+  return db::FloatingIpLookupByName({ds_, deferred}, p.id, fip.name().str());
 }
 
 Result<std::vector<model::ExternalIp>> FloatingIps::List(const Actor& actor,
@@ -45,19 +51,22 @@ Result<std::vector<model::ExternalIp>> FloatingIps::List(const Actor& actor,
   return db::FloatingIpList(ds_, p.id, page);
 }
 
-Result<model::ExternalIp> FloatingIps::Update(const Actor& actor, const NameOrId& fip,
+Result<model::ExternalIp> FloatingIps::Update(const Request<model::ExternalIp>& rq,
+                                              const NameOrId& fip,
                                               const std::optional<NameOrId>& project,
                                               const model::IdentityUpdate& update) {
+  const Actor& actor = rq.actor;
   model::ExternalIp e = FP_TRY(View(actor, fip, project));
   FP_CHECK_OK(RequireWrite(actor));
-  return db::FloatingIpUpdate(ds_, e.id, update);
+  return db::FloatingIpUpdate(ds_, e.id, update, db::EffectOf<model::ExternalIp>(rq));
 }
 
-Status FloatingIps::Delete(const Actor& actor, const NameOrId& fip,
+Status FloatingIps::Delete(const RequestContext& rq, const NameOrId& fip,
                            const std::optional<NameOrId>& project) {
+  const Actor& actor = rq.actor;
   model::ExternalIp e = FP_TRY(View(actor, fip, project));
   FP_CHECK_OK(RequireWrite(actor));
-  return db::FloatingIpDelete(ds_, e.id);
+  return db::FloatingIpDelete(ds_, e.id, db::EffectOfNoContent(rq));
 }
 
 }  // namespace fp::app

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/actor.h"
+#include "app/request.h"
 #include "common/error.h"
 #include "common/name.h"
 #include "model/external_ips.h"
@@ -13,6 +14,7 @@
 
 namespace fp::db {
 class Datastore;
+class DeferredDurability;
 }  // namespace fp::db
 
 namespace fp::app {
@@ -26,17 +28,20 @@ class FloatingIps {
  public:
   explicit FloatingIps(db::Datastore& ds) : ds_(ds) {}
 
-  Result<model::ExternalIp> Create(const Actor& actor, const NameOrId& project,
+  Result<model::ExternalIp> Create(const Request<model::ExternalIp>& rq, const NameOrId& project,
                                    const std::string& name, const std::string& description,
                                    const model::AddressRequest& address);
+  // `deferred`: a request's checks leave the wait for durability to that scope (db::Reader).
   Result<model::ExternalIp> View(const Actor& actor, const NameOrId& fip,
-                                 const std::optional<NameOrId>& project);
+                                 const std::optional<NameOrId>& project,
+                                 db::DeferredDurability* deferred = nullptr);
   Result<std::vector<model::ExternalIp>> List(const Actor& actor, const NameOrId& project,
                                               const model::PageRequest& page);
-  Result<model::ExternalIp> Update(const Actor& actor, const NameOrId& fip,
+  Result<model::ExternalIp> Update(const Request<model::ExternalIp>& rq, const NameOrId& fip,
                                    const std::optional<NameOrId>& project,
                                    const model::IdentityUpdate& update);
-  Status Delete(const Actor& actor, const NameOrId& fip, const std::optional<NameOrId>& project);
+  Status Delete(const RequestContext& rq, const NameOrId& fip,
+                const std::optional<NameOrId>& project);
 
  private:
   db::Datastore& ds_;

@@ -1,6 +1,7 @@
 #include "app/history_pruner.h"
 
 #include "common/log.h"
+#include "db/audit_log.h"
 #include "db/datastore.h"
 #include "db/idempotency.h"
 #include "db/sagas.h"
@@ -24,6 +25,19 @@ Result<PrunedHistory> HistoryPruner::PruneOnce() {
     pruned.sagas += n;
     if (n < retention_.batch || stopping_.load()) break;
   }
+  for (;;) {
+    int64_t n = FP_TRY(db::AuditPrune(ds_, retention_us, retention_.batch));
+    pruned.audit_entries += n;
+    if (n < retention_.batch || stopping_.load()) break;
+  }
+  const Timestamp cut_short_before =
+      ds_.clock().Now() -
+      std::chrono::duration_cast<std::chrono::microseconds>(retention_.cut_short_after).count();
+  for (;;) {
+    int64_t n = FP_TRY(db::AuditCompleteCutShort(ds_, cut_short_before, retention_.batch));
+    pruned.audit_entries_cut_short += n;
+    if (n < retention_.batch || stopping_.load()) break;
+  }
   return pruned;
 }
 
@@ -36,9 +50,15 @@ void HistoryPruner::Start() {
       if (!pruned) {
         LogEvent("warn", "pruning history failed; retrying at the next pass",
                  {{"error", pruned.error().message()}});
-      } else if (pruned->sagas > 0 || pruned->idempotency_keys > 0) {
+      } else if (pruned->sagas > 0 || pruned->idempotency_keys > 0 || pruned->audit_entries > 0) {
         LogEvent("info", "history pruned",
-                 {{"sagas", pruned->sagas}, {"idempotency_keys", pruned->idempotency_keys}});
+                 {{"sagas", pruned->sagas},
+                  {"idempotency_keys", pruned->idempotency_keys},
+                  {"audit_entries", pruned->audit_entries}});
+      }
+      if (pruned && pruned->audit_entries_cut_short > 0) {
+        LogEvent("warn", "audit entries of requests a stopped server left unfinished completed",
+                 {{"entries", pruned->audit_entries_cut_short}});
       }
       lock.lock();
       cv_.wait_for(lock, retention_.period, [&] { return stop_; });

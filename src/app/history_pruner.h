@@ -1,8 +1,8 @@
 #pragma once
 
-// Bounded history: finished sagas (done, unwound) with their node events, and idempotency
-// keys, are deleted once older than a retention, by a background thread, in small batches
-// (one write transaction each) so that the write lane never waits long behind one. Stuck
+// Bounded history: finished sagas (done, unwound) with their node events, idempotency keys and
+// audit log entries are deleted once older than a retention, by a background thread, in small
+// batches (one write transaction each) so that the write lane never waits long behind one. Stuck
 // sagas stay until a human repairs them; unfinished ones are never touched.
 
 #include <atomic>
@@ -31,11 +31,17 @@ struct HistoryRetention {
   // took about 2 ms of the write lane (release build, 1.2 KB DAGs); 500 took 9-37 ms, as long
   // as an attach's p99, for every write queued behind them.
   int64_t batch = 100;
+  // An audit entry still in progress this long after its request arrived, with no unfinished
+  // saga to complete it, was cut short by a server that stopped (another server's request
+  // between its two sagas takes milliseconds): each pass completes it as an error.
+  std::chrono::seconds cut_short_after{60};
 };
 
 struct PrunedHistory {
   int64_t sagas = 0;
   int64_t idempotency_keys = 0;
+  int64_t audit_entries = 0;
+  int64_t audit_entries_cut_short = 0;  // completed, not deleted
 };
 
 // Deletes finished sagas and idempotency keys older than the retention (see the file comment).

@@ -65,41 +65,4 @@ Status Idempotency::Finish(const Uuid& token_id, const std::string& key,
   return db::IdempotencyFinish(ds_, token_id, key, request_sha256, answer.status, answer.body);
 }
 
-KeyedRequest::KeyedRequest(Idempotency& idempotency, const Uuid& token_id, std::string key,
-                           std::string request_sha256)
-    : scope_(std::make_unique<db::IdempotencyScope>(idempotency.ds_, token_id, std::move(key),
-                                                    std::move(request_sha256))) {}
-
-KeyedRequest::~KeyedRequest() = default;
-
-void KeyedRequest::AnswerWithType(const std::type_info& type,
-                                  std::function<KeyAnswer(const void*)> render) {
-  scope_->AnswerWithType(type, [render = std::move(render)](const void* result) {
-    KeyAnswer a = render(result);
-    return db::IdempotencyScope::Answer{a.status, std::move(a.body)};
-  });
-}
-
-void KeyedRequest::AnswerWithoutResult(KeyAnswer answer) {
-  scope_->AnswerWithoutResult({answer.status, std::move(answer.body)});
-}
-
-KeyedRequest::Effect KeyedRequest::effect() const {
-  switch (scope_->effect()) {
-    case db::IdempotencyScope::Effect::kNone:
-      return Effect::kNone;
-    case db::IdempotencyScope::Effect::kAnswered:
-      return Effect::kAnswered;
-    case db::IdempotencyScope::Effect::kSaga:
-      return Effect::kSaga;
-    case db::IdempotencyScope::Effect::kTaken:
-      return Effect::kTaken;
-  }
-  return Effect::kNone;
-}
-
-KeyAnswer KeyedRequest::answer() const {
-  return KeyAnswer{scope_->answer().status, scope_->answer().body};
-}
-
 }  // namespace fp::app

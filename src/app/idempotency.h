@@ -10,23 +10,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <typeinfo>
 
+#include "app/request.h"
 #include "common/error.h"
 #include "common/uuid.h"
 
 namespace fp::db {
 class Datastore;
-class IdempotencyScope;
 }  // namespace fp::db
 
 namespace fp::app {
-
-// An answer as stored under a key: HTTP status and body (empty for 204).
-struct KeyAnswer {
-  int status = 0;
-  std::string body;
-};
 
 // What the record of (token, key) says a request with a given hash gets.
 struct KeyRecall {
@@ -66,46 +59,7 @@ class Idempotency {
                 const KeyAnswer& answer);
 
  private:
-  friend class KeyedRequest;
   db::Datastore& ds_;
-};
-
-// A request with an Idempotency-Key running on this thread: what its writes record with their
-// effect (db::IdempotencyScope). Lives on the request's thread for the request's run; does not
-// nest.
-class KeyedRequest {
- public:
-  enum class Effect {
-    kNone,      // nothing committed under the key yet
-    kAnswered,  // a write committed the answer `answer()` with its effect
-    kSaga,      // a saga was created under the key
-    kTaken,     // another request recorded the key first; this one's write was rolled back
-  };
-
-  KeyedRequest(Idempotency& idempotency, const Uuid& token_id, std::string key,
-               std::string request_sha256);
-  ~KeyedRequest();
-  KeyedRequest(const KeyedRequest&) = delete;
-  KeyedRequest& operator=(const KeyedRequest&) = delete;
-
-  // The request's first committed write whose result is a `T` records `render(result)` with
-  // its effect.
-  template <typename T>
-  void AnswerWith(std::function<KeyAnswer(const T&)> render) {
-    AnswerWithType(typeid(T), [render = std::move(render)](const void* result) {
-      return render(*static_cast<const T*>(result));
-    });
-  }
-  // Same for a write that returns only success (a Status): the answer is fixed.
-  void AnswerWithoutResult(KeyAnswer answer);
-
-  Effect effect() const;
-  KeyAnswer answer() const;  // kAnswered
-
- private:
-  void AnswerWithType(const std::type_info& type, std::function<KeyAnswer(const void*)> render);
-
-  std::unique_ptr<db::IdempotencyScope> scope_;
 };
 
 }  // namespace fp::app

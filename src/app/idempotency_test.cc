@@ -39,15 +39,14 @@ TEST_F(IdempotencyTest, AFinishedAnswerIsRecalledForTheSameRequestOnly) {
 TEST_F(IdempotencyTest, AKeyedWriteRecordsItsAnswerWithItsEffect) {
   Actor actor = *app_.tokens.Authenticate(**app_.tokens.BootstrapDev());
   token_ = actor.token_id;
-  {
-    KeyedRequest keyed(app_.idempotency, token_, "k2", hash_);
-    keyed.AnswerWith<model::Project>([](const model::Project& p) {
-      return KeyAnswer{201, p.name};
-    });
-    ASSERT_TRUE(app_.projects.Create(actor, "web", ""));
-    EXPECT_EQ(keyed.effect(), KeyedRequest::Effect::kAnswered);
-    EXPECT_EQ(keyed.answer().body, "web");
-  }
+  auto record =
+      app_.audit.Begin(&actor, RequestFacts{.request_id = "r1"}, RequestKey{token_, "k2", hash_});
+  Request<model::Project> rq{{actor, record->effect()}, [](const model::Project& p) {
+                               return KeyAnswer{201, p.name};
+                             }};
+  ASSERT_TRUE(app_.projects.Create(rq, "web", ""));
+  EXPECT_EQ(record->outcome(), RequestRecord::Outcome::kAnswered);
+  EXPECT_EQ(record->answer().body, "web");
   auto recall = app_.idempotency.Recall(token_, "k2", hash_);
   ASSERT_TRUE(recall);
   EXPECT_EQ(recall->outcome, Outcome::kAnswer);

@@ -3,84 +3,98 @@
 // ip_detach.h), and the replies rebuilt from those sagas.
 
 #include "app/instances.h"
+#include "app/ip_pools.h"
 #include "app/sagas/ip_steps.h"
 #include "db/attach.h"
 #include "db/datastore.h"
 #include "db/instances.h"
+#include "db/request_effect.h"
 
 namespace fp::app {
 
-Result<model::ExternalIp> Instances::RunAttachSaga(const IpAttachSagaParams& params) {
-  auto outcome = FP_TRY(exec_.RunNew(IpAttachSaga(params)));
+Result<model::ExternalIp> Instances::RunAttachSaga(const RequestContext& rq,
+                                                   const IpAttachSagaParams& params) {
+  db::RequestSaga origin(rq.effect, /*ends_request=*/true);
+  auto outcome = FP_TRY(exec_.RunNew(IpAttachSaga(params), &origin));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
   }
   return IpOfOutcome(ds_, outcome.output);
 }
 
-Result<model::ExternalIp> Instances::RunDetachSaga(const IpDetachSagaParams& params) {
-  auto outcome = FP_TRY(exec_.RunNew(IpDetachSaga(params)));
+Result<model::ExternalIp> Instances::RunDetachSaga(const RequestContext& rq,
+                                                   const IpDetachSagaParams& params) {
+  db::RequestSaga origin(rq.effect, /*ends_request=*/true);
+  auto outcome = FP_TRY(exec_.RunNew(IpDetachSaga(params), &origin));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }
   return IpOfOutcome(ds_, outcome.output);
 }
 
-Result<model::ExternalIp> Instances::AttachFloating(const Actor& actor, const NameOrId& fip,
+Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project,
                                                     const NameOrId& instance) {
-  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
+  const Actor& actor = rq.actor;
+  db::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
   FP_CHECK_OK(RequireWrite(actor));
   // A parent named by name is looked up in the floating IP's project.
-  model::Instance i = instance.is_id()
-                          ? FP_TRY(Lookup(actor, instance, std::nullopt))
-                          : FP_TRY(db::InstanceByName(ds_, *ip.project_id, instance.name().str()));
+  model::Instance i =
+      instance.is_id()
+          ? FP_TRY(Lookup(actor, instance, std::nullopt, &checks))
+          : FP_TRY(db::InstanceByName({ds_, &checks}, *ip.project_id, instance.name().str()));
   if (i.project_id != *ip.project_id) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }
   // Already attached to this instance: the saga would change nothing and answer with the IP as
   // it is, so answer now and write no saga.
   if (ip.parent_id == i.id && ip.state == model::AttachState::kAttached) return ip;
-  return RunAttachSaga({.kind = model::IpKind::kFloating,
-                        .ip_id = ip.id,
-                        .instance_id = i.id,
-                        .silo_id = actor.silo_id});
+  return RunAttachSaga(rq, {.kind = model::IpKind::kFloating,
+                            .ip_id = ip.id,
+                            .instance_id = i.id,
+                            .silo_id = actor.silo_id});
 }
 
-Result<model::ExternalIp> Instances::DetachFloating(const Actor& actor, const NameOrId& fip,
+Result<model::ExternalIp> Instances::DetachFloating(const RequestContext& rq, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project) {
-  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project));
+  const Actor& actor = rq.actor;
+  db::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
   FP_CHECK_OK(RequireWrite(actor));
   if (!ip.parent_id) return ip;  // already detached: 202 with the IP unchanged
   return RunDetachSaga(
-      {.kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
+      rq, {.kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
 }
 
-Result<model::ExternalIp> Instances::AttachEphemeral(const Actor& actor, const NameOrId& instance,
+Result<model::ExternalIp> Instances::AttachEphemeral(const RequestContext& rq,
+                                                     const NameOrId& instance,
                                                      const std::optional<NameOrId>& project,
                                                      const model::PoolSelector& selector) {
-  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  const Actor& actor = rq.actor;
+  db::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::Instance i = FP_TRY(Lookup(actor, instance, project, &checks));
   FP_CHECK_OK(RequireWrite(actor));
   auto [pool, ip_version] = SelectorFields(selector);
-  return RunAttachSaga({.kind = model::IpKind::kEphemeral,
-                        .ip_id = Uuid::Random(),
-                        .instance_id = i.id,
-                        .silo_id = actor.silo_id,
-                        .pool = pool,
-                        .ip_version = ip_version});
+  auto attached = RunAttachSaga(rq, {.kind = model::IpKind::kEphemeral,
+                                     .ip_id = Uuid::Random(),
+                                     .instance_id = i.id,
+                                     .silo_id = actor.silo_id,
+                                     .pool = pool,
+                                     .ip_version = ip_version});
+  if (!attached) return Fail(ExplainUnlinkedPool(ds_, actor, selector, attached.error()));
+  return attached;
 }
 
-Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
+Status Instances::DetachEphemeral(const RequestContext& rq, const NameOrId& instance,
                                   const std::optional<NameOrId>& project,
                                   std::optional<IpVersion> version) {
-  db::Datastore::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::Instance i = FP_TRY(Lookup(actor, instance, project));
+  const Actor& actor = rq.actor;
+  db::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::Instance i = FP_TRY(Lookup(actor, instance, project, &checks));
   FP_CHECK_OK(RequireWrite(actor));
   std::vector<model::ExternalIp> ephemeral;
-  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds_, i.id))) {
+  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps({ds_, &checks}, i.id))) {
     if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
       ephemeral.push_back(e);
     }
@@ -93,7 +107,7 @@ Status Instances::DetachEphemeral(const Actor& actor, const NameOrId& instance,
     return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
   }
   FP_TRY(RunDetachSaga(
-      {.kind = model::IpKind::kEphemeral, .ip_id = ephemeral.front().id, .instance_id = i.id}));
+      rq, {.kind = model::IpKind::kEphemeral, .ip_id = ephemeral.front().id, .instance_id = i.id}));
   return Ok();
 }
 

@@ -36,7 +36,7 @@ TEST_F(InstanceSagaTest, CreateFailingAtEachNodeLeavesACleanSlate) {
   World before = Observe();
   for (int node = 0; node < kCreateNodes; ++node) {
     Faults("instance_create", {.fail_node = node});
-    auto r = instances_->Create(actor_, ByName("p1"), Params("vm", false));
+    auto r = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
     ASSERT_FALSE(r) << "node " << node;
     EXPECT_NE(r.error().message().find("injected failure at node " + std::to_string(node)),
               std::string::npos)
@@ -50,7 +50,7 @@ TEST_F(InstanceSagaTest, CreateUndoRunTwiceStillCleans) {
   World before = Observe();
   for (int node = 1; node < kCreateNodes; ++node) {
     Faults("instance_create", {.fail_node = node, .repeat_undo_node = node - 1});
-    ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), Params("vm", false)));
+    ASSERT_FALSE(instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false)));
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
   }
   ExpectNoSagaStuckOrUnfinished();
@@ -58,7 +58,7 @@ TEST_F(InstanceSagaTest, CreateUndoRunTwiceStillCleans) {
 
 TEST_F(InstanceSagaTest, CreateWithEveryActionTwiceGivesOneInstanceAndOneSnat) {
   Faults("instance_create", {.repeat_every_action = true});
-  auto r = instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto r = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   ASSERT_TRUE(r) << r.error().message();
   World w = Observe();
   EXPECT_EQ(w.instances.size(), 1u);
@@ -68,26 +68,26 @@ TEST_F(InstanceSagaTest, CreateWithEveryActionTwiceGivesOneInstanceAndOneSnat) {
 }
 
 TEST_F(InstanceSagaTest, StartFailingAtEachNodeLeavesACleanSlate) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   World before = Observe();
   for (int node = 0; node < kStartNodes; ++node) {
     Faults("instance_start", {.fail_node = node});
-    auto r = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+    auto r = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
     ASSERT_FALSE(r) << "node " << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
   }
   for (int node = 1; node < kStartNodes; ++node) {
     Faults("instance_start", {.fail_node = node, .repeat_undo_node = node - 1});
-    ASSERT_FALSE(instances_->Start(actor_, NameOrId(vm.id), std::nullopt));
+    ASSERT_FALSE(instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
     EXPECT_EQ(Observe(), before) << "undo twice, after failing node " << node;
   }
   ExpectNoSagaStuckOrUnfinished();
 }
 
 TEST_F(InstanceSagaTest, StartWithEveryActionTwiceRunsOnceEverywhere) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   Faults("instance_start", {.repeat_every_action = true});
-  auto r = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+  auto r = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   ASSERT_TRUE(r) << r.error().message();
   World w = Observe();
   EXPECT_EQ(w.sled_vms.size(), 1u);
@@ -96,15 +96,16 @@ TEST_F(InstanceSagaTest, StartWithEveryActionTwiceRunsOnceEverywhere) {
 }
 
 TEST_F(InstanceSagaTest, DeleteFailingLeavesTheInstanceUntouched) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   World before = Observe();
   for (int node = 0; node < kDeleteNodes; ++node) {
     Faults("instance_delete", {.fail_node = node});
-    ASSERT_FALSE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt)) << "node " << node;
+    ASSERT_FALSE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt))
+        << "node " << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
   }
   Faults("instance_delete", {.repeat_every_action = true});
-  ASSERT_TRUE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
+  ASSERT_TRUE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
   World after = Observe();
   EXPECT_TRUE(after.instances.empty());
   EXPECT_TRUE(after.external_ips.empty());
@@ -115,7 +116,7 @@ TEST_F(InstanceSagaTest, DeleteFailingLeavesTheInstanceUntouched) {
 TEST_F(InstanceSagaTest, DeleteOfARunningInstanceChangesNothing) {
   model::Instance vm = Running("vm");
   World before = Observe();
-  auto r = instances_->Delete(actor_, NameOrId(vm.id), std::nullopt);
+  auto r = instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find(
                 "cannot delete instance: instance is running or has not yet fully stopped"),
@@ -127,12 +128,12 @@ TEST_F(InstanceSagaTest, DeleteOfARunningInstanceChangesNothing) {
 // A create under a name in use is refused from a read: no saga row, no trip through the write
 // lane (a benchmark's refused creates had each written and unwound a whole saga).
 TEST_F(InstanceSagaTest, ADuplicateNameIsRefusedBeforeAnySagaIsWritten) {
-  ASSERT_TRUE(instances_->Create(actor_, ByName("p1"), Params("vm", false)));
+  ASSERT_TRUE(instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false)));
   auto sagas_before = db::SagaListStates(*ds, 1000);
   ASSERT_TRUE(sagas_before);
   World before = Observe();
   const int64_t commits = ds->durable_commits();
-  auto r = instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto r = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind(), ErrorKind::kObjectAlreadyExists);
   EXPECT_EQ(r.error().message(), "already exists: instance \"vm\"");
@@ -147,12 +148,14 @@ TEST_F(InstanceSagaTest, MigrateFailingAtEachNodeLeavesItRunningWhereItWas) {
   World before = Observe();
   for (int node = 0; node < kMigrateNodes; ++node) {
     Faults("instance_migrate", {.fail_node = node});
-    ASSERT_FALSE(instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst)) << node;
+    ASSERT_FALSE(instances_->Migrate(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, dst))
+        << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
   }
   for (int node = 1; node < kMigrateNodes; ++node) {
     Faults("instance_migrate", {.fail_node = node, .repeat_undo_node = node - 1});
-    ASSERT_FALSE(instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst)) << node;
+    ASSERT_FALSE(instances_->Migrate(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, dst))
+        << node;
     EXPECT_EQ(Observe(), before) << "undo twice, after failing node " << node;
   }
   ExpectNoSagaStuckOrUnfinished();
@@ -167,7 +170,7 @@ TEST_F(InstanceSagaTest, AWatcherPassAfterTheFinishNodeLeavesTheSourceVmAlone) {
   World before = Observe();
   Faults("instance_migrate",
          {.fail_node = 4, .call_after_node = 2, .after_node_call = [&] { watcher_->WatchOnce(); }});
-  ASSERT_FALSE(instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst));
+  ASSERT_FALSE(instances_->Migrate(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, dst));
   EXPECT_EQ(Observe(), before);
   watcher_->WatchOnce();
   EXPECT_EQ(Observe(), before) << "after a watcher pass";
@@ -178,7 +181,7 @@ TEST_F(InstanceSagaTest, MigrateWithEveryActionTwiceMovesTheInstanceAndItsNat) {
   model::Instance vm = Running("vm");
   Uuid dst = *vm.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
   Faults("instance_migrate", {.repeat_every_action = true});
-  auto moved = instances_->Migrate(actor_, NameOrId(vm.id), std::nullopt, dst);
+  auto moved = instances_->Migrate(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, dst);
   ASSERT_TRUE(moved) << moved.error().message();
   EXPECT_EQ(moved->sled_id, dst);
   World w = Observe();
@@ -268,18 +271,18 @@ TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) 
   World before = Observe();
   for (int node = 0; node < kNodes; ++node) {
     Faults("instance_create", {.fail_node = node});
-    ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
+    ASSERT_FALSE(instances_->Create(Unrecorded{actor_}, ByName("p1"), p)) << "node " << node;
     EXPECT_EQ(Observe(), before) << "after failing node " << node;
     EXPECT_FALSE(db::FloatingIpLookupById(*ds, silo_.id, fip.id)->parent_id);
   }
   for (int node = 1; node < kNodes; ++node) {
     Faults("instance_create", {.fail_node = node, .repeat_undo_node = node - 1});
-    ASSERT_FALSE(instances_->Create(actor_, ByName("p1"), p)) << "node " << node;
+    ASSERT_FALSE(instances_->Create(Unrecorded{actor_}, ByName("p1"), p)) << "node " << node;
     EXPECT_EQ(Observe(), before) << "undo twice, after failing node " << node;
   }
   ExpectNoSagaStuckOrUnfinished();
   Faults("instance_create", {.repeat_every_action = true});
-  auto vm = instances_->Create(actor_, ByName("p1"), p);
+  auto vm = instances_->Create(Unrecorded{actor_}, ByName("p1"), p);
   ASSERT_TRUE(vm) << vm.error().message();
   auto ips = *instances_->ExternalIps(actor_, NameOrId(vm->id), std::nullopt);
   EXPECT_EQ(ips.size(), 3u);  // SNAT, floating, ephemeral
@@ -304,7 +307,7 @@ TEST_F(AttachSagaTest, RepliesDescribeTheSagasOwnCommitNotALaterChange) {
   ASSERT_TRUE(Attach("floating", vm, &fip));
   Faults("ip_detach", {.call_after_node = kDetachNodes - 1,
                        .after_node_call = [&] { ASSERT_TRUE(Attach("floating", other, &fip)); }});
-  auto detached = instances_->DetachFloating(actor_, NameOrId(fip.id), std::nullopt);
+  auto detached = instances_->DetachFloating(Unrecorded{actor_}, NameOrId(fip.id), std::nullopt);
   ASSERT_TRUE(detached) << detached.error().message();
   EXPECT_FALSE(detached->parent_id);
   EXPECT_EQ(detached->state, model::AttachState::kDetached);
@@ -325,7 +328,7 @@ TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
 // Attaching a floating IP to the instance that already has it answers with the IP, as the
 // saga would, without writing a saga.
 TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   model::ExternalIp fip = Fip("web");
   auto first = Attach("floating", vm, &fip);
   ASSERT_TRUE(first) << first.error().message();
@@ -341,7 +344,7 @@ TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
 }
 
 TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   model::ExternalIp fip = Fip("web");
   auto ip = Attach("floating", vm, &fip);
   ASSERT_TRUE(ip) << ip.error().message();
@@ -350,7 +353,7 @@ TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {
   EXPECT_TRUE(w.switch_nat.empty());
   EXPECT_TRUE(w.sled_vms.empty());
   // Starting it programs every attached address.
-  ASSERT_TRUE(instances_->Start(actor_, NameOrId(vm.id), std::nullopt));
+  ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
   World running = Observe();
   EXPECT_EQ(running.nat_rows.size(), 2u);
   EXPECT_EQ(running.switch_nat, running.nat_rows);

@@ -9,9 +9,11 @@
 #include "app/sagas/instance_delete.h"
 #include "app/sagas/instance_migrate.h"
 #include "app/sagas/instance_start.h"
+#include "common/bytes.h"
 #include "common/log.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
+#include "db/request_effect.h"
 #include "db/sleds.h"
 #include "nat/nat_reconciler.h"
 
@@ -19,15 +21,11 @@ namespace fp::app {
 
 namespace {
 
-// A byte count the way Oxide's ByteCount displays it: in the largest binary unit that divides
-// it ("1 GiB", "1536 GiB").
-std::string ShowBytes(uint64_t bytes) {
-  constexpr std::pair<uint64_t, const char*> kUnits[] = {
-      {uint64_t{1} << 40, "TiB"}, {uint64_t{1} << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}};
-  for (const auto& [unit, name] : kUnits) {
-    if (bytes >= unit && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, name);
-  }
-  return fmt::format("{} B", bytes);
+// Whom a request's own agent calls (a stop, a reboot) are made for.
+agents::CallContext CallFor(const RequestContext& rq) {
+  agents::CallContext call;
+  if (rq.effect != nullptr) call.request_id = rq.effect->entry().request_id;
+  return call;
 }
 
 // What a replay reads of the parameters of instance_create, instance_start or
@@ -50,34 +48,38 @@ Status CheckInstanceSize(const InstanceSize& size) {
   }
   if (size.memory < kMinMemoryBytesPerInstance) {
     return Fail(Error::InvalidValue(
-        "size", fmt::format("memory must be at least {}", ShowBytes(kMinMemoryBytesPerInstance))));
+        "size",
+        fmt::format("memory must be at least {}", ShowByteCount(kMinMemoryBytesPerInstance))));
   }
   if (size.memory % kMinMemoryBytesPerInstance != 0) {
-    return Fail(Error::InvalidValue("size", fmt::format("memory must be divisible by {}",
-                                                        ShowBytes(kMinMemoryBytesPerInstance))));
+    return Fail(Error::InvalidValue(
+        "size",
+        fmt::format("memory must be divisible by {}", ShowByteCount(kMinMemoryBytesPerInstance))));
   }
   if (size.memory > kMaxMemoryBytesPerInstance) {
-    return Fail(Error::InvalidValue("size", fmt::format("memory must be less than or equal to {}",
-                                                        ShowBytes(kMaxMemoryBytesPerInstance))));
+    return Fail(
+        Error::InvalidValue("size", fmt::format("memory must be less than or equal to {}",
+                                                ShowByteCount(kMaxMemoryBytesPerInstance))));
   }
   return Ok();
 }
 
 Result<model::Instance> Instances::Lookup(const Actor& actor, const NameOrId& instance,
-                                          const std::optional<NameOrId>& project) {
+                                          const std::optional<NameOrId>& project,
+                                          db::DeferredDurability* deferred) {
   if (instance.is_id()) {
     if (project) {
       return Fail(Error::InvalidRequest(
           "when providing instance as an ID project should not be specified"));
     }
-    return db::InstanceById(ds_, actor.silo_id, instance.id());
+    return db::InstanceById({ds_, deferred}, actor.silo_id, instance.id());
   }
   if (!project) {
     return Fail(
         Error::InvalidRequest("instance should either be UUID or project should be specified"));
   }
-  model::Project p = FP_TRY(projects_.View(actor, *project));
-  return db::InstanceByName(ds_, p.id, instance.name().str());
+  model::Project p = FP_TRY(projects_.View(actor, *project, deferred));
+  return db::InstanceByName({ds_, deferred}, p.id, instance.name().str());
 }
 
 Result<std::vector<model::Instance>> Instances::List(const Actor& actor, const NameOrId& project,
@@ -95,8 +97,9 @@ Result<model::Instance> Instances::AfterSaga(const Uuid& instance_id,
   return ds_.Read<model::Instance>([&](db::Tx& tx) { return db::InstanceGetIn(tx, instance_id); });
 }
 
-Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& project,
+Result<model::Instance> Instances::Create(const RequestContext& rq, const NameOrId& project,
                                           const InstanceCreateParams& params) {
+  const Actor& actor = rq.actor;
   model::Project p = FP_TRY(projects_.View(actor, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(InstanceSize{params.ncpus, params.memory}));
@@ -142,19 +145,25 @@ Result<model::Instance> Instances::Create(const Actor& actor, const NameOrId& pr
           InstanceCreateExternalIp{.type = model::IpKind::kFloating, .ip_id = fip.id});
     }
   }
-  auto outcome = FP_TRY(exec_.RunNew(InstanceCreateSaga(saga_params)));
+  // With a start, the start saga's end completes the request's audit entry.
+  db::RequestSaga origin(rq.effect, /*ends_request=*/!params.start);
+  auto outcome = FP_TRY(exec_.RunNew(InstanceCreateSaga(saga_params), &origin));
   model::Instance created = FP_TRY(AfterSaga(saga_params.instance_id, outcome));
   if (!params.start) return created;
-  return RunStartSaga(created);
+  return RunStartSaga(rq, created);
 }
 
-Result<model::Instance> Instances::RunStartSaga(const model::Instance& instance) {
-  auto outcome = FP_TRY(exec_.RunNew(InstanceStartSaga({.instance_id = instance.id})));
+Result<model::Instance> Instances::RunStartSaga(const RequestContext& rq,
+                                                const model::Instance& instance) {
+  db::RequestSaga origin(rq.effect, /*ends_request=*/true);
+  auto outcome = FP_TRY(exec_.RunNew(InstanceStartSaga({.instance_id = instance.id}), &origin));
   return AfterSaga(instance.id, outcome);
 }
 
-Result<model::Instance> Instances::InstanceOfSaga(const Actor& actor, const saga::Json& params,
+Result<model::Instance> Instances::InstanceOfSaga(const RequestContext& rq,
+                                                  const saga::Json& params,
                                                   const saga::Json& output) {
+  const Actor& actor = rq.actor;
   auto replayed = FP_TRY(Decode<InstanceSagaReplay>(params, "parameters"));
   if (replayed.instance_id.IsNil()) {
     return Fail(Error::Internal("saga parameters name no instance"));
@@ -173,33 +182,44 @@ Result<model::Instance> Instances::InstanceOfSaga(const Actor& actor, const saga
     // the two sagas). Do it now, as the request would have, rather than answer "stopped" for
     // good. Any start attempt, or a stop since, changes the run state's time.
     FP_CHECK_OK(RequireWrite(actor));
-    return RunStartSaga(*now);
+    return RunStartSaga(rq, *now);
   }
   return now;
 }
 
-Result<model::Instance> Instances::Start(const Actor& actor, const NameOrId& instance,
+Result<model::Instance> Instances::Start(const Request<model::Instance>& rq,
+                                         const NameOrId& instance,
                                          const std::optional<NameOrId>& project) {
+  const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   if (i.state == model::InstanceState::kVmm && i.run_state != "stopping") return i;  // idempotent
-  if (i.state != model::InstanceState::kNoVmm) {
+  if (i.state != model::InstanceState::kNoVmm && i.state != model::InstanceState::kFailed) {
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
   }
-  return RunStartSaga(i);
+  return RunStartSaga(rq, i);
 }
 
-Result<model::Instance> Instances::Stop(const Actor& actor, const NameOrId& instance,
+Result<model::Instance> Instances::Stop(const Request<model::Instance>& rq,
+                                        const NameOrId& instance,
                                         const std::optional<NameOrId>& project) {
+  const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
+  // A failed instance runs nowhere: stopping it records it stopped, so that it can be
+  // started, changed and deleted as any stopped instance.
+  if (i.state == model::InstanceState::kFailed) {
+    return db::InstanceStopFailed(ds_, i.id, db::EffectOf<model::Instance>(rq));
+  }
   if (i.state != model::InstanceState::kVmm || !i.sled_id) return i;  // already stopped
   if (i.migration_id) {
     return Fail(Error::Unavailable(
         fmt::format("instance \"{}\" is migrating; retry when the migration completes", i.name)));
   }
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  // The sled is told before the write that records the stop: the entry goes first.
+  if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
   if (i.run_state == "starting") {
     // A start saga that has not registered the VM on its sled yet (in flight, or waiting for
     // recovery after a restart) still owns the instance: a stop now would find no VM, and the
@@ -210,12 +230,14 @@ Result<model::Instance> Instances::Stop(const Actor& actor, const NameOrId& inst
           fmt::format("instance \"{}\" is starting; retry the stop when it is running", i.name)));
     }
   }
-  FP_TRY(sled->Stop(i.id));
-  return db::InstanceSetRunState(ds_, i.id, "stopping");
+  FP_TRY(sled->Stop(i.id, CallFor(rq)));
+  return db::InstanceSetRunState(ds_, i.id, "stopping", db::EffectOf<model::Instance>(rq));
 }
 
-Result<model::Instance> Instances::Reboot(const Actor& actor, const NameOrId& instance,
+Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
+                                          const NameOrId& instance,
                                           const std::optional<NameOrId>& project) {
+  const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   if (i.state != model::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
@@ -223,27 +245,41 @@ Result<model::Instance> Instances::Reboot(const Actor& actor, const NameOrId& in
         "instance \"{}\" can only be rebooted while running (it is {})", i.name, i.run_state)));
   }
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  // A reboot changes the instance and its sled before the write that records its answer.
+  if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
   // The watcher leaves rebooting instances alone, so the stop below is not taken for a stop.
   FP_TRY(db::InstanceSetRunState(ds_, i.id, "rebooting"));
-  FP_TRY(sled->Stop(i.id));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    auto vm = sled->Get(i.id);
-    if (!vm || vm->state == agents::VmState::kStopped) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Fail(Error::Unavailable(fmt::format(
-          "sled agent at {} did not stop instance \"{}\" within 10 s", sled->address(), i.name)));
+  const agents::CallContext call = CallFor(rq);
+  auto restarted = [&]() -> Status {
+    FP_TRY(sled->Stop(i.id, call));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto vm = sled->Get(i.id);
+      if (!vm || vm->state == agents::VmState::kStopped) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Fail(Error::Unavailable(fmt::format(
+            "sled agent at {} did not stop instance \"{}\" within 10 s", sled->address(), i.name)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(ds_, i.id));
+    FP_TRY(sled->EnsureRunning(spec, call));
+    return Ok();
+  }();
+  if (!restarted) {
+    // Back to running, so that the watcher judges the instance by what its sled holds (a VM
+    // the stop took down settles stopped, a silent sled's instance fails) instead of leaving
+    // it rebooting for good.
+    (void)db::InstanceSetRunState(ds_, i.id, "running");
+    return Fail(restarted.error());
   }
-  agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(ds_, i.id));
-  FP_TRY(sled->EnsureRunning(spec));
-  return db::InstanceSetRunState(ds_, i.id, "starting");
+  return db::InstanceSetRunState(ds_, i.id, "starting", db::EffectOf<model::Instance>(rq));
 }
 
-Result<model::Instance> Instances::Migrate(const Actor& actor, const NameOrId& instance,
+Result<model::Instance> Instances::Migrate(const RequestContext& rq, const NameOrId& instance,
                                            const std::optional<NameOrId>& project,
                                            const Uuid& dst_sled) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   // A /v1/system operation: by id, the fleet admin reaches instances of every silo (as the
   // sled views list them). Names stay scoped to the token's silo, where they are unique.
@@ -261,27 +297,32 @@ Result<model::Instance> Instances::Migrate(const Actor& actor, const NameOrId& i
         fmt::format("instance \"{}\" already runs on sled {}", i.name, dst_sled.ToString())));
   }
   FP_TRY(dataplane_.Sled(dst_sled));
+  db::RequestSaga origin(rq.effect, /*ends_request=*/true);
   auto outcome = FP_TRY(exec_.RunNew(InstanceMigrateSaga({.instance_id = i.id,
                                                           .src_sled_id = *i.sled_id,
                                                           .dst_sled_id = dst_sled,
-                                                          .migration_id = Uuid::Random()})));
+                                                          .migration_id = Uuid::Random()}),
+                                     &origin));
   return AfterSaga(i.id, outcome);
 }
 
-Result<model::Instance> Instances::Update(const Actor& actor, const NameOrId& instance,
+Result<model::Instance> Instances::Update(const Request<model::Instance>& rq,
+                                          const NameOrId& instance,
                                           const std::optional<NameOrId>& project,
                                           const InstanceSize& size) {
+  const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   FP_CHECK_OK(CheckInstanceSize(size));
   model::InstanceUpdate update;
   update.ncpus = size.ncpus;
   update.memory = static_cast<int64_t>(size.memory);  // at most 1536 GiB: checked above
-  return db::InstanceUpdateFields(ds_, i.id, update);
+  return db::InstanceUpdateFields(ds_, i.id, update, db::EffectOf<model::Instance>(rq));
 }
 
-Status Instances::Delete(const Actor& actor, const NameOrId& instance,
+Status Instances::Delete(const RequestContext& rq, const NameOrId& instance,
                          const std::optional<NameOrId>& project) {
+  const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
   // Refused before anything changes (product.md difference 11); the saga's first node checks
@@ -292,13 +333,14 @@ Status Instances::Delete(const Actor& actor, const NameOrId& instance,
         "\"{}\" is {}; stop it first)",
         i.name, i.run_state)));
   }
-  auto outcome = FP_TRY(exec_.RunNew(InstanceDeleteSaga({.instance_id = i.id})));
+  db::RequestSaga origin(rq.effect, /*ends_request=*/true);
+  auto outcome = FP_TRY(exec_.RunNew(InstanceDeleteSaga({.instance_id = i.id}), &origin));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("delete did not complete"));
   }
   // The instance's NAT rows went with it; tell the switch now (the reconciler retries if the
   // switch does not answer).
-  if (auto s = nat_.Sync(); !s) {
+  if (auto s = nat_.Sync(CallFor(rq)); !s) {
     LogEvent("warn", "NAT sync after delete failed", {{"error", s.error().message()}});
   }
   // A stopped VM whose unregister failed may still be on a sled, holding the addresses just

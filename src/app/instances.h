@@ -13,6 +13,7 @@
 #include "app/dataplane.h"
 #include "app/floating_ips.h"
 #include "app/projects.h"
+#include "app/request.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
 #include "app/sled_watcher.h"
@@ -24,6 +25,7 @@
 
 namespace fp::db {
 class Datastore;
+class DeferredDurability;
 }  // namespace fp::db
 
 namespace fp::nat {
@@ -89,41 +91,43 @@ class Instances {
 
   // Errors, in order: NotFound for the project, Forbidden without write access, those of
   // CheckInstanceSize, then those of resolving the requested floating IPs and of the saga.
-  Result<model::Instance> Create(const Actor& actor, const NameOrId& project,
+  Result<model::Instance> Create(const RequestContext& rq, const NameOrId& project,
                                  const InstanceCreateParams& params);
-  // `project` is required with a name and forbidden with an id (§2.0).
+  // `project` is required with a name and forbidden with an id (§2.0). `deferred`: a request's
+  // checks leave the wait for durability to that scope (db::Reader).
   Result<model::Instance> Lookup(const Actor& actor, const NameOrId& instance,
-                                 const std::optional<NameOrId>& project);
+                                 const std::optional<NameOrId>& project,
+                                 db::DeferredDurability* deferred = nullptr);
   Result<std::vector<model::Instance>> List(const Actor& actor, const NameOrId& project,
                                             const model::PageRequest& page);
   // Sets ncpus and memory of a stopped instance. Errors, in order: those of Lookup,
   // Forbidden without write access, those of CheckInstanceSize, InvalidRequest unless stopped.
-  Result<model::Instance> Update(const Actor& actor, const NameOrId& instance,
+  Result<model::Instance> Update(const Request<model::Instance>& rq, const NameOrId& instance,
                                  const std::optional<NameOrId>& project, const InstanceSize& size);
-  Status Delete(const Actor& actor, const NameOrId& instance,
+  Status Delete(const RequestContext& rq, const NameOrId& instance,
                 const std::optional<NameOrId>& project);
-  Result<model::Instance> Start(const Actor& actor, const NameOrId& instance,
+  Result<model::Instance> Start(const Request<model::Instance>& rq, const NameOrId& instance,
                                 const std::optional<NameOrId>& project);
-  Result<model::Instance> Stop(const Actor& actor, const NameOrId& instance,
+  Result<model::Instance> Stop(const Request<model::Instance>& rq, const NameOrId& instance,
                                const std::optional<NameOrId>& project);
-  Result<model::Instance> Reboot(const Actor& actor, const NameOrId& instance,
+  Result<model::Instance> Reboot(const Request<model::Instance>& rq, const NameOrId& instance,
                                  const std::optional<NameOrId>& project);
   // Fleet admin only (Forbidden otherwise, before any lookup). An instance given by id is
   // found in any silo; by name, in `project` of the token's silo.
-  Result<model::Instance> Migrate(const Actor& actor, const NameOrId& instance,
+  Result<model::Instance> Migrate(const RequestContext& rq, const NameOrId& instance,
                                   const std::optional<NameOrId>& project, const Uuid& dst_sled);
 
   // Live attach and detach (instance_external_ips.cc). Floating attach/detach answer with the
   // floating IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
-  Result<model::ExternalIp> AttachFloating(const Actor& actor, const NameOrId& fip,
+  Result<model::ExternalIp> AttachFloating(const RequestContext& rq, const NameOrId& fip,
                                            const std::optional<NameOrId>& fip_project,
                                            const NameOrId& instance);
-  Result<model::ExternalIp> DetachFloating(const Actor& actor, const NameOrId& fip,
+  Result<model::ExternalIp> DetachFloating(const RequestContext& rq, const NameOrId& fip,
                                            const std::optional<NameOrId>& fip_project);
-  Result<model::ExternalIp> AttachEphemeral(const Actor& actor, const NameOrId& instance,
+  Result<model::ExternalIp> AttachEphemeral(const RequestContext& rq, const NameOrId& instance,
                                             const std::optional<NameOrId>& project,
                                             const model::PoolSelector& selector);
-  Status DetachEphemeral(const Actor& actor, const NameOrId& instance,
+  Status DetachEphemeral(const RequestContext& rq, const NameOrId& instance,
                          const std::optional<NameOrId>& project, std::optional<IpVersion> version);
   // The instance an instance saga answers with, from the saga's parameters and last output:
   // an Idempotency-Key's replay of the request. A create without start answers the row its
@@ -132,7 +136,7 @@ class Instances {
   // row if the instance was deleted since. A create that asked for a start that never began
   // (its run state unchanged since the create saga) runs that start first, as the request
   // would have: errors then are the start's.
-  Result<model::Instance> InstanceOfSaga(const Actor& actor, const saga::Json& params,
+  Result<model::Instance> InstanceOfSaga(const RequestContext& rq, const saga::Json& params,
                                          const saga::Json& output);
   // The IP an attach or detach saga answered with, from the saga's output (the row as its
   // complete node committed it): an Idempotency-Key's replay of that request.
@@ -142,9 +146,11 @@ class Instances {
                                                      const std::optional<NameOrId>& project);
 
  private:
-  Result<model::Instance> RunStartSaga(const model::Instance& instance);
-  Result<model::ExternalIp> RunAttachSaga(const IpAttachSagaParams& params);
-  Result<model::ExternalIp> RunDetachSaga(const IpDetachSagaParams& params);
+  Result<model::Instance> RunStartSaga(const RequestContext& rq, const model::Instance& instance);
+  Result<model::ExternalIp> RunAttachSaga(const RequestContext& rq,
+                                          const IpAttachSagaParams& params);
+  Result<model::ExternalIp> RunDetachSaga(const RequestContext& rq,
+                                          const IpDetachSagaParams& params);
   Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
 
   db::Datastore& ds_;

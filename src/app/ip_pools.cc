@@ -1,16 +1,20 @@
 #include "app/ip_pools.h"
 
+#include <fmt/format.h>
+
 #include "db/ip_pools.h"
+#include "db/request_effect.h"
 #include "db/silos.h"
 
 namespace fp::app {
 
 // --- System pools ---
 
-Result<model::IpPool> IpPools::Create(const Actor& actor, model::PoolCreate params) {
+Result<model::IpPool> IpPools::Create(const Request<model::IpPool>& rq, model::PoolCreate params) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   params.id = Uuid::Random();
-  return db::PoolCreate(ds_, params);
+  return db::PoolCreate(ds_, params, db::EffectOf<model::IpPool>(rq));
 }
 
 Result<model::IpPool> IpPools::View(const Actor& actor, const NameOrId& pool) {
@@ -25,17 +29,19 @@ Result<std::vector<model::IpPool>> IpPools::List(const Actor& actor,
   return db::PoolList(ds_, filter, page);
 }
 
-Result<model::IpPool> IpPools::Update(const Actor& actor, const NameOrId& pool,
+Result<model::IpPool> IpPools::Update(const Request<model::IpPool>& rq, const NameOrId& pool,
                                       const model::IdentityUpdate& update) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::PoolUpdate(ds_, p.id, update);
+  return db::PoolUpdate(ds_, p.id, update, db::EffectOf<model::IpPool>(rq));
 }
 
-Status IpPools::Delete(const Actor& actor, const NameOrId& pool) {
+Status IpPools::Delete(const RequestContext& rq, const NameOrId& pool) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::PoolDelete(ds_, p.id);
+  return db::PoolDelete(ds_, p.id, db::EffectOfNoContent(rq));
 }
 
 Result<model::PoolUtilization> IpPools::Utilization(const Actor& actor, const NameOrId& pool) {
@@ -54,17 +60,19 @@ Result<std::vector<model::IpPoolRange>> IpPools::RangeList(const Actor& actor, c
   return db::RangeList(ds_, p.id, after, limit);
 }
 
-Result<model::IpPoolRange> IpPools::RangeAdd(const Actor& actor, const NameOrId& pool,
-                                             const IpRange& range) {
+Result<model::IpPoolRange> IpPools::RangeAdd(const Request<model::IpPoolRange>& rq,
+                                             const NameOrId& pool, const IpRange& range) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::RangeAdd(ds_, p.id, Uuid::Random(), range);
+  return db::RangeAdd(ds_, p.id, Uuid::Random(), range, db::EffectOf<model::IpPoolRange>(rq));
 }
 
-Status IpPools::RangeRemove(const Actor& actor, const NameOrId& pool, const IpRange& range) {
+Status IpPools::RangeRemove(const RequestContext& rq, const NameOrId& pool, const IpRange& range) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::RangeRemove(ds_, p.id, range);
+  return db::RangeRemove(ds_, p.id, range, db::EffectOfNoContent(rq));
 }
 
 // --- Links to silos ---
@@ -76,26 +84,30 @@ Result<std::vector<model::SiloLink>> IpPools::LinkList(const Actor& actor, const
   return db::LinkList(ds_, p.id, after, limit);
 }
 
-Result<model::SiloLink> IpPools::Link(const Actor& actor, const NameOrId& pool,
+Result<model::SiloLink> IpPools::Link(const Request<model::SiloLink>& rq, const NameOrId& pool,
                                       const NameOrId& silo, bool is_default) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::Link(ds_, p.id, silo, is_default);
+  return db::Link(ds_, p.id, silo, is_default, db::EffectOf<model::SiloLink>(rq));
 }
 
-Result<model::SiloLink> IpPools::LinkUpdate(const Actor& actor, const NameOrId& pool,
-                                            const NameOrId& silo, bool is_default) {
+Result<model::SiloLink> IpPools::LinkUpdate(const Request<model::SiloLink>& rq,
+                                            const NameOrId& pool, const NameOrId& silo,
+                                            bool is_default) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
   model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
-  return db::LinkUpdate(ds_, p.id, s.id, is_default);
+  return db::LinkUpdate(ds_, p.id, s.id, is_default, db::EffectOf<model::SiloLink>(rq));
 }
 
-Status IpPools::Unlink(const Actor& actor, const NameOrId& pool, const NameOrId& silo) {
+Status IpPools::Unlink(const RequestContext& rq, const NameOrId& pool, const NameOrId& silo) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
   model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
-  return db::Unlink(ds_, p.id, s.id);
+  return db::Unlink(ds_, p.id, s.id, db::EffectOfNoContent(rq));
 }
 
 // --- As the actor's silo sees them ---
@@ -108,6 +120,23 @@ Result<std::vector<model::SiloIpPool>> IpPools::SiloScopedList(const Actor& acto
 
 Result<model::SiloIpPool> IpPools::SiloScopedView(const Actor& actor, const NameOrId& pool) {
   return db::SiloPoolLookup(ds_, actor.silo_id, pool);
+}
+
+Error ExplainUnlinkedPool(db::Datastore& ds, const Actor& actor,
+                          const model::PoolSelector& selector, Error error) {
+  if (error.kind() != ErrorKind::kNotFound || !actor.is_fleet_admin() ||
+      selector.mode != model::PoolSelector::Mode::kExplicitPool || !selector.pool ||
+      error.message().rfind("not found: ip-pool with", 0) != 0) {
+    return error;
+  }
+  auto silo = db::PoolNotLinkedTo(ds, *selector.pool, actor.silo_id);
+  if (!silo || !*silo) return error;
+  const std::string pool =
+      selector.pool->is_id() ? selector.pool->id().ToString() : selector.pool->name().str();
+  return Error::NotFound(
+      fmt::format("{} (it exists, but is not linked to silo \"{}\": link it with POST "
+                  "/v1/system/ip-pools/{}/silos)",
+                  error.message().substr(std::string_view("not found: ").size()), **silo, pool));
 }
 
 }  // namespace fp::app

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/actor.h"
+#include "app/request.h"
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/name.h"
@@ -27,30 +28,30 @@ class IpPools {
   explicit IpPools(db::Datastore& ds) : ds_(ds) {}
 
   // --- System pools ---
-  Result<model::IpPool> Create(const Actor& actor, model::PoolCreate params);
+  Result<model::IpPool> Create(const Request<model::IpPool>& rq, model::PoolCreate params);
   Result<model::IpPool> View(const Actor& actor, const NameOrId& pool);
   Result<std::vector<model::IpPool>> List(const Actor& actor, const model::IpPoolFilter& filter,
                                           const model::PageRequest& page);
-  Result<model::IpPool> Update(const Actor& actor, const NameOrId& pool,
+  Result<model::IpPool> Update(const Request<model::IpPool>& rq, const NameOrId& pool,
                                const model::IdentityUpdate& update);
-  Status Delete(const Actor& actor, const NameOrId& pool);
+  Status Delete(const RequestContext& rq, const NameOrId& pool);
   Result<model::PoolUtilization> Utilization(const Actor& actor, const NameOrId& pool);
 
   // --- Ranges (ordered by first address; `after` is the last one of the previous page) ---
   Result<std::vector<model::IpPoolRange>> RangeList(const Actor& actor, const NameOrId& pool,
                                                     std::optional<IpAddr> after, int64_t limit);
-  Result<model::IpPoolRange> RangeAdd(const Actor& actor, const NameOrId& pool,
+  Result<model::IpPoolRange> RangeAdd(const Request<model::IpPoolRange>& rq, const NameOrId& pool,
                                       const IpRange& range);
-  Status RangeRemove(const Actor& actor, const NameOrId& pool, const IpRange& range);
+  Status RangeRemove(const RequestContext& rq, const NameOrId& pool, const IpRange& range);
 
   // --- Links to silos (ordered by silo id; `after` as for ranges) ---
   Result<std::vector<model::SiloLink>> LinkList(const Actor& actor, const NameOrId& pool,
                                                 std::optional<Uuid> after, int64_t limit);
-  Result<model::SiloLink> Link(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
-                               bool is_default);
-  Result<model::SiloLink> LinkUpdate(const Actor& actor, const NameOrId& pool, const NameOrId& silo,
-                                     bool is_default);
-  Status Unlink(const Actor& actor, const NameOrId& pool, const NameOrId& silo);
+  Result<model::SiloLink> Link(const Request<model::SiloLink>& rq, const NameOrId& pool,
+                               const NameOrId& silo, bool is_default);
+  Result<model::SiloLink> LinkUpdate(const Request<model::SiloLink>& rq, const NameOrId& pool,
+                                     const NameOrId& silo, bool is_default);
+  Status Unlink(const RequestContext& rq, const NameOrId& pool, const NameOrId& silo);
 
   // --- As the actor's silo sees them ---
   Result<std::vector<model::SiloIpPool>> SiloScopedList(const Actor& actor,
@@ -61,5 +62,12 @@ class IpPools {
  private:
   db::Datastore& ds_;
 };
+
+// `error`, of a request that named a pool explicitly (`selector`), told to a fleet admin with
+// what to do when it is that pool's NotFound and the pool exists but is not linked to the
+// admin's silo. Everyone else is told, as Oxide tells them, that it is not found: pools not
+// linked to a silo are not its users' to see.
+Error ExplainUnlinkedPool(db::Datastore& ds, const Actor& actor,
+                          const model::PoolSelector& selector, Error error);
 
 }  // namespace fp::app

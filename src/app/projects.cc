@@ -1,17 +1,21 @@
 #include "app/projects.h"
 
 #include "db/projects.h"
+#include "db/request_effect.h"
 
 namespace fp::app {
 
-Result<model::Project> Projects::Create(const Actor& actor, const std::string& name,
+Result<model::Project> Projects::Create(const Request<model::Project>& rq, const std::string& name,
                                         const std::string& description) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireWrite(actor));
-  return db::ProjectCreate(ds_, Uuid::Random(), actor.silo_id, name, description);
+  return db::ProjectCreate(ds_, Uuid::Random(), actor.silo_id, name, description,
+                           db::EffectOf<model::Project>(rq));
 }
 
-Result<model::Project> Projects::View(const Actor& actor, const NameOrId& project) {
-  return db::ProjectLookup(ds_, actor.silo_id, project);
+Result<model::Project> Projects::View(const Actor& actor, const NameOrId& project,
+                                      db::DeferredDurability* deferred) {
+  return db::ProjectLookup({ds_, deferred}, actor.silo_id, project);
 }
 
 Result<std::vector<model::Project>> Projects::List(const Actor& actor,
@@ -19,17 +23,19 @@ Result<std::vector<model::Project>> Projects::List(const Actor& actor,
   return db::ProjectList(ds_, actor.silo_id, page);
 }
 
-Result<model::Project> Projects::Update(const Actor& actor, const NameOrId& project,
+Result<model::Project> Projects::Update(const Request<model::Project>& rq, const NameOrId& project,
                                         const model::IdentityUpdate& update) {
+  const Actor& actor = rq.actor;
   model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
-  return db::ProjectUpdate(ds_, p.id, update);
+  return db::ProjectUpdate(ds_, p.id, update, db::EffectOf<model::Project>(rq));
 }
 
-Status Projects::Delete(const Actor& actor, const NameOrId& project) {
+Status Projects::Delete(const RequestContext& rq, const NameOrId& project) {
+  const Actor& actor = rq.actor;
   model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
-  return db::ProjectDelete(ds_, p.id);
+  return db::ProjectDelete(ds_, p.id, db::EffectOfNoContent(rq));
 }
 
 }  // namespace fp::app

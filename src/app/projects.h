@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/actor.h"
+#include "app/request.h"
 #include "common/error.h"
 #include "common/name.h"
 #include "model/page.h"
@@ -11,6 +12,7 @@
 
 namespace fp::db {
 class Datastore;
+class DeferredDurability;
 }  // namespace fp::db
 
 namespace fp::app {
@@ -23,14 +25,16 @@ class Projects {
   explicit Projects(db::Datastore& ds) : ds_(ds) {}
 
   // ObjectAlreadyExists if the silo has a project of that name.
-  Result<model::Project> Create(const Actor& actor, const std::string& name,
+  Result<model::Project> Create(const Request<model::Project>& rq, const std::string& name,
                                 const std::string& description);
-  Result<model::Project> View(const Actor& actor, const NameOrId& project);
+  // `deferred`: a request's checks leave the wait for durability to that scope (db::Reader).
+  Result<model::Project> View(const Actor& actor, const NameOrId& project,
+                              db::DeferredDurability* deferred = nullptr);
   Result<std::vector<model::Project>> List(const Actor& actor, const model::PageRequest& page);
-  Result<model::Project> Update(const Actor& actor, const NameOrId& project,
+  Result<model::Project> Update(const Request<model::Project>& rq, const NameOrId& project,
                                 const model::IdentityUpdate& update);
   // The datastore refuses a project that still holds resources.
-  Status Delete(const Actor& actor, const NameOrId& project);
+  Status Delete(const RequestContext& rq, const NameOrId& project);
 
  private:
   db::Datastore& ds_;

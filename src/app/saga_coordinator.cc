@@ -29,6 +29,7 @@ Result<std::unique_ptr<SagaCoordinator>> SagaCoordinator::Start(db::Datastore& d
   c->live_until_ = began + Micros(c->options_.lease_ttl);
   c->sagas_at_start_ = taken.own_sagas.size();
   executor.SetStartGate([raw = c.get()] { return raw->LeaseLive(); });
+  executor.SetLeftUnfinishedHook([raw = c.get()] { raw->OwnRecoveryDue(); });
   c->Recover(std::move(taken.own_sagas));
   // Sagas of servers that are gone (or of an earlier version, which held no lease) are adopted
   // at once too: with SQLite that is the only server there is.
@@ -45,25 +46,62 @@ void SagaCoordinator::StartBackground() {
   thread_ = std::thread([this] { Loop(); });
 }
 
+void SagaCoordinator::OwnRecoveryDue() {
+  {
+    std::lock_guard lock(mu_);
+    own_due_ = true;
+  }
+  cv_.notify_all();
+}
+
 void SagaCoordinator::Loop() {
-  auto next_own = std::chrono::steady_clock::now() + options_.own_recovery_interval;
-  std::unique_lock lock(mu_);
+  using Clock = std::chrono::steady_clock;
   // Start took the lease: the first renewal is one interval later.
-  cv_.wait_for(lock, options_.renew_interval, [&] { return stop_; });
+  auto next_renew = Clock::now() + options_.renew_interval;
+  auto next_own = Clock::now() + options_.own_recovery_interval;
+  auto last_own = Clock::now();
+  std::unique_lock lock(mu_);
   while (!stop_) {
+    const auto now = Clock::now();
+    const auto gap_ends = last_own + options_.own_recovery_min_gap;
+    const bool renew = now >= next_renew;
+    const bool own = now >= next_own || (own_due_ && now >= gap_ends);
+    if (!renew && !own) {
+      // Until the next renewal or own pass (a due one once the gap since the last ended), or
+      // until a pass falls due or stop.
+      auto wake = std::min(next_renew, next_own);
+      if (own_due_) wake = std::min(wake, gap_ends);
+      const bool was_due = own_due_;
+      cv_.wait_until(lock, wake, [&] { return stop_ || own_due_ != was_due; });
+      continue;
+    }
+    const bool due = own && own_due_;
+    if (own) own_due_ = false;
     lock.unlock();
-    if (auto renewed = RenewOnce(); !renewed) {
-      LogEvent("warn", "saga coordinator lease not renewed",
-               {{"error", renewed.error().message()}});
+    if (renew) {
+      next_renew = now + options_.renew_interval;
+      if (auto renewed = RenewOnce(); !renewed) {
+        LogEvent("warn", "saga coordinator lease not renewed",
+                 {{"error", renewed.error().message()}});
+      }
+      if (auto adopted = AdoptOnce(); !adopted) {
+        LogEvent("warn", "adopting sagas of expired coordinators failed",
+                 {{"error", adopted.error().message()}});
+      }
     }
-    if (auto adopted = AdoptOnce(); !adopted) {
-      LogEvent("warn", "adopting sagas of expired coordinators failed",
-               {{"error", adopted.error().message()}});
-    }
-    if (std::chrono::steady_clock::now() >= next_own) {
-      next_own = std::chrono::steady_clock::now() + options_.own_recovery_interval;
-      if (auto own = RecoverOwnOnce(); !own) {
-        LogEvent("warn", "listing unfinished sagas failed", {{"error", own.error().message()}});
+    if (own) {
+      last_own = Clock::now();
+      next_own = last_own + options_.own_recovery_interval;
+      auto recovered = RecoverOwnOnce();
+      if (!recovered) {
+        LogEvent("warn", "listing unfinished sagas failed",
+                 {{"error", recovered.error().message()}});
+      }
+      if (!recovered || !LeaseLive()) {
+        // A pass brought forward by a request's saga that could take nothing up (the
+        // datastore still failing, the lease not live) is due again after the gap.
+        std::lock_guard relock(mu_);
+        own_due_ = own_due_ || due;
       }
     }
     // Recoveries that are done: joined outside the lock (their workers report to us).
@@ -80,8 +118,6 @@ void SagaCoordinator::Loop() {
     lock.unlock();
     done.clear();
     lock.lock();
-    if (stop_) break;
-    cv_.wait_for(lock, options_.renew_interval, [&] { return stop_; });
   }
 }
 

@@ -18,6 +18,10 @@
 // - Recovery. At start, and every `own_recovery_interval`, the coordinator resumes its own
 //   unfinished sagas that no call of the executor is driving (a saga whose request gave up on
 //   an engine error, one it adopted back while a fenced execution of it was still running).
+//   A request that gives up on an engine error brings that pass forward (the executor's
+//   left-unfinished hook), so the saga is taken up again at once, and retried with the
+//   recovery's backoff for as long as the datastore fails (a full disk, a database that does
+//   not answer: ServiceUnavailable, never marked stuck for it).
 //   A saga is handed to at most one recovery at a time; recovery claims it under a new
 //   generation before resuming it.
 //
@@ -52,6 +56,9 @@ struct CoordinatorOptions {
   std::chrono::milliseconds renew_interval{1000};  // also the period of adoption passes
   std::chrono::milliseconds adopt_grace{2000};
   std::chrono::milliseconds own_recovery_interval{10000};
+  // A saga a request left unfinished (saga::SagaExecutor::SetLeftUnfinishedHook) brings the
+  // next pass of own recovery forward, but never closer than this to the one before.
+  std::chrono::milliseconds own_recovery_min_gap{250};
   int64_t adopt_batch = 100;  // sagas adopted per transaction
   // For each recovery the coordinator starts (its `finished` is the coordinator's own).
   saga::RecoveryOptions recovery;
@@ -103,6 +110,8 @@ class SagaCoordinator {
   // Hands the sagas not yet in a recovery to a new one.
   void Recover(std::vector<saga::OwnedSaga> sagas);
   void Loop();
+  // The executor's left-unfinished hook: brings the next own recovery pass forward.
+  void OwnRecoveryDue();
   Status LeaseLiveLocked() const;  // requires mu_
 
   db::Datastore& ds_;
@@ -118,6 +127,7 @@ class SagaCoordinator {
   std::set<Uuid> recovering_;         // guarded by mu_
   std::vector<std::unique_ptr<saga::SagaRecovery>> recoveries_;  // guarded by mu_
   bool stop_ = false;                                            // guarded by mu_
+  bool own_due_ = false;  // guarded by mu_: a request left a saga unfinished
   std::condition_variable cv_;
   std::thread thread_;
 };

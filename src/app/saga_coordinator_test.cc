@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -53,11 +54,56 @@ struct Gate {
   }
 };
 
+// The datastore's saga store, whose writes fail while `failing` is set, as a full disk or a
+// database past its deadline makes them fail (reads go on).
+class FlakyStore final : public saga::SagaStore {
+ public:
+  explicit FlakyStore(db::Datastore& ds) : real_(ds) {}
+  std::atomic<bool> failing{false};
+  std::atomic<int> refused{0};
+
+  Status Write(const std::function<Status(saga::StoreTx&)>& body) override {
+    FP_CHECK_OK(Check());
+    return real_.Write(body);
+  }
+  Result<bool> CreateIn(saga::StoreTx& tx, const saga::SagaRow& row,
+                        const saga::SagaOrigin* origin) override {
+    return real_.CreateIn(tx, row, origin);
+  }
+  Status RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const saga::SagaOwner& owner,
+                  const std::optional<saga::SagaEvent>& event,
+                  std::optional<saga::SagaState> new_state,
+                  const std::optional<std::string>& result) override {
+    return real_.RecordIn(tx, saga_id, owner, event, new_state, result);
+  }
+  Result<saga::SagaLog> Load(const Uuid& id) override { return real_.Load(id); }
+  Result<std::vector<saga::OwnedSaga>> ListUnfinished(const std::string& sec) override {
+    return real_.ListUnfinished(sec);
+  }
+  Result<std::optional<int64_t>> Claim(const Uuid& id, const saga::SagaOwner& owner) override {
+    FP_CHECK_OK(Check());
+    return real_.Claim(id, owner);
+  }
+  Result<bool> MarkStuck(const Uuid& id, const saga::SagaOwner& owner,
+                         const std::string& result) override {
+    FP_CHECK_OK(Check());
+    return real_.MarkStuck(id, owner, result);
+  }
+
+ private:
+  Status Check() {
+    if (!failing) return Ok();
+    ++refused;
+    return Fail(Error::Unavailable("the database cannot be written: its disk is full"));
+  }
+  db::DatastoreSagaStore real_;
+};
+
 // One server: its executor, whose database actions write rows marked with the server's name,
 // and its coordinator.
 struct Server {
   Server(db::Datastore& datastore, const std::string& sec, Gate& gate)
-      : ds(datastore), exec(store, registry, sec) {
+      : ds(datastore), store(datastore), exec(store, registry, sec) {
     const std::string writer = sec;
     registry.Add(saga::Action{
         .name = "toy.row",
@@ -80,8 +126,7 @@ struct Server {
   ~Server() {
     if (coordinator) coordinator->Stop();
   }
-  void Start() {
-    CoordinatorOptions options;
+  void Start(CoordinatorOptions options = {}) {
     options.lease_ttl = kTtl;
     options.adopt_grace = kGrace;
     options.recovery.first_retry = std::chrono::milliseconds(10);
@@ -92,7 +137,7 @@ struct Server {
 
   db::Datastore& ds;
   saga::ActionRegistry registry;
-  db::DatastoreSagaStore store{ds};
+  FlakyStore store;
   saga::SagaExecutor exec;
   std::unique_ptr<SagaCoordinator> coordinator;
 };
@@ -226,7 +271,7 @@ TEST_F(SagaCoordinatorTest, TheAdopterUnwindsASagaThatWasUnwinding) {
                     saga::SagaState::kRunning, saga::SagaOwner{"a", 1}};
   ASSERT_TRUE(a.store.Write([&](saga::StoreTx& stx) -> Status {
     auto& tx = static_cast<db::Tx&>(stx);
-    FP_TRY(a.store.CreateIn(tx, row));
+    FP_TRY(a.store.CreateIn(tx, row, nullptr));
     FP_TRY(tx.Exec("INSERT INTO toy (saga, node, writer) VALUES (?, 'n0', 'a')", row.id));
     FP_CHECK_OK(a.store.RecordIn(tx, row.id, row.owner,
                                  saga::SagaEvent{0, saga::SagaEventType::kSucceeded, "{}"},
@@ -349,6 +394,38 @@ TEST_F(SagaCoordinatorTest, OwnSagasNothingDrivesAreRecovered) {
   ASSERT_TRUE(WaitFor([&] { return a.coordinator->recovering() == 0; }));
   EXPECT_EQ(Log(row.id).saga.state, db::SagaState::kDone);
   EXPECT_EQ(Rows(row.id), (std::set<std::string>{"n0:a", "n1:a"}));
+}
+
+// A saga whose request gave up on an engine error (here the store refusing writes, as on a
+// full disk) is taken up again by the running server at once, not at the next periodic pass,
+// and retried with backoff while the store fails, without being marked stuck; once the store
+// takes writes again it ends.
+TEST_F(SagaCoordinatorTest, ASagaLeftByAnEngineErrorIsTakenUpAgainWhileTheServerRuns) {
+  Server c(*ds, "c", gate);
+  CoordinatorOptions options;
+  options.own_recovery_interval = std::chrono::hours(1);  // only the request's hook brings it
+  options.own_recovery_min_gap = std::chrono::milliseconds(1);
+  c.Start(options);
+  c.coordinator->StartBackground();
+
+  Result<saga::SagaOutcome> out = saga::SagaOutcome{};
+  std::thread request([&] { out = c.exec.RunNew(Dag({"toy.row", "toy.wait", "toy.row"})); });
+  ASSERT_TRUE(WaitFor([&] { return gate.Entered(); }));
+  c.store.failing = true;
+  gate.Open();  // the wait node's "succeeded" event cannot be written
+  request.join();
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().kind(), ErrorKind::kServiceUnavailable) << out.error().message();
+
+  // Recovery claims the saga at once, and again after each backoff while the store fails.
+  ASSERT_TRUE(WaitFor([&] { return c.store.refused >= 4; }));
+  auto own = c.exec.ListUnfinished().value();
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(Log(own[0].id).saga.state, db::SagaState::kRunning);
+
+  c.store.failing = false;
+  ASSERT_TRUE(WaitFor([&] { return Log(own[0].id).saga.state == db::SagaState::kDone; }));
+  EXPECT_EQ(Rows(own[0].id), (std::set<std::string>{"n0:c", "n2:c"}));
 }
 
 }  // namespace

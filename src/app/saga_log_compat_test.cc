@@ -321,7 +321,7 @@ TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
   ASSERT_TRUE(outcome) << outcome.error().message();
   ASSERT_EQ(outcome->kind, saga::SagaResultKind::kDone)
       << (outcome->error ? outcome->error->message() : "");
-  auto replayed = instances_->InstanceOfSaga(actor_, params, outcome->output);
+  auto replayed = instances_->InstanceOfSaga(Unrecorded{actor_}, params, outcome->output);
   ASSERT_TRUE(replayed) << replayed.error().message();
   EXPECT_EQ(replayed->id, instance_id);
   EXPECT_EQ(replayed->name, "old-vm");
@@ -335,7 +335,7 @@ TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
 // The start's `place` node had run under the older binary: the nodes after it read the sled
 // from that node's output as the older binary wrote it.
 TEST_F(AttachSagaTest, AnInstanceStartLoggedByTheOlderBinaryResumesOnItsSled) {
-  auto vm = *instances_->Create(actor_, ByName("p1"), Params("vm", false));
+  auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   const Uuid saga_id = Uuid::Random();
   const Uuid sled = sled_ids_[1];
   ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "app/actor.h"
+#include "app/request.h"
 #include "common/error.h"
 #include "common/name.h"
 #include "model/ip_pools.h"
@@ -26,12 +27,12 @@ class Silos {
   Silos(db::Datastore& ds, TokenCache& tokens) : ds_(ds), tokens_(tokens) {}
 
   // ObjectAlreadyExists if the name is taken.
-  Result<model::Silo> Create(const Actor& actor, model::SiloCreate params);
+  Result<model::Silo> Create(const Request<model::Silo>& rq, model::SiloCreate params);
   Result<model::Silo> View(const Actor& actor, const NameOrId& silo);
   Result<std::vector<model::Silo>> List(const Actor& actor, const model::PageRequest& page);
   // Deletes the silo and revokes its tokens. InvalidRequest for the actor's own silo (the
   // request's token would go with it); the datastore's refusals (a silo with projects).
-  Status Delete(const Actor& actor, const NameOrId& silo);
+  Status Delete(const RequestContext& rq, const NameOrId& silo);
   // The IP pools linked to the silo.
   Result<std::vector<model::SiloIpPool>> PoolList(const Actor& actor, const NameOrId& silo,
                                                   const model::PageRequest& page);

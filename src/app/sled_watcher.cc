@@ -11,37 +11,32 @@
 #include "db/instances.h"
 #include "db/leases.h"
 #include "db/sagas.h"
+#include "db/sleds.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {
 
-namespace {
-// Removals and listings that failed on this thread: a sled's thread that sees it grow during a
-// pass compares that sled again soon rather than a full period later.
-thread_local int64_t tl_failures = 0;
-}  // namespace
-
-void SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                                const std::string& run_state) {
+int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
+                               const std::string& run_state) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance);
   if (!recorded) {
     LogEvent("warn", "could not record run state",
              {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
-    return;
+    return 0;
   }
   if (auto s = nat_.Sync(); !s) {
     LogEvent("warn", "NAT sync after stop failed", {{"error", s.error().message()}});
   }
   // Through the orphan check: a start may already have placed the instance again.
   auto sled_id = instance.sled_id;
-  if (!sled_id) return;
-  if (auto removed = RemoveIfOrphan(*sled_id, sled, instance.id); removed && !*removed) {
-    ++tl_failures;
-    LogEvent("warn", "sled unregister after stop failed; the reaper retries",
-             {{"instance", instance.id.ToString()},
-              {"sled_agent", sled.address()},
-              {"error", removed->error().message()}});
-  }
+  if (!sled_id) return 0;
+  auto removed = RemoveIfOrphan(*sled_id, sled, instance.id);
+  if (!removed || *removed) return 0;
+  LogEvent("warn", "sled unregister after stop failed; the reaper retries",
+           {{"instance", instance.id.ToString()},
+            {"sled_agent", sled.address()},
+            {"error", removed->error().message()}});
+  return 1;
 }
 
 std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
@@ -75,24 +70,24 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
   return removed;
 }
 
-void SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                               const agents::SledInstance& vm) {
+int SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                              const agents::SledInstance& vm) {
   // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
   // stopped or deleted instance whose unregister failed.
   auto removed = RemoveIfOrphan(sled_id, sled, vm.id);
-  if (!removed) return;
+  if (!removed) return 0;
   if (*removed) {
     LogEvent("warn", "removed a VM the datastore does not place on this sled",
              {{"instance", vm.id.ToString()},
               {"state", agents::ToString(vm.state)},
               {"sled_agent", sled.address()}});
-  } else {
-    ++tl_failures;
-    LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
-             {{"instance", vm.id.ToString()},
-              {"sled_agent", sled.address()},
-              {"error", removed->error().message()}});
+    return 0;
   }
+  LogEvent("warn", "could not remove a VM the datastore does not place on this sled",
+           {{"instance", vm.id.ToString()},
+            {"sled_agent", sled.address()},
+            {"error", removed->error().message()}});
+  return 1;
 }
 
 void SledWatcher::ReapOrphans() {
@@ -105,7 +100,7 @@ void SledWatcher::ReapOrphans() {
       LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
-    for (const agents::SledInstance& vm : *vms) ReapIfOrphan(sled_id, *sled, vm);
+    for (const agents::SledInstance& vm : *vms) (void)ReapIfOrphan(sled_id, *sled, vm);
   }
 }
 
@@ -117,61 +112,58 @@ bool SledWatcher::StartSagaAtRest(const model::Instance& i) {
          (**state != saga::SagaState::kRunning && **state != saga::SagaState::kUnwinding);
 }
 
-void SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
-                                const std::optional<agents::SledInstance>& vm,
-                                const std::vector<model::ExternalIp>* ips) {
+int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
+                               const std::optional<agents::SledInstance>& vm,
+                               const std::vector<model::ExternalIp>* ips) {
   if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
-    return;
+    return 0;
   }
   if (!vm) {
     // The sled does not know the VM. While the start saga runs, it may not have reached the
     // sled yet; once it is at rest, the VM it registered is gone (the sled restarted and lost
     // it) if the sled, asked after the saga's state was read, still lacks it.
     if (i.run_state == "starting") {
-      if (!StartSagaAtRest(i)) return;
+      if (!StartSagaAtRest(i)) return 0;
       auto again = sled.Get(i.id);
-      if (again || again.error().kind() != ErrorKind::kNotFound) return;  // the next look judges
+      if (again || again.error().kind() != ErrorKind::kNotFound) return 0;  // the next look judges
     }
-    SettleStopped(i, sled, "failed");
-    return;
+    return SettleStopped(i, sled, "failed");
   }
   std::string state(agents::ToString(vm->state));
   if (state == "stopped" || state == "failed") {
-    if (i.run_state == "starting" && !StartSagaAtRest(i)) return;  // the saga still owns it
-    SettleStopped(i, sled, state);
-    return;
+    if (i.run_state == "starting" && !StartSagaAtRest(i)) return 0;  // the saga still owns it
+    return SettleStopped(i, sled, state);
   }
   if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state, &i);
-  if (state != "running") return;
+  if (state != "running") return 0;
   if (ips) {
     ReconcilePort(i, *ips, sled, *vm);
   } else {
     ReconcilePort(ds_, i, sled, *vm);
   }
+  return 0;
 }
 
-void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
+int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
   // The datastore first, then the sled: what the sled says is at least as new as the row.
   auto instances = db::InstancesOnSled(ds_, sled_id);
-  if (!instances) return;
+  if (!instances) return 0;
   auto vms = sled.List();
-  if (!vms) {
-    ++tl_failures;
-    return;
-  }
+  if (!vms) return 1;
   std::map<Uuid, const agents::SledInstance*> on_sled;
   for (const agents::SledInstance& vm : *vms) on_sled.emplace(vm.id, &vm);
   // The ports' addresses, read after the sled's list (see ReconcilePort), in one read.
   auto ips = db::ExternalIpsOnSled(ds_, sled_id);
-  if (!ips) return;
+  if (!ips) return 0;
   static const std::vector<model::ExternalIp> kNone;
   std::set<Uuid> placed;
+  int failures = 0;
   for (const model::Instance& i : *instances) {
     if (i.state != model::InstanceState::kVmm) continue;
     placed.insert(i.id);
     auto it = on_sled.find(i.id);
     auto held = ips->find(i.id);
-    WatchInstance(
+    failures += WatchInstance(
         i, sled,
         it == on_sled.end() ? std::nullopt : std::optional<agents::SledInstance>(*it->second),
         held == ips->end() ? &kNone : &held->second);
@@ -179,15 +171,17 @@ void SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) 
   // A VM not among the instances read is an orphan, or was placed since the read (checked
   // again, with a fresh read, before anything is removed).
   for (const agents::SledInstance& vm : *vms) {
-    if (!placed.contains(vm.id)) ReapIfOrphan(sled_id, sled, vm);
+    if (!placed.contains(vm.id)) failures += ReapIfOrphan(sled_id, sled, vm);
   }
+  return failures;
 }
 
-void SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                              const agents::SledReport& report) {
+int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
+                             const agents::SledReport& report) {
   std::set<Uuid> ids;
   for (const agents::SledInstance& vm : report.instances) ids.insert(vm.id);
   ids.insert(report.removed.begin(), report.removed.end());
+  int failures = 0;
   for (const Uuid& id : ids) {
     auto instance = db::InstanceAnyState(ds_, id);
     if (!instance && instance.error().kind() != ErrorKind::kNotFound) continue;
@@ -197,15 +191,43 @@ void SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled
     auto vm = sled.Get(id);
     if (!vm && vm.error().kind() != ErrorKind::kNotFound) continue;  // the next pass judges
     if (here) {
-      WatchInstance(*instance, sled, vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt);
+      failures += WatchInstance(*instance, sled,
+                                vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt);
     } else if (vm) {
-      ReapIfOrphan(sled_id, sled, *vm);
+      failures += ReapIfOrphan(sled_id, sled, *vm);
     }
+  }
+  return failures;
+}
+
+void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent) {
+  auto instances = db::InstancesOnSled(ds_, sled_id);
+  if (!instances) return;
+  int64_t failed = 0;
+  for (const model::Instance& i : *instances) {
+    // A migration or a start in progress is its saga's, and a reboot its request's: their own
+    // calls to the silent sled fail and unwind them (a failed reboot puts the instance back
+    // to running, which the next check here fails).
+    if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
+      continue;
+    }
+    if (i.run_state == "starting" && !StartSagaAtRest(i)) continue;
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, "failed", &i);
+    if (recorded && recorded->state == model::InstanceState::kFailed) ++failed;
+  }
+  if (failed == 0) return;
+  LogEvent("warn", "sled agent has not answered for too long; its instances are failed",
+           {{"sled_agent", agent},
+            {"sled_id", sled_id.ToString()},
+            {"instances", failed},
+            {"unresponsive_after_ms", options_.unresponsive_after.count()}});
+  if (auto s = nat_.Sync(); !s) {
+    LogEvent("warn", "NAT sync after failing instances failed", {{"error", s.error().message()}});
   }
 }
 
 void SledWatcher::WatchOnce() {
-  for (const auto& [sled_id, sled] : dataplane_.sleds) WatchSled(sled_id, *sled);
+  for (const auto& [sled_id, sled] : dataplane_.sleds) (void)WatchSled(sled_id, *sled);
 }
 
 bool SledWatcher::Pause(std::chrono::milliseconds d) {
@@ -222,8 +244,8 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   // After a pass where something failed (a removal the sled refused), the next comes after
   // this, doubling up to the full period; after a clean pass, a full period later.
   auto retry = options_.retry;
-  auto schedule = [&](int64_t failures_before) {
-    if (tl_failures == failures_before) {
+  auto schedule = [&](int failures) {
+    if (failures == 0) {
       retry = options_.retry;
       next_full = Clock::now() + options_.full_period;
     } else {
@@ -231,30 +253,67 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       retry = std::min(retry * 2, options_.full_period);
     }
   };
+  // Whether the sled answers, as last recorded in the datastore by this thread (nullopt: not
+  // yet, or the write failed: tried again at the next call).
+  std::optional<bool> recorded;
+  // Since when its calls fail (nullopt while it answers), and when its instances were last
+  // checked for failing (see unresponsive_after).
+  std::optional<Clock::time_point> silent_since;
+  auto next_silent_check = Clock::now();
   auto set_status = [&](bool reachable, bool reported) {
-    std::lock_guard lock(mu_);
-    SledWatchStatus& s = status_[index];
-    if (reachable && !s.reachable && s.reports > 0) {
-      LogEvent("info", "sled agent answers again", {{"sled_agent", sled.address()}});
+    {
+      std::lock_guard lock(mu_);
+      SledWatchStatus& s = status_[index];
+      if (reachable && !s.reachable && s.reports > 0) {
+        LogEvent("info", "sled agent answers again", {{"sled_agent", sled.address()}});
+      }
+      s.reachable = reachable;
+      if (reported) {
+        s.last_report = ds_.clock().Now();
+        ++s.reports;
+      }
     }
-    s.reachable = reachable;
-    if (reported) {
-      s.last_report = ds_.clock().Now();
-      ++s.reports;
+    if (reachable) silent_since.reset();
+    if (!reachable && !silent_since) silent_since = Clock::now();
+    // Silent is recorded (and keeps placements off the sled) once it has lasted kSilentAfter:
+    // one call that failed is no reason to move work elsewhere.
+    const bool answers = reachable || Clock::now() - *silent_since < kSilentAfter;
+    if (recorded != answers) {
+      auto written = db::SledRecordAgent(ds_, sled_id, answers);
+      recorded = written ? std::optional<bool>(answers) : std::nullopt;
+    }
+    if (!reachable && Clock::now() - *silent_since >= options_.unresponsive_after &&
+        Clock::now() >= next_silent_check) {
+      next_silent_check = Clock::now() + options_.full_period;
+      bool all_silent;
+      {
+        std::lock_guard lock(mu_);
+        all_silent = status_.size() > 1 && std::none_of(status_.begin(), status_.end(),
+                                                        [](const auto& s) { return s.reachable; });
+      }
+      if (all_silent) {
+        // More likely this server is cut off from the sleds than every sled lost at once:
+        // failing every instance of the rack on that guess would be worse than waiting.
+        LogEvent("warn",
+                 "no sled answers this server; their instances are left as they are until one "
+                 "does",
+                 {{"sled_agent", sled.address()}});
+      } else {
+        FailInstancesOfSilentSled(sled_id, sled.address());
+      }
     }
   };
   while (Pause(std::chrono::milliseconds(0))) {
     // With several servers, one watches at a time; the next holder starts from a full list.
     if (lease_ && !lease_->Held()) {
       boot.clear();
+      // Another server watches meanwhile, and records what it sees: judged afresh on return.
+      recorded.reset();
+      silent_since.reset();
       Pause(options_.full_period);
       continue;
     }
-    if (Clock::now() >= next_full) {
-      int64_t failures = tl_failures;
-      WatchSled(sled_id, sled);
-      schedule(failures);
-    }
+    if (Clock::now() >= next_full) schedule(WatchSled(sled_id, sled));
     auto wait = std::min(options_.report_wait,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::max(next_full - Clock::now(), Clock::duration::zero())));
@@ -286,13 +345,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
       // Judged as a full comparison does (the datastore read first): the report's list is older
       // than a read made now.
-      int64_t failures = tl_failures;
-      WatchSled(sled_id, sled);
+      schedule(WatchSled(sled_id, sled));
+    } else if (int failures = ApplyReport(sled_id, sled, *report); failures > 0) {
       schedule(failures);
-    } else {
-      int64_t failures = tl_failures;
-      ApplyReport(sled_id, sled, *report);
-      if (tl_failures != failures) schedule(failures);
     }
     boot = report->boot_id;
     since = report->generation;
@@ -300,9 +355,58 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   }
 }
 
+void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
+  using Clock = std::chrono::steady_clock;
+  // When this thread recorded each sled silent: its deadline counts from there, so a server
+  // that waits for the task lease does not fail instances the moment it gets it.
+  std::map<Uuid, Clock::time_point> silent_from;
+  while (Pause(std::chrono::milliseconds(0))) {
+    if (lease_ && !lease_->Held()) {
+      silent_from.clear();  // another server may have judged them meanwhile
+      Pause(options_.full_period);
+      continue;
+    }
+    auto wait = Clock::duration(options_.full_period);
+    for (const model::Sled& s : unserved) {
+      auto since = silent_from.find(s.id);
+      if (since == silent_from.end()) {
+        if (!db::SledRecordAgent(ds_, s.id, false)) continue;  // tried again next pass
+        since = silent_from.emplace(s.id, Clock::now()).first;
+      }
+      const auto deadline = since->second + options_.unresponsive_after;
+      if (Clock::now() >= deadline) {
+        FailInstancesOfSilentSled(s.id, s.agent_url);
+      } else {
+        wait = std::min(wait, Clock::duration(deadline - Clock::now()));
+      }
+    }
+    Pause(std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
+          std::chrono::milliseconds(1));
+  }
+}
+
 void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   options_ = options;
   lease_ = lease;
+  // Sleds the datastore knows that no agent of this server serves (an agent retired, or
+  // moved without a --serial): nothing will ever report their instances, so they are silent
+  // from now on, and their instances are failed after unresponsive_after like a silent
+  // sled's, so that they can be started elsewhere. Expunge retires such a sled for good.
+  std::vector<model::Sled> unserved;
+  if (auto known = db::SledList(ds_); known) {
+    for (const model::Sled& s : *known) {
+      if (!s.expunged && !dataplane_.sleds.contains(s.id)) unserved.push_back(s);
+    }
+  }
+  if (!unserved.empty()) {
+    std::vector<std::string> serials;
+    for (const model::Sled& s : unserved) serials.push_back(s.serial);
+    LogEvent("warn",
+             "sleds that no configured sled agent serves; their instances are failed after "
+             "--sled-unresponsive-after",
+             {{"sleds", serials}, {"unresponsive_after_ms", options_.unresponsive_after.count()}});
+    threads_.emplace_back([this, unserved] { WatchUnservedSleds(unserved); });
+  }
   {
     std::lock_guard lock(mu_);
     for (const auto& [sled_id, sled] : dataplane_.sleds) {

@@ -49,9 +49,15 @@ struct SledWatchOptions {
   // After a report call failed (the sled down), before the next one; and after a pass in
   // which a removal failed, before the sled is compared again (doubling up to full_period).
   std::chrono::milliseconds retry{200};
+  // A sled whose agent has not answered for this long has lost its instances as far as anyone
+  // can tell: those still shown running (or stopping) are failed, their NAT removed, so that
+  // they can be started again elsewhere (Oxide's failed state). Checked again every
+  // full_period while it does not answer.
+  std::chrono::milliseconds unresponsive_after{60'000};
 };
 
-// Per sled, what the watcher last heard (for /metrics).
+// Per sled, what the watcher last heard (for /metrics and the sled views). Whether it answers
+// is also recorded in the datastore when it changes (db::SledRecordAgent), for every server.
 struct SledWatchStatus {
   Uuid sled_id;
   std::string address;
@@ -73,7 +79,9 @@ class SledWatcher {
   SledWatcher(const SledWatcher&) = delete;
   SledWatcher& operator=(const SledWatcher&) = delete;
 
-  // Starts a thread per sled (reports and full comparisons) and one for Wake. Call once.
+  // Starts a thread per sled (reports and full comparisons), one for Wake, and one for the
+  // sleds the datastore knows that no agent here serves (silent from the start; their
+  // instances failed after unresponsive_after). Call once.
   // With `lease` (several servers on one database), the sleds are watched only while this
   // server holds it, so one server watches them at a time; `lease` must outlive the watcher.
   void Start(SledWatchOptions options, db::TaskLeaseKeeper* lease = nullptr);
@@ -87,12 +95,13 @@ class SledWatcher {
   void WatchOnce();
   // A full comparison of one sled: the datastore's instances on it first, then the sled's
   // list; each instance judged against its VM, and each VM the datastore does not place there
-  // removed.
-  void WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
+  // removed. Returns the sled calls that failed (its listing, a removal): the sled's thread
+  // then compares it again soon rather than a full period later. ApplyReport likewise.
+  int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
   // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
   // read then the sled's answer for it.
-  void ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                   const agents::SledReport& report);
+  int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
+                  const agents::SledReport& report);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
   // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
   // on another sled, or of no instance at all. A removal that fails is logged and tried again
@@ -105,28 +114,40 @@ class SledWatcher {
   // Judges `instance` (read from the datastore) against its VM as the sled reported it after
   // that read (nullopt: the sled does not hold it).
   // `ips`: the instance's external IPs if already read (after `vm`), else read here.
-  void WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
-                     const std::optional<agents::SledInstance>& vm,
-                     const std::vector<model::ExternalIp>* ips = nullptr);
+  // Returns the sled calls that failed, as WatchSled.
+  int WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
+                    const std::optional<agents::SledInstance>& vm,
+                    const std::vector<model::ExternalIp>* ips = nullptr);
   // Whether the instance's start saga is at rest (or gone): a VM it registered is then on the
   // sled unless lost. False when the datastore cannot say.
   bool StartSagaAtRest(const model::Instance& instance);
   // Removes `vm` if it is an orphan, logging what happened.
-  void ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                    const agents::SledInstance& vm);
+  // Returns the sled calls that failed (0 or 1).
+  int ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
+                   const agents::SledInstance& vm);
   // The loop of one sled's thread.
   void WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled);
   // Waits up to `d` or until Stop; false once stopping.
   bool Pause(std::chrono::milliseconds d);
+  // The sled's agent has not answered for unresponsive_after: fails the instances the
+  // datastore places there (see SledWatchOptions::unresponsive_after).
+  // `agent`: its agent's address, for the log.
+  void FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent);
+  // The loop of the thread for sleds no agent of this server serves (see Start).
+  void WatchUnservedSleds(const std::vector<model::Sled>& unserved);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
-  void SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                     const std::string& run_state);
+  // Returns the sled calls that failed (0 or 1).
+  int SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
+                    const std::string& run_state);
   // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
   // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
   // datastore could not say), else the sled's answer to the unregister.
   std::optional<Status> RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                                        const Uuid& instance_id);
 
+  // How long a sled's calls must have failed before it is recorded silent (placements then
+  // avoid it).
+  static constexpr std::chrono::seconds kSilentAfter{2};
   // How long a removal's mark holds placements back if this server dies amid the removal.
   static constexpr std::chrono::seconds kRemovalMarkTtl{10};
 

@@ -36,7 +36,7 @@ class SledConvergenceTest : public InstanceSagaTest {
   // stopped in the datastore and its stopped VM stays on the sled. Faults are cleared after.
   void StopWhileUnregisterFails(const model::Instance& vm, size_t k) {
     sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
-    ASSERT_TRUE(instances_->Stop(actor_, NameOrId(vm.id), std::nullopt));
+    ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
     ASSERT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "stopped";
@@ -55,6 +55,19 @@ TEST_F(SledConvergenceTest, TheReaperRemovesAStoppedVmWhoseUnregisterFailed) {
   EXPECT_FALSE(VmOn(k, vm.id)) << "the stopped instance's VM is still on its sled";
 }
 
+// A pass counts the sled calls that failed, so that the sled's thread compares it again soon.
+TEST_F(SledConvergenceTest, AComparisonCountsTheSledCallsThatFailed) {
+  model::Instance vm = Running("vm");
+  size_t k = SledIndexOf(vm);
+  StopWhileUnregisterFails(vm, k);  // the stopped VM is left on its sled, an orphan
+  sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1});
+  EXPECT_EQ(watcher_->WatchSled(sled_ids_[k], *sled_clients_[k]), 1);
+  sled_sims_[k]->faults().Add({.endpoint = "GET /instances", .fail_next = 1});
+  EXPECT_EQ(watcher_->WatchSled(sled_ids_[k], *sled_clients_[k]), 1);
+  EXPECT_EQ(watcher_->WatchSled(sled_ids_[k], *sled_clients_[k]), 0);
+  EXPECT_FALSE(VmOn(k, vm.id));
+}
+
 TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
   model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
@@ -62,7 +75,7 @@ TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
   // And a copy on the other sled, as a start call the sled applied after its saga gave up.
   size_t other = 1 - k;
   ASSERT_TRUE(sled_clients_[other]->EnsureRunning(*BuildInstanceSpec(*ds, vm.id)));
-  ASSERT_TRUE(instances_->Delete(actor_, NameOrId(vm.id), std::nullopt));
+  ASSERT_TRUE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
   watcher_->ReapOrphans();
   EXPECT_FALSE(VmOn(k, vm.id));
   EXPECT_FALSE(VmOn(other, vm.id));
@@ -79,7 +92,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   std::thread reaper([&] { watcher_->ReapOrphans(); });
   bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
-  if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+  if (removing) started = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   reaper.join();
   ASSERT_TRUE(removing) << "the reaper did not take the leftover VM for an orphan";
   ASSERT_TRUE(started) << started.error().message();
@@ -106,7 +119,7 @@ TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnThe
   std::thread reaper([&] { other_watcher.ReapOrphans(); });
   bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
-  if (removing) started = instances_->Start(actor_, NameOrId(vm.id), std::nullopt);
+  if (removing) started = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   reaper.join();
   ASSERT_TRUE(removing) << "server B's reaper did not take the leftover VM for an orphan";
   ASSERT_TRUE(started) << started.error().message();
@@ -185,12 +198,12 @@ TEST_F(SledReportsTest, ASledThatRestartedEmptyIsComparedInFull) {
 // comparison works through a sled's instances one by one) must not undo the new start.
 TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
   model::Instance stale = Running("vm");
-  ASSERT_TRUE(instances_->Stop(actor_, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
     return RunState(stale.id) == "stopped";
   }));
-  ASSERT_TRUE(instances_->Start(actor_, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
     return RunState(stale.id) == "running";
@@ -205,7 +218,7 @@ TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
 // yet seen: the sled restarts and loses the VM. It must not stay `starting` forever (the scale
 // test found it): with the saga at rest, a VM the sled lacks is lost.
 TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
-  auto created = instances_->Create(actor_, ByName("p1"), Params("vm", true));
+  auto created = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", true));
   ASSERT_TRUE(created) << created.error().message();
   EXPECT_EQ(RunState(created->id), "starting");  // the saga is done; no watcher pass yet
   size_t k = SledOf(*instances_->Lookup(actor_, NameOrId(created->id), std::nullopt));

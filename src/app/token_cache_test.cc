@@ -140,7 +140,7 @@ TEST_F(TokenCacheTest, TheTokenServicesRevocationsTakeEffectAtOnce) {
   Tokens tokens(*ds, cache);
   const Actor admin{Uuid::Random(), silo_.id, model::Role::kFleetAdmin};
   ASSERT_TRUE(tokens.Authenticate("secret-1"));  // cached now
-  ASSERT_TRUE(tokens.Revoke(admin, token_.id));
+  ASSERT_TRUE(tokens.Revoke(Unrecorded{admin}, token_.id));
   EXPECT_FALSE(tokens.Authenticate("secret-1"));
 }
 
@@ -150,7 +150,7 @@ TEST_F(TokenCacheTest, TheSiloServicesDeleteTakesEffectAtOnce) {
   // A fleet admin of another silo (no token deletes its own silo).
   const Actor admin{Uuid::Random(), Uuid::Random(), model::Role::kFleetAdmin};
   ASSERT_TRUE(tokens.Authenticate("secret-1"));  // cached now
-  ASSERT_TRUE(silos.Delete(admin, NameOrId(silo_.id)));
+  ASSERT_TRUE(silos.Delete(Unrecorded{admin}, NameOrId(silo_.id)));
   EXPECT_FALSE(tokens.Authenticate("secret-1"));
 }
 

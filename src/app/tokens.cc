@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "db/request_effect.h"
 #include "db/silos.h"
 #include "db/tokens.h"
 
@@ -54,18 +55,21 @@ Result<std::string> Tokens::MintFleetAdminToken(const std::string& name) {
   return secret;
 }
 
-Result<IssuedToken> Tokens::Create(const Actor& actor, const NameOrId& silo, model::Role role,
-                                   const std::string& name) {
+Result<IssuedToken> Tokens::Create(const Request<model::Token>& rq, const NameOrId& silo,
+                                   model::Role role, const std::string& name) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
   std::string secret = NewSecret();
-  model::Token t = FP_TRY(db::TokenCreate(ds_, Uuid::Random(), s.id, role, name, secret));
+  model::Token t = FP_TRY(db::TokenCreate(ds_, Uuid::Random(), s.id, role, name, secret,
+                                          db::EffectOf<model::Token>(rq)));
   return IssuedToken{t, secret};
 }
 
-Status Tokens::Revoke(const Actor& actor, const Uuid& id) {
+Status Tokens::Revoke(const RequestContext& rq, const Uuid& id) {
+  const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  Status revoked = db::TokenRevoke(ds_, id);
+  Status revoked = db::TokenRevoke(ds_, id, db::EffectOfNoContent(rq));
   cache_.Invalidate();  // after the commit: see TokenCache
   return revoked;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/actor.h"
+#include "app/request.h"
 #include "app/token_cache.h"
 #include "common/error.h"
 #include "common/name.h"
@@ -44,11 +45,11 @@ class Tokens {
   Result<std::string> MintFleetAdminToken(const std::string& name);
 
   // Fleet admin only. NotFound if the silo does not exist.
-  Result<IssuedToken> Create(const Actor& actor, const NameOrId& silo, model::Role role,
-                             const std::string& name);
+  Result<IssuedToken> Create(const Request<model::Token>& rq, const NameOrId& silo,
+                             model::Role role, const std::string& name);
   // Fleet admin only. Once it returns, no request authenticates with the token (in this
   // process; others within TokenCache::kTtl).
-  Status Revoke(const Actor& actor, const Uuid& id);
+  Status Revoke(const RequestContext& rq, const Uuid& id);
   // Fleet admin only: the live tokens by id, after `after`, at most `limit`.
   Result<std::vector<model::TokenListing>> List(const Actor& actor,
                                                 const std::optional<Uuid>& after, int64_t limit);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 
@@ -77,6 +78,34 @@ CliResult<Target> ResolveTarget(const Globals& g) {
 
 }  // namespace
 
+CLI::Validator WholeNumber(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        int64_t value = 0;
+        const char* end = text.data() + text.size();
+        auto [at, ec] = std::from_chars(text.data(), end, value);
+        if (ec != std::errc() || at != end || value < 1 || value > max) {
+          return fmt::format("expected a whole number from 1 to {}, not \"{}\"", max, text);
+        }
+        return "";
+      },
+      "");
+}
+
+CLI::Validator PositiveSeconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(value > 0) || value > 86400) {
+          return fmt::format("expected seconds, a number above 0 (e.g. 15 or 2.5), not \"{}\"",
+                             text);
+        }
+        return "";
+      },
+      "");
+}
+
 CliResult<OutputFormat> Session::format() {
   std::string text = globals_.format;
   if (text.empty()) text = Env("FLOATPLANE_FORMAT");
@@ -140,7 +169,7 @@ Commands::Commands(CLI::App& app) : app_(app) {
   app.add_option("--resolve", g->resolve, "HOST:PORT:ADDR: connect to ADDR for HOST:PORT")
       ->group(kGroup);
   app.add_option("--timeout", g->timeout_s, "Seconds a request may take (default 15)")
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveSeconds())
       ->group(kGroup);
   app.add_flag("--debug", g->debug, "Show each request and answer on stderr (token hidden)")
       ->group(kGroup);
@@ -240,6 +269,7 @@ std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
   // Walk the words as the tree does: the group reached, and the first word it does not know.
   const CLI::App* node = &root;
   std::string unknown;
+  std::string unknown_flag;  // the first --flag no command on the path knows
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
     if (word == "--") break;
@@ -251,6 +281,9 @@ std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
       }
       if (o != nullptr && word.find('=') == std::string::npos && o->get_items_expected_max() > 0) {
         ++i;
+      }
+      if (o == nullptr && word.rfind("--", 0) == 0 && word.size() > 2 && unknown_flag.empty()) {
+        unknown_flag = word.substr(0, word.find('='));
       }
       continue;
     }
@@ -265,13 +298,33 @@ std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
     node = next;
   }
   std::vector<const CLI::App*> children = Children(node);
-  if (children.empty() || node == &root) {
-    if (unknown.empty())
-      return fmt::format("error: {}\nRun with --help for more information.\n", e.what());
-  }
   std::string path;
   for (const CLI::App* a = node; a != nullptr && a != &root; a = a->get_parent()) {
     path = " " + a->get_name() + path;
+  }
+  if (unknown.empty() && !unknown_flag.empty()) {
+    // A misspelt flag, which CLI11 would report as another one missing: name it, and the
+    // closest flag the command has.
+    std::string closest;
+    size_t best = 3;  // at most two edits away
+    for (const CLI::App* a = node; a != nullptr; a = a->get_parent()) {
+      for (const CLI::Option* o : a->get_options()) {
+        for (const std::string& name : o->get_lnames()) {
+          size_t d = EditDistance(unknown_flag.substr(2), name);
+          if (d < best) {
+            best = d;
+            closest = "--" + name;
+          }
+        }
+      }
+    }
+    std::string out = fmt::format("error: floatplane{} has no flag \"{}\"", path, unknown_flag);
+    if (!closest.empty()) out += fmt::format("; did you mean \"{}\"?", closest);
+    return out + "\nRun with --help for more information.\n";
+  }
+  if (children.empty() || node == &root) {
+    if (unknown.empty())
+      return fmt::format("error: {}\nRun with --help for more information.\n", e.what());
   }
   std::string out;
   if (!unknown.empty()) {

@@ -20,6 +20,12 @@
 
 namespace fp::cli {
 
+// Checks of a flag's value whose errors are in the user's terms (CLI11's own range checks print
+// floating-point limits with hundreds of digits): a whole number from 1 to `max`, and a
+// positive number of seconds.
+CLI::Validator WholeNumber(int64_t max);
+CLI::Validator PositiveSeconds();
+
 // The options every client command takes.
 struct Globals {
   std::string profile;
@@ -111,6 +117,7 @@ std::string DescribeUsageError(const CLI::App& root, int argc, char** argv,
 // The parts of the tree (commands_*.cc).
 void AddResourceCommands(Commands& c);
 void AddSystemCommands(Commands& c);
-void AddToolCommands(Commands& c);  // auth, env, api, version, ping, completion, docs
+void AddToolCommands(Commands& c);        // auth, env, api, version, ping, completion, docs
+void AddCompletionCommands(Commands& c);  // completion, __complete (completion.cc)
 
 }  // namespace fp::cli

@@ -97,7 +97,7 @@ CliStatus Require(const JsonBody& b, const std::string& flag, bool given) {
 
 void AddListFlags(CLI::App* app, ListFlags& f, const std::vector<std::string>& sorts) {
   app->add_option("--limit", f.limit, "At most this many items (default: all, page by page)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1'000'000'000));
   if (!sorts.empty()) {
     app->add_option("--sort-by", f.sort_by, "The order")->check(CLI::IsMember(sorts));
   }
@@ -119,7 +119,9 @@ CliStatus RunList(Session& s, const std::string& path, Query query, const ListFl
   if (!f.sort_by.empty()) query.emplace_back("sort_by", f.sort_by);
   CliStatus listed =
       api->List(path, query, f.limit, [&](const nlohmann::json& item) { printer.Add(item); });
-  // The array is closed (and the table printed) even when a later page failed.
+  // A list whose first request failed prints nothing (an empty array would read as "there are
+  // none"); one whose later page failed still closes its array (and prints its table).
+  if (!listed && printer.empty()) return listed;
   printer.Finish();
   return listed;
 }
@@ -177,9 +179,13 @@ const std::vector<std::string> kExternalIpFields = {
     "kind",        "last_port",  "name", "project_id",  "time_created", "time_modified"};
 
 CliStatus CheckColumns(Session& s, const std::vector<std::string>& fields) {
+  return CheckColumns(s, FieldColumns(fields));
+}
+
+CliStatus CheckColumns(Session& s, std::vector<Column> columns) {
   OutputFormat format = FP_TRY(s.format());
   if (!format.table || format.columns.empty()) return {};
-  (void)FP_TRY(ListPrinter::Make(format, FieldColumns(fields), {}));
+  (void)FP_TRY(ListPrinter::Make(format, std::move(columns), {}));
   return {};
 }
 

@@ -87,6 +87,8 @@ void AddDelete(Commands& c, CLI::App* group, const Resource& r, const std::strin
 // about to print does not have (`fields`): checked before a mutating request, which must not
 // run only for its answer to be unprintable.
 CliStatus CheckColumns(Session& s, const std::vector<std::string>& fields);
+// Same for an object printed with `columns` (a list's, with its computed columns).
+CliStatus CheckColumns(Session& s, std::vector<Column> columns);
 
 // The --sort-by values of lists by name or id, and of lists by id only.
 extern const std::vector<std::string> kNameOrIdSorts;

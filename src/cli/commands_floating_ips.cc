@@ -29,12 +29,26 @@ std::vector<Column> FloatingIpColumns(std::shared_ptr<NameCache> names) {
                               }}});
 }
 
+// A floating IP's columns in a table unless --format names others: those of its list.
+const std::vector<std::string> kFloatingIpDefaults = {"name", "ip", "pool", "instance",
+                                                      "description"};
+
+// Prints a floating IP an action answered with, as its list and view do (the pool and
+// instance by name).
+CliStatus PrintFloatingIp(Session& s, const nlohmann::json& fip) {
+  return PrintOne(s, fip, FloatingIpColumns(std::make_shared<NameCache>(s)), kFloatingIpDefaults);
+}
+
+// Refuses --format table:... columns no floating IP view has, before a mutating request.
+CliStatus CheckFloatingIpColumns(Session& s) {
+  return CheckColumns(s, FloatingIpColumns(std::make_shared<NameCache>(s)));
+}
+
 }  // namespace
 
 void AddFloatingIpCommands(Commands& c) {
   CLI::App* group =
       c.Group(&c.root(), "floating-ip", "Floating IPs: addresses that move between instances");
-  const std::vector<std::string> kDefaults = {"name", "ip", "pool", "instance", "description"};
 
   struct Create {
     std::string project, name, description, ip, pool, ip_version;
@@ -76,10 +90,10 @@ void AddFloatingIpCommands(Commands& c) {
           }
           return b;
         }));
-        FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
+        FP_CHECK_OK(CheckFloatingIpColumns(s));
         Api* api = FP_TRY(s.api());
-        return PrintOne(s, FP_TRY(api->Mutate("POST", "/v1/floating-ips", body,
-                                              {{"project", create->project}})));
+        return PrintFloatingIp(s, FP_TRY(api->Mutate("POST", "/v1/floating-ips", body,
+                                                     {{"project", create->project}})));
       });
   leaf->add_option("--project", create->project, "The project (name or id)")->required();
   leaf->add_option("--name", create->name, "The floating IP's name");
@@ -100,26 +114,24 @@ void AddFloatingIpCommands(Commands& c) {
     ListFlags flags;
   };
   auto* list = c.Keep<ListCmd>();
-  leaf = c.Leaf(
-      group, "list", "List floating IPs", "floating_ip_list",
-      "floatplane floating-ip list --project web --format table", [list](Session& s) -> CliStatus {
-        FP_CHECK_OK(CheckNameOrId("--project", list->project));
-        auto names = std::make_shared<NameCache>(s);
-        return RunList(s, "/v1/floating-ips", {{"project", list->project}}, list->flags,
-                       FloatingIpColumns(names), {"name", "ip", "pool", "instance", "description"});
-      });
+  leaf = c.Leaf(group, "list", "List floating IPs", "floating_ip_list",
+                "floatplane floating-ip list --project web --format table",
+                [list](Session& s) -> CliStatus {
+                  FP_CHECK_OK(CheckNameOrId("--project", list->project));
+                  auto names = std::make_shared<NameCache>(s);
+                  return RunList(s, "/v1/floating-ips", {{"project", list->project}}, list->flags,
+                                 FloatingIpColumns(names), kFloatingIpDefaults);
+                });
   leaf->add_option("--project", list->project, "The project (name or id)")->required();
   AddListFlags(leaf, list->flags, kNameOrIdSorts);
 
   auto* view = c.Keep<Selector>();
   leaf = c.Leaf(group, "view", "Fetch floating IP", "floating_ip_view",
                 "floatplane floating-ip view --project web --floating-ip www",
-                [view, kDefaults](Session& s) -> CliStatus {
+                [view](Session& s) -> CliStatus {
                   auto [segment, query] = FP_TRY(Resolve(*view, "floating-ip", true));
                   Api* api = FP_TRY(s.api());
-                  auto names = std::make_shared<NameCache>(s);
-                  return PrintOne(s, FP_TRY(api->Get("/v1/floating-ips/" + segment, query)),
-                                  FloatingIpColumns(names), kDefaults);
+                  return PrintFloatingIp(s, FP_TRY(api->Get("/v1/floating-ips/" + segment, query)));
                 });
   AddSelector(leaf, *view, "floating-ip", "floating IP", true);
 
@@ -154,11 +166,11 @@ void AddFloatingIpCommands(Commands& c) {
           return nlohmann::json{{"kind", "instance"}, {"parent", parent}};
         }));
         auto deadline = FP_TRY(Deadline(attach->wait));
-        FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
+        FP_CHECK_OK(CheckFloatingIpColumns(s));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json fip =
             FP_TRY(api->Mutate("POST", "/v1/floating-ips/" + segment + "/attach", body, query));
-        FP_CHECK_OK(PrintOne(s, fip));
+        FP_CHECK_OK(PrintFloatingIp(s, fip));
         s.Note(fmt::format("Floating IP {} ({}) attached to instance \"{}\"",
                            Quoted(fip, "name", attach->sel.value), fip.value("ip", ""), parent));
         return {};
@@ -183,11 +195,11 @@ void AddFloatingIpCommands(Commands& c) {
                 [detach](Session& s) -> CliStatus {
                   auto [segment, query] = FP_TRY(Resolve(detach->sel, "floating-ip", true));
                   auto deadline = FP_TRY(Deadline(detach->wait));
-                  FP_CHECK_OK(CheckColumns(s, kFloatingIpFields));
+                  FP_CHECK_OK(CheckFloatingIpColumns(s));
                   Api* api = FP_TRY(s.api(deadline));
                   nlohmann::json fip = FP_TRY(api->Mutate(
                       "POST", "/v1/floating-ips/" + segment + "/detach", nullptr, query));
-                  FP_CHECK_OK(PrintOne(s, fip));
+                  FP_CHECK_OK(PrintFloatingIp(s, fip));
                   s.Note(fmt::format("Floating IP {} ({}) detached",
                                      Quoted(fip, "name", detach->sel.value), fip.value("ip", "")));
                   return {};

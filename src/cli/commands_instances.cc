@@ -11,6 +11,10 @@ namespace fp::cli {
 
 namespace {
 
+// --ncpus up to what the API's field carries (uint16); the server's own limit (64 per
+// instance) is answered with Oxide's message.
+constexpr int64_t kMaxCpus = 65535;
+
 // Instance byte counts: N, or N with k/m/g/t (optionally "ib"), powers of 1024, as the oxide
 // CLI reads --memory.
 CliResult<int64_t> ByteCount(const std::string& text) {
@@ -108,7 +112,7 @@ void AddInstanceCommands(Commands& c) {
   leaf->add_option("--description", create->description, "What it is for");
   leaf->add_option("--hostname", create->hostname, "Its hostname");
   leaf->add_option("--memory", create->memory, "Memory: bytes, or with k, m, g, t (1024s)");
-  leaf->add_option("--ncpus", create->ncpus, "Virtual CPUs")->check(CLI::PositiveNumber);
+  leaf->add_option("--ncpus", create->ncpus, "Virtual CPUs")->check(WholeNumber(kMaxCpus));
   leaf->add_option("--start", create->start, "Start it once created (default true)")
       ->check(CLI::IsMember({"true", "false"}));
   AddJsonBody(leaf, create->body);
@@ -237,7 +241,7 @@ void AddInstanceCommands(Commands& c) {
       });
   AddSelector(leaf, update->sel, "instance", "instance", true);
   leaf->add_option("--memory", update->memory, "Memory: bytes, or with k, m, g, t (1024s)");
-  leaf->add_option("--ncpus", update->ncpus, "Virtual CPUs")->check(CLI::PositiveNumber);
+  leaf->add_option("--ncpus", update->ncpus, "Virtual CPUs")->check(WholeNumber(kMaxCpus));
   leaf->add_option("--auto-restart-policy", update->auto_restart_policy, "never or best_effort")
       ->check(CLI::IsMember({"never", "best_effort"}));
   leaf->add_option("--cpu-platform", update->cpu_platform, "amd_milan, amd_turin or amd_turin_v2")
@@ -253,10 +257,10 @@ void AddInstanceCommands(Commands& c) {
   auto* wait = c.Keep<WaitCmd>();
   leaf = c.Leaf(
       group, "wait", "★ Wait until an instance is in a state", "instance_view",
-      "floatplane instance wait --project web --instance www-1 --state running --timeout 2m",
+      "floatplane instance wait --project web --instance www-1 --state running --wait-timeout 2m",
       [wait](Session& s) -> CliStatus {
         auto [segment, query] = FP_TRY(Resolve(wait->sel, "instance", true));
-        auto timeout = FP_TRY(ParseDuration("--timeout", wait->timeout));
+        auto timeout = FP_TRY(ParseDuration("--wait-timeout", wait->timeout));
         return WaitFor(s, "instance " + wait->sel.value, wait->state, "/v1/instances/" + segment,
                        query, std::chrono::steady_clock::now() + timeout, RunState,
                        /*gone_ok=*/wait->state == "gone");
@@ -265,7 +269,8 @@ void AddInstanceCommands(Commands& c) {
   leaf->add_option("--state", wait->state, "running, stopped or gone (deleted)")
       ->required()
       ->check(CLI::IsMember({"running", "stopped", "gone"}));
-  leaf->add_option("--timeout", wait->timeout, "How long to wait (default 5m)");
+  // --wait-timeout as on every --wait; --timeout keeps its one meaning (one request's).
+  leaf->add_option("--wait-timeout", wait->timeout, "How long to wait (default 5m; 90s, 2m, 1h)");
 
   // instance external-ip
   CLI::App* eip = c.Group(group, "external-ip", "An instance's external IPs");

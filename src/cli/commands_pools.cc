@@ -9,13 +9,20 @@ namespace fp::cli {
 
 namespace {
 
-CliResult<nlohmann::json> IpRange(const std::string& first, const std::string& last) {
+// The body of a range add or remove, checked before any request by the rule the server
+// applies (IpRange::Make): addresses of one version, first not after last.
+CliResult<nlohmann::json> RangeBody(const std::string& first, const std::string& last) {
   auto a = IpAddr::Parse(first);
   auto b = IpAddr::Parse(last);
   if (!a) return Fail(UsageError(fmt::format("--first \"{}\": not an IP address", first)));
   if (!b) return Fail(UsageError(fmt::format("--last \"{}\": not an IP address", last)));
   if (a->version() != b->version()) {
     return Fail(UsageError("first and last must either both be ipv4 or ipv6 addresses"));
+  }
+  if (!IpRange::Make(*a, *b)) {
+    return Fail(UsageError(fmt::format(
+        "--first {} is after --last {}: a range runs from its lowest address to its highest",
+        a->ToString(), b->ToString())));
   }
   return nlohmann::json{{"first", a->ToString()}, {"last", b->ToString()}};
 }
@@ -132,7 +139,7 @@ void AddPoolCommands(Commands& c, CLI::App* networking) {
             verb),
         [cmd, v](Session& s) -> CliStatus {
           auto [segment, query] = FP_TRY(Resolve(cmd->sel, "pool", false));
-          nlohmann::json body = FP_TRY(IpRange(cmd->first, cmd->last));
+          nlohmann::json body = FP_TRY(RangeBody(cmd->first, cmd->last));
           FP_CHECK_OK(CheckColumns(s, {"id", "ip_pool_id", "range", "time_created"}));
           Api* api = FP_TRY(s.api());
           nlohmann::json answer =

@@ -4,24 +4,52 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "cli/command_kit.h"
+#include "common/time.h"
 
 namespace fp::cli {
 
 namespace {
 
+// A sled's columns: Oxide's fields, its policy by kind, and what the server knows of its agent
+// (the view's additive `agent` object).
+std::vector<Column> SledColumns() {
+  std::vector<Column> columns = FieldColumns(
+      {"id", "rack_id", "state", "time_created", "usable_hardware_threads", "usable_physical_ram"});
+  auto agent = [](const std::string& field) {
+    return [field](const nlohmann::json& sled) -> std::string {
+      const nlohmann::json* a = sled.contains("agent") ? &sled["agent"] : nullptr;
+      if (!a || !a->contains(field) || (*a)[field].is_null()) return "";
+      if ((*a)[field].is_boolean()) return (*a)[field].get<bool>() ? "yes" : "no";
+      return (*a)[field].is_string() ? (*a)[field].get<std::string>() : (*a)[field].dump();
+    };
+  };
+  // Who the sled is: its agent's --serial, or its agent's URL (db::SledUpsert).
+  columns.push_back(Column{"serial", [](const nlohmann::json& sled) -> std::string {
+                             if (!sled.contains("baseboard")) return "";
+                             return sled["baseboard"].value("serial", "");
+                           }});
+  columns.push_back(Column{"policy", [](const nlohmann::json& sled) -> std::string {
+                             return sled.contains("policy") ? sled["policy"].value("kind", "") : "";
+                           }});
+  columns.push_back(Column{"answers", agent("answers")});
+  columns.push_back(Column{"since", agent("since")});
+  columns.push_back(Column{"last_report", agent("last_report")});
+  return columns;
+}
+
 void AddHardware(Commands& c, CLI::App* system) {
   CLI::App* hardware = c.Group(system, "hardware", "The rack's hardware");
   CLI::App* sled = c.Group(hardware, "sled", "Sleds: the servers instances run on");
   auto* list = c.Keep<ListFlags>();
-  CLI::App* leaf =
-      c.Leaf(sled, "list", "List sleds", "sled_list", "floatplane system hardware sled list",
-             [list](Session& s) -> CliStatus {
-               return RunList(s, "/v1/system/hardware/sleds", {}, *list,
-                              FieldColumns({"id", "policy", "rack_id", "state", "time_created",
-                                            "usable_hardware_threads", "usable_physical_ram"}),
-                              {"id", "state", "usable_hardware_threads", "usable_physical_ram"});
-             });
+  CLI::App* leaf = c.Leaf(
+      sled, "list", "List sleds", "sled_list", "floatplane system hardware sled list",
+      [list](Session& s) -> CliStatus {
+        return RunList(s, "/v1/system/hardware/sleds", {}, *list, SledColumns(),
+                       {"id", "serial", "policy", "state", "answers", "since", "last_report"});
+      });
   AddListFlags(leaf, *list, kIdSorts);
 
   auto* view = c.Keep<std::string>();
@@ -32,6 +60,20 @@ void AddHardware(Commands& c, CLI::App* system) {
                return PrintOne(s, FP_TRY(api->Get("/v1/system/hardware/sleds/" + Segment(*view))));
              });
   leaf->add_option("--sled-id", *view, "The sled's id")->required();
+
+  auto* expunge = c.Keep<std::string>();
+  leaf = c.Leaf(sled, "expunge",
+                "★ Take a sled out of service for good: its instances fail (start them again "
+                "elsewhere), nothing is placed on it again",
+                "sled_expunge", "floatplane system hardware sled expunge --sled-id ID",
+                [expunge](Session& s) -> CliStatus {
+                  Api* api = FP_TRY(s.api());
+                  return PrintOne(s,
+                                  FP_TRY(api->Mutate("POST", "/v1/system/hardware/sleds/" +
+                                                                 Segment(*expunge) + "/expunge")),
+                                  SledColumns());
+                });
+  leaf->add_option("--sled-id", *expunge, "The sled's id")->required();
 
   struct Instances {
     std::string sled;
@@ -134,31 +176,146 @@ void AddOperator(Commands& c, CLI::App* system) {
   CLI::App* saga =
       c.Group(system, "saga", "★ Sagas: attach, detach and instance operations as they ran");
   struct SagaList {
-    std::string state;
+    std::string state, request_id;
     ListFlags flags;
   };
   auto* sagas = c.Keep<SagaList>();
-  leaf = c.Leaf(saga, "list", "★ List recent sagas", "saga_list",
-                "floatplane system saga list --state stuck --format table",
+  leaf = c.Leaf(saga, "list", "★ List sagas, newest first", "saga_list",
+                "floatplane system saga list --state unwound --format table",
                 [sagas](Session& s) -> CliStatus {
-                  OutputFormat format = FP_TRY(s.format());
-                  ListPrinter printer = FP_TRY(ListPrinter::Make(
-                      format, FieldColumns({"id", "name", "state"}), {"id", "name", "state"}));
-                  Api* api = FP_TRY(s.api());
                   Query q;
-                  if (sagas->flags.limit > 0)
-                    q.emplace_back("limit", std::to_string(sagas->flags.limit));
-                  nlohmann::json page = FP_TRY(api->Get("/v1/system/sagas", q));
-                  for (const auto& item : page.value("items", nlohmann::json::array())) {
-                    if (sagas->state.empty() || item.value("state", "") == sagas->state)
-                      printer.Add(item);
-                  }
-                  printer.Finish();
-                  return {};
+                  if (!sagas->state.empty()) q.emplace_back("state", sagas->state);
+                  if (!sagas->request_id.empty()) q.emplace_back("request_id", sagas->request_id);
+                  return RunList(s, "/v1/system/sagas", q, sagas->flags,
+                                 FieldColumns({"id", "name", "request_id", "state", "time_created",
+                                               "time_ended"}),
+                                 {"id", "name", "state", "time_created", "request_id"});
                 });
   leaf->add_option("--state", sagas->state, "Only sagas in this state")
-      ->check(CLI::IsMember({"running", "unwinding", "done", "stuck"}));
+      ->check(CLI::IsMember({"running", "unwinding", "done", "unwound", "stuck"}));
+  leaf->add_option("--request-id", sagas->request_id,
+                   "Only the sagas the request with this id started (the id an error names)");
   AddListFlags(leaf, sagas->flags, {});
+
+  auto* view = c.Keep<std::string>();
+  leaf = c.Leaf(
+      saga, "view", "★ Why a saga ran, what it did, and how it ended", "saga_view",
+      "floatplane system saga view --saga-id ID --format table", [view](Session& s) -> CliStatus {
+        OutputFormat format = FP_TRY(s.format());
+        std::vector<Column> columns =
+            FieldColumns({"action", "index", "name", "outcome", "time_ended", "time_started"},
+                         {Column{"error", [](const nlohmann::json& n) {
+                                   return n.contains("error") && n["error"].is_object()
+                                              ? n["error"].value("message", "")
+                                              : std::string();
+                                 }}});
+        std::vector<std::string> defaults = {"index", "name", "outcome", "time_ended", "error"};
+        ListPrinter printer = FP_TRY(ListPrinter::Make(format, columns, defaults));
+        Api* api = FP_TRY(s.api());
+        nlohmann::json story = FP_TRY(api->Get("/v1/system/sagas/" + Segment(*view)));
+        if (!format.table) {
+          Out(PrettyJson(story));
+          return {};
+        }
+        // A table: the saga in a few lines, then its nodes.
+        auto text = [&](const char* key) {
+          return story.contains(key) && story[key].is_string() ? story[key].get<std::string>()
+                                                               : std::string("-");
+        };
+        std::string targets;
+        const nlohmann::json acted_on = story.value("targets", nlohmann::json::object());
+        for (const auto& [kind, target] : acted_on.items()) {
+          std::string named;
+          if (target.is_object()) {
+            std::string name = target.value("name", ""), ip = target.value("ip", "");
+            named = !name.empty() && !ip.empty() ? name + " (" + ip + ")"
+                    : !name.empty()              ? name
+                    : !ip.empty()                ? ip
+                                                 : target.value("id", "?");
+          } else {
+            named = target.is_string() ? target.get<std::string>() : target.dump();
+          }
+          std::string what = kind == "external_ip" && target.is_object() && target.contains("kind")
+                                 ? target.value("kind", "") + " IP"
+                                 : kind;
+          targets += (targets.empty() ? "" : ", ") + what + " " + named;
+        }
+        Out(fmt::format("saga {} ({}): {}\n", text("id"), text("name"), text("explanation")));
+        Out(fmt::format("started {} by request {}; ended {}\n", text("time_created"),
+                        text("request_id"), text("time_ended")));
+        if (!targets.empty()) Out("acts on " + targets + "\n");
+        for (const auto& node : story.value("nodes", nlohmann::json::array())) printer.Add(node);
+        printer.Finish();
+        return {};
+      });
+  leaf->add_option("--saga-id", *view, "The saga's id")->required();
+}
+
+// An audit entry's result as one cell: "success 201", "error 400 ObjectAlreadyExists".
+std::string AuditResult(const nlohmann::json& e) {
+  const nlohmann::json& r = e.value("result", nlohmann::json::object());
+  std::string out = r.value("kind", "?");
+  if (r.contains("http_status_code")) out += " " + r["http_status_code"].dump();
+  if (r.contains("error_code") && r["error_code"].is_string()) {
+    out += " " + r["error_code"].get<std::string>();
+  }
+  return out;
+}
+
+// Who made an audited request: the silo user (our tokens), or "unauthenticated".
+std::string AuditActor(const nlohmann::json& e) {
+  const nlohmann::json& a = e.value("actor", nlohmann::json::object());
+  if (a.value("kind", "") == "silo_user") return a.value("silo_user_id", "?");
+  return a.value("kind", "?");
+}
+
+void AddAuditLog(Commands& c) {
+  CLI::App* group =
+      c.Group(&c.root(), "audit-log", "The audit log: who did what, and how it ended");
+  struct AuditList {
+    std::string start, end;
+    ListFlags flags;
+  };
+  auto* list = c.Keep<AuditList>();
+  CLI::App* leaf = c.Leaf(
+      group, "list", "List audit log entries (fleet admins)", "audit_log_list",
+      "floatplane audit-log list --start-time 2026-12-01T00:00:00Z --format table",
+      [list](Session& s) -> CliStatus {
+        std::string start = list->start;
+        if (start.empty()) {
+          // The last day, by this machine's clock.
+          start = FormatRfc3339(std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count() -
+                                int64_t{86400} * 1000000);
+        }
+        for (auto [flag, value] :
+             {std::pair{"--start-time", &start}, std::pair{"--end-time", &list->end}}) {
+          if (!value->empty() && !ParseRfc3339(*value)) {
+            return Fail(UsageError(fmt::format(
+                "{} \"{}\": expected an RFC 3339 date-time such as 2026-12-01T09:30:00Z", flag,
+                *value)));
+          }
+        }
+        Query q{{"start_time", start}};
+        if (!list->end.empty()) q.emplace_back("end_time", list->end);
+        return RunList(s, "/v1/system/audit-log", q, list->flags,
+                       FieldColumns({"auth_method", "credential_id", "id", "operation_id",
+                                     "request_id", "request_uri", "source_ip", "time_completed",
+                                     "time_started", "user_agent"},
+                                    {Column{"result", AuditResult}, Column{"actor", AuditActor},
+                                     Column{"error_message",
+                                            [](const nlohmann::json& e) {
+                                              return e.value("result", nlohmann::json::object())
+                                                  .value("error_message", "");
+                                            }}}),
+                       {"time_completed", "operation_id", "result", "actor", "source_ip",
+                        "request_id", "error_message"});
+      });
+  leaf->add_option("--start-time", list->start,
+                   "The first completion time listed, RFC 3339 (default: a day ago)");
+  leaf->add_option("--end-time", list->end, "Entries completed before this time, RFC 3339");
+  AddListFlags(leaf, list->flags, {"time_and_id_ascending", "time_and_id_descending"});
 }
 
 void AddSilos(Commands& c) {
@@ -239,6 +396,7 @@ void AddSystemCommands(Commands& c) {
   AddHardware(c, system);
   AddOperator(c, system);
   AddSilos(c);
+  AddAuditLog(c);
 }
 
 }  // namespace fp::cli

@@ -1,4 +1,4 @@
-// The client's own commands: env, api, ping, version, docs, completion (auth in
+// The client's own commands: env, api, ping, version, docs (completion in completion.cc, auth in
 // commands_auth.cc).
 
 #include <fmt/format.h>
@@ -264,59 +264,7 @@ void AddToolCommands(Commands& c) {
              });
   docs->add_option("--format", *format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
-  auto* shell = c.Keep<std::string>();
-  CLI::App* completion = c.Leaf(
-      &c.root(), "completion",
-      "Print a shell completion script: eval \"$(floatplane completion -s bash)\"", "",
-      "eval \"$(floatplane completion -s bash)\"", [shell](Session&) -> CliStatus {
-        if (*shell == "fish") {
-          Out("complete -c floatplane -f -a '(floatplane __complete (commandline -opc)[2..-1])'\n");
-          return {};
-        }
-        std::string script =
-            "_floatplane() {\n"
-            "  local words=(\"${COMP_WORDS[@]:1:COMP_CWORD-1}\")\n"
-            "  COMPREPLY=($(compgen -W \"$(floatplane __complete \"${words[@]}\" 2>/dev/null)\" -- "
-            "\"${COMP_WORDS[COMP_CWORD]}\"))\n"
-            "}\n"
-            "complete -F _floatplane floatplane\n";
-        if (*shell == "zsh") script = "autoload -U +X bashcompinit && bashcompinit\n" + script;
-        Out(script);
-        return {};
-      });
-  completion->add_option("-s,--shell", *shell, "bash, zsh or fish")
-      ->required()
-      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
-
-  // What the completion scripts call: the words so far in, the candidates for the next out.
-  auto* app = c.Keep<CLI::App*>();
-  CLI::App* complete =
-      c.Leaf(&c.root(), "__complete", "", "", "", [app, &c](Session&) -> CliStatus {
-        const CLI::App* node = &c.root();
-        for (const std::string& w : (*app)->remaining()) {
-          if (w.rfind('-', 0) == 0) continue;
-          const CLI::App* next = nullptr;
-          for (const CLI::App* sub : node->get_subcommands({})) {
-            if (sub->get_name() == w) next = sub;
-          }
-          if (next != nullptr) node = next;
-        }
-        std::string out;
-        for (const CLI::App* sub : node->get_subcommands({})) {
-          if (sub->get_name().rfind("__", 0) != 0) out += sub->get_name() + "\n";
-        }
-        for (const CLI::Option* o : node->get_options()) {
-          for (const std::string& l : o->get_lnames()) out += "--" + l + "\n";
-        }
-        Out(out);
-        return {};
-      });
-  complete->group("");
-  // Every word after it is left unparsed, options included: they are the words to complete.
-  complete->prefix_command();
-  complete->allow_extras();
-  complete->fallthrough(false);
-  *app = complete;
+  AddCompletionCommands(c);
 }
 
 }  // namespace fp::cli

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "cli/api.h"
+#include "common/bytes.h"
 
 namespace fp::cli {
 
@@ -90,11 +93,21 @@ void Out(const std::string& text) {
 }
 
 Column FieldColumn(const std::string& field) {
-  return Column{field, [field](const nlohmann::json& item) -> std::string {
+  // The fields Oxide types as ByteCount: shown in binary units in a table ("1 GiB").
+  const bool bytes = field == "memory" || field == "usable_physical_ram";
+  return Column{field, [field, bytes](const nlohmann::json& item) -> std::string {
                   if (!item.is_object() || !item.contains(field)) return "";
                   const auto& v = item[field];
                   if (v.is_null()) return "";
                   if (v.is_string()) return v.get<std::string>();
+                  if (bytes && v.is_number_unsigned()) return ShowByteCount(v.get<uint64_t>());
+                  // A whole number carried as a float (a pool's capacity) reads as one.
+                  if (v.is_number_float()) {
+                    double d = v.get<double>();
+                    if (d == std::floor(d) && std::fabs(d) < 9.0e15) {
+                      return fmt::format("{}", static_cast<int64_t>(d));
+                    }
+                  }
                   return Dump(v);
                 }};
 }

@@ -52,6 +52,8 @@ class ListPrinter {
   void Add(const nlohmann::json& item);
   // Ends the output (the JSON array's bracket, or the table).
   void Finish();
+  // Nothing was added yet.
+  bool empty() const { return items_ == 0 && rows_.empty(); }
 
  private:
   ListPrinter() = default;

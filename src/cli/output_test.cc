@@ -48,5 +48,16 @@ TEST(OutputFormat, ParsesJsonTableAndTableColumns) {
   EXPECT_FALSE(ParseOutputFormat("table:name,,ip"));
 }
 
+// Tables are for people: byte counts in binary units and whole numbers carried as floats
+// without ".0" (issue 23 item 8); the JSON output keeps the raw values.
+TEST(FieldColumn, ShowsByteCountsAndWholeFloatsAsPeopleReadThem) {
+  nlohmann::json instance = {{"memory", uint64_t{1} << 30}, {"ncpus", 2}};
+  EXPECT_EQ(FieldColumn("memory").cell(instance), "1 GiB");
+  EXPECT_EQ(FieldColumn("ncpus").cell(instance), "2");
+  nlohmann::json utilization = {{"capacity", 256.0}, {"remaining", 1.5}};
+  EXPECT_EQ(FieldColumn("capacity").cell(utilization), "256");
+  EXPECT_EQ(FieldColumn("remaining").cell(utilization), "1.5");
+}
+
 }  // namespace
 }  // namespace fp::cli

@@ -124,6 +124,11 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
                                "With nftables: instance namespaces are named "
                                "PREFIX-vm-<id's first 8 hex digits>; default: --netns (each "
                                "sled's own: an instance migrating has one on either sled)");
+  flags.sled_agent->add_option(
+      "--serial", flags.sled_serial,
+      "This sled's serial number, reported to the control plane, which keeps one sled per "
+      "serial: an agent started again on another address is the same sled, with its "
+      "instances. Without it the control plane names the sled by the agent's URL");
   flags.sled_agent
       ->add_option("--listen", flags.sled_listen,
                    "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
@@ -140,6 +145,9 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       ->capture_default_str();
   for (CLI::App* agent : {flags.switch_agent, flags.sled_agent}) {
     AddLogLevelOption(*agent, flags.log_level, "requests that only read");
+    agent->add_flag("--enable-test-faults", flags.test_faults,
+                    "Answer test fault injection (POST /faults, POST /reset: failures, hangs, "
+                    "lost state on demand); for tests and drills only, never in production");
   }
 }
 
@@ -152,8 +160,10 @@ int RunAgentCommand(const AgentFlags& flags) {
         "P-sw");
     if (dataplane.empty()) return 2;
     using agents::sim::SwitchAgentSim;
+    agents::sim::SimOptions switch_options;
+    switch_options.test_faults = flags.test_faults;
     return RunAgent<SwitchAgentSim>(
-        "switch-agent", flags.switch_listen, {},
+        "switch-agent", flags.switch_listen, switch_options,
         [&](const agents::sim::SimOptions& options) -> Result<std::unique_ptr<SwitchAgentSim>> {
           if (dataplane == "sim") return SwitchAgentSim::Start(options);
           std::optional<IpAddr> underlay;
@@ -178,6 +188,8 @@ int RunAgentCommand(const AgentFlags& flags) {
   agents::sim::SimOptions options;
   options.start_delay = std::chrono::milliseconds(flags.start_delay_ms);
   options.stop_delay = std::chrono::milliseconds(flags.stop_delay_ms);
+  if (!flags.sled_serial.empty()) options.serial = flags.sled_serial;
+  options.test_faults = flags.test_faults;
   using agents::sim::SledAgentSim;
   return RunAgent<SledAgentSim>(
       "sled-agent", flags.sled_listen, options,

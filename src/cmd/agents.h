@@ -23,6 +23,8 @@ struct AgentFlags {
   std::string sled_underlay;
   std::string sled_switch_underlay;
   std::string sled_vm_prefix;
+  std::string sled_serial;
+  bool test_faults = false;
   std::string sled_listen = "127.0.0.1:0";
   int64_t start_delay_ms = 200;
   int64_t stop_delay_ms = 200;

@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "common/log.h"
 
@@ -53,6 +57,56 @@ Status WriteSecretFile(const std::filesystem::path& path, const std::string& con
     return fp::Fail(Error::Internal(fmt::format("cannot write {}", path.string())));
   }
   return fp::Ok();
+}
+
+namespace {
+
+// This process's command line, its arguments separated by spaces.
+std::string OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  for (char& c : raw) {
+    if (c == '\0') c = ' ';
+  }
+  return raw;
+}
+
+}  // namespace
+
+Result<ExclusiveHold> ExclusiveHold::Take(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Fail(
+        Error::Internal(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno))));
+  }
+  ExclusiveHold hold(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::string holder;
+    char buf[4096];
+    ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    if (n > 0) holder.assign(buf, static_cast<size_t>(n));
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (err != EWOULDBLOCK) {
+      return Fail(
+          Error::Internal(fmt::format("cannot lock {}: {}", path.string(), std::strerror(err))));
+    }
+    return Fail(Error::Unavailable(
+        fmt::format("{} is held by another process ({})", path.string(),
+                    holder.empty() ? std::string("it has not written its pid yet") : holder)));
+  }
+  std::string me = fmt::format("pid {}: {}\n", ::getpid(), OwnCommandLine());
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    return Fail(
+        Error::Internal(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno))));
+  }
+  return hold;
+}
+
+ExclusiveHold::~ExclusiveHold() {
+  if (fd_ >= 0) ::close(fd_);  // the kernel drops the flock with the last descriptor
 }
 
 sigset_t BlockStopSignals(bool reload) {

@@ -35,6 +35,25 @@ Result<http::HostPort> ParseListen(const std::string& text);
 // only.
 Status WriteSecretFile(const std::filesystem::path& path, const std::string& content);
 
+// An exclusive hold on a file that no other process can take while this one lives, and that the
+// kernel gives up when the process ends, however it ends (a SIGKILL included): an flock on
+// `path`, created if needed, which holds the holder's pid and command line for the message of
+// the next process that tries.
+class ExclusiveHold {
+ public:
+  // Takes the hold on `path`. Unavailable naming the process that holds it (pid and command
+  // line as it recorded them), or Internal when the file cannot be opened.
+  static Result<ExclusiveHold> Take(const std::filesystem::path& path);
+  ExclusiveHold(ExclusiveHold&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  ExclusiveHold& operator=(ExclusiveHold&&) = delete;
+  ExclusiveHold(const ExclusiveHold&) = delete;
+  ~ExclusiveHold();
+
+ private:
+  explicit ExclusiveHold(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 // Blocks SIGINT and SIGTERM (and SIGHUP with `reload`) in the calling thread and in every
 // thread it starts afterwards, so that only WaitForStopSignal sees them; ignores SIGPIPE. Call
 // before any thread starts.

@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "api/routes.h"
+#include "app/audit.h"
 #include "app/floating_ips.h"
 #include "app/history_pruner.h"
 #include "app/idempotency.h"
@@ -29,6 +32,7 @@
 #include "app/tokens.h"
 #include "cmd/database_url.h"
 #include "cmd/process.h"
+#include "cmd/server_agents.h"
 #include "cmd/server_metrics.h"
 #include "common/log.h"
 #include "db/datastore.h"
@@ -44,66 +48,6 @@
 namespace fp::cmd {
 
 namespace {
-
-// The agents the server drives: external ones named by URL, or simulated ones in this process
-// (reached over HTTP on loopback all the same).
-struct DataplaneProcesses {
-  std::vector<std::unique_ptr<fp::agents::sim::SwitchAgentSim>> switch_sims;
-  std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
-  std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
-  std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
-  fp::app::Dataplane dataplane;
-};
-
-Status StartDataplane(const ServerFlags& flags, fp::db::Datastore& ds, DataplaneProcesses& out) {
-  std::vector<std::string> switch_urls = flags.switch_agents;
-  if (switch_urls.empty()) {
-    for (int i = 0; i < 2; ++i) {
-      out.switch_sims.push_back(FP_TRY(fp::agents::sim::SwitchAgentSim::Start({})));
-      switch_urls.push_back(out.switch_sims.back()->base_url());
-    }
-  }
-  for (const std::string& url : switch_urls) {
-    out.switch_clients.push_back(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
-  }
-  std::vector<std::pair<std::string, std::string>> sleds;  // (serial, url)
-  if (flags.sled_agents.empty()) {
-    for (int i = 0; i < 2; ++i) {
-      fp::agents::sim::SimOptions options;
-      options.start_delay = std::chrono::milliseconds(100);
-      options.stop_delay = std::chrono::milliseconds(100);
-      out.sled_sims.push_back(FP_TRY(fp::agents::sim::SledAgentSim::Start(options)));
-      sleds.emplace_back(fmt::format("dev-sled-{}", i), out.sled_sims.back()->base_url());
-    }
-  } else {
-    for (const std::string& url : flags.sled_agents) sleds.emplace_back(url, url);
-  }
-  for (size_t i = 0; i < sleds.size(); ++i) {
-    auto client = fp::agents::MakeSledAgentClient(sleds[i].second, flags.agent_timeout_ms);
-    // The sled's own underlay address when its dataplane has one (the Linux sled agent: NAT
-    // entries must name it); else fd00:1122:3344:101::1, :102::1, ... in sled order.
-    fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
-                                                (fp::uint128{0x101u + i} << 64) | 1u);
-    auto own = client->Underlay();
-    if (own && *own) {
-      underlay = **own;
-    } else if (!own) {
-      fp::LogEvent("warn", "sled agent did not say its underlay address; assigning one",
-                   {{"sled_agent", sleds[i].second},
-                    {"underlay_address", underlay.ToString()},
-                    {"error", own.error().message()}});
-    }
-    fp::model::Sled sled =
-        FP_TRY(fp::db::SledUpsert(ds, sleds[i].first, sleds[i].second, underlay));
-    out.sled_clients.push_back(std::move(client));
-    out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
-  }
-  fp::LogEvent("info", "dataplane",
-               {{"switch_agents", switch_urls},
-                {"sled_agents", sleds.size()},
-                {"in_process", flags.sled_agents.empty()}});
-  return fp::Ok();
-}
 
 // Test-only saga faults, from FLOATPLANE_TEST_SAGA_FAULTS (JSON), honoured only with
 // --enable-test-faults: {"saga": NAME, "fail_node": N, "fail_node_after_effect": N,
@@ -135,47 +79,6 @@ std::optional<fp::saga::FaultPlan> TestFaultsFromEnvironment() {
 
 // Unfinished sagas resumed at once after a restart.
 constexpr int kRecoveryConcurrency = 8;
-// Each switch agent is asked where it is this often: a switch that restarted empty is noticed
-// within it.
-constexpr int kNatHeartbeatMs = 100;
-
-// SIGHUP: the switch agents become those the --config file names now (its `switch-agent`, a
-// URL or a list of them); switches added are loaded, switches removed are no longer sent
-// changes. Without a config file, or with no `switch-agent` in it, nothing changes. Errors
-// are logged and change nothing.
-void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat) {
-  if (flags.config_file.empty()) {
-    fp::LogEvent("warn", "SIGHUP: no --config file to read the switch agents from");
-    return;
-  }
-  auto wanted = ReadSwitchAgents(flags.config_file);
-  if (!wanted) {
-    fp::LogEvent("warn", "SIGHUP: cannot read the switch agents; nothing changed",
-                 {{"config", flags.config_file}, {"error", wanted.error().message()}});
-    return;
-  }
-  if (!*wanted) {
-    fp::LogEvent("info", "SIGHUP: the config file names no switch-agent; nothing changed",
-                 {{"config", flags.config_file}});
-    return;
-  }
-  std::vector<std::string> now = nat.SwitchAddresses();
-  std::vector<std::string> added, removed;
-  for (const std::string& url : **wanted) {
-    if (std::find(now.begin(), now.end(), url) == now.end()) {
-      nat.AddSwitch(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
-      added.push_back(url);
-    }
-  }
-  for (const std::string& url : now) {
-    if (std::find((*wanted)->begin(), (*wanted)->end(), url) == (*wanted)->end()) {
-      nat.RemoveSwitch(url);
-      removed.push_back(url);
-    }
-  }
-  fp::LogEvent("info", "SIGHUP: switch agents read again",
-               {{"switch_agents", nat.SwitchAddresses()}, {"added", added}, {"removed", removed}});
-}
 
 // The saga coordinator id: --coordinator-id, else the one kept in DATA_DIR/coordinator-id,
 // made (a random UUID) and written there on first start. Kept so that a restarted server is the
@@ -332,6 +235,29 @@ int RunServer(const ServerFlags& flags) {
               << ec.message() << "\n";
     return 1;
   }
+  // One server per data directory (its coordinator id and admin token are one server's), and
+  // per SQLite file (several servers share a PostgreSQL database only): held until the process
+  // ends, given up by the kernel even when it is killed.
+  std::vector<fp::cmd::ExclusiveHold> holds;
+  std::vector<std::pair<std::filesystem::path, std::string>> to_hold{
+      {dir / "floatplane.lock", "data directory (--data-dir) " + data_dir}};
+  if (database->engine == DatabaseEngine::kSqlite &&
+      std::filesystem::weakly_canonical(database->target, ec) !=
+          std::filesystem::weakly_canonical(dir / "floatplane.db", ec)) {
+    to_hold.emplace_back(database->target + ".lock",
+                         "SQLite database (--database) " + database->target);
+  }
+  for (const auto& [path, what] : to_hold) {
+    auto hold = fp::cmd::ExclusiveHold::Take(path);
+    if (!hold) {
+      std::cerr << "floatplane server: the " << what
+                << " is in use by another floatplane server: " << hold.error().message()
+                << "; stop that server first, or give this one another "
+                << (path.filename() == "floatplane.lock" ? "--data-dir" : "--database") << "\n";
+      return 1;
+    }
+    holds.push_back(std::move(*hold));
+  }
   // Before the datastore starts its checkpointer thread: a thread started earlier would not
   // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
   // signal during startup stays pending and stops the server as soon as it is up.
@@ -358,10 +284,22 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
 
-  DataplaneProcesses processes;
-  if (auto s = StartDataplane(flags, **datastore, processes); !s) {
+  ServerAgents processes;
+  if (auto s = StartAgents(flags, **datastore, processes); !s) {
     std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
     return 1;
+  }
+  if (!processes.sled_sims.empty()) {
+    // The in-process sleds started empty: what ran on them when this server last stopped runs
+    // again, as the dev server's data does.
+    auto restarted = fp::app::RestartLostVms(**datastore, processes.dataplane);
+    if (!restarted) {
+      fp::LogEvent("warn", "could not restart the instances of the in-process sleds",
+                   {{"error", restarted.error().message()}});
+    } else if (*restarted > 0) {
+      fp::LogEvent("info", "restarted the instances the in-process sleds ran before",
+                   {{"instances", *restarted}});
+    }
   }
   auto coordinator_id = CoordinatorId(flags, dir);
   if (!coordinator_id) {
@@ -396,7 +334,7 @@ int RunServer(const ServerFlags& flags) {
   fp::app::SledWatcher watcher(**datastore, processes.dataplane, nat);
   fp::app::Instances instances(**datastore, projects, floating_ips, processes.dataplane, nat,
                                executor, watcher);
-  fp::app::Sleds sleds(**datastore);
+  fp::app::Sleds sleds(**datastore, nat, watcher);
 
   // What a previous run left unfinished resumes in the background while the server serves:
   // the resources those sagas hold are in transitional states, which requests meet as a
@@ -422,6 +360,22 @@ int RunServer(const ServerFlags& flags) {
         {{"sagas", (*coordinator)->sagas_at_start()}, {"concurrency", kRecoveryConcurrency}});
   }
   (*coordinator)->StartBackground();
+  fp::app::Audit audit(**datastore, *coordinator_id, flags.request_deadline_s * 1'000'000);
+  {
+    // An audit entry left in progress with no unfinished saga to complete it was cut short
+    // when its server stopped: on SQLite, whichever server that was (this one holds the
+    // database alone); on PostgreSQL, those of this server's earlier run (the same id). Other
+    // servers' are the pruner's, after a grace.
+    auto cut_short = audit.CompleteCutShort((*datastore)->clock().Now(),
+                                            /*own=*/database->engine != DatabaseEngine::kSqlite);
+    if (!cut_short) {
+      fp::LogEvent("warn", "could not complete the audit entries a stopped server left",
+                   {{"error", cut_short.error().message()}});
+    } else if (*cut_short > 0) {
+      fp::LogEvent("warn", "completed the audit entries of requests the last run left unfinished",
+                   {{"entries", *cut_short}});
+    }
+  }
   // The NAT reconciler's first pass runs at once, off the start path. With several servers on
   // one database, one at a time watches the sleds and repairs the switch's table (a lease
   // each); every server syncs NAT changes (see README, "Several servers").
@@ -429,8 +383,10 @@ int RunServer(const ServerFlags& flags) {
   // come every half lease, never amid the first requests.
   (void)watcher_lease.Held();
   (void)nat_lease.Held();
-  watcher.Start(fp::app::SledWatchOptions{}, &watcher_lease);
-  nat.StartBackground(kNatHeartbeatMs, &nat_lease);
+  watcher.Start(fp::app::SledWatchOptions{.unresponsive_after = std::chrono::seconds(
+                                              flags.sled_unresponsive_after_s)},
+                &watcher_lease);
+  nat.StartBackground(flags.nat_heartbeat_ms, &nat_lease);
   fp::app::HistoryPruner pruner(
       **datastore,
       fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
@@ -451,8 +407,8 @@ int RunServer(const ServerFlags& flags) {
   fp::app::Idempotency idempotency(**datastore);
   fp::app::SagaList sagas(**datastore);
   fp::app::StoreStats store_stats(**datastore);
-  fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens,
-                             &instances, &sleds,   idempotency, sagas,        store_stats};
+  fp::api::Services services{silos,  projects,    ip_pools, floating_ips, tokens,     &instances,
+                             &sleds, idempotency, audit,    sagas,        store_stats};
   ServerMetricsSources metrics_sources{executor, nat, watcher, **datastore, fp::app::SagaNames()};
   auto server = fp::http::HttpServer::Start(
       options,

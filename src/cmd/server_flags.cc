@@ -60,27 +60,45 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "Deadline of every call to an agent")
       ->check(CLI::Range(50, 60000))
       ->capture_default_str();
-  // A duration: a number with a unit s, m, h or d (seconds without one).
+  server
+      ->add_option("--nat-heartbeat-ms", flags.nat_heartbeat_ms,
+                   "How often each switch agent is asked where its NAT table is: a switch that "
+                   "restarted empty, fell behind or drifted is brought back within about this")
+      ->check(CLI::Range(10, 3'600'000))
+      ->capture_default_str();
+  // A duration: a number with a unit s, m, h or d (seconds without one), from 1 s to
+  // `max_s`, shown with `default_text`.
   const std::map<std::string, int64_t> duration_units = {
       {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 24 * 3600}};
-  server
-      ->add_option("--history-retention", flags.history_retention_s,
-                   "How long finished sagas (done, unwound) and Idempotency-Key records are "
-                   "kept before a background task deletes them: a number with a unit s, m, h or d "
-                   "(e.g. 12h), from 1s to 3650d; stuck sagas are kept until repaired")
-      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
-                      .description(""))
-      ->check(CLI::Range(int64_t{1}, int64_t{10} * 365 * 24 * 3600).description(""))
-      ->default_str("3d")
-      ->type_name("DURATION");
-  server
-      ->add_option("--history-prune-interval", flags.history_prune_interval_s,
-                   "How often that task runs (same units, from 1s to 1d)")
-      ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
-                      .description(""))
-      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600).description(""))
-      ->default_str("1m")
-      ->type_name("DURATION");
+  auto add_duration = [&](const std::string& name, int64_t& seconds, const std::string& help,
+                          int64_t max_s, const std::string& default_text) {
+    server->add_option(name, seconds, help)
+        ->transform(CLI::AsNumberWithUnit(duration_units, CLI::AsNumberWithUnit::CASE_SENSITIVE)
+                        .description(""))
+        ->check(CLI::Range(int64_t{1}, max_s).description(""))
+        ->default_str(default_text)
+        ->type_name("DURATION");
+  };
+  constexpr int64_t kDay = 24 * 3600;
+  add_duration("--history-retention", flags.history_retention_s,
+               "How long finished sagas (done, unwound) and Idempotency-Key records are kept "
+               "before a background task deletes them: a number with a unit s, m, h or d (e.g. "
+               "12h), from 1s to 3650d; stuck sagas are kept until repaired",
+               3650 * kDay, "3d");
+  add_duration("--history-prune-interval", flags.history_prune_interval_s,
+               "How often that task runs (same units, from 1s to 1d)", kDay, "1m");
+  add_duration("--sled-unresponsive-after", flags.sled_unresponsive_after_s,
+               "A sled whose agent has not answered for this long has lost its instances as far "
+               "as anyone can tell: they are failed (their NAT removed) so that they can be "
+               "started elsewhere (same units, from 1s to 1d; a silent sled gets no new "
+               "instances meanwhile)",
+               kDay, "1m");
+  add_duration("--request-deadline", flags.request_deadline_s,
+               "How long after its arrival a request may still make its change: one that waited "
+               "longer (queued behind others, a slow database) is answered 503 with nothing "
+               "changed, since its client has likely given up (same units, from 1s to 1h; a saga "
+               "once started runs to its end)",
+               3600, "30s");
   server
       ->add_option("--max-connections", flags.max_connections,
                    "Open client connections, idle ones included; beyond it a connection gets "

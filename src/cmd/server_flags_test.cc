@@ -64,6 +64,7 @@ listen = "0.0.0.0:12220"
 switch-agent = "http://switch:12230"
 sled-agent = ["http://sled1:12240", "http://sled2:12240"]
 agent-timeout-ms = 3000
+nat-heartbeat-ms = 250
 history-retention = "12h"
 mint-admin-token = true
 )");
@@ -75,6 +76,7 @@ mint-admin-token = true
   EXPECT_EQ(flags_.sled_agents,
             (std::vector<std::string>{"http://sled1:12240", "http://sled2:12240"}));
   EXPECT_EQ(flags_.agent_timeout_ms, 3000);
+  EXPECT_EQ(flags_.nat_heartbeat_ms, 250);
   EXPECT_EQ(flags_.history_retention_s, 12 * 3600);
   EXPECT_TRUE(flags_.mint_admin_token);
   EXPECT_FALSE(flags_.dev);

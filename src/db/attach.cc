@@ -40,8 +40,11 @@ Status CheckInstance(const Instance& i, const ExternalIp& ip, bool creating,
         fmt::format("instance \"{}\" is migrating; retry {} of {} when the migration completes",
                     i.name, verb == "attach" ? "the attach" : "the detach", Describe(ip))));
   }
+  // A failed instance runs nowhere: its addresses can be detached, as from a stopped one
+  // (Oxide allows it), so that it is no dead end.
   bool safe = i.state == InstanceState::kNoVmm || i.state == InstanceState::kVmm ||
-              (creating && i.state == InstanceState::kCreating);
+              (creating && i.state == InstanceState::kCreating) ||
+              (verb == "detach" && i.state == InstanceState::kFailed);
   if (!safe) {
     return Fail(Error::InvalidRequest(
         fmt::format("cannot {} {} IP {} instance in {} state", verb, KindLabel(ip.kind),
@@ -202,6 +205,9 @@ std::string BeginStatement(bool attach) {
   constexpr std::string_view kInstanceCanChange =
       "inst.migration_id IS NULL AND (inst.state = 'no_vmm' OR (inst.state = 'vmm' AND "
       "inst.run_state = 'running') OR (? = 1 AND inst.state = 'creating'))";
+  constexpr std::string_view kInstanceCanDetach =
+      "inst.migration_id IS NULL AND (inst.state IN ('no_vmm', 'failed') OR (inst.state = 'vmm' "
+      "AND inst.run_state = 'running') OR (? = 1 AND inst.state = 'creating'))";
   std::string facts =
       attach ? "f AS (SELECT (SELECT count(*) FROM external_ip x WHERE x.parent_id = inst.id AND "
                "x.time_deleted IS NULL AND x.kind <> 'snat') AS external_ips, "
@@ -228,7 +234,7 @@ std::string BeginStatement(bool attach) {
                 "time_modified = ? FROM inst, ip WHERE u.id = ip.id AND u.state = 'attached' AND "
                 "ip.kind = ? AND ip.state = 'attached' AND ip.parent_id = inst.id AND {} RETURNING "
                 "1)",
-                kInstanceCanChange);
+                kInstanceCanDetach);
   return fmt::format(
       "WITH inst AS (SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL), "
       "ip AS (SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND e.time_deleted IS "
@@ -434,7 +440,9 @@ Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& si
     return ExternalIpGetIn(tx, ip_id);
   }
   Uuid pool_id = FP_TRY(ResolvePoolIdIn(tx, silo_id, selector));
-  AllocatedAddress a = FP_TRY(AllocateLowestAddress(tx, pool_id));
+  auto lowest = AllocateLowestAddress(tx, pool_id);
+  if (!lowest) return Fail(NoneFreeIn(tx, lowest.error(), pool_id, "for an ephemeral IP"));
+  AllocatedAddress a = *lowest;
   FP_TRY(tx.Exec(
       "INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, kind, ip, first_port, "
       "last_port, state, time_created, time_modified) VALUES (?, ?, ?, 'ephemeral', ?, ?, ?, "

@@ -214,12 +214,16 @@ TEST_F(AttachTest, TheInstanceMustBeStoppedOrRunningAndNotMigrating) {
   EXPECT_EQ(running->sled->agent_url, "http://127.0.0.1:1");
   ASSERT_EQ(Complete(ip, AttachState::kAttaching, AttachState::kAttached).value(), 1);
 
-  Sql("UPDATE instance SET state = 'failed' WHERE id = '" + a.ToString() + "'");
-  ExpectError(Begin(false, ip, a, Uuid::Random()), ErrorKind::kInvalidRequest,
-              "cannot detach floating IP from instance in failed state");
+  // A failed instance is no dead end (issue 23): its addresses detach (it runs nowhere: no
+  // sled comes with the step), but nothing new attaches to it.
+  Sql("UPDATE instance SET state = 'failed', sled_id = NULL WHERE id = '" + a.ToString() + "'");
   Uuid other = NewFip("other");
   ExpectError(Begin(true, other, a, Uuid::Random()), ErrorKind::kInvalidRequest,
               "cannot attach floating IP to instance in failed state");
+  auto detaching = Begin(false, ip, a, Uuid::Random());
+  ASSERT_TRUE(detaching) << detaching.error().message();
+  EXPECT_FALSE(detaching->sled);
+  ASSERT_EQ(Complete(ip, AttachState::kDetaching, AttachState::kDetached).value(), 1);
 
   Sql("UPDATE instance SET state = 'creating' WHERE id = '" + a.ToString() + "'");
   ExpectError(Begin(true, other, a, Uuid::Random()), ErrorKind::kInvalidRequest,

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "db/idempotency.h"
 #include "db/postgres/engine.h"
+#include "db/request_effect.h"
 #include "db/schema.h"
 #include "db/sqlite/engine.h"
 
@@ -54,17 +54,7 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& ur
   return ds;
 }
 
-namespace {
-thread_local Datastore::DeferredDurability* deferred_durability = nullptr;
-}  // namespace
-
-Datastore::DeferredDurability::DeferredDurability(Datastore& ds)
-    : ds_(ds), outer_(deferred_durability) {
-  deferred_durability = this;
-}
-
-Datastore::DeferredDurability::~DeferredDurability() {
-  deferred_durability = outer_;
+DeferredDurability::~DeferredDurability() {
   if (seen_ == 0) return;
   if (Status s = ds_.engine_->WaitDurable(seen_); !s) {
     // The log cannot be opened (a failed sync stops the process in SyncLog): the answer about
@@ -77,27 +67,27 @@ Datastore::DeferredDurability::~DeferredDurability() {
   }
 }
 
-Status Datastore::RunScopedWrite(const std::function<Status(Tx&)>& body,
-                                 const std::function<const void*()>& result,
-                                 const std::type_info& type) {
-  IdempotencyScope* scope = IdempotencyScope::Current(*this);
+Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
+  // The hooks of the body's last run only: an engine that runs the body again (PostgreSQL's
+  // retries) rolled the earlier runs back, and with them what they registered.
+  std::vector<std::function<void(bool)>> hooks;
   Status done = engine_->Write([&](Connection& conn) -> Status {
-    Tx tx(conn, clock_->Now());
-    // Even without a scope: the thread leading the commit may be a keyed request's, and its
-    // scope is not this write's.
-    IdempotencyInWrite in_write(scope);
-    if (scope) scope->BeginAttempt();
-    FP_CHECK_OK(body(tx));
-    return scope ? scope->RecordIn(tx, result ? result() : nullptr, type) : Ok();
+    hooks.clear();
+    Tx tx(conn, clock_->Now(), &hooks);
+    return body(tx);
   });
-  if (scope) scope->Settle(static_cast<bool>(done));
+  for (auto& hook : hooks) hook(static_cast<bool>(done));
   if (!done) (done.error().HttpStatus() < 500 ? refused_writes_ : failed_writes_).fetch_add(1);
   return done;
 }
 
+Status Datastore::RecordAnswerIn(RequestEffect& effect, Tx& tx, const EffectAnswer& answer) {
+  return effect.RecordAnswerIn(tx, answer);
+}
+
 Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body,
-                                 bool wait_durable) {
-  if (write) return RunScopedWrite(body, nullptr, typeid(void));
+                                 bool wait_durable, DeferredDurability* deferred) {
+  if (write) return RunWrite(body);
   int64_t seen = 0;
   Status result = engine_->Read(
       [&](Connection& conn) {
@@ -108,8 +98,11 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
   // What this read saw leaves only once durable (see Engine::WaitDurable), now or at the end of
   // the caller's DeferredDurability scope.
   if (wait_durable) {
-    if (deferred_durability != nullptr && &deferred_durability->ds_ == this) {
-      deferred_durability->seen_ = std::max(deferred_durability->seen_, seen);
+    if (deferred != nullptr) {
+      if (&deferred->ds_ != this) {
+        return Fail(Error::Internal("a read deferred its durability to another datastore"));
+      }
+      deferred->seen_ = std::max(deferred->seen_, seen);
     } else {
       FP_CHECK_OK(engine_->WaitDurable(seen));
     }

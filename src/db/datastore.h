@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <typeinfo>
 #include <vector>
 
 #include "common/error.h"
@@ -32,7 +31,10 @@ using namespace ::fp::model;  // NOLINT(google-build-using-namespace)
 // database change commits with the saga's log.
 class Tx : public saga::StoreTx {
  public:
-  Tx(Connection& conn, Timestamp now) : conn_(conn), now_(now) {}
+  // `outcome_hooks`: where OnOutcome keeps its calls (null in a read: OnOutcome is then unused).
+  Tx(Connection& conn, Timestamp now,
+     std::vector<std::function<void(bool committed)>>* outcome_hooks = nullptr)
+      : conn_(conn), now_(now), outcome_hooks_(outcome_hooks) {}
 
   // The transaction's timestamp: every row it writes carries the same time.
   Timestamp now() const { return now_; }
@@ -59,6 +61,17 @@ class Tx : public saga::StoreTx {
   Result<int64_t> Exec(std::string_view sql, Args&&... args) {
     return conn_.Exec(sql, {ToSql(std::forward<Args>(args))...});
   }
+  Result<int64_t> ExecV(std::string_view sql, const std::vector<SqlValue>& params) {
+    return conn_.Exec(sql, params);
+  }
+
+  // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
+  // on the thread that made the write, before Datastore::Write returns. A body run again (the
+  // engine retries a transaction) has the calls of its last run only: what an earlier run
+  // registered went with its rollback.
+  void OnOutcome(std::function<void(bool committed)> fn) {
+    if (outcome_hooks_ != nullptr) outcome_hooks_->push_back(std::move(fn));
+  }
 
   static SqlValue ToSql(const Uuid& u) { return u.ToString(); }
   static SqlValue ToSql(const std::optional<Uuid>& u) {
@@ -81,6 +94,28 @@ class Tx : public saga::StoreTx {
  private:
   Connection& conn_;
   Timestamp now_;
+  std::vector<std::function<void(bool committed)>>* outcome_hooks_;
+};
+
+class RequestEffect;
+
+// The effect of a request, as the write of a `T` that carries it records it: the request's
+// answer rendered from the write's result (db/request_effect.h), committed with it. An empty
+// Effect (no request: background work, tests) records nothing.
+struct EffectAnswer {
+  int status = 0;
+  std::string body;  // empty for 204
+};
+template <typename T>
+struct Effect {
+  RequestEffect* request = nullptr;
+  std::function<EffectAnswer(const T&)> render;
+};
+// The effect of a request whose write returns only success: its answer is fixed.
+template <>
+struct Effect<void> {
+  RequestEffect* request = nullptr;
+  EffectAnswer answer;
 };
 
 // The SQL tail ("AND <key> > ? ORDER BY <key> LIMIT ?") of one page of a list sorted by
@@ -102,6 +137,27 @@ struct PostgresOptions {
   // How long a transaction is retried on serialization failures (40001, 40P01) and lost
   // connections before it fails with ServiceUnavailable.
   std::chrono::milliseconds retry_deadline{5000};
+};
+
+class Datastore;
+
+// Reads given this scope (ReadDeferred, or a read function given a Reader that names it)
+// return without waiting for the sync of the commits they could have seen; the scope's end
+// waits for them instead. For a request whose checks read, then run a saga: its writes wait
+// for a later commit anyway, so on success the end finds everything durable already, and
+// only an answer derived from the checks alone (an error, or an "already done") waits, as
+// every read's answer does. The request passes it to its checks as an argument.
+class DeferredDurability {
+ public:
+  explicit DeferredDurability(Datastore& ds) : ds_(ds) {}
+  ~DeferredDurability();
+  DeferredDurability(const DeferredDurability&) = delete;
+  DeferredDurability& operator=(const DeferredDurability&) = delete;
+
+ private:
+  friend class Datastore;
+  Datastore& ds_;
+  int64_t seen_ = 0;  // the highest commit number a read in the scope could have seen
 };
 
 // The persistent state of floatplane: the transaction engine. All methods are thread-safe.
@@ -135,24 +191,31 @@ class Datastore {
   // `fn` may run more than once (the whole transaction is retried on conflicts and lost
   // connections; Unavailable past PostgresOptions::retry_deadline): it must keep nothing
   // outside the database from a run that did not commit.
-  //
-  // Inside a keyed request (db/idempotency.h), the write also records the request's answer,
-  // rendered from its result, or the link to a saga it creates, in the same transaction.
   template <typename T>
   Result<T> Write(const std::function<Result<T>(Tx&)>& fn) {
+    return Write<T>(Effect<T>{}, fn);
+  }
+  Status Write(const std::function<Status(Tx&)>& fn) { return RunWrite(fn); }
+  // A write that carries a request's effect: once `fn` succeeded, the same transaction records
+  // the request's answer (`effect.render` of the result) and its audit entry
+  // (RequestEffect::RecordAnswerIn).
+  template <typename T>
+  Result<T> Write(const Effect<T>& effect, const std::function<Result<T>(Tx&)>& fn) {
     Result<T> out = Fail(Error::Internal("transaction did not run"));
-    FP_CHECK_OK(RunScopedWrite(
-        [&](Tx& tx) -> Status {
-          out = fn(tx);
-          if (!out) return Fail(out.error());
-          return Ok();
-        },
-        [&]() -> const void* { return &*out; }, typeid(T)));
+    FP_CHECK_OK(RunWrite([&](Tx& tx) -> Status {
+      out = fn(tx);
+      if (!out) return Fail(out.error());
+      if (effect.request == nullptr) return Ok();
+      return RecordAnswerIn(*effect.request, tx, effect.render(*out));
+    }));
     return out;
   }
-  // Same for a body that returns only a Status (a keyed request records it as such).
-  Status Write(const std::function<Status(Tx&)>& fn) {
-    return RunScopedWrite(fn, nullptr, typeid(void));
+  Status Write(const Effect<void>& effect, const std::function<Status(Tx&)>& fn) {
+    return RunWrite([&](Tx& tx) -> Status {
+      FP_CHECK_OK(fn(tx));
+      if (effect.request == nullptr) return Ok();
+      return RecordAnswerIn(*effect.request, tx, effect.answer);
+    });
   }
   // Same for a read-only transaction (a consistent snapshot; runs concurrently with writes).
   // Returns once every commit it could have seen is durable.
@@ -169,25 +232,11 @@ class Datastore {
     return ReadImpl<T>(fn, /*wait_durable=*/false);
   }
 
-  // Within its scope, reads on this thread through `ds` return without waiting for the sync of
-  // the commits they could have seen; the scope's end waits for them instead. For a request
-  // whose checks read, then run a saga: its writes wait for a later commit anyway, so on success
-  // the end finds everything durable already, and only an answer derived from the checks alone
-  // (an error, or an "already done") waits, as every read's answer does. An inner scope waits
-  // at its own end.
-  class DeferredDurability {
-   public:
-    explicit DeferredDurability(Datastore& ds);
-    ~DeferredDurability();
-    DeferredDurability(const DeferredDurability&) = delete;
-    DeferredDurability& operator=(const DeferredDurability&) = delete;
-
-   private:
-    friend class Datastore;
-    Datastore& ds_;
-    int64_t seen_ = 0;  // the highest commit number a read in the scope could have seen
-    DeferredDurability* outer_;
-  };
+  // A read whose wait for durability is left to `until`'s end (a scope of this datastore).
+  template <typename T>
+  Result<T> ReadDeferred(const std::function<Result<T>(Tx&)>& fn, DeferredDurability& until) {
+    return ReadImpl<T>(fn, /*wait_durable=*/true, &until);
+  }
 
   // Durable commits (write transactions that committed) since open.
   int64_t durable_commits() const { return engine_->stats().durable_commits; }
@@ -230,11 +279,14 @@ class Datastore {
   const Clock& clock() const { return *clock_; }
 
  private:
+  friend class DeferredDurability;  // its end waits on the engine
   Datastore(std::string path, std::shared_ptr<const Clock> clock);
+  // A read that waits for durability does so before it returns, or leaves it to `deferred`.
   Status RunTransaction(bool write, const std::function<Status(Tx&)>& body,
-                        bool wait_durable = true);
+                        bool wait_durable = true, DeferredDurability* deferred = nullptr);
   template <typename T>
-  Result<T> ReadImpl(const std::function<Result<T>(Tx&)>& fn, bool wait_durable) {
+  Result<T> ReadImpl(const std::function<Result<T>(Tx&)>& fn, bool wait_durable,
+                     DeferredDurability* deferred = nullptr) {
     Result<T> out = Fail(Error::Internal("transaction did not run"));
     FP_CHECK_OK(RunTransaction(
         false,
@@ -243,13 +295,13 @@ class Datastore {
           if (!out) return Fail(out.error());
           return Ok();
         },
-        wait_durable));
+        wait_durable, deferred));
     return out;
   }
-  // A write through the idempotency scope of the calling thread's keyed request, if any (see
-  // Write): `result` gives the body's result, of type `type` (nullptr and void: a Status).
-  Status RunScopedWrite(const std::function<Status(Tx&)>& body,
-                        const std::function<const void*()>& result, const std::type_info& type);
+  // Every write: the engine's transaction, then its outcome hooks (Tx::OnOutcome).
+  Status RunWrite(const std::function<Status(Tx&)>& body);
+  // RequestEffect::RecordAnswerIn, out of line (db/request_effect.h includes this header).
+  static Status RecordAnswerIn(RequestEffect& effect, Tx& tx, const EffectAnswer& answer);
 
   std::string path_;
   std::shared_ptr<const Clock> clock_;
@@ -257,6 +309,24 @@ class Datastore {
   std::atomic<int64_t> refused_writes_{0};
   std::atomic<int64_t> failed_writes_{0};
   std::unique_ptr<Engine> engine_;  // group commit, checkpoints and readers: sqlite/engine.h
+};
+
+// Where a read function reads: a datastore, and optionally a DeferredDurability scope of it
+// whose end waits for the sync of what the read saw, instead of the read. Converts from a
+// Datastore, so that a read function taking a Reader is called with a datastore as usual, and
+// with `{ds, &scope}` by a request's checks.
+class Reader {
+ public:
+  Reader(Datastore& ds) : ds_(ds) {}  // NOLINT(google-explicit-constructor): see above
+  Reader(Datastore& ds, DeferredDurability* deferred) : ds_(ds), deferred_(deferred) {}
+  template <typename T>
+  Result<T> Read(const std::function<Result<T>(Tx&)>& fn) const {
+    return deferred_ != nullptr ? ds_.ReadDeferred<T>(fn, *deferred_) : ds_.Read<T>(fn);
+  }
+
+ private:
+  Datastore& ds_;
+  DeferredDurability* deferred_ = nullptr;
 };
 
 }  // namespace fp::db

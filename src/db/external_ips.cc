@@ -164,7 +164,12 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const model::FloatingIpCreate& p,
       a = FP_TRY(AllocateExplicitAddress(tx, pool_id, *p.address.explicit_ip));
     } else {
       pool_id = FP_TRY(ResolvePoolIdIn(tx, p.silo_id, p.address.selector));
-      a = FP_TRY(AllocateLowestAddress(tx, pool_id));
+      auto lowest = AllocateLowestAddress(tx, pool_id);
+      if (!lowest) {
+        return Fail(
+            NoneFreeIn(tx, lowest.error(), pool_id, fmt::format("for floating IP \"{}\"", p.name)));
+      }
+      a = *lowest;
     }
     if (sync_point) sync_point("floating_ip_create:allocated");
     FP_TRY(tx.Exec(
@@ -189,13 +194,14 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const model::FloatingIpCreate& p,
   }
 }
 
-Result<ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& p) {
-  return ds.Write<ExternalIp>([&](Tx& tx) {
+Result<ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& p,
+                                    const Effect<model::ExternalIp>& effect) {
+  return ds.Write<ExternalIp>(effect, [&](Tx& tx) {
     return FloatingIpCreateIn(tx, p, [&ds](std::string_view name) { ds.SyncPoint(name); });
   });
 }
 
-Result<ExternalIp> FloatingIpLookupById(Datastore& ds, const Uuid& silo_id, const Uuid& id) {
+Result<ExternalIp> FloatingIpLookupById(Reader ds, const Uuid& silo_id, const Uuid& id) {
   return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
@@ -208,7 +214,7 @@ Result<ExternalIp> FloatingIpLookupById(Datastore& ds, const Uuid& silo_id, cons
   });
 }
 
-Result<ExternalIp> FloatingIpLookupByName(Datastore& ds, const Uuid& project_id,
+Result<ExternalIp> FloatingIpLookupByName(Reader ds, const Uuid& project_id,
                                           const std::string& name) {
   return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
     auto row = FP_TRY(tx.QueryRow(
@@ -238,8 +244,9 @@ Result<std::vector<ExternalIp>> FloatingIpList(Datastore& ds, const Uuid& projec
   });
 }
 
-Result<ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
-  return ds.Write<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+Result<ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update,
+                                    const Effect<model::ExternalIp>& effect) {
+  return ds.Write<ExternalIp>(effect, [&](Tx& tx) -> Result<ExternalIp> {
     ExternalIp e = FP_TRY(FloatingIpById(tx, id));
     if (update.name && *update.name != *e.name) {
       auto dup = FP_TRY(tx.QueryRow(
@@ -315,8 +322,8 @@ Status FloatingIpDeleteIn(Tx& tx, const Uuid& id,
   return Ok();
 }
 
-Status FloatingIpDelete(Datastore& ds, const Uuid& id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status FloatingIpDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     return FloatingIpDeleteIn(tx, id, [&ds](std::string_view name) { ds.SyncPoint(name); });
   });
 }
@@ -334,7 +341,7 @@ Result<ExternalIp> FloatingIpByName(Datastore& ds, const Uuid& project_id, const
   return FloatingIpLookupByName(ds, project_id, fip.name().str());
 }
 
-Result<std::vector<ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id) {
+Result<std::vector<ExternalIp>> InstanceExternalIps(Reader ds, const Uuid& instance_id) {
   return ds.Read<std::vector<ExternalIp>>(
       [&](Tx& tx) { return InstanceExternalIpsIn(tx, instance_id); });
 }
@@ -374,7 +381,14 @@ Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& insta
       silo_id));
   if (!pool) return Fail(Error::NotFound("default unicast IPv4 pool for current silo"));
   Uuid pool_id = FP_TRY(UuidColumn(*pool, 0));
-  AllocatedAddress a = FP_TRY(AllocateSnatBlock(tx, pool_id));
+  auto block = AllocateSnatBlock(tx, pool_id);
+  if (!block) {
+    return Fail(NoneFreeIn(tx, block.error(), pool_id,
+                           "for the instance's SNAT address (every instance with an IPv4 "
+                           "interface takes a quarter of an address from the silo's default "
+                           "IPv4 pool)"));
+  }
+  AllocatedAddress a = *block;
   FP_TRY(
       tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
               "first_port, last_port, state, time_created, time_modified) "

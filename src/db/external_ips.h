@@ -17,16 +17,18 @@
 
 namespace fp::db {
 
-Result<model::ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& params);
-Result<model::ExternalIp> FloatingIpLookupById(Datastore& ds, const Uuid& silo_id, const Uuid& id);
-Result<model::ExternalIp> FloatingIpLookupByName(Datastore& ds, const Uuid& project_id,
+Result<model::ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& params,
+                                           const Effect<model::ExternalIp>& effect = {});
+Result<model::ExternalIp> FloatingIpLookupById(Reader ds, const Uuid& silo_id, const Uuid& id);
+Result<model::ExternalIp> FloatingIpLookupByName(Reader ds, const Uuid& project_id,
                                                  const std::string& name);
 Result<std::vector<model::ExternalIp>> FloatingIpList(Datastore& ds, const Uuid& project_id,
                                                       const model::PageRequest& page);
 Result<model::ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id,
-                                           const model::IdentityUpdate& update);
+                                           const model::IdentityUpdate& update,
+                                           const Effect<model::ExternalIp>& effect = {});
 // Refused while attached (the message names the holder); the address returns to the pool.
-Status FloatingIpDelete(Datastore& ds, const Uuid& id);
+Status FloatingIpDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect = {});
 // FloatingIpDelete's body, inside the caller's transaction. Passes sync point
 // "floating_ip_delete:checked" (`sync_point` may be empty) once the IP is known deletable, on
 // PostgreSQL once it is deleted (there the check and the change are one statement).
@@ -63,7 +65,7 @@ Result<model::ExternalIp> ExternalIpFromRow(const Row& r);
 Result<model::ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 // Live external IPs whose parent is the instance (all kinds and states).
 Result<std::vector<model::ExternalIp>> InstanceExternalIpsIn(Tx& tx, const Uuid& instance_id);
-Result<std::vector<model::ExternalIp>> InstanceExternalIps(Datastore& ds, const Uuid& instance_id);
+Result<std::vector<model::ExternalIp>> InstanceExternalIps(Reader ds, const Uuid& instance_id);
 // The external IPs of every instance placed on the sled, by instance, in one read (a sled's
 // full comparison reads them all at once rather than one instance at a time).
 Result<std::map<Uuid, std::vector<model::ExternalIp>>> ExternalIpsOnSled(Datastore& ds,

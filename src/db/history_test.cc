@@ -197,6 +197,17 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
       "LIMIT ?");
   EXPECT_NE(keys.find("INDEX idempotency_key_by_age"), std::string::npos) << keys;
   EXPECT_EQ(keys.find("TEMP B-TREE"), std::string::npos) << keys;
+  std::string entries = Plan(
+      "SELECT id FROM audit_log WHERE time_completed IS NOT NULL AND time_completed < ? ORDER "
+      "BY time_completed, id LIMIT ?");
+  EXPECT_NE(entries.find("INDEX audit_log_by_completion"), std::string::npos) << entries;
+  EXPECT_EQ(entries.find("TEMP B-TREE"), std::string::npos) << entries;
+  // The operators' list of stuck sagas reads its index, not every saga (its first page; `? = 0`
+  // only takes Plan's first parameter).
+  std::string stuck = Plan(
+      "SELECT id FROM saga WHERE 1 = 1 AND state = 'stuck' AND state IN ('running', "
+      "'unwinding', 'stuck') AND ? = 0 ORDER BY id DESC LIMIT ?");
+  EXPECT_NE(stuck.find("INDEX saga_by_state"), std::string::npos) << stuck;
 }
 
 }  // namespace

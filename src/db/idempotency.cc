@@ -6,18 +6,6 @@
 
 namespace fp::db {
 
-namespace {
-// The scope of the write this thread runs now: the request's own, or while this thread leads
-// a group commit, that of the write whose body it runs (IdempotencyInWrite).
-thread_local IdempotencyScope* current_scope = nullptr;
-}  // namespace
-
-IdempotencyInWrite::IdempotencyInWrite(IdempotencyScope* scope) : outer_(current_scope) {
-  current_scope = scope;
-}
-
-IdempotencyInWrite::~IdempotencyInWrite() { current_scope = outer_; }
-
 Result<std::optional<IdempotencyRecord>> IdempotencyLookup(Datastore& ds, const Uuid& token_id,
                                                            const std::string& key) {
   using Out = std::optional<IdempotencyRecord>;
@@ -40,19 +28,21 @@ Result<std::optional<IdempotencyRecord>> IdempotencyLookup(Datastore& ds, const 
   });
 }
 
+Status IdempotencyFinishIn(Tx& tx, const Uuid& token_id, const std::string& key,
+                           const std::string& request_sha256, int status, const std::string& body) {
+  FP_TRY(
+      tx.Exec("INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
+              "time_created) VALUES (?, ?, ?, 'done', ?, ?, ?) ON CONFLICT (token_id, key) DO "
+              "UPDATE SET state = 'done', status = excluded.status, body = excluded.body, "
+              "saga_id = NULL WHERE idempotency_key.request_sha256 = excluded.request_sha256",
+              token_id, key, request_sha256, status, body, tx.now()));
+  return Ok();
+}
+
 Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string& key,
                          const std::string& request_sha256, int status, const std::string& body) {
-  return ds
-      .Write<bool>([&](Tx& tx) -> Result<bool> {
-        FP_TRY(tx.Exec(
-            "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
-            "time_created) VALUES (?, ?, ?, 'done', ?, ?, ?) ON CONFLICT (token_id, key) DO "
-            "UPDATE SET state = 'done', status = excluded.status, body = excluded.body, "
-            "saga_id = NULL WHERE idempotency_key.request_sha256 = excluded.request_sha256",
-            token_id, key, request_sha256, status, body, tx.now()));
-        return true;
-      })
-      .map([](bool) {});
+  return ds.Write(
+      [&](Tx& tx) { return IdempotencyFinishIn(tx, token_id, key, request_sha256, status, body); });
 }
 
 Status IdempotencyForgetSaga(Datastore& ds, const Uuid& token_id, const std::string& key,
@@ -66,72 +56,16 @@ Status IdempotencyForgetSaga(Datastore& ds, const Uuid& token_id, const std::str
       .map([](bool) {});
 }
 
-IdempotencyScope::IdempotencyScope(Datastore& ds, const Uuid& token_id, std::string key,
-                                   std::string request_sha256)
-    : ds_(ds),
-      token_id_(token_id),
-      key_(std::move(key)),
-      request_sha256_(std::move(request_sha256)),
-      outer_(current_scope) {
-  current_scope = this;
-}
-
-IdempotencyScope::~IdempotencyScope() { current_scope = outer_; }
-
-IdempotencyScope* IdempotencyScope::Current(const Datastore& ds) {
-  return current_scope != nullptr && &current_scope->ds_ == &ds ? current_scope : nullptr;
-}
-
-IdempotencyScope* IdempotencyScope::OfWriteInProgress() { return current_scope; }
-
-Status IdempotencyScope::RecordIn(Tx& tx, const void* result, const std::type_info& type) {
-  if (effect_ != Effect::kNone || pending_ != Effect::kNone || !render_ || *render_type_ != type) {
-    return Ok();
-  }
-  return InsertIn(tx, render_(result), std::nullopt);
-}
-
-Status IdempotencyScope::LinkSagaIn(Tx& tx, const Uuid& saga_id) {
-  if (effect_ != Effect::kNone || pending_ != Effect::kNone) return Ok();
-  return InsertIn(tx, std::nullopt, saga_id);
-}
-
-Status IdempotencyScope::InsertIn(Tx& tx, const std::optional<Answer>& answer,
-                                  const std::optional<Uuid>& saga) {
+Result<bool> IdempotencyInsertIn(Tx& tx, const Uuid& token_id, const std::string& key,
+                                 const std::string& request_sha256, std::optional<int> status,
+                                 const std::optional<std::string>& body,
+                                 const std::optional<Uuid>& saga_id) {
   int64_t inserted = FP_TRY(tx.Exec(
       "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, saga_id, "
       "time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token_id, key) DO NOTHING",
-      token_id_, key_, request_sha256_, answer ? "done" : "saga",
-      answer ? SqlValue(int64_t{answer->status}) : SqlValue(nullptr),
-      answer ? SqlValue(answer->body) : SqlValue(nullptr), saga, tx.now()));
-  if (inserted == 0) {
-    // Another request (another server on this database) recorded the key first: this
-    // request's effect must not commit; it answers from that record.
-    pending_ = Effect::kTaken;
-    return Fail(Error::Unavailable(fmt::format(
-        "a request with Idempotency-Key \"{}\" is in progress; retry when it completes", key_)));
-  }
-  if (answer) {
-    pending_ = Effect::kAnswered;
-    pending_answer_ = *answer;
-  } else {
-    pending_ = Effect::kSaga;
-    pending_saga_ = *saga;
-  }
-  return Ok();
-}
-
-void IdempotencyScope::Settle(bool committed) {
-  if (pending_ == Effect::kTaken) {
-    effect_ = Effect::kTaken;
-  } else if (committed && pending_ == Effect::kAnswered) {
-    effect_ = Effect::kAnswered;
-    answer_ = std::move(pending_answer_);
-  } else if (committed && pending_ == Effect::kSaga) {
-    effect_ = Effect::kSaga;
-    saga_id_ = pending_saga_;
-  }
-  pending_ = Effect::kNone;
+      token_id, key, request_sha256, status ? "done" : "saga",
+      status ? SqlValue(int64_t{*status}) : SqlValue(nullptr), body, saga_id, tx.now()));
+  return inserted == 1;
 }
 
 // --- Bounded history ---

@@ -6,16 +6,16 @@
 // a transaction of its own before it, so a crash at any instant leaves either both or neither:
 //
 //  - A request whose effect is one datastore write (create a floating IP, a project, a pool,
-//    stop an instance, ...) runs inside an IdempotencyScope whose renderer turns that write's
-//    typed result into the answer (status, body). The first write of that type the request
-//    commits inserts the 'done' record in its own transaction (Datastore::Write consults the
-//    scope). A crash before that commit leaves neither effect nor record: the retry runs the
-//    request once. A crash after it leaves both: the retry gets the answer.
+//    stop an instance, ...) passes that write its RequestEffect (db/request_effect.h), whose
+//    renderer turns the write's result into the answer (status, body); the write inserts the
+//    'done' record in its own transaction. A crash before that commit leaves neither effect
+//    nor record: the retry runs the request once. A crash after it leaves both: the retry gets
+//    the answer.
 //  - A request carried by a saga links the key to the saga in the commit that creates the saga
-//    row (SagaCreateIn): a 'saga' record. A retry derives the answer from the saga's outcome
-//    (the API's replay of that endpoint), 503 with Retry-After while it still runs, e.g. being
-//    recovered after a restart. A saga that unwound undid its effect: with a 5xx error the
-//    record is forgotten and the retry runs the request again; with a 4xx it is the answer.
+//    row (the saga's origin, RequestSaga): a 'saga' record. A retry derives the answer from the
+//    saga's outcome (the API's replay of that endpoint), 503 with Retry-After while it still runs,
+//    e.g. being recovered after a restart. A saga that unwound undid its effect: with a 5xx error
+//    the record is forgotten and the retry runs the request again; with a 4xx it is the answer.
 //  - A request that ends without an effect (a refusal), or whose final answer differs from
 //    what its effect recorded (a saga's, or a later step's), stores its answer afterwards
 //    (IdempotencyFinish): nothing it did can be separated from that record by a crash. 5xx
@@ -39,7 +39,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <typeinfo>
 
 #include "db/datastore.h"
 
@@ -67,102 +66,15 @@ Status IdempotencyFinish(Datastore& ds, const Uuid& token_id, const std::string&
 Status IdempotencyForgetSaga(Datastore& ds, const Uuid& token_id, const std::string& key,
                              const Uuid& saga_id);
 
-// A keyed request in progress on this thread: what its writes through `ds` record with their
-// effect. Installed by the constructor for the calling thread until destroyed (scopes do not
-// nest). Used by one request thread; Datastore::Write runs its writes' bodies on whichever
-// thread leads the commit while the request thread waits, and hands the scope over (see
-// IdempotencyInWrite).
-class IdempotencyScope {
- public:
-  struct Answer {
-    int status = 0;
-    std::string body;
-  };
-  enum class Effect {
-    kNone,      // nothing committed under the key yet
-    kAnswered,  // a write committed the answer `answer()` with its effect
-    kSaga,      // a saga was created under the key: `saga_id()`
-    kTaken,     // another request recorded the key first; this one's write was rolled back
-  };
-
-  IdempotencyScope(Datastore& ds, const Uuid& token_id, std::string key,
-                   std::string request_sha256);
-  ~IdempotencyScope();
-  IdempotencyScope(const IdempotencyScope&) = delete;
-  IdempotencyScope& operator=(const IdempotencyScope&) = delete;
-
-  // The request's first committed write whose result is a `T` records `render(result)` with
-  // its effect. Without a renderer, no write records an answer (only sagas link the key).
-  template <typename T>
-  void AnswerWith(std::function<Answer(const T&)> render) {
-    AnswerWithType(typeid(T), [render = std::move(render)](const void* result) {
-      return render(*static_cast<const T*>(result));
-    });
-  }
-  // The same with the result's type named at run time: `render` gets a `const type*`.
-  void AnswerWithType(const std::type_info& type, std::function<Answer(const void*)> render) {
-    render_type_ = &type;
-    render_ = std::move(render);
-  }
-  // Same for a write that returns only success (a Status): the answer is fixed.
-  void AnswerWithoutResult(Answer answer) {
-    render_type_ = &typeid(void);
-    render_ = [answer = std::move(answer)](const void*) { return answer; };
-  }
-
-  Effect effect() const { return effect_; }
-  const Answer& answer() const { return answer_; }  // kAnswered
-  const Uuid& saga_id() const { return saga_id_; }  // kSaga
-
-  // --- for the datastore ---
-  // The scope of the write running on this thread, if it was made through `ds`.
-  static IdempotencyScope* Current(const Datastore& ds);
-  // Inside a write's transaction: the scope of that write (see IdempotencyInWrite).
-  static IdempotencyScope* OfWriteInProgress();
-  // Inside a write's transaction, after its body succeeded with `result` of `type` (nullptr
-  // and void for a Status write): inserts the record if this is the write that answers.
-  // Unavailable (rolling the write back) if another request recorded the key first.
-  Status RecordIn(Tx& tx, const void* result, const std::type_info& type);
-  // Inside the transaction that creates saga `saga_id`: links the key to it unless the request
-  // already recorded something. Unavailable as above.
-  Status LinkSagaIn(Tx& tx, const Uuid& saga_id);
-  // At the start of each run of a write's body: an engine may run a body again (PostgreSQL's
-  // retries), and what a rolled-back run recorded is undone with it.
-  void BeginAttempt() { pending_ = Effect::kNone; }
-  // After the write: what RecordIn/LinkSagaIn did counts only if it committed.
-  void Settle(bool committed);
-
- private:
-  Status InsertIn(Tx& tx, const std::optional<Answer>& answer, const std::optional<Uuid>& saga);
-
-  Datastore& ds_;
-  Uuid token_id_;
-  std::string key_;
-  std::string request_sha256_;
-  const std::type_info* render_type_ = nullptr;
-  std::function<Answer(const void*)> render_;
-  IdempotencyScope* outer_;
-  Effect effect_ = Effect::kNone;
-  Answer answer_;
-  Uuid saga_id_;
-  // Set inside the write's transaction, made effect_ by Settle.
-  Effect pending_ = Effect::kNone;
-  Answer pending_answer_;
-  Uuid pending_saga_;
-};
-
-// For the datastore: while alive, the scope of the write being run on this thread is `scope`
-// (nullptr for a write made outside any keyed request), whichever thread made the write.
-class IdempotencyInWrite {
- public:
-  explicit IdempotencyInWrite(IdempotencyScope* scope);
-  ~IdempotencyInWrite();
-  IdempotencyInWrite(const IdempotencyInWrite&) = delete;
-  IdempotencyInWrite& operator=(const IdempotencyInWrite&) = delete;
-
- private:
-  IdempotencyScope* outer_;
-};
+// Inside the effect's transaction: inserts the key's record, 'done' with (status, body) or
+// 'saga' linked to `saga_id`. Returns false (inserting nothing) if the key has a record.
+Result<bool> IdempotencyInsertIn(Tx& tx, const Uuid& token_id, const std::string& key,
+                                 const std::string& request_sha256, std::optional<int> status,
+                                 const std::optional<std::string>& body,
+                                 const std::optional<Uuid>& saga_id);
+// IdempotencyFinish inside the caller's transaction.
+Status IdempotencyFinishIn(Tx& tx, const Uuid& token_id, const std::string& key,
+                           const std::string& request_sha256, int status, const std::string& body);
 
 // --- Bounded history ---
 

@@ -103,7 +103,7 @@ Result<bool> VmRemovalInProgress(Datastore& ds, const Uuid& instance_id) {
   });
 }
 
-Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id) {
+Result<Instance> InstanceById(Reader ds, const Uuid& silo_id, const Uuid& id) {
   return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM instance i JOIN project p ON p.id = i.project_id WHERE "
@@ -116,7 +116,7 @@ Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id
   });
 }
 
-Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name) {
+Result<Instance> InstanceByName(Reader ds, const Uuid& project_id, const std::string& name) {
   return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM instance i WHERE i.project_id = ? AND i.name = ? AND "
@@ -192,8 +192,9 @@ Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& in
       [&](Tx& tx) { return PrimaryNicIn(tx, instance_id); });
 }
 
-Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u) {
-  return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u,
+                                      const Effect<Instance>& effect) {
+  return ds.Write<Instance>(effect, [&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
     if (u.name && *u.name != i.name) {
       auto dup = FP_TRY(tx.QueryRow(
@@ -306,7 +307,8 @@ Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_i
     return Fail(Error::Unavailable(fmt::format(
         "instance \"{}\" is being started by another request; retry when it completes", i.name)));
   }
-  if (i.state != InstanceState::kNoVmm) {
+  // A failed instance starts again, as a stopped one does (Oxide allows both).
+  if (i.state != InstanceState::kNoVmm && i.state != InstanceState::kFailed) {
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
   }
@@ -315,6 +317,19 @@ Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_i
       "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
       sled_id, saga_id, tx.now(), tx.now(), id));
   return InstanceGetIn(tx, id);
+}
+
+Result<Instance> InstanceStopFailed(Datastore& ds, const Uuid& id, const Effect<Instance>& effect) {
+  return ds.Write<Instance>(effect, [&](Tx& tx) -> Result<Instance> {
+    // Only if still failed: a start since made it something else, which the caller's answer
+    // then shows.
+    FP_TRY(
+        tx.Exec("UPDATE instance SET state = 'no_vmm', run_state = 'stopped', "
+                "time_run_state_updated = ?, time_modified = ? WHERE id = ? AND state = "
+                "'failed' AND time_deleted IS NULL",
+                tx.now(), tx.now(), id));
+    return InstanceGetIn(tx, id);
+  });
 }
 
 Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
@@ -327,8 +342,9 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
   return Ok();
 }
 
-Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state) {
-  return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+                                     const Effect<Instance>& effect) {
+  return ds.Write<Instance>(effect, [&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
     // Only an instance that still has a VMM: the watcher may have recorded it stopped since
     // the caller read it.
@@ -378,7 +394,11 @@ Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" already runs on sled {}", i.name, dst.ToString())));
   }
-  FP_CHECK_OK(SledGetIn(tx, dst));
+  if (FP_TRY(SledGetIn(tx, dst)).expunged) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("sled {} is expunged: nothing runs on it any more; migrate to another sled",
+                    dst.ToString())));
+  }
   FP_TRY(tx.Exec(
       "UPDATE instance SET migration_id = ?, run_state = 'migrating', time_run_state_updated = ? "
       "WHERE id = ?",

@@ -20,8 +20,8 @@
 namespace fp::db {
 
 // --- Instances ---
-Result<Instance> InstanceById(Datastore& ds, const Uuid& silo_id, const Uuid& id);
-Result<Instance> InstanceByName(Datastore& ds, const Uuid& project_id, const std::string& name);
+Result<Instance> InstanceById(Reader ds, const Uuid& silo_id, const Uuid& id);
+Result<Instance> InstanceByName(Reader ds, const Uuid& project_id, const std::string& name);
 // An instance row's columns, the table aliased `i`, and their decoding: for statements that read
 // an instance beside other rows (db/attach.cc).
 inline constexpr std::string_view kInstanceColumns =
@@ -41,7 +41,8 @@ Result<std::optional<NetworkInterface>> PrimaryNicIn(Tx& tx, const Uuid& instanc
 Result<std::optional<NetworkInterface>> PrimaryNic(Datastore& ds, const Uuid& instance_id);
 
 // ncpus and memory change only while stopped (InvalidRequest otherwise).
-Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u);
+Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const InstanceUpdate& u,
+                                      const Effect<Instance>& effect = {});
 
 // Saga steps of instance create. Insert the instance (state creating) with its primary NIC
 // in the project's VPC (created on first use).
@@ -56,6 +57,10 @@ Status InstanceFinishCreateIn(Tx& tx, const Uuid& id);
 // another start is placing it).
 Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id,
                                       const Uuid& saga_id);
+// A failed instance (its VM lost) made stopped, as a stop of it asks: no sled holds it, so
+// nothing else is to be done. An instance no longer failed is returned as it is.
+Result<Instance> InstanceStopFailed(Datastore& ds, const Uuid& id,
+                                    const Effect<Instance>& effect = {});
 // Undo of start: back to no_vmm (stopped) if still placed on `sled_id`.
 Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
 // Sets the run state the sled reported; leaving the sled (stopped) moves vmm -> no_vmm and
@@ -66,7 +71,8 @@ Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std
                                         const Instance* judged_on = nullptr);
 // Sets the run state of an instance that has a VMM (stopping, rebooting, starting); no change
 // for an instance without one.
-Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state);
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+                                     const Effect<Instance>& effect = {});
 // The instance with this id, live or deleted (for reconciling sleds); NotFound if none.
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id);
 

@@ -200,6 +200,14 @@ Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id) {
   return AllocatedAddress{range_id, *free_ip, 0, kSnatBlockSize - 1};
 }
 
+Error NoneFreeIn(Tx& tx, const Error& error, const Uuid& pool_id, std::string_view purpose) {
+  if (error.kind() != ErrorKind::kInsufficientCapacity) return error;
+  auto row = tx.QueryRow("SELECT name FROM ip_pool WHERE id = ?", pool_id);
+  std::string pool = row && *row ? (*row)->Text(0) : pool_id.ToString();
+  return Error::InsufficientCapacity(
+      fmt::format("No external IP addresses available in pool \"{}\" {}", pool, purpose));
+}
+
 Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a) {
   // One statement, one round trip to the server, on PostgreSQL (see above).
   if (tx.postgres()) return ReleasePostgres(tx, pool_id, a);

@@ -2,6 +2,8 @@
 
 // Allocation of addresses and SNAT port blocks from a pool's free space (ip_allocation.cc).
 
+#include <string_view>
+
 #include "common/ip.h"
 #include "db/datastore.h"
 
@@ -25,5 +27,9 @@ Result<AllocatedAddress> AllocateExplicitAddress(Tx& tx, const Uuid& pool_id, co
 Result<AllocatedAddress> AllocateSnatBlock(Tx& tx, const Uuid& pool_id);
 // Returns a whole address (first_port 0, last_port 65535) or an SNAT block to the free space.
 Status ReleaseAddress(Tx& tx, const Uuid& pool_id, const AllocatedAddress& a);
+// An allocation's `error`, naming the pool and what the address was for (`purpose`, e.g.
+// `for floating IP "www"`) when the pool had none free; other errors as they are. Oxide's
+// message stays its start ("Insufficient capacity: No external IP addresses available").
+Error NoneFreeIn(Tx& tx, const Error& error, const Uuid& pool_id, std::string_view purpose);
 
 }  // namespace fp::db

@@ -109,8 +109,27 @@ Result<IpPool> LookupPoolIn(Tx& tx, const NameOrId& selector) {
   return PoolFromRow(*row);
 }
 
-Result<IpPool> PoolCreate(Datastore& ds, const model::PoolCreate& p) {
-  return ds.Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
+Result<std::optional<std::string>> PoolNotLinkedTo(Datastore& ds, const NameOrId& selector,
+                                                   const Uuid& silo_id) {
+  using Out = std::optional<std::string>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    auto pool = LookupPoolIn(tx, selector);
+    if (!pool) {
+      if (pool.error().kind() == ErrorKind::kNotFound) return Out();
+      return Fail(pool.error());
+    }
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT s.name, (SELECT count(*) FROM ip_pool_silo_link l WHERE l.ip_pool_id = ? AND "
+        "l.silo_id = s.id) FROM silo s WHERE s.id = ?",
+        pool->id, silo_id));
+    if (!row || row->Int(1) > 0) return Out();
+    return Out(row->Text(0));
+  });
+}
+
+Result<IpPool> PoolCreate(Datastore& ds, const model::PoolCreate& p,
+                          const Effect<model::IpPool>& effect) {
+  return ds.Write<IpPool>(effect, [&](Tx& tx) -> Result<IpPool> {
     auto dup = FP_TRY(
         tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("ip-pool", p.name));
@@ -142,8 +161,9 @@ Result<std::vector<IpPool>> PoolList(Datastore& ds, const IpPoolFilter& filter,
   });
 }
 
-Result<IpPool> PoolUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
-  return ds.Write<IpPool>([&](Tx& tx) -> Result<IpPool> {
+Result<IpPool> PoolUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update,
+                          const Effect<model::IpPool>& effect) {
+  return ds.Write<IpPool>(effect, [&](Tx& tx) -> Result<IpPool> {
     IpPool p = FP_TRY(PoolById(tx, id));
     if (update.name && *update.name != p.name) {
       auto dup = FP_TRY(tx.QueryRow("SELECT 1 FROM ip_pool WHERE name = ? AND time_deleted IS NULL",
@@ -159,8 +179,8 @@ Result<IpPool> PoolUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& u
   });
 }
 
-Status PoolDelete(Datastore& ds, const Uuid& id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status PoolDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     FP_TRY(PoolById(tx, id));
     auto range = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM ip_pool_range WHERE ip_pool_id = ? AND time_deleted IS NULL LIMIT 1", id));
@@ -193,8 +213,8 @@ Result<std::vector<IpPoolRange>> RangeList(Datastore& ds, const Uuid& pool_id,
 }
 
 Result<IpPoolRange> RangeAdd(Datastore& ds, const Uuid& pool_id, const Uuid& range_id,
-                             const IpRange& range) {
-  return ds.Write<IpPoolRange>([&](Tx& tx) -> Result<IpPoolRange> {
+                             const IpRange& range, const Effect<model::IpPoolRange>& effect) {
+  return ds.Write<IpPoolRange>(effect, [&](Tx& tx) -> Result<IpPoolRange> {
     IpPool pool = FP_TRY(PoolById(tx, pool_id));
     bool first_mc = IsMulticast(range.first);
     if (first_mc != IsMulticast(range.last)) {
@@ -232,8 +252,9 @@ Result<IpPoolRange> RangeAdd(Datastore& ds, const Uuid& pool_id, const Uuid& ran
   });
 }
 
-Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range,
+                   const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     FP_TRY(PoolById(tx, pool_id));
     auto row = FP_TRY(
         tx.QueryRow("SELECT id FROM ip_pool_range WHERE ip_pool_id = ? AND first_address = ? AND "
@@ -281,8 +302,8 @@ Result<std::vector<SiloLink>> LinkList(Datastore& ds, const Uuid& pool_id,
 }
 
 Result<SiloLink> Link(Datastore& ds, const Uuid& pool_id, const NameOrId& silo_selector,
-                      bool is_default) {
-  return ds.Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
+                      bool is_default, const Effect<model::SiloLink>& effect) {
+  return ds.Write<SiloLink>(effect, [&](Tx& tx) -> Result<SiloLink> {
     IpPool pool = FP_TRY(PoolById(tx, pool_id));
     Silo silo = FP_TRY(LookupSiloIn(tx, silo_selector));
     if (pool.assignment != PoolAssignment::kSilos) {
@@ -293,11 +314,21 @@ Result<SiloLink> Link(Datastore& ds, const Uuid& pool_id, const NameOrId& silo_s
         "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo.id));
     if (existing) return Fail(LinkExists(pool_id, silo.id));
     if (is_default) {
-      auto other = FP_TRY(
-          tx.QueryRow("SELECT 1 FROM ip_pool_silo_link WHERE silo_id = ? AND pool_type = ? AND "
-                      "ip_version = ? AND is_default = 1",
-                      silo.id, ToString(pool.pool_type), ToString(pool.ip_version)));
-      if (other) return Fail(LinkExists(pool_id, silo.id));
+      auto other = FP_TRY(tx.QueryRow(
+          "SELECT p.name FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
+          "WHERE l.silo_id = ? AND l.pool_type = ? AND l.ip_version = ? AND l.is_default = 1",
+          silo.id, ToString(pool.pool_type), ToString(pool.ip_version)));
+      if (other) {
+        // Oxide's status and code (ObjectAlreadyExists), with what to do instead.
+        return Fail(
+            Error(ErrorKind::kObjectAlreadyExists,
+                  fmt::format("silo \"{}\" already has a default {} {} pool, \"{}\": link \"{}\" "
+                              "with is_default false, then set is_default on that link (PUT "
+                              "/v1/system/ip-pools/{}/silos/{}), which makes \"{}\" no longer the "
+                              "default",
+                              silo.name, ToString(pool.pool_type), Label(pool.ip_version),
+                              other->Text(0), pool.name, pool.name, silo.name, other->Text(0))));
+      }
     }
     ds.SyncPoint("ip_pool_link:checked");
     FP_TRY(tx.Exec(
@@ -309,8 +340,8 @@ Result<SiloLink> Link(Datastore& ds, const Uuid& pool_id, const NameOrId& silo_s
 }
 
 Result<SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id,
-                            bool is_default) {
-  return ds.Write<SiloLink>([&](Tx& tx) -> Result<SiloLink> {
+                            bool is_default, const Effect<model::SiloLink>& effect) {
+  return ds.Write<SiloLink>(effect, [&](Tx& tx) -> Result<SiloLink> {
     auto link = FP_TRY(
         tx.QueryRow("SELECT l.is_default, l.pool_type, l.ip_version FROM ip_pool_silo_link l "
                     "JOIN ip_pool p ON p.id = l.ip_pool_id "
@@ -334,8 +365,8 @@ Result<SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uuid& silo
   });
 }
 
-Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     auto link = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM ip_pool_silo_link WHERE ip_pool_id = ? AND silo_id = ?", pool_id, silo_id));
     if (!link) return Fail(LinkNotFound(pool_id, silo_id));

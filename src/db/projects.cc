@@ -31,8 +31,9 @@ Result<Project> ProjectById(Tx& tx, const Uuid& id) {
 }  // namespace
 
 Result<Project> ProjectCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id,
-                              const std::string& name, const std::string& description) {
-  return ds.Write<Project>([&](Tx& tx) -> Result<Project> {
+                              const std::string& name, const std::string& description,
+                              const Effect<model::Project>& effect) {
+  return ds.Write<Project>(effect, [&](Tx& tx) -> Result<Project> {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
@@ -48,7 +49,7 @@ Result<Project> ProjectCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id
   });
 }
 
-Result<Project> ProjectLookup(Datastore& ds, const Uuid& silo_id, const NameOrId& selector) {
+Result<Project> ProjectLookup(Reader ds, const Uuid& silo_id, const NameOrId& selector) {
   return ds.Read<Project>([&](Tx& tx) -> Result<Project> {
     std::optional<Row> row;
     if (selector.is_id()) {
@@ -84,8 +85,9 @@ Result<std::vector<Project>> ProjectList(Datastore& ds, const Uuid& silo_id,
   });
 }
 
-Result<Project> ProjectUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update) {
-  return ds.Write<Project>([&](Tx& tx) -> Result<Project> {
+Result<Project> ProjectUpdate(Datastore& ds, const Uuid& id, const IdentityUpdate& update,
+                              const Effect<model::Project>& effect) {
+  return ds.Write<Project>(effect, [&](Tx& tx) -> Result<Project> {
     Project p = FP_TRY(ProjectById(tx, id));
     if (update.name && *update.name != p.name) {
       auto dup = FP_TRY(tx.QueryRow(
@@ -102,8 +104,8 @@ Result<Project> ProjectUpdate(Datastore& ds, const Uuid& id, const IdentityUpdat
   });
 }
 
-Status ProjectDelete(Datastore& ds, const Uuid& id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status ProjectDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     Project p = FP_TRY(ProjectById(tx, id));
     auto fip = FP_TRY(
         tx.QueryRow("SELECT name FROM external_ip WHERE project_id = ? AND kind = 'floating' AND "

@@ -2,21 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "db/audit_log.h"
 #include "db/counters.h"
-#include "db/idempotency.h"
 
 namespace fp::db {
 
 Status DatastoreSagaStore::Write(const std::function<Status(saga::StoreTx&)>& body) {
-  // A write typed bool, never a Status write: inside a keyed request, the first Status write
-  // may answer the request (IdempotencyScope::AnswerWithoutResult), and a saga's commit is not
-  // that write. A saga links the key when it is created instead (SagaCreateIn).
-  return ds_
-      .Write<bool>([&](Tx& tx) -> Result<bool> {
-        FP_CHECK_OK(body(tx));
-        return true;
-      })
-      .map([](bool) {});
+  return ds_.Write([&](Tx& tx) { return body(tx); });
 }
 
 namespace {
@@ -24,8 +16,9 @@ namespace {
 Tx& TxOf(saga::StoreTx& tx) { return static_cast<Tx&>(tx); }
 }  // namespace
 
-Result<bool> DatastoreSagaStore::CreateIn(saga::StoreTx& tx, const SagaRow& row) {
-  return SagaCreateIn(TxOf(tx), row);
+Result<bool> DatastoreSagaStore::CreateIn(saga::StoreTx& tx, const SagaRow& row,
+                                          const saga::SagaOrigin* origin) {
+  return SagaCreateIn(TxOf(tx), row, origin);
 }
 
 Status DatastoreSagaStore::RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
@@ -50,19 +43,15 @@ Result<bool> DatastoreSagaStore::MarkStuck(const Uuid& id, const SagaOwner& owne
   return SagaMarkStuck(ds_, id, owner, result);
 }
 
-Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row) {
+Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row, const saga::SagaOrigin* origin) {
   int64_t n = FP_TRY(tx.Exec(
       "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
-      "result, time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) "
+      "result, time_created, time_modified, origin) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?) "
       "ON CONFLICT (id) DO NOTHING",
       row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
-      row.engine_version, tx.now(), tx.now()));
-  // A keyed request's saga: its key's record commits with the saga's first commit.
-  if (n == 1) {
-    if (IdempotencyScope* scope = IdempotencyScope::OfWriteInProgress()) {
-      FP_CHECK_OK(scope->LinkSagaIn(tx, row.id));
-    }
-  }
+      row.engine_version, tx.now(), tx.now(), row.origin));
+  // A request's saga: its key's record and its audit entry commit with the saga's first commit.
+  if (n == 1 && origin != nullptr) FP_CHECK_OK(origin->RecordIn(tx, row.id));
   return n == 1;
 }
 
@@ -89,6 +78,11 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                 "current_sec = ? AND adopt_generation = ?",
                 ToString(*new_state), result, tx.now(), saga_id, owner.sec, owner.generation));
     if (n != 1) return Fail(saga::LostSagaError(saga_id, owner));
+    if (*new_state == SagaState::kDone || *new_state == SagaState::kUnwound ||
+        *new_state == SagaState::kStuck) {
+      // The request the saga carries ends with it: its audit entry completes in this commit.
+      FP_CHECK_OK(AuditCompleteForSagaIn(tx, saga_id, *new_state, result));
+    }
   }
   if (!event && !new_state) {
     auto owned = FP_TRY(
@@ -103,7 +97,7 @@ Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {
   return ds.Read<SagaLog>([&](Tx& tx) -> Result<SagaLog> {
     auto row = FP_TRY(tx.QueryRow(
         "SELECT name, dag, state, current_sec, adopt_generation, engine_version, result, "
-        "time_created FROM saga WHERE id = ?",
+        "time_created, origin FROM saga WHERE id = ?",
         id));
     if (!row) return Fail(Error::NotFoundById("saga", id.ToString()));
     SagaLog log;
@@ -117,6 +111,7 @@ Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {
     log.saga.engine_version = row->Int(5);
     log.saga.result = row->OptText(6);
     log.saga.time_created = row->Int(7);
+    log.saga.origin = row->OptText(8);
     for (const Row& e : FP_TRY(
              tx.Query("SELECT node_index, event_type, data FROM saga_node_event WHERE saga_id = ? "
                       "ORDER BY node_index",
@@ -187,6 +182,7 @@ Result<bool> SagaMarkStuck(Datastore& ds, const Uuid& id, const SagaOwner& owner
         tx.Exec("UPDATE saga SET state = 'stuck', result = ?, time_modified = ? WHERE id = ? AND "
                 "current_sec = ? AND adopt_generation = ? AND state IN ('running', 'unwinding')",
                 result, tx.now(), id, owner.sec, owner.generation));
+    if (n == 1) FP_CHECK_OK(AuditCompleteForSagaIn(tx, id, SagaState::kStuck, result));
     return n == 1;
   });
 }

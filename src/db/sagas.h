@@ -25,15 +25,17 @@ using saga::ToString;
 
 // The saga engine's store over the datastore. Every Write is one datastore write transaction
 // (group-committed with other writes, retried as a whole on SQLITE_BUSY), whose StoreTx is the
-// db::Tx the actions' run_in_tx/undo_in_tx functions take. Creating a saga inside a keyed
-// request links the request's idempotency key to the saga in the same transaction
-// (SagaCreateIn). Thread-safe; `ds` must outlive it.
+// db::Tx the actions' run_in_tx/undo_in_tx functions take. A saga created for a request
+// records, in the same transaction, what its origin (db::RequestSaga) says: the request's
+// idempotency key and audit entry; the transaction that brings it to rest completes that entry
+// (SagaRecordIn). Thread-safe; `ds` must outlive it.
 class DatastoreSagaStore final : public saga::SagaStore {
  public:
   explicit DatastoreSagaStore(Datastore& ds) : ds_(ds) {}
 
   Status Write(const std::function<Status(saga::StoreTx&)>& body) override;
-  Result<bool> CreateIn(saga::StoreTx& tx, const SagaRow& row) override;
+  Result<bool> CreateIn(saga::StoreTx& tx, const SagaRow& row,
+                        const saga::SagaOrigin* origin) override;
   Status RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
                   const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                   const std::optional<std::string>& result) override;
@@ -47,8 +49,9 @@ class DatastoreSagaStore final : public saga::SagaStore {
   Datastore& ds_;
 };
 
-// Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
-Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row);
+// Inserts the saga row unless a saga with this id exists, then what `origin` records with it.
+// Returns true if it inserted.
+Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row, const saga::SagaOrigin* origin = nullptr);
 // Appends an event (idempotent: a duplicate of an existing event is ignored) and, if given,
 // moves the saga to `new_state` with `result`. saga::LostSagaError (ServiceUnavailable) if
 // `owner` (sec and generation) no longer owns the saga: the caller's transaction must then roll

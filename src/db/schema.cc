@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 8> kMigrations = {
+constexpr std::array<std::string_view, 10> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -407,6 +407,50 @@ CREATE TABLE vm_removal (
 )sql",
     // 8: PostgreSQL's one-statement operations (schema_postgres.cc); nothing changes here.
     "-- nothing on SQLite",
+    // 9: the audit log (db/audit_log.h): one entry per mutating request, written with its
+    // effect. Listed by completion time; an entry in progress (time_completed NULL) waits for
+    // the saga named by saga_id, whose end completes it.
+    R"sql(
+CREATE TABLE audit_log (
+  id TEXT NOT NULL PRIMARY KEY,
+  time_started INTEGER NOT NULL,
+  time_completed INTEGER,
+  request_id TEXT NOT NULL,
+  request_uri TEXT NOT NULL,
+  operation_id TEXT NOT NULL,
+  source_ip TEXT NOT NULL,
+  user_agent TEXT,
+  actor_silo_id TEXT,
+  actor_user_id TEXT,
+  auth_method TEXT,
+  credential_id TEXT,
+  result_kind TEXT CHECK (result_kind IN ('success', 'error', 'unknown')),
+  http_status INTEGER,
+  error_code TEXT,
+  error_message TEXT,
+  saga_id TEXT,
+  saga_completes INTEGER NOT NULL DEFAULT 0,
+  server_id TEXT,
+  success_status INTEGER NOT NULL
+) STRICT;
+CREATE INDEX audit_log_by_completion ON audit_log (time_completed, id)
+  WHERE time_completed IS NOT NULL;
+CREATE INDEX audit_log_in_progress ON audit_log (saga_id) WHERE time_completed IS NULL;
+-- Who started each saga (the request's id and actor, as JSON), and the sagas in the rare
+-- states by state (the common ones, done and unwound, are found by a scan of the newest, and
+-- saga_finished stays the index their pruning reads).
+ALTER TABLE saga ADD COLUMN origin TEXT;
+CREATE INDEX saga_by_state ON saga (state, id) WHERE state IN ('running', 'unwinding', 'stuck');
+)sql",
+    // 10: sleds an operator can trust and retire (db/sleds.h): the operator's policy
+    // (expunged: out of service for good) and whether the sled's agent answers, since when
+    // (written when that changes, by the server that watches the sleds; NULL: not yet known).
+    R"sql(
+ALTER TABLE sled ADD COLUMN policy TEXT NOT NULL DEFAULT 'in_service'
+  CHECK (policy IN ('in_service', 'expunged'));
+ALTER TABLE sled ADD COLUMN agent_answers INTEGER;
+ALTER TABLE sled ADD COLUMN agent_since INTEGER;
+)sql",
 };
 
 static_assert(kMigrations.size() == kSchemaVersion,

@@ -17,7 +17,7 @@ namespace {
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 8> kPostgresMigrations = {
+constexpr std::array<std::string_view, 10> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -624,6 +624,48 @@ DROP TRIGGER saga_rows_on_insert ON saga;
 DROP TRIGGER saga_rows_on_delete ON saga;
 DROP FUNCTION saga_rows_count();
 DELETE FROM counter WHERE name = 'saga_rows';
+)sql",
+    // 9: the audit log, as on SQLite (schema.cc).
+    R"sql(
+CREATE TABLE audit_log (
+  id TEXT NOT NULL PRIMARY KEY,
+  time_started BIGINT NOT NULL,
+  time_completed BIGINT,
+  request_id TEXT NOT NULL,
+  request_uri TEXT NOT NULL,
+  operation_id TEXT NOT NULL,
+  source_ip TEXT NOT NULL,
+  user_agent TEXT,
+  actor_silo_id TEXT,
+  actor_user_id TEXT,
+  auth_method TEXT,
+  credential_id TEXT,
+  result_kind TEXT CHECK (result_kind IN ('success', 'error', 'unknown')),
+  http_status BIGINT,
+  error_code TEXT,
+  error_message TEXT,
+  saga_id TEXT,
+  saga_completes BIGINT NOT NULL DEFAULT 0,
+  server_id TEXT,
+  success_status BIGINT NOT NULL
+);
+CREATE INDEX audit_log_by_completion ON audit_log (time_completed, id)
+  WHERE time_completed IS NOT NULL;
+CREATE INDEX audit_log_in_progress ON audit_log (saga_id) WHERE time_completed IS NULL;
+-- Who started each saga (the request's id and actor, as JSON), and the sagas in the rare
+-- states by state (the common ones, done and unwound, are found by a scan of the newest, and
+-- saga_finished stays the index their pruning reads).
+ALTER TABLE saga ADD COLUMN origin TEXT;
+CREATE INDEX saga_by_state ON saga (state, id) WHERE state IN ('running', 'unwinding', 'stuck');
+)sql",
+    // 10: sleds an operator can trust and retire (db/sleds.h): the operator's policy
+    // (expunged: out of service for good) and whether the sled's agent answers, since when
+    // (written when that changes, by the server that watches the sleds; NULL: not yet known).
+    R"sql(
+ALTER TABLE sled ADD COLUMN policy TEXT COLLATE "C" NOT NULL DEFAULT 'in_service'
+  CHECK (policy IN ('in_service', 'expunged'));
+ALTER TABLE sled ADD COLUMN agent_answers BIGINT;
+ALTER TABLE sled ADD COLUMN agent_since BIGINT;
 )sql",
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,

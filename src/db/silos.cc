@@ -41,8 +41,9 @@ Result<Silo> LookupSiloIn(Tx& tx, const NameOrId& selector) {
   return SiloFromRow(*row);
 }
 
-Result<Silo> SiloCreate(Datastore& ds, const model::SiloCreate& p) {
-  return ds.Write<Silo>([&](Tx& tx) -> Result<Silo> {
+Result<Silo> SiloCreate(Datastore& ds, const model::SiloCreate& p,
+                        const Effect<model::Silo>& effect) {
+  return ds.Write<Silo>(effect, [&](Tx& tx) -> Result<Silo> {
     auto dup =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE name = ? AND time_deleted IS NULL", p.name));
     if (dup) return Fail(Error::AlreadyExists("silo", p.name));
@@ -74,8 +75,8 @@ Result<std::vector<Silo>> SiloList(Datastore& ds, const PageRequest& page) {
   });
 }
 
-Status SiloDelete(Datastore& ds, const Uuid& id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status SiloDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT name FROM silo WHERE id = ? AND time_deleted IS NULL", id));
     if (!silo) return Fail(Error::NotFoundById("silo", id.ToString()));

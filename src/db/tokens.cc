@@ -5,8 +5,9 @@
 namespace fp::db {
 
 Result<Token> TokenCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id, Role role,
-                          const std::string& name, const std::string& secret) {
-  return ds.Write<Token>([&](Tx& tx) -> Result<Token> {
+                          const std::string& name, const std::string& secret,
+                          const Effect<model::Token>& effect) {
+  return ds.Write<Token>(effect, [&](Tx& tx) -> Result<Token> {
     auto silo =
         FP_TRY(tx.QueryRow("SELECT 1 FROM silo WHERE id = ? AND time_deleted IS NULL", silo_id));
     if (!silo) return Fail(Error::NotFoundById("silo", silo_id.ToString()));
@@ -32,8 +33,8 @@ Result<std::optional<Token>> TokenAuthenticate(Datastore& ds, const std::string&
   });
 }
 
-Status TokenRevoke(Datastore& ds, const Uuid& id) {
-  return ds.Write([&](Tx& tx) -> Status {
+Status TokenRevoke(Datastore& ds, const Uuid& id, const Effect<void>& effect) {
+  return ds.Write(effect, [&](Tx& tx) -> Status {
     int64_t changed = FP_TRY(tx.Exec(
         "UPDATE token SET time_revoked = ? WHERE id = ? AND time_revoked IS NULL", tx.now(), id));
     if (changed == 0) return Fail(Error::NotFoundById("token", id.ToString()));

@@ -14,12 +14,13 @@ namespace fp::db {
 // Stores the SHA-256 of `secret`, never the secret. NotFound unless the silo is live.
 Result<model::Token> TokenCreate(Datastore& ds, const Uuid& id, const Uuid& silo_id,
                                  model::Role role, const std::string& name,
-                                 const std::string& secret);
+                                 const std::string& secret,
+                                 const Effect<model::Token>& effect = {});
 // NotFound-free: std::nullopt when no live token of a live silo has that secret. One read
 // transaction each time (app/token_cache.h answers most requests without one).
 Result<std::optional<model::Token>> TokenAuthenticate(Datastore& ds, const std::string& secret);
 // NotFound unless the token exists and is not revoked yet.
-Status TokenRevoke(Datastore& ds, const Uuid& id);
+Status TokenRevoke(Datastore& ds, const Uuid& id, const Effect<void>& effect = {});
 
 // The live tokens (not revoked, of live silos), by id, after `after` (exclusive), at most
 // `limit`. Secrets are not kept, so none is listed.

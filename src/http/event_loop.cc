@@ -19,6 +19,22 @@ namespace fp::http::detail {
 
 namespace {
 
+// The peer's address as text (an IPv4-mapped IPv6 address as IPv4).
+std::string PeerAddress(const sockaddr_storage& peer) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (peer.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, text, sizeof text);
+  } else if (peer.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      ::inet_ntop(AF_INET, &a.s6_addr[12], text, sizeof text);
+    } else {
+      ::inet_ntop(AF_INET6, &a, text, sizeof text);
+    }
+  }
+  return text;
+}
+
 // The address a client's connections are counted under: the IPv4 address, or the /64 of an
 // IPv6 address (one host commonly holds a whole /64).
 std::string ClientKey(const sockaddr_storage& peer) {
@@ -134,6 +150,7 @@ void EventServer::AcceptAll() {
     conn->id = next_id_++;
     conn->fd = fd;
     conn->client = std::move(client);
+    conn->address = PeerAddress(peer);
     conn->NextRequest(options_);
     Park(std::move(conn));
   }

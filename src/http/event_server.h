@@ -46,7 +46,8 @@ std::string ErrorWire(int status, std::string_view code, std::string_view messag
 struct Conn {
   uint64_t id = 0;
   int fd = -1;
-  std::string client;
+  std::string client;   // the key its client's connections are counted under
+  std::string address;  // the peer's address
   beast::flat_buffer buffer;
   std::optional<Parser> parser;
   beast::error_code parse_error;           // set when the request could not be read as HTTP
@@ -159,8 +160,9 @@ class EventServer final : public HttpServer {
   void Close(Conn& c);
   void CloseLocked(Conn& c);
 
+  // `request`, if given, adds the fields of HttpServerOptions::logged_headers it carries.
   void LogRequest(std::string_view method, std::string_view path, int status, TimePoint start,
-                  const std::string& request_id);
+                  const std::string& request_id, const HttpRequest* request = nullptr);
 
   HttpServerOptions options_;
   HttpHandler handler_;

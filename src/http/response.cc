@@ -75,6 +75,7 @@ bool EventServer::Answer(Conn& c) {
     }
     r.body = std::move(req.body());
     r.request_id = request_id;
+    r.source_address = c.address;
     keep_alive = req.keep_alive();
     res.version(req.version());
     HttpResponse out = handler_(r);
@@ -82,7 +83,7 @@ bool EventServer::Answer(Conn& c) {
     if (!out.body.empty()) res.set(beast_http::field::content_type, out.content_type);
     for (const auto& [k, v] : out.headers) res.set(k, v);
     res.body() = std::move(out.body);
-    LogRequest(r.method, r.path, out.status, start, request_id);
+    LogRequest(r.method, r.path, out.status, start, request_id, &r);
   }
   res.set("x-request-id", request_id);
   keep_alive = keep_alive && !stopping_;
@@ -95,19 +96,27 @@ bool EventServer::Answer(Conn& c) {
 }
 
 void EventServer::LogRequest(std::string_view method, std::string_view path, int status,
-                             TimePoint start, const std::string& request_id) {
+                             TimePoint start, const std::string& request_id,
+                             const HttpRequest* request) {
   double latency_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
   const bool read = method == "GET" || method == "HEAD";
   const bool routine =
       read && status < 400 &&
       (options_.quiet_reads || std::find(options_.quiet_paths.begin(), options_.quiet_paths.end(),
                                          path) != options_.quiet_paths.end());
-  LogEvent(routine ? "debug" : "info", "request",
-           {{"method", method},
-            {"path", path},
-            {"status", status},
-            {"latency_ms", latency_ms},
-            {"request_id", request_id}});
+  nlohmann::json fields{{"method", method},
+                        {"path", path},
+                        {"status", status},
+                        {"latency_ms", latency_ms},
+                        {"request_id", request_id}};
+  if (request) {
+    for (const auto& [header, field] : options_.logged_headers) {
+      std::string value = request->Header(header);
+      if (value.size() > 128) value.resize(128);  // an id, not a payload
+      if (!value.empty()) fields[field] = std::move(value);
+    }
+  }
+  LogEvent(routine ? "debug" : "info", "request", fields);
 }
 
 }  // namespace fp::http::detail

@@ -18,7 +18,8 @@ struct HttpRequest {
   std::string query;   // raw query string, without '?'
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
-  std::string request_id;  // assigned by the server; echoed in errors and the log
+  std::string request_id;      // assigned by the server; echoed in errors and the log
+  std::string source_address;  // the client's IP address (empty where no socket carried it)
 
   // The first header with this (lowercase) name, or empty.
   std::string Header(std::string_view name) const;
@@ -69,6 +70,9 @@ struct HttpServerOptions {
   // GETs of these paths that succeed are logged at debug too (a server's /metrics, scraped
   // all the time).
   std::vector<std::string> quiet_paths;
+  // Request headers whose values go into the request's log line: (lowercase header name, log
+  // field). An agent logs whom a call was made for (the control plane's request and saga).
+  std::vector<std::pair<std::string, std::string>> logged_headers;
 };
 
 // Counters since start; thread-safe reads.

@@ -20,6 +20,16 @@ struct Sled {
   IpAddr underlay_address;
   Timestamp time_created = 0;
   Timestamp time_modified = 0;
+  // The operator's policy: an expunged sled is out of service for good (nothing is placed on
+  // it; its instances failed when it was expunged).
+  bool expunged = false;
+  // Whether its agent answered the watcher's last call, and since when it does (or does not);
+  // nullopt until the watcher first called it.
+  std::optional<bool> agent_answers;
+  std::optional<Timestamp> agent_since;
+  // When the server that answers last read a report of the sled (only the server watching the
+  // sleds has one; not stored).
+  std::optional<Timestamp> last_report;
 };
 
 enum class InstanceState { kCreating, kNoVmm, kVmm, kFailed, kDestroyed };

@@ -126,7 +126,7 @@ std::vector<std::shared_ptr<NatReconciler::Member>> NatReconciler::Members() con
   return members_;
 }
 
-Status NatReconciler::Sync() {
+Status NatReconciler::Sync(const agents::CallContext& context) {
   auto members = Members();
   if (members.empty()) {
     return Fail(Error::Unavailable("no switch agent is configured; NAT changes wait for one"));
@@ -139,12 +139,12 @@ Status NatReconciler::Sync() {
     for (size_t i = 1; i < members.size(); ++i) {
       others.push_back(std::async(std::launch::async, [&, i] {
         bool u = false;
-        results[i] = members[i]->reconciler->Sync(u);
+        results[i] = members[i]->reconciler->Sync(u, context);
         unreachable[i] = u;
       }));
     }
     bool u = false;
-    results[0] = members[0]->reconciler->Sync(u);
+    results[0] = members[0]->reconciler->Sync(u, context);
     unreachable[0] = u;
     for (auto& f : others) f.get();
   }

@@ -109,8 +109,9 @@ class NatReconciler {
   // acknowledged all changes committed before the call. ServiceUnavailable naming the switch
   // agent if one refuses a change or installs only part of it, or if none answers (or each
   // timed out within the hold-off above); also if there is no switch. Thread-safe (calls are
-  // serialized per switch).
-  Status Sync();
+  // serialized per switch). `context`: whom the pushes are made for (sent to the switches).
+  Status Sync(const agents::CallContext& context);
+  Status Sync() { return Sync(agents::CallContext{}); }
   // Full comparison on every switch; replaces a switch's table if it differs. Returns true if
   // it repaired any. Errors: the first switch's that failed.
   Result<bool> Repair();

@@ -54,8 +54,10 @@ class FakeSwitch : public agents::SwitchAgentClient {
     for (const auto& c : changes) generation_ = std::max(generation_, c.gen);
     return generation_;
   }
-  Result<agents::NatApplied> ApplyChangesOn(
-      const std::string& boot_id, const std::vector<agents::NatChange>& changes) override {
+  using agents::SwitchAgentClient::ApplyChangesOn;
+  Result<agents::NatApplied> ApplyChangesOn(const std::string& boot_id,
+                                            const std::vector<agents::NatChange>& changes,
+                                            const agents::CallContext&) override {
     if (boot_id != kBoot) return agents::NatApplied{generation(), std::string(kBoot), true};
     int64_t reached = FP_TRY(ApplyChanges(changes));
     return agents::NatApplied{reached, std::string(kBoot), false};
@@ -311,9 +313,11 @@ class HookedSwitch : public agents::SwitchAgentClient {
   Result<int64_t> ApplyChanges(const std::vector<agents::NatChange>& changes) override {
     return inner_.ApplyChanges(changes);
   }
-  Result<agents::NatApplied> ApplyChangesOn(
-      const std::string& boot_id, const std::vector<agents::NatChange>& changes) override {
-    return inner_.ApplyChangesOn(boot_id, changes);
+  using agents::SwitchAgentClient::ApplyChangesOn;
+  Result<agents::NatApplied> ApplyChangesOn(const std::string& boot_id,
+                                            const std::vector<agents::NatChange>& changes,
+                                            const agents::CallContext& context) override {
+    return inner_.ApplyChangesOn(boot_id, changes, context);
   }
   Result<agents::NatStatus> GetStatus() override { return inner_.GetStatus(); }
   Result<int64_t> ReplaceAll(const agents::NatTable& table) override {

@@ -33,10 +33,10 @@ SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
   status_.address = client_->address();
 }
 
-Status SwitchReconciler::Sync(bool& unreachable) {
+Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context) {
   std::lock_guard lock(sync_mu_);
   refused_ = false;
-  Status s = UnlessHung<void>([&] { return SyncLocked(); });
+  Status s = UnlessHung<void>([&] { return SyncLocked(context); });
   // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
   // answer that refuses a change, a conflicting table, or anything else fails Sync.
   unreachable = !s && !refused_ && s.error().kind() == ErrorKind::kServiceUnavailable;
@@ -51,13 +51,9 @@ Result<bool> SwitchReconciler::Repair() {
 Status SwitchReconciler::Check(bool lead) {
   std::lock_guard lock(sync_mu_);
   return UnlessHung<void>([&]() -> Status {
-    agents::NatStatus at = FP_TRY(Ask());
+    bool restarted = false;
+    agents::NatStatus at = FP_TRY(Ask(&restarted));
     DesiredNat::Point desired = FP_TRY(desired_.Current());
-    const bool restarted = known_boot_ && *known_boot_ != at.boot_id;
-    if (restarted) {
-      std::lock_guard s(status_mu_);
-      ++status_.restarts_seen;
-    }
     known_boot_ = at.boot_id;
     known_generation_ = at.generation;
     if (at.generation == 0 && desired.version > 0) {
@@ -97,9 +93,18 @@ SwitchNatStatus SwitchReconciler::Snapshot() const {
   return status_;
 }
 
-Result<agents::NatStatus> SwitchReconciler::Ask() {
+Result<agents::NatStatus> SwitchReconciler::Ask(bool* restarted) {
   auto at = client_->GetStatus();
   Answered(at ? std::optional<int64_t>(at->generation) : std::nullopt, at ? nullptr : &at.error());
+  if (at) {
+    const bool another_run = last_boot_seen_ && *last_boot_seen_ != at->boot_id;
+    if (another_run) {
+      std::lock_guard s(status_mu_);
+      ++status_.restarts_seen;
+    }
+    last_boot_seen_ = at->boot_id;
+    if (restarted) *restarted = another_run;
+  }
   return at;
 }
 
@@ -135,7 +140,7 @@ Result<T> SwitchReconciler::UnlessHung(Exchange exchange) {
   return result;
 }
 
-Status SwitchReconciler::SyncLocked() {
+Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
   if (!known_generation_ || !known_boot_) {
     // Ask the switch where it is (after a start, or after an error: it may have restarted).
     int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
@@ -159,7 +164,7 @@ Status SwitchReconciler::SyncLocked() {
     if (feed.changes.empty()) break;
     std::vector<agents::NatChange> batch;
     for (const auto& c : feed.changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
-    auto applied = client_->ApplyChangesOn(*known_boot_, batch);
+    auto applied = client_->ApplyChangesOn(*known_boot_, batch, context);
     Answered(applied ? std::optional<int64_t>(applied->generation) : std::nullopt,
              applied ? nullptr : &applied.error());
     if (!applied) return Fail(applied.error());
@@ -168,15 +173,9 @@ Status SwitchReconciler::SyncLocked() {
       // came before these changes: reload it whole), or a repair lowered its generation
       // (go on from where it is).
       known_boot_.reset();
-      agents::NatStatus now = FP_TRY(Ask());
-      if (now.generation == 0 && desired > 0) {
-        {
-          std::lock_guard s(status_mu_);
-          ++status_.restarts_seen;
-        }
-        return Reload(now, true);
-      }
-      return SyncLocked();
+      agents::NatStatus now = FP_TRY(Ask());  // counts the restart
+      if (now.generation == 0 && desired > 0) return Reload(now, true);
+      return SyncLocked(context);
     }
     if (applied->generation < batch.back().gen) {
       refused_ = true;
@@ -283,9 +282,11 @@ Result<bool> SwitchReconciler::RepairLocked() {
         "again",
         client_->address())));
   }
-  // Asked again before the next change: a lowered generation started a new run.
+  // Asked again before the next change: a lowered generation started a new run, which is
+  // this server's doing, not a restart to count.
   known_boot_.reset();
   known_generation_.reset();
+  if (version < installed.generation) last_boot_seen_.reset();
   Answered(*replaced, nullptr);
   {
     std::lock_guard s(status_mu_);

@@ -24,7 +24,7 @@ class SwitchReconciler {
                    std::shared_ptr<agents::SwitchAgentClient> client);
 
   // Sync; `unreachable` tells a switch that did not answer from one that refused.
-  Status Sync(bool& unreachable);
+  Status Sync(bool& unreachable, const agents::CallContext& context = {});
 
   Result<bool> Repair();
 
@@ -40,8 +40,9 @@ class SwitchReconciler {
   agents::SwitchAgentClient& client() { return *client_; }
 
  private:
-  // Asks the switch where it is; records whether it answered.
-  Result<agents::NatStatus> Ask();
+  // Asks the switch where it is; records whether it answered, and counts a restart when it
+  // answers from another run than the last answer did (`restarted`, if given, says so).
+  Result<agents::NatStatus> Ask(bool* restarted = nullptr);
 
   // Records an exchange: the generation the switch reported, or the error it failed with.
   void Answered(std::optional<int64_t> generation, const Error* error);
@@ -49,7 +50,7 @@ class SwitchReconciler {
   template <typename T, typename Exchange>
   Result<T> UnlessHung(Exchange exchange);
 
-  Status SyncLocked();
+  Status SyncLocked(const agents::CallContext& context = {});
 
   // Replaces the table of a switch found at `at` (empty, or restarted) with the desired one.
   Status Reload(const agents::NatStatus& at, bool restarted);
@@ -72,6 +73,10 @@ class SwitchReconciler {
   // the generation is unknown after any error, so the next Sync asks the switch first.
   std::optional<std::string> known_boot_;
   std::optional<int64_t> known_generation_;
+  // The run of the switch's last answer to Ask: unlike known_boot_ (cleared after a reload or a
+  // repair, so that the next change asks first), never cleared, so that every restart is
+  // counted however it is found (guarded by sync_mu_).
+  std::optional<std::string> last_boot_seen_;
   bool refused_ = false;  // the last Sync's failure was the switch refusing (guarded by sync_mu_)
   mutable std::mutex status_mu_;
   SwitchNatStatus status_;      // guarded by status_mu_

@@ -124,6 +124,20 @@ TEST_F(SwitchesTest, TheHeartbeatReloadsASwitchThatRestartedEmpty) {
   nat_.StopBackground();
 }
 
+// A reload clears what the reconciler knows of the switch's run (its next change asks first):
+// a switch that restarts again before the next heartbeat is still counted as restarted.
+TEST_F(SwitchesTest, EveryRestartIsCountedEvenRightAfterAReload) {
+  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
+  ASSERT_TRUE(nat_.Sync());
+  nat_.StartBackground(1000);  // a second between heartbeats: the second reset lands between
+  Control(0, "POST", "/reset");
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(0).reloads == 1; }));
+  Control(0, "POST", "/reset");
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(0).reloads == 2; }));
+  EXPECT_EQ(StatusOf(0).restarts_seen, 2);
+  nat_.StopBackground();
+}
+
 // A switch at the datastore's generation whose table differs (an entry lost behind the control
 // plane's back) is found by its digest and repaired.
 TEST_F(SwitchesTest, DriftAtTheSameGenerationIsFoundByDigestAndRepaired) {

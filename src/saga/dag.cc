@@ -41,6 +41,9 @@ Json ErrorToJson(const Error& e) {
 }
 
 Error ErrorFromJson(const Json& j) {
+  // A result that is not an error object (a corrupt log, a store's test double) is no error
+  // anyone described: internal, rather than an exception out of a transaction.
+  if (!j.is_object()) return Error::Internal("unknown error");
   std::string kind = j.value("kind", "internal");
   std::string message = j.value("message", "unknown error");
   for (ErrorKind k :

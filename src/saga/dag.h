@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
@@ -33,10 +34,17 @@ using Json = nlohmann::json;
 class ActionContext {
  public:
   ActionContext(const Uuid& saga_id, const Json& params, const std::map<std::string, Json>& outputs,
-                std::string node)
-      : saga_id_(saga_id), params_(params), outputs_(outputs), node_(std::move(node)) {}
+                std::string node, std::string_view origin = {})
+      : saga_id_(saga_id),
+        params_(params),
+        outputs_(outputs),
+        node_(std::move(node)),
+        origin_(origin) {}
 
   const Uuid& saga_id() const { return saga_id_; }
+  // Who started the saga, as its starter described it (SagaOrigin::Describe; opaque to the
+  // engine), or empty.
+  std::string_view origin() const { return origin_; }
   const Json& params() const { return params_; }
   const std::string& node() const { return node_; }
   // The recorded output of an earlier node; Internal if that node has not succeeded.
@@ -47,6 +55,7 @@ class ActionContext {
   const Json& params_;
   const std::map<std::string, Json>& outputs_;
   std::string node_;
+  std::string_view origin_;
 };
 
 // An action function that runs inside the store's write transaction, returning `R`. Built from

@@ -8,7 +8,7 @@
 namespace fp::saga {
 
 SagaExecutor::Execution::Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
-                                   std::optional<SagaRow> create_row)
+                                   std::optional<SagaRow> create_row, const SagaOrigin* origin)
     : exec_(exec),
       store_(exec.store_),
       id_(log.saga.id),
@@ -21,7 +21,9 @@ SagaExecutor::Execution::Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
       events_(std::move(log.events)),
       faults_(exec.FaultsFor(dag_.name)),
       create_row_(std::move(create_row)),
-      create_with_first_node_(create_row_.has_value()) {}
+      create_with_first_node_(create_row_.has_value()),
+      origin_(origin),
+      origin_text_(log.saga.origin) {}
 
 Result<SagaOutcome> SagaExecutor::Execution::Drive() {
   FP_CHECK_OK(Replay());
@@ -82,7 +84,8 @@ Status SagaExecutor::Execution::NotQuiesced() const {
 }
 
 ActionContext SagaExecutor::Execution::Context(int i) const {
-  return ActionContext(id_, dag_.params, outputs_, dag_.nodes[static_cast<size_t>(i)].name);
+  return ActionContext(id_, dag_.params, outputs_, dag_.nodes[static_cast<size_t>(i)].name,
+                       origin_text_ ? std::string_view(*origin_text_) : std::string_view());
 }
 
 Result<const Action*> SagaExecutor::Execution::ActionOf(int i) const {
@@ -213,7 +216,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   Json output;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
     id_taken = false;  // the store may run this body again (a retried transaction)
-    if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_))) {
+    if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
       id_taken = true;
       return Fail(Error::Internal(
           fmt::format("saga {} already exists: it cannot be created again", id_.ToString())));

@@ -17,8 +17,9 @@ namespace fp::saga {
 class SagaExecutor::Execution {
  public:
   // `create_row`: set for a saga not yet in the store (see create_row_).
+  // `origin`: what the saga's starter records with its creation (saga/store.h).
   Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
-            std::optional<SagaRow> create_row = std::nullopt);
+            std::optional<SagaRow> create_row = std::nullopt, const SagaOrigin* origin = nullptr);
 
   // Replays the log, then runs the saga forward, or unwinds it, to rest.
   Result<SagaOutcome> Drive();
@@ -79,6 +80,9 @@ class SagaExecutor::Execution {
   // node's transaction (and never, if that node fails).
   std::optional<SagaRow> create_row_;
   bool create_with_first_node_ = false;
+  const SagaOrigin* origin_ = nullptr;
+  // The saga row's origin (SagaRow::origin), which every ActionContext shows.
+  std::optional<std::string> origin_text_;
   // The first node of a new saga failed: the saga was never written (see RunNode).
   bool never_written_ = false;
   std::optional<int> failed_node_;

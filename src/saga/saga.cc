@@ -56,17 +56,39 @@ bool SagaExecutor::IsRunning(const Uuid& saga_id) const {
 
 void SagaExecutor::SetStartGate(std::function<Status()> gate) { start_gate_ = std::move(gate); }
 
-Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag) {
-  return Start(saga_id, dag, /*may_exist=*/true);
+void SagaExecutor::SetLeftUnfinishedHook(std::function<void()> hook) {
+  left_unfinished_ = std::move(hook);
 }
 
-Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag) {
+void SagaExecutor::LeftUnfinished(const Error& error) {
+  if (!left_unfinished_ || quiesced()) return;
+  // Gone from the log, or another executor's now: nothing of ours to take up.
+  if (error.kind() == ErrorKind::kNotFound || IsLostSaga(error)) return;
+  left_unfinished_();
+}
+
+Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag,
+                                      const SagaOrigin* origin) {
+  return Start(saga_id, dag, /*may_exist=*/true, origin);
+}
+
+Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag, const SagaOrigin* origin) {
   // Time-ordered: the saga and saga_node_event tables, keyed by saga id, then grow at their
   // end, so the writes of a group-commit batch share pages (see Uuid::TimeOrdered).
-  return Start(Uuid::TimeOrdered(), dag, /*may_exist=*/false);
+  return Start(Uuid::TimeOrdered(), dag, /*may_exist=*/false, origin);
 }
 
-Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist) {
+Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
+                                        const SagaOrigin* origin) {
+  bool written = false;
+  Result<SagaOutcome> outcome = StartRunning(saga_id, dag, may_exist, origin, written);
+  if (!outcome && written) LeftUnfinished(outcome.error());
+  return outcome;
+}
+
+Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDag& dag,
+                                               bool may_exist, const SagaOrigin* origin,
+                                               bool& written) {
   // Before the saga can be in the store: recovery never takes a saga a request runs here.
   auto running = FP_TRY(MarkRunning(saga_id));
   for (const Node& n : dag.nodes) {
@@ -81,28 +103,34 @@ Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag,
   row.dag = dag.ToJson().dump();
   row.owner = SagaOwner{sec_, 1};
   row.engine_version = kEngineVersion;
+  if (origin) row.origin = origin->Describe();
   const Action* first = dag.nodes.empty() ? nullptr : registry_.Find(dag.nodes.front().action);
   if (may_exist) {
     auto existing = store_.Load(saga_id);
     // An idempotent retry of a saga already created: no new saga, so no start gate.
-    if (existing) return ResumeRunning(saga_id, std::nullopt);
+    if (existing) {
+      written = true;
+      return ResumeRunning(saga_id, std::nullopt);
+    }
     if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
   }
   if (start_gate_) FP_CHECK_OK(start_gate_());
   if (first && first->run_in_tx) {
     SagaLog log;
     log.saga = row;
-    Execution run(*this, std::move(log), dag, row);
+    Execution run(*this, std::move(log), dag, row, origin);
     {
       std::lock_guard lock(counts_mu_);
       ++counts_[dag.name].started;
     }
+    written = true;  // with the first node's transaction, if that commits
     return DriveCounted(run, dag.name);
   }
-  if (!FP_TRY(store_.Create(row))) {
+  if (!FP_TRY(store_.Create(row, origin))) {
     return Fail(Error::Internal(
         fmt::format("saga {} already exists: it cannot be created again", saga_id.ToString())));
   }
+  written = true;
   {
     std::lock_guard lock(counts_mu_);
     ++counts_[dag.name].started;
@@ -111,8 +139,14 @@ Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag,
 }
 
 Result<SagaOutcome> SagaExecutor::Resume(const Uuid& saga_id) {
-  auto running = FP_TRY(MarkRunning(saga_id));
-  return ResumeRunning(saga_id, std::nullopt);
+  Result<SagaOutcome> outcome = [&]() -> Result<SagaOutcome> {
+    auto running = FP_TRY(MarkRunning(saga_id));
+    return ResumeRunning(saga_id, std::nullopt);
+  }();
+  // Not when another call runs it here (that one is driving it).
+  if (!outcome && IsRunning(saga_id)) return outcome;
+  if (!outcome) LeftUnfinished(outcome.error());
+  return outcome;
 }
 
 Result<SagaOutcome> SagaExecutor::ResumeOwned(const Uuid& saga_id, int64_t generation) {

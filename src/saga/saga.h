@@ -79,10 +79,12 @@ class SagaExecutor {
   // history (the outcome is kUnwound with the node's error all the same). Errors are only
   // about the engine itself (the store unreachable past its retry deadline, a corrupt log, lost
   // ownership); an action's failure is a normal outcome (kUnwound).
-  Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag);
+  // `origin`, if given, records its own writes in the transaction that creates the saga.
+  Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag,
+                          const SagaOrigin* origin = nullptr);
   // Run() under a new random id: no saga can exist under it, so there is nothing to look up
   // before starting (one read transaction fewer per operation).
-  Result<SagaOutcome> RunNew(const SagaDag& dag);
+  Result<SagaOutcome> RunNew(const SagaDag& dag, const SagaOrigin* origin = nullptr);
   // Loads the saga's log and continues from where it stopped, writing under the generation
   // the log has. ServiceUnavailable if this executor runs the saga already (on another thread).
   Result<SagaOutcome> Resume(const Uuid& saga_id);
@@ -118,6 +120,13 @@ class SagaExecutor {
   // refuses the saga with that error. The server's coordinator refuses new sagas while this
   // server's lease is not known to be live (saga/coordinator.h). Set before any saga runs.
   void SetStartGate(std::function<Status()> gate);
+  // Sets what is called when a request's Run, RunNew or Resume returns an engine error (the
+  // store failing past its deadline, a full disk) with its saga written and not at rest: that
+  // saga is driven by nobody now, and `hook` is the server's way to take it up again at once
+  // (the coordinator's recovery, with its backoff) instead of at its next periodic pass.
+  // Called on the caller's thread after the saga is no longer running here; not for a saga
+  // another executor took over, nor after Quiesce. Set before any saga runs.
+  void SetLeftUnfinishedHook(std::function<void()> hook);
   const std::string& sec() const { return sec_; }
   // For shutdown, once no request can start a saga any more: from now on every saga this
   // executor drives stops before its next node or undo and returns ServiceUnavailable; its log
@@ -143,7 +152,14 @@ class SagaExecutor {
   class Execution;
   // Drives `run` of the saga `name`, counting it in flight and its outcome.
   Result<SagaOutcome> DriveCounted(Execution& run, const std::string& name);
-  Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist);
+  Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
+                            const SagaOrigin* origin);
+  // Start's body, with the saga marked running; sets `written` once the saga may be in the
+  // store.
+  Result<SagaOutcome> StartRunning(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
+                                   const SagaOrigin* origin, bool& written);
+  // Calls the left-unfinished hook if `error` left a saga that nobody drives.
+  void LeftUnfinished(const Error& error);
   // Resume's body; the caller marked the saga running. `generation`: the one the caller owns
   // it in (nullopt: the log's).
   Result<SagaOutcome> ResumeRunning(const Uuid& saga_id, std::optional<int64_t> generation);
@@ -160,6 +176,7 @@ class SagaExecutor {
   std::optional<FaultPlan> faults_;
   std::atomic<bool> quiesced_{false};
   std::function<Status()> start_gate_;
+  std::function<void()> left_unfinished_;
   mutable std::mutex running_mu_;
   std::set<Uuid> running_;  // guarded by running_mu_
   mutable std::mutex counts_mu_;

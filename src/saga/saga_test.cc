@@ -405,3 +405,18 @@ TEST(SagaRecovery, UnwindsFromEveryPrefixOfAnUnwindingLog) {
 
 }  // namespace
 }  // namespace fp::saga
+
+namespace fp::saga {
+namespace {
+
+TEST(ErrorJsonTest, AResultThatIsNoErrorObjectReadsAsAnInternalErrorWithoutThrowing) {
+  EXPECT_EQ(ErrorFromJson(Json("boom")).kind(), ErrorKind::kInternal);
+  EXPECT_EQ(ErrorFromJson(Json()).kind(), ErrorKind::kInternal);
+  Error e = ErrorFromJson(ErrorToJson(Error::Unavailable("retry", 3)));
+  EXPECT_EQ(e.kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(e.message(), "retry");
+  EXPECT_EQ(e.retry_after_seconds(), 3);
+}
+
+}  // namespace
+}  // namespace fp::saga

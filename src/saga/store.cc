@@ -46,10 +46,10 @@ bool IsLostSaga(const Error& e) {
          e.message().find(kLostMarker) != std::string::npos;
 }
 
-Result<bool> SagaStore::Create(const SagaRow& row) {
+Result<bool> SagaStore::Create(const SagaRow& row, const SagaOrigin* origin) {
   bool created = false;
   FP_CHECK_OK(Write([&](StoreTx& tx) -> Status {
-    created = FP_TRY(CreateIn(tx, row));
+    created = FP_TRY(CreateIn(tx, row, origin));
     return Ok();
   }));
   return created;

@@ -11,8 +11,9 @@
 // commits durably or not at all. So the guarantees of one transaction hold across the engine
 // and the actions without the engine knowing what a transaction is: a database node's effect
 // and its "succeeded" event commit together, and a new saga's row commits with its first
-// database node. A store may also add writes of its own to the transaction that creates a
-// saga (the datastore links a keyed request's idempotency record to the saga there).
+// database node. Whoever starts a saga may add writes of its own to the transaction that
+// creates it (SagaOrigin: the server records the request's idempotency key and audit entry
+// there), which the store runs and the engine never looks at.
 
 #include <cstdint>
 #include <functional>
@@ -74,6 +75,8 @@ struct SagaRow {
   int64_t engine_version = 1;
   std::optional<std::string> result;  // JSON: the output (done) or the error (unwound, stuck)
   Timestamp time_created = 0;
+  // JSON, opaque to the engine: who started the saga (SagaOrigin::Describe), for operators.
+  std::optional<std::string> origin;
 };
 
 struct SagaEvent {
@@ -101,6 +104,18 @@ class StoreTx {
   StoreTx& operator=(const StoreTx&) = default;
 };
 
+// What the starter of a saga records in the transaction that creates the saga, with it: the
+// store calls RecordIn inside CreateIn once it inserted the row. The engine only passes it
+// along. Must stay valid while the saga is being created (Run, RunNew).
+class SagaOrigin {
+ public:
+  virtual ~SagaOrigin() = default;
+  virtual Status RecordIn(StoreTx& tx, const Uuid& saga_id) const = 0;
+  // What the saga's row keeps of its starter (JSON: the request's id, actor, operation), shown
+  // to operators who ask why the saga ran.
+  virtual std::optional<std::string> Describe() const = 0;
+};
+
 // The persistent saga log. Implementations are thread-safe: an executor runs several sagas at
 // once, each on its caller's thread.
 class SagaStore {
@@ -117,8 +132,9 @@ class SagaStore {
 
   // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---
 
-  // Inserts the saga row unless a saga with this id exists. Returns true if it inserted.
-  virtual Result<bool> CreateIn(StoreTx& tx, const SagaRow& row) = 0;
+  // Inserts the saga row unless a saga with this id exists, and then what `origin` (if any)
+  // records with it. Returns true if it inserted.
+  virtual Result<bool> CreateIn(StoreTx& tx, const SagaRow& row, const SagaOrigin* origin) = 0;
   // Appends an event (idempotent: a duplicate of an existing event, same node and type, is
   // ignored) and, if given, moves the saga to `new_state` with `result`. LostSagaError if
   // `owner` (sec and generation) no longer owns the saga: nothing is written, the caller's
@@ -148,7 +164,7 @@ class SagaStore {
                                  const std::string& result) = 0;
 
   // CreateIn and RecordIn in a transaction of their own.
-  Result<bool> Create(const SagaRow& row);
+  Result<bool> Create(const SagaRow& row, const SagaOrigin* origin = nullptr);
   Status Record(const Uuid& saga_id, const SagaOwner& owner, const std::optional<SagaEvent>& event,
                 std::optional<SagaState> new_state, const std::optional<std::string>& result);
 };

@@ -162,6 +162,8 @@ EXTENSION_OPERATIONS = {
     ("GET", "/v1/system/sagas"): {"200": {"$ref": "#/$defs/FloatplaneSagaResultsPage"}},
     # Operator extension: the Oxide Instance view of the instance being migrated.
     ("POST", "/v1/system/instances/{instance}/migrate"): {"202": {"$ref": "#/$defs/Instance"}},
+    # Operator extension: Oxide's Sled view of the sled, now expunged.
+    ("POST", "/v1/system/hardware/sleds/{sled_id}/expunge"): {"200": {"$ref": "#/$defs/Sled"}},
 }
 
 _HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -501,6 +503,19 @@ def pytest_runtest_setup(item):
 # ---------------------------------------------------------------------------------------------
 # The server process
 
+def json_records(text):
+    """The lines of a process's log that are JSON objects, decoded."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
@@ -683,15 +698,7 @@ class FloatplaneServer:
 
     def log_records(self):
         """The stderr lines that are JSON objects, decoded."""
-        records = []
-        for line in self.stderr_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+        return json_records(self.stderr_text())
 
     def wait_for_log(self, predicate, timeout=5.0):
         """Polls stderr until a JSON record satisfies `predicate`; returns all such records."""
@@ -731,8 +738,9 @@ class SimAgent:
     def start(self):
         # Simulated unless the flags name a dataplane (`--dataplane nftables ...`).
         sim = [] if "--dataplane" in self.flags else ["--sim"]
+        # Test faults (POST /faults, /reset) answer only with --enable-test-faults.
         command = [str(self.binary), f"{self.kind}-agent", *sim, "--listen", "127.0.0.1:0",
-                   *self.flags]
+                   "--enable-test-faults", *self.flags]
         listening = threading.Event()
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
@@ -778,12 +786,24 @@ class SimAgent:
             return f"{self.kind} agent {self.url} exited with {code}\n{self.describe_output()}"
         return None
 
+    def kill(self):
+        """SIGKILL, as a sled whose machine died; nothing is left for stop() to stop."""
+        self.process.kill()
+        self.process.wait()
+        self.process = None
+
     def describe_output(self):
         stderr = ""
         if self.stderr_path.exists():
             stderr = self.stderr_path.read_text(encoding="utf-8", errors="replace")
         return ("--- stdout ---\n" + "\n".join(self._stdout[-10:]) +
                 "\n--- stderr (tail) ---\n" + "\n".join(stderr.splitlines()[-20:]))
+
+    def log_records(self):
+        """Its stderr lines that are JSON objects, decoded."""
+        if not self.stderr_path.exists():
+            return []
+        return json_records(self.stderr_path.read_text(encoding="utf-8", errors="replace"))
 
     # -- its API --
 
@@ -998,12 +1018,12 @@ def start_agent(floatplane_bin, tmp_path):
 @pytest.fixture
 def start_rack(start_agent, start_server):
     """Factory: start_rack(sleds=2, sled_flags=..., server_args=(), env=None,
-    database_url=None, switches=1) -> Rack: `switches` switch agents, `sleds` sled agents (with `sled_flags`, by
-    default short start and stop delays) and a server on a fresh data dir driving them (on
-    `database_url` if given, see start_server). The server stops before the agents at
-    teardown."""
+    database_url=None, switches=1, data_dir=None) -> Rack: `switches` switch agents, `sleds`
+    sled agents (with `sled_flags`, by default short start and stop delays) and a server on a
+    fresh data dir (`data_dir` if given) driving them (on `database_url` if given, see
+    start_server). The server stops before the agents at teardown."""
     def start(sleds=2, sled_flags=("--start-delay-ms", "150", "--stop-delay-ms", "50"),
-              server_args=(), env=None, database_url=None, switches=1):
+              server_args=(), env=None, database_url=None, switches=1, data_dir=None):
         switch_agents = [start_agent("switch") for _ in range(switches)]
         sled_agents = [start_agent("sled", *sled_flags) for _ in range(sleds)]
         dataplane_args = []
@@ -1011,8 +1031,8 @@ def start_rack(start_agent, start_server):
             dataplane_args += ["--switch-agent", agent.url]
         for agent in sled_agents:
             dataplane_args += ["--sled-agent", agent.url]
-        server = start_server(extra_args=[*dataplane_args, *server_args], env=env,
-                              database_url=database_url)
+        server = start_server(data_dir=data_dir, extra_args=[*dataplane_args, *server_args],
+                              env=env, database_url=database_url)
         return Rack(server, switch_agents, sled_agents, dataplane_args)
 
     return start

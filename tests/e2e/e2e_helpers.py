@@ -308,6 +308,31 @@ def wait_run_state(client, instance_id, state, timeout=10.0):
                       describe=lambda: f"last view: {last.get('view')}")
 
 
+def running_vm_with_fip(rack, pool, first, last, project):
+    """The silo's default pool `pool` (first..last), project `project` with a running instance
+    `vm` and a floating IP `f` not attached; returns (vm, fip, the vm's sled agent)."""
+    admin = rack.admin
+    make_pool(admin, pool, first, last)
+    link(admin, pool, default=True)
+    make_project(admin, project)
+    vm = make_instance(admin, project, "vm")
+    wait_run_state(admin, vm["id"], "running")
+    fip = expect(admin.post("/v1/floating-ips", {"name": "f", "description": ""},
+                            params={"project": project}), 201)
+    [(sled_id, _)] = rack.vms(vm["id"])
+    return vm, fip, rack.agent_by_id[sled_id]
+
+
+# -- agent faults -------------------------------------------------------------------------------
+
+# Server flags for a test that injects faults into a switch agent's NAT pushes: no heartbeat
+# within the test, so that the operation's own pushes (and its undo's) are the only ones and
+# meet the faults. At the default 100 ms a heartbeat that found the switch behind (an
+# operation's NAT rows committed, its switch node not yet run) pushed first and took the
+# faults, or installed the change, and the operation succeeded (seen on PostgreSQL under load).
+QUIET_SWITCH = ("--nat-heartbeat-ms", "3600000")
+
+
 # -- sagas (extension endpoint) ----------------------------------------------------------------
 
 SETTLED_SAGA_STATES = ("done", "unwound")

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import pytest
 
-from e2e_helpers import (assert_retry_later, attach_ephemeral, attach_fip, auto_pool,
+from e2e_helpers import (QUIET_SWITCH, assert_retry_later, attach_ephemeral, attach_fip, auto_pool,
                          detach_ephemeral, detach_fip, expect, instance_external_ips, link,
                          list_sagas, make_fip, make_instance, make_pool, make_project, nat_key,
                          same_ip, utilization, wait_external_ip_agreement, wait_run_state,
@@ -310,8 +310,8 @@ def test_crash_after_saga_node_recovers_to_a_clean_state(start_rack, op, kind, n
 # Agent faults during attach and detach
 
 FAULTS = {
-    # Two refusals: the call's own push and the best-effort push of its undo (and the call's
-    # own push still fails if the 2 s background sync of the NAT reconciler takes one).
+    # Two refusals: the call's own push and the best-effort push of its undo (with the
+    # heartbeat quiet: QUIET_SWITCH).
     "switch-refuses": ("switch", {"fail_next": 2}),
     "sled-refuses": ("sled", {"fail_next": 1}),
     # The sled changes the VM's addresses, then answers 503: the unwind must change them back.
@@ -328,7 +328,8 @@ FAULTS = {
 def test_agent_fault_unwinds_the_operation_and_a_retry_succeeds(start_rack, op, kind, fault):
     where, rule = FAULTS[fault]
     hang = rule.get("hang", False)
-    rack = prepare(start_rack(server_args=["--agent-timeout-ms", "500"] if hang else []))
+    args = ["--agent-timeout-ms", "500"] if hang else []
+    rack = prepare(start_rack(server_args=args + list(QUIET_SWITCH if where == "switch" else ())))
     case = Case(rack, kind, None)
     if op == "detach":
         case.succeed("attach")
@@ -342,6 +343,8 @@ def test_agent_fault_unwinds_the_operation_and_a_retry_succeeds(start_rack, op, 
     reply = case.call(op)
     elapsed = time.monotonic() - began
     body = assert_retry_later(reply, f"{where} agent", agent.url)
+    if where == "switch":
+        assert agent.faults()["faults"] == [], f"the {op} and its undo each pushed once"
     if hang:
         assert elapsed < 3.0, (
             f"the {op} took {elapsed:.1f} s with a 500 ms agent timeout: {body}")

@@ -11,9 +11,12 @@ import shlex
 import stat
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+from e2e_helpers import QUIET_SWITCH
 
 GOLDEN = Path(__file__).resolve().parent / "cli_golden"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -113,6 +116,11 @@ def test_a_tour_from_login_to_an_attached_floating_ip(cli):
             "public entry", "--pool", "public")
     cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
             "www-1")
+    # An action prints with its list's columns (the instance by name; issue 23 item 8).
+    for action in ("detach", "attach"):
+        cli.run("floating-ip", action, "--project", "web", "--floating-ip", "www", "--quiet",
+                "--format", "table:name,instance",
+                *(["--instance", "www-1"] if action == "attach" else []))
     cli.run("instance", "update", "--project", "web", "--instance", "www-1", "--ncpus", "2",
             "--format", "table:name,ncpus,memory")
     cli.run("instance", "stop", "--project", "web", "--instance", "www-1", "--wait", "--quiet",
@@ -158,6 +166,80 @@ def test_a_refused_attach_names_the_holder_on_one_line(cli):
     cli.check_golden("refused_attach")
 
 
+def test_the_audit_log_says_who_did_what_in_a_table(cli):
+    cli.login()
+    cli.transcript.clear()
+    assert cli.run("project", "create", "--name", "web", "--description", "",
+                   record=False).returncode == 0
+    assert cli.run("project", "create", "--name", "web", "--description", "",
+                   record=False).returncode == 1
+    cli.run("audit-log", "list", "--format", "table:operation_id,result,source_ip,error_message")
+    cli.run("audit-log", "list", "--start-time", "yesterday")
+    cli.check_golden("audit_log")
+
+
+def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_server, tmp_path):
+    # Issue 23 item 3: the error names a request id; the saga list finds the saga by it, and
+    # the saga's view says which node failed and why.
+    server = start_server(extra_args=["--enable-test-faults", *QUIET_SWITCH])
+    cli = Cli(floatplane_bin, tmp_path, server)
+    prepare(cli)
+    for args in (["instance", "create", "--project", "web", "--name", "vm", "--description", "",
+                  "--hostname", "vm", "--memory", "1g", "--ncpus", "1", "--wait"],
+                 ["floating-ip", "create", "--project", "web", "--name", "www", "--description",
+                  ""]):
+        assert cli.run(*args, record=False).returncode == 0, args
+    [dataplane] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
+    for url in dataplane["switch_agents"]:  # the dev server's in-process switches
+        # The attach's push and its undo's.
+        fault = json.dumps({"endpoint": "POST /nat/changes", "fail_next": 2}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/faults", data=fault,
+                                                           method="POST"), timeout=10) as r:
+            assert r.status == 200
+    failed = cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www",
+                     "--instance", "vm")
+    assert failed.returncode == 1, failed
+    request_id = re.search(r"request id (\S+)\)$", failed.stderr.strip()).group(1)
+
+    found = cli.run("system", "saga", "list", "--request-id", request_id)
+    assert found.returncode == 0, found.stderr
+    [saga] = json.loads(found.stdout)
+    assert (saga["name"], saga["state"], saga["request_id"]) == ("ip_attach", "unwound",
+                                                                 request_id)
+    unwound = json.loads(cli.run("system", "saga", "list", "--state", "unwound").stdout)
+    assert [s["id"] for s in unwound] == [saga["id"]]
+
+    shown = cli.run("system", "saga", "view", "--saga-id", saga["id"], "--format", "table")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith(f'saga {saga["id"]} (ip_attach): unwound: node "dataplane" '
+                               f'failed: switch agent at '), lines[0]
+    assert 'injected fault: fail_next on "POST /nat/changes"' in lines[0]
+    assert lines[1].startswith("started ") and f"by request {request_id}" in lines[1]
+    assert re.fullmatch(r"acts on floating IP www \(10\.0\.0\.\d\), instance vm", lines[2]), lines
+    outcomes = [line.split()[:3] for line in lines[4:]]
+    assert outcomes == [["0", "begin", "undone"], ["1", "dataplane", "failed"],
+                        ["2", "complete", "pending"]], lines
+    story = json.loads(cli.run("system", "saga", "view", "--saga-id", saga["id"]).stdout)
+    assert story["origin"]["request_id"] == request_id
+    assert story["origin"]["operation_id"] == "floating_ip_attach"
+    assert story["error"]["http_status_code"] == 503
+
+
+def test_floatplane_alone_help_and_version_answer_without_an_error(cli):
+    for words in ([], ["help"], ["--help"]):
+        shown = cli.run(*words, record=False)
+        assert shown.returncode == 0, (words, shown)
+        assert "Subcommands:" in shown.stdout and "floating-ip" in shown.stdout, shown.stdout
+        assert shown.stderr == ""
+    helped = cli.run("help", "instance", "create", record=False)
+    assert helped.returncode == 0 and "--ncpus" in helped.stdout, helped
+    version = cli.run("--version", record=False)
+    assert version.returncode == 0, version
+    assert version.stdout == cli.run("version", record=False).stdout
+    assert version.stdout.startswith("floatplane "), version.stdout
+
+
 def test_usage_errors_are_found_before_any_request(cli):
     # OXIDE_HOST points at a closed port: a request would exit 4, not 2.
     closed = {"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_TOKEN": "x"}
@@ -170,11 +252,21 @@ def test_usage_errors_are_found_before_any_request(cli):
     cli.run("instance", "start", "--project", "web", "--instance", "a", "--wait",
             "--wait-timeout", "soon", env=closed)
     cli.run("project", "lst", env=closed)
+    # A misspelt flag is named, with the closest one (not reported as another one missing).
+    cli.run("floating-ip", "list", "--projet", "web", env=closed)
     # A table column the answer will not have: refused before the create, not after it.
     cli.run("project", "create", "--name", "web", "--description", "", "--format", "table:nmae",
             env=closed)
     cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www", "--instance",
             "a", "--format", "table:name,pool_id", env=closed)
+    # Issue 23 item 8: numbers and ranges in the user's terms (not CLI11's float limits, not
+    # the server's "unable to parse JSON body").
+    cli.run("instance", "create", "--project", "web", "--name", "a", "--description", "",
+            "--hostname", "a", "--memory", "1g", "--ncpus", "0", env=closed)
+    cli.run("project", "list", "--limit", "0", env=closed)
+    cli.run("project", "list", "--timeout", "0", env=closed)
+    cli.run("system", "networking", "ip-pool", "range", "add", "--pool", "p", "--first",
+            "10.0.0.9", "--last", "10.0.0.1", env=closed)
     for entry in cli.transcript:
         assert "--- exit 2\n" in entry, entry
     cli.check_golden("usage_errors")
@@ -185,8 +277,12 @@ def test_credentials_missing_or_conflicting_exit_3_and_an_unreachable_server_exi
     cli.run("project", "list", env={"OXIDE_TOKEN": "x"})
     cli.run("project", "list", env={"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_PROFILE": "p"})
     cli.run("ping", env={"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_TOKEN": "x"})
+    # A list whose first request found no server prints nothing on stdout: "[]" would read as
+    # "there are none".
+    down = cli.run("project", "list", env={"OXIDE_HOST": "http://127.0.0.1:1", "OXIDE_TOKEN": "x"})
+    assert down.stdout == "" and down.returncode == 4, down
     codes = [int(re.search(r"--- exit (\d+)", e).group(1)) for e in cli.transcript]
-    assert codes == [3, 3, 3, 4]
+    assert codes == [3, 3, 3, 4, 4]
     cli.check_golden("credentials_and_unreachable")
 
 
@@ -196,8 +292,10 @@ def test_a_wait_that_times_out_exits_5_naming_the_last_state(cli):
     cli.run("instance", "create", "--project", "web", "--name", "idle", "--description", "",
             "--hostname", "idle", "--memory", "1g", "--ncpus", "1", "--start", "false", "--wait",
             "--quiet", "--format", "table:name,run_state")
+    # Issue 23 item 8: its flag is --wait-timeout, as on every --wait, and as the error says;
+    # --timeout is one request's deadline (seconds) everywhere.
     cli.run("instance", "wait", "--project", "web", "--instance", "idle", "--state", "running",
-            "--timeout", "1s")
+            "--wait-timeout", "1s")
     assert "--- exit 5\n" in cli.transcript[-1]
     cli.check_golden("wait_timeout")
 
@@ -290,7 +388,9 @@ def test_the_dev_server_says_how_to_use_it_and_never_prints_the_token(start_serv
 
 def test_wait_retries_a_503_with_the_same_idempotency_key_until_it_succeeds(floatplane_bin,
                                                                             start_rack, tmp_path):
-    rack = start_rack(sleds=1, sled_flags=("--start-delay-ms", "4000", "--stop-delay-ms", "50"))
+    # Starting for 10 s: under ASan the commands before the --wait took over 4 s, and the
+    # attach then found the instance running at its first try.
+    rack = start_rack(sleds=1, sled_flags=("--start-delay-ms", "10000", "--stop-delay-ms", "50"))
     cli = Cli(floatplane_bin, tmp_path, rack.server)
     prepare(cli)
     for args in (["instance", "create", "--project", "web", "--name", "slow", "--description", "",
@@ -309,7 +409,7 @@ def test_wait_retries_a_503_with_the_same_idempotency_key_until_it_succeeds(floa
     assert late.returncode == 5, late.stderr
     assert "still refused at the --wait-timeout" in late.stderr and "is starting" in late.stderr
     # With --wait it is retried, with the same key, until the instance runs.
-    done = cli.run("--debug", *attach, "--wait", "--wait-timeout", "20s", record=False)
+    done = cli.run("--debug", *attach, "--wait", "--wait-timeout", "30s", record=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["name"] == "www"
     keys = re.findall(r"^> Idempotency-Key: (\S+)$", done.stderr, re.M)
@@ -419,6 +519,43 @@ def test_completion_offers_the_commands_and_flags_of_the_words_so_far(cli):
              'echo "${COMPREPLY[@]}"')
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.stdout.split() == ["attach"], (script, done.stderr)
+
+
+def test_completion_offers_a_flags_values_and_the_names_of_resources(cli):
+    def complete(*words):
+        return cli.run("__complete", *words, record=False).stdout.split()
+
+    # Allowed values, from the flag's own check; a flag that takes no value changes nothing.
+    assert complete("floating-ip", "create", "--ip-version") == ["v4", "v6"]
+    assert complete("system", "saga", "list", "--state") == ["running", "unwinding", "done",
+                                                              "unwound", "stuck"]
+    assert "--wait-timeout" in complete("instance", "start", "--wait")
+    # Names, asked of the API with the profile's credentials (none before login).
+    assert complete("instance", "view", "--project") == []
+    cli.login()
+    for name in ("web", "db"):
+        cli.run("project", "create", "--name", name, "--description", "")
+    cli.run("system", "networking", "ip-pool", "create", "--name", "public", "--description", "")
+    assert complete("instance", "view", "--project") == ["db", "web"]
+    assert complete("system", "networking", "ip-pool", "view", "--pool") == ["public"]
+    assert complete("system", "networking", "ip-pool", "silo", "link", "--silo") == ["default"]
+    cli.run("system", "networking", "ip-pool", "range", "add", "--pool", "public", "--first",
+            "203.0.113.10", "--last", "203.0.113.20")
+    cli.run("system", "networking", "ip-pool", "silo", "link", "--pool", "public", "--silo",
+            "default", "--is-default", "true")
+    cli.run("floating-ip", "create", "--project", "web", "--name", "www", "--description", "")
+    assert complete("floating-ip", "view", "--project", "web", "--floating-ip") == ["www"]
+    assert complete("floating-ip", "view", "--floating-ip") == []  # which project's?
+    assert complete("floating-ip", "create", "--project", "web", "--pool") == ["public"]
+    # Through the bash script: the partial word narrows the names.
+    bin_dir = str(Path(cli.binary).parent)
+    probe = (f'export PATH="{bin_dir}:$PATH"\neval "$(floatplane completion -s bash)"\n'
+             "COMP_WORDS=(floatplane instance list --project w); COMP_CWORD=4; _floatplane\n"
+             'echo "${COMPREPLY[@]}"')
+    token = (cli.server.data_dir / "admin-token").read_text().strip()
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, OXIDE_HOST=cli.host, OXIDE_TOKEN=token))
+    assert done.stdout.split() == ["web"], done.stderr
 
 
 def test_env_runs_a_command_with_the_profiles_host_and_token_and_returns_its_status(cli):

@@ -99,6 +99,42 @@ def test_the_coordinator_id_is_kept_across_restarts_unless_given(server):
     assert id_file.read_text() == first
 
 
+def test_a_second_server_on_the_same_data_dir_refuses_and_the_first_goes_on(
+        server, floatplane_bin, server_database_args):
+    """Issue 23 item 6: one server per data directory. The second names the process that holds
+    the directory and exits; the first's sagas still run (before, its coordinator id was taken
+    over and every saga it started was answered 503)."""
+    make_pool(server.admin, "held-pool", "198.51.100.90", "198.51.100.91")
+    link(server.admin, "held-pool", default=True)
+    instance = make_instance(server.admin, make_project(server.admin, "held")["name"], "vm-1")
+    wait_run_state(server.admin, instance["id"], "running")
+    second = subprocess.run(
+        [str(floatplane_bin), "server", "--dev", "--data-dir", str(server.data_dir),
+         "--listen", "127.0.0.1:0", *server_database_args(server.data_dir)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert second.returncode == 1, second
+    assert "listening" not in second.stdout
+    message = second.stderr.strip().splitlines()[-1]
+    assert message.startswith(f"floatplane server: the data directory (--data-dir) "
+                              f"{server.data_dir} is in use by another floatplane server: "), message
+    assert f"(pid {server.process.pid}: " in message, message
+    assert message.endswith("; stop that server first, or give this one another --data-dir"), \
+        message
+    expect(server.admin.post(f"/v1/instances/{instance['id']}/stop"), 202)
+    wait_run_state(server.admin, instance["id"], "stopped")
+    assert wait_run_state(server.admin, instance["id"], "stopped")["run_state"] == "stopped"
+
+
+def test_a_data_dir_held_by_a_killed_server_is_free_at_once(server):
+    """The lock is the kernel's: a SIGKILLed server leaves nothing that blocks the next start."""
+    make_project(server.admin, "before-kill")
+    server.stop(signal.SIGKILL)
+    assert (server.data_dir / "floatplane.lock").exists()
+    server.start()
+    listed = {p["name"] for p in expect(server.admin.get("/v1/projects"), 200)["items"]}
+    assert "before-kill" in listed
+
+
 def test_restart_twice_on_same_dir(server):
     make_project(server.admin, "first-life")
     server.restart()

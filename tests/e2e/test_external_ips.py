@@ -301,14 +301,19 @@ def test_external_ip_attach_ephemeral_at_pool_exhaustion(rootbeer):
     """Scenario 15."""
     admin, rack = rootbeer.admin, rootbeer.rack
     make_pool(admin, "other-pool", "10.1.0.1", "10.1.0.1")
-    link(admin, "other-pool")
     first = stopped_instance(admin, "exhaust-1")
     second = stopped_instance(admin, "exhaust-2")
+    # Not linked yet: a fleet admin is told so, and how to link it (issue 23 item 8).
+    assert_error(attach_ephemeral(admin, first["id"], explicit_pool("other-pool")), 404,
+                 "ObjectNotFound",
+                 'not found: ip-pool with name "other-pool" (it exists, but is not linked to silo '
+                 '"default": link it with POST /v1/system/ip-pools/other-pool/silos)')
+    link(admin, "other-pool")
 
     eph = expect(attach_ephemeral(admin, first["id"], explicit_pool("other-pool")), 202)
     assert eph["ip"] == "10.1.0.1" and eph["kind"] == "ephemeral", eph
     assert_error(attach_ephemeral(admin, second["id"], explicit_pool("other-pool")), 507,
-                 "InsufficientCapacity", NO_ADDRESSES)
+                 "InsufficientCapacity", NO_ADDRESSES + ' in pool "other-pool" for an ephemeral IP')
     assert kinds(instance_external_ips(admin, second["id"])) == ["snat"]
     # Idempotent even though the pool is exhausted.
     assert expect(attach_ephemeral(admin, first["id"], explicit_pool("other-pool")), 202) == eph

@@ -11,15 +11,26 @@ from types import SimpleNamespace
 
 import pytest
 
-from e2e_helpers import (DEFAULT_SILO, NO_ALLOCATOR, assert_error, create_fip, delete_fip,
-                         expect, explicit_ip, from_default, from_pool, ip_list, ips, link,
-                         list_all, list_pages, make_fip, make_pool, make_project, make_silo,
-                         names, role_client, same_ip, timestamp_ns, unlink, utilization)
+from e2e_helpers import (DEFAULT_SILO, NO_ALLOCATOR, assert_error, create_fip, create_instance,
+                         delete_fip, expect, explicit_ip, from_default, from_pool, ip_list, ips,
+                         link, list_all, list_pages, make_fip, make_pool, make_project,
+                         make_silo, names, role_client, same_ip, timestamp_ns, unlink,
+                         utilization)
 
 PROJECT = "rootbeer-float"
 MULTIPLE_DEFAULTS = ("Multiple default unicast IP pools exist with different IP versions. "
                      "Please specify ip_version (v4 or v6) or provide an explicit pool.")
-NO_ADDRESSES = "Insufficient capacity: No external IP addresses available"
+def not_linked(pool, by="name", silo=DEFAULT_SILO):
+    """Oxide's 404 for a pool not linked to the caller's silo, as a fleet admin reads it: with
+    why and what to do (issue 23 item 8). A silo's users get Oxide's words alone."""
+    return (f'not found: ip-pool with {by} "{pool}" (it exists, but is not linked to silo '
+            f'"{silo}": link it with POST /v1/system/ip-pools/{pool}/silos)')
+
+
+def no_addresses(pool, fip):
+    """Oxide's message, then the pool that is full and the floating IP it was for."""
+    return (f'Insufficient capacity: No external IP addresses available in pool "{pool}" for '
+            f'floating IP "{fip}"')
 
 
 def create_default_ip_pools(admin):
@@ -88,7 +99,7 @@ def test_floating_ip_create(rootbeer):
 
     other = make_pool(admin, "other-pool", "10.1.0.1", "10.1.0.5")
     assert_error(create_fip(admin, PROJECT, "from-other", from_pool("other-pool")), 404,
-                 "ObjectNotFound", 'not found: ip-pool with name "other-pool"')
+                 "ObjectNotFound", not_linked("other-pool"))
     assert utilization(admin, "other-pool") == (5, 5)
 
     link(admin, "other-pool", DEFAULT_SILO, default=False)
@@ -124,7 +135,7 @@ def test_floating_ip_create_non_admin(env):
 def test_floating_ip_create_fails_in_other_silo_pool(env):
     admin = env.admin
     make_pool(admin, "external-silo-pool", "10.13.0.0", "10.13.0.255")
-    message = 'not found: ip-pool with name "external-silo-pool"'
+    message = not_linked("external-silo-pool")
     assert_error(create_fip(admin, PROJECT, "elsewhere", from_pool("external-silo-pool")), 404,
                  "ObjectNotFound", message)
 
@@ -295,7 +306,7 @@ def test_lowest_free_address_wins_across_ranges(env):
             for i in range(3)]
     assert ips(fips) == ip_list("10.40.0.1", "10.40.0.2", "10.40.0.11")
     assert_error(create_fip(admin, "multi-range", "multi-full", from_pool("fip-multi")), 507,
-                 "InsufficientCapacity", NO_ADDRESSES)
+                 "InsufficientCapacity", no_addresses("fip-multi", "multi-full"))
 
 
 def test_exhausted_range_is_skipped(env):
@@ -346,7 +357,7 @@ def test_exhaustion_is_507_and_never_falls_back_to_another_pool(env):
     for name, allocator in (("by-default", NO_ALLOCATOR), ("by-version", from_default("v4")),
                             ("by-pool", from_pool("fip-tiny"))):
         assert_error(create_fip(user, "exhaust", name, allocator), 507,
-                     "InsufficientCapacity", NO_ADDRESSES)
+                     "InsufficientCapacity", no_addresses("fip-tiny", name))
     assert utilization(admin, "fip-roomy") == (256, 256)
     assert utilization(admin, "fip-tiny") == (2, 0)
     assert names(list_all(user, "/v1/floating-ips", project="exhaust")) == ["tiny-0", "tiny-1"]
@@ -355,13 +366,31 @@ def test_exhaustion_is_507_and_never_falls_back_to_another_pool(env):
     assert roomy["ip"] == "10.31.0.0"
 
 
+def test_an_instance_whose_snat_block_finds_no_room_is_told_which_pool_is_full(env):
+    # Issue 23 item 8: the capacity error at instance create names the pool and the kind of
+    # address (its SNAT block), not only Oxide's "No external IP addresses available".
+    admin = env.admin
+    make_silo(admin, "snat-full")
+    make_pool(admin, "snat-one", "10.32.0.1", "10.32.0.1")  # one address: four SNAT blocks
+    link(admin, "snat-one", "snat-full", default=True)
+    user = role_client(admin, "snat-full", "silo_collaborator")
+    make_project(user, "snat-full")
+    for i in range(4):
+        expect(create_instance(user, "snat-full", f"vm-{i}", start=False), 201)
+    assert_error(create_instance(user, "snat-full", "vm-4", start=False), 507,
+                 "InsufficientCapacity",
+                 'Insufficient capacity: No external IP addresses available in pool "snat-one" '
+                 "for the instance's SNAT address (every instance with an IPv4 interface takes "
+                 "a quarter of an address from the silo's default IPv4 pool)")
+
+
 def test_explicit_pool_must_exist_and_be_linked(env):
     admin = env.admin
     unlinked = make_pool(admin, "fip-unlinked", "10.43.0.0", "10.43.0.15")
     assert_error(create_fip(admin, PROJECT, "unlinked", from_pool("fip-unlinked")), 404,
-                 "ObjectNotFound", 'not found: ip-pool with name "fip-unlinked"')
+                 "ObjectNotFound", not_linked("fip-unlinked"))
     assert_error(create_fip(admin, PROJECT, "unlinked", from_pool(unlinked["id"])), 404,
-                 "ObjectNotFound", f'not found: ip-pool with id "{unlinked["id"]}"')
+                 "ObjectNotFound", not_linked(unlinked["id"], by="id"))
     assert_error(create_fip(admin, PROJECT, "unlinked", from_pool("fip-no-such-pool")), 404,
                  "ObjectNotFound", 'not found: ip-pool with name "fip-no-such-pool"')
     missing = str(uuid.uuid4())

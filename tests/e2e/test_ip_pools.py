@@ -304,7 +304,12 @@ def test_second_default_of_same_version_is_400(admin):
 
     reply = admin.post("/v1/system/ip-pools/ipp-default-b/silos",
                        {"silo": "ipp-two-defaults", "is_default": True})
-    assert_error(reply, 400, "ObjectAlreadyExists", startswith="already exists: ip-pool-resource")
+    # Oxide's status and code; the message names the default the silo has and what to do.
+    assert_error(reply, 400, "ObjectAlreadyExists",
+                 'silo "ipp-two-defaults" already has a default unicast IPv4 pool, '
+                 '"ipp-default-a": link "ipp-default-b" with is_default false, then set '
+                 'is_default on that link (PUT /v1/system/ip-pools/ipp-default-b/silos/'
+                 'ipp-two-defaults), which makes "ipp-default-a" no longer the default')
     assert pool_links(admin, "ipp-default-b") == []
 
     # A default of the other IP version is fine, and a non-default link of the same version too.
@@ -446,6 +451,9 @@ def test_utilization_of_missing_pool_is_404(admin):
 
 def test_floating_ip_from_unlinked_pool_is_404(admin):
     make_pool(admin, "ipp-never-linked", "10.8.0.0", "10.8.0.3")
+    # Oxide's 404; a fleet admin is also told why and what to do (issue 23 item 8).
     assert_error(create_fip(admin, PROJECT, "ipp-orphan", from_pool("ipp-never-linked")), 404,
-                 "ObjectNotFound", 'not found: ip-pool with name "ipp-never-linked"')
+                 "ObjectNotFound",
+                 'not found: ip-pool with name "ipp-never-linked" (it exists, but is not linked '
+                 'to silo "default": link it with POST /v1/system/ip-pools/ipp-never-linked/silos)')
     assert utilization(admin, "ipp-never-linked") == (4, 4)

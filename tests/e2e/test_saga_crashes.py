@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import pytest
 
-from e2e_helpers import (assert_retry_later, expect, instance_external_ips, make_fip,
+from e2e_helpers import (QUIET_SWITCH, assert_retry_later, expect, instance_external_ips, make_fip,
                          make_instance, migrate, utilization, view_instance, wait_agreement,
                          wait_run_state, wait_sagas_settled, wait_until)
 from test_attach_crashes import Case, ORIGIN, converge
@@ -327,14 +327,14 @@ def test_destination_applying_the_migration_then_failing_leaves_no_vm_there(star
 
 
 def test_switch_applying_the_migration_then_failing_points_back_at_the_source(start_rack):
-    rack = prepare(start_rack())
+    rack = prepare(start_rack(server_args=QUIET_SWITCH))
     mover = running_instance(rack, "rerouted")
 
-    # Twice: the migration's own push fails even if the background NAT sync takes one; the
-    # undo's push is applied (then answered 503) too.
+    # Twice: the migration's own push and its undo's are each applied, then answered 503.
     rack.switch.add_fault("POST /nat/changes", apply_then_fail=2)
     reply = migrate(rack.admin, mover.instance_id, mover.destination)
     assert_retry_later(reply, "switch agent", rack.switch.url)
+    assert rack.switch.faults()["faults"] == [], "the migration and its undo each pushed once"
     # The switch installed the move to the destination; by the answer, the undo of the nodes
     # before the failed one has moved it back.
     assert nat_sled_addresses(rack) == [mover.address], rack.describe()

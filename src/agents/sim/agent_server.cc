@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "agents/agents.h"
 #include "common/log.h"
 #include "http/host_port.h"
 
@@ -57,6 +58,11 @@ Error RouteError(const http::RouteMiss& miss, std::string_view path) {
   return Error::NotFound(fmt::format("no endpoint {}", path));
 }
 
+// Whom the control plane made a call for (agents::CallContext), as log fields.
+std::vector<std::pair<std::string, std::string>> CallerFields() {
+  return {{kRequestIdHeader, "caller_request_id"}, {kSagaIdHeader, "saga_id"}};
+}
+
 }  // namespace
 
 Result<Json> ParseBody(const http::HttpRequest& request) {
@@ -82,12 +88,14 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
                                                         std::function<void()> reset) {
   std::unique_ptr<AgentServer> server(
       new AgentServer(options.host, std::move(agent), std::move(routes), std::move(reset)));
+  server->test_faults_ = options.test_faults;
   http::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.body_limit = kBodyLimit;
   // The control plane polls its agents all the time; what changes something is still logged.
   http.quiet_reads = true;
+  http.logged_headers = CallerFields();
   AgentServer* self = server.get();
   server->server_ = FP_TRY(http::HttpServer::Start(
       http, [self](const http::HttpRequest& request) { return self->Handle(request); }));
@@ -112,7 +120,7 @@ void AgentServer::Stop() {
 }
 
 http::HttpResponse AgentServer::Handle(const http::HttpRequest& request) {
-  if (request.path == "/faults" || request.path == "/reset") {
+  if (test_faults_ && (request.path == "/faults" || request.path == "/reset")) {
     return Answer(HandleControl(request), request.request_id);
   }
   auto route = routes_.Find(request.method, request.path);
@@ -129,8 +137,11 @@ http::HttpResponse AgentServer::Handle(const http::HttpRequest& request) {
                        request.request_id);
   }
   if (!result && result.error().kind() == ErrorKind::kInternal) {
-    LogEvent("error", "agent call failed",
-             {{"agent", agent_}, {"error", result.error().message()}});
+    Json fields{{"agent", agent_}, {"error", result.error().message()}};
+    for (const auto& [header, field] : CallerFields()) {
+      if (std::string value = request.Header(header); !value.empty()) fields[field] = value;
+    }
+    LogEvent("error", "agent call failed", fields);
   }
   return Answer(result, request.request_id);
 }

@@ -44,6 +44,13 @@ struct SimOptions {
   // Sled agent: the underlay address GET /sled reports (the Linux dataplane's); none for a
   // simulated sled, whose address the control plane assigns.
   std::optional<IpAddr> underlay;
+  // Sled agent: the serial number GET /sled reports (agents::SledIdentity); none: the control
+  // plane names the sled by the agent's URL.
+  std::optional<std::string> serial;
+  // Whether test fault injection answers: GET, POST and DELETE /faults, POST /reset. The agent
+  // binary turns it on only with --enable-test-faults, so that a production agent answers
+  // them 404 like any path it does not serve; agents built inside tests have it.
+  bool test_faults = true;
 };
 
 using PathParams = http::PathParams;
@@ -96,6 +103,7 @@ class AgentServer {
   std::string agent_;
   EndpointRoutes routes_;
   std::function<void()> reset_;
+  bool test_faults_ = true;
   FaultInjector faults_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;

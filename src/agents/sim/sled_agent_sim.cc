@@ -29,6 +29,7 @@ Error UnknownInstance(const Uuid& id) { return Error::NotFoundById("instance", i
 SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane)
     : dataplane_(std::move(dataplane)),
       underlay_(options.underlay),
+      serial_(options.serial),
       start_delay_(options.start_delay),
       stop_delay_(options.stop_delay) {}
 
@@ -269,13 +270,10 @@ void SledAgentSim::RunTransitions() {
 EndpointRoutes SledAgentSim::Routes() {
   EndpointRoutes routes;
   routes.Add("GET", "/sled", [this](const http::HttpRequest&, const PathParams&) {
-    return Result<Json>(
-        Json{{"underlay_address", underlay_ ? Json(underlay_->ToString()) : Json(nullptr)}});
+    return Result<Json>(SledIdentity{.serial = serial_, .underlay = underlay_}.ToJson());
   });
   routes.Add("GET", "/instances", [this](const http::HttpRequest&, const PathParams&) {
-    Json list = Json::array();
-    for (const SledInstance& instance : Instances()) list.push_back(instance.ToJson());
-    return Result<Json>(Json{{"instances", std::move(list)}});
+    return Result<Json>(SledInstancesToJson(Instances()));
   });
 
   routes.Add("GET", "/instances/{id}",

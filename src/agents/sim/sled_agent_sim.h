@@ -13,7 +13,8 @@
 //                                An unknown instance answers 200 with state stopped; a failed
 //                                one becomes stopped at once. Idempotent.
 //   DELETE /instances/{id}       forgets the instance, whatever its state → 204. Idempotent.
-//   GET    /sled                 {"underlay_address": "..."} (null for a simulated sled)
+//   GET    /sled                 {"underlay_address": "..." (null for a simulated sled),
+//                                  "serial": "..." (null unless the agent was given one)}
 //   GET    /instances            {"instances": [SledInstance...]}, sorted by id
 //   GET    /instances/{id}       SledInstance; 404 if unknown
 //   GET    /changes?boot=B&since=G&wait_ms=W
@@ -115,6 +116,7 @@ class SledAgentSim {
 
   const std::unique_ptr<PortDataplane> dataplane_;  // may be null; used under mu_
   const std::optional<IpAddr> underlay_;
+  const std::optional<std::string> serial_;
   const std::chrono::milliseconds start_delay_;
   const std::chrono::milliseconds stop_delay_;
 

@@ -44,17 +44,17 @@ void RegisterInstanceMigrateActions(saga::ActionRegistry& r, SagaDeps& d) {
                    FP_CHECK_OK(db::InstanceUndoMigrateIn(tx, p.instance_id, p.migration_id));
                    return true;
                  }));
-                 SyncNatBestEffort(d);
+                 SyncNatBestEffort(d, ctx);
                  return Ok();
                }});
   r.Add(Action{.name = "instance_migrate.destination",
                .run = [&d](const ActionContext& ctx) -> Result<Json> {
                  auto p = FP_TRY(ParamsOf<Params>(ctx));
-                 return Json(FP_TRY(EnsureRunningOn(d, p.instance_id, p.dst_sled_id)));
+                 return Json(FP_TRY(EnsureRunningOn(d, ctx, p.instance_id, p.dst_sled_id)));
                },
                .undo = [&d](const ActionContext& ctx) -> Status {
                  auto p = FP_TRY(ParamsOf<Params>(ctx));
-                 UnregisterFrom(d, p.instance_id, p.dst_sled_id);
+                 UnregisterFrom(d, ctx, p.instance_id, p.dst_sled_id);
                  return Ok();
                }});
   r.Add(Action{
@@ -69,18 +69,18 @@ void RegisterInstanceMigrateActions(saga::ActionRegistry& r, SagaDeps& d) {
         return db::InstanceRevertMigrateIn(tx, p.instance_id, p.src_sled_id, p.migration_id);
       }});
   r.Add(Action{.name = "instance_migrate.switch",
-               .run = [&d](const ActionContext&) -> Result<Json> {
-                 FP_CHECK_OK(d.nat.Sync());
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 FP_CHECK_OK(d.nat.Sync(CallFor(ctx)));
                  return Json::object();
                },
-               .undo = [&d](const ActionContext&) -> Status {
-                 SyncNatBestEffort(d);
+               .undo = [&d](const ActionContext& ctx) -> Status {
+                 SyncNatBestEffort(d, ctx);
                  return Ok();
                }});
   r.Add(Action{.name = "instance_migrate.source",
                .run = [&d](const ActionContext& ctx) -> Result<Json> {
                  auto p = FP_TRY(ParamsOf<Params>(ctx));
-                 UnregisterFrom(d, p.instance_id, p.src_sled_id);
+                 UnregisterFrom(d, ctx, p.instance_id, p.src_sled_id);
                  // Only now is the source VM no longer the instance's: until here the migration
                  // mark kept the reaper and the watcher away from both ends
                  // (InstanceFinishMigrateIn).

@@ -68,23 +68,24 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                    FP_CHECK_OK(db::NatRemoveForInstanceIn(tx, p.instance_id));
                    return true;
                  }));
-                 SyncNatBestEffort(d);
+                 SyncNatBestEffort(d, ctx);
                  return Ok();
                }});
   r.Add(Action{.name = "instance_start.sled",
                .run = [&d](const ActionContext& ctx) -> Result<Json> {
                  auto p = FP_TRY(ParamsOf<InstanceStartSagaParams>(ctx));
                  auto placed = FP_TRY(OutputOf<InstancePlaced>(ctx, "place"));
-                 return Json(FP_TRY(EnsureRunningOn(d, p.instance_id, placed.sled_id)));
+                 return Json(FP_TRY(EnsureRunningOn(d, ctx, p.instance_id, placed.sled_id)));
                },
                .undo = [&d](const ActionContext& ctx) -> Status {
                  auto p = FP_TRY(ParamsOf<InstanceStartSagaParams>(ctx));
                  auto placed = FP_TRY(OutputOf<InstancePlaced>(ctx, "place"));
-                 UnregisterFrom(d, p.instance_id, placed.sled_id);
+                 UnregisterFrom(d, ctx, p.instance_id, placed.sled_id);
                  return Ok();
                }});
-  r.Add(Action{.name = "instance_start.switch", .run = [&d](const ActionContext&) -> Result<Json> {
-                 FP_CHECK_OK(d.nat.Sync());
+  r.Add(Action{.name = "instance_start.switch",
+               .run = [&d](const ActionContext& ctx) -> Result<Json> {
+                 FP_CHECK_OK(d.nat.Sync(CallFor(ctx)));
                  return Json::object();
                }});
 }

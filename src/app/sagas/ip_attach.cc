@@ -63,7 +63,7 @@ Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
                             model::AttachState::kDetached));
     return true;
   }));
-  SyncNatBestEffort(d);
+  SyncNatBestEffort(d, ctx);
   return Ok();
 }
 

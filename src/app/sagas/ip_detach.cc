@@ -45,7 +45,7 @@ Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
                             model::AttachState::kAttached));
     return true;
   }));
-  SyncNatBestEffort(d);
+  SyncNatBestEffort(d, ctx);
   return Ok();
 }
 

@@ -9,25 +9,31 @@ namespace fp::app {
 namespace {
 
 // Tells the switch, then the sled. On failure undoes what it did on the sled.
-Status ProgramAttach(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id, const IpAddr& ip) {
-  FP_CHECK_OK(d.nat.Sync());
+Status ProgramAttach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                     const Uuid& sled_id, const IpAddr& ip) {
+  const agents::CallContext call = CallFor(ctx);
+  FP_CHECK_OK(d.nat.Sync(call));
   agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
-  Status added = sled->AddExternalIp(instance_id, ip);
+  Status added = sled->AddExternalIp(instance_id, ip, call);
   if (!added) {
-    if (auto s = sled->RemoveExternalIp(instance_id, ip); !s) {
-      LogBestEffort("sled remove", s.error());
+    if (auto s = sled->RemoveExternalIp(instance_id, ip, call); !s) {
+      LogBestEffort(ctx, "sled remove", s.error());
     }
     return added;
   }
   return Ok();
 }
 
-Status ProgramDetach(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id, const IpAddr& ip) {
-  FP_CHECK_OK(d.nat.Sync());
+Status ProgramDetach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                     const Uuid& sled_id, const IpAddr& ip) {
+  const agents::CallContext call = CallFor(ctx);
+  FP_CHECK_OK(d.nat.Sync(call));
   agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
-  Status removed = sled->RemoveExternalIp(instance_id, ip);
+  Status removed = sled->RemoveExternalIp(instance_id, ip, call);
   if (!removed) {
-    if (auto s = sled->AddExternalIp(instance_id, ip); !s) LogBestEffort("sled re-add", s.error());
+    if (auto s = sled->AddExternalIp(instance_id, ip, call); !s) {
+      LogBestEffort(ctx, "sled re-add", s.error());
+    }
     return removed;
   }
   return Ok();
@@ -53,8 +59,8 @@ Result<saga::Json> RunDataplane(SagaDeps& d, const saga::ActionContext& ctx,
                                 const Uuid& instance_id, bool attach) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
   if (!begun.do_saga || !begun.sled_id) return saga::Json::object();
-  FP_CHECK_OK(attach ? ProgramAttach(d, instance_id, *begun.sled_id, begun.ip)
-                     : ProgramDetach(d, instance_id, *begun.sled_id, begun.ip));
+  FP_CHECK_OK(attach ? ProgramAttach(d, ctx, instance_id, *begun.sled_id, begun.ip)
+                     : ProgramDetach(d, ctx, instance_id, *begun.sled_id, begun.ip));
   return saga::Json::object();
 }
 
@@ -64,9 +70,10 @@ Status UndoPortChange(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& i
   if (!begun.do_saga || !begun.sled_id) return Ok();
   auto sled = d.dataplane.Sled(*begun.sled_id);
   if (!sled) return Ok();
-  Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, begun.ip)
-                        : (*sled)->AddExternalIp(instance_id, begun.ip);
-  if (!s) LogBestEffort(was_attach ? "sled remove" : "sled re-add", s.error());
+  const agents::CallContext call = CallFor(ctx);
+  Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, begun.ip, call)
+                        : (*sled)->AddExternalIp(instance_id, begun.ip, call);
+  if (!s) LogBestEffort(ctx, was_attach ? "sled remove" : "sled re-add", s.error());
   return Ok();
 }
 

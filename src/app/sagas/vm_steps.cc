@@ -10,11 +10,25 @@
 
 namespace fp::app {
 
-void LogBestEffort(std::string_view what, const Error& e) {
-  LogEvent("warn", "best-effort saga step failed", {{"step", what}, {"error", e.message()}});
+agents::CallContext CallFor(const saga::ActionContext& ctx) {
+  agents::CallContext call{.saga_id = ctx.saga_id().ToString()};
+  // The origin as db::RequestSaga describes it; anything else names no request.
+  saga::Json origin = saga::Json::parse(ctx.origin(), nullptr, /*allow_exceptions=*/false);
+  if (origin.is_object() && origin.contains("request_id") && origin["request_id"].is_string()) {
+    call.request_id = origin["request_id"].get<std::string>();
+  }
+  return call;
 }
 
-Result<VmStarted> EnsureRunningOn(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+void LogBestEffort(const saga::ActionContext& ctx, std::string_view what, const Error& e) {
+  agents::CallContext call = CallFor(ctx);
+  saga::Json fields{{"step", what}, {"error", e.message()}, {"saga_id", call.saga_id}};
+  if (!call.request_id.empty()) fields["request_id"] = call.request_id;
+  LogEvent("warn", "best-effort saga step failed", fields);
+}
+
+Result<VmStarted> EnsureRunningOn(SagaDeps& d, const saga::ActionContext& ctx,
+                                  const Uuid& instance_id, const Uuid& sled_id) {
   agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
   agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(d.ds, instance_id));
   // A removal of a leftover VM of this instance, judged before the placement committed, must
@@ -27,22 +41,28 @@ Result<VmStarted> EnsureRunningOn(SagaDeps& d, const Uuid& instance_id, const Uu
     if (!*removing) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  auto vm = sled->EnsureRunning(spec);
+  const agents::CallContext call = CallFor(ctx);
+  auto vm = sled->EnsureRunning(spec, call);
   if (!vm) {
-    if (auto s = sled->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+    if (auto s = sled->Unregister(instance_id, call); !s) {
+      LogBestEffort(ctx, "sled unregister", s.error());
+    }
     return Fail(vm.error());
   }
   return VmStarted{std::string(agents::ToString(vm->state))};
 }
 
-void UnregisterFrom(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id) {
+void UnregisterFrom(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                    const Uuid& sled_id) {
   auto sled = d.dataplane.Sled(sled_id);
-  if (!sled) return LogBestEffort("sled unregister", sled.error());
-  if (auto s = (*sled)->Unregister(instance_id); !s) LogBestEffort("sled unregister", s.error());
+  if (!sled) return LogBestEffort(ctx, "sled unregister", sled.error());
+  if (auto s = (*sled)->Unregister(instance_id, CallFor(ctx)); !s) {
+    LogBestEffort(ctx, "sled unregister", s.error());
+  }
 }
 
-void SyncNatBestEffort(SagaDeps& d) {
-  if (auto s = d.nat.Sync(); !s) LogBestEffort("NAT sync", s.error());
+void SyncNatBestEffort(SagaDeps& d, const saga::ActionContext& ctx) {
+  if (auto s = d.nat.Sync(CallFor(ctx)); !s) LogBestEffort(ctx, "NAT sync", s.error());
 }
 
 }  // namespace fp::app

@@ -19,19 +19,25 @@ struct VmStarted {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(VmStarted, state)
 
-// Logs a best-effort step that failed (the saga goes on).
-void LogBestEffort(std::string_view what, const Error& e);
+// Whom a saga's agent calls are made for: the request that started it (its origin, if a
+// request did) and the saga itself.
+agents::CallContext CallFor(const saga::ActionContext& ctx);
+
+// Logs a best-effort step that failed (the saga goes on), naming the saga and its request.
+void LogBestEffort(const saga::ActionContext& ctx, std::string_view what, const Error& e);
 
 // Starts the instance on `sled_id` or, if that fails, leaves nothing behind on the sled (a
 // failed action must have no effect: it is never undone). Waits first for a removal of a
 // leftover VM of this instance (VmRemovals). Errors: ServiceUnavailable for an unknown sled,
 // those of BuildInstanceSpec and of the sled's answer.
-Result<VmStarted> EnsureRunningOn(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id);
+Result<VmStarted> EnsureRunningOn(SagaDeps& d, const saga::ActionContext& ctx,
+                                  const Uuid& instance_id, const Uuid& sled_id);
 
 // Removes the instance's VM from the sled, best effort.
-void UnregisterFrom(SagaDeps& d, const Uuid& instance_id, const Uuid& sled_id);
+void UnregisterFrom(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                    const Uuid& sled_id);
 
 // Pushes the NAT table to the switch, best effort (the reconciler retries).
-void SyncNatBestEffort(SagaDeps& d);
+void SyncNatBestEffort(SagaDeps& d, const saga::ActionContext& ctx);
 
 }  // namespace fp::app

@@ -168,7 +168,7 @@ class InstanceSagaTest : public ::testing::Test {
   }
 
   model::Instance Running(const std::string& name) {
-    auto created = instances_->Create(actor_, ByName("p1"), Params(name, true));
+    auto created = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params(name, true));
     EXPECT_TRUE(created) << created.error().message();
     EXPECT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
@@ -220,18 +220,20 @@ class AttachSagaTest : public InstanceSagaTest {
   Result<model::ExternalIp> Attach(const std::string& kind, const model::Instance& vm,
                                    const model::ExternalIp* fip) {
     if (kind == "floating") {
-      return instances_->AttachFloating(actor_, NameOrId(fip->id), std::nullopt, NameOrId(vm.id));
+      return instances_->AttachFloating(Unrecorded{actor_}, NameOrId(fip->id), std::nullopt,
+                                        NameOrId(vm.id));
     }
-    return instances_->AttachEphemeral(actor_, NameOrId(vm.id), std::nullopt, {});
+    return instances_->AttachEphemeral(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, {});
   }
 
   Status Detach(const std::string& kind, const model::Instance& vm, const model::ExternalIp* fip) {
     if (kind == "floating") {
-      auto r = instances_->DetachFloating(actor_, NameOrId(fip->id), std::nullopt);
+      auto r = instances_->DetachFloating(Unrecorded{actor_}, NameOrId(fip->id), std::nullopt);
       if (!r) return Fail(r.error());
       return Ok();
     }
-    return instances_->DetachEphemeral(actor_, NameOrId(vm.id), std::nullopt, std::nullopt);
+    return instances_->DetachEphemeral(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt,
+                                       std::nullopt);
   }
 };
 

@@ -119,7 +119,8 @@ class RackWorld {
           p.nic = model::NicKind::kIpv4;
           p.start = true;
           auto made = instances_->Create(
-              actor_, db::testing::ByName(fmt::format("p{}", (created_ + i) / kPerProject)), p);
+              Unrecorded{actor_},
+              db::testing::ByName(fmt::format("p{}", (created_ + i) / kPerProject)), p);
           if (!made) {
             std::lock_guard lock(mu);
             if (!failed) failed = made.error();

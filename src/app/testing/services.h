@@ -3,6 +3,7 @@
 // Test helper: the application services over a fresh datastore in a temporary directory, for
 // tests of the layers above app/ (the API) that must not reach the datastore themselves.
 
+#include "app/audit.h"
 #include "app/floating_ips.h"
 #include "app/idempotency.h"
 #include "app/ip_pools.h"
@@ -26,6 +27,7 @@ struct TempServices {
   IpPools ip_pools{*ds};
   FloatingIps floating_ips{*ds};
   Idempotency idempotency{*ds};
+  Audit audit{*ds};
   SagaList sagas{*ds};
   StoreStats store_stats{*ds};
 };

@@ -533,7 +533,11 @@ TEST_F(PgEngineTest, ARealConflictBetweenTwoWritersIsRetried) {
   std::thread a(writer, 0), b(writer, 1);
   a.join();
   b.join();
-  EXPECT_EQ(runs.load(), 3);
+  // At least one writer ran again; on a loaded machine the retries themselves may meet again
+  // (each rereads then inserts), so more than three runs is also correct. What serializability
+  // decides is the outcome: both rows, and the runs that committed saw 0 and 1 rows.
+  EXPECT_GE(runs.load(), 3);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k >= 100"), 2);
   EXPECT_EQ(counts[0] + counts[1], 1) << "the retried writer saw the other's row";
 }
 

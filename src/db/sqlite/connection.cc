@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/log.h"
+
 namespace fp::db::sqlite {
 
 namespace {
@@ -88,8 +90,26 @@ Status SqliteConnection::CheckpointRestart(std::chrono::microseconds budget) {
 }
 
 Error SqliteConnection::SqlError(std::string_view what, int rc) {
-  last_error_busy_ = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-  return Error::Internal(fmt::format("sqlite: {}: {} ({})", what, sqlite3_errmsg(db_), rc));
+  const int primary = rc & 0xff;
+  last_error_busy_ = primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+  std::string detail = fmt::format("sqlite: {}: {} ({})", what, sqlite3_errmsg(db_), rc);
+  // A disk that does not take writes: a full one, or one failing to write or sync. Nothing
+  // was written, and the same request succeeds once the disk takes writes again: 503 (retry),
+  // and saga recovery keeps retrying rather than giving the saga up as stuck. Other I/O errors
+  // (reads, a corrupt file) stay Internal. The client is told what it can act on; the log has
+  // the file and SQLite's words.
+  const bool full = primary == SQLITE_FULL;
+  if (full || rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC ||
+      rc == SQLITE_IOERR_DIR_FSYNC || rc == SQLITE_IOERR_TRUNCATE) {
+    const char* file = sqlite3_db_filename(db_, "main");
+    LogEvent("error", "the database cannot be written",
+             {{"file", file && *file ? file : ""}, {"error", detail}});
+    return Error::Unavailable(
+        fmt::format("the database cannot be written: {}; retry once it takes writes again",
+                    full ? "its disk is full" : "its disk failed a write"),
+        5);
+  }
+  return Error::Internal(std::move(detail));
 }
 
 Status SqliteConnection::ExecScript(std::string_view sql) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -205,10 +206,19 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     return;
   }
   int64_t committed = 0;
+  // The error after which SQLite ended the transaction (disk full, I/O): every later write of
+  // the batch fails with it (a full disk is retryable for all of them alike).
+  std::optional<Error> aborted_by;
+  auto aborted = [&] {
+    return aborted_by ? aborted_by->WithContext(
+                            "the write transaction was aborted by an "
+                            "earlier write's error")
+                      : Error::Internal("the write transaction was aborted by an earlier error");
+  };
   for (QueuedWrite* w : batch) {
     if (!conn.InTransaction()) {
-      // SQLite ended the transaction after an error (disk full, I/O): nothing more can join.
-      w->result = Fail(Error::Internal("the write transaction was aborted by an earlier error"));
+      // SQLite ended the transaction after an error: nothing more can join.
+      w->result = Fail(aborted());
       continue;
     }
     Status s = conn.ExecScript("SAVEPOINT write");
@@ -230,6 +240,11 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
         if (!undone) (void)conn.ExecScript("ROLLBACK");
       }
     }
+    // Only the disk's error (full, I/O) is every write's; one write's own refusal is not.
+    if (!s && !conn.InTransaction() && !aborted_by &&
+        s.error().kind() == ErrorKind::kServiceUnavailable) {
+      aborted_by = s.error();
+    }
     w->result = s;
     if (s) ++committed;
   }
@@ -247,12 +262,9 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   }
   // Numbered before COMMIT: a reader that sees this commit also sees its number.
   const int64_t seq = commit_begun_.fetch_add(1) + 1;
-  Status commit = conn.InTransaction()
-                      ? conn.ExecScript("COMMIT")
-                      // SQLite (or a failed undo) ended the transaction: writes reported
-                      // as done so far were rolled back with it.
-                      : Status(Fail(Error::Internal(
-                            "the write transaction was rolled back by an error in its batch")));
+  // If SQLite (or a failed undo) ended the transaction, writes reported as done so far were
+  // rolled back with it.
+  Status commit = conn.InTransaction() ? conn.ExecScript("COMMIT") : Status(Fail(aborted()));
   if (!commit) {
     if (conn.InTransaction()) (void)conn.ExecScript("ROLLBACK");
     // Nothing of the batch is kept, and a failed write may have read what others wrote.

@@ -66,7 +66,7 @@ Status Insert(Datastore& ds, int64_t v) {
       .map([](bool) {});
 }
 
-int64_t Count(Datastore& ds) {
+int64_t Count(Reader ds) {
   return ds
       .Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
         auto row = FP_TRY(tx.QueryRow("SELECT count(*) FROM group_commit_probe"));
@@ -121,8 +121,9 @@ TEST_F(GroupCommitTest, WritersWaitForTheSyncAndShareTheNextOne) {
 }
 
 TEST_F(GroupCommitTest, ReaderDoesNotAnswerWithACommitNotYetDurable) {
-  // Deferral is per thread: this thread's scope does not let the reader below skip its wait.
-  Datastore::DeferredDurability elsewhere(*ds_);
+  // A scope defers only the reads given it: this one does not let the reader below skip its
+  // wait.
+  DeferredDurability elsewhere(*ds_);
   HeldSync held(*ds_);
   std::thread writer([&] { EXPECT_TRUE(Insert(*ds_, 1)); });
   held.WaitUntilHeld();  // committed, visible, not yet synced
@@ -170,8 +171,8 @@ TEST_F(GroupCommitTest, DeferredReadsReturnAtOnceAndTheScopeEndWaitsForTheirSync
   std::atomic<bool> scope_ended{false};
   std::thread request([&] {
     {
-      Datastore::DeferredDurability checks(*ds_);
-      seen = Count(*ds_);
+      DeferredDurability checks(*ds_);
+      seen = Count({*ds_, &checks});
     }
     scope_ended = true;
   });

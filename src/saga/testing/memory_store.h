@@ -51,12 +51,13 @@ class MemoryStore final : public SagaStore {
     return Ok();
   }
 
-  Result<bool> CreateIn(StoreTx& stx, const SagaRow& row) override {
+  Result<bool> CreateIn(StoreTx& stx, const SagaRow& row, const SagaOrigin* origin) override {
     State& s = static_cast<Tx&>(stx).state_;
     if (s.sagas.count(row.id) != 0) return false;
     Saga saga{row, {}};
     saga.row.time_created = ++s.clock;
     s.sagas.emplace(row.id, std::move(saga));
+    if (origin) FP_CHECK_OK(origin->RecordIn(stx, row.id));
     return true;
   }
 

@@ -82,7 +82,7 @@ TYPED_TEST_P(SagaStoreContract, WritesOfAFormerOwnerAreFenced) {
 TYPED_TEST_P(SagaStoreContract, AFailedWriteLeavesNothingOfItsTransaction) {
   Uuid id = Uuid::Random();
   Status written = this->store().Write([&](StoreTx& tx) -> Status {
-    EXPECT_TRUE(this->store().CreateIn(tx, this->Row(id)).value());
+    EXPECT_TRUE(this->store().CreateIn(tx, this->Row(id), nullptr).value());
     EXPECT_TRUE(this->store().RecordIn(tx, id, SagaOwner{"sec-a", 1},
                                        SagaEvent{0, SagaEventType::kSucceeded, "{}"}, std::nullopt,
                                        std::nullopt));
@@ -93,7 +93,7 @@ TYPED_TEST_P(SagaStoreContract, AFailedWriteLeavesNothingOfItsTransaction) {
   EXPECT_EQ(this->store().Load(id).error().kind(), ErrorKind::kNotFound);
   // Created and recorded in one transaction, both are there.
   ASSERT_TRUE(this->store().Write([&](StoreTx& tx) -> Status {
-    FP_CHECK_OK(this->store().CreateIn(tx, this->Row(id)));
+    FP_CHECK_OK(this->store().CreateIn(tx, this->Row(id), nullptr));
     return this->store().RecordIn(tx, id, SagaOwner{"sec-a", 1},
                                   SagaEvent{0, SagaEventType::kSucceeded, "{}"}, std::nullopt,
                                   std::nullopt);

@@ -1,0 +1,48 @@
+#pragma once
+
+// The agents a server drives (server_agents.cc): started or reached, registered (sleds by
+// their serial), and the switch agents read again on SIGHUP.
+
+#include <memory>
+#include <vector>
+
+#include "agents/agents.h"
+#include "agents/sim/sled_agent_sim.h"
+#include "agents/sim/switch_agent_sim.h"
+#include "app/dataplane.h"
+#include "cmd/server.h"
+#include "common/error.h"
+
+namespace fp::db {
+class Datastore;
+}  // namespace fp::db
+
+namespace fp::nat {
+class NatReconciler;
+}  // namespace fp::nat
+
+namespace fp::cmd {
+
+// The agents the server drives: external ones named by URL, or simulated ones in this process
+// (reached over HTTP on loopback all the same).
+struct ServerAgents {
+  std::vector<std::unique_ptr<fp::agents::sim::SwitchAgentSim>> switch_sims;
+  std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
+  std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
+  std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
+  fp::app::Dataplane dataplane;
+};
+
+// The switch and sled agents of --switch-agent and --sled-agent, or (without them) two of each
+// simulated in this process; every sled registered in `ds` under its serial (db::SledUpsert),
+// its underlay address its agent's own or one assigned in sled order. Errors: a simulated
+// agent that cannot start, two agents that say one serial, the datastore's.
+Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents& out);
+
+// SIGHUP: the switch agents become those the --config file names now (its `switch-agent`, a
+// URL or a list of them); switches added are loaded, switches removed are no longer sent
+// changes. Without a config file, or with no `switch-agent` in it, nothing changes. Errors
+// are logged and change nothing.
+void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat);
+
+}  // namespace fp::cmd
