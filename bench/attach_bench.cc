@@ -75,6 +75,7 @@ using fp::bench::Json;
 using fp::bench::Percentile;
 using fp::bench::PortOf;
 using fp::bench::StartListening;
+using fp::bench::WriteAgentSecret;
 using fp::http::HttpClient;
 
 // Single-row commits, each made durable on its own, for `seconds`: the disk's commit rate.
@@ -285,14 +286,15 @@ int main(int argc, char** argv) {
     AdminSql(postgres, "CREATE DATABASE " + database);
     AdminSql(postgres, "CREATE DATABASE " + pgbench_database);
     Output("pgbench -i -q '" + WithDatabase(postgres, pgbench_database) + "' 2>&1");
-    std::vector<std::string> agents_args;
-    auto [switch_pid, switch_url] =
-        StartListening({binary, "switch-agent", "--sim", "--listen", "127.0.0.1:0"});
+    const std::string secret = WriteAgentSecret(data_dir);
+    auto [switch_pid, switch_url] = StartListening(
+        {binary, "switch-agent", "--sim", "--listen", "127.0.0.1:0", "--secret-file", secret});
     children.push_back(switch_pid);
-    agents_args = {"--switch-agent", switch_url};
+    std::vector<std::string> agents_args = {"--agent-secret-file", secret, "--switch-agent",
+                                            switch_url};
     for (int s = 0; s < 2; ++s) {
-      auto [sled_pid, sled_url] =
-          StartListening({binary, "sled-agent", "--sim", "--listen", "127.0.0.1:0"});
+      auto [sled_pid, sled_url] = StartListening(
+          {binary, "sled-agent", "--sim", "--listen", "127.0.0.1:0", "--secret-file", secret});
       children.push_back(sled_pid);
       agents_args.insert(agents_args.end(), {"--sled-agent", sled_url});
     }

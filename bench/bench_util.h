@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "common/uuid.h"
 #include "http/client.h"
 #include "http/host_port.h"
 
@@ -90,6 +92,14 @@ inline double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(static_cast<double>(v.size()) * p))];
+}
+
+// A file in `dir` holding a fresh agent secret: the agents' --secret-file and the server's
+// --agent-secret-file.
+inline std::string WriteAgentSecret(const std::string& dir) {
+  std::string path = dir + "/agent-secret";
+  std::ofstream(path) << fp::Uuid::Random().ToString() << fp::Uuid::Random().ToString() << "\n";
+  return path;
 }
 
 // Starts `argv` with its stdout on a pipe and its stderr discarded, and returns its pid and the

@@ -219,24 +219,24 @@ void SwitchAgentPart(const fp::agents::testing::Lab& lab, int entries, int chang
 // Part 3: attach's answer to the first answer through the address, with the real server.
 void RackPart(const fp::agents::testing::Lab& lab, const std::string& binary, int attaches) {
   std::vector<pid_t> children;
-  auto [switch_pid, switch_url] =
-      StartListening({binary, "switch-agent", "--dataplane", "nftables", "--netns", lab.ns("sw"),
-                      "--underlay", kSwitchUnderlay, "--listen", "127.0.0.1:0"});
+  char dir[] = "/tmp/floatplane-bench-dataplane-XXXXXX";
+  if (!mkdtemp(dir)) Die("cannot create a temporary directory");
+  const std::string secret = WriteAgentSecret(dir);
+  auto [switch_pid, switch_url] = StartListening(
+      {binary, "switch-agent", "--dataplane", "nftables", "--netns", lab.ns("sw"), "--underlay",
+       kSwitchUnderlay, "--listen", "127.0.0.1:0", "--secret-file", secret});
   children.push_back(switch_pid);
-  std::vector<std::string> server_args = {binary,    "server",   "--dev",       "--data-dir",
-                                          "",        "--listen", "127.0.0.1:0", "--switch-agent",
-                                          switch_url};
+  std::vector<std::string> server_args = {
+      binary,        "server",         "--dev",    "--data-dir",          dir,   "--listen",
+      "127.0.0.1:0", "--switch-agent", switch_url, "--agent-secret-file", secret};
   for (int i = 0; i < 2; ++i) {
-    auto [pid, url] =
-        StartListening({binary, "sled-agent", "--dataplane", "nftables", "--netns",
-                        lab.ns("sled" + std::to_string(i)), "--underlay", kSledUnderlay[i],
-                        "--switch-underlay", kSwitchUnderlay, "--listen", "127.0.0.1:0"});
+    auto [pid, url] = StartListening({binary, "sled-agent", "--dataplane", "nftables", "--netns",
+                                      lab.ns("sled" + std::to_string(i)), "--underlay",
+                                      kSledUnderlay[i], "--switch-underlay", kSwitchUnderlay,
+                                      "--listen", "127.0.0.1:0", "--secret-file", secret});
     children.push_back(pid);
     server_args.insert(server_args.end(), {"--sled-agent", url});
   }
-  char dir[] = "/tmp/floatplane-bench-dataplane-XXXXXX";
-  if (!mkdtemp(dir)) Die("cannot create a temporary directory");
-  server_args[4] = dir;
   auto [server_pid, server_url] = StartListening(server_args);
   children.push_back(server_pid);
   std::string token;

@@ -12,6 +12,7 @@ FLOATPLANE_PACKAGES=(
   pkg-config libnftables-dev nftables  # the Linux agents' NAT tables (nft: for looking at them by hand)
   libnetfilter-conntrack-dev conntrack  # the sled's flush of a removed address's flows (conntrack: by hand)
   libcurl4-openssl-dev libtomlplusplus-dev  # the command-line client: HTTP(S), credentials.toml
+  openssl  # the e2e tests' own certificate authority (HTTPS)
   clang-format curl git bsdutils  # bsdutils: script(1), the CLI tests' terminal
 )
 

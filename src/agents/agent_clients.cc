@@ -73,8 +73,9 @@ Result<int64_t> DecodeGeneration(const HttpClient& http, const Json& answer) {
 
 class HttpSwitchAgentClient final : public SwitchAgentClient {
  public:
-  HttpSwitchAgentClient(std::string base_url, int timeout_ms)
-      : http_("switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms)) {}
+  HttpSwitchAgentClient(std::string base_url, int timeout_ms, std::string authorization)
+      : http_("switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms),
+              std::move(authorization)) {}
 
   Result<NatTable> GetNat() override {
     Json answer = FP_TRY(CallAgent(http_, "GET", "/nat"));
@@ -129,9 +130,10 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
 
 class HttpSledAgentClient final : public SledAgentClient {
  public:
-  HttpSledAgentClient(std::string base_url, int timeout_ms)
-      : http_("sled agent", base_url, std::chrono::milliseconds(timeout_ms)),
-        timeout_(timeout_ms) {}
+  HttpSledAgentClient(std::string base_url, int timeout_ms, std::string authorization)
+      : http_("sled agent", base_url, std::chrono::milliseconds(timeout_ms), authorization),
+        timeout_(timeout_ms),
+        authorization_(std::move(authorization)) {}
 
   using SledAgentClient::AddExternalIp;
   using SledAgentClient::EnsureRunning;
@@ -191,8 +193,8 @@ class HttpSledAgentClient final : public SledAgentClient {
         // One client whose deadline covers the longest wait a sled grants, whatever this
         // call's wait (a client per wait would cost a connection per call): a sled that
         // accepts and never answers holds a report call that long.
-        report_http_ =
-            std::make_shared<HttpClient>("sled agent", http_.base_url(), timeout_ + kMaxWait);
+        report_http_ = std::make_shared<HttpClient>("sled agent", http_.base_url(),
+                                                    timeout_ + kMaxWait, authorization_);
       }
       http = report_http_;
     }
@@ -227,6 +229,7 @@ class HttpSledAgentClient final : public SledAgentClient {
 
   HttpClient http_;
   const std::chrono::milliseconds timeout_;
+  const std::string authorization_;  // the agent secret's header, or empty
   // Report calls have a client of their own, whose deadline covers the wait.
   std::mutex report_mu_;
   static constexpr std::chrono::milliseconds kMaxWait{30'000};  // the sled's own cap
@@ -236,12 +239,24 @@ class HttpSledAgentClient final : public SledAgentClient {
 
 }  // namespace
 
-std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms) {
-  return std::make_unique<HttpSwitchAgentClient>(std::move(base_url), timeout_ms);
+namespace {
+
+std::string AuthorizationOf(const std::optional<AgentSecret>& secret) {
+  return secret ? secret->AuthorizationHeader() : std::string();
 }
 
-std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms) {
-  return std::make_unique<HttpSledAgentClient>(std::move(base_url), timeout_ms);
+}  // namespace
+
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms,
+                                                         const std::optional<AgentSecret>& secret) {
+  return std::make_unique<HttpSwitchAgentClient>(std::move(base_url), timeout_ms,
+                                                 AuthorizationOf(secret));
+}
+
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms,
+                                                     const std::optional<AgentSecret>& secret) {
+  return std::make_unique<HttpSledAgentClient>(std::move(base_url), timeout_ms,
+                                               AuthorizationOf(secret));
 }
 
 }  // namespace fp::agents

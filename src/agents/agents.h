@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "agents/agent_secret.h"
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/uuid.h"
@@ -274,8 +275,11 @@ class SledAgentClient {
   virtual const std::string& address() const = 0;
 };
 
-// HTTP clients. `base_url` is "http://HOST:PORT"; every call times out after `timeout_ms`.
-std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms);
-std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms);
+// HTTP clients. `base_url` is "http://HOST:PORT"; every call times out after `timeout_ms` and
+// presents `secret` if given (agents given one refuse calls without it).
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(
+    std::string base_url, int timeout_ms, const std::optional<AgentSecret>& secret = std::nullopt);
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(
+    std::string base_url, int timeout_ms, const std::optional<AgentSecret>& secret = std::nullopt);
 
 }  // namespace fp::agents

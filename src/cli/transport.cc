@@ -93,6 +93,8 @@ CliResult<HttpReply> Transport::Send(
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, WriteHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply.headers);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  char detail[CURL_ERROR_SIZE] = {};
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
   if (!body.empty()) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
@@ -126,6 +128,7 @@ CliResult<HttpReply> Transport::Send(
     if (!body.empty()) std::fprintf(stderr, "> %s\n", HideSecrets(body).c_str());
   }
   CURLcode rc = curl_easy_perform(curl);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);  // `detail` ends with this call
   curl_slist_free_all(list);
   curl_slist_free_all(resolve);
   if (rc != CURLE_OK) {
@@ -134,9 +137,20 @@ CliResult<HttpReply> Transport::Send(
                           fmt::format("{} {}: no answer within {} s (--timeout)", verb, url,
                                       static_cast<double>(options_.timeout.count()) / 1000)});
     }
-    return Fail(
-        Failure{Exit::kUnreachable, fmt::format("cannot reach the server at {}: {}",
-                                                options_.base_url, curl_easy_strerror(rc))});
+    // TLS failures are worth curl's detail ("SSL certificate problem: unable to get local
+    // issuer certificate"); others say enough without it (and its timings vary).
+    const bool tls_failure = rc == CURLE_PEER_FAILED_VERIFICATION ||
+                             rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CACERT_BADFILE ||
+                             rc == CURLE_SSL_CERTPROBLEM;
+    std::string why = tls_failure && detail[0] != '\0' ? detail : curl_easy_strerror(rc);
+    if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
+      why += options_.cacert.empty()
+                 ? "; if the server's certificate comes from your own CA, give that CA's "
+                   "certificate with --cacert FILE"
+                 : fmt::format("; --cacert {} is the CA trusted", options_.cacert);
+    }
+    return Fail(Failure{Exit::kUnreachable,
+                        fmt::format("cannot reach the server at {}: {}", options_.base_url, why)});
   }
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);

@@ -23,13 +23,28 @@ namespace {
 // SIGTERM.
 template <typename Agent>
 int RunAgent(
-    const std::string& command, const std::string& listen, agents::sim::SimOptions options,
+    const std::string& command, const std::string& listen, const std::string& secret_file,
+    agents::sim::SimOptions options,
     const std::function<Result<std::unique_ptr<Agent>>(const agents::sim::SimOptions&)>& start) {
   auto address = ParseListen(listen);
   if (!address) {
     std::cerr << "floatplane " << command << ": " << address.error().message() << "\n";
     return 2;
   }
+  if (secret_file.empty()) {
+    std::cerr << "floatplane " << command
+              << ": --secret-file FILE is required: the agent obeys only the control plane, "
+                 "which presents the secret in that file (give the server the same file as "
+                 "--agent-secret-file; make one with: head -c 32 /dev/urandom | base64 > FILE)\n";
+    return 2;
+  }
+  auto secret = agents::AgentSecret::ReadFile(secret_file);
+  if (!secret) {
+    std::cerr << "floatplane " << command << ": --secret-file: " << secret.error().message()
+              << "\n";
+    return 2;
+  }
+  options.secret = *secret;
   options.host = address->host;
   options.port = address->port;
 
@@ -145,6 +160,12 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       ->capture_default_str();
   for (CLI::App* agent : {flags.switch_agent, flags.sled_agent}) {
     AddLogLevelOption(*agent, flags.log_level, "requests that only read");
+    agent
+        ->add_option("--secret-file", flags.secret_file,
+                     "Required: a file whose first line is the secret the control plane presents "
+                     "on every call (the server's --agent-secret-file); any other caller is "
+                     "answered 401 and changes nothing")
+        ->type_name("FILE");
     agent->add_flag("--enable-test-faults", flags.test_faults,
                     "Answer test fault injection (POST /faults, POST /reset: failures, hangs, "
                     "lost state on demand); for tests and drills only, never in production");
@@ -163,7 +184,7 @@ int RunAgentCommand(const AgentFlags& flags) {
     agents::sim::SimOptions switch_options;
     switch_options.test_faults = flags.test_faults;
     return RunAgent<SwitchAgentSim>(
-        "switch-agent", flags.switch_listen, switch_options,
+        "switch-agent", flags.switch_listen, flags.secret_file, switch_options,
         [&](const agents::sim::SimOptions& options) -> Result<std::unique_ptr<SwitchAgentSim>> {
           if (dataplane == "sim") return SwitchAgentSim::Start(options);
           std::optional<IpAddr> underlay;
@@ -192,7 +213,7 @@ int RunAgentCommand(const AgentFlags& flags) {
   options.test_faults = flags.test_faults;
   using agents::sim::SledAgentSim;
   return RunAgent<SledAgentSim>(
-      "sled-agent", flags.sled_listen, options,
+      "sled-agent", flags.sled_listen, flags.secret_file, options,
       [&](const agents::sim::SimOptions& o) -> Result<std::unique_ptr<SledAgentSim>> {
         if (dataplane == "sim") return SledAgentSim::Start(o);
         auto underlay = IpAddr::Parse(flags.sled_underlay);

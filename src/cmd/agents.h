@@ -25,6 +25,7 @@ struct AgentFlags {
   std::string sled_vm_prefix;
   std::string sled_serial;
   bool test_faults = false;
+  std::string secret_file;  // both agents: the control plane's secret (agents/agent_secret.h)
   std::string sled_listen = "127.0.0.1:0";
   int64_t start_delay_ms = 200;
   int64_t stop_delay_ms = 200;

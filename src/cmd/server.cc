@@ -41,6 +41,7 @@
 #include "db/sleds.h"
 #include "http/host_port.h"
 #include "http/server.h"
+#include "http/tls.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
 #include "saga/saga.h"
@@ -197,6 +198,18 @@ void PrintDevBanner(const std::string& url, const std::filesystem::path& token_f
             << std::endl;
 }
 
+// SIGHUP: new connections get the certificate the files hold now; open ones keep theirs. A file
+// that cannot be used changes nothing (the server goes on with the one it has).
+void ReloadTlsCertificate(fp::http::TlsCertificate& tls) {
+  if (Status reloaded = tls.Reload(); !reloaded) {
+    fp::LogEvent("error",
+                 "SIGHUP: cannot read the TLS certificate again; still serving the old one",
+                 {{"error", reloaded.error().message()}});
+    return;
+  }
+  fp::LogEvent("info", "SIGHUP: TLS certificate read again", {{"certificate", tls.Describe()}});
+}
+
 }  // namespace
 
 int RunServer(const ServerFlags& flags) {
@@ -206,9 +219,11 @@ int RunServer(const ServerFlags& flags) {
   const std::string& listen = flags.listen;
   if (!dev) {
     // A production server names what it runs on; only --dev makes things up.
-    for (auto [missing, name] : {std::pair{flags.database.empty(), "--database"},
-                                 std::pair{flags.switch_agents.empty(), "--switch-agent"},
-                                 std::pair{flags.sled_agents.empty(), "--sled-agent"}}) {
+    for (auto [missing, name] :
+         {std::pair{flags.database.empty(), "--database"},
+          std::pair{flags.switch_agents.empty(), "--switch-agent"},
+          std::pair{flags.sled_agents.empty(), "--sled-agent"},
+          std::pair{flags.agent_secret_file.empty(), "--agent-secret-file"}}) {
       if (missing) {
         std::cerr << "floatplane server: " << name << " (or `" << std::string_view(name).substr(2)
                   << "` in the config file's [server] section) is required without --dev; "
@@ -221,6 +236,21 @@ int RunServer(const ServerFlags& flags) {
   if (!address) {
     std::cerr << "floatplane server: --listen: " << address.error().message() << "\n";
     return 2;
+  }
+  std::shared_ptr<fp::http::TlsCertificate> tls;
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    std::cerr << "floatplane server: " << (flags.tls_cert.empty() ? "--tls-key" : "--tls-cert")
+              << " needs " << (flags.tls_cert.empty() ? "--tls-cert" : "--tls-key")
+              << ": HTTPS takes a certificate and its private key\n";
+    return 2;
+  }
+  if (!flags.tls_cert.empty()) {
+    auto loaded = fp::http::TlsCertificate::Load(flags.tls_cert, flags.tls_key);
+    if (!loaded) {
+      std::cerr << "floatplane server: --tls-cert/--tls-key: " << loaded.error().message() << "\n";
+      return 2;
+    }
+    tls = *loaded;
   }
   std::filesystem::path dir(data_dir);
   auto database = ParseDatabaseSetting(flags.database, dir);
@@ -400,6 +430,7 @@ int RunServer(const ServerFlags& flags) {
   options.max_connections_per_client = flags.max_connections_per_client;
   options.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(flags.idle_timeout_ms);
+  options.tls = tls;
   // Scraped and probed all the time: at debug, like the agents' polls.
   options.quiet_paths = {"/metrics", "/v1/ping"};
   // Set once the server runs; read by /metrics, which only a running server can serve.
@@ -425,17 +456,24 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
   serving = server->get();
-  std::string host = fp::http::UrlHost(address->host);
-  std::cout << "listening on http://" << host << ":" << (*server)->port() << std::endl;
-  if (flags.dev) PrintDevBanner(fmt::format("http://{}:{}", host, (*server)->port()), token_file);
+  std::string url = fmt::format("{}://{}:{}", tls ? "https" : "http",
+                                fp::http::UrlHost(address->host), (*server)->port());
+  std::cout << "listening on " << url << std::endl;
+  if (flags.dev) PrintDevBanner(url, token_file);
   fp::LogEvent("info", "serving",
-               {{"address", fmt::format("{}:{}", host, (*server)->port())},
+               {{"url", url},
+                {"tls_certificate", tls ? tls->Describe() : std::string("none (plain HTTP)")},
                 {"data_dir", data_dir},
                 {"database", DescribeDatabase(*database)},
                 {"coordinator_id", *coordinator_id},
                 {"admin_token_file", token_file.string()}});
 
-  WaitForStopSignal(stop_signals, [&] { ReloadSwitchAgents(flags, nat); });
+  WaitForStopSignal(stop_signals, [&] {
+    // (Without a config file there are no switch agents to read again; say so only when SIGHUP
+    // has nothing else to do.)
+    if (!flags.config_file.empty() || !tls) ReloadSwitchAgents(flags, processes, nat);
+    if (tls) ReloadTlsCertificate(*tls);
+  });
   (*server)->Stop();
   // No request runs a saga any more. Sagas still recovering stop before their next node (an
   // agent call in progress ends within --agent-timeout-ms) and resume at the next start.

@@ -32,9 +32,15 @@ struct ServerFlags {
   // was bootstrapped already (the operator's way back in after losing the token).
   bool mint_admin_token = false;
   std::string listen = "127.0.0.1:12220";
+  // PEM files: serve HTTPS with them (both or neither); read again on SIGHUP.
+  std::string tls_cert;
+  std::string tls_key;
   // URLs, one per switch (a rack has two); empty: two in-process simulated switch agents.
   std::vector<std::string> switch_agents;
   std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents
+  // The secret every call to an agent presents (its first line); the agents are given the same
+  // file. Empty with --dev: a random one for the agents simulated in this process.
+  std::string agent_secret_file;
   // Short enough that an operation whose agent hangs (one call, then its undo's) still
   // answers within 10 s.
   int agent_timeout_ms = 2000;

@@ -15,17 +15,24 @@
 namespace fp::cmd {
 
 Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents& out) {
+  if (!flags.agent_secret_file.empty()) {
+    out.secret = FP_TRY(fp::agents::AgentSecret::ReadFile(flags.agent_secret_file));
+  } else if (flags.switch_agents.empty() || flags.sled_agents.empty()) {
+    out.secret = fp::agents::AgentSecret::Random();
+  }
   std::vector<std::string> switch_urls = flags.switch_agents;
   if (switch_urls.empty()) {
     for (int i = 0; i < 2; ++i) {
       fp::agents::sim::SimOptions options;
       options.test_faults = flags.enable_test_faults;
+      options.secret = out.secret;
       out.switch_sims.push_back(FP_TRY(fp::agents::sim::SwitchAgentSim::Start(options)));
       switch_urls.push_back(out.switch_sims.back()->base_url());
     }
   }
   for (const std::string& url : switch_urls) {
-    out.switch_clients.push_back(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
+    out.switch_clients.push_back(
+        fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms, out.secret));
   }
   std::vector<std::string> sled_urls = flags.sled_agents;
   if (sled_urls.empty()) {
@@ -35,6 +42,7 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
       options.stop_delay = std::chrono::milliseconds(100);
       options.serial = fmt::format("dev-sled-{}", i);
       options.test_faults = flags.enable_test_faults;
+      options.secret = out.secret;
       out.sled_sims.push_back(FP_TRY(fp::agents::sim::SledAgentSim::Start(options)));
       sled_urls.push_back(out.sled_sims.back()->base_url());
     }
@@ -42,7 +50,7 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   std::map<std::string, std::string> url_of_serial;  // the sleds seen so far
   for (size_t i = 0; i < sled_urls.size(); ++i) {
     const std::string& url = sled_urls[i];
-    auto client = fp::agents::MakeSledAgentClient(url, flags.agent_timeout_ms);
+    auto client = fp::agents::MakeSledAgentClient(url, flags.agent_timeout_ms, out.secret);
     // The sled's own underlay address when its dataplane has one (the Linux sled agent: NAT
     // entries must name it); else fd00:1122:3344:101::1, :102::1, ... in sled order.
     fp::IpAddr underlay(fp::IpVersion::kV6, (fp::uint128{0xfd0011223344u} << 80) |
@@ -78,7 +86,8 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   return fp::Ok();
 }
 
-void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat) {
+void ReloadSwitchAgents(const ServerFlags& flags, const ServerAgents& agents,
+                        fp::nat::NatReconciler& nat) {
   if (flags.config_file.empty()) {
     fp::LogEvent("warn", "SIGHUP: no --config file to read the switch agents from");
     return;
@@ -98,7 +107,7 @@ void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat) {
   std::vector<std::string> added, removed;
   for (const std::string& url : **wanted) {
     if (std::find(now.begin(), now.end(), url) == now.end()) {
-      nat.AddSwitch(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms));
+      nat.AddSwitch(fp::agents::MakeSwitchAgentClient(url, flags.agent_timeout_ms, agents.secret));
       added.push_back(url);
     }
   }

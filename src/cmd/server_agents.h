@@ -4,6 +4,7 @@
 // their serial), and the switch agents read again on SIGHUP.
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "agents/agents.h"
@@ -31,18 +32,23 @@ struct ServerAgents {
   std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
   std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
   fp::app::Dataplane dataplane;
+  // What every call to an agent presents: --agent-secret-file's, else (for agents simulated
+  // in this process) a random one.
+  std::optional<fp::agents::AgentSecret> secret;
 };
 
 // The switch and sled agents of --switch-agent and --sled-agent, or (without them) two of each
 // simulated in this process; every sled registered in `ds` under its serial (db::SledUpsert),
 // its underlay address its agent's own or one assigned in sled order. Errors: a simulated
-// agent that cannot start, two agents that say one serial, the datastore's.
+// agent that cannot start, two agents that say one serial, an agent secret file that cannot
+// be read, the datastore's.
 Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents& out);
 
 // SIGHUP: the switch agents become those the --config file names now (its `switch-agent`, a
 // URL or a list of them); switches added are loaded, switches removed are no longer sent
 // changes. Without a config file, or with no `switch-agent` in it, nothing changes. Errors
 // are logged and change nothing.
-void ReloadSwitchAgents(const ServerFlags& flags, fp::nat::NatReconciler& nat);
+void ReloadSwitchAgents(const ServerFlags& flags, const ServerAgents& agents,
+                        fp::nat::NatReconciler& nat);
 
 }  // namespace fp::cmd

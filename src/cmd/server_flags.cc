@@ -48,6 +48,19 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server
+      ->add_option("--tls-cert", flags.tls_cert,
+                   "Serve HTTPS (TLS 1.2 and 1.3) with this certificate: a PEM file with the "
+                   "server's certificate first, then any intermediate ones. Needs --tls-key; both "
+                   "are read again on SIGHUP, for new connections (default: plain HTTP)")
+      ->type_name("FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server
+      ->add_option("--tls-key", flags.tls_key,
+                   "The unencrypted PEM private key of --tls-cert (keep it readable by this "
+                   "server's user only)")
+      ->type_name("FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   server->add_option("--switch-agent", flags.switch_agents,
                      "URL of a switch agent; repeat for each switch: every one carries every NAT "
                      "entry (with --dev, default: two simulated ones in this process). Those of "
@@ -55,6 +68,14 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   server->add_option("--sled-agent", flags.sled_agents,
                      "URL of a sled agent; repeat for each sled (with --dev, default: two "
                      "simulated ones in this process)");
+  server
+      ->add_option("--agent-secret-file", flags.agent_secret_file,
+                   "File whose first line is the secret presented on every call to an agent, "
+                   "which obeys only callers that present it (give the agents the same file: "
+                   "--secret-file). Required without --dev; with --dev, the agents simulated in "
+                   "this process get a random one")
+      ->type_name("FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   server
       ->add_option("--agent-timeout-ms", flags.agent_timeout_ms,
                    "Deadline of every call to an agent")

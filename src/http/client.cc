@@ -116,6 +116,7 @@ struct HttpClient::Impl {
   std::string base_url;
   std::string description;
   std::chrono::milliseconds timeout;
+  std::string authorization;
   Result<PeerAddress> address;
 
   std::mutex mu;
@@ -123,11 +124,13 @@ struct HttpClient::Impl {
   std::set<int> busy;                             // guarded by mu: sockets of calls under way
   bool abandoned = false;                         // guarded by mu
 
-  Impl(std::string peer_name, std::string url, std::chrono::milliseconds call_timeout)
+  Impl(std::string peer_name, std::string url, std::chrono::milliseconds call_timeout,
+       std::string authorization_header)
       : peer(std::move(peer_name)),
         base_url(std::move(url)),
         description(fmt::format("{} at {}", peer, base_url)),
         timeout(call_timeout),
+        authorization(std::move(authorization_header)),
         address(ParseBaseUrl(base_url, description)) {}
 
   Error Abandoned() const {
@@ -198,7 +201,7 @@ struct HttpClient::Impl {
   Result<HttpAnswer> Exchange(Connection& conn, std::string_view request,
                               Clock::time_point deadline, bool& stale, bool& keep_alive) {
     stale = false;
-    if (!socket_io::SendAll(conn.fd, request, deadline)) {
+    if (!socket_io::SendAll({.fd = conn.fd}, request, deadline)) {
       int err = errno;
       stale = conn.reused && IsStaleErrno(err);
       return Fail(StepFailed("connection lost while sending the request", err));
@@ -206,7 +209,7 @@ struct HttpClient::Impl {
     beast_http::response_parser<beast_http::string_body> parser;
     parser.body_limit(kAnswerBodyLimit);
     beast::error_code ec;
-    switch (socket_io::ReadMessage(conn.fd, conn.buffer, parser, deadline, ec)) {
+    switch (socket_io::ReadMessage({.fd = conn.fd}, conn.buffer, parser, deadline, ec)) {
       case socket_io::ReadOutcome::kMessage:
         break;
       case socket_io::ReadOutcome::kTimedOut:
@@ -223,8 +226,10 @@ struct HttpClient::Impl {
   }
 };
 
-HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>(std::move(peer), std::move(base_url), timeout)) {}
+HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
+                       std::string authorization)
+    : impl_(std::make_unique<Impl>(std::move(peer), std::move(base_url), timeout,
+                                   std::move(authorization))) {}
 
 HttpClient::~HttpClient() = default;
 
@@ -255,6 +260,9 @@ Result<HttpAnswer> HttpClient::Call(
   beast_http::request<beast_http::string_body> request{verb, target, 11};
   request.set(beast_http::field::host, impl.address->host_header);
   request.set(beast_http::field::user_agent, "floatplane");
+  if (!impl.authorization.empty()) {
+    request.set(beast_http::field::authorization, impl.authorization);
+  }
   if (!body.empty()) {
     request.set(beast_http::field::content_type, "application/json");
     request.body() = std::string(body);

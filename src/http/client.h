@@ -29,8 +29,10 @@ struct HttpAnswer {
 class HttpClient {
  public:
   // `peer` names the server in error messages ("switch agent"). Never fails: a malformed
-  // `base_url` is reported by every Call.
-  HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout);
+  // `base_url` is reported by every Call. `authorization`, if not empty, is sent as the
+  // Authorization header of every call (never logged).
+  HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
+             std::string authorization = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

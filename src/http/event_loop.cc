@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "common/log.h"
 #include "http/event_server.h"
@@ -62,7 +64,8 @@ void EventServer::Loop() {
   epoll_event events[256];
   TimePoint next_sweep = SteadyClock::now() + kSweepPeriod;
   while (!stopping_) {
-    int n = ::epoll_wait(epoll_fd_, events, 256, socket_io::MillisLeft(next_sweep));
+    int n = ::epoll_wait(epoll_fd_, events, 256,
+                         buffered_.empty() ? socket_io::MillisLeft(next_sweep) : 0);
     if (n < 0 && errno != EINTR) {
       LogEvent("error", "epoll_wait failed; the server stops accepting",
                {{"error", std::strerror(errno)}});
@@ -82,6 +85,7 @@ void EventServer::Loop() {
         OnReadable(tag);
       }
     }
+    ReadBuffered();
     if (SteadyClock::now() >= next_sweep) {
       Sweep();
       next_sweep = SteadyClock::now() + kSweepPeriod;
@@ -98,8 +102,7 @@ void EventServer::Loop() {
     for (auto& conn : returned_) CloseLocked(*conn);
     returned_.clear();
   }
-  for (auto& [fd, deadline] : draining_) ::close(fd);
-  draining_.clear();
+  while (!draining_.empty()) EndDrain(draining_.begin());
 }
 
 void EventServer::AcceptAll() {
@@ -144,11 +147,13 @@ void EventServer::AcceptAll() {
       RefuseAndDrain(fd, ErrorWire(503, "ServiceUnavailable", *refusal));
       continue;
     }
+    // (The TLS handshake is read like a request, in OnReadable.)
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto conn = std::make_unique<Conn>();
     conn->id = next_id_++;
     conn->fd = fd;
+    if (options_.tls) conn->tls = options_.tls->NewSession(fd);
     conn->client = std::move(client);
     conn->address = PeerAddress(peer);
     conn->NextRequest(options_);
@@ -156,18 +161,50 @@ void EventServer::AcceptAll() {
   }
 }
 
-void EventServer::RefuseAndDrain(int fd, const std::string& wire) {
-  (void)!::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::shutdown(fd, SHUT_WR);
+void EventServer::RefuseAndDrain(int fd, std::string wire) {
+  Drain drain{.deadline = SteadyClock::now() + kDrainTime};
+  if (options_.tls) {
+    // A TLS client reads the answer only after its handshake, which may take it a while.
+    drain.deadline =
+        SteadyClock::now() + std::max<TimePoint::duration>(kDrainTime, options_.request_timeout);
+    drain.tls = options_.tls->NewSession(fd);
+    drain.unsent = std::move(wire);
+  } else {
+    (void)!::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+  }
   if (draining_.size() >= max_draining_ ||
       !Watch(fd, kDrainBit | static_cast<uint64_t>(fd), EPOLL_CTL_ADD)) {
+    socket_io::EndTls(drain.tls);
     ::close(fd);
     return;
   }
-  draining_[fd] = SteadyClock::now() + kDrainTime;
+  draining_[fd] = std::move(drain);
 }
 
 void EventServer::DrainSome(int fd) {
+  auto it = draining_.find(fd);
+  if (it == draining_.end()) return;
+  Drain& d = it->second;
+  if (d.tls != nullptr) {
+    short wait = POLLIN;
+    ssize_t n =
+        socket_io::SendSome({.fd = fd, .tls = d.tls}, d.unsent.data(), d.unsent.size(), wait);
+    if (n < 0 && errno == EAGAIN) {
+      Watch(fd, kDrainBit | static_cast<uint64_t>(fd), EPOLL_CTL_MOD, wait == POLLOUT);
+      return;
+    }
+    if (n > 0) d.unsent.erase(0, static_cast<size_t>(n));
+    if (n > 0 && !d.unsent.empty()) return;  // the rest when the socket takes it
+    if (n <= 0) {
+      EndDrain(it);
+      return;
+    }
+    // Answered: the rest of what the client sends is read as it comes, without decrypting.
+    socket_io::EndTls(d.tls);
+    ::shutdown(fd, SHUT_WR);
+    Watch(fd, kDrainBit | static_cast<uint64_t>(fd), EPOLL_CTL_MOD);
+  }
   char scratch[4096];
   for (;;) {
     ssize_t n = ::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT);
@@ -176,8 +213,18 @@ void EventServer::DrainSome(int fd) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     break;
   }
-  ::close(fd);  // closing removes it from the epoll set
-  draining_.erase(fd);
+  EndDrain(it);
+}
+
+void EventServer::EndDrain(std::map<int, Drain>::iterator it) {
+  socket_io::EndTls(it->second.tls);
+  ::close(it->first);  // closing removes it from the epoll set
+  draining_.erase(it);
+}
+
+void EventServer::SendNow(const Conn& c, const std::string& wire) {
+  short wait = POLLOUT;
+  (void)socket_io::SendSome(c.stream(), wire.data(), wire.size(), wait);
 }
 
 void EventServer::Park(std::unique_ptr<Conn> conn) {
@@ -185,7 +232,9 @@ void EventServer::Park(std::unique_ptr<Conn> conn) {
     Close(*conn);
     return;
   }
+  conn->waits_to_send = false;
   uint64_t id = conn->id;
+  if (socket_io::HasBuffered(conn->stream())) buffered_.push_back(id);
   parked_[id] = std::move(conn);
 }
 
@@ -203,18 +252,29 @@ void EventServer::OnReadable(uint64_t id) {
   if (it == parked_.end()) return;
   Conn& c = *it->second;
   // At most 128 KiB per wake-up, so one fast sender cannot hold the loop; level-triggered
-  // epoll reports the rest next round.
+  // epoll reports the rest next round (and ReadBuffered what TLS read ahead).
   for (int round = 0; round < 8; ++round) {
     auto space = c.buffer.prepare(16 << 10);
-    ssize_t n = ::recv(c.fd, space.data(), space.size(), MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n <= 0) {
+    short wait = POLLIN;
+    ssize_t n = socket_io::RecvSome(c.stream(), space.data(), space.size(), wait);
+    if (n < 0) {
+      // Nothing yet. A TLS handshake may have to send before it can read on.
+      if ((wait == POLLOUT) != c.waits_to_send) {
+        c.waits_to_send = wait == POLLOUT;
+        Watch(c.fd, c.id, EPOLL_CTL_MOD, c.waits_to_send);
+      }
+      return;
+    }
+    if (n == 0) {
       // Closed or reset; a request cut off here is not answered (nobody would read it).
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
       Close(c);
       parked_.erase(it);
       return;
+    }
+    if (c.waits_to_send) {
+      c.waits_to_send = false;
+      Watch(c.fd, c.id, EPOLL_CTL_MOD);
     }
     c.buffer.commit(static_cast<size_t>(n));
     if (!c.request_began) c.request_began = SteadyClock::now();
@@ -226,6 +286,14 @@ void EventServer::OnReadable(uint64_t id) {
       return;
     }
   }
+  if (socket_io::HasBuffered(c.stream())) buffered_.push_back(id);
+}
+
+void EventServer::ReadBuffered() {
+  if (buffered_.empty()) return;
+  std::vector<uint64_t> ids;
+  ids.swap(buffered_);
+  for (uint64_t id : ids) OnReadable(id);
 }
 
 void EventServer::Sweep() {
@@ -246,18 +314,15 @@ void EventServer::Sweep() {
       std::string wire = ErrorWire(408, "RequestTimeout",
                                    fmt::format("the request did not arrive completely within {} ms",
                                                options_.request_timeout.count()));
-      (void)!::send(c.fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      SendNow(c, wire);
     }
     Close(c);
     it = parked_.erase(it);
   }
   for (auto it = draining_.begin(); it != draining_.end();) {
-    if (now < it->second) {
-      ++it;
-      continue;
-    }
-    ::close(it->first);
-    it = draining_.erase(it);
+    auto next = std::next(it);
+    if (now >= it->second.deadline) EndDrain(it);
+    it = next;
   }
   if (accept_paused_ && Watch(listen_fd_, kListenTag, EPOLL_CTL_ADD)) accept_paused_ = false;
   LogAdmission(now);

@@ -25,6 +25,7 @@
 
 #include "http/server.h"
 #include "http/socket_io.h"
+#include "http/tls.h"
 
 namespace fp::http::detail {
 
@@ -46,8 +47,10 @@ std::string ErrorWire(int status, std::string_view code, std::string_view messag
 struct Conn {
   uint64_t id = 0;
   int fd = -1;
-  std::string client;   // the key its client's connections are counted under
-  std::string address;  // the peer's address
+  ssl_st* tls = nullptr;       // its TLS session, on a server with a certificate
+  bool waits_to_send = false;  // the loop watches it for writability (a TLS handshake's flight)
+  std::string client;          // the key its client's connections are counted under
+  std::string address;         // the peer's address
   beast::flat_buffer buffer;
   std::optional<Parser> parser;
   beast::error_code parse_error;           // set when the request could not be read as HTTP
@@ -65,6 +68,14 @@ struct Conn {
     idle_since = SteadyClock::now();
   }
   bool HasPartialRequest() const { return buffer.size() > 0 || parser->got_some(); }
+  socket_io::Stream stream() const { return {.fd = fd, .tls = tls}; }
+};
+
+// A refused connection being read to its end. Over TLS its answer waits for the handshake.
+struct Drain {
+  TimePoint deadline;
+  ssl_st* tls = nullptr;
+  std::string unsent;  // the answer, while the TLS handshake is not done
 };
 
 // Event-loop tags: connection ids start at kFirstConnId; draining descriptors carry kDrainBit.
@@ -99,7 +110,9 @@ class EventServer final : public HttpServer {
   // connections being drained.
   void FitToDescriptorLimit();
 
-  bool Watch(int fd, uint64_t tag, int op);
+  // Adds (op EPOLL_CTL_ADD) or changes (EPOLL_CTL_MOD) what the loop watches `fd` for:
+  // readability, or writability with `to_send`.
+  bool Watch(int fd, uint64_t tag, int op, bool to_send = false);
 
   void Wake();
 
@@ -112,9 +125,16 @@ class EventServer final : public HttpServer {
   // Sends `wire` (small: it fits a fresh socket's buffer), ends the sending side, and reads
   // what the client still sends for a moment, so that closing does not reset the connection
   // before the client has read the answer.
-  void RefuseAndDrain(int fd, const std::string& wire);
+  // Over TLS, the handshake comes first: the answer is sent when it is done, within the request
+  // timeout.
+  void RefuseAndDrain(int fd, std::string wire);
 
   void DrainSome(int fd);
+
+  void EndDrain(std::map<int, Drain>::iterator it);
+
+  // Best effort, without waiting: an answer the server gives before closing the connection.
+  static void SendNow(const Conn& c, const std::string& wire);
 
   // The loop takes the connection and waits for its next request.
   void Park(std::unique_ptr<Conn> conn);
@@ -122,6 +142,10 @@ class EventServer final : public HttpServer {
   void TakeReturned();
 
   void OnReadable(uint64_t id);
+
+  // Connections whose TLS session holds bytes already read from the socket: the socket will
+  // not wake the loop for them, so the loop reads them next round.
+  void ReadBuffered();
 
   // Closes connections past their deadline: a request still incomplete at the request deadline
   // gets 408; a connection idle past the idle timeout is closed silently.
@@ -176,7 +200,8 @@ class EventServer final : public HttpServer {
 
   // Event-loop thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> parked_;
-  std::map<int, TimePoint> draining_;  // refused connections being read to their end
+  std::map<int, Drain> draining_;   // refused connections being read to their end
+  std::vector<uint64_t> buffered_;  // parked connections with TLS bytes to read (ReadBuffered)
   size_t max_draining_ = 4096;
   bool accept_paused_ = false;
   uint64_t next_id_ = kFirstConnId;

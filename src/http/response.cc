@@ -91,7 +91,8 @@ bool EventServer::Answer(Conn& c) {
   res.prepare_payload();
   std::ostringstream wire;
   wire << res;
-  bool sent = socket_io::SendAll(c.fd, wire.view(), SteadyClock::now() + options_.send_timeout);
+  bool sent =
+      socket_io::SendAll(c.stream(), wire.view(), SteadyClock::now() + options_.send_timeout);
   return sent && keep_alive;
 }
 

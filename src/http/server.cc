@@ -157,9 +157,9 @@ void EventServer::FitToDescriptorLimit() {
   }
 }
 
-bool EventServer::Watch(int fd, uint64_t tag, int op) {
+bool EventServer::Watch(int fd, uint64_t tag, int op, bool to_send) {
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = to_send ? EPOLLOUT : EPOLLIN;
   ev.data.u64 = tag;
   return ::epoll_ctl(epoll_fd_, op, fd, &ev) == 0;
 }

@@ -12,6 +12,8 @@
 
 namespace fp::http {
 
+class TlsCertificate;  // http/tls.h
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // percent-encoded path, without the query
@@ -38,7 +40,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;            // 0: the kernel picks a free port
+  uint16_t port = 0;  // 0: the kernel picks a free port
+  // Serve HTTPS with this certificate (TLS 1.2 and 1.3), else plain HTTP. The handshake is
+  // read by the event loop like a request, within request_timeout, and holds no worker. The
+  // process must ignore SIGPIPE (TLS writes may raise it).
+  std::shared_ptr<TlsCertificate> tls;
   size_t body_limit = 1 << 20;  // larger bodies get 400 without reaching the handler
   size_t header_limit = 16 << 10;
   // Open connections, idle ones included. A connection beyond it is answered 503 with

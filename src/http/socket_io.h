@@ -1,11 +1,10 @@
 #pragma once
 
-// HTTP/1.1 message I/O over a plain socket, shared by the HTTP server and the agents' HTTP
-// client. Beast parses and serializes. The blocking calls bound every wait with poll() and a
-// deadline, so the calling thread does the I/O itself; ParseBuffered serves an event loop that
-// reads without waiting.
-// Include only from the server's files (via event_server.h) and client.cc (Beast is slow to
-// compile).
+// HTTP/1.1 message I/O over a socket, plain or TLS (http/tls.h), shared by the HTTP server and
+// the agents' HTTP client. Beast parses and serializes. The blocking calls bound every wait with
+// poll() and a deadline, so the calling thread does the I/O itself; ParseBuffered serves an event
+// loop that reads without waiting. Include only from the server's files (via event_server.h) and
+// client.cc (Beast is slow to compile).
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <string_view>
+
+#include "http/tls.h"
 
 namespace fp::http::socket_io {
 
@@ -45,18 +46,15 @@ inline bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
 
 // Sends all of `data`. False with errno set (ETIMEDOUT when the peer stopped reading until the
 // deadline, EPIPE/ECONNRESET when it is gone).
-inline bool SendAll(int fd, std::string_view data, SteadyClock::time_point deadline) {
+inline bool SendAll(Stream s, std::string_view data, SteadyClock::time_point deadline) {
   while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    short wait = POLLOUT;
+    ssize_t n = SendSome(s, data.data(), data.size(), wait);
     if (n > 0) {
       data.remove_prefix(static_cast<size_t>(n));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (WaitReady(fd, POLLOUT, deadline)) continue;
-      return false;
-    }
+    if (n < 0 && errno == EAGAIN && WaitReady(s.fd, wait, deadline)) continue;
     return false;
   }
   return true;
@@ -94,13 +92,14 @@ ParseOutcome ParseBuffered(boost::beast::flat_buffer& buffer, Parser& parser,
   return parser.is_done() ? ParseOutcome::kMessage : ParseOutcome::kNeedMore;
 }
 
-// Reads one message from `fd` into `parser`, starting with the bytes `buffer` kept from the
+// Reads one message from `s` into `parser`, starting with the bytes `buffer` kept from the
 // previous message on this connection. On kClosed, parser.got_some() tells whether the peer
 // closed between messages or in the middle of one. On kTimedOut the parser keeps what arrived,
 // so a later call (or another reader) can go on where this one stopped.
 template <typename Parser>
-ReadOutcome ReadMessage(int fd, boost::beast::flat_buffer& buffer, Parser& parser,
+ReadOutcome ReadMessage(Stream s, boost::beast::flat_buffer& buffer, Parser& parser,
                         SteadyClock::time_point deadline, boost::beast::error_code& ec) {
+  short wait = POLLIN;
   for (;;) {
     switch (ParseBuffered(buffer, parser, ec)) {
       case ParseOutcome::kMessage:
@@ -110,13 +109,15 @@ ReadOutcome ReadMessage(int fd, boost::beast::flat_buffer& buffer, Parser& parse
       case ParseOutcome::kNeedMore:
         break;
     }
-    if (!WaitReady(fd, POLLIN, deadline)) {
+    // TLS may hold bytes it read from the socket already: the socket would not wake us.
+    if (!HasBuffered(s) && !WaitReady(s.fd, wait, deadline)) {
       return errno == ETIMEDOUT ? ReadOutcome::kTimedOut : ReadOutcome::kClosed;
     }
     auto space = buffer.prepare(16 << 10);
-    ssize_t n = ::recv(fd, space.data(), space.size(), MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (n <= 0) {
+    ssize_t n = RecvSome(s, space.data(), space.size(), wait);
+    if (n < 0) continue;  // `wait` says for what
+    wait = POLLIN;
+    if (n == 0) {
       if (parser.got_some()) {
         // A message whose length is "until the connection closes" ends here.
         parser.put_eof(ec);

@@ -20,7 +20,7 @@ void EventServer::Dispatch(std::unique_ptr<Conn> conn) {
     std::string wire =
         ErrorWire(503, "ServiceUnavailable",
                   "the server is handling as many requests as it can; retry shortly");
-    (void)!::send(conn->fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    SendNow(*conn, wire);
     Close(*conn);
     return;
   }
@@ -73,7 +73,7 @@ void EventServer::WorkerMain(uint64_t wid) {
             ErrorWire(503, "ServiceUnavailable",
                       fmt::format("the request waited over {} ms for the server; retry shortly",
                                   options_.request_timeout.count()));
-        (void)!::send(conn->fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        SendNow(*conn, wire);
         Release(std::move(conn), false);
       } else {
         Serve(std::move(conn));
@@ -104,8 +104,8 @@ void EventServer::Serve(std::unique_ptr<Conn> conn) {
     }
     TimePoint deadline = SteadyClock::now() + (others_wait ? TimePoint::duration::zero()
                                                            : TimePoint::duration(options_.linger));
-    ReadOutcome got =
-        socket_io::ReadMessage(conn->fd, conn->buffer, *conn->parser, deadline, conn->parse_error);
+    ReadOutcome got = socket_io::ReadMessage(conn->stream(), conn->buffer, *conn->parser, deadline,
+                                             conn->parse_error);
     if (got == ReadOutcome::kMessage || got == ReadOutcome::kMalformed) continue;
     if (got == ReadOutcome::kClosed) break;
     // Nothing complete yet: the loop waits for the rest without holding this thread.
@@ -135,6 +135,7 @@ void EventServer::Close(Conn& c) {
 
 void EventServer::CloseLocked(Conn& c) {
   if (c.fd < 0) return;
+  socket_io::EndTls(c.tls);
   ::shutdown(c.fd, SHUT_WR);
   ::close(c.fd);
   c.fd = -1;

@@ -28,9 +28,12 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 import signal
+import ssl
 import sqlite3
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -49,7 +52,28 @@ STARTUP_DEADLINE_S = 15.0
 STOP_DEADLINE_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.02
-LISTENING_LINE = re.compile(r"listening on http://127\.0\.0\.1:([0-9]+)")
+_AGENT_SECRET = {}
+
+
+def agent_secret_file():
+    """The file of the secret every agent of this test session obeys (--secret-file) and every
+    server presents (--agent-secret-file): made once, outside any test's directory."""
+    if "path" not in _AGENT_SECRET:
+        directory = Path(tempfile.mkdtemp(prefix="floatplane-agent-secret-"))
+        path = directory / "agent-secret"
+        path.write_text(secrets.token_urlsafe(32) + "\n")
+        path.chmod(0o600)
+        _AGENT_SECRET["path"] = path
+        _AGENT_SECRET["value"] = path.read_text().strip()
+    return _AGENT_SECRET["path"]
+
+
+def agent_secret():
+    agent_secret_file()
+    return _AGENT_SECRET["value"]
+
+
+LISTENING_LINE = re.compile(r"listening on https?://127\.0\.0\.1:([0-9]+)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,15 +312,17 @@ _NO_BODY = object()
 
 
 class Client:
-    """A loopback HTTP client with a bearer token; validates every response it receives."""
+    """A loopback HTTP client with a bearer token; validates every response it receives. With
+    `tls` (an ssl.SSLContext), HTTPS."""
 
-    def __init__(self, port, token, schema):
+    def __init__(self, port, token, schema, tls=None):
         self.port = port
         self.token = token
         self._schema = schema
+        self.tls = tls
 
     def with_token(self, token):
-        return Client(self.port, token, self._schema)
+        return Client(self.port, token, self._schema, self.tls)
 
     def get(self, path, params=None, **kwargs):
         return self.request("GET", path, params=params, **kwargs)
@@ -337,7 +363,12 @@ class Client:
         return Reply(status, decoded, response_headers)
 
     def _exchange(self, method, url, payload, headers):
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        if self.tls is not None:
+            connection = http.client.HTTPSConnection("127.0.0.1", self.port,
+                                                     timeout=REQUEST_TIMEOUT_S, context=self.tls)
+        else:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                    timeout=REQUEST_TIMEOUT_S)
         try:
             try:
                 connection.request(method, url, body=payload, headers=headers)
@@ -520,8 +551,10 @@ class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
     def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None,
-                 token_source=None, dev=True, database_url=None):
+                 token_source=None, dev=True, database_url=None, tls=None):
         self.binary = binary
+        # An ssl.SSLContext that trusts the server's certificate, when extra_args give it one.
+        self.tls = tls
         # A database of the test's own (e.g. on a cluster it fails on purpose) instead of the
         # engine's default for the data dir.
         self.database_url = database_url
@@ -572,6 +605,8 @@ class FloatplaneServer:
                  "--data-dir", str(self.data_dir), "--listen", "127.0.0.1:0",
                  *(["--database", self.database_url] if self.database_url
                    else database_args(self.data_dir)),
+                 *([] if "--agent-secret-file" in self.extra_args
+                   else ["--agent-secret-file", str(agent_secret_file())]),
                  *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
                 start_new_session=True, env=environment)
@@ -685,7 +720,7 @@ class FloatplaneServer:
 
     def client(self, token=None):
         assert self.port is not None, "server not started"
-        return Client(self.port, token, self._schema)
+        return Client(self.port, token, self._schema, self.tls)
 
     @property
     def anonymous(self):
@@ -739,8 +774,10 @@ class SimAgent:
         # Simulated unless the flags name a dataplane (`--dataplane nftables ...`).
         sim = [] if "--dataplane" in self.flags else ["--sim"]
         # Test faults (POST /faults, /reset) answer only with --enable-test-faults.
+        secret = [] if "--secret-file" in self.flags else ["--secret-file",
+                                                           str(agent_secret_file())]
         command = [str(self.binary), f"{self.kind}-agent", *sim, "--listen", "127.0.0.1:0",
-                   "--enable-test-faults", *self.flags]
+                   "--enable-test-faults", *secret, *self.flags]
         listening = threading.Event()
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
@@ -807,12 +844,18 @@ class SimAgent:
 
     # -- its API --
 
-    def call(self, method, path, body=None):
-        """One request; returns (status, decoded JSON or None)."""
+    def call(self, method, path, body=None, authorization=None):
+        """One request, as the control plane (with the session's agent secret) unless
+        `authorization` gives the header to send instead ("" for none); returns (status,
+        decoded JSON or None)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
         try:
             payload = None if body is None else json.dumps(body).encode()
             headers = {"Accept": "application/json"}
+            if authorization is None:
+                authorization = f"Bearer {agent_secret()}"
+            if authorization:
+                headers["Authorization"] = authorization
             if payload is not None:
                 headers["Content-Type"] = "application/json"
             connection.request(method, path, body=payload, headers=headers)
@@ -936,6 +979,69 @@ def stop_and_check(servers):
 # ---------------------------------------------------------------------------------------------
 # Fixtures
 
+class TestCa:
+    """A certificate authority of the test's own, made with the openssl command: a root, an
+    intermediate under it, and server certificates for 127.0.0.1 issued by the intermediate
+    (their PEM files hold the certificate, then the intermediate: a chain)."""
+
+    def __init__(self, directory):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.root = self.dir / "root.pem"
+        self._openssl("req", "-x509", *self._new_key("root.key"), "-out", str(self.root),
+                      "-days", "2", "-subj", "/CN=floatplane test root",
+                      "-addext", "basicConstraints=critical,CA:TRUE",
+                      "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        self._sign("intermediate", "/CN=floatplane test intermediate", "root",
+                   "basicConstraints=critical,CA:TRUE,pathlen:0\n"
+                   "keyUsage=critical,keyCertSign,cRLSign\n")
+        self.cert, self.key = self.issue("server-1")
+
+    def _openssl(self, *args):
+        subprocess.run(["openssl", *args], cwd=self.dir, check=True, capture_output=True,
+                       timeout=60)
+
+    @staticmethod
+    def _new_key(path):
+        return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path]
+
+    def _sign(self, name, subject, issuer, extensions):
+        self._openssl("req", *self._new_key(f"{name}.key"), "-out", f"{name}.csr", "-subj",
+                      subject)
+        (self.dir / f"{name}.ext").write_text(extensions)
+        self._openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.pem", "-CAkey",
+                      f"{issuer}.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
+                      "-extfile", f"{name}.ext")
+
+    def issue(self, name):
+        """A new server certificate for 127.0.0.1 with common name `name`: (chain PEM, key)."""
+        self._sign(name, f"/CN={name}", "intermediate",
+                   "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        chain = self.dir / f"{name}-chain.pem"
+        chain.write_text((self.dir / f"{name}.pem").read_text() +
+                         (self.dir / "intermediate.pem").read_text())
+        return chain, self.dir / f"{name}.key"
+
+    def server_args(self):
+        return ["--tls-cert", str(self.cert), "--tls-key", str(self.key)]
+
+    def client_context(self):
+        """Trusts the root only: the server must send the intermediate."""
+        context = ssl.create_default_context(cafile=str(self.root))
+        return context
+
+
+@pytest.fixture(scope="session")
+def agent_secret_path():
+    """The agent secret file every agent and server of the session is given."""
+    return agent_secret_file()
+
+
+@pytest.fixture(scope="session")
+def test_ca(tmp_path_factory):
+    return TestCa(tmp_path_factory.mktemp("ca"))
+
+
 @pytest.fixture(scope="session")
 def floatplane_bin():
     value = os.environ.get("FLOATPLANE_BIN")
@@ -969,15 +1075,16 @@ def server_database_args():
 @pytest.fixture
 def start_server(floatplane_bin, api_schema, tmp_path):
     """Factory: start_server(data_dir=None, extra_args=(), env=None, database_of=None,
-    start=True, dev=True, database_url=None) -> FloatplaneServer (running unless start=False),
+    start=True, dev=True, database_url=None, tls=None) -> FloatplaneServer (running unless start=False),
     stopped at teardown, when its database is dropped (PostgreSQL). `database_of`: another
     server whose database this one shares (PostgreSQL only) and whose admin token it uses.
     dev=False: no --dev flag (extra_args name the agents). `database_url`: a database of the
-    test's own (left to the test), instead of the engine's default."""
+    test's own (left to the test), instead of the engine's default. `tls`: the client side of
+    the HTTPS that extra_args set up (see the test_ca fixture)."""
     servers = []
 
     def start(data_dir=None, extra_args=(), env=None, database_of=None, start=True, dev=True,
-              database_url=None):
+              database_url=None, tls=None):
         index = len(servers)
         data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
         if database_of is not None and database_url is None:
@@ -986,7 +1093,7 @@ def start_server(floatplane_bin, api_schema, tmp_path):
         server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
                                   api_schema, extra_args=extra_args, env=env,
                                   token_source=database_of, dev=dev,
-                                  database_url=database_url)
+                                  database_url=database_url, tls=tls)
         servers.append(server)
         return server.start() if start else server
 

@@ -7,11 +7,14 @@ the status of the setup calls they make, so a test fails where its setup broke.
 import http.client
 import ipaddress
 import itertools
+import json
 import re
 import threading
 import time
+import urllib.request
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 DEFAULT_SILO = "default"
 
@@ -53,10 +56,27 @@ def timestamp_ns(text):
     return (moment - epoch) // timedelta(seconds=1) * 1_000_000_000 + nanos
 
 
+def agent_request(url, path, secret_path, method="GET", body=None):
+    """One call to an agent (e.g. the dev server's in-process ones, at the URLs its "dataplane"
+    log line names) as the control plane makes it, with the agent secret of `secret_path`;
+    returns the decoded JSON answer (2xx only)."""
+    secret = Path(secret_path).read_text().strip()
+    request = urllib.request.Request(
+        f"{url}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.load(reply)
+
+
 def metric(server, name):
     """The value of metric `name` in the server's GET /metrics (Prometheus text); `name` may
     carry labels, e.g. 'floatplane_http_refused_total{reason="busy"}'."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    if server.tls is not None:
+        connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=5,
+                                                 context=server.tls)
+    else:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
         connection.request("GET", "/metrics")
         text = connection.getresponse().read().decode()

@@ -11,12 +11,11 @@ import shlex
 import stat
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from e2e_helpers import QUIET_SWITCH
+from e2e_helpers import QUIET_SWITCH, agent_request
 
 GOLDEN = Path(__file__).resolve().parent / "cli_golden"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -178,7 +177,8 @@ def test_the_audit_log_says_who_did_what_in_a_table(cli):
     cli.check_golden("audit_log")
 
 
-def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_server, tmp_path):
+def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_server, tmp_path,
+                                                        agent_secret_path):
     # Issue 23 item 3: the error names a request id; the saga list finds the saga by it, and
     # the saga's view says which node failed and why.
     server = start_server(extra_args=["--enable-test-faults", *QUIET_SWITCH])
@@ -192,10 +192,8 @@ def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_s
     [dataplane] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
     for url in dataplane["switch_agents"]:  # the dev server's in-process switches
         # The attach's push and its undo's.
-        fault = json.dumps({"endpoint": "POST /nat/changes", "fail_next": 2}).encode()
-        with urllib.request.urlopen(urllib.request.Request(f"{url}/faults", data=fault,
-                                                           method="POST"), timeout=10) as r:
-            assert r.status == 200
+        agent_request(url, "/faults", agent_secret_path, method="POST",
+                      body={"endpoint": "POST /nat/changes", "fail_next": 2})
     failed = cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www",
                      "--instance", "vm")
     assert failed.returncode == 1, failed

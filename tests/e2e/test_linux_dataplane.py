@@ -294,7 +294,8 @@ def test_a_migrated_instance_keeps_answering_on_its_floating_ip_from_the_new_sle
 
 
 def test_a_restarted_switch_agent_carries_every_attached_address_again(linux_rack,
-                                                                       floatplane_bin, tmp_path):
+                                                                       floatplane_bin, tmp_path,
+                                                                       agent_secret_path):
     """The switch agent killed and started again empty, while a client keeps asking: the new
     agent's empty table stops traffic until the server's NAT reconciler has refilled it, and
     traffic comes back. The outage is measured and reported (it can be shorter than the
@@ -325,7 +326,8 @@ def test_a_restarted_switch_agent_carries_every_attached_address_again(linux_rac
     with open(tmp_path / "switch-restarted.log", "wb") as log:
         switch.process = subprocess.Popen(
             [str(floatplane_bin), "switch-agent", "--dataplane", "nftables", "--netns",
-             f"{lab}-sw", "--underlay", SWITCH_UNDERLAY, "--listen", f"127.0.0.1:{switch.port}"],
+             f"{lab}-sw", "--underlay", SWITCH_UNDERLAY, "--listen", f"127.0.0.1:{switch.port}",
+             "--secret-file", str(agent_secret_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
             start_new_session=True)
     # The kernel's maps outlive the killed agent (traffic flows while it is down); the new one

@@ -3,10 +3,8 @@ addresses detached, as Oxide allows; a stop does something or says why not; a de
 stopped cleanly and started again brings back its running instances, their floating IPs on
 the switch."""
 
-import json
-import urllib.request
 
-from e2e_helpers import (attach_fip, detach_fip, expect, instance_action, link, make_fip,
+from e2e_helpers import (agent_request, attach_fip, detach_fip, expect, instance_action, link, make_fip,
                          make_instance, make_pool, make_project, view_instance, wait_run_state,
                          wait_until)
 
@@ -58,9 +56,8 @@ def test_a_failed_instance_stops_for_real_and_its_addresses_detach(start_rack):
     expect(rack.admin.delete(f"/v1/instances/{vm['id']}"), 204)
 
 
-def _switch_has(url, ip):
-    with urllib.request.urlopen(f"{url}/nat", timeout=10) as reply:
-        return ip in [e["external_ip"] for e in json.load(reply)["entries"]]
+def _switch_has(url, ip, secret_path):
+    return ip in [e["external_ip"] for e in agent_request(url, "/nat", secret_path)["entries"]]
 
 
 def test_a_reboot_its_sled_refuses_leaves_the_instance_running_not_rebooting(start_rack):
@@ -80,7 +77,8 @@ def test_a_reboot_its_sled_refuses_leaves_the_instance_running_not_rebooting(sta
     wait_run_state(rack.admin, vm["id"], "running")
 
 
-def test_a_dev_server_restarted_cleanly_brings_back_its_running_instances(server):
+def test_a_dev_server_restarted_cleanly_brings_back_its_running_instances(server,
+                                                                         agent_secret_path):
     admin = server.admin
     prepare(admin, "restart")
     vm = make_instance(admin, "restart", "vm")
@@ -94,7 +92,7 @@ def test_a_dev_server_restarted_cleanly_brings_back_its_running_instances(server
     wait_run_state(admin, vm["id"], "running")
     [dataplane] = [r for r in server.wait_for_log(lambda r: r.get("msg") == "dataplane")]
     for url in dataplane["switch_agents"]:
-        wait_until(lambda: _switch_has(url, fip["ip"]), 10,
+        wait_until(lambda: _switch_has(url, fip["ip"], agent_secret_path), 10,
                    f"the floating IP on the restarted server's switch {url}")
     # And it ends running (the restarted VM passes through starting on its sled): the watcher
     # did not take it for a lost one, which it would have failed.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import (attach_fip, expect, link, make_fip, make_instance, make_pool,
+from e2e_helpers import (expect, link, make_fip, make_instance, make_pool,
                          make_project, wait_external_ip_agreement, wait_run_state, wait_until)
 
 pytestmark = pytest.mark.postgres_only("these tests fail PostgreSQL itself")

@@ -89,6 +89,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
   std::unique_ptr<AgentServer> server(
       new AgentServer(options.host, std::move(agent), std::move(routes), std::move(reset)));
   server->test_faults_ = options.test_faults;
+  server->secret_ = options.secret;
   http::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
@@ -105,6 +106,15 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
 
 uint16_t AgentServer::port() const { return port_; }
 
+std::vector<std::pair<std::string, std::string>> AgentServer::Endpoints() const {
+  auto endpoints = routes_.Patterns();
+  if (test_faults_) {
+    for (const char* method : {"GET", "POST", "DELETE"}) endpoints.emplace_back(method, "/faults");
+    endpoints.emplace_back("POST", "/reset");
+  }
+  return endpoints;
+}
+
 std::string AgentServer::base_url() const {
   return fmt::format("http://{}:{}", http::UrlHost(host_), port());
 }
@@ -120,6 +130,11 @@ void AgentServer::Stop() {
 }
 
 http::HttpResponse AgentServer::Handle(const http::HttpRequest& request) {
+  // Before anything else: what a stranger sends is not even routed.
+  if (secret_ && !secret_->Accepts(request.Header("authorization"))) {
+    return ErrorAnswer(Error::Unauthenticated(std::string(agents::kAgentSecretRefusal)),
+                       request.request_id);
+  }
   if (test_faults_ && (request.path == "/faults" || request.path == "/reset")) {
     return Answer(HandleControl(request), request.request_id);
   }

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agents/agent_secret.h"
 #include "agents/sim/faults.h"
 #include "common/error.h"
 #include "common/ip.h"
@@ -51,6 +52,9 @@ struct SimOptions {
   // binary turns it on only with --enable-test-faults, so that a production agent answers
   // them 404 like any path it does not serve; agents built inside tests have it.
   bool test_faults = true;
+  // Required of every call, the test endpoints' included: a call without it is answered 401
+  // and changes nothing. None: anyone who reaches the port may call (agents inside tests).
+  std::optional<agents::AgentSecret> secret;
 };
 
 using PathParams = http::PathParams;
@@ -87,6 +91,8 @@ class AgentServer {
   // "http://HOST:PORT" (IPv6 hosts in brackets).
   std::string base_url() const;
   FaultInjector& faults() { return faults_; }
+  // Each endpoint's (method, path pattern), the test endpoints' included when they answer.
+  std::vector<std::pair<std::string, std::string>> Endpoints() const;
 
   // Refuses calls held by faults, stops accepting, waits for calls in progress, joins the
   // server's threads and closes the listening socket (connections are refused from then on).
@@ -104,6 +110,7 @@ class AgentServer {
   EndpointRoutes routes_;
   std::function<void()> reset_;
   bool test_faults_ = true;
+  std::optional<agents::AgentSecret> secret_;
   FaultInjector faults_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;

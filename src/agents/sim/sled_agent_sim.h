@@ -71,6 +71,9 @@ class SledAgentSim {
 
   uint16_t port() const { return server_->port(); }
   std::string base_url() const { return server_->base_url(); }
+  std::vector<std::pair<std::string, std::string>> Endpoints() const {
+    return server_->Endpoints();
+  }
   // Stops serving and the timer thread; calls held by faults are refused. Idempotent.
   void Stop();
 

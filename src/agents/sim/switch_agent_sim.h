@@ -59,6 +59,9 @@ class SwitchAgentSim {
 
   uint16_t port() const { return server_->port(); }
   std::string base_url() const { return server_->base_url(); }
+  std::vector<std::pair<std::string, std::string>> Endpoints() const {
+    return server_->Endpoints();
+  }
   // Stops serving; calls held by faults are refused. Idempotent.
   void Stop();
 
