@@ -55,7 +55,7 @@ HttpResponse ErrorResponse(const HttpRequest& req, const Error& e) {
   HttpResponse r = JsonResponse(
       e.HttpStatus(),
       Json{{"request_id", req.request_id}, {"error_code", e.ErrorCode()}, {"message", message}});
-  if (e.kind() == ErrorKind::kServiceUnavailable) {
+  if (e.kind() == ErrorKind::kServiceUnavailable || e.kind() == ErrorKind::kTooManyRequests) {
     r.headers.emplace_back("retry-after", std::to_string(std::max(1, e.retry_after_seconds())));
   }
   return r;

@@ -21,6 +21,7 @@
 #include "app/sleds.h"
 #include "app/store_stats.h"
 #include "app/tokens.h"
+#include "app/users.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -39,6 +40,7 @@ struct Services {
   app::IpPools& ip_pools;
   app::FloatingIps& floating_ips;
   app::Tokens& tokens;
+  app::Users& users;
   app::Instances* instances;  // null without sled agents: instance endpoints answer 503
   app::Sleds* sleds;          // null without sled agents: sled endpoints answer 503
   app::Idempotency& idempotency;
@@ -50,10 +52,12 @@ struct Services {
 // A JSON response; a null body is sent empty.
 HttpResponse JsonResponse(int status, const Json& body);
 
-// A successful reply: status and JSON body (null body for 204).
+// A successful reply: status and JSON body (null body for 204), and headers of its own
+// (Set-Cookie).
 struct Reply {
   int status = 200;
   Json body;
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // One authenticated request as its route sees it.
@@ -135,6 +139,7 @@ void AddInstanceRoutes(Routes& r);
 void AddExternalIpRoutes(Routes& r);
 void AddSledRoutes(Routes& r);
 void AddTokenRoutes(Routes& r);
+void AddUserRoutes(Routes& r);
 void AddSagaRoutes(Routes& r);
 void AddAuditLogRoutes(Routes& r);
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <optional>
 
+#include "api/users.h"
 #include "common/log.h"
 
 namespace fp::api {
@@ -34,6 +35,40 @@ Result<std::string> BearerSecret(const HttpRequest& req) {
                                "<token>\""));
   }
   return auth.substr(kBearer.size());
+}
+
+Result<app::Actor> Authenticate(const HttpRequest& req, const Services& services, bool& by_cookie) {
+  by_cookie = false;
+  if (req.Header("authorization").empty()) {
+    if (auto token = CookieValue(req, kSessionCookie); token && !token->empty()) {
+      by_cookie = true;
+      return services.users.Authenticate(*token);
+    }
+    return Fail(Error::Unauthenticated(
+        "credentials missing: send \"Authorization: Bearer <token>\", or log in "
+        "(POST /v1/login/SILO/local) and send its session cookie"));
+  }
+  std::string secret = FP_TRY(BearerSecret(req));
+  return services.tokens.Authenticate(secret);
+}
+
+Status CheckSameOrigin(const HttpRequest& req, bool origin_optional) {
+  const std::string origin = req.Header("origin");
+  const std::string host = req.Header("host");
+  if (!origin.empty()) {
+    size_t scheme_end = origin.find("://");
+    if (scheme_end != std::string::npos && !host.empty() && origin.substr(scheme_end + 3) == host) {
+      return Ok();
+    }
+  } else {
+    const std::string site = req.Header("sec-fetch-site");
+    if (site == "same-origin" || (site.empty() && origin_optional)) return Ok();
+  }
+  return Fail(Error(ErrorKind::kForbidden,
+                    fmt::format("cross-site request refused: a request authenticated by the "
+                                "session cookie must come from this server's console (Origin "
+                                "\"{}\", Host \"{}\")",
+                                origin, host)));
 }
 
 bool KeysInFlight::Claim(const std::string& id) {

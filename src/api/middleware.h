@@ -18,6 +18,19 @@ namespace fp::api {
 // scheme or an empty secret.
 Result<std::string> BearerSecret(const HttpRequest& req);
 
+// Who makes the request: the bearer token's actor when an Authorization header is sent, else
+// the console session's of the session cookie (`by_cookie` set), else Unauthenticated naming
+// both ways.
+Result<app::Actor> Authenticate(const HttpRequest& req, const Services& services, bool& by_cookie);
+
+// Whether a request that a browser sends by itself (the session cookie rides along with any
+// request to this server, a cross-site form's included) comes from a page of this server: its
+// Origin names this server (the Host it was sent to), or, without an Origin, its
+// Sec-Fetch-Site says same-origin. Forbidden otherwise: no cross-site request forgery. With
+// `origin_optional`, a request that says neither passes (a login from a program: no cookie is
+// involved).
+Status CheckSameOrigin(const HttpRequest& req, bool origin_optional);
+
 // The (token, Idempotency-Key) pairs of requests running in this process. "In progress" is
 // kept here only, never in the datastore (app/idempotency.h): a server that dies leaves no
 // claim behind. Thread-safe.

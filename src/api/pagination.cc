@@ -61,6 +61,14 @@ Result<int64_t> ParseLimit(const Query& q) {
   return std::min(v, kMaxPageSize);
 }
 
+Result<std::optional<Uuid>> ParseIdPageToken(const Query& q) {
+  auto token = q.Get("page_token");
+  if (!token) return std::optional<Uuid>();
+  auto id = Uuid::Parse(*token);
+  if (!id) return Fail(BadQuery("page_token", "not a page token returned by this server"));
+  return std::optional<Uuid>(*id);
+}
+
 Result<std::optional<PageToken>> ParsePageToken(const Query& q) {
   auto raw = q.Get("page_token");
   if (!raw) return std::optional<PageToken>();

@@ -40,6 +40,9 @@ Error BadQuery(std::string_view param, std::string_view msg);
 Result<int64_t> ParseLimit(const Query& q);
 // `page_token`, if given; BadQuery("page_token") unless one MakePageToken made.
 Result<std::optional<PageToken>> ParsePageToken(const Query& q);
+// `page_token` of a list paged by id whose next_page is the last id (tokens, users): the id
+// after which the page starts, if given; BadQuery("page_token") unless an id.
+Result<std::optional<Uuid>> ParseIdPageToken(const Query& q);
 // Parses limit, page_token and sort_by for lists sorted by name or id. A page token's order
 // wins over `sort_by`.
 Result<model::PageRequest> ParsePage(const Query& q);

@@ -22,6 +22,7 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
   AddIpPoolRoutes(*router);
   AddFloatingIpRoutes(*router);
   AddTokenRoutes(*router);
+  AddUserRoutes(*router);
   AddInstanceRoutes(*router);
   AddSledRoutes(*router);
   AddSagaRoutes(*router);
@@ -81,23 +82,38 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
         metrics->RecordAudited(answer.status < 400);
         return answer;
       };
-      auto secret = BearerSecret(req);
-      auto actor =
-          secret ? services.tokens.Authenticate(*secret) : Result<app::Actor>(Fail(secret.error()));
-      if (!actor) {
-        auto record = services.audit.Begin(nullptr, facts, std::nullopt);
-        return audited(*record, ErrorResponse(req, actor.error()), false);
-      }
       bool mutating = req.method == "POST" || req.method == "PUT" || req.method == "DELETE";
       auto query = Query::Parse(req.query);
+      // Logging in and out need no credentials (an entry records each, by no one).
+      const bool is_public =
+          *match->pattern == "/v1/login/{silo_name}/local" || *match->pattern == "/v1/logout";
+      bool by_cookie = false;
+      auto actor =
+          is_public ? Result<app::Actor>(app::Actor{}) : Authenticate(req, services, by_cookie);
+      Status same_origin = Ok();
+      if (actor && mutating && (by_cookie || is_public)) {
+        same_origin = CheckSameOrigin(req, /*origin_optional=*/is_public);
+      }
+      if (!actor || !same_origin) {
+        auto record = services.audit.Begin(nullptr, facts, std::nullopt);
+        return audited(*record, ErrorResponse(req, actor ? same_origin.error() : actor.error()),
+                       false);
+      }
       Ctx ctx{req, match->params, query ? *query : Query(), *actor, services, nullptr};
       auto run = [&]() -> HttpResponse {
         if (!query) return ErrorResponse(req, query.error());
         auto reply = match->target->run(ctx);
         if (!reply) return ErrorResponse(req, reply.error());
-        return JsonResponse(reply->status, reply->body);
+        HttpResponse answer = JsonResponse(reply->status, reply->body);
+        for (auto& header : reply->headers) answer.headers.push_back(std::move(header));
+        return answer;
       };
       if (!mutating) return run();
+      if (is_public) {
+        auto record = services.audit.Begin(nullptr, facts, std::nullopt);
+        ctx.record = record.get();
+        return audited(*record, run(), false);
+      }
       // Mutating requests are audited, and take a key (product.md difference 13).
       std::string key = req.Header("idempotency-key");
       std::optional<app::RequestKey> keyed;

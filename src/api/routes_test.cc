@@ -14,8 +14,8 @@ class RoutesTest : public ::testing::Test {
  protected:
   RoutesTest()
       : handler_(MakeApiHandler(Services{
-            app_.silos, app_.projects, app_.ip_pools, app_.floating_ips, app_.tokens, nullptr,
-            nullptr, app_.idempotency, app_.audit, app_.sagas, app_.store_stats})) {
+            app_.silos, app_.projects, app_.ip_pools, app_.floating_ips, app_.tokens, app_.users,
+            nullptr, nullptr, app_.idempotency, app_.audit, app_.sagas, app_.store_stats})) {
     secret_ = **app_.tokens.BootstrapDev();
   }
 

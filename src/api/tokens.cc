@@ -31,12 +31,7 @@ void AddTokenRoutes(Routes& r) {
   // Live tokens by id (their secrets are not kept, so never shown); next_page is the last id.
   r.Add("GET", "/v1/system/tokens", [](const Ctx& c) -> Result<Reply> {
     int64_t limit = FP_TRY(ParseLimit(c.query));
-    std::optional<Uuid> after;
-    if (auto token = c.query.Get("page_token")) {
-      auto id = Uuid::Parse(*token);
-      if (!id) return Fail(BadQuery("page_token", "not a page token returned by this server"));
-      after = *id;
-    }
+    std::optional<Uuid> after = FP_TRY(ParseIdPageToken(c.query));
     auto tokens = FP_TRY(c.app.tokens.List(c.actor, after, limit + 1));
     Json items = Json::array();
     for (size_t i = 0; i < tokens.size() && static_cast<int64_t>(i) < limit; ++i) {
@@ -54,6 +49,19 @@ void AddTokenRoutes(Routes& r) {
   // Oxide's CurrentUser: floatplane has no users, so the token is the user (its name the
   // display name).
   r.Add("GET", "/v1/me", [](const Ctx& c) -> Result<Reply> {
+    if (c.actor.user_id) {
+      auto me = FP_TRY(c.app.users.CurrentUser(c.actor));
+      const model::Role role = me.user.role;
+      return Reply{200, Json{{"display_name", me.user.name},
+                             {"fleet_viewer", role == model::Role::kFleetAdmin},
+                             {"id", me.user.id.ToString()},
+                             {"silo_admin",
+                              role == model::Role::kFleetAdmin || role == model::Role::kSiloAdmin},
+                             {"silo_id", me.user.silo_id.ToString()},
+                             {"silo_name", me.silo_name},
+                             {"time_created", FormatRfc3339(me.user.time_created)},
+                             {"time_modified", FormatRfc3339(me.user.time_modified)}}};
+    }
     auto me = FP_TRY(c.app.tokens.CurrentUser(c.actor));
     const model::Role role = me.token.token.role;
     return Reply{200, Json{{"display_name", me.token.token.name},

@@ -2,17 +2,22 @@
 
 // Who is making a request, and the one set of authorization rules every service applies.
 
+#include <optional>
+
 #include "common/error.h"
 #include "common/uuid.h"
 #include "model/auth.h"
 
 namespace fp::app {
 
-// Who is making a request: the token's silo and role.
+// Who is making a request: the credential (an API token, or a user's console session), its
+// silo and role.
 struct Actor {
-  Uuid token_id;
+  Uuid token_id;  // the credential: the API token's id, or a user's session's
   Uuid silo_id;
   model::Role role = model::Role::kSiloViewer;
+  std::optional<Uuid> user_id;  // the local user signed in (a user's session)
+  bool by_session = false;      // authenticated by a console session's cookie
 
   bool is_fleet_admin() const { return role == model::Role::kFleetAdmin; }
   // Fleet admins, silo admins and silo collaborators may create and change silo resources.

@@ -54,8 +54,8 @@ std::unique_ptr<RequestRecord> Audit::Begin(const Actor* actor, const RequestFac
   if (facts.user_agent) entry.user_agent = facts.user_agent->substr(0, kMaxUserAgent);
   if (actor != nullptr) {
     entry.actor_silo_id = actor->silo_id;
-    entry.actor_user_id = actor->token_id;
-    entry.auth_method = "access_token";
+    entry.actor_user_id = actor->user_id.value_or(actor->token_id);
+    entry.auth_method = actor->by_session ? "session_cookie" : "access_token";
     entry.credential_id = actor->token_id;
   }
   std::optional<db::RequestEffect::Key> k;

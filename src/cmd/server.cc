@@ -30,6 +30,7 @@
 #include "app/sleds.h"
 #include "app/store_stats.h"
 #include "app/tokens.h"
+#include "app/users.h"
 #include "cmd/database_url.h"
 #include "cmd/process.h"
 #include "cmd/server_agents.h"
@@ -438,8 +439,12 @@ int RunServer(const ServerFlags& flags) {
   fp::app::Idempotency idempotency(**datastore);
   fp::app::SagaList sagas(**datastore);
   fp::app::StoreStats store_stats(**datastore);
-  fp::api::Services services{silos,  projects,    ip_pools, floating_ips, tokens,     &instances,
-                             &sleds, idempotency, audit,    sagas,        store_stats};
+  fp::app::Users users(
+      **datastore, fp::app::SessionPolicy{
+                       .idle_timeout = std::chrono::seconds(flags.session_idle_timeout_s),
+                       .absolute_timeout = std::chrono::seconds(flags.session_absolute_timeout_s)});
+  fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens, users,
+                             &instances, &sleds,   idempotency, audit,        sagas,  store_stats};
   ServerMetricsSources metrics_sources{executor, nat, watcher, **datastore, fp::app::SagaNames()};
   auto server = fp::http::HttpServer::Start(
       options,

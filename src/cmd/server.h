@@ -58,6 +58,9 @@ struct ServerFlags {
   // How long after its arrival a request's change may still be made (seconds; see
   // db::RequestEffect's deadline).
   int64_t request_deadline_s = 30;
+  // A console session ends after this long unused, and this long after login however used.
+  int64_t session_idle_timeout_s = 3600;
+  int64_t session_absolute_timeout_s = 24 * 3600;
   // Connection admission (see fp::http::HttpServerOptions).
   int max_connections = fp::http::HttpServerOptions{}.max_connections;
   int max_connections_per_client = fp::http::HttpServerOptions{}.max_connections_per_client;

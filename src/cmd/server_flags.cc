@@ -120,6 +120,14 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                "changed, since its client has likely given up (same units, from 1s to 1h; a saga "
                "once started runs to its end)",
                3600, "30s");
+  add_duration("--session-idle-timeout", flags.session_idle_timeout_s,
+               "A console session (POST /v1/login/SILO/local) unused this long ends (same units, "
+               "up to 30d)",
+               30 * 24 * 3600, "1h");
+  add_duration("--session-absolute-timeout", flags.session_absolute_timeout_s,
+               "A console session ends this long after its login, however much it is used (same "
+               "units, up to 30d)",
+               30 * 24 * 3600, "24h");
   server
       ->add_option("--max-connections", flags.max_connections,
                    "Open client connections, idle ones included; beyond it a connection gets "

@@ -43,6 +43,8 @@ int Error::HttpStatus() const {
       return 404;
     case ErrorKind::kUnprocessableEntity:
       return 422;
+    case ErrorKind::kTooManyRequests:
+      return 429;
     case ErrorKind::kServiceUnavailable:
       return 503;
     case ErrorKind::kInsufficientCapacity:
@@ -69,6 +71,8 @@ std::string_view Error::ErrorCode() const {
       return "ObjectNotFound";
     case ErrorKind::kUnprocessableEntity:
       return "UnprocessableEntity";
+    case ErrorKind::kTooManyRequests:
+      return "TooManyRequests";
     case ErrorKind::kServiceUnavailable:
       return "ServiceNotAvailable";
     case ErrorKind::kInsufficientCapacity:

@@ -17,6 +17,7 @@ enum class ErrorKind {
   kForbidden,             // 403 Forbidden
   kNotFound,              // 404 ObjectNotFound
   kUnprocessableEntity,   // 422 UnprocessableEntity
+  kTooManyRequests,       // 429 TooManyRequests (with Retry-After)
   kServiceUnavailable,    // 503 ServiceNotAvailable
   kInsufficientCapacity,  // 507 InsufficientCapacity
   kInternal,              // 500 Internal
@@ -51,6 +52,11 @@ class Error {
   }
   static Error Unavailable(std::string message, int retry_after_seconds = 1) {
     Error e{ErrorKind::kServiceUnavailable, std::move(message)};
+    e.retry_after_seconds_ = retry_after_seconds;
+    return e;
+  }
+  static Error TooManyRequests(std::string message, int retry_after_seconds) {
+    Error e{ErrorKind::kTooManyRequests, std::move(message)};
     e.retry_after_seconds_ = retry_after_seconds;
     return e;
   }

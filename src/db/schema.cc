@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 10> kMigrations = {
+constexpr std::array<std::string_view, 11> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -450,6 +450,33 @@ ALTER TABLE sled ADD COLUMN policy TEXT NOT NULL DEFAULT 'in_service'
   CHECK (policy IN ('in_service', 'expunged'));
 ALTER TABLE sled ADD COLUMN agent_answers INTEGER;
 ALTER TABLE sled ADD COLUMN agent_since INTEGER;
+)sql",
+    // 11: local users and their console sessions (db/users.h). A user's name (Oxide's
+    // external_id) is unique among the silo's live users; a password is kept only as its
+    // Argon2id hash (NULL: login disallowed), a session only as the SHA-256 of its token. A
+    // session is a user's, or an API token's traded for a cookie (token_id).
+    R"sql(
+CREATE TABLE silo_user (
+  id TEXT NOT NULL PRIMARY KEY,
+  silo_id TEXT NOT NULL,
+  external_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  password_hash TEXT,
+  time_created INTEGER NOT NULL,
+  time_modified INTEGER NOT NULL,
+  time_deleted INTEGER
+) STRICT;
+CREATE UNIQUE INDEX silo_user_by_name ON silo_user (silo_id, external_id)
+  WHERE time_deleted IS NULL;
+CREATE TABLE console_session (
+  token_sha256 TEXT NOT NULL PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  silo_user_id TEXT,
+  token_id TEXT,
+  time_created INTEGER NOT NULL,
+  time_last_used INTEGER NOT NULL
+) STRICT;
+CREATE INDEX console_session_by_user ON console_session (silo_user_id);
 )sql",
 };
 

@@ -17,7 +17,7 @@ namespace {
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 10> kPostgresMigrations = {
+constexpr std::array<std::string_view, 11> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -666,6 +666,30 @@ ALTER TABLE sled ADD COLUMN policy TEXT COLLATE "C" NOT NULL DEFAULT 'in_service
   CHECK (policy IN ('in_service', 'expunged'));
 ALTER TABLE sled ADD COLUMN agent_answers BIGINT;
 ALTER TABLE sled ADD COLUMN agent_since BIGINT;
+)sql",
+    // 11: local users and their console sessions, as on SQLite (schema.cc).
+    R"sql(
+CREATE TABLE silo_user (
+  id TEXT NOT NULL PRIMARY KEY,
+  silo_id TEXT NOT NULL,
+  external_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  password_hash TEXT,
+  time_created BIGINT NOT NULL,
+  time_modified BIGINT NOT NULL,
+  time_deleted BIGINT
+);
+CREATE UNIQUE INDEX silo_user_by_name ON silo_user (silo_id, external_id)
+  WHERE time_deleted IS NULL;
+CREATE TABLE console_session (
+  token_sha256 TEXT NOT NULL PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  silo_user_id TEXT,
+  token_id TEXT,
+  time_created BIGINT NOT NULL,
+  time_last_used BIGINT NOT NULL
+);
+CREATE INDEX console_session_by_user ON console_session (silo_user_id);
 )sql",
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,

@@ -22,6 +22,7 @@ struct HttpRequest {
   std::string body;
   std::string request_id;      // assigned by the server; echoed in errors and the log
   std::string source_address;  // the client's IP address (empty where no socket carried it)
+  bool tls = false;            // it came over TLS
 
   // The first header with this (lowercase) name, or empty.
   std::string Header(std::string_view name) const;

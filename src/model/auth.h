@@ -23,6 +23,17 @@ struct Token {
   std::string name;
 };
 
+// A local user of a silo (Oxide's User), without its password hash.
+struct SiloUser {
+  Uuid id;
+  Uuid silo_id;
+  std::string name;  // Oxide's external_id: what the user logs in with
+  Role role = Role::kSiloViewer;
+  bool can_log_in = false;  // has a password
+  Timestamp time_created = 0;
+  Timestamp time_modified = 0;
+};
+
 // A token as listed: never its secret, which is not kept.
 struct TokenListing {
   Token token;

@@ -22,6 +22,8 @@ std::string_view KindName(ErrorKind k) {
       return "not_found";
     case ErrorKind::kUnprocessableEntity:
       return "unprocessable";
+    case ErrorKind::kTooManyRequests:
+      return "too_many_requests";
     case ErrorKind::kServiceUnavailable:
       return "unavailable";
     case ErrorKind::kInsufficientCapacity:
@@ -49,11 +51,14 @@ Error ErrorFromJson(const Json& j) {
   for (ErrorKind k :
        {ErrorKind::kInvalidRequest, ErrorKind::kInvalidValue, ErrorKind::kObjectAlreadyExists,
         ErrorKind::kUnauthenticated, ErrorKind::kForbidden, ErrorKind::kNotFound,
-        ErrorKind::kUnprocessableEntity, ErrorKind::kServiceUnavailable,
-        ErrorKind::kInsufficientCapacity, ErrorKind::kInternal}) {
+        ErrorKind::kUnprocessableEntity, ErrorKind::kTooManyRequests,
+        ErrorKind::kServiceUnavailable, ErrorKind::kInsufficientCapacity, ErrorKind::kInternal}) {
     if (KindName(k) == kind) {
       if (k == ErrorKind::kServiceUnavailable) {
         return Error::Unavailable(message, j.value("retry_after", 1));
+      }
+      if (k == ErrorKind::kTooManyRequests) {
+        return Error::TooManyRequests(message, j.value("retry_after", 1));
       }
       return Error(k, message);
     }

@@ -57,6 +57,20 @@ def test_the_api_is_served_over_https_with_a_chain_the_cli_trusts_through_cacert
     refused = run_cli(server, "project", "list")
     assert refused.returncode != 0 and refused.stdout == ""
     assert "certificate" in refused.stderr and "--cacert FILE" in refused.stderr, refused.stderr
+    # A console session's cookie is Secure over HTTPS: the browser never sends it in the clear.
+    expect(server.admin.post("/v1/system/identity-providers/local/users",
+                             {"external_id": "erin", "password": {"mode": "password",
+                                                                  "value": "a password over tls"}},
+                             params={"silo": "default"}), 201)
+    connection = https(server, tls)
+    connection.request("POST", "/v1/login/default/local",
+                       body=b'{"username": "erin", "password": "a password over tls"}',
+                       headers={"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 204
+    assert "; Secure" in answer.headers["Set-Cookie"] and "HttpOnly" in answer.headers["Set-Cookie"]
+    connection.close()
     # Plain HTTP on the HTTPS port gets no answer in clear text.
     plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     with pytest.raises((http.client.HTTPException, ConnectionError)):

@@ -13,6 +13,7 @@
 #include "app/store_stats.h"
 #include "app/token_cache.h"
 #include "app/tokens.h"
+#include "app/users.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::app::testing {
@@ -22,6 +23,7 @@ struct TempServices {
   db::testing::TempDatastore ds;
   TokenCache token_cache{*ds, ds->clock()};
   Tokens tokens{*ds, token_cache};
+  Users users{*ds, SessionPolicy{}};
   Silos silos{*ds, token_cache};
   Projects projects{*ds};
   IpPools ip_pools{*ds};
