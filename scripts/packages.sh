@@ -5,6 +5,7 @@ FLOATPLANE_PACKAGES=(
   cmake g++ make
   libboost1.81-dev libboost-url1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev libsqlite3-dev libpq-dev
+  libargon2-dev  # local users' passwords (Argon2id)
   postgresql postgresql-client  # the engine's tests start a throwaway PostgreSQL 15 cluster
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema
