@@ -86,10 +86,10 @@ Status CheckIdempotencyKey(const HttpRequest& req, const std::string& key) {
     return Fail(
         Error::InvalidRequest("header Idempotency-Key: may contain at most 255 characters"));
   }
-  if (req.path == "/v1/system/tokens") {
-    return Fail(
-        Error::InvalidRequest("header Idempotency-Key: not accepted when creating a token, "
-                              "whose secret is never stored; send the request without it"));
+  if (req.path == "/v1/system/tokens" || req.path == "/v1/login/token") {
+    return Fail(Error::InvalidRequest(
+        "header Idempotency-Key: not accepted when creating a token or a session, whose secret "
+        "is never stored; send the request without it"));
   }
   return Ok();
 }

@@ -90,8 +90,10 @@ void AddUserRoutes(Routes& r) {
     Fields f(body, "");
     std::string username = FP_TRY(f.String("username"));
     std::string password = FP_TRY(f.String("password"));
-    auto session =
-        FP_TRY(c.app.users.Login(c.NoContent(), *silo, username, password, c.req.source_address));
+    // Failures count per client as the server bounds its connections (an IPv6 client: its
+    // /64, which one host commonly holds whole).
+    const std::string& client = c.req.client_key.empty() ? c.req.source_address : c.req.client_key;
+    auto session = FP_TRY(c.app.users.Login(c.NoContent(), *silo, username, password, client));
     return Reply{204, nullptr, {{"set-cookie", SessionCookie(session, c.req.tls)}}};
   });
   // floatplane's extension (CON-3): the bearer token traded for a session cookie.

@@ -16,8 +16,6 @@ constexpr uint32_t kMemoryKiB = 19 * 1024;
 constexpr uint32_t kLanes = 1;
 constexpr size_t kSaltBytes = 16;
 constexpr size_t kHashBytes = 32;
-// Oxide's limit for a password (Password: at most 512 bytes).
-constexpr size_t kMaxPasswordBytes = 512;
 
 Result<std::string> Encode(std::string_view password, const std::array<uint8_t, kSaltBytes>& salt) {
   size_t length = argon2_encodedlen(kPasses, kMemoryKiB, kLanes, kSaltBytes, kHashBytes, Argon2_id);

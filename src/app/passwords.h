@@ -10,6 +10,9 @@
 
 namespace fp::app {
 
+// Oxide's limit for a password (Password: at most 512 bytes).
+inline constexpr size_t kMaxPasswordBytes = 512;
+
 // The rules a new password must meet: InvalidRequest naming the field otherwise.
 Status CheckNewPassword(std::string_view password, std::string_view field);
 

@@ -54,31 +54,31 @@ std::optional<int64_t> LoginThrottle::WaitFor(const std::map<std::string, Count>
   return std::max<int64_t>(1, (until - now + kSecond - 1) / kSecond);
 }
 
-std::optional<int64_t> LoginThrottle::WaitBefore(const std::string& source, const std::string& user,
-                                                 Timestamp now) {
+std::optional<int64_t> LoginThrottle::Admit(const std::string& source, const std::string& user,
+                                            Timestamp now) {
   std::lock_guard lock(mu_);
+  const std::string user_key = user + "\n" + source;
   auto by_source = WaitFor(by_source_, source, kFreePerSource, now);
-  auto by_user = WaitFor(by_user_source_, user + "\n" + source, kFreePerUserAndSource, now);
-  if (!by_source) return by_user;
-  if (!by_user) return by_source;
-  return std::max(*by_source, *by_user);
-}
-
-void LoginThrottle::Failed(const std::string& source, const std::string& user, Timestamp now) {
-  std::lock_guard lock(mu_);
+  auto by_user = WaitFor(by_user_source_, user_key, kFreePerUserAndSource, now);
+  if (by_source || by_user) return std::max(by_source.value_or(0), by_user.value_or(0));
   Forget(now);
-  for (auto* counts : {&by_source_, &by_user_source_}) {
-    Count& c = (*counts)[counts == &by_source_ ? source : user + "\n" + source];
+  for (auto [counts, key] :
+       {std::pair{&by_source_, &source}, std::pair{&by_user_source_, &user_key}}) {
+    Count& c = (*counts)[*key];
     // A quiet window forgives what came before.
     if (now - c.last > kMaxWaitSeconds * kSecond) c.failures = 0;
     ++c.failures;
     c.last = now;
   }
+  return std::nullopt;
 }
 
 void LoginThrottle::Succeeded(const std::string& source, const std::string& user) {
   std::lock_guard lock(mu_);
   by_user_source_.erase(user + "\n" + source);
+  if (auto it = by_source_.find(source); it != by_source_.end() && it->second.failures > 0) {
+    --it->second.failures;
+  }
 }
 
 void LoginThrottle::Forget(Timestamp now) {
@@ -91,7 +91,47 @@ void LoginThrottle::Forget(Timestamp now) {
   }
 }
 
+// ---- PasswordWork ----
+
+bool PasswordWork::TryAcquire() {
+  std::lock_guard lock(mu_);
+  if (free_ == 0) return false;
+  --free_;
+  return true;
+}
+
+void PasswordWork::Acquire() {
+  std::unique_lock lock(mu_);
+  freed_.wait(lock, [&] { return free_ > 0; });
+  --free_;
+}
+
+void PasswordWork::Release() {
+  {
+    std::lock_guard lock(mu_);
+    ++free_;
+  }
+  freed_.notify_one();
+}
+
 // ---- Users ----
+
+Result<std::string> Users::Hash(const std::string& password) {
+  password_work_.Acquire();
+  auto hash = HashPassword(password);
+  password_work_.Release();
+  return hash;
+}
+
+Result<Uuid> Users::SiloOfManagedUser(const Actor& actor, const NameOrId& silo, const Uuid& user) {
+  const Uuid silo_id = FP_TRY(SiloForAdmin(actor, silo));
+  model::SiloUser target = FP_TRY(db::UserGet(ds_, silo_id, user));
+  // Else a silo admin could set a fleet admin's password and sign in as one.
+  if (target.role == model::Role::kFleetAdmin && !actor.is_fleet_admin()) {
+    return Fail(Error::Forbidden());
+  }
+  return silo_id;
+}
 
 Result<Uuid> Users::SiloForAdmin(const Actor& actor, const NameOrId& silo) {
   model::Silo found = FP_TRY(db::SiloLookup(ds_, silo));
@@ -115,7 +155,7 @@ Result<model::SiloUser> Users::Create(const Request<model::SiloUser>& rq, const 
   std::optional<std::string> hash;
   if (password) {
     FP_CHECK_OK(CheckNewPassword(*password, "password.value"));
-    hash = FP_TRY(HashPassword(*password));
+    hash = FP_TRY(Hash(*password));
   }
   return db::UserCreate(ds_, Uuid::Random(), silo_id, name, role, hash,
                         db::EffectOf<model::SiloUser>(rq));
@@ -123,17 +163,17 @@ Result<model::SiloUser> Users::Create(const Request<model::SiloUser>& rq, const 
 
 Status Users::SetPassword(const RequestContext& rq, const NameOrId& silo, const Uuid& user,
                           const std::optional<std::string>& password) {
-  const Uuid silo_id = FP_TRY(SiloForAdmin(rq.actor, silo));
+  const Uuid silo_id = FP_TRY(SiloOfManagedUser(rq.actor, silo, user));
   std::optional<std::string> hash;
   if (password) {
     FP_CHECK_OK(CheckNewPassword(*password, "value"));
-    hash = FP_TRY(HashPassword(*password));
+    hash = FP_TRY(Hash(*password));
   }
   return db::UserSetPassword(ds_, silo_id, user, hash, db::EffectOfNoContent(rq));
 }
 
 Status Users::Delete(const RequestContext& rq, const NameOrId& silo, const Uuid& user) {
-  const Uuid silo_id = FP_TRY(SiloForAdmin(rq.actor, silo));
+  const Uuid silo_id = FP_TRY(SiloOfManagedUser(rq.actor, silo, user));
   return db::UserDelete(ds_, silo_id, user, db::EffectOfNoContent(rq));
 }
 
@@ -153,24 +193,35 @@ Result<NewSession> Users::Login(const RequestContext& rq, const Name& silo, cons
                                 const std::string& password, const std::string& source) {
   const Timestamp now = ds_.clock().Now();
   const std::string who = silo.str() + "/" + name;
-  if (auto wait = throttle_.WaitBefore(source, who, now)) {
+  if (auto wait = throttle_.Admit(source, who, now)) {
     return Fail(Error::TooManyRequests(
         fmt::format("too many failed logins from {}; try again in {} s", source, *wait),
         static_cast<int>(*wait)));
   }
+  // No password is that long: refused before anything is looked up, so that it takes the
+  // same time whoever the user.
+  if (password.size() > kMaxPasswordBytes) return Fail(InvalidCredentials());
+  if (!password_work_.TryAcquire()) {
+    return Fail(
+        Error::Unavailable("the server is checking as many passwords as it can; retry "
+                           "in a moment"));
+  }
   std::optional<db::LoginCandidate> candidate;
-  if (auto found = db::SiloLookup(ds_, NameOrId(silo)); found) {
-    candidate = FP_TRY(db::UserForLogin(ds_, found->id, name));
-  } else if (found.error().kind() != ErrorKind::kNotFound) {
-    return Fail(found.error());
-  }
-  const bool matches =
-      candidate && candidate->password_hash && PasswordMatches(password, *candidate->password_hash);
-  if (!candidate || !candidate->password_hash) SpendAsLongAsAPasswordCheck(password);
-  if (!matches) {
-    throttle_.Failed(source, who, now);
-    return Fail(InvalidCredentials());
-  }
+  bool matches = false;
+  Status looked_up = [&]() -> Status {
+    if (auto found = db::SiloLookup(ds_, NameOrId(silo)); found) {
+      candidate = FP_TRY(db::UserForLogin(ds_, found->id, name));
+    } else if (found.error().kind() != ErrorKind::kNotFound) {
+      return Fail(found.error());
+    }
+    matches = candidate && candidate->password_hash &&
+              PasswordMatches(password, *candidate->password_hash);
+    if (!candidate || !candidate->password_hash) SpendAsLongAsAPasswordCheck(password);
+    return Ok();
+  }();
+  password_work_.Release();
+  FP_CHECK_OK(looked_up);
+  if (!matches) return Fail(InvalidCredentials());
   throttle_.Succeeded(source, who);
   NewSession session{
       .id = Uuid::Random(), .token = FP_TRY(NewToken()), .max_age = policy_.absolute_timeout};
@@ -180,8 +231,10 @@ Result<NewSession> Users::Login(const RequestContext& rq, const Name& silo, cons
 }
 
 Result<NewSession> Users::LoginWithToken(const RequestContext& rq) {
-  if (rq.actor.user_id) {
-    return Fail(Error::Unauthenticated("an API token is traded for a session, not a session"));
+  if (rq.actor.by_session) {
+    return Fail(Error::Unauthenticated(
+        "an API token is traded for a session, not a session: send the token as a bearer "
+        "token"));
   }
   NewSession session{
       .id = Uuid::Random(), .token = FP_TRY(NewToken()), .max_age = policy_.absolute_timeout};

@@ -6,6 +6,7 @@
 // accepts that cookie like a bearer token. Thread-safe.
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -31,17 +32,18 @@ struct SessionPolicy {
   std::chrono::seconds absolute_timeout{std::chrono::hours(24)};
 };
 
-// Repeated failed logins, counted per source address and per (user name, source): a key with
-// more than a few failures must wait, twice as long after each further one (up to 15 minutes),
-// and is refused meanwhile (429 with Retry-After). Counting per (user, source) slows a guesser
-// without locking the user out from anywhere else. In memory: each server counts its own.
+// Repeated failed logins, counted per source (a client address; an IPv6 client's /64) and per
+// (user name, source): a key with more than a few failures must wait, twice as long after each
+// further one (up to 15 minutes), and is refused meanwhile (429 with Retry-After). Counting per
+// (user, source) slows a guesser without locking the user out from anywhere else. An attempt
+// counts as a failure from the moment it is admitted, so that a burst of parallel guesses gets
+// no more tries than a sequence. In memory: each server counts its own.
 class LoginThrottle {
  public:
-  // Seconds to wait before a login from `source` as `user` may be tried; nullopt: now.
-  std::optional<int64_t> WaitBefore(const std::string& source, const std::string& user,
-                                    Timestamp now);
-  void Failed(const std::string& source, const std::string& user, Timestamp now);
-  // A login that succeeded clears the (user, source) count.
+  // Admits a login from `source` as `user` now (counted as failed until Succeeded says
+  // otherwise), or says how many seconds to wait first.
+  std::optional<int64_t> Admit(const std::string& source, const std::string& user, Timestamp now);
+  // An admitted login succeeded: it does not count, and clears the (user, source) count.
   void Succeeded(const std::string& source, const std::string& user);
 
  private:
@@ -56,6 +58,21 @@ class LoginThrottle {
   std::mutex mu_;
   std::map<std::string, Count> by_source_;       // guarded by mu_
   std::map<std::string, Count> by_user_source_;  // guarded by mu_
+};
+
+// Bounds the password hashes computed at once (each takes 19 MiB and a core for tens of
+// milliseconds): logins beyond it are answered 503 at once, administrators' changes wait.
+class PasswordWork {
+ public:
+  explicit PasswordWork(int slots) : free_(slots) {}
+  bool TryAcquire();
+  void Acquire();
+  void Release();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int free_;  // guarded by mu_
 };
 
 // A session just made: its token goes to the client (in a cookie) and is never stored.
@@ -75,7 +92,8 @@ class Users {
   Result<model::SiloUser> Create(const Request<model::SiloUser>& rq, const NameOrId& silo,
                                  const std::string& name, model::Role role,
                                  const std::optional<std::string>& password);
-  // Sets or (nullopt) disallows the password; every session of the user ends.
+  // Sets or (nullopt) disallows the password; every session of the user ends. A fleet admin's
+  // password (and, for Delete, the user) only a fleet admin may change.
   Status SetPassword(const RequestContext& rq, const NameOrId& silo, const Uuid& user,
                      const std::optional<std::string>& password);
   Status Delete(const RequestContext& rq, const NameOrId& silo, const Uuid& user);
@@ -109,10 +127,15 @@ class Users {
 
  private:
   Result<Uuid> SiloForAdmin(const Actor& actor, const NameOrId& silo);
+  // The silo of a user the actor may manage (SiloForAdmin, and a fleet admin's only a fleet
+  // admin).
+  Result<Uuid> SiloOfManagedUser(const Actor& actor, const NameOrId& silo, const Uuid& user);
+  Result<std::string> Hash(const std::string& password);
 
   db::Datastore& ds_;
   const SessionPolicy policy_;
   LoginThrottle throttle_;
+  PasswordWork password_work_{4};
 };
 
 }  // namespace fp::app

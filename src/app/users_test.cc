@@ -14,37 +14,61 @@ constexpr Timestamp kSecond = 1'000'000;
 TEST(LoginThrottle, AUserFromOneSourceWaitsLongerAfterEachFailureBeyondTheFreeOnes) {
   LoginThrottle throttle;
   Timestamp now = 1000 * kSecond;
+  // Each admitted attempt counts as failed (none succeeds here).
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now), std::nullopt) << i;
-    throttle.Failed("10.0.0.1", "default/bob", now);
+    EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), std::nullopt) << i;
   }
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now), 1);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now + kSecond), std::nullopt);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), 1);
   now += kSecond;
-  throttle.Failed("10.0.0.1", "default/bob", now);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now), 2);
-  throttle.Failed("10.0.0.1", "default/bob", now);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now), 4);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), std::nullopt);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), 2);
+  now += 2 * kSecond;
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), std::nullopt);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), 4);
   // Not the same user elsewhere, nor another user here.
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.2", "default/bob", now), std::nullopt);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/carol", now), std::nullopt);
-  // A success (after the wait) clears the user's count here.
+  EXPECT_EQ(throttle.Admit("10.0.0.2", "default/bob", now), std::nullopt);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/carol", now), std::nullopt);
+  // A success clears the user's count here, and does not count against the source.
+  throttle.Succeeded("10.0.0.1", "default/carol");
+  now += 4 * kSecond;
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), std::nullopt);
   throttle.Succeeded("10.0.0.1", "default/bob");
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.1", "default/bob", now), std::nullopt);
+  EXPECT_EQ(throttle.Admit("10.0.0.1", "default/bob", now), std::nullopt);
+}
+
+TEST(LoginThrottle, ABurstOfParallelGuessesGetsNoMoreTriesThanASequence) {
+  // Admit counts the attempt at once: the sixth guess in the same instant is refused, before
+  // any of the first five has been checked.
+  LoginThrottle throttle;
+  const Timestamp now = 1000 * kSecond;
+  int admitted = 0;
+  for (int i = 0; i < 50; ++i) admitted += throttle.Admit("10.0.0.1", "default/bob", now) ? 0 : 1;
+  EXPECT_EQ(admitted, 5);
 }
 
 TEST(LoginThrottle, OneSourceTryingManyUsersWaitsAfterTwentyFailures) {
   LoginThrottle throttle;
   const Timestamp now = 1000 * kSecond;
-  for (int i = 0; i < 20; ++i) throttle.Failed("10.0.0.9", "default/user" + std::to_string(i), now);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.9", "default/someone-new", now), 1);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.8", "default/someone-new", now), std::nullopt);
-  // The wait is capped at 15 minutes, and a quiet window forgives.
-  for (int i = 0; i < 40; ++i) throttle.Failed("10.0.0.9", "default/x", now);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.9", "default/y", now), 15 * 60);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.9", "default/y", now + 15 * 60 * kSecond), std::nullopt);
-  throttle.Failed("10.0.0.9", "default/y", now + 16 * 60 * kSecond);
-  EXPECT_EQ(throttle.WaitBefore("10.0.0.9", "default/y", now + 16 * 60 * kSecond), std::nullopt);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(throttle.Admit("10.0.0.9", "default/user" + std::to_string(i), now), std::nullopt);
+  }
+  EXPECT_EQ(throttle.Admit("10.0.0.9", "default/someone-new", now), 1);
+  EXPECT_EQ(throttle.Admit("10.0.0.8", "default/someone-new", now), std::nullopt);
+  // The wait doubles with each further failure, up to 15 minutes.
+  Timestamp t = now;
+  for (int f = 20; f < 32; ++f) {
+    const std::string user = "default/z" + std::to_string(f);
+    auto wait = throttle.Admit("10.0.0.9", user, t);
+    ASSERT_TRUE(wait) << f;
+    EXPECT_EQ(*wait, std::min<int64_t>(int64_t{1} << (f - 20), 15 * 60)) << f;
+    t += *wait * kSecond;
+    ASSERT_EQ(throttle.Admit("10.0.0.9", user, t), std::nullopt) << f;
+  }
+  // A quiet window forgives: the count starts again.
+  t += 16 * 60 * kSecond;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(throttle.Admit("10.0.0.9", "default/w" + std::to_string(i), t), std::nullopt) << i;
+  }
 }
 
 TEST(Passwords, AreStoredAsArgon2idAndOnlyTheRightOneMatches) {

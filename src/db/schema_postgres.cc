@@ -670,11 +670,11 @@ ALTER TABLE sled ADD COLUMN agent_since BIGINT;
     // 11: local users and their console sessions, as on SQLite (schema.cc).
     R"sql(
 CREATE TABLE silo_user (
-  id TEXT NOT NULL PRIMARY KEY,
-  silo_id TEXT NOT NULL,
-  external_id TEXT NOT NULL,
-  role TEXT NOT NULL,
-  password_hash TEXT,
+  id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  silo_id TEXT COLLATE "C" NOT NULL,
+  external_id TEXT COLLATE "C" NOT NULL,
+  role TEXT COLLATE "C" NOT NULL,
+  password_hash TEXT COLLATE "C",
   time_created BIGINT NOT NULL,
   time_modified BIGINT NOT NULL,
   time_deleted BIGINT
@@ -682,10 +682,10 @@ CREATE TABLE silo_user (
 CREATE UNIQUE INDEX silo_user_by_name ON silo_user (silo_id, external_id)
   WHERE time_deleted IS NULL;
 CREATE TABLE console_session (
-  token_sha256 TEXT NOT NULL PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
-  silo_user_id TEXT,
-  token_id TEXT,
+  token_sha256 TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  id TEXT COLLATE "C" NOT NULL UNIQUE,
+  silo_user_id TEXT COLLATE "C",
+  token_id TEXT COLLATE "C",
   time_created BIGINT NOT NULL,
   time_last_used BIGINT NOT NULL
 );

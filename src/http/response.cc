@@ -76,6 +76,7 @@ bool EventServer::Answer(Conn& c) {
     r.body = std::move(req.body());
     r.request_id = request_id;
     r.source_address = c.address;
+    r.client_key = c.client;
     r.tls = c.tls != nullptr;
     keep_alive = req.keep_alive();
     res.version(req.version());

@@ -22,6 +22,7 @@ struct HttpRequest {
   std::string body;
   std::string request_id;      // assigned by the server; echoed in errors and the log
   std::string source_address;  // the client's IP address (empty where no socket carried it)
+  std::string client_key;      // the client its connections are counted as (IPv6: its /64)
   bool tls = false;            // it came over TLS
 
   // The first header with this (lowercase) name, or empty.

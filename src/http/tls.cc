@@ -194,7 +194,11 @@ ssize_t SendSome(Stream s, const void* data, size_t size, short& wait) {
   }
 }
 
-bool HasBuffered(Stream s) { return s.tls != nullptr && SSL_has_pending(s.tls) == 1; }
+bool HasBuffered(Stream s) {
+  // Decrypted bytes only: a partial record OpenSSL holds needs more from the socket, so its
+  // reader must wait for the socket (without read-ahead no whole record waits unread).
+  return s.tls != nullptr && SSL_pending(s.tls) > 0;
+}
 
 void EndTls(ssl_st*& tls) {
   if (tls == nullptr) return;

@@ -67,8 +67,8 @@ ssize_t RecvSome(Stream s, void* data, size_t size, short& wait);
 // be written yet, `wait` says what to wait for; -1 with another errno: the connection is gone.
 ssize_t SendSome(Stream s, const void* data, size_t size, short& wait);
 
-// True if TLS has bytes from the socket that RecvSome has not returned yet: the socket may
-// then never become readable again for them, so the reader must not wait for it.
+// True if TLS holds decrypted bytes that RecvSome has not returned yet: the socket may then
+// never become readable again for them, so the reader must read before it waits.
 bool HasBuffered(Stream s);
 
 // Ends a TLS session: sends close_notify if the handshake finished (without waiting for the

@@ -187,3 +187,29 @@ def test_a_certificate_and_key_that_cannot_be_used_stop_the_server_with_the_reas
     plain = start_server()
     assert any(line.startswith("listening on http://") for line in plain.stdout_lines)
     wait_until(lambda: plain.admin.get("/v1/ping").status == 200, 5.0, "plain HTTP ping")
+
+
+def test_a_client_that_stops_inside_a_tls_record_holds_no_worker(start_server, test_ca):
+    # After an answer, the client sends the first bytes of a record and stops: the server must
+    # wait for the socket (not spin on what TLS holds), hand the connection back to its event
+    # loop, and close it at the idle timeout.
+    tls = test_ca.client_context()
+    server = start_server(extra_args=[*test_ca.server_args(), "--idle-timeout-ms", "1500"],
+                          tls=tls)
+    stalled = tls.wrap_socket(socket.create_connection(("127.0.0.1", server.port)),
+                              server_hostname="127.0.0.1")
+    stalled.sendall(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert stalled.recv(4096).startswith(b"HTTP/1.1 200")
+    # Four bytes of an application-data record's header, under the TLS layer.
+    beneath = socket.socket(fileno=os.dup(stalled.fileno()))
+    beneath.send(b"\x17\x03\x03\x00")
+    began = time.monotonic()
+    for _ in range(10):  # served meanwhile
+        connection = https(server, tls)
+        ping(connection)
+        connection.close()
+    stalled.settimeout(10)
+    assert stalled.recv(4096) == b""  # closed by the server
+    assert time.monotonic() - began < 5.0
+    beneath.close()
+    stalled.close()
