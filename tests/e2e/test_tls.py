@@ -140,7 +140,7 @@ def test_sighup_reads_the_certificate_again_and_open_connections_stay(start_serv
         connection.close()
 
 
-def test_a_handshake_that_never_comes_holds_no_worker_and_ends_at_the_request_timeout(
+def test_handshakes_that_never_come_end_at_the_request_timeout_while_others_are_served(
         start_server, test_ca):
     tls = test_ca.client_context()
     server = start_server(extra_args=[*test_ca.server_args(), "--request-timeout-ms", "1000"],
