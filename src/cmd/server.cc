@@ -14,6 +14,7 @@
 
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "api/console.h"
 #include "api/routes.h"
 #include "app/audit.h"
 #include "app/floating_ips.h"
@@ -42,6 +43,7 @@
 #include "db/sleds.h"
 #include "http/host_port.h"
 #include "http/server.h"
+#include "http/static_site.h"
 #include "http/tls.h"
 #include "nat/nat_reconciler.h"
 #include "saga/recovery.h"
@@ -176,7 +178,7 @@ Status EnsureAdminToken(fp::app::Tokens& tokens, const ServerFlags& flags,
 
 // SRV-1: what a new user needs to drive the dev server from another terminal, on stdout after
 // the address line. Never the token itself: the line reads it from its file.
-void PrintDevBanner(const std::string& url, const std::filesystem::path& token_file) {
+void PrintDevBanner(const std::string& url, const std::filesystem::path& token_file, bool console) {
   std::error_code ec;
   std::filesystem::path token = std::filesystem::absolute(token_file, ec);
   std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -188,8 +190,12 @@ void PrintDevBanner(const std::string& url, const std::filesystem::path& token_f
   };
   std::cout << "\nfloatplane dev server (--dev: for development, not production). Its data "
                "stays in "
-            << quoted(token.parent_path().string())
-            << " across restarts.\nTo use it from another terminal:\n"
+            << quoted(token.parent_path().string()) << " across restarts.\n";
+  if (console) {
+    std::cout << "Web console: " << url << "/ (log in with the token in " << quoted(token.string())
+              << ")\n";
+  }
+  std::cout << "To use it from another terminal:\n"
             << "  export PATH=" << quoted(binary.parent_path().string()) << ":\"$PATH\"\n"
             << "  export OXIDE_HOST=" << url << "\n"
             << "  export OXIDE_TOKEN=\"$(cat " << quoted(token.string()) << ")\"\n"
@@ -197,6 +203,21 @@ void PrintDevBanner(const std::string& url, const std::filesystem::path& token_f
             << "(or save a profile: floatplane auth login --host " << url << " --token-file "
             << quoted(token.string()) << ")\n"
             << std::endl;
+}
+
+// The console to serve: --console-dir's, else the one installed beside the binary, else none.
+// A --console-dir that cannot be served is an error (the operator asked for it).
+fp::Result<std::shared_ptr<const fp::http::StaticSite>> LoadConsole(const std::string& flag) {
+  if (!flag.empty()) return fp::http::StaticSite::Load(flag);
+  std::error_code ec;
+  std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::shared_ptr<const fp::http::StaticSite>();
+  std::filesystem::path installed =
+      binary.parent_path().parent_path() / "share" / "floatplane" / "console";
+  if (!std::filesystem::exists(installed / "index.html", ec)) {
+    return std::shared_ptr<const fp::http::StaticSite>();
+  }
+  return fp::http::StaticSite::Load(installed);
 }
 
 // SIGHUP: new connections get the certificate the files hold now; open ones keep theirs. A file
@@ -252,6 +273,11 @@ int RunServer(const ServerFlags& flags) {
       return 2;
     }
     tls = *loaded;
+  }
+  auto console = LoadConsole(flags.console_dir);
+  if (!console) {
+    std::cerr << "floatplane server: --console-dir: " << console.error().message() << "\n";
+    return 2;
   }
   std::filesystem::path dir(data_dir);
   auto database = ParseDatabaseSetting(flags.database, dir);
@@ -447,14 +473,16 @@ int RunServer(const ServerFlags& flags) {
                              &instances, &sleds,   idempotency, audit,        sagas,  store_stats};
   ServerMetricsSources metrics_sources{executor, nat, watcher, **datastore, fp::app::SagaNames()};
   auto server = fp::http::HttpServer::Start(
-      options,
-      fp::api::MakeApiHandler(
-          services,
-          [&serving] {
-            fp::http::HttpServer* s = serving.load();
-            return s ? s->stats() : fp::http::HttpServerStats{};
-          },
-          [&metrics_sources](std::string& out) { RenderServerMetrics(out, metrics_sources); }));
+      options, fp::api::WithConsole(fp::api::MakeApiHandler(
+                                        services,
+                                        [&serving] {
+                                          fp::http::HttpServer* s = serving.load();
+                                          return s ? s->stats() : fp::http::HttpServerStats{};
+                                        },
+                                        [&metrics_sources](std::string& out) {
+                                          RenderServerMetrics(out, metrics_sources);
+                                        }),
+                                    *console));
   if (!server) {
     std::cerr << "floatplane server: " << server.error().message() << "\n";
     executor.Quiesce();
@@ -464,10 +492,11 @@ int RunServer(const ServerFlags& flags) {
   std::string url = fmt::format("{}://{}:{}", tls ? "https" : "http",
                                 fp::http::UrlHost(address->host), (*server)->port());
   std::cout << "listening on " << url << std::endl;
-  if (flags.dev) PrintDevBanner(url, token_file);
+  if (flags.dev) PrintDevBanner(url, token_file, *console != nullptr);
   fp::LogEvent("info", "serving",
                {{"url", url},
                 {"tls_certificate", tls ? tls->Describe() : std::string("none (plain HTTP)")},
+                {"console", *console ? (*console)->dir().string() : std::string("none")},
                 {"data_dir", data_dir},
                 {"database", DescribeDatabase(*database)},
                 {"coordinator_id", *coordinator_id},

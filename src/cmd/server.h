@@ -35,6 +35,9 @@ struct ServerFlags {
   // PEM files: serve HTTPS with them (both or neither); read again on SIGHUP.
   std::string tls_cert;
   std::string tls_key;
+  // A built console (console/dist) served at `/`; empty: the one installed beside the binary
+  // (BINDIR/../share/floatplane/console), if any.
+  std::string console_dir;
   // URLs, one per switch (a rack has two); empty: two in-process simulated switch agents.
   std::vector<std::string> switch_agents;
   std::vector<std::string> sled_agents;  // URLs; empty: two in-process simulated sled agents

@@ -61,6 +61,14 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "server's user only)")
       ->type_name("FILE")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  server
+      ->add_option("--console-dir", flags.console_dir,
+                   "Serve the web console from this directory at / (a built console: "
+                   "`npm run build` in console/ makes console/dist; read once at start). Default: "
+                   "the console installed beside the binary (BINDIR/../share/floatplane/console), "
+                   "if there is one; else the API only")
+      ->type_name("DIR")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   server->add_option("--switch-agent", flags.switch_agents,
                      "URL of a switch agent; repeat for each switch: every one carries every NAT "
                      "entry (with --dev, default: two simulated ones in this process). Those of "
