@@ -15,6 +15,7 @@ FLOATPLANE_PACKAGES=(
   libcurl4-openssl-dev libtomlplusplus-dev  # the command-line client: HTTP(S), credentials.toml
   openssl  # the e2e tests' own certificate authority (HTTPS)
   clang-format curl git bsdutils  # bsdutils: script(1), the CLI tests' terminal
+  chromium  # the web console's browser tests (Playwright drives Debian's chromium)
 )
 
 ensure_packages() {

@@ -303,7 +303,14 @@ function LinkSilo(props: {
       onClose={props.onClose}
       validate={() => silo !== ''}
       onSubmit={async () => {
-        await post(`/v1/system/ip-pools/${seg(props.pool.name)}/silos`, { silo, is_default: isDefault })
+        // The server links a pool as a silo's default only where the silo has none of its
+        // version; to replace one, the pool is linked first, then made the default (which
+        // clears the old one's flag in the same change).
+        const replacing = isDefault && replaced.data !== undefined
+        await post(`/v1/system/ip-pools/${seg(props.pool.name)}/silos`, { silo, is_default: isDefault && !replacing })
+        if (replacing) {
+          await put(`/v1/system/ip-pools/${seg(props.pool.name)}/silos/${seg(silo)}`, { is_default: true })
+        }
         props.onLinked(silo)
       }}
     >
