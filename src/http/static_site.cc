@@ -75,10 +75,12 @@ Result<std::shared_ptr<const StaticSite>> StaticSite::Load(const std::filesystem
       return fail(fmt::format("holds more than {} MiB: not a built console", max_bytes >> 20));
     }
     std::string name = relative.filename().string();
-    File file{
-        .body = std::move(body), .content_type = std::string(ContentTypeFor(name)), .etag = ""};
-    file.etag = "\"" + Sha256Hex(file.body).substr(0, 32) + "\"";
-    site->files_.emplace("/" + relative.generic_string(), std::move(file));
+    // (fmt rather than operator+: GCC 12's -Wrestrict misfires on a literal + string at -O2.)
+    std::string etag = fmt::format("\"{}\"", Sha256Hex(body).substr(0, 32));
+    File file{.body = std::move(body),
+              .content_type = std::string(ContentTypeFor(name)),
+              .etag = std::move(etag)};
+    site->files_.emplace(fmt::format("/{}", relative.generic_string()), std::move(file));
   }
   auto index = site->files_.find(std::string_view("/index.html"));
   if (index == site->files_.end()) return fail("holds no index.html (build the console first)");
