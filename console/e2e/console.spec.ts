@@ -116,7 +116,7 @@ test('watches an instance go from starting to running, and the 503 of an attach 
   await page.getByRole('button', { name: 'Start vm' }).click()
   await expect(vm).toContainText('starting')
 
-  // While it starts (its sled takes 2 s), an attach is answered 503: the server's words,
+  // While it starts (its sled takes 6 s, from the click to "running"), an attach is answered 503: the server's words,
   // verbatim, and the dialog stays open to try again.
   await vm.getByRole('link', { name: 'vm' }).click()
   await page.getByRole('button', { name: 'Attach floating IP' }).click()

@@ -1,6 +1,6 @@
 // Starts what the browser tests drive (CON-23): a real `floatplane server --dev` serving the
 // built console (dist/), on a fresh data dir and a free port, with one switch agent and one
-// sled agent in their own processes (a sled that takes 2 s to start an instance, so that a
+// sled agent in their own processes (a sled that takes 6 s to start an instance, so that a
 // test can watch "starting" turn into "running"). Seeds the fleet's pools. The tests read
 // where it runs from e2e/.server.json; teardown stops the processes.
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -47,7 +47,7 @@ export default async function globalSetup() {
   try {
     const sw = await start(['switch-agent', ...common], join(dir, 'switch.log'))
     children.push(sw.child)
-    const sled = await start(['sled-agent', ...common, '--start-delay-ms', '2000', '--stop-delay-ms', '200'], join(dir, 'sled.log'))
+    const sled = await start(['sled-agent', ...common, '--start-delay-ms', '6000', '--stop-delay-ms', '200'], join(dir, 'sled.log'))
     children.push(sled.child)
     const server = await start(
       [
