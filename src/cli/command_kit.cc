@@ -39,6 +39,25 @@ CliStatus CheckNameOrId(const std::string& flag, const std::string& value) {
   return {};
 }
 
+CliResult<std::string> ReadSecret(const std::string& file, bool from_stdin,
+                                  const std::string& file_flag, const std::string& stdin_flag,
+                                  const std::string& what) {
+  std::ostringstream all;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) return Fail(UsageError(fmt::format("{}: cannot read {}", file_flag, file)));
+    all << in.rdbuf();
+  } else if (from_stdin || isatty(STDIN_FILENO) == 0) {
+    all << std::cin.rdbuf();
+  } else {
+    return Fail(UsageError(fmt::format(
+        "give the {} with {} FILE or on stdin ({}); never on the command line, where other "
+        "users and shell history see it",
+        what, file_flag, stdin_flag)));
+  }
+  return TrimSpace(all.str());
+}
+
 CliResult<std::pair<std::string, Query>> Resolve(const Selector& s, const std::string& flag,
                                                  bool scoped) {
   auto parsed = NameOrId::Parse(s.value);

@@ -31,6 +31,14 @@ CliResult<std::pair<std::string, Query>> Resolve(const Selector& s, const std::s
 CliStatus CheckName(const std::string& flag, const std::string& value);
 CliStatus CheckNameOrId(const std::string& flag, const std::string& value);
 
+// A secret (a token, a password) from `file`, or from stdin when `from_stdin` or stdin is not a
+// terminal; never from the command line, where other users and shell history see it. Trailing
+// and leading whitespace (the file's newline) is dropped. UsageError naming `file_flag` and
+// `stdin_flag` when neither gives one, or the file cannot be read.
+CliResult<std::string> ReadSecret(const std::string& file, bool from_stdin,
+                                  const std::string& file_flag, const std::string& stdin_flag,
+                                  const std::string& what);
+
 // --json-body FILE|- and --json-body-template.
 struct JsonBody {
   std::string file;

@@ -79,59 +79,44 @@ void AddAuthCommands(Commands& c) {
     bool token_stdin = false;
   };
   auto* login = c.Keep<Login>();
-  CLI::App* leaf = c.Leaf(
-      auth, "login", "Save a token for a host as a profile (checked with GET /v1/me)",
-      "current_user_view",
-      "floatplane auth login --host http://127.0.0.1:12220 --token-file "
-      ".floatplane-dev/admin-token",
-      [login](Session& s) -> CliStatus {
-        std::string host = FP_TRY(NormalizeHost(login->host));
-        std::string token;
-        if (!login->token_file.empty()) {
-          std::ifstream in(login->token_file);
-          if (!in)
-            return Fail(UsageError(fmt::format("--token-file: cannot read {}", login->token_file)));
-          std::ostringstream all;
-          all << in.rdbuf();
-          token = TrimSpace(all.str());
-        } else if (login->token_stdin || isatty(STDIN_FILENO) == 0) {
-          std::ostringstream all;
-          all << std::cin.rdbuf();
-          token = TrimSpace(all.str());
-        } else {
-          return Fail(UsageError(
-              "give the token with --token-file FILE or on stdin (--token-stdin); never on the "
-              "command line, where other users and shell history see it"));
-        }
-        if (token.empty()) return Fail(CredentialsError("the token is empty"));
-        nlohmann::json me = FP_TRY(CurrentUser(s.globals(), host, token));
-        ConfigDir dir(s.globals().config_dir);
-        std::vector<Profile> profiles = FP_TRY(dir.Profiles());
-        std::string name = s.globals().profile;
-        if (name.empty()) {
-          const std::string silo = me.value("silo_name", "default");
-          name = silo;
-          for (int n = 2; std::any_of(profiles.begin(), profiles.end(),
-                                      [&](const Profile& p) { return p.name == name; });
-               ++n) {
-            name = silo + std::to_string(n);
-          }
-        }
-        Profile profile;
-        profile.name = name;
-        profile.host = host;
-        profile.token = token;
-        profile.user = me.value("id", "");
-        FP_CHECK_OK(dir.SaveProfile(profile));
-        const bool had_default = FP_TRY(dir.DefaultProfile()).has_value();
-        if (!had_default) FP_CHECK_OK(dir.SetDefaultProfile(name));
-        Out(fmt::format("Login successful\n  silo: {} ({})\n  user: {} ({})\n{}\n",
-                        me.value("silo_name", ""), me.value("silo_id", ""),
-                        me.value("display_name", ""), me.value("id", ""),
-                        had_default ? fmt::format("Use --profile '{}'", name)
-                                    : fmt::format("Profile '{}' set as the default", name)));
-        return {};
-      });
+  CLI::App* leaf =
+      c.Leaf(auth, "login", "Save a token for a host as a profile (checked with GET /v1/me)",
+             "current_user_view",
+             "floatplane auth login --host http://127.0.0.1:12220 --token-file "
+             ".floatplane-dev/admin-token",
+             [login](Session& s) -> CliStatus {
+               std::string host = FP_TRY(NormalizeHost(login->host));
+               std::string token = FP_TRY(ReadSecret(login->token_file, login->token_stdin,
+                                                     "--token-file", "--token-stdin", "token"));
+               if (token.empty()) return Fail(CredentialsError("the token is empty"));
+               nlohmann::json me = FP_TRY(CurrentUser(s.globals(), host, token));
+               ConfigDir dir(s.globals().config_dir);
+               std::vector<Profile> profiles = FP_TRY(dir.Profiles());
+               std::string name = s.globals().profile;
+               if (name.empty()) {
+                 const std::string silo = me.value("silo_name", "default");
+                 name = silo;
+                 for (int n = 2; std::any_of(profiles.begin(), profiles.end(),
+                                             [&](const Profile& p) { return p.name == name; });
+                      ++n) {
+                   name = silo + std::to_string(n);
+                 }
+               }
+               Profile profile;
+               profile.name = name;
+               profile.host = host;
+               profile.token = token;
+               profile.user = me.value("id", "");
+               FP_CHECK_OK(dir.SaveProfile(profile));
+               const bool had_default = FP_TRY(dir.DefaultProfile()).has_value();
+               if (!had_default) FP_CHECK_OK(dir.SetDefaultProfile(name));
+               Out(fmt::format("Login successful\n  silo: {} ({})\n  user: {} ({})\n{}\n",
+                               me.value("silo_name", ""), me.value("silo_id", ""),
+                               me.value("display_name", ""), me.value("id", ""),
+                               had_default ? fmt::format("Use --profile '{}'", name)
+                                           : fmt::format("Profile '{}' set as the default", name)));
+               return {};
+             });
   leaf->add_option("-H,--host", login->host,
                    "The server: https://HOST[:PORT] (http:// must be explicit)")
       ->required();

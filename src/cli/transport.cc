@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace fp::cli {
 
@@ -45,9 +46,37 @@ bool SameName(std::string_view a, std::string_view b) {
          });
 }
 
-// `text` with floatplane token secrets ("fpt_" and 64 hex digits) hidden: --debug output
-// ends up in CI logs, and a token create's answer carries one.
+// Hides, in place, the passwords of a JSON body: Oxide's UserPassword
+// ({"mode": "password", "value": ...}) and a login's {"password": ...}. True if any.
+bool HidePasswords(nlohmann::json& j) {
+  bool hid = false;
+  if (j.is_object()) {
+    auto mode = j.find("mode");
+    if (mode != j.end() && *mode == "password" && j.contains("value")) {
+      j["value"] = "<hidden>";
+      hid = true;
+    }
+    for (auto& [key, value] : j.items()) {
+      if (key == "password" && value.is_string()) {
+        value = "<hidden>";
+        hid = true;
+      } else {
+        hid = HidePasswords(value) || hid;
+      }
+    }
+  } else if (j.is_array()) {
+    for (auto& item : j) hid = HidePasswords(item) || hid;
+  }
+  return hid;
+}
+
+// `text` with secrets hidden: floatplane token secrets ("fpt_" and 64 hex digits) and the
+// passwords of a JSON body. --debug output ends up in CI logs, a token create's answer carries
+// a token and a user create's body a password.
 std::string HideSecrets(std::string text) {
+  if (auto body = nlohmann::json::parse(text, nullptr, false); !body.is_discarded()) {
+    if (HidePasswords(body)) text = body.dump();
+  }
   for (size_t at = text.find("fpt_"); at != std::string::npos; at = text.find("fpt_", at + 4)) {
     size_t end = at + 4;
     while (end < text.size() && std::isxdigit(static_cast<unsigned char>(text[end]))) ++end;

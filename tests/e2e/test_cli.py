@@ -11,6 +11,8 @@ import shlex
 import stat
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -686,3 +688,55 @@ def test_tokens_are_created_without_a_key_listed_and_revoked(cli):
                     "silo_viewer", "--name", "ci3", record=False)
     assert debug.returncode == 0
     assert "fpt_<hidden>" in debug.stderr and not re.search(r"fpt_[0-9a-f]{8}", debug.stderr)
+
+
+def login_status(host, username, password):
+    """The status of a password login to the silo `default`."""
+    request = urllib.request.Request(
+        f"{host}/v1/login/default/local", method="POST",
+        data=json.dumps({"username": username, "password": password}).encode(),
+        headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_local_users_get_passwords_from_files_or_stdin_never_argv_and_debug_hides_them(
+        cli, tmp_path):
+    cli.login()
+    password_file = tmp_path / "alice.pw"
+    password_file.write_text("correct horse battery staple\n")
+    created = cli.run("--debug", "silo", "idp", "local", "user", "create", "--silo", "default",
+                      "--external-id", "alice", "--role", "silo_collaborator",
+                      "--password-file", str(password_file), record=False)
+    assert created.returncode == 0, created.stderr
+    alice = json.loads(created.stdout)
+    assert alice["display_name"] == "alice"
+    # --debug shows the request body, but not the password in it.
+    assert '"value":"<hidden>"' in created.stderr, created.stderr
+    assert "correct horse" not in created.stderr
+    assert login_status(cli.host, "alice", "correct horse battery staple") == 204
+
+    # A new password from stdin; the old one stops working.
+    changed = cli.run("silo", "idp", "local", "user", "set-password", "--silo", "default",
+                      "--user-id", alice["id"], "--password-stdin",
+                      stdin="a different long secret\n", record=False)
+    assert changed.returncode == 0, changed.stderr
+    assert f"Password of user {alice['id']} set" in changed.stderr
+    assert login_status(cli.host, "alice", "correct horse battery staple") == 401
+    assert login_status(cli.host, "alice", "a different long secret") == 204
+
+    # No password given (stdin empty): refused before any request.
+    empty = cli.run("silo", "idp", "local", "user", "create", "--silo", "default",
+                    "--external-id", "bob", stdin="", record=False)
+    assert empty.returncode == 2 and "the password is empty" in empty.stderr, empty.stderr
+    listed = json.loads(cli.run("user", "list", record=False).stdout)
+    assert [u["display_name"] for u in listed if u["display_name"] in ("alice", "bob")] == \
+        ["alice"]
+
+    deleted = cli.run("silo", "idp", "local", "user", "delete", "--silo", "default",
+                      "--user-id", alice["id"], record=False)
+    assert deleted.returncode == 0, deleted.stderr
+    assert login_status(cli.host, "alice", "a different long secret") == 401
