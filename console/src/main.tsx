@@ -1,4 +1,4 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
+import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from '@tanstack/react-query'
 import { StrictMode } from 'react'
 import { createRoot } from 'react-dom/client'
 import { BrowserRouter, Navigate, Route, Routes } from 'react-router'
@@ -20,7 +20,16 @@ import { SilosPage } from './pages/system/Silos'
 import { UtilizationPage } from './pages/Utilization'
 import './styles.css'
 
-const queryClient = new QueryClient({
+// A session that ended (idle, expired, logged out elsewhere) shows as a 401 on any request:
+// asking /v1/me again makes the layout send the user to log in.
+const sessionEnded = (error: unknown, key?: readonly unknown[]) => {
+  if (error instanceof ApiError && error.status === 401 && key?.[0] !== 'me') {
+    void queryClient.invalidateQueries({ queryKey: ['me'] })
+  }
+}
+const queryClient: QueryClient = new QueryClient({
+  queryCache: new QueryCache({ onError: (error, query) => sessionEnded(error, query.queryKey) }),
+  mutationCache: new MutationCache({ onError: (error) => sessionEnded(error) }),
   defaultOptions: {
     queries: {
       // A 4xx will not change by asking again; a lost connection or a 503 may.

@@ -31,6 +31,21 @@ bool IsConsolePage(std::string_view path) {
   return false;
 }
 
+// Whether an If-None-Match header names `etag` (a list, weak or strong, or "*": RFC 9110
+// 13.1.2 compares weakly).
+bool Revalidates(std::string_view header, std::string_view etag) {
+  while (!header.empty()) {
+    size_t comma = header.find(',');
+    std::string_view tag = header.substr(0, comma);
+    header = comma == std::string_view::npos ? std::string_view() : header.substr(comma + 1);
+    while (!tag.empty() && tag.front() == ' ') tag.remove_prefix(1);
+    while (!tag.empty() && tag.back() == ' ') tag.remove_suffix(1);
+    if (tag.starts_with("W/")) tag.remove_prefix(2);
+    if (tag == "*" || tag == etag) return true;
+  }
+  return false;
+}
+
 HttpResponse FileAnswer(const HttpRequest& req, const http::StaticSite::File& file,
                         bool immutable) {
   HttpResponse answer;
@@ -38,7 +53,7 @@ HttpResponse FileAnswer(const HttpRequest& req, const http::StaticSite::File& fi
   answer.headers.emplace_back("cache-control",
                               immutable ? "public, max-age=31536000, immutable" : "no-cache");
   answer.headers.emplace_back("etag", file.etag);
-  if (req.Header("if-none-match") == file.etag) {
+  if (Revalidates(req.Header("if-none-match"), file.etag)) {
     answer.status = 304;
     return answer;
   }
@@ -60,7 +75,8 @@ void AddBrowserSafetyHeaders(const HttpRequest& req, HttpResponse& answer) {
 HttpHandler WithConsole(HttpHandler api, std::shared_ptr<const http::StaticSite> console) {
   return [api = std::move(api), console = std::move(console)](const HttpRequest& req) {
     HttpResponse answer;
-    const bool get = req.method == "GET";
+    // HEAD is answered as GET (the server sends its headers only).
+    const bool get = req.method == "GET" || req.method == "HEAD";
     const http::StaticSite::File* file = nullptr;
     if (get && console && (file = console->Find(req.path))) {
       answer = FileAnswer(req, *file, req.path.starts_with("/assets/"));

@@ -69,6 +69,19 @@ TEST_F(ConsoleTest, PagesGetTheAppFilesGetThemselvesAndTheRestGoesToTheApi) {
   HttpResponse not_modified = handler(again);
   EXPECT_EQ(not_modified.status, 304);
   EXPECT_TRUE(not_modified.body.empty());
+  // A list of validators, weak or strong, revalidates too; another file's does not.
+  for (const std::string& header : {"\"x\", W/" + HeaderOf(script, "etag"), std::string("*")}) {
+    HttpRequest listed = Get("/assets/app-1f2e.js");
+    listed.headers.emplace_back("if-none-match", header);
+    EXPECT_EQ(handler(listed).status, 304) << header;
+  }
+  HttpRequest other = Get("/assets/app-1f2e.js");
+  other.headers.emplace_back("if-none-match", "\"x\", W/\"y\"");
+  EXPECT_EQ(handler(other).status, 200);
+  // HEAD is answered as GET (the HTTP server drops the body).
+  HttpRequest head = Get("/projects");
+  head.method = "HEAD";
+  EXPECT_EQ(handler(head).content_type, "text/html; charset=utf-8");
   // The API's paths, a missing asset, an unknown root and a write to a page are the API's.
   for (const char* path : {"/v1/projects", "/assets/missing.js", "/metrics", "/v1", "/nope"}) {
     EXPECT_EQ(handler(Get(path)).body, std::string("{\"api\":\"") + path + "\"}") << path;

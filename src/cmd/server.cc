@@ -217,7 +217,12 @@ fp::Result<std::shared_ptr<const fp::http::StaticSite>> LoadConsole(const std::s
   if (!std::filesystem::exists(installed / "index.html", ec)) {
     return std::shared_ptr<const fp::http::StaticSite>();
   }
-  return fp::http::StaticSite::Load(installed);
+  auto site = fp::http::StaticSite::Load(installed);
+  if (!site) {
+    return tl::unexpected(fp::Error::InvalidRequest(
+        fmt::format("the console installed beside the binary: {}", site.error().message())));
+  }
+  return site;
 }
 
 // SIGHUP: new connections get the certificate the files hold now; open ones keep theirs. A file
@@ -276,7 +281,8 @@ int RunServer(const ServerFlags& flags) {
   }
   auto console = LoadConsole(flags.console_dir);
   if (!console) {
-    std::cerr << "floatplane server: --console-dir: " << console.error().message() << "\n";
+    std::cerr << "floatplane server: " << (flags.console_dir.empty() ? "" : "--console-dir: ")
+              << console.error().message() << "\n";
     return 2;
   }
   std::filesystem::path dir(data_dir);

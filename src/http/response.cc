@@ -46,6 +46,7 @@ bool EventServer::Answer(Conn& c) {
   std::string request_id = Uuid::Random().ToString();
   beast_http::response<beast_http::string_body> res;
   bool keep_alive = false;
+  bool head = false;
   if (c.parse_error) {
     // The request could not be read as HTTP (over a limit, malformed): answer 400 and close.
     const auto& ec = c.parse_error;
@@ -80,6 +81,7 @@ bool EventServer::Answer(Conn& c) {
     r.tls = c.tls != nullptr;
     keep_alive = req.keep_alive();
     res.version(req.version());
+    head = r.method == "HEAD";
     HttpResponse out = handler_(r);
     res.result(static_cast<unsigned>(out.status));
     if (!out.body.empty()) res.set(beast_http::field::content_type, out.content_type);
@@ -91,6 +93,14 @@ bool EventServer::Answer(Conn& c) {
   keep_alive = keep_alive && !stopping_;
   res.keep_alive(keep_alive);
   res.prepare_payload();
+  // A 304 or 204 has no body and no Content-Length (RFC 9110, 8.6); the answer to HEAD has the
+  // headers a GET would get, and no body (one would be read as the next answer on the
+  // connection).
+  if (res.result() == beast_http::status::not_modified ||
+      res.result() == beast_http::status::no_content) {
+    res.erase(beast_http::field::content_length);
+  }
+  if (head) res.body().clear();
   std::ostringstream wire;
   wire << res;
   bool sent =

@@ -35,6 +35,13 @@ std::string_view ContentTypeFor(std::string_view file_name) {
       {".ico", "image/x-icon"},
       {".woff2", "font/woff2"},
       {".woff", "font/woff"},
+      {".ttf", "font/ttf"},
+      {".jpg", "image/jpeg"},
+      {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},
+      {".webp", "image/webp"},
+      {".avif", "image/avif"},
+      {".wasm", "application/wasm"},
       {".txt", "text/plain; charset=utf-8"},
   };
   for (const auto& [extension, type] : kTypes) {
@@ -67,6 +74,12 @@ Result<std::shared_ptr<const StaticSite>> StaticSite::Load(const std::filesystem
       continue;
     }
     if (!fs::is_regular_file(status)) continue;
+    // Refused by its size before it is read.
+    const uintmax_t size = fs::file_size(it->path(), ec);
+    if (ec) return fail(ec.message());
+    if (total + size > max_bytes) {
+      return fail(fmt::format("holds more than {} MiB: not a built console", max_bytes >> 20));
+    }
     std::ifstream in(it->path(), std::ios::binary);
     std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) return fail("cannot read " + relative.string());

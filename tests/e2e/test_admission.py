@@ -155,8 +155,8 @@ def test_slow_clients_cannot_starve_other_clients(start_server, tls, test_ca):
         start_of_attack = time.monotonic()
         checked = 0
         slowest = 0.0
-        while (time.monotonic() - start_of_attack < 2.5 or 408 not in loris.statuses) and \
-                time.monotonic() - start_of_attack < 30:
+        while (time.monotonic() - start_of_attack < 2.5 or 408 not in loris.statuses or
+               loris.reconnects < count) and time.monotonic() - start_of_attack < 30:
             start = time.monotonic()
             conn = (http.client.HTTPSConnection("127.0.0.1", server.port, timeout=5, context=tls)
                     if tls else http.client.HTTPConnection("127.0.0.1", server.port, timeout=5))

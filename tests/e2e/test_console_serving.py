@@ -4,6 +4,7 @@ browser by console/e2e (scripts/console e2e); these run without Node.js, on a st
 console directory."""
 
 import http.client
+import socket
 import subprocess
 import time
 
@@ -71,6 +72,44 @@ def test_the_console_is_served_beside_the_api_with_types_caching_and_safety_head
         status, _, body = fetch(server, path)
         assert status == 404, path
         assert b"not for the web" not in body, path
+
+
+def test_head_gets_the_headers_of_get_and_no_body_and_the_connection_goes_on(start_server,
+                                                                          tmp_path):
+    server = start_server(extra_args=["--console-dir", str(console_dir(tmp_path))])
+    # Page, asset, and an API answer (an error), pipelined on one connection with a GET after
+    # them: each HEAD answer is headers only, so the bytes after it are the next answer.
+    heads = (("/projects", "200 OK", len(INDEX)), ("/assets/index-a1b2c3.js", "200 OK", 17),
+             ("/v1/nothing", "404 Not Found", None))
+    wire = b"".join(f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for path, _, _ in heads)
+    wire += b"GET /v1/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(wire)
+        received = b""
+        while chunk := s.recv(65536):
+            received += chunk
+    answers = received.split(b"\r\n\r\n")
+    # Three header blocks with nothing after them, then the GET's headers and its body.
+    assert len(answers) == 5, received
+    for (path, status, length), answer in zip(heads, answers):
+        assert answer.startswith(f"HTTP/1.1 {status}".encode()), (path, received)
+        if length is not None:
+            assert f"Content-Length: {length}".encode() in answer, (path, answer)
+    assert answers[3].startswith(b"HTTP/1.1 200 OK") and b"ok" in answers[4], received
+
+    # A 304 has no Content-Length.
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.request("GET", "/assets/index-a1b2c3.js")
+        first = connection.getresponse()
+        first.read()
+        connection.request("GET", "/assets/index-a1b2c3.js",
+                           headers={"If-None-Match": first.getheader("etag")})
+        revalidated = connection.getresponse()
+        assert revalidated.status == 304 and revalidated.read() == b""
+        assert revalidated.getheader("content-length") is None
+    finally:
+        connection.close()
 
 
 def test_a_console_dir_that_cannot_be_served_is_refused_naming_it(floatplane_bin, tmp_path):

@@ -11,6 +11,7 @@ import {
   headerIps,
 } from './ipSlots'
 import { nameError } from './names'
+import { safeNext } from './next'
 import { FAST_POLL_MS, SLOW_POLL_MS, newPollMemory, nextPollInterval } from './poll'
 import type { ExternalIp, FloatingIp, SiloIpPool } from './types'
 
@@ -148,5 +149,15 @@ describe('polling', () => {
     expect(nextPollInterval(memory, ['i1:starting'], 31_000)).toBe(SLOW_POLL_MS)
     // The same instance in another transitional state is new.
     expect(nextPollInterval(memory, ['i1:stopping'], 40_000)).toBe(FAST_POLL_MS)
+  })
+})
+
+describe('the page after logging in', () => {
+  const origin = 'http://127.0.0.1:12220'
+  it('is a path of the console, never another site', () => {
+    expect(safeNext('/projects/web/floating-ips?x=1', origin)).toBe('/projects/web/floating-ips?x=1')
+    for (const bad of [null, '', 'https://evil.example/', '//evil.example/x', '/\\evil.example', '/\t/evil', 'projects']) {
+      expect(safeNext(bad, origin), String(bad)).toBe('/projects')
+    }
   })
 })

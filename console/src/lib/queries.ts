@@ -21,7 +21,13 @@ export function usePagedList<T>(
   query: Query = {},
   refetchInterval?: number | ((items: T[] | undefined) => number | false),
 ) {
-  const [tokens, setTokens] = useState<(string | null)[]>([null])
+  // The page tokens belong to one list: another filter or project starts again from the first
+  // page (the server reads a token's own filters, not the query's).
+  const identity = JSON.stringify([key, query])
+  const [pages, setPages] = useState<{ identity: string; tokens: (string | null)[] }>({ identity, tokens: [null] })
+  const tokens = pages.identity === identity ? pages.tokens : [null]
+  const setTokens = (update: (t: (string | null)[]) => (string | null)[]) =>
+    setPages({ identity, tokens: update(tokens) })
   const token = tokens[tokens.length - 1]
   const result = useQuery({
     queryKey: [...key, 'page', token],
@@ -35,8 +41,11 @@ export function usePagedList<T>(
     ...result,
     items: result.data?.items ?? [],
     hasPrev: tokens.length > 1,
-    hasNext: !!result.data?.next_page,
-    next: () => result.data?.next_page && setTokens((t) => [...t, result.data!.next_page]),
+    // Not while the page asked for is still loading (the previous one is shown meanwhile).
+    hasNext: !!result.data?.next_page && !result.isPlaceholderData,
+    next: () => {
+      if (result.data?.next_page && !result.isPlaceholderData) setTokens((t) => [...t, result.data!.next_page])
+    },
     prev: () => setTokens((t) => (t.length > 1 ? t.slice(0, -1) : t)),
   }
 }
@@ -65,8 +74,12 @@ export function useProjectInstances(project: string) {
   })
 }
 
-export function useSystemPools() {
-  return useQuery({ queryKey: ['system-ip-pools', 'all'], queryFn: () => getAll<IpPool>('/v1/system/ip-pools') })
+export function useSystemPools(enabled = true) {
+  return useQuery({
+    queryKey: ['system-ip-pools', 'all'],
+    queryFn: () => getAll<IpPool>('/v1/system/ip-pools'),
+    enabled,
+  })
 }
 
 export function useInvalidate() {

@@ -88,10 +88,12 @@ export function FloatingIpsPage() {
                   </td>
                   <td>{poolName(f.ip_pool_id)}</td>
                   <td>
-                    {f.instance_id ? (
-                      <Link to={`/projects/${seg(project)}/instances/${seg(instance?.name ?? f.instance_id)}/networking`}>
-                        {instance?.name ?? f.instance_id}
+                    {instance ? (
+                      <Link to={`/projects/${seg(project)}/instances/${seg(instance.name)}/networking`}>
+                        {instance.name}
                       </Link>
+                    ) : f.instance_id ? (
+                      <span className="mono muted small">{f.instance_id}</span>
                     ) : (
                       <span className="muted">—</span>
                     )}
@@ -153,7 +155,7 @@ export function FloatingIpsPage() {
       {attaching && (
         <AttachFloatingIp
           ip={attaching}
-          instances={instances.data ?? []}
+          instances={instances.data}
           onClose={() => setAttaching(null)}
           onAttached={(i) => {
             toast(`Floating IP ${attaching.name} attached to instance ${i.name}`)
@@ -215,9 +217,12 @@ function CreateFloatingIp(props: {
   const [ip, setIp] = useState('')
   const [touched, setTouched] = useState(false)
   const selected = unicast.find((p) => p.name === pool)
-  const poolError = touched && !selected ? 'Pool is required' : undefined
+  // With an address, its pool is the one whose range holds it (pools never overlap): the
+  // picker then only checks the version.
+  const explicit = ip.trim() !== ''
+  const poolError = touched && !selected && !explicit ? 'Pool is required' : undefined
   let ipError: string | undefined
-  if (ip.trim()) {
+  if (explicit) {
     const parsed = parseIp(ip.trim())
     if (!parsed) ipError = 'Not a valid IP address'
     else if (selected && parsed.version !== selected.ip_version) {
@@ -231,7 +236,7 @@ function CreateFloatingIp(props: {
       onClose={props.onClose}
       validate={() => {
         setTouched(true)
-        return !nameError(name) && !!selected && !ipError
+        return !nameError(name) && (!!selected || explicit) && !ipError
       }}
       onSubmit={async () => {
         const address_allocator = ip.trim()
@@ -257,7 +262,11 @@ function CreateFloatingIp(props: {
           </select>
         )}
       </Field>
-      <Field label="IP address (optional)" error={ipError} hint="Leave empty to take the pool’s next free address.">
+      <Field
+        label="IP address (optional)"
+        error={ipError}
+        hint="Leave empty to take the pool’s next free address. A given address comes from the pool whose range holds it."
+      >
         {(id, describedBy) => (
           <input
             id={id}
@@ -313,13 +322,16 @@ function EditFloatingIp(props: {
 
 export function AttachFloatingIp(props: {
   ip: FloatingIp
-  instances: Instance[]
+  /** Undefined while they load. */
+  instances: Instance[] | undefined
   onClose: () => void
   onAttached: (i: Instance) => void
 }) {
-  const live = props.instances.filter((i) => i.run_state !== 'destroyed')
+  const live = (props.instances ?? []).filter((i) => i.run_state !== 'destroyed')
   const firstFree = live.find((i) => !addressChangeBlocked(i.run_state))
-  const [instanceId, setInstanceId] = useState(firstFree?.id ?? '')
+  const [picked, setInstanceId] = useState('')
+  // Until the user picks one, the first instance that can take an address now.
+  const instanceId = picked || firstFree?.id || ''
   const chosen = live.find((i) => i.id === instanceId)
   return (
     <FormModal
@@ -332,7 +344,9 @@ export function AttachFloatingIp(props: {
         props.onAttached(chosen!)
       }}
     >
-      {live.length === 0 ? (
+      {props.instances === undefined ? (
+        <p className="muted">Loading the project’s instances…</p>
+      ) : live.length === 0 ? (
         <p>This project has no instances to attach the floating IP to.</p>
       ) : (
         <fieldset className="picker">

@@ -4,6 +4,7 @@ import { useNavigate, useSearchParams } from 'react-router'
 
 import { ErrorText, Field, Tabs } from '../components/ui'
 import { ApiError, request } from '../lib/api'
+import { safeNext } from '../lib/next'
 
 /**
  * Log in with a name and password (`POST /v1/login/{silo}/local`) or with an API token, which
@@ -21,8 +22,7 @@ export function LoginPage() {
   const [busy, setBusy] = useState(false)
   const navigate = useNavigate()
   const client = useQueryClient()
-  const next = params.get('next')
-  const target = next && next.startsWith('/') && !next.startsWith('//') ? next : '/projects'
+  const target = safeNext(params.get('next'), window.location.origin)
 
   const submit = async (e: FormEvent) => {
     e.preventDefault()
@@ -136,3 +136,4 @@ export function LoginPage() {
     </div>
   )
 }
+

@@ -13,7 +13,7 @@ import type { IpPool, IpPoolUtilization } from '../lib/types'
 export function UtilizationPage() {
   const me = useMe()
   const fleet = me.data?.fleet_viewer ?? false
-  const system = useSystemPools()
+  const system = useSystemPools(fleet)
   const silo = useSiloPools()
   const pools: IpPool[] = fleet ? (system.data ?? []) : (silo.data ?? [])
   return (

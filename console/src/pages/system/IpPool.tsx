@@ -37,7 +37,7 @@ export function IpPoolPage() {
   const invalidate = useInvalidate()
   const toast = useToast()
   const navigate = useNavigate()
-  const refresh = () => invalidate('system-ip-pools', 'utilization', 'ip-pools')
+  const refresh = () => invalidate('system-ip-pools', 'utilization', 'ip-pools', 'silo-pools')
   const p = pool.data
 
   return (
