@@ -41,4 +41,26 @@ for (const [name, path] of pages) {
   await page.screenshot({ path: `${out}/${name}.png`, fullPage: true })
   console.log(`${out}/${name}.png`)
 }
+// A saga's story, and the dialogs of the floating IPs page.
+await page.goto(`${url}/system/sagas`)
+await page.getByRole('table', { name: 'Sagas' }).getByRole('link').first().click()
+await page.getByRole('table', { name: 'Nodes' }).waitFor()
+await page.screenshot({ path: `${out}/saga.png`, fullPage: true })
+await page.goto(`${url}/projects/${project}/floating-ips`)
+await page.getByRole('button', { name: 'New floating IP' }).click()
+await page.getByRole('dialog').getByRole('button', { name: 'Create floating IP' }).click()
+await page.screenshot({ path: `${out}/floating-ip-create.png` })
+await page.keyboard.press('Escape')
+const detach = page.getByRole('button', { name: /^Detach / }).first()
+if (await detach.count()) {
+  await detach.click()
+  await page.screenshot({ path: `${out}/floating-ip-detach.png` })
+  await page.keyboard.press('Escape')
+}
+const attach = page.getByRole('button', { name: /^Attach / }).first()
+if (await attach.count()) {
+  await attach.click()
+  await page.screenshot({ path: `${out}/floating-ip-attach.png` })
+}
+console.log(`${out}/saga.png and the dialogs`)
 await browser.close()

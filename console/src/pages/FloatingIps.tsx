@@ -373,7 +373,8 @@ export function AttachFloatingIp(props: {
       )}
       {chosen && (
         <p className="info">
-          The selected instance will be reachable at <strong className="mono">{props.ip.ip}</strong>.
+          The selected instance will be reachable at <strong className="mono">{props.ip.ip}</strong>
+          {chosen.run_state === 'running' ? '.' : ' once it is running.'}
         </p>
       )}
     </FormModal>
