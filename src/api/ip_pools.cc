@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "api/bodies.h"
 #include "api/endpoint.h"
 #include "api/pagination.h"
@@ -160,6 +162,46 @@ void AddRangeRoutes(Routes& r) {
     Json next = nullptr;
     if (static_cast<int64_t>(items.size()) == limit) {
       next = MakePageToken("range", items.back().range.first.ToString());
+    }
+    return Reply{200, Json{{"items", arr}, {"next_page", next}}};
+  });
+  // floatplane's extension (issue 25): who holds which address of a pool, in address order;
+  // `first` and `last` narrow it to one range.
+  r.Add("GET", "/v1/system/ip-pools/{pool}/addresses", [](const Ctx& c) -> Result<Reply> {
+    auto pool = FP_TRY(c.PathNameOrId("pool"));
+    model::PoolAddressPage page;
+    page.limit = FP_TRY(ParseLimit(c.query));
+    auto first = c.query.Get("first");
+    auto last = c.query.Get("last");
+    if (first.has_value() != last.has_value()) {
+      return Fail(BadQuery(first ? "last" : "first", "a range takes both first and last"));
+    }
+    if (first) {
+      auto a = IpAddr::Parse(*first);
+      if (!a) return Fail(BadQuery("first", "not an IP address"));
+      auto b = IpAddr::Parse(*last);
+      if (!b) return Fail(BadQuery("last", "not an IP address"));
+      page.range = IpRange{*a, *b};
+    }
+    if (auto token = FP_TRY(ParsePageToken(c.query))) {
+      size_t slash = token->key.rfind('/');
+      auto ip = IpAddr::Parse(token->key.substr(0, slash));
+      int port = -1;
+      if (slash != std::string::npos) {
+        port = std::atoi(token->key.c_str() + slash + 1);
+      }
+      if (token->order != "address" || !ip || port < 0) {
+        return Fail(BadQuery("page_token", "not a page token returned by this server"));
+      }
+      page.after = std::pair(*ip, port);
+    }
+    auto items = FP_TRY(c.app.ip_pools.AddressList(c.actor, pool, page));
+    Json arr = Json::array();
+    for (const auto& item : items) arr.push_back(PoolAddressView(item));
+    Json next = nullptr;
+    if (static_cast<int64_t>(items.size()) == page.limit) {
+      next = MakePageToken(
+          "address", fmt::format("{}/{}", items.back().ip.ToString(), items.back().first_port));
     }
     return Reply{200, Json{{"items", arr}, {"next_page", next}}};
   });

@@ -65,6 +65,7 @@ constexpr std::array kOperations = {
     Operation{"PUT", "/v1/system/ip-pools/{pool}", "system_ip_pool_update"},
     Operation{"DELETE", "/v1/system/ip-pools/{pool}", "system_ip_pool_delete"},
     Operation{"GET", "/v1/system/ip-pools/{pool}/ranges", "system_ip_pool_range_list"},
+    Operation{"GET", "/v1/system/ip-pools/{pool}/addresses", "system_ip_pool_address_list"},
     Operation{"POST", "/v1/system/ip-pools/{pool}/ranges/add", "system_ip_pool_range_add"},
     Operation{"POST", "/v1/system/ip-pools/{pool}/ranges/remove", "system_ip_pool_range_remove"},
     Operation{"GET", "/v1/system/ip-pools/{pool}/silos", "system_ip_pool_silo_list"},

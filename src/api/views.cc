@@ -56,6 +56,25 @@ Json IpPoolRangeView(const model::IpPoolRange& r) {
               {"time_created", FormatRfc3339(r.time_created)}};
 }
 
+Json PoolAddressView(const model::PoolAddress& a) {
+  auto id = [](const std::optional<Uuid>& u) { return u ? Json(u->ToString()) : Json(); };
+  auto text = [](const std::optional<std::string>& t) { return t ? Json(*t) : Json(); };
+  return Json{{"external_ip_id", a.external_ip_id.ToString()},
+              {"ip", a.ip.ToString()},
+              {"kind", model::ToString(a.kind)},
+              {"first_port", a.first_port},
+              {"last_port", a.last_port},
+              {"range_id", a.range_id.ToString()},
+              {"name", text(a.name)},
+              {"instance_id", id(a.instance_id)},
+              {"instance_name", text(a.instance_name)},
+              {"project_id", id(a.project_id)},
+              {"project_name", text(a.project_name)},
+              {"silo_id", id(a.silo_id)},
+              {"silo_name", text(a.silo_name)},
+              {"time_created", FormatRfc3339(a.time_created)}};
+}
+
 Json SiloLinkView(const model::SiloLink& l) {
   return Json{{"ip_pool_id", l.pool_id.ToString()},
               {"silo_id", l.silo_id.ToString()},

@@ -17,6 +17,8 @@ nlohmann::json IpPoolView(const model::IpPool& p);
 nlohmann::json SiloIpPoolView(const model::SiloIpPool& p);
 nlohmann::json IpRangeView(const IpRange& r);
 nlohmann::json IpPoolRangeView(const model::IpPoolRange& r);
+// floatplane's extension: an allocated address and its holder (null where none).
+nlohmann::json PoolAddressView(const model::PoolAddress& a);
 nlohmann::json SiloLinkView(const model::SiloLink& l);
 nlohmann::json FloatingIpView(const model::ExternalIp& e);
 nlohmann::json UtilizationView(const model::PoolUtilization& u);

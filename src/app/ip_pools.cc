@@ -52,6 +52,14 @@ Result<model::PoolUtilization> IpPools::Utilization(const Actor& actor, const Na
 
 // --- Ranges ---
 
+Result<std::vector<model::PoolAddress>> IpPools::AddressList(const Actor& actor,
+                                                             const NameOrId& pool,
+                                                             const model::PoolAddressPage& page) {
+  FP_CHECK_OK(RequireFleetAdmin(actor));
+  model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
+  return db::PoolAddresses(ds_, p.id, page);
+}
+
 Result<std::vector<model::IpPoolRange>> IpPools::RangeList(const Actor& actor, const NameOrId& pool,
                                                            std::optional<IpAddr> after,
                                                            int64_t limit) {

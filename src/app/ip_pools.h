@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/name.h"
+#include "model/external_ips.h"
 #include "model/ip_pools.h"
 #include "model/page.h"
 #include "model/silos.h"
@@ -43,6 +44,10 @@ class IpPools {
   Result<model::IpPoolRange> RangeAdd(const Request<model::IpPoolRange>& rq, const NameOrId& pool,
                                       const IpRange& range);
   Status RangeRemove(const RequestContext& rq, const NameOrId& pool, const IpRange& range);
+  // The addresses allocated from a pool (or one of its ranges) and who holds them (fleet
+  // admin): what must be freed before a range can go.
+  Result<std::vector<model::PoolAddress>> AddressList(const Actor& actor, const NameOrId& pool,
+                                                      const model::PoolAddressPage& page);
 
   // --- Links to silos (ordered by silo id; `after` as for ranges) ---
   Result<std::vector<model::SiloLink>> LinkList(const Actor& actor, const NameOrId& pool,

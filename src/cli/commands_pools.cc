@@ -179,6 +179,47 @@ void AddPoolCommands(Commands& c, CLI::App* networking) {
   AddSelector(leaf, range_list->sel, "pool", "IP pool", false);
   AddListFlags(leaf, range_list->flags, {});
 
+  // floatplane's extension (issue 25): who holds which address.
+  CLI::App* address = c.Group(group, "address", "★ The addresses allocated from a pool");
+  struct AddressList {
+    Selector sel;
+    std::string first, last;
+    ListFlags flags;
+  };
+  auto* address_list = c.Keep<AddressList>();
+  leaf = c.Leaf(
+      address, "list", "★ List a pool's allocated addresses and who holds each, in address order",
+      "system_ip_pool_address_list",
+      "floatplane system networking ip-pool address list --pool public --format table",
+      [address_list](Session& s) -> CliStatus {
+        auto [segment, query] = FP_TRY(Resolve(address_list->sel, "pool", false));
+        if (address_list->first.empty() != address_list->last.empty()) {
+          return Fail(UsageError("--first and --last name one range: give both or neither"));
+        }
+        if (!address_list->first.empty()) {
+          query.emplace_back("first", address_list->first);
+          query.emplace_back("last", address_list->last);
+        }
+        Column ports{"ports", [](const nlohmann::json& a) {
+                       return a.value("kind", "") == "snat"
+                                  ? fmt::format("{}-{}", a.value("first_port", 0),
+                                                a.value("last_port", 0))
+                                  : std::string();
+                     }};
+        return RunList(
+            s, "/v1/system/ip-pools/" + segment + "/addresses", query, address_list->flags,
+            FieldColumns({"external_ip_id", "ip", "kind", "first_port", "last_port", "range_id",
+                          "name", "instance_id", "instance_name", "project_id", "project_name",
+                          "silo_id", "silo_name", "time_created"},
+                         {ports}),
+            {"ip", "kind", "ports", "name", "instance_name", "project_name", "silo_name",
+             "time_created"});
+      });
+  AddSelector(leaf, address_list->sel, "pool", "IP pool", false);
+  leaf->add_option("--first", address_list->first, "Only the range that starts here (with --last)");
+  leaf->add_option("--last", address_list->last, "Only the range that ends here (with --first)");
+  AddListFlags(leaf, address_list->flags, {});
+
   CLI::App* silo = c.Group(group, "silo", "Which silos may use a pool");
   struct Link {
     Selector sel;

@@ -3,9 +3,11 @@
 // External addresses of every kind (SNAT blocks, ephemeral and floating IPs), their attach
 // state, and how a floating IP asks for its address.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/ip.h"
 #include "common/time.h"
@@ -21,6 +23,34 @@ std::string_view ToString(AttachState s);
 // Inverses of the two above, for stored text (unknown text reads as floating / detached).
 IpKind ParseIpKind(std::string_view text);
 AttachState ParseAttachState(std::string_view text);
+
+// An address (or a SNAT block of one) allocated from a pool, with who holds it: what an
+// operator lists before removing a range (issue 25). The instance, project and silo are those
+// of its holder: the instance it is attached to, and for a floating IP its project.
+struct PoolAddress {
+  Uuid external_ip_id;
+  IpAddr ip;
+  IpKind kind = IpKind::kFloating;
+  int first_port = 0;
+  int last_port = 65535;
+  Uuid range_id;
+  std::optional<std::string> name;  // a floating IP's
+  std::optional<Uuid> instance_id;
+  std::optional<std::string> instance_name;
+  std::optional<Uuid> project_id;
+  std::optional<std::string> project_name;
+  std::optional<Uuid> silo_id;
+  std::optional<std::string> silo_name;
+  Timestamp time_created = 0;
+};
+
+// Which of a pool's addresses to list: all or one range's, in address (then first port)
+// order, after `after` if set.
+struct PoolAddressPage {
+  std::optional<IpRange> range;
+  std::optional<std::pair<IpAddr, int>> after;
+  int64_t limit = 100;
+};
 
 struct ExternalIp {
   Uuid id;

@@ -179,8 +179,42 @@ EXTENSION_SCHEMAS = {
         },
         "required": ["items"],
     },
+    # Who holds an address of a pool (issue 25).
+    "FloatplanePoolAddress": {
+        "type": "object",
+        "properties": {
+            "external_ip_id": {"type": "string", "format": "uuid"},
+            "ip": {"type": "string", "format": "ip"},
+            "kind": {"enum": ["snat", "ephemeral", "floating"]},
+            "first_port": {"type": "integer", "minimum": 0, "maximum": 65535},
+            "last_port": {"type": "integer", "minimum": 0, "maximum": 65535},
+            "range_id": {"type": "string", "format": "uuid"},
+            "name": {"type": ["string", "null"]},
+            "instance_id": {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]},
+            "instance_name": {"type": ["string", "null"]},
+            "project_id": {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]},
+            "project_name": {"type": ["string", "null"]},
+            "silo_id": {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]},
+            "silo_name": {"type": ["string", "null"]},
+            "time_created": {"type": "string", "format": "date-time"},
+        },
+        "required": ["external_ip_id", "ip", "kind", "first_port", "last_port", "range_id",
+                     "name", "instance_id", "instance_name", "project_id", "project_name",
+                     "silo_id", "silo_name", "time_created"],
+        "additionalProperties": False,
+    },
+    "FloatplanePoolAddressResultsPage": {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/FloatplanePoolAddress"}},
+            "next_page": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["items", "next_page"],
+    },
 }
 EXTENSION_OPERATIONS = {
+    ("GET", "/v1/system/ip-pools/{pool}/addresses"): {
+        "200": {"$ref": "#/$defs/FloatplanePoolAddressResultsPage"}},
     ("POST", "/v1/system/tokens"): {"201": {"$ref": "#/$defs/FloatplaneToken"}},
     ("DELETE", "/v1/system/tokens/{id}"): {"204": None},
     ("GET", "/v1/system/sagas"): {"200": {"$ref": "#/$defs/FloatplaneSagaResultsPage"}},

@@ -168,3 +168,21 @@ export interface AuditLogEntry {
     | { kind: 'error'; http_status_code: number; error_code: string | null; error_message: string }
     | { kind: 'unknown' }
 }
+
+/** floatplane's extension: an address allocated from a pool and who holds it. */
+export interface PoolAddress {
+  external_ip_id: string
+  ip: string
+  kind: 'snat' | 'ephemeral' | 'floating'
+  first_port: number
+  last_port: number
+  range_id: string
+  name: string | null
+  instance_id: string | null
+  instance_name: string | null
+  project_id: string | null
+  project_name: string | null
+  silo_id: string | null
+  silo_name: string | null
+  time_created: string
+}

@@ -4,11 +4,11 @@ import { Link, useNavigate, useParams, useSearchParams } from 'react-router'
 
 import { FormModal } from '../../components/forms'
 import { useToast } from '../../components/toast'
-import { Badge, Button, ConfirmModal, EmptyState, ErrorText, Field, PageHeader, Tabs, formatTime } from '../../components/ui'
+import { Badge, Button, ConfirmModal, EmptyState, ErrorText, Field, PageHeader, Pager, Tabs, formatTime } from '../../components/ui'
 import { del, get, getAll, post, put, seg } from '../../lib/api'
 import { rangeErrors } from '../../lib/ip'
-import { useInvalidate } from '../../lib/queries'
-import type { IpPool, IpPoolRange, IpPoolSiloLink, Silo, SiloIpPoolLink } from '../../lib/types'
+import { useInvalidate, usePagedList } from '../../lib/queries'
+import type { IpPool, IpPoolRange, IpPoolSiloLink, PoolAddress, Silo, SiloIpPoolLink } from '../../lib/types'
 import { Remaining } from './IpPools'
 
 export const DELETE_WITH_RANGES_REASON = 'IP pool cannot be deleted while it contains IP ranges'
@@ -16,7 +16,7 @@ export const DELETE_WITH_RANGES_REASON = 'IP pool cannot be deleted while it con
 export function IpPoolPage() {
   const name = useParams().pool!
   const [params, setParams] = useSearchParams()
-  const tab = params.get('tab') === 'silos' ? 'silos' : 'ranges'
+  const tab = params.get('tab') === 'silos' ? 'silos' : params.get('tab') === 'addresses' ? 'addresses' : 'ranges'
   const pool = useQuery({ queryKey: ['system-ip-pools', 'one', name], queryFn: () => get<IpPool>(`/v1/system/ip-pools/${seg(name)}`) })
   const ranges = useQuery({
     queryKey: ['system-ip-pools', 'ranges', name],
@@ -77,11 +77,14 @@ export function IpPoolPage() {
         tabs={[
           { id: 'ranges', label: 'IP ranges' },
           { id: 'silos', label: 'Linked silos' },
+          { id: 'addresses', label: 'Allocated addresses' },
         ]}
         current={tab}
-        onChange={(t) => setParams(t === 'silos' ? { tab: 'silos' } : {})}
+        onChange={(t) => setParams(t === 'ranges' ? {} : { tab: t })}
       />
-      {tab === 'ranges' ? (
+      {tab === 'addresses' ? (
+        <Addresses pool={name} />
+      ) : tab === 'ranges' ? (
         <section className="section">
           <div className="section-header">
             <h2>IP ranges</h2>
@@ -387,5 +390,63 @@ function DefaultChange(props: {
         </>
       )}
     </ConfirmModal>
+  )
+}
+
+/** Who holds which address of the pool, in address order (floatplane's extension). */
+function Addresses({ pool }: { pool: string }) {
+  const list = usePagedList<PoolAddress>(['system-ip-pools', 'addresses', pool], `/v1/system/ip-pools/${seg(pool)}/addresses`)
+  return (
+    <section className="section">
+      <div className="section-header">
+        <h2>Allocated addresses</h2>
+      </div>
+      <ErrorText error={list.error} />
+      {list.isSuccess && list.items.length === 0 ? (
+        <EmptyState title="No address of this pool is allocated">Its ranges can be removed.</EmptyState>
+      ) : (
+        <table className="table" aria-label="Allocated addresses">
+          <thead>
+            <tr>
+              <th>IP address</th>
+              <th>Kind</th>
+              <th>Held by</th>
+              <th>Project</th>
+              <th>Silo</th>
+              <th>Allocated</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.items.map((a) => (
+              <tr key={a.external_ip_id}>
+                <td>
+                  <span className="mono">{a.ip}</span>
+                  {a.kind === 'snat' && (
+                    <Badge title="Outbound traffic uses this IP and port range">
+                      ports {a.first_port}–{a.last_port}
+                    </Badge>
+                  )}
+                </td>
+                <td>
+                  <Badge tone={a.kind === 'floating' ? 'blue' : a.kind === 'ephemeral' ? 'green' : 'neutral'}>{a.kind}</Badge>
+                </td>
+                <td>
+                  {a.name && <div className="strong">{a.name}</div>}
+                  {a.instance_name ? (
+                    <div className={a.name ? 'muted small' : undefined}>instance {a.instance_name}</div>
+                  ) : (
+                    !a.name && <span className="muted">—</span>
+                  )}
+                </td>
+                <td>{a.project_name ?? '—'}</td>
+                <td>{a.silo_name ?? '—'}</td>
+                <td className="muted">{formatTime(a.time_created)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <Pager hasPrev={list.hasPrev} hasNext={list.hasNext} onPrev={list.prev} onNext={list.next} count={list.items.length} />
+    </section>
   )
 }
