@@ -104,6 +104,18 @@ void AddFloatingIpRoutes(Routes& r) {
     FP_CHECK_OK(c.app.floating_ips.Delete(c.NoContent(), fip, project));
     return Reply{204, nullptr};
   });
+  // floatplane's extension (issue 25): a detached floating IP moves to another project of
+  // the silo, keeping its address, id and name. Body: {"project": NameOrId}.
+  r.Add("POST", "/v1/system/floating-ips/{floating_ip}/transfer",
+        [](const Ctx& c) -> Result<Reply> {
+          auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+          auto project = FP_TRY(c.query.OptNameOrId("project"));
+          Json body = FP_TRY(c.Body());
+          NameOrId to = FP_TRY(Fields(body, "").NameOrIdField("project"));
+          return Reply{200,
+                       FloatingIpView(FP_TRY(c.app.floating_ips.Transfer(
+                           c.Effect<model::ExternalIp>(200, &FloatingIpView), fip, project, to)))};
+        });
   AddAttachRoutes(r);
 }
 

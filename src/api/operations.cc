@@ -22,6 +22,7 @@ constexpr std::array kOperations = {
     Operation{"DELETE", "/v1/floating-ips/{floating_ip}", "floating_ip_delete"},
     Operation{"POST", "/v1/floating-ips/{floating_ip}/attach", "floating_ip_attach"},
     Operation{"POST", "/v1/floating-ips/{floating_ip}/detach", "floating_ip_detach"},
+    Operation{"POST", "/v1/system/floating-ips/{floating_ip}/transfer", "floating_ip_transfer"},
     Operation{"GET", "/v1/instances", "instance_list"},
     Operation{"POST", "/v1/instances", "instance_create"},
     Operation{"GET", "/v1/instances/{instance}", "instance_view"},

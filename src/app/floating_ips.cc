@@ -69,4 +69,15 @@ Status FloatingIps::Delete(const RequestContext& rq, const NameOrId& fip,
   return db::FloatingIpDelete(ds_, e.id, db::EffectOfNoContent(rq));
 }
 
+Result<model::ExternalIp> FloatingIps::Transfer(const Request<model::ExternalIp>& rq,
+                                                const NameOrId& fip,
+                                                const std::optional<NameOrId>& project,
+                                                const NameOrId& to_project) {
+  const Actor& actor = rq.actor;
+  model::ExternalIp e = FP_TRY(View(actor, fip, project));
+  model::Project target = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, to_project));
+  FP_CHECK_OK(RequireWrite(actor));
+  return db::FloatingIpTransfer(ds_, e.id, target.id, db::EffectOf<model::ExternalIp>(rq));
+}
+
 }  // namespace fp::app

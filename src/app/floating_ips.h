@@ -42,6 +42,10 @@ class FloatingIps {
                                    const model::IdentityUpdate& update);
   Status Delete(const RequestContext& rq, const NameOrId& fip,
                 const std::optional<NameOrId>& project);
+  // To another project of the actor's silo, detached, keeping its address, id and name.
+  Result<model::ExternalIp> Transfer(const Request<model::ExternalIp>& rq, const NameOrId& fip,
+                                     const std::optional<NameOrId>& project,
+                                     const NameOrId& to_project);
 
  private:
   db::Datastore& ds_;

@@ -206,6 +206,32 @@ void AddFloatingIpCommands(Commands& c) {
                 });
   AddSelector(leaf, detach->sel, "floating-ip", "floating IP", true);
   AddWaitFlags(leaf, detach->wait);
+
+  struct Transfer {
+    Selector sel;
+    std::string to_project;
+  };
+  auto* transfer = c.Keep<Transfer>();
+  leaf = c.Leaf(group, "transfer",
+                "★ Move a detached floating IP to another project, keeping its address",
+                "floating_ip_transfer",
+                "floatplane floating-ip transfer --project web --floating-ip www --to-project shop",
+                [transfer](Session& s) -> CliStatus {
+                  auto [segment, query] = FP_TRY(Resolve(transfer->sel, "floating-ip", true));
+                  FP_CHECK_OK(CheckNameOrId("--to-project", transfer->to_project));
+                  FP_CHECK_OK(CheckFloatingIpColumns(s));
+                  Api* api = FP_TRY(s.api());
+                  nlohmann::json fip =
+                      FP_TRY(api->Mutate("POST", "/v1/system/floating-ips/" + segment + "/transfer",
+                                         {{"project", transfer->to_project}}, query));
+                  FP_CHECK_OK(PrintFloatingIp(s, fip));
+                  s.Note(fmt::format("Floating IP {} ({}) moved to project \"{}\"",
+                                     Quoted(fip, "name", transfer->sel.value), fip.value("ip", ""),
+                                     transfer->to_project));
+                  return {};
+                });
+  AddSelector(leaf, transfer->sel, "floating-ip", "floating IP", true);
+  leaf->add_option("--to-project", transfer->to_project, "The project it moves to")->required();
 }
 
 }  // namespace fp::cli

@@ -265,6 +265,47 @@ Result<ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id, const Identit
   });
 }
 
+Result<ExternalIp> FloatingIpTransfer(Datastore& ds, const Uuid& id, const Uuid& to_project,
+                                      const Effect<model::ExternalIp>& effect) {
+  return ds.Write<ExternalIp>(effect, [&](Tx& tx) -> Result<ExternalIp> {
+    ExternalIp e = FP_TRY(FloatingIpById(tx, id));
+    if (e.project_id == to_project) return e;
+    if (e.state != AttachState::kDetached || e.parent_id) {
+      std::string holder = "an instance";
+      if (e.parent_id) {
+        auto row = FP_TRY(tx.QueryRow("SELECT name FROM instance WHERE id = ?", *e.parent_id));
+        if (row) holder = fmt::format("instance \"{}\"", row->Text(0));
+      }
+      return Fail(Error::InvalidRequest(
+          fmt::format("floating IP \"{}\" cannot change project while it is {} {}; detach it first",
+                      e.name.value_or(""),
+                      e.state == AttachState::kAttached    ? "attached to"
+                      : e.state == AttachState::kAttaching ? "being attached to"
+                                                           : "being detached from",
+                      holder)));
+    }
+    // The target is live (a project deleted since the caller looked it up takes nothing).
+    auto project = FP_TRY(
+        tx.QueryRow("SELECT name FROM project WHERE id = ? AND time_deleted IS NULL", to_project));
+    if (!project) return Fail(Error::NotFoundById("project", to_project.ToString()));
+    auto dup = FP_TRY(tx.QueryRow(
+        "SELECT 1 FROM external_ip WHERE project_id = ? AND name = ? AND kind = 'floating' AND "
+        "time_deleted IS NULL",
+        to_project, e.name));
+    if (dup) {
+      return Fail(Error(ErrorKind::kObjectAlreadyExists,
+                        fmt::format("already exists: floating-ip \"{}\" in project \"{}\"; "
+                                    "rename one of them first",
+                                    e.name.value_or(""), project->Text(0))));
+    }
+    e.project_id = to_project;
+    e.time_modified = tx.now();
+    FP_TRY(tx.Exec("UPDATE external_ip SET project_id = ?, time_modified = ? WHERE id = ?",
+                   to_project, e.time_modified, id));
+    return e;
+  });
+}
+
 namespace {
 
 // Why a floating IP attached (or mid-operation) to instance `holder` cannot be deleted.

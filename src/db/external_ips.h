@@ -27,6 +27,12 @@ Result<std::vector<model::ExternalIp>> FloatingIpList(Datastore& ds, const Uuid&
 Result<model::ExternalIp> FloatingIpUpdate(Datastore& ds, const Uuid& id,
                                            const model::IdentityUpdate& update,
                                            const Effect<model::ExternalIp>& effect = {});
+// Moves a detached floating IP to another live project of its silo (`to_project`), keeping
+// its id, address and name (issue 25). InvalidRequest naming the holder while it is attached
+// or mid-operation; ObjectAlreadyExists naming the name if the target project has one.
+// Moving it to its own project changes nothing.
+Result<model::ExternalIp> FloatingIpTransfer(Datastore& ds, const Uuid& id, const Uuid& to_project,
+                                             const Effect<model::ExternalIp>& effect = {});
 // Refused while attached (the message names the holder); the address returns to the pool.
 Status FloatingIpDelete(Datastore& ds, const Uuid& id, const Effect<void>& effect = {});
 // FloatingIpDelete's body, inside the caller's transaction. Passes sync point

@@ -213,6 +213,8 @@ EXTENSION_SCHEMAS = {
     },
 }
 EXTENSION_OPERATIONS = {
+    ("POST", "/v1/system/floating-ips/{floating_ip}/transfer"): {
+        "200": {"$ref": "#/$defs/FloatingIp"}},
     ("GET", "/v1/system/ip-pools/{pool}/addresses"): {
         "200": {"$ref": "#/$defs/FloatplanePoolAddressResultsPage"}},
     ("POST", "/v1/system/tokens"): {"201": {"$ref": "#/$defs/FloatplaneToken"}},
