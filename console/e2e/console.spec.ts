@@ -231,3 +231,22 @@ test('names and descriptions are shown as text, never run; every answer forbids 
     expect(await escape.text(), path).not.toContain('root:')
   }
 })
+
+test('moves a detached floating IP to another project, keeping its address', async ({ page }) => {
+  const from = await freshProject('move from')
+  const to = await freshProject('move to')
+  const created = await admin()<{ id: string; ip: string }>('POST', '/v1/floating-ips', {
+    name: 'mover', description: '', address_allocator: { type: 'auto', pool_selector: { type: 'explicit', pool: 'public-v4' } },
+  }, { project: from })
+  await loginWithToken(page)
+  await page.goto(`${server().url}/projects/${from}/floating-ips`)
+  await page.getByRole('button', { name: 'Move mover' }).click()
+  const move = page.getByRole('dialog', { name: 'Move floating IP mover' })
+  await move.getByLabel('To project').selectOption(to)
+  await expect(move).toContainText(`It keeps its address ${created.ip}`)
+  await move.getByRole('button', { name: 'Move' }).click()
+  await expect(page.getByRole('status')).toContainText(`Floating IP mover moved to project ${to}`)
+  await expect(page.getByText('No floating IPs')).toBeVisible()
+  const moved = await admin()<{ id: string; ip: string }>('GET', '/v1/floating-ips/mover', undefined, { project: to })
+  expect([moved.id, moved.ip]).toEqual([created.id, created.ip])
+})

@@ -1,3 +1,4 @@
+import { useQuery } from '@tanstack/react-query'
 import { useState } from 'react'
 import { Link, useParams } from 'react-router'
 
@@ -14,12 +15,12 @@ import {
   Pager,
   UpdatedAt,
 } from '../components/ui'
-import { del, post, put, seg } from '../lib/api'
+import { del, getAll, post, put, seg } from '../lib/api'
 import { addressChangeBlocked } from '../lib/instances'
 import { parseIp } from '../lib/ip'
 import { nameError } from '../lib/names'
 import { useInvalidate, usePagedList, useProjectInstances, useSiloPools } from '../lib/queries'
-import type { FloatingIp, Instance, SiloIpPool } from '../lib/types'
+import type { FloatingIp, Instance, Project, SiloIpPool } from '../lib/types'
 
 export const DELETE_ATTACHED_REASON = 'This floating IP must be detached from the instance before it can be deleted'
 
@@ -35,6 +36,7 @@ export function FloatingIpsPage() {
   const [attaching, setAttaching] = useState<FloatingIp | null>(null)
   const [detaching, setDetaching] = useState<FloatingIp | null>(null)
   const [deleting, setDeleting] = useState<FloatingIp | null>(null)
+  const [moving, setMoving] = useState<FloatingIp | null>(null)
   const invalidate = useInvalidate()
   const toast = useToast()
   const refresh = () => invalidate('floating-ips', 'instances', 'external-ips', 'utilization')
@@ -114,6 +116,15 @@ export function FloatingIpsPage() {
                     <Button
                       small
                       variant="ghost"
+                      onClick={() => setMoving(f)}
+                      label={`Move ${f.name}`}
+                      disabledReason={f.instance_id ? 'Detach this floating IP before moving it to another project' : undefined}
+                    >
+                      Move
+                    </Button>
+                    <Button
+                      small
+                      variant="ghost"
                       onClick={() => setDeleting(f)}
                       label={`Delete ${f.name}`}
                       disabledReason={f.instance_id ? DELETE_ATTACHED_REASON : undefined}
@@ -178,6 +189,17 @@ export function FloatingIpsPage() {
           <strong>{instanceOf(detaching.instance_id)?.name ?? detaching.instance_id}</strong>? The instance will no
           longer be reachable at <strong className="mono">{detaching.ip}</strong>.
         </ConfirmModal>
+      )}
+      {moving && (
+        <MoveFloatingIp
+          ip={moving}
+          project={project}
+          onClose={() => setMoving(null)}
+          onMoved={(to) => {
+            toast(`Floating IP ${moving.name} moved to project ${to}`)
+            refresh()
+          }}
+        />
       )}
       {deleting && (
         <ConfirmModal
@@ -377,6 +399,45 @@ export function AttachFloatingIp(props: {
           {chosen.run_state === 'running' ? '.' : ' once it is running.'}
         </p>
       )}
+    </FormModal>
+  )
+}
+
+/** A detached floating IP moves to another project of the silo, keeping its address. */
+function MoveFloatingIp(props: { ip: FloatingIp; project: string; onClose: () => void; onMoved: (to: string) => void }) {
+  const projects = useQuery({ queryKey: ['projects', 'all'], queryFn: () => getAll<Project>('/v1/projects') })
+  const others = (projects.data ?? []).filter((p) => p.name !== props.project)
+  const [picked, setPicked] = useState('')
+  const to = picked || others[0]?.name || ''
+  return (
+    <FormModal
+      title={`Move floating IP ${props.ip.name}`}
+      submitLabel="Move"
+      onClose={props.onClose}
+      validate={() => to !== ''}
+      onSubmit={async () => {
+        await post(`/v1/system/floating-ips/${seg(props.ip.id)}/transfer`, { project: to })
+        props.onMoved(to)
+      }}
+    >
+      {projects.isSuccess && others.length === 0 ? (
+        <p>This silo has no other project to move it to.</p>
+      ) : (
+        <Field label="To project">
+          {(id) => (
+            <select id={id} value={to} onChange={(e) => setPicked(e.target.value)}>
+              {others.map((p) => (
+                <option key={p.id} value={p.name}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      )}
+      <p className="info">
+        It keeps its address <strong className="mono">{props.ip.ip}</strong>, its id and its name.
+      </p>
     </FormModal>
   )
 }
