@@ -4,12 +4,13 @@ refused; the move is audited."""
 
 import json
 import subprocess
+import threading
 
 import pytest
 
-from e2e_helpers import (assert_error, expect, from_pool, link, list_all, make_fip,
+from e2e_helpers import (assert_error, expect, from_pool, link, list_all, list_sagas, make_fip,
                          make_instance, make_pool, make_project, make_silo, role_client,
-                         wait_run_state)
+                         running_vm_with_fip, wait_run_state, wait_until)
 
 POOL = "xfer-pool"
 
@@ -94,3 +95,27 @@ def test_the_cli_moves_one(env, floatplane_bin):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["name"] == "cli"
     assert 'moved to project "xfer-b"' in done.stderr
+
+
+def test_a_floating_ip_mid_attach_stays(start_rack):
+    rack = start_rack()
+    admin = rack.admin
+    vm, fip, sled = running_vm_with_fip(rack, "xfer-flux-pool", "198.51.100.110",
+                                        "198.51.100.119", "xfer-flux")
+    make_project(admin, "xfer-flux-to")
+    # The sled takes 2 s to program the port: the attach is in flux meanwhile.
+    sled.add_fault("PUT /instances/*/external-ips/*", delay_ms=2000)
+    answers = []
+    attach = threading.Thread(target=lambda: answers.append(admin.post(
+        f"/v1/floating-ips/{fip['id']}/attach", {"kind": "instance", "parent": vm["id"]})))
+    attach.start()
+    try:
+        wait_until(lambda: any(s["name"] == "ip_attach" and s["state"] == "running"
+                               for s in list_sagas(admin)), 5, "the attach saga running")
+        assert_error(transfer(admin, fip["id"], "xfer-flux-to"), 400, "InvalidRequest",
+                     'floating IP "f" cannot change project while it is being attached to '
+                     'instance "vm"; detach it first')
+    finally:
+        attach.join()
+    assert answers[0].status == 202, answers[0]
+    assert expect(admin.get(f"/v1/floating-ips/{fip['id']}"), 200)["instance_id"] == vm["id"]
