@@ -3,7 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
+#include <charconv>
+#include <string_view>
 
 #include "api/bodies.h"
 #include "api/endpoint.h"
@@ -183,15 +184,31 @@ void AddRangeRoutes(Routes& r) {
       if (!b) return Fail(BadQuery("last", "not an IP address"));
       page.range = IpRange{*a, *b};
     }
+    // The token carries the range it lists (its scope, "first-last" or empty), so that a
+    // next page needs no filter; a filter that disagrees with it is refused.
+    std::string scope = page.range ? page.range->ToString() : std::string();
     if (auto token = FP_TRY(ParsePageToken(c.query))) {
-      size_t slash = token->key.rfind('/');
+      const size_t slash = token->key.rfind('/');
       auto ip = IpAddr::Parse(token->key.substr(0, slash));
       int port = -1;
       if (slash != std::string::npos) {
-        port = std::atoi(token->key.c_str() + slash + 1);
+        std::string_view digits = std::string_view(token->key).substr(slash + 1);
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+        if (ec != std::errc() || end != digits.data() + digits.size() || port > 65535) port = -1;
       }
       if (token->order != "address" || !ip || port < 0) {
         return Fail(BadQuery("page_token", "not a page token returned by this server"));
+      }
+      if (!page.range && !token->scope.empty()) {
+        const size_t dash = token->scope.find('-');
+        auto a = IpAddr::Parse(token->scope.substr(0, dash));
+        auto b = IpAddr::Parse(dash == std::string::npos ? "" : token->scope.substr(dash + 1));
+        if (!a || !b)
+          return Fail(BadQuery("page_token", "not a page token returned by this server"));
+        page.range = IpRange{*a, *b};
+        scope = token->scope;
+      } else if (token->scope != scope) {
+        return Fail(BadQuery("page_token", "a page token of another range (first, last)"));
       }
       page.after = std::pair(*ip, port);
     }
@@ -201,7 +218,8 @@ void AddRangeRoutes(Routes& r) {
     Json next = nullptr;
     if (static_cast<int64_t>(items.size()) == page.limit) {
       next = MakePageToken(
-          "address", fmt::format("{}/{}", items.back().ip.ToString(), items.back().first_port));
+          "address", fmt::format("{}/{}", items.back().ip.ToString(), items.back().first_port),
+          scope);
     }
     return Reply{200, Json{{"items", arr}, {"next_page", next}}};
   });

@@ -114,6 +114,11 @@ Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
         KindLabel(ip.kind), Describe(ip), f.holder)));
   }
   if (ip.state != AttachState::kDetached) return Fail(MidOperation(ip, f.holder));
+  // Checked by the request before it began too; again here, in the transaction that takes the
+  // IP, since a floating IP can move to another project in between (FloatingIpTransfer).
+  if (ip.kind == IpKind::kFloating && ip.project_id != i.project_id) {
+    return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
+  }
   FP_CHECK_OK(CheckInstance(i, ip, r.creating, "attach"));
   if (f.external_ips >= kMaxExternalIps) {
     return Fail(Error::InvalidRequest(fmt::format(
@@ -224,7 +229,8 @@ std::string BeginStatement(bool attach) {
           ? fmt::format(
                 "t AS (UPDATE external_ip u SET parent_id = inst.id, state = 'attaching', "
                 "op_saga_id = ?, time_modified = ? FROM inst, ip, f WHERE u.id = ip.id AND "
-                "u.state = 'detached' AND ip.kind = ? AND ip.state = 'detached' AND {} AND "
+                "u.state = 'detached' AND ip.kind = ? AND ip.state = 'detached' AND "
+                "(ip.kind <> 'floating' OR ip.project_id = inst.project_id) AND {} AND "
                 "f.external_ips < {} AND "
                 "CASE get_byte(ip.ip, 0) WHEN 4 THEN f.v4 ELSE f.v6 END AND "
                 "(ip.kind <> 'ephemeral' OR f.other_ephemeral IS NULL) RETURNING 1)",

@@ -10,6 +10,7 @@
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
+#include "db/projects.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
 
@@ -189,6 +190,19 @@ TEST_F(AttachTest, MissingInstancesAndAddressesAreNotFound) {
               ErrorKind::kInvalidRequest, "instance does not have an ephemeral IP attached");
   ExpectError(Begin(true, ip, a, Uuid::Random(), IpKind::kEphemeral), ErrorKind::kInternal,
               "call-scoped ephemeral IP was lost");
+}
+
+TEST_F(AttachTest, AFloatingIpMovedToAnotherProjectBeforeTheAttachBeganIsNotTaken) {
+  // The request checked the projects, then the IP moved (a transfer committed in between):
+  // the step that takes the IP checks again.
+  Uuid a = NewInstance("a");
+  Uuid ip = NewFip("web");
+  Project other = ProjectCreate(*ds_, Uuid::Random(), f_.silo.id, "p2", "").value();
+  ASSERT_TRUE(FloatingIpTransfer(*ds_, ip, other.id));
+  ExpectError(Begin(true, ip, a, Uuid::Random()), ErrorKind::kInvalidRequest,
+              "floating IP must be in the same project as the instance");
+  EXPECT_EQ(Get(ip).state, AttachState::kDetached);
+  EXPECT_FALSE(Get(ip).parent_id);
 }
 
 TEST_F(AttachTest, TheInstanceMustBeStoppedOrRunningAndNotMigrating) {

@@ -276,17 +276,24 @@ Result<ExternalIp> FloatingIpTransfer(Datastore& ds, const Uuid& id, const Uuid&
         auto row = FP_TRY(tx.QueryRow("SELECT name FROM instance WHERE id = ?", *e.parent_id));
         if (row) holder = fmt::format("instance \"{}\"", row->Text(0));
       }
-      return Fail(Error::InvalidRequest(
-          fmt::format("floating IP \"{}\" cannot change project while it is {} {}; detach it first",
-                      e.name.value_or(""),
-                      e.state == AttachState::kAttached    ? "attached to"
-                      : e.state == AttachState::kAttaching ? "being attached to"
-                                                           : "being detached from",
-                      holder)));
+      if (e.state == AttachState::kAttached) {
+        return Fail(Error::InvalidRequest(fmt::format(
+            "floating IP \"{}\" cannot change project while it is attached to {}; detach it "
+            "first",
+            e.name.value_or(""), holder)));
+      }
+      // In flux: it will be attached or detached soon; a retry then has its answer.
+      return Fail(Error::Unavailable(fmt::format(
+          "floating IP \"{}\" is being {} {}; retry the transfer when that operation completes",
+          e.name.value_or(""), e.state == AttachState::kAttaching ? "attached to" : "detached from",
+          holder)));
     }
-    // The target is live (a project deleted since the caller looked it up takes nothing).
-    auto project = FP_TRY(
-        tx.QueryRow("SELECT name FROM project WHERE id = ? AND time_deleted IS NULL", to_project));
+    // The target is live (a project deleted since the caller looked it up takes nothing), and
+    // of the IP's silo (the caller looked it up in the actor's; this holds it here too).
+    auto project = FP_TRY(tx.QueryRow(
+        "SELECT t.name FROM project t JOIN project s ON s.silo_id = t.silo_id WHERE t.id = ? AND "
+        "t.time_deleted IS NULL AND s.id = ?",
+        to_project, e.project_id));
     if (!project) return Fail(Error::NotFoundById("project", to_project.ToString()));
     auto dup = FP_TRY(tx.QueryRow(
         "SELECT 1 FROM external_ip WHERE project_id = ? AND name = ? AND kind = 'floating' AND "

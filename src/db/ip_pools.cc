@@ -313,7 +313,7 @@ std::string DescribeHolder(const PoolAddress& a) {
 Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range,
                    const Effect<void>& effect) {
   return ds.Write(effect, [&](Tx& tx) -> Status {
-    FP_TRY(PoolById(tx, pool_id));
+    IpPool pool = FP_TRY(PoolById(tx, pool_id));
     auto row = FP_TRY(
         tx.QueryRow("SELECT id FROM ip_pool_range WHERE ip_pool_id = ? AND first_address = ? AND "
                     "last_address = ? AND time_deleted IS NULL",
@@ -343,7 +343,9 @@ Status RangeRemove(Datastore& ds, const Uuid& pool_id, const IpRange& range,
           "{} {} {} in {}: {}{}",
           count, count == 1 ? "allocation" : "allocations", count == 1 ? "remains" : "remain",
           range.ToString(), fmt::join(first, ", "),
-          count > kNamed ? ", ... (all of them: GET /v1/system/ip-pools/{pool}/addresses)" : "")));
+          count > kNamed
+              ? fmt::format(", ... (all of them: GET /v1/system/ip-pools/{}/addresses)", pool.name)
+              : "")));
     }
     ds.SyncPoint("ip_range_remove:checked");
     FP_TRY(tx.Exec("DELETE FROM ip_free_span WHERE range_id = ?", range_id));
@@ -504,8 +506,7 @@ Result<std::vector<PoolAddress>> PoolAddresses(Datastore& ds, const Uuid& pool_i
       args.push_back(row->Text(0));
     }
     if (page.after) {
-      sql += " AND (e.ip > ? OR (e.ip = ? AND e.first_port > ?))";
-      args.push_back(Tx::ToSql(page.after->first));
+      sql += " AND (e.ip, e.first_port) > (?, ?)";
       args.push_back(Tx::ToSql(page.after->first));
       args.push_back(int64_t{page.after->second});
     }
