@@ -85,10 +85,13 @@ void AddInstanceCommands(Commands& c) {
         FP_CHECK_OK(Require(create->body, "--ncpus", create->ncpus > 0));
         nlohmann::json body = FP_TRY(Body(create->body, [&]() -> CliResult<nlohmann::json> {
           FP_CHECK_OK(CheckName("--name", create->name));
+          // (Not FP_TRY inside the braces: a return out of a half-built initializer list leaks
+          // what it built.)
+          auto memory = FP_TRY(ByteCount(create->memory));
           nlohmann::json b = {{"name", create->name},
                               {"description", create->description},
                               {"hostname", create->hostname},
-                              {"memory", FP_TRY(ByteCount(create->memory))},
+                              {"memory", memory},
                               {"ncpus", create->ncpus}};
           if (!create->start.empty()) b["start"] = create->start == "true";
           return b;
