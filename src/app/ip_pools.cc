@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "db/ip_pools.h"
+#include "db/pool_addresses.h"
 #include "db/request_effect.h"
 #include "db/silos.h"
 

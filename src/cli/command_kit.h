@@ -110,6 +110,8 @@ void AddFloatingIpCommands(Commands& c);
 void AddInstanceCommands(Commands& c);
 void AddPoolCommands(Commands& c, CLI::App* networking);
 void AddAuthCommands(Commands& c);
+// `silo idp local user ...` under `silo_group`, and `user list`.
+void AddUserCommands(Commands& c, CLI::App* silo_group);
 
 // The fields of the API's objects (schema order).
 extern const std::vector<std::string> kProjectFields;

@@ -10,7 +10,6 @@
 #include "common/ip.h"
 #include "common/name.h"
 #include "db/datastore.h"
-#include "model/external_ips.h"
 #include "model/ip_pools.h"
 #include "model/page.h"
 #include "model/silos.h"
@@ -47,11 +46,6 @@ Result<model::SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uui
 Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id,
               const Effect<void>& effect = {});
 Result<model::PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id);
-// The addresses allocated from a pool (optionally one of its ranges, which must exist), with
-// their holders, in address order. InvalidRequest naming the range if the pool has no such
-// range.
-Result<std::vector<model::PoolAddress>> PoolAddresses(Datastore& ds, const Uuid& pool_id,
-                                                      const model::PoolAddressPage& page);
 // Every pool's capacity and the addresses allocated from it, by kind (an address holding
 // several SNAT port blocks counts once), for /metrics.
 struct PoolUsage {

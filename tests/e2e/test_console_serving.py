@@ -6,7 +6,8 @@ console directory."""
 import http.client
 import socket
 import subprocess
-import time
+
+from e2e_helpers import wait_until
 
 INDEX = b"<!doctype html><title>console</title><div id=root></div>"
 
@@ -34,10 +35,8 @@ def test_the_console_is_served_beside_the_api_with_types_caching_and_safety_head
         start_server, tmp_path):
     server = start_server(extra_args=["--console-dir", str(console_dir(tmp_path))])
     # The dev banner says where the console is.
-    deadline = time.monotonic() + 10
-    while not any("Web console: " in line for line in server.stdout_lines):
-        assert time.monotonic() < deadline, server.stdout_lines
-        time.sleep(0.05)
+    wait_until(lambda: any("Web console: " in line for line in server.stdout_lines), 10,
+               "the dev banner", describe=lambda: server.stdout_lines)
     assert any(f"Web console: http://127.0.0.1:{server.port}/" in line
                for line in server.stdout_lines), server.stdout_lines
 

@@ -1,7 +1,7 @@
-import { useState, type FormEvent, type ReactNode } from 'react'
+import { type FormEvent, type ReactNode } from 'react'
 
 import { nameError } from '../lib/names'
-import { Button, ErrorText, Field, Modal } from './ui'
+import { Button, ErrorText, Field, Modal, useModalAction } from './ui'
 
 /** A name field checked as the user types (CON-10), once touched. */
 export function NameField(props: { value: string; onChange: (v: string) => void; touched: boolean }) {
@@ -43,21 +43,11 @@ export function FormModal(props: {
   validate?: () => boolean
   children: ReactNode
 }) {
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState<unknown>(null)
+  const { busy, error, run } = useModalAction(props.onSubmit, props.onClose)
   const submit = async (e?: FormEvent) => {
     e?.preventDefault()
     if (props.validate && !props.validate()) return
-    setBusy(true)
-    setError(null)
-    try {
-      await props.onSubmit()
-      props.onClose()
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
+    await run()
   }
   return (
     <Modal

@@ -94,6 +94,28 @@ export function Modal(props: {
 }
 
 /**
+ * What a modal's button runs: busy while `action` runs, closed (`onDone`) when it succeeds,
+ * open with the server's error when it fails.
+ */
+export function useModalAction(action: () => Promise<unknown>, onDone: () => void) {
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const run = async () => {
+    setBusy(true)
+    setError(null)
+    try {
+      await action()
+      onDone()
+    } catch (e) {
+      setError(e)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return { busy, error, run }
+}
+
+/**
  * Every destructive action asks first (CON-20). A failure keeps the modal open with the
  * server's error; success closes it.
  */
@@ -105,20 +127,7 @@ export function ConfirmModal(props: {
   onClose: () => void
   destructive?: boolean
 }) {
-  const [busy, setBusy] = useState(false)
-  const [error, setError] = useState<unknown>(null)
-  const confirm = async () => {
-    setBusy(true)
-    setError(null)
-    try {
-      await props.onConfirm()
-      props.onClose()
-    } catch (e) {
-      setError(e)
-    } finally {
-      setBusy(false)
-    }
-  }
+  const { busy, error, run: confirm } = useModalAction(props.onConfirm, props.onClose)
   return (
     <Modal
       title={props.title}
