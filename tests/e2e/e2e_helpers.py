@@ -8,6 +8,7 @@ import http.client
 import ipaddress
 import itertools
 import json
+import os
 import re
 import threading
 import time
@@ -17,6 +18,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 DEFAULT_SILO = "default"
+
+# The binary under test was built with sanitizers (CMake sets FLOATPLANE_SANITIZE for the e2e
+# tests of such a build): several times slower, so the few tests that load the server to its
+# bounds scale their load down there (the unsanitized passes run them at full size).
+SANITIZED = bool(os.environ.get("FLOATPLANE_SANITIZE"))
 
 _unique_counter = itertools.count(1)
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from e2e_helpers import metric
+from e2e_helpers import SANITIZED, metric
 
 ATTACKER = "127.0.0.2"
 
@@ -139,9 +139,13 @@ def test_slow_clients_cannot_starve_other_clients(start_server, tls, test_ca):
     # first are cut off, so the bound is lower there and the request timeout longer. (With the
     # default bound, a debug build on a busy CI machine cut the first off at 4 s before the
     # 1,025th was open, and the attack never met the bound.)
-    timeout_ms = 4000 if tls else 1000
-    count = 600 if tls else 1500
-    bound_args = ["--max-connections-per-client", "300"] if tls else []
+    # Under sanitizers (several times slower) both take the TLS shape with a longer timeout: at
+    # full size the attack's own churn took the whole server (CI, 2026-12-02: a request of the
+    # good client waited 4.3 s, and 300 handshakes took longer than 4 s).
+    small = tls is not None or SANITIZED
+    timeout_ms = (8000 if SANITIZED else 4000) if small else 1000
+    count = 600 if small else 1500
+    bound_args = ["--max-connections-per-client", "300"] if small else []
     server = start_server(
         extra_args=["--request-timeout-ms", str(timeout_ms), *bound_args,
                     *server_args(tls, test_ca)], tls=tls)
@@ -156,7 +160,7 @@ def test_slow_clients_cannot_starve_other_clients(start_server, tls, test_ca):
         checked = 0
         slowest = 0.0
         while (time.monotonic() - start_of_attack < 2.5 or 408 not in loris.statuses or
-               loris.reconnects < count) and time.monotonic() - start_of_attack < 30:
+               loris.reconnects < count) and time.monotonic() - start_of_attack < 45:
             start = time.monotonic()
             conn = (http.client.HTTPSConnection("127.0.0.1", server.port, timeout=5, context=tls)
                     if tls else http.client.HTTPConnection("127.0.0.1", server.port, timeout=5))
@@ -171,7 +175,7 @@ def test_slow_clients_cannot_starve_other_clients(start_server, tls, test_ca):
             slowest = max(slowest, time.monotonic() - start)
             checked += 1
         # A bound with room for a loaded test machine; the old server reset these connections.
-        assert slowest < 2.0, f"a request of the well-behaved client took {slowest:.2f} s"
+        assert slowest < (3.0 if SANITIZED else 2.0), f"a request of the well-behaved client took {slowest:.2f} s"
     finally:
         loris.stop.set()
         loris.thread.join()
