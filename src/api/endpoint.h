@@ -142,5 +142,6 @@ void AddTokenRoutes(Routes& r);
 void AddUserRoutes(Routes& r);
 void AddSagaRoutes(Routes& r);
 void AddAuditLogRoutes(Routes& r);
+void AddQuotaRoutes(Routes& r);
 
 }  // namespace fp::api

@@ -27,6 +27,7 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
   AddSledRoutes(*router);
   AddSagaRoutes(*router);
   AddAuditLogRoutes(*router);
+  AddQuotaRoutes(*router);
   AddExternalIpRoutes(*router);
 
   // Every route names its operation (api/operations.h): what its audit entries record.

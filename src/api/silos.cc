@@ -17,8 +17,8 @@ std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p) {
   return {p.pool.name, p.pool.id.ToString()};
 }
 
-// SiloCreate as Oxide's schema has it; quotas and TLS certificates are checked for shape only
-// (floatplane enforces no quotas and serves no TLS).
+// SiloCreate as Oxide's schema has it; its CPU, memory and storage quotas are recorded (not
+// enforced), TLS certificates checked for shape only (a silo's own TLS is not served).
 Result<model::SiloCreate> ParseSiloCreate(const Json& body) {
   Fields f(body, "");
   model::SiloCreate p;
@@ -46,6 +46,9 @@ Result<model::SiloCreate> ParseSiloCreate(const Json& body) {
       return Fail(BodyError(quotas.FieldPath(q), "expected a non-negative integer"));
     }
   }
+  p.cpus_quota = body["quotas"]["cpus"].get<int64_t>();
+  p.memory_quota = body["quotas"]["memory"].get<int64_t>();
+  p.storage_quota = body["quotas"]["storage"].get<int64_t>();
   auto certs = body.find("tls_certificates");
   if (certs == body.end()) {
     return Fail(

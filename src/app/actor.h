@@ -31,6 +31,15 @@ inline Status RequireFleetAdmin(const Actor& actor) {
   return Ok();
 }
 
+// Forbidden (403) unless the actor administers its silo (a silo admin or a fleet admin): the
+// silo's users and its projects' quotas.
+inline Status RequireSiloAdmin(const Actor& actor) {
+  if (actor.role != model::Role::kFleetAdmin && actor.role != model::Role::kSiloAdmin) {
+    return Fail(Error::Forbidden());
+  }
+  return Ok();
+}
+
 // Forbidden (403) unless the actor may create and change its silo's resources (every role but
 // silo viewer). Services check it after looking up the resource acted on, so that a viewer
 // learns NotFound for what does not exist.

@@ -1,6 +1,7 @@
 #include "app/projects.h"
 
 #include "db/projects.h"
+#include "db/quotas.h"
 #include "db/request_effect.h"
 
 namespace fp::app {
@@ -36,6 +37,19 @@ Status Projects::Delete(const RequestContext& rq, const NameOrId& project) {
   model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
   return db::ProjectDelete(ds_, p.id, db::EffectOfNoContent(rq));
+}
+
+Result<model::ProjectQuotas> Projects::QuotasView(const Actor& actor, const NameOrId& project) {
+  model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
+  return db::ProjectQuotasView(ds_, p.id);
+}
+
+Result<model::ProjectQuotas> Projects::QuotasUpdate(const Request<model::ProjectQuotas>& rq,
+                                                    const NameOrId& project,
+                                                    const model::ProjectQuotasUpdate& update) {
+  model::Project p = FP_TRY(db::ProjectLookup(ds_, rq.actor.silo_id, project));
+  FP_CHECK_OK(RequireSiloAdmin(rq.actor));
+  return db::ProjectQuotasUpdate(ds_, p.id, update, db::EffectOf<model::ProjectQuotas>(rq));
 }
 
 }  // namespace fp::app

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/name.h"
 #include "model/page.h"
+#include "model/quotas.h"
 #include "model/silos.h"
 
 namespace fp::db {
@@ -35,6 +36,12 @@ class Projects {
                                 const model::IdentityUpdate& update);
   // The datastore refuses a project that still holds resources.
   Status Delete(const RequestContext& rq, const NameOrId& project);
+  // The project's IP quotas and their use: every role reads them; a silo admin sets them
+  // (RequireSiloAdmin). A limit lowered below use refuses new allocations and frees nothing.
+  Result<model::ProjectQuotas> QuotasView(const Actor& actor, const NameOrId& project);
+  Result<model::ProjectQuotas> QuotasUpdate(const Request<model::ProjectQuotas>& rq,
+                                            const NameOrId& project,
+                                            const model::ProjectQuotasUpdate& update);
 
  private:
   db::Datastore& ds_;

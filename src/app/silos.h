@@ -8,6 +8,7 @@
 #include "common/name.h"
 #include "model/ip_pools.h"
 #include "model/page.h"
+#include "model/quotas.h"
 #include "model/silos.h"
 
 namespace fp::db {
@@ -33,6 +34,19 @@ class Silos {
   // Deletes the silo and revokes its tokens. InvalidRequest for the actor's own silo (the
   // request's token would go with it); the datastore's refusals (a silo with projects).
   Status Delete(const RequestContext& rq, const NameOrId& silo);
+  // The silo's quotas, with the use of its IP quotas.
+  Result<model::SiloQuotas> QuotasView(const Actor& actor, const NameOrId& silo);
+  Result<std::vector<model::SiloQuotas>> QuotasList(const Actor& actor,
+                                                    const model::PageRequest& page);
+  // A limit lowered below use refuses new allocations and frees nothing.
+  Result<model::SiloQuotas> QuotasUpdate(const Request<model::SiloQuotas>& rq, const NameOrId& silo,
+                                         const model::SiloQuotasUpdate& update);
+  // A silo's utilization (fleet admins), and the actor's own silo's (every role: only what
+  // the silo holds, by kind, of the pools linked to it).
+  Result<model::SiloUtilization> UtilizationView(const Actor& actor, const NameOrId& silo);
+  Result<std::vector<model::SiloUtilization>> UtilizationList(const Actor& actor,
+                                                              const model::PageRequest& page);
+  Result<model::SiloUtilization> CurrentUtilization(const Actor& actor);
   // The IP pools linked to the silo.
   Result<std::vector<model::SiloIpPool>> PoolList(const Actor& actor, const NameOrId& silo,
                                                   const model::PageRequest& page);

@@ -112,6 +112,8 @@ void AddPoolCommands(Commands& c, CLI::App* networking);
 void AddAuthCommands(Commands& c);
 // `silo idp local user ...` under `silo_group`, and `user list`.
 void AddUserCommands(Commands& c, CLI::App* silo_group);
+// `quotas ...` under the `silo` group (`silo`) or the `project` group.
+void AddQuotaCommands(Commands& c, CLI::App* group, bool silo);
 
 // The fields of the API's objects (schema order).
 extern const std::vector<std::string> kProjectFields;

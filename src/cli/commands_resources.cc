@@ -59,6 +59,7 @@ void AddProjects(Commands& c) {
   AddView(c, group, project, "Fetch project");
   AddUpdate(c, group, project, "Update project");
   AddDelete(c, group, project, "Delete project");
+  AddQuotaCommands(c, group, /*silo=*/false);
 }
 
 void AddSiloPools(Commands& c) {

@@ -368,6 +368,7 @@ void AddSilos(Commands& c) {
   AddDelete(c, group, silo, "Delete a silo");
 
   AddUserCommands(c, group);
+  AddQuotaCommands(c, group, /*silo=*/true);
 
   CLI::App* pools = c.Group(group, "ip-pool", "The pools linked to a silo");
   struct PoolList {

@@ -94,7 +94,7 @@ void Out(const std::string& text) {
 
 Column FieldColumn(const std::string& field) {
   // The fields Oxide types as ByteCount: shown in binary units in a table ("1 GiB").
-  const bool bytes = field == "memory" || field == "usable_physical_ram";
+  const bool bytes = field == "memory" || field == "storage" || field == "usable_physical_ram";
   return Column{field, [field, bytes](const nlohmann::json& item) -> std::string {
                   if (!item.is_object() || !item.contains(field)) return "";
                   const auto& v = item[field];

@@ -34,6 +34,7 @@ int Error::HttpStatus() const {
     case ErrorKind::kInvalidRequest:
     case ErrorKind::kInvalidValue:
     case ErrorKind::kObjectAlreadyExists:
+    case ErrorKind::kQuotaExceeded:
       return 400;
     case ErrorKind::kUnauthenticated:
       return 401;
@@ -63,6 +64,8 @@ std::string_view Error::ErrorCode() const {
       return "InvalidValue";
     case ErrorKind::kObjectAlreadyExists:
       return "ObjectAlreadyExists";
+    case ErrorKind::kQuotaExceeded:
+      return "QuotaExceeded";
     case ErrorKind::kUnauthenticated:
       return "Unauthenticated";
     case ErrorKind::kForbidden:

@@ -13,6 +13,7 @@ enum class ErrorKind {
   kInvalidRequest,        // 400 InvalidRequest
   kInvalidValue,          // 400 InvalidValue (Oxide's for a value out of its allowed range)
   kObjectAlreadyExists,   // 400 ObjectAlreadyExists
+  kQuotaExceeded,         // 400 QuotaExceeded (floatplane's: an IP quota would be exceeded)
   kUnauthenticated,       // 401 Unauthenticated
   kForbidden,             // 403 Forbidden
   kNotFound,              // 404 ObjectNotFound

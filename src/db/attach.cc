@@ -5,6 +5,7 @@
 #include "db/external_ips.h"
 #include "db/ip_allocation.h"
 #include "db/ip_pools.h"
+#include "db/quotas.h"
 
 namespace fp::db {
 
@@ -436,8 +437,8 @@ Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& se
   return LookupPoolIn(tx, NameOrId(id));
 }
 
-Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& silo_id,
-                                       const PoolSelector& selector) {
+Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id,
+                                       const Uuid& silo_id, const PoolSelector& selector) {
   auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", ip_id));
   if (existing) {
     if (!existing->IsNull(0)) {
@@ -449,11 +450,14 @@ Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& si
   auto lowest = AllocateLowestAddress(tx, pool_id);
   if (!lowest) return Fail(NoneFreeIn(tx, lowest.error(), pool_id, "for an ephemeral IP"));
   AllocatedAddress a = *lowest;
+  QuotaHolder holder = FP_TRY(CheckInstanceIpQuotaIn(
+      tx, instance_id, IpCharge{a.ip.version(), model::kQuartersPerAddress, "an ephemeral IP"}));
   FP_TRY(tx.Exec(
       "INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, kind, ip, first_port, "
-      "last_port, state, time_created, time_modified) VALUES (?, ?, ?, 'ephemeral', ?, ?, ?, "
-      "'detached', ?, ?)",
-      ip_id, pool_id, a.range_id, a.ip, a.first_port, a.last_port, tx.now(), tx.now()));
+      "last_port, state, time_created, time_modified, quota_project_id, quota_silo_id) VALUES "
+      "(?, ?, ?, 'ephemeral', ?, ?, ?, 'detached', ?, ?, ?, ?)",
+      ip_id, pool_id, a.range_id, a.ip, a.first_port, a.last_port, tx.now(), tx.now(),
+      holder.project_id, holder.silo_id));
   return ExternalIpGetIn(tx, ip_id);
 }
 

@@ -52,10 +52,11 @@ Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& inst
 // The instance's ephemeral IP of `version`, if any (any state).
 Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
                                                        IpVersion version);
-// Allocates a detached ephemeral IP with id `ip_id` from the pool `selector` names for the
-// silo; a re-run with the same id returns the same row (never a released one).
-Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& silo_id,
-                                       const PoolSelector& selector);
+// Allocates a detached ephemeral IP with id `ip_id` for instance `instance_id` from the pool
+// `selector` names for the silo, within the IP quotas of the instance's project and silo; a
+// re-run with the same id returns the same row (never a released one).
+Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id,
+                                       const Uuid& silo_id, const PoolSelector& selector);
 // The pool a selector names, as Oxide resolves it for the silo (errors as floating IP create).
 Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector);
 

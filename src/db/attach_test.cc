@@ -46,14 +46,15 @@ class AttachTest : public ::testing::Test {
     return c.id;
   }
   Uuid NewFip(const std::string& name) { return CreateFip(*ds_, f_, name).value().id; }
-  // A detached ephemeral IP from the fixture's pool, as an ephemeral attach allocates it.
-  Uuid NewEphemeral() {
+  // A detached ephemeral IP from the fixture's pool, as an ephemeral attach of `instance`
+  // allocates it.
+  Uuid NewEphemeral(const Uuid& instance) {
     PoolSelector selector;
     selector.mode = PoolSelector::Mode::kExplicitPool;
     selector.pool = testing::ByName("pool");
     Uuid id = Uuid::Random();
     EXPECT_TRUE(ds_->Write<ExternalIp>(
-        [&](Tx& tx) { return EphemeralAllocateIn(tx, id, f_.silo.id, selector); }));
+        [&](Tx& tx) { return EphemeralAllocateIn(tx, id, instance, f_.silo.id, selector); }));
     return id;
   }
 
@@ -268,9 +269,9 @@ TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEpheme
   Uuid dual = NewInstance("dual", NicKind::kDualStack);
   Attach(ip6, dual);
 
-  Uuid e1 = NewEphemeral();
+  Uuid e1 = NewEphemeral(b);
   Attach(e1, b, IpKind::kEphemeral);
-  Uuid e2 = NewEphemeral();
+  Uuid e2 = NewEphemeral(b);
   ExpectError(
       Begin(true, e2, b, Uuid::Random(), IpKind::kEphemeral), ErrorKind::kInvalidRequest,
       "instance \"b\" already has an ephemeral IPv4 address (" + Get(e1).ip.ToString() + ")");
@@ -278,7 +279,7 @@ TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEpheme
 
 TEST_F(AttachTest, ADetachedEphemeralAddressGoesBackToItsPool) {
   Uuid a = NewInstance("a");
-  Uuid e = NewEphemeral();
+  Uuid e = NewEphemeral(a);
   IpAddr address = Get(e).ip;
   Attach(e, a, IpKind::kEphemeral);
   Uuid s = Uuid::Random();
@@ -350,7 +351,7 @@ TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
   EXPECT_EQ(n, 1) << "complete detach";
 
   // An ephemeral IP's detach also returns its address to the pool, in the same statement.
-  Uuid e = NewEphemeral();
+  Uuid e = NewEphemeral(a);
   Attach(e, a, IpKind::kEphemeral);
   ASSERT_TRUE(Begin(false, e, a, Uuid::Random(), IpKind::kEphemeral));
   ASSERT_TRUE(ds_->Write(measured(complete(warm, AttachState::kDetaching, AttachState::kDetached),

@@ -89,6 +89,9 @@ class Tx : public saga::StoreTx {
   static SqlValue ToSql(bool b) { return int64_t{b ? 1 : 0}; }
   static SqlValue ToSql(int v) { return int64_t{v}; }
   static SqlValue ToSql(int64_t v) { return v; }
+  static SqlValue ToSql(const std::optional<int64_t>& v) {
+    return v ? SqlValue(*v) : SqlValue(nullptr);
+  }
   static SqlValue ToSql(std::nullptr_t) { return nullptr; }
 
  private:

@@ -344,7 +344,7 @@ Result<Uuid> CreateInstanceWithAddresses(Datastore& ds, const testing::Fixture& 
       r.instance_id = c.id;
       r.saga_id = Uuid::Random();
       r.creating = true;
-      FP_TRY(EphemeralAllocateIn(tx, r.ip_id, f.silo.id, selector));
+      FP_TRY(EphemeralAllocateIn(tx, r.ip_id, c.id, f.silo.id, selector));
       FP_TRY(BeginAttachIn(tx, r));
       FP_TRY(CompleteOpIn(tx, r.ip_id, AttachState::kAttaching, AttachState::kAttached));
     }

@@ -6,6 +6,7 @@
 #include "db/instances.h"
 #include "db/ip_allocation.h"
 #include "db/ip_pools.h"
+#include "db/quotas.h"
 
 namespace fp::db {
 
@@ -171,13 +172,17 @@ Result<ExternalIp> FloatingIpCreateIn(Tx& tx, const model::FloatingIpCreate& p,
       }
       a = *lowest;
     }
+    FP_TRY(CheckProjectIpQuotaIn(tx, p.project_id,
+                                 IpCharge{a.ip.version(), model::kQuartersPerAddress,
+                                          fmt::format("the floating IP \"{}\"", p.name)}));
     if (sync_point) sync_point("floating_ip_create:allocated");
-    FP_TRY(tx.Exec(
-        "INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, "
-        "parent_id, kind, ip, first_port, last_port, project_id, state, time_created, "
-        "time_modified) VALUES (?, ?, ?, ?, ?, NULL, 'floating', ?, ?, ?, ?, 'detached', ?, ?)",
-        p.id, p.name, p.description, pool_id, a.range_id, a.ip, a.first_port, a.last_port,
-        p.project_id, tx.now(), tx.now()));
+    FP_TRY(
+        tx.Exec("INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, "
+                "parent_id, kind, ip, first_port, last_port, project_id, state, time_created, "
+                "time_modified, quota_project_id, quota_silo_id) VALUES (?, ?, ?, ?, ?, NULL, "
+                "'floating', ?, ?, ?, ?, 'detached', ?, ?, ?, ?)",
+                p.id, p.name, p.description, pool_id, a.range_id, a.ip, a.first_port, a.last_port,
+                p.project_id, tx.now(), tx.now(), p.project_id, p.silo_id));
     ExternalIp e;
     e.id = p.id;
     e.name = p.name;
@@ -305,10 +310,18 @@ Result<ExternalIp> FloatingIpTransfer(Datastore& ds, const Uuid& id, const Uuid&
                                     "rename one of them first",
                                     e.name.value_or(""), project->Text(0))));
     }
+    // The address stays in the silo: only the target project's quota can refuse it.
+    FP_TRY(
+        CheckProjectIpQuotaIn(tx, to_project,
+                              IpCharge{e.ip.version(), model::kQuartersPerAddress,
+                                       fmt::format("the floating IP \"{}\"", e.name.value_or("")),
+                                       /*silo=*/false}));
     e.project_id = to_project;
     e.time_modified = tx.now();
-    FP_TRY(tx.Exec("UPDATE external_ip SET project_id = ?, time_modified = ? WHERE id = ?",
-                   to_project, e.time_modified, id));
+    FP_TRY(tx.Exec(
+        "UPDATE external_ip SET project_id = ?, quota_project_id = ?, time_modified = ? WHERE "
+        "id = ?",
+        to_project, to_project, e.time_modified, id));
     return e;
   });
 }
@@ -437,12 +450,16 @@ Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& insta
                            "IPv4 pool)"));
   }
   AllocatedAddress a = *block;
+  QuotaHolder holder = FP_TRY(
+      CheckInstanceIpQuotaIn(tx, instance_id,
+                             IpCharge{a.ip.version(), (a.last_port - a.first_port + 1) / 16384,
+                                      "the instance's SNAT block"}));
   FP_TRY(
       tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
-              "first_port, last_port, state, time_created, time_modified) "
-              "VALUES (?, ?, ?, ?, 'snat', ?, ?, ?, 'attached', ?, ?)",
+              "first_port, last_port, state, time_created, time_modified, quota_project_id, "
+              "quota_silo_id) VALUES (?, ?, ?, ?, 'snat', ?, ?, ?, 'attached', ?, ?, ?, ?)",
               snat_id, pool_id, a.range_id, instance_id, a.ip, a.first_port, a.last_port, tx.now(),
-              tx.now()));
+              tx.now(), holder.project_id, holder.silo_id));
   return ExternalIpGetIn(tx, snat_id);
 }
 

@@ -407,21 +407,25 @@ Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id, const Eff
   });
 }
 
+Result<PoolUtilization> PoolUtilizationIn(Tx& tx, const Uuid& pool_id) {
+  PoolUtilization u;
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT first_address, last_address FROM ip_pool_range WHERE ip_pool_id = ? AND "
+           "time_deleted IS NULL",
+           pool_id))) {
+    u.capacity += IpRange{FP_TRY(IpColumn(r, 0)), FP_TRY(IpColumn(r, 1))}.SizeAsDouble();
+  }
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT first_address, last_address FROM ip_free_span WHERE pool_id = ?", pool_id))) {
+    u.remaining += IpRange{FP_TRY(IpColumn(r, 0)), FP_TRY(IpColumn(r, 1))}.SizeAsDouble();
+  }
+  return u;
+}
+
 Result<PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id) {
   return ds.Read<PoolUtilization>([&](Tx& tx) -> Result<PoolUtilization> {
     FP_TRY(PoolById(tx, pool_id));
-    PoolUtilization u;
-    for (const Row& r : FP_TRY(tx.Query(
-             "SELECT first_address, last_address FROM ip_pool_range WHERE ip_pool_id = ? AND "
-             "time_deleted IS NULL",
-             pool_id))) {
-      u.capacity += IpRange{FP_TRY(IpColumn(r, 0)), FP_TRY(IpColumn(r, 1))}.SizeAsDouble();
-    }
-    for (const Row& r : FP_TRY(tx.Query(
-             "SELECT first_address, last_address FROM ip_free_span WHERE pool_id = ?", pool_id))) {
-      u.remaining += IpRange{FP_TRY(IpColumn(r, 0)), FP_TRY(IpColumn(r, 1))}.SizeAsDouble();
-    }
-    return u;
+    return PoolUtilizationIn(tx, pool_id);
   });
 }
 

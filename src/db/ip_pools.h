@@ -46,6 +46,8 @@ Result<model::SiloLink> LinkUpdate(Datastore& ds, const Uuid& pool_id, const Uui
 Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id,
               const Effect<void>& effect = {});
 Result<model::PoolUtilization> Utilization(Datastore& ds, const Uuid& pool_id);
+// The same inside a transaction, for a pool known to exist.
+Result<model::PoolUtilization> PoolUtilizationIn(Tx& tx, const Uuid& pool_id);
 // Every pool's capacity and the addresses allocated from it, by kind (an address holding
 // several SNAT port blocks counts once), for /metrics.
 struct PoolUsage {

@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 11> kMigrations = {
+constexpr std::array<std::string_view, 12> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -477,6 +477,32 @@ CREATE TABLE console_session (
   time_last_used INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX console_session_by_user ON console_session (silo_user_id);
+)sql",
+    // 12: quotas (db/quotas.h). A silo's CPU, memory and storage quotas as Oxide records them
+    // (0 for silos created before: floatplane kept them nowhere), a silo's and a project's
+    // limit of IPv4 and IPv6 addresses (NULL: none), and on each external IP the project and
+    // silo its address counts against, set when it is allocated (an ephemeral IP's before it
+    // has a parent) and moved with a transfer. Use is counted from these, by the indexes.
+    R"sql(
+ALTER TABLE silo ADD COLUMN cpus_quota INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN memory_quota INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN storage_quota INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN ipv4_quota INTEGER;
+ALTER TABLE silo ADD COLUMN ipv6_quota INTEGER;
+ALTER TABLE project ADD COLUMN ipv4_quota INTEGER;
+ALTER TABLE project ADD COLUMN ipv6_quota INTEGER;
+ALTER TABLE external_ip ADD COLUMN quota_project_id TEXT;
+ALTER TABLE external_ip ADD COLUMN quota_silo_id TEXT;
+UPDATE external_ip SET quota_project_id = CASE WHEN kind = 'floating' THEN project_id ELSE
+  (SELECT project_id FROM instance WHERE instance.id = external_ip.parent_id) END
+  WHERE time_deleted IS NULL;
+UPDATE external_ip SET quota_silo_id =
+  (SELECT silo_id FROM project WHERE project.id = external_ip.quota_project_id)
+  WHERE time_deleted IS NULL AND quota_project_id IS NOT NULL;
+CREATE INDEX external_ip_by_quota_project ON external_ip (quota_project_id, length(ip))
+  WHERE time_deleted IS NULL;
+CREATE INDEX external_ip_by_quota_silo ON external_ip (quota_silo_id, length(ip))
+  WHERE time_deleted IS NULL;
 )sql",
 };
 

@@ -17,7 +17,7 @@ namespace {
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 11> kPostgresMigrations = {
+constexpr std::array<std::string_view, 12> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -690,6 +690,28 @@ CREATE TABLE console_session (
   time_last_used BIGINT NOT NULL
 );
 CREATE INDEX console_session_by_user ON console_session (silo_user_id);
+)sql",
+    // 12: quotas, as on SQLite (schema.cc).
+    R"sql(
+ALTER TABLE silo ADD COLUMN cpus_quota BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN memory_quota BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN storage_quota BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE silo ADD COLUMN ipv4_quota BIGINT;
+ALTER TABLE silo ADD COLUMN ipv6_quota BIGINT;
+ALTER TABLE project ADD COLUMN ipv4_quota BIGINT;
+ALTER TABLE project ADD COLUMN ipv6_quota BIGINT;
+ALTER TABLE external_ip ADD COLUMN quota_project_id TEXT COLLATE "C";
+ALTER TABLE external_ip ADD COLUMN quota_silo_id TEXT COLLATE "C";
+UPDATE external_ip SET quota_project_id = CASE WHEN kind = 'floating' THEN project_id ELSE
+  (SELECT project_id FROM instance WHERE instance.id = external_ip.parent_id) END
+  WHERE time_deleted IS NULL;
+UPDATE external_ip SET quota_silo_id =
+  (SELECT silo_id FROM project WHERE project.id = external_ip.quota_project_id)
+  WHERE time_deleted IS NULL AND quota_project_id IS NOT NULL;
+CREATE INDEX external_ip_by_quota_project ON external_ip (quota_project_id, length(ip))
+  WHERE time_deleted IS NULL;
+CREATE INDEX external_ip_by_quota_silo ON external_ip (quota_silo_id, length(ip))
+  WHERE time_deleted IS NULL;
 )sql",
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,

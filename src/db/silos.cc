@@ -49,9 +49,10 @@ Result<Silo> SiloCreate(Datastore& ds, const model::SiloCreate& p,
     if (dup) return Fail(Error::AlreadyExists("silo", p.name));
     FP_TRY(tx.Exec(
         "INSERT INTO silo (id, name, description, discoverable, identity_mode, admin_group_name, "
-        "time_created, time_modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "time_created, time_modified, cpus_quota, memory_quota, storage_quota) VALUES (?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?)",
         p.id, p.name, p.description, p.discoverable, p.identity_mode, p.admin_group_name, tx.now(),
-        tx.now()));
+        tx.now(), p.cpus_quota, p.memory_quota, p.storage_quota));
     return Silo{p.id,           p.name,          p.description,
                 p.discoverable, p.identity_mode, p.admin_group_name,
                 tx.now(),       tx.now()};

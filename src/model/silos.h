@@ -3,6 +3,7 @@
 // Silos (tenants) and the projects inside them. Names and descriptions have been validated by
 // the caller; the datastore enforces uniqueness and referential rules.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,10 @@ struct SiloCreate {
   bool discoverable = true;
   std::string identity_mode = "local_only";
   std::optional<std::string> admin_group_name;
+  // Oxide's SiloQuotasCreate: recorded, shown by the quota views, not enforced.
+  int64_t cpus_quota = 0;
+  int64_t memory_quota = 0;
+  int64_t storage_quota = 0;
 };
 
 struct Project {

@@ -14,6 +14,8 @@ std::string_view KindName(ErrorKind k) {
       return "invalid_value";
     case ErrorKind::kObjectAlreadyExists:
       return "already_exists";
+    case ErrorKind::kQuotaExceeded:
+      return "quota_exceeded";
     case ErrorKind::kUnauthenticated:
       return "unauthenticated";
     case ErrorKind::kForbidden:
@@ -50,8 +52,8 @@ Error ErrorFromJson(const Json& j) {
   std::string message = j.value("message", "unknown error");
   for (ErrorKind k :
        {ErrorKind::kInvalidRequest, ErrorKind::kInvalidValue, ErrorKind::kObjectAlreadyExists,
-        ErrorKind::kUnauthenticated, ErrorKind::kForbidden, ErrorKind::kNotFound,
-        ErrorKind::kUnprocessableEntity, ErrorKind::kTooManyRequests,
+        ErrorKind::kQuotaExceeded, ErrorKind::kUnauthenticated, ErrorKind::kForbidden,
+        ErrorKind::kNotFound, ErrorKind::kUnprocessableEntity, ErrorKind::kTooManyRequests,
         ErrorKind::kServiceUnavailable, ErrorKind::kInsufficientCapacity, ErrorKind::kInternal}) {
     if (KindName(k) == kind) {
       if (k == ErrorKind::kServiceUnavailable) {

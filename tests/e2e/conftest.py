@@ -211,8 +211,27 @@ EXTENSION_SCHEMAS = {
         },
         "required": ["items", "next_page"],
     },
+    # A project's IP quotas (issue 25).
+    "FloatplaneProjectQuotas": {
+        "type": "object",
+        "properties": {
+            "project_id": {"type": "string", "format": "uuid"},
+            "silo_id": {"type": "string", "format": "uuid"},
+            "ipv4_addresses": {"type": ["integer", "null"], "minimum": 0},
+            "ipv6_addresses": {"type": ["integer", "null"], "minimum": 0},
+            "ipv4_addresses_used": {"type": "number", "minimum": 0},
+            "ipv6_addresses_used": {"type": "number", "minimum": 0},
+        },
+        "required": ["project_id", "silo_id", "ipv4_addresses", "ipv6_addresses",
+                     "ipv4_addresses_used", "ipv6_addresses_used"],
+        "additionalProperties": False,
+    },
 }
 EXTENSION_OPERATIONS = {
+    ("GET", "/v1/system/projects/{project}/quotas"): {
+        "200": {"$ref": "#/$defs/FloatplaneProjectQuotas"}},
+    ("PUT", "/v1/system/projects/{project}/quotas"): {
+        "200": {"$ref": "#/$defs/FloatplaneProjectQuotas"}},
     ("POST", "/v1/system/floating-ips/{floating_ip}/transfer"): {
         "200": {"$ref": "#/$defs/FloatingIp"}},
     ("GET", "/v1/system/ip-pools/{pool}/addresses"): {

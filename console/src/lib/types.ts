@@ -101,6 +101,29 @@ export interface IpPoolUtilization {
   remaining: number
 }
 
+/** What a silo holds of a pool linked to it, by kind (floatplane's, in /v1/utilization). */
+export interface SiloPoolUse {
+  id: string
+  name: string
+  ip_version: 'v4' | 'v6'
+  capacity: number
+  remaining: number
+  floating: number
+  ephemeral: number
+  snat_blocks: number
+}
+
+/** Oxide's Utilization with floatplane's IP quota fields. */
+export interface SiloUtilization {
+  capacity: { cpus: number; memory: number; storage: number }
+  provisioned: { cpus: number; memory: number; storage: number }
+  ipv4_addresses: number | null
+  ipv6_addresses: number | null
+  ipv4_addresses_used: number
+  ipv6_addresses_used: number
+  ip_pools: SiloPoolUse[]
+}
+
 export interface Silo {
   id: string
   name: string

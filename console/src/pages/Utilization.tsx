@@ -2,71 +2,116 @@ import { useQuery } from '@tanstack/react-query'
 
 import { BigNum, EmptyState, ErrorText, PageHeader } from '../components/ui'
 import { get, seg } from '../lib/api'
-import { useMe, useSiloPools, useSystemPools } from '../lib/queries'
-import type { IpPool, IpPoolUtilization } from '../lib/types'
+import { useMe, useSystemPools } from '../lib/queries'
+import type { IpPool, IpPoolUtilization, SiloPoolUse, SiloUtilization } from '../lib/types'
 
 /**
- * The addresses left in each pool. A fleet admin sees every pool's count; a silo's users see the
- * pools they may allocate from (a count of the silo's own use needs an API the server does
- * not have yet: issue 25).
+ * What the signed-in user's silo holds of each pool linked to it, by kind, against its IP
+ * quotas (every role: /v1/utilization shows no other silo's holdings); for a fleet admin also
+ * the addresses left in every pool of the fleet.
  */
 export function UtilizationPage() {
   const me = useMe()
   const fleet = me.data?.fleet_viewer ?? false
+  const mine = useQuery({ queryKey: ['utilization', 'silo'], queryFn: () => get<SiloUtilization>('/v1/utilization') })
   const system = useSystemPools(fleet)
-  const silo = useSiloPools()
-  const pools: IpPool[] = fleet ? (system.data ?? []) : (silo.data ?? [])
+  const u = mine.data
   return (
     <>
-      <PageHeader
-        title="Utilization"
-        subtitle={fleet ? 'Addresses left in every IP pool of the fleet.' : `IP pools your silo ${me.data?.silo_name ?? ''} can use.`}
-      />
-      <ErrorText error={fleet ? system.error : silo.error} />
-      {pools.length === 0 && (fleet ? system.isSuccess : silo.isSuccess) ? (
-        <EmptyState title="No IP pools">An operator creates pools and links them to silos.</EmptyState>
-      ) : (
-        <div className="cards">
-          {pools.map((p) => (
-            <PoolCard key={p.id} pool={p} fleet={fleet} />
-          ))}
-        </div>
+      <PageHeader title="Utilization" subtitle={`What your silo ${me.data?.silo_name ?? ''} holds of its IP pools, and its IP quotas.`} />
+      <ErrorText error={mine.error} />
+      {u && (
+        <>
+          <div className="cards">
+            <QuotaCard version="IPv4" used={u.ipv4_addresses_used} limit={u.ipv4_addresses} />
+            <QuotaCard version="IPv6" used={u.ipv6_addresses_used} limit={u.ipv6_addresses} />
+          </div>
+          {u.ip_pools.length === 0 ? (
+            <EmptyState title="No IP pools">An operator creates pools and links them to silos.</EmptyState>
+          ) : (
+            <div className="cards">
+              {u.ip_pools.map((p) => (
+                <SiloPoolCard key={p.id} pool={p} />
+              ))}
+            </div>
+          )}
+        </>
+      )}
+      {fleet && (
+        <>
+          <h2>Every pool of the fleet</h2>
+          <ErrorText error={system.error} />
+          <div className="cards">
+            {(system.data ?? []).map((p) => (
+              <FleetPoolCard key={p.id} pool={p} />
+            ))}
+          </div>
+        </>
       )}
     </>
   )
 }
 
-function PoolCard({ pool, fleet }: { pool: IpPool; fleet: boolean }) {
-  const utilization = useQuery({
-    queryKey: ['utilization', pool.id],
-    queryFn: () => get<IpPoolUtilization>(`/v1/system/ip-pools/${seg(pool.id)}/utilization`),
-    enabled: fleet,
-  })
-  const u = utilization.data
-  const used = u ? u.capacity - u.remaining : 0
-  const share = u && u.capacity > 0 ? used / u.capacity : 0
+function QuotaCard({ version, used, limit }: { version: string; used: number; limit: number | null }) {
+  return (
+    <section className="card" aria-label={`${version} quota`}>
+      <div className="card-title">{version} addresses</div>
+      <div className="card-number">
+        {used} <span className="muted">of</span> {limit === null ? 'no limit' : limit}
+      </div>
+      <div className="muted">held by the silo (an SNAT block counts a quarter)</div>
+      {limit !== null && <Meter label={`${version} quota in use`} share={limit > 0 ? used / limit : 1} />}
+    </section>
+  )
+}
+
+function SiloPoolCard({ pool }: { pool: SiloPoolUse }) {
   return (
     <section className="card" aria-label={`Pool ${pool.name}`}>
       <div className="card-title">
         {pool.name} <span className="muted">{pool.ip_version}</span>
       </div>
-      {fleet ? (
-        u ? (
-          <>
-            <div className="card-number">
-              <BigNum n={u.remaining} /> <span className="muted">of</span> <BigNum n={u.capacity} />
-            </div>
-            <div className="muted">addresses remaining</div>
-            <div className="meter" role="meter" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(share * 100)} aria-label={`${pool.name} in use`}>
-              <div className="meter-fill" style={{ width: `${Math.min(100, share * 100)}%` }} />
-            </div>
-          </>
-        ) : (
-          <ErrorText error={utilization.error} />
-        )
+      <div className="muted">
+        Your silo holds {pool.floating} floating, {pool.ephemeral} ephemeral, {pool.snat_blocks} SNAT block{pool.snat_blocks === 1 ? '' : 's'}
+      </div>
+      <div className="card-number">
+        <BigNum n={pool.remaining} /> <span className="muted">of</span> <BigNum n={pool.capacity} />
+      </div>
+      <div className="muted">addresses remaining in the pool</div>
+    </section>
+  )
+}
+
+function FleetPoolCard({ pool }: { pool: IpPool }) {
+  const utilization = useQuery({
+    queryKey: ['utilization', pool.id],
+    queryFn: () => get<IpPoolUtilization>(`/v1/system/ip-pools/${seg(pool.id)}/utilization`),
+  })
+  const u = utilization.data
+  return (
+    <section className="card" aria-label={`Fleet pool ${pool.name}`}>
+      <div className="card-title">
+        {pool.name} <span className="muted">{pool.ip_version}</span>
+      </div>
+      {u ? (
+        <>
+          <div className="card-number">
+            <BigNum n={u.remaining} /> <span className="muted">of</span> <BigNum n={u.capacity} />
+          </div>
+          <div className="muted">addresses remaining</div>
+          <Meter label={`${pool.name} in use`} share={u.capacity > 0 ? (u.capacity - u.remaining) / u.capacity : 0} />
+        </>
       ) : (
-        <div className="muted">{pool.description || 'Linked to your silo'}</div>
+        <ErrorText error={utilization.error} />
       )}
     </section>
+  )
+}
+
+function Meter({ label, share }: { label: string; share: number }) {
+  return (
+    <div className="meter" role="meter" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(share * 100)} aria-label={label}>
+      <div className="meter-fill" style={{ width: `${Math.min(100, share * 100)}%` }} />
+    </div>
   )
 }

@@ -86,7 +86,8 @@ Result<Json> AttachRequested(db::Tx& tx, const ActionContext& ctx) {
   req.creating = true;
   if (e.type == model::IpKind::kEphemeral) {
     req.kind = model::IpKind::kEphemeral;
-    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.silo_id, SelectorOf(e.pool, e.ip_version)));
+    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.instance_id, p.silo_id,
+                                   SelectorOf(e.pool, e.ip_version)));
   }
   db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
   if (step.do_saga) {

@@ -41,7 +41,7 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
     }
     // Allocates under this saga's id, or returns the row already there (a re-run, or the
     // instance's existing ephemeral IP of this version).
-    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.silo_id, selector));
+    FP_TRY(db::EphemeralAllocateIn(tx, req.ip_id, p.instance_id, p.silo_id, selector));
   }
   db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
   if (step.do_saga && step.sled) {
