@@ -121,6 +121,9 @@ Result<Reply> CreateInstance(const Ctx& c) {
   p.ncpus = size.ncpus;
   p.memory = size.memory;
   if (auto start = FP_TRY(f.OptBool("start"))) p.start = *start;
+  // floatplane's additive field: false creates the instance without an outbound SNAT block
+  // (no external connectivity unless an ephemeral or floating IP is attached).
+  if (auto snat = FP_TRY(f.OptBool("snat"))) p.snat = *snat;
   if (!f.IsNullOrAbsent("network_interfaces")) p.nic = FP_TRY(ParseNetworkInterfaces(f));
   p.external_ips = FP_TRY(ParseRequestedExternalIps(body));
   FP_CHECK_OK(app::CheckEphemeralIpRequests(c.app.ip_pools, c.actor, p.external_ips));

@@ -123,7 +123,8 @@ Result<model::Instance> Instances::Create(const RequestContext& rq, const NameOr
                                        .memory = static_cast<int64_t>(params.memory),
                                        .nic = params.nic,
                                        .start = params.start,
-                                       .external_ips = {}};
+                                       .external_ips = {},
+                                       .snat = params.snat};
   // Floating IPs are resolved now, so that lookup errors (404, other project) come before
   // anything is created.
   for (const RequestedExternalIp& r : params.external_ips) {

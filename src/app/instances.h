@@ -69,6 +69,7 @@ struct InstanceCreateParams {
   model::NicKind nic = model::NicKind::kDualStack;
   bool start = true;
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
+  bool snat = true;  // an outbound SNAT block for an IPv4 interface (floatplane's `snat`)
 };
 
 // The instances service: lookups, the operations, and the sagas that carry them out (each

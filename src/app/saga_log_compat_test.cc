@@ -148,6 +148,7 @@ TEST(OldSagaLogs, InstanceCreateParametersLeftOutReadAsTheOldDefaults) {
   EXPECT_EQ(p->nic, model::NicKind::kDualStack);
   EXPECT_TRUE(p->start);
   EXPECT_TRUE(p->external_ips.empty());
+  EXPECT_TRUE(p->snat) << "every instance had SNAT before it was a choice";
 }
 
 TEST(OldSagaLogs, InstanceCreateOutputDecodes) {

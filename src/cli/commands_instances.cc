@@ -60,6 +60,7 @@ void AddInstanceCommands(Commands& c) {
   struct Create {
     std::string project, name, description, hostname, memory, start;
     int ncpus = 0;
+    bool no_snat = false;
     JsonBody body;
     WaitFlags wait;
   };
@@ -94,6 +95,7 @@ void AddInstanceCommands(Commands& c) {
                               {"memory", memory},
                               {"ncpus", create->ncpus}};
           if (!create->start.empty()) b["start"] = create->start == "true";
+          if (create->no_snat) b["snat"] = false;
           return b;
         }));
         auto deadline = FP_TRY(Deadline(create->wait));
@@ -118,6 +120,9 @@ void AddInstanceCommands(Commands& c) {
   leaf->add_option("--ncpus", create->ncpus, "Virtual CPUs")->check(WholeNumber(kMaxCpus));
   leaf->add_option("--start", create->start, "Start it once created (default true)")
       ->check(CLI::IsMember({"true", "false"}));
+  leaf->add_flag("--no-snat", create->no_snat,
+                 "No outbound SNAT block (floatplane's): no way out until an ephemeral or "
+                 "floating IP is attached, and no quarter of an IPv4 address taken");
   AddJsonBody(leaf, create->body);
   AddWaitFlags(leaf, create->wait);
 

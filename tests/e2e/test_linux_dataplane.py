@@ -242,6 +242,22 @@ def test_an_instance_without_an_external_address_goes_out_through_its_snat_block
     assert answer.startswith(f"host=internet client={fip['ip']}:"), answer
 
 
+def test_an_instance_created_without_snat_reaches_nothing_outside_until_it_has_an_address(
+        linux_rack, internet):
+    # Issue 25 item 3: `"snat": false` in the create body; no SNAT block is taken.
+    lab, admin, _ = linux_rack
+    instance = make_instance(admin, PROJECT, "dark", snat=False)
+    wait_run_state(admin, instance["id"], "running")
+    assert [i["kind"] for i in instance_external_ips(admin, instance["id"])] == []
+    namespace = vm_namespace(lab, instance["id"])
+    assert fetch(namespace, internet, port=8080).startswith("error"), "no way out without SNAT"
+    # An ephemeral IP is its way out, as the source of what it sends.
+    attached = expect(attach_ephemeral(admin, instance["id"],
+                                       {"type": "explicit", "pool": "public"}), 202)
+    answer = fetch(namespace, internet, port=8080)
+    assert answer.startswith(f"host=internet client={attached['ip']}:"), answer
+
+
 def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):
     lab, admin, _ = linux_rack
     ext = f"{lab}-ext"

@@ -231,3 +231,21 @@ def test_a_silos_users_see_what_their_silo_holds_of_each_pool_by_kind(module_ser
     assert [line.split() for line in done.stdout.splitlines()] == [
         ["NAME", "IP_VERSION", "FLOATING", "EPHEMERAL", "SNAT_BLOCKS", "REMAINING", "CAPACITY"],
         [pool, "v4", "1", "0", "1", "13", "16"]], done.stdout
+
+
+def test_an_instance_created_without_snat_holds_no_address_and_charges_no_quota(module_server):
+    # Issue 25 item 3: `"snat": false` (default true) in the create body.
+    admin = module_server.admin
+    silo, pool, user = silo_with_pool(admin, "10.40.8.0", "10.40.8.3")
+    make_project(user, "dark")
+    expect(set_project_quota(user, "dark", ipv4_addresses=0), 200)
+    vm = expect(create_instance(user, "dark", "batch", snat=False), 201)
+    wait_run_state(user, vm["id"], "running")
+    ips = expect(user.get(f"/v1/instances/{vm['id']}/external-ips"), 200)["items"]
+    assert ips == []
+    assert expect(user.get("/v1/system/projects/dark/quotas"), 200)["ipv4_addresses_used"] == 0
+    # Without the field, SNAT as before: refused here by the quota of 0.
+    assert_error(create_instance(user, "dark", "chatty", start=False), 400, "QuotaExceeded",
+                 startswith='IPv4 address quota of project "dark" exceeded: its limit is 0')
+    assert_error(create_instance(user, "dark", "odd", snat="no"), 400, "InvalidRequest",
+                 startswith='unable to parse JSON body: field "snat": expected a boolean')

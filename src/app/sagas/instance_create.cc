@@ -63,8 +63,9 @@ Status UndoRecord(db::Tx& tx, const ActionContext& ctx) {
 
 Result<Json> Snat(db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
-  // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683).
-  if (p.nic != model::NicKind::kIpv4 && p.nic != model::NicKind::kDualStack) {
+  // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683); none when the create
+  // asked for none.
+  if (!p.snat || (p.nic != model::NicKind::kIpv4 && p.nic != model::NicKind::kDualStack)) {
     return Json::object();
   }
   model::ExternalIp snat = FP_TRY(db::SnatAllocateIn(tx, p.snat_id, p.instance_id, p.silo_id));

@@ -45,10 +45,14 @@ struct InstanceCreateSagaParams {
   model::NicKind nic = model::NicKind::kDualStack;
   bool start = true;  // run instance_start after this saga (the operation does, not the saga)
   std::vector<InstanceCreateExternalIp> external_ips;
+  // An outbound SNAT block for an IPv4 interface (false: none; logs from before it was a
+  // choice read as true).
+  bool snat = true;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InstanceCreateSagaParams, instance_id, nic_id,
                                                 snat_id, project_id, silo_id, name, description,
-                                                hostname, ncpus, memory, nic, start, external_ips)
+                                                hostname, ncpus, memory, nic, start, external_ips,
+                                                snat)
 
 // The output of the last node, `finish`: the created row, which a replay of a create that did
 // not start the instance answers with (Instances::InstanceOfSaga). Absent in the outputs of
