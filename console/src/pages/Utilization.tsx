@@ -22,10 +22,12 @@ export function UtilizationPage() {
       <ErrorText error={mine.error} />
       {u && (
         <>
+          <h2>IP quotas</h2>
           <div className="cards">
             <QuotaCard version="IPv4" used={u.ipv4_addresses_used} limit={u.ipv4_addresses} />
             <QuotaCard version="IPv6" used={u.ipv6_addresses_used} limit={u.ipv6_addresses} />
           </div>
+          <h2>IP pools linked to your silo</h2>
           {u.ip_pools.length === 0 ? (
             <EmptyState title="No IP pools">An operator creates pools and links them to silos.</EmptyState>
           ) : (
@@ -57,7 +59,8 @@ function QuotaCard({ version, used, limit }: { version: string; used: number; li
     <section className="card" aria-label={`${version} quota`}>
       <div className="card-title">{version} addresses</div>
       <div className="card-number">
-        {used} <span className="muted">of</span> {limit === null ? 'no limit' : limit}
+        {used}
+        {limit === null ? <span className="muted">, no limit</span> : <><span className="muted"> of</span> {limit}</>}
       </div>
       <div className="muted">held by the silo (an SNAT block counts a quarter)</div>
       {limit !== null && <Meter label={`${version} quota in use`} share={limit > 0 ? used / limit : 1} />}
@@ -71,13 +74,13 @@ function SiloPoolCard({ pool }: { pool: SiloPoolUse }) {
       <div className="card-title">
         {pool.name} <span className="muted">{pool.ip_version}</span>
       </div>
-      <div className="muted">
-        Your silo holds {pool.floating} floating, {pool.ephemeral} ephemeral, {pool.snat_blocks} SNAT block{pool.snat_blocks === 1 ? '' : 's'}
-      </div>
       <div className="card-number">
         <BigNum n={pool.remaining} /> <span className="muted">of</span> <BigNum n={pool.capacity} />
       </div>
       <div className="muted">addresses remaining in the pool</div>
+      <div>
+        Your silo holds {pool.floating} floating, {pool.ephemeral} ephemeral, {pool.snat_blocks} SNAT block{pool.snat_blocks === 1 ? '' : 's'}
+      </div>
     </section>
   )
 }
