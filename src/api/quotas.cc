@@ -3,7 +3,8 @@
 // as additive fields, a project's IP quotas (/v1/system/projects/{project}/quotas,
 // floatplane's extension; silo admins set them), and utilization (/v1/utilization for the
 // silo's users, /v1/system/utilization/silos for fleet admins) in Oxide's shapes with the same
-// IP fields and `ip_pools`: what the silo holds of each pool linked to it, by kind.
+// IP fields and `ip_pools`: what the silo holds of each pool linked to it, by kind, and the
+// pool's capacity (and for fleet admins what is left of it).
 //
 // The IP fields: `ipv4_addresses`, `ipv6_addresses` (the limit in addresses, null: none) and
 // `ipv4_addresses_used`, `ipv6_addresses_used` (a number: an SNAT block counts a quarter). In
@@ -58,18 +59,21 @@ Json QuotaResources(const model::SiloQuotas& q) {
   return VirtualResourcesView({q.cpus, q.memory, q.storage});
 }
 
-void AddUtilizationFields(Json& j, const model::SiloUtilization& u) {
+// `fleet`: the pool's free addresses too. A silo's own users do not see them: with the pool's
+// capacity and the silo's holdings they would tell what other silos hold.
+void AddUtilizationFields(Json& j, const model::SiloUtilization& u, bool fleet) {
   AddIpFields(j, u.quotas.ip, u.quotas.ip_use);
   Json pools = Json::array();
   for (const model::SiloPoolUse& p : u.pools) {
-    pools.push_back(Json{{"id", p.pool_id.ToString()},
-                         {"name", p.pool_name},
-                         {"ip_version", std::string(ToString(p.ip_version))},
-                         {"capacity", p.capacity},
-                         {"remaining", p.remaining},
-                         {"floating", p.floating},
-                         {"ephemeral", p.ephemeral},
-                         {"snat_blocks", p.snat_blocks}});
+    Json pool{{"id", p.pool_id.ToString()},
+              {"name", p.pool_name},
+              {"ip_version", std::string(ToString(p.ip_version))},
+              {"capacity", p.capacity},
+              {"floating", p.floating},
+              {"ephemeral", p.ephemeral},
+              {"snat_blocks", p.snat_blocks}};
+    if (fleet) pool["remaining"] = p.remaining;
+    pools.push_back(std::move(pool));
   }
   j["ip_pools"] = std::move(pools);
 }
@@ -78,7 +82,7 @@ void AddUtilizationFields(Json& j, const model::SiloUtilization& u) {
 Json UtilizationView(const model::SiloUtilization& u) {
   Json j{{"capacity", QuotaResources(u.quotas)},
          {"provisioned", VirtualResourcesView(u.provisioned)}};
-  AddUtilizationFields(j, u);
+  AddUtilizationFields(j, u, /*fleet=*/false);
   return j;
 }
 
@@ -87,7 +91,7 @@ Json SiloUtilizationView(const model::SiloUtilization& u) {
          {"silo_name", u.silo_name},
          {"allocated", QuotaResources(u.quotas)},
          {"provisioned", VirtualResourcesView(u.provisioned)}};
-  AddUtilizationFields(j, u);
+  AddUtilizationFields(j, u, /*fleet=*/true);
   return j;
 }
 
@@ -131,8 +135,12 @@ void AddQuotaRoutes(Routes& r) {
                           c.app.silos.UtilizationView(c.actor, FP_TRY(c.PathNameOrId("silo")))))};
   });
   r.Add("GET", "/v1/system/silo-quotas", [](const Ctx& c) -> Result<Reply> {
+    // Oxide's list is by silo id only (IdSortMode).
+    if (auto sort = c.query.Get("sort_by"); sort && *sort != "id_ascending") {
+      return Fail(BadQuery("sort_by", "expected \"id_ascending\""));
+    }
     model::PageRequest page = FP_TRY(ParsePage(c.query));
-    page.order = model::SortOrder::kIdAscending;  // Oxide's list is by silo id only
+    page.order = model::SortOrder::kIdAscending;
     auto items = FP_TRY(c.app.silos.QuotasList(c.actor, page));
     return Reply{200, PageBody<model::SiloQuotas>(items, page, &SiloQuotasView, SiloQuotasKeys)};
   });

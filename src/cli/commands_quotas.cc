@@ -197,16 +197,18 @@ void AddProjectQuotas(Commands& c, CLI::App* project_group) {
 }
 
 // One row per pool linked to the silo, from a Utilization or SiloUtilization.
+// (`remaining` only in a fleet admin's view: see the API's quotas.cc.)
 const std::vector<std::string> kPoolUseFields = {
-    "name", "ip_version", "floating", "ephemeral", "snat_blocks", "remaining", "capacity", "id"};
+    "name", "ip_version", "floating", "ephemeral", "snat_blocks", "capacity", "remaining", "id"};
 
 // A utilization: its pools as a table, or the whole object as JSON.
 CliStatus PrintUtilization(Session& s, const nlohmann::json& u) {
   OutputFormat format = FP_TRY(s.format());
   if (!format.table) return PrintObject(format, u);
-  ListPrinter out = FP_TRY(ListPrinter::Make(
-      format, FieldColumns(kPoolUseFields),
-      {"name", "ip_version", "floating", "ephemeral", "snat_blocks", "remaining", "capacity"}));
+  std::vector<std::string> shown = {"name",      "ip_version",  "floating",
+                                    "ephemeral", "snat_blocks", "capacity"};
+  if (u.contains("silo_id")) shown.push_back("remaining");  // a fleet admin's view
+  ListPrinter out = FP_TRY(ListPrinter::Make(format, FieldColumns(kPoolUseFields), shown));
   for (const auto& pool : u.value("ip_pools", nlohmann::json::array())) out.Add(pool);
   out.Finish();
   return {};

@@ -114,8 +114,10 @@ Result<QuotaHolder> CheckIpQuotaIn(Tx& tx, std::string_view owner, const Uuid& i
                               limit, UseOf("quota_project_id", "p", c.version),
                               UseOf("quota_silo_id", "s", c.version), owner),
                   id));
-  if (!row)
-    return Fail(Error::Internal(fmt::format("no project holds {} for quotas", id.ToString())));
+  if (!row) {
+    return Fail(Error::Internal(
+        fmt::format("no project found for the IP quota check of {}", id.ToString())));
+  }
   // The silo's first: a silo admin cannot raise it, so it is the one to name when both bind.
   if (auto silo_limit = OptInt(*row, 5); silo_limit && c.silo) {
     int64_t used = row->Int(7);

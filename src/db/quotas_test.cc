@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "db/attach.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
@@ -135,6 +136,26 @@ TEST_F(QuotaTest, AnSnatBlockCountsAQuarterOfAnAddress) {
   ASSERT_FALSE(whole) << "1.25 in use: a whole address more would be 2.25";
   EXPECT_NE(whole.error().message().find("its limit is 2, 1.25 in use"), std::string::npos)
       << whole.error().message();
+}
+
+TEST_F(QuotaTest, AnEphemeralIpCountsAgainstItsInstancesProject) {
+  Uuid vm = NewInstanceWithSnat(f_.project.id, "vm").value();
+  SetProjectLimit(f_.project.id, 1);  // 0.25 held by the SNAT block
+  PoolSelector selector;
+  selector.mode = PoolSelector::Mode::kExplicitPool;
+  selector.pool = testing::ByName("pool");
+  auto refused = ds_->Write<ExternalIp>(
+      [&](Tx& tx) { return EphemeralAllocateIn(tx, Uuid::Random(), vm, f_.silo.id, selector); });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message(),
+            "IPv4 address quota of project \"p1\" exceeded: its limit is 1, 0.25 in use, and an "
+            "ephemeral IP needs 1 more; release addresses or ask a silo admin to raise it");
+  SetProjectLimit(f_.project.id, 2);
+  ASSERT_TRUE(ds_->Write<ExternalIp>(
+      [&](Tx& tx) { return EphemeralAllocateIn(tx, Uuid::Random(), vm, f_.silo.id, selector); }));
+  // Detached (not yet attached, as mid-saga), it counts already.
+  EXPECT_EQ(ProjectUse(f_.project.id), 5);
+  EXPECT_EQ(SiloUse(), 5);
 }
 
 TEST_F(QuotaTest, ALimitLoweredBelowUseRefusesNewAllocationsAndFreesNothing) {

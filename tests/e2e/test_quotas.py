@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from e2e_helpers import (assert_error, create_fip, create_instance, expect, from_pool, link,
-                         make_pool, make_project, make_silo, role_client, unique,
-                         wait_run_state)
+from e2e_helpers import (assert_error, attach_ephemeral, create_fip, create_instance, expect,
+                         from_pool, link, make_pool, make_project, make_silo, role_client,
+                         unique, wait_run_state)
 
 
 def set_project_quota(client, project, **limits):
@@ -70,6 +70,9 @@ def test_a_silos_quotas_are_oxides_with_ip_limits_and_use_added(module_server):
     cleared = expect(set_silo_quota(admin, silo, ipv4_addresses=None, cpus=None), 200)
     assert (cleared["ipv4_addresses"], cleared["cpus"]) == (None, 32)
     listed = expect(admin.get("/v1/system/silo-quotas", params={"limit": 1000}), 200)["items"]
+    assert_error(admin.get("/v1/system/silo-quotas", params={"sort_by": "name_ascending"}), 400,
+                 "InvalidRequest", startswith="unable to parse query string: parameter "
+                 '"sort_by"')
     assert [q["cpus"] for q in listed if q["silo_id"] == view["silo_id"]] == [32]
     assert_error(set_silo_quota(admin, silo, ipv4_addresses=-1), 400, "InvalidRequest",
                  'unable to parse JSON body: field "ipv4_addresses": expected an integer from 0 '
@@ -200,7 +203,8 @@ def test_a_silos_users_see_what_their_silo_holds_of_each_pool_by_kind(module_ser
     expect(create_fip(user, "util", "a"), 201)
     vm = expect(create_instance(user, "util", "vm", ncpus=2), 201)  # started: provisioned
     wait_run_state(user, vm["id"], "running")
-    expect(set_project_quota(user, "util", ipv4_addresses=4), 200)
+    expect(set_project_quota(user, "util", ipv4_addresses=3), 200)
+    expect(attach_ephemeral(user, vm["id"], {"type": "explicit", "pool": pool}), 202)
     # Another silo holding an address of the same pool: not counted, not seen.
     other, _, other_user = silo_with_pool(admin, "10.40.7.0", "10.40.7.3")
     link(admin, pool, other)
@@ -209,15 +213,23 @@ def test_a_silos_users_see_what_their_silo_holds_of_each_pool_by_kind(module_ser
 
     mine = expect(user.get("/v1/utilization"), 200)
     assert mine["provisioned"] == {"cpus": 2, "memory": vm["memory"], "storage": 0}
-    assert mine["ipv4_addresses_used"] == 1.25 and mine["ipv4_addresses"] is None
+    assert mine["ipv4_addresses_used"] == 2.25 and mine["ipv4_addresses"] is None
     [held] = mine["ip_pools"]
     assert (held["name"], held["floating"], held["ephemeral"], held["snat_blocks"]) == \
-        (pool, 1, 0, 1), held
-    assert (held["capacity"], held["remaining"]) == (16, 13)  # one whole address each: 3 taken
-    # A fleet admin sees the same per silo, and every silo in the list.
+        (pool, 1, 1, 1), held
+    # The pool's size, but not what is left of it: with the silo's own holdings that would
+    # tell what the other silo holds.
+    assert held["capacity"] == 16 and "remaining" not in held, held
+    # The ephemeral IP counted against the project's quota too: a fourth address is refused.
+    assert_error(create_fip(user, "util", "b"), 400, "QuotaExceeded",
+                 startswith='IPv4 address quota of project "util" exceeded: its limit is 3, '
+                            '2.25 in use')
+    # A fleet admin sees the same per silo, with what is left of each pool, and every silo.
     view = expect(admin.get(f"/v1/system/utilization/silos/{silo}"), 200)
-    assert (view["silo_name"], view["ip_pools"]) == (silo, mine["ip_pools"])
-    assert view["provisioned"]["cpus"] == 2
+    assert view["silo_name"] == silo and view["provisioned"]["cpus"] == 2
+    [fleet_held] = view["ip_pools"]
+    # 16 less a floating, an ephemeral and an SNAT address of this silo, and the other's.
+    assert fleet_held == {**held, "remaining": 12}
     listed = expect(admin.get("/v1/system/utilization/silos", params={"limit": 1000}), 200)
     theirs = [s for s in listed["items"] if s["silo_name"] == other]
     assert [p["floating"] for p in theirs[0]["ip_pools"] if p["name"] == pool] == [1]
@@ -229,8 +241,8 @@ def test_a_silos_users_see_what_their_silo_holds_of_each_pool_by_kind(module_ser
                                "OXIDE_TOKEN": user.token, "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert [line.split() for line in done.stdout.splitlines()] == [
-        ["NAME", "IP_VERSION", "FLOATING", "EPHEMERAL", "SNAT_BLOCKS", "REMAINING", "CAPACITY"],
-        [pool, "v4", "1", "0", "1", "13", "16"]], done.stdout
+        ["NAME", "IP_VERSION", "FLOATING", "EPHEMERAL", "SNAT_BLOCKS", "CAPACITY"],
+        [pool, "v4", "1", "1", "1", "16"]], done.stdout
 
 
 def test_an_instance_created_without_snat_holds_no_address_and_charges_no_quota(module_server):

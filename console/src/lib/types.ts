@@ -101,13 +101,15 @@ export interface IpPoolUtilization {
   remaining: number
 }
 
-/** What a silo holds of a pool linked to it, by kind (floatplane's, in /v1/utilization). */
+/**
+ * What a silo holds of a pool linked to it, by kind (floatplane's, in /v1/utilization), and the
+ * pool's size; not what is left of it, which would tell what other silos hold.
+ */
 export interface SiloPoolUse {
   id: string
   name: string
   ip_version: 'v4' | 'v6'
   capacity: number
-  remaining: number
   floating: number
   ephemeral: number
   snat_blocks: number

@@ -75,11 +75,11 @@ function SiloPoolCard({ pool }: { pool: SiloPoolUse }) {
         {pool.name} <span className="muted">{pool.ip_version}</span>
       </div>
       <div className="card-number">
-        <BigNum n={pool.remaining} /> <span className="muted">of</span> <BigNum n={pool.capacity} />
+        {pool.floating} <span className="muted">floating,</span> {pool.ephemeral} <span className="muted">ephemeral,</span> {pool.snat_blocks}{' '}
+        <span className="muted">SNAT block{pool.snat_blocks === 1 ? '' : 's'}</span>
       </div>
-      <div className="muted">addresses remaining in the pool</div>
-      <div>
-        Your silo holds {pool.floating} floating, {pool.ephemeral} ephemeral, {pool.snat_blocks} SNAT block{pool.snat_blocks === 1 ? '' : 's'}
+      <div className="muted">
+        held by your silo, of <BigNum n={pool.capacity} /> addresses in the pool
       </div>
     </section>
   )
