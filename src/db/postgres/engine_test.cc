@@ -573,6 +573,55 @@ TEST(PgSchema, ServersStartingTogetherMigrateOnceAndANewerSchemaIsRefused) {
       << refused.error().message();
 }
 
+// Migration 12 (quotas) on PostgreSQL: each live address names the project and silo it counts
+// against (SQLite's twin: SchemaUpgradeTest in db/schema_test.cc).
+TEST(PgSchema, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) {
+  if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
+  TempPostgresDatabase db;
+  auto conn = std::move(PgConnection::Open(db.url()).value());
+  ASSERT_TRUE(MigratePostgresSchemaTo(*conn, 11));
+  ASSERT_TRUE(conn->Run(R"sql(
+    INSERT INTO silo (id, name, description, discoverable, identity_mode, time_created,
+                      time_modified)
+      VALUES ('silo-1', 's1', '', 1, 'local_only', 1, 1);
+    INSERT INTO project (id, silo_id, name, description, time_created, time_modified)
+      VALUES ('proj-1', 'silo-1', 'p1', '', 1, 1);
+    INSERT INTO ip_pool (id, name, description, ip_version, pool_type, assignment, time_created,
+                         time_modified)
+      VALUES ('pool-1', 'pool', '', 'v4', 'unicast', 'silos', 1, 1);
+    INSERT INTO ip_pool_range (id, ip_pool_id, first_address, last_address, time_created,
+                               time_modified)
+      VALUES ('range-1', 'pool-1', '\x040a000000', '\x040a0000ff', 1, 1);
+    INSERT INTO instance (id, project_id, name, description, hostname, ncpus, memory, state,
+                          run_state, time_run_state_updated, time_created, time_modified)
+      VALUES ('vm-1', 'proj-1', 'vm', '', 'vm', 1, 1073741824, 'no_vmm', 'stopped', 1, 1, 1);
+    INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, parent_id, kind,
+                             ip, first_port, last_port, project_id, state, time_created,
+                             time_modified, time_deleted)
+      VALUES ('fip', 'www', '', 'pool-1', 'range-1', NULL, 'floating', '\x040a000001', 0, 65535,
+              'proj-1', 'detached', 1, 1, NULL),
+             ('snat', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'snat', '\x040a000002', 0, 16383,
+              NULL, 'attached', 1, 1, NULL),
+             ('eph', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'ephemeral', '\x040a000003', 0,
+              65535, NULL, 'attached', 1, 1, NULL),
+             ('gone', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'snat', '\x040a000004', 0, 16383,
+              NULL, 'detached', 1, 1, 2);
+  )sql"));
+  ASSERT_TRUE(MigratePostgresSchemaTo(*conn, 12));
+  auto count = [&](const std::string& sql) {
+    auto rows = conn->Query(sql, {});
+    EXPECT_TRUE(rows) << rows.error().message();
+    return rows && !rows->empty() ? rows->front().Int(0) : -1;
+  };
+  EXPECT_EQ(count("SELECT count(*) FROM external_ip WHERE quota_project_id = 'proj-1' AND "
+                  "quota_silo_id = 'silo-1'"),
+            3);
+  EXPECT_EQ(count("SELECT count(*) FROM external_ip WHERE id = 'gone' AND quota_project_id IS "
+                  "NULL"),
+            1);
+  EXPECT_EQ(count("SELECT count(*) FROM silo WHERE ipv4_quota IS NULL AND cpus_quota = 0"), 1);
+}
+
 TEST(PgSchema, NoServerIsUnavailable) {
   // A loopback port nothing listens on (the discard port).
   auto ds = Datastore::OpenPostgres("postgres://nobody@127.0.0.1:9/x?connect_timeout=2",
