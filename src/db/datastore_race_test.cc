@@ -14,6 +14,7 @@
 
 #include "db/attach.h"
 #include "db/instances.h"
+#include "db/quotas.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -281,6 +282,30 @@ TEST(DatastoreRace, UnlinkRacingFloatingIpCreateNeverLeavesAnIpFromAnUnlinkedPoo
   ASSERT_TRUE(unlinked) << unlinked.error().message();
   EXPECT_EQ(created.load(), 0) << "allocated from an unlinked pool";
   EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 0);
+}
+
+// An IP quota is checked, then the row that counts is written: a create held in between, its
+// check passed, while seven others check and write, must still leave exactly the quota.
+TEST(DatastoreRace, FloatingIpCreatesRacingAtAQuotaLeaveExactlyTheQuota) {
+  TempDatastore ds;
+  auto f = MakeFixture(*ds, "10.0.0.0", "10.0.0.15");
+  ASSERT_TRUE(Link(*ds, f.pool.id, NameOrId(f.silo.id), false));
+  model::ProjectQuotasUpdate quota;
+  quota.ipv4 = 1;
+  ASSERT_TRUE(ProjectQuotasUpdate(*ds, f.project.id, quota));
+  ForcedInterleaving race(*ds, "floating_ip_create:allocated");
+  std::atomic<int> created{0};
+  auto create = [&](const std::string& name) {
+    auto r = CreateFip(*ds, f, name, FromPool("pool"));
+    if (r) {
+      ++created;
+    } else {
+      EXPECT_EQ(r.error().kind(), ErrorKind::kQuotaExceeded) << r.error().message();
+    }
+  };
+  race.Run([&] { create("held"); }, [&](int i) { create("fip-" + std::to_string(i)); });
+  EXPECT_EQ(created.load(), 1);
+  EXPECT_EQ(LiveIpsInRange(*ds, f.range.id), 1);
 }
 
 TEST(DatastoreRace, FloatingIpCreateRacingUnlinkBlocksTheUnlink) {
