@@ -175,6 +175,7 @@ function CreateInstance(props: { project: string; onClose: () => void; onCreated
   const [ncpus, setNcpus] = useState(1)
   const [memoryGiB, setMemoryGiB] = useState(1)
   const [start, setStart] = useState(true)
+  const [snat, setSnat] = useState(true)
   const [touched, setTouched] = useState(false)
   return (
     <FormModal
@@ -188,7 +189,8 @@ function CreateInstance(props: { project: string; onClose: () => void; onCreated
       onSubmit={async () => {
         const created = await post<Instance>(
           '/v1/instances',
-          { name, description, hostname: name, ncpus, memory: memoryGiB * GiB, start },
+          // `snat` is floatplane's additive field; left out it is true, as Oxide's behaviour.
+          { name, description, hostname: name, ncpus, memory: memoryGiB * GiB, start, ...(snat ? {} : { snat: false }) },
           { project: props.project },
         )
         props.onCreated(created)
@@ -209,6 +211,14 @@ function CreateInstance(props: { project: string; onClose: () => void; onCreated
       <label className="checkbox">
         <input type="checkbox" checked={start} onChange={(e) => setStart(e.target.checked)} /> Start it once created
       </label>
+      <label className="checkbox">
+        <input type="checkbox" checked={snat} onChange={(e) => setSnat(e.target.checked)} /> Outbound SNAT
+      </label>
+      <p className="muted">
+        {snat
+          ? 'It can reach the internet through a shared SNAT address (a quarter of an IPv4 address from the default pool).'
+          : 'No way out until an ephemeral or floating IP is attached, and no address taken.'}
+      </p>
     </FormModal>
   )
 }
