@@ -23,8 +23,12 @@ namespace {
 // addresses and an IPv6 quota that large is no limit.
 constexpr uint64_t kMaxLimit = uint64_t{1} << 53;
 
-double Addresses(int64_t quarters) {
-  return static_cast<double>(quarters) / static_cast<double>(model::kQuartersPerAddress);
+// Quarters as addresses: a whole number as an integer (2, not 2.0), else 2.25.
+Json Addresses(int64_t quarters) {
+  if (quarters % model::kQuartersPerAddress == 0) {
+    return Json(quarters / model::kQuartersPerAddress);
+  }
+  return Json(static_cast<double>(quarters) / static_cast<double>(model::kQuartersPerAddress));
 }
 
 Json Limit(const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); }

@@ -39,17 +39,27 @@ Status Projects::Delete(const RequestContext& rq, const NameOrId& project) {
   return db::ProjectDelete(ds_, p.id, db::EffectOfNoContent(rq));
 }
 
+namespace {
+
+// The project whose quotas are read or set: one of the actor's silo, or for a fleet admin any
+// silo's project named by id (the datastore then answers NotFound unless it is live).
+Result<Uuid> QuotaProjectId(db::Datastore& ds, const Actor& actor, const NameOrId& project) {
+  if (actor.is_fleet_admin() && project.is_id()) return project.id();
+  return FP_TRY(db::ProjectLookup(ds, actor.silo_id, project)).id;
+}
+
+}  // namespace
+
 Result<model::ProjectQuotas> Projects::QuotasView(const Actor& actor, const NameOrId& project) {
-  model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
-  return db::ProjectQuotasView(ds_, p.id);
+  return db::ProjectQuotasView(ds_, FP_TRY(QuotaProjectId(ds_, actor, project)));
 }
 
 Result<model::ProjectQuotas> Projects::QuotasUpdate(const Request<model::ProjectQuotas>& rq,
                                                     const NameOrId& project,
                                                     const model::ProjectQuotasUpdate& update) {
-  model::Project p = FP_TRY(db::ProjectLookup(ds_, rq.actor.silo_id, project));
+  Uuid id = FP_TRY(QuotaProjectId(ds_, rq.actor, project));
   FP_CHECK_OK(RequireSiloAdmin(rq.actor));
-  return db::ProjectQuotasUpdate(ds_, p.id, update, db::EffectOf<model::ProjectQuotas>(rq));
+  return db::ProjectQuotasUpdate(ds_, id, update, db::EffectOf<model::ProjectQuotas>(rq));
 }
 
 }  // namespace fp::app

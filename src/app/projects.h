@@ -37,7 +37,8 @@ class Projects {
   // The datastore refuses a project that still holds resources.
   Status Delete(const RequestContext& rq, const NameOrId& project);
   // The project's IP quotas and their use: every role reads them; a silo admin sets them
-  // (RequireSiloAdmin). A limit lowered below use refuses new allocations and frees nothing.
+  // (RequireSiloAdmin). A fleet admin reaches any silo's project by id. A limit lowered below
+  // use refuses new allocations and frees nothing.
   Result<model::ProjectQuotas> QuotasView(const Actor& actor, const NameOrId& project);
   Result<model::ProjectQuotas> QuotasUpdate(const Request<model::ProjectQuotas>& rq,
                                             const NameOrId& project,

@@ -125,10 +125,14 @@ def test_a_silo_admin_sets_a_projects_quotas_a_collaborator_reads_them(module_se
     view = expect(collaborator.get("/v1/system/projects/team/quotas"), 200)
     assert view["ipv4_addresses"] is None
     expect(set_project_quota(silo_admin, "team", ipv6_addresses=3), 200)
-    # Another silo's project is not found, by name or id.
+    # Another silo's project is not found by name (names are the caller's silo's); a fleet admin
+    # reaches it by id, another silo's admin does not.
     assert_error(admin.get("/v1/system/projects/team/quotas"), 404, "ObjectNotFound")
-    assert_error(admin.get(f"/v1/system/projects/{view['project_id']}/quotas"), 404,
-                 "ObjectNotFound")
+    by_id = f"/v1/system/projects/{view['project_id']}/quotas"
+    assert expect(admin.get(by_id), 200)["ipv6_addresses"] == 3
+    outsider = role_client(admin, silo_with_pool(admin, "10.40.9.0", "10.40.9.3")[0],
+                           "silo_admin")
+    assert_error(outsider.get(by_id), 404, "ObjectNotFound")
     # The change is audited under its operation.
     entries = expect(admin.get("/v1/system/audit-log",
                                params={"start_time": "2020-01-01T00:00:00Z", "limit": 1000}),
