@@ -12,6 +12,7 @@
 #include "agents/agents.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "common/testing/wait_for.h"
 #include "http/client.h"
 
 namespace fp::agents {
@@ -93,6 +94,11 @@ TEST(AgentSecret, EveryEndpointOfBothAgentsRefusesAStrangerAndNothingChanges) {
   InstanceSpec spec{
       .id = Uuid::Random(), .vni = 5, .mac = "a8:40:25:00:00:01", .external_ips = {ip}};
   ASSERT_TRUE(sled_client->EnsureRunning(spec));
+  // The VM finishes starting on its own: compare from when it runs.
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    auto vm = sled_client->Get(spec.id);
+    return vm && vm->state == VmState::kRunning;
+  }));
   auto nat_before = switch_client->GetNat().value();
   auto instances_before = sled_client->List().value();
 

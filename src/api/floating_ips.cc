@@ -35,22 +35,25 @@ void AddAttachRoutes(Routes& r) {
   auto floating_ip_from_saga = [](const Ctx& c, const Json&, const Json& output) -> Result<Reply> {
     return Reply{202, FloatingIpView(FP_TRY(FP_TRY(c.Compute())->IpOfSagaOutput(output)))};
   };
-  r.Add("POST", "/v1/floating-ips/{floating_ip}/attach",
-        Endpoint(
-            [](const Ctx& c) -> Result<Reply> {
-              auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
-              auto project = FP_TRY(c.query.OptNameOrId("project"));
-              Json body = FP_TRY(c.Body());
-              Fields f(body, "");
-              std::string kind = FP_TRY(f.String("kind"));
-              if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
-              NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
-              return Reply{
-                  202,
-                  FloatingIpView(FP_TRY(
-                      FP_TRY(c.Compute())->AttachFloating(c.Saga(202), fip, project, parent)))};
-            },
-            floating_ip_from_saga));
+  r.Add(
+      "POST", "/v1/floating-ips/{floating_ip}/attach",
+      Endpoint(
+          [](const Ctx& c) -> Result<Reply> {
+            auto fip = FP_TRY(c.PathNameOrId("floating_ip"));
+            auto project = FP_TRY(c.query.OptNameOrId("project"));
+            Json body = FP_TRY(c.Body());
+            Fields f(body, "");
+            std::string kind = FP_TRY(f.String("kind"));
+            if (kind != "instance") return Fail(BodyError("kind", "expected \"instance\""));
+            NameOrId parent = FP_TRY(f.NameOrIdField("parent"));
+            // Additive: move the IP from the instance it is attached to, in one saga.
+            bool move = FP_TRY(f.OptBool("allow_reassociation")).value_or(false);
+            return Reply{
+                202,
+                FloatingIpView(FP_TRY(
+                    FP_TRY(c.Compute())->AttachFloating(c.Saga(202), fip, project, parent, move)))};
+          },
+          floating_ip_from_saga));
   r.Add("POST", "/v1/floating-ips/{floating_ip}/detach",
         Endpoint(
             [](const Ctx& c) -> Result<Reply> {

@@ -34,7 +34,8 @@ Result<model::ExternalIp> Instances::RunDetachSaga(const RequestContext& rq,
 
 Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project,
-                                                    const NameOrId& instance) {
+                                                    const NameOrId& instance,
+                                                    bool allow_reassociation) {
   const Actor& actor = rq.actor;
   db::DeferredDurability checks(ds_);  // the saga's commits cover them
   model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
@@ -53,7 +54,8 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
   return RunAttachSaga(rq, {.kind = model::IpKind::kFloating,
                             .ip_id = ip.id,
                             .instance_id = i.id,
-                            .silo_id = actor.silo_id});
+                            .silo_id = actor.silo_id,
+                            .allow_reassociation = allow_reassociation});
 }
 
 Result<model::ExternalIp> Instances::DetachFloating(const RequestContext& rq, const NameOrId& fip,

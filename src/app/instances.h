@@ -120,9 +120,12 @@ class Instances {
 
   // Live attach and detach (instance_external_ips.cc). Floating attach/detach answer with the
   // floating IP; ephemeral attach with the ephemeral IP. `fip_project` scopes a floating IP name.
+  // With `allow_reassociation`, a floating IP attached to another instance moves from it in the
+  // same saga (db::BeginAttachIn); without, that is a 400 naming the holder.
   Result<model::ExternalIp> AttachFloating(const RequestContext& rq, const NameOrId& fip,
                                            const std::optional<NameOrId>& fip_project,
-                                           const NameOrId& instance);
+                                           const NameOrId& instance,
+                                           bool allow_reassociation = false);
   Result<model::ExternalIp> DetachFloating(const RequestContext& rq, const NameOrId& fip,
                                            const std::optional<NameOrId>& fip_project);
   Result<model::ExternalIp> AttachEphemeral(const RequestContext& rq, const NameOrId& instance,

@@ -145,6 +145,7 @@ void AddFloatingIpCommands(Commands& c) {
   struct Attach {
     Selector sel;
     std::string kind, parent, instance;
+    bool allow_reassociation = false;
     JsonBody body;
     WaitFlags wait;
   };
@@ -163,7 +164,9 @@ void AddFloatingIpCommands(Commands& c) {
             Require(attach->body, "--instance (or --kind instance --parent)", !parent.empty()));
         nlohmann::json body = FP_TRY(Body(attach->body, [&]() -> CliResult<nlohmann::json> {
           FP_CHECK_OK(CheckNameOrId(attach->instance.empty() ? "--parent" : "--instance", parent));
-          return nlohmann::json{{"kind", "instance"}, {"parent", parent}};
+          nlohmann::json b{{"kind", "instance"}, {"parent", parent}};
+          if (attach->allow_reassociation) b["allow_reassociation"] = true;
+          return b;
         }));
         auto deadline = FP_TRY(Deadline(attach->wait));
         FP_CHECK_OK(CheckFloatingIpColumns(s));
@@ -182,6 +185,9 @@ void AddFloatingIpCommands(Commands& c) {
       ->check(CLI::IsMember({"instance"}))
       ->excludes(instance);
   leaf->add_option("--parent", attach->parent, "The instance (name or id)")->excludes(instance);
+  leaf->add_flag("--allow-reassociation", attach->allow_reassociation,
+                 "Move it from the instance it is attached to, in one step (the switches "
+                 "retarget it at once); without, attaching it elsewhere is refused");
   AddJsonBody(leaf, attach->body);
   AddWaitFlags(leaf, attach->wait);
 

@@ -33,19 +33,21 @@ Error MidOperation(const ExternalIp& ip, const std::string& holder) {
       ip.state == AttachState::kAttaching ? "attached to" : "detached from", holder));
 }
 
-// The checks on the instance shared by attach and detach (§3.2 rows on the instance).
+// The checks on the instance shared by attach and detach (§3.2 rows on the instance), and by
+// a move on the instance it moves from (`verb` "move": the checks of a detach).
 Status CheckInstance(const Instance& i, const ExternalIp& ip, bool creating,
                      std::string_view verb) {
   if (i.migration_id) {
     return Fail(Error::Unavailable(
-        fmt::format("instance \"{}\" is migrating; retry {} of {} when the migration completes",
-                    i.name, verb == "attach" ? "the attach" : "the detach", Describe(ip))));
+        fmt::format("instance \"{}\" is migrating; retry the {} of {} when the migration completes",
+                    i.name, verb, Describe(ip))));
   }
   // A failed instance runs nowhere: its addresses can be detached, as from a stopped one
-  // (Oxide allows it), so that it is no dead end.
+  // (Oxide allows it), so that it is no dead end; and moved away, which is how a floating IP
+  // fails over to another instance.
   bool safe = i.state == InstanceState::kNoVmm || i.state == InstanceState::kVmm ||
               (creating && i.state == InstanceState::kCreating) ||
-              (verb == "detach" && i.state == InstanceState::kFailed);
+              (verb != "attach" && i.state == InstanceState::kFailed);
   if (!safe) {
     return Fail(Error::InvalidRequest(
         fmt::format("cannot {} {} IP {} instance in {} state", verb, KindLabel(ip.kind),
@@ -68,6 +70,12 @@ struct BeginFacts {
   std::optional<Uuid> op_saga;       // the saga holding the IP in a transition
   std::string holder;                // name of the IP's parent instance; "(none)" without one
   std::optional<Sled> sled;          // the instance's sled, while it has a VMM
+  // The instance a move takes the IP from, and its sled while it has a VMM: read when the IP is
+  // attached elsewhere and the request allows a move, or is being moved by this saga
+  // (`op_from`, the IP's op_from_parent_id).
+  std::optional<Uuid> op_from;
+  std::optional<Instance> source;
+  std::optional<Sled> source_sled;
   // Attach only: the instance's external IPs besides SNAT, whether its primary NIC has an
   // address of each version, and its lowest other ephemeral IP of the IP's version.
   int64_t external_ips = 0;
@@ -80,6 +88,7 @@ struct BeginFacts {
 
 enum class Verdict {
   kBegin,  // make the transition
+  kMove,   // make the transition from the instance the IP is attached to (allow_move)
   kRerun,  // this saga made it already (its action runs again)
   kDone,   // nothing to do: already attached there / already detached
 };
@@ -108,13 +117,26 @@ Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
     if (ip.state == AttachState::kAttached) return Verdict::kDone;
     if (ip.state == AttachState::kAttaching && f.op_saga == r.saga_id) return Verdict::kRerun;
   }
+  bool move = false;
   if (ip.state == AttachState::kAttached) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "{} IP cannot be attached to one instance while still attached to another: {} is "
-        "attached to instance \"{}\"; detach it first",
-        KindLabel(ip.kind), Describe(ip), f.holder)));
+    if (!r.allow_move || ip.kind != IpKind::kFloating) {
+      return Fail(Error::InvalidRequest(fmt::format(
+          "{} IP cannot be attached to one instance while still attached to another: {} is "
+          "attached to instance \"{}\"; detach it first{}",
+          KindLabel(ip.kind), Describe(ip), f.holder,
+          ip.kind == IpKind::kFloating
+              ? ", or attach with \"allow_reassociation\": true to move it in one step"
+              : "")));
+    }
+    if (!f.source) {
+      return Fail(Error::Internal(
+          fmt::format("{} is attached to instance {}, which is not live", Describe(ip), f.holder)));
+    }
+    FP_CHECK_OK(CheckInstance(*f.source, ip, false, "move"));
+    move = true;
+  } else if (ip.state != AttachState::kDetached) {
+    return Fail(MidOperation(ip, f.holder));
   }
-  if (ip.state != AttachState::kDetached) return Fail(MidOperation(ip, f.holder));
   // Checked by the request before it began too; again here, in the transaction that takes the
   // IP, since a floating IP can move to another project in between (FloatingIpTransfer).
   if (ip.kind == IpKind::kFloating && ip.project_id != i.project_id) {
@@ -138,7 +160,7 @@ Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
         fmt::format("instance \"{}\" already has an ephemeral {} address ({})", i.name,
                     Label(ip.ip.version()), f.other_ephemeral->ToString())));
   }
-  return Verdict::kBegin;
+  return move ? Verdict::kMove : Verdict::kBegin;
 }
 
 Result<Verdict> DecideDetach(const BeginFacts& f, const AttachRequest& r) {
@@ -160,6 +182,36 @@ Result<Verdict> DecideDetach(const BeginFacts& f, const AttachRequest& r) {
   return Verdict::kBegin;
 }
 
+// Whether an attach would move the IP from the instance it is attached to.
+bool Moving(const BeginFacts& f, const AttachRequest& r) {
+  return r.allow_move && f.ip && f.instance && f.ip->state == AttachState::kAttached &&
+         f.ip->parent_id && *f.ip->parent_id != f.instance->id;
+}
+
+// The instance a move takes the IP from (for a move about to begin, its parent; for one this
+// saga began, op_from_parent_id) and its sled, on both engines: one more read, for moves only.
+Status ReadMoveSourceIn(Tx& tx, const AttachRequest& r, BeginFacts& f) {
+  std::optional<Uuid> source;
+  if (Moving(f, r)) {
+    source = f.ip->parent_id;
+  } else if (f.ip && f.ip->state == AttachState::kAttaching && f.op_saga == r.saga_id) {
+    source = f.op_from;
+  }
+  if (!source) return Ok();
+  auto row = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
+                              kInstanceColumns),
+                  *source));
+  if (!row) return Ok();
+  f.source = FP_TRY(InstanceFromRow(*row));
+  if (f.source->state == InstanceState::kVmm && f.source->sled_id) {
+    auto sled = FP_TRY(tx.QueryRow(
+        fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *f.source->sled_id));
+    if (sled) f.source_sled = FP_TRY(SledFromRow(*sled));
+  }
+  return Ok();
+}
+
 // SQLite: the facts by a few queries, in the transaction's snapshot.
 Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
   BeginFacts f;
@@ -169,14 +221,15 @@ Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
                   r.instance_id));
   if (!inst) return f;
   f.instance = FP_TRY(InstanceFromRow(*inst));
-  auto ip = FP_TRY(
-      tx.QueryRow(fmt::format("SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND "
-                              "e.time_deleted IS NULL",
-                              kExternalIpColumns),
-                  r.ip_id));
+  auto ip = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {}, e.op_saga_id, e.op_from_parent_id FROM external_ip e WHERE e.id = ? "
+                  "AND e.time_deleted IS NULL",
+                  kExternalIpColumns),
+      r.ip_id));
   if (!ip) return f;
   f.ip = FP_TRY(ExternalIpFromRow(*ip));
   f.op_saga = FP_TRY(OptUuidColumn(*ip, kExternalIpColumnCount));
+  f.op_from = FP_TRY(OptUuidColumn(*ip, kExternalIpColumnCount + 1));
   f.holder = FP_TRY(InstanceName(tx, f.ip->parent_id));
   const Instance& i = *f.instance;
   if (i.state == InstanceState::kVmm && i.sled_id) {
@@ -184,7 +237,7 @@ Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
         tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *i.sled_id));
     if (sled) f.sled = FP_TRY(SledFromRow(*sled));
   }
-  if (!attach || f.ip->state != AttachState::kDetached) return f;
+  if (!attach || (f.ip->state != AttachState::kDetached && !Moving(f, r))) return f;
   f.external_ips = FP_TRY(tx.QueryRow("SELECT count(*) FROM external_ip WHERE parent_id = ? AND "
                                       "time_deleted IS NULL AND kind != 'snat'",
                                       i.id))
@@ -229,7 +282,8 @@ std::string BeginStatement(bool attach) {
       attach
           ? fmt::format(
                 "t AS (UPDATE external_ip u SET parent_id = inst.id, state = 'attaching', "
-                "op_saga_id = ?, time_modified = ? FROM inst, ip, f WHERE u.id = ip.id AND "
+                "op_saga_id = ?, op_from_parent_id = NULL, time_modified = ? FROM inst, ip, f "
+                "WHERE u.id = ip.id AND "
                 "u.state = 'detached' AND ip.kind = ? AND ip.state = 'detached' AND "
                 "(ip.kind <> 'floating' OR ip.project_id = inst.project_id) AND {} AND "
                 "f.external_ips < {} AND "
@@ -244,8 +298,8 @@ std::string BeginStatement(bool attach) {
                 kInstanceCanDetach);
   return fmt::format(
       "WITH inst AS (SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL), "
-      "ip AS (SELECT {}, e.op_saga_id FROM external_ip e WHERE e.id = ? AND e.time_deleted IS "
-      "NULL), {}, {} "
+      "ip AS (SELECT {}, e.op_saga_id, e.op_from_parent_id FROM external_ip e WHERE e.id = ? AND "
+      "e.time_deleted IS NULL), {}, {} "
       "SELECT inst.*, ip.*, coalesce((SELECT h.name FROM instance h WHERE h.id = ip.parent_id), "
       "ip.parent_id, '(none)'), f.external_ips, f.v4, f.v6, f.other_ephemeral, {}, "
       "(SELECT count(*) FROM t) "
@@ -269,6 +323,7 @@ Result<BeginFacts> BeginOnPostgres(Tx& tx, const AttachRequest& r, bool attach) 
   }
   at += kExternalIpColumnCount;
   f.op_saga = FP_TRY(OptUuidColumn(row, at++));
+  f.op_from = FP_TRY(OptUuidColumn(row, at++));
   f.holder = row.Text(at++);
   f.external_ips = row.Int(at++);
   f.nic_v4 = row.Int(at++) != 0;
@@ -285,6 +340,7 @@ Result<BeginFacts> BeginOnPostgres(Tx& tx, const AttachRequest& r, bool attach) 
 Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
   BeginFacts f =
       FP_TRY(tx.postgres() ? BeginOnPostgres(tx, r, attach) : ReadBeginFacts(tx, r, attach));
+  if (attach) FP_CHECK_OK(ReadMoveSourceIn(tx, r, f));
   Result<Verdict> verdict = attach ? DecideAttach(f, r) : DecideDetach(f, r);
   bool begin = verdict && *verdict == Verdict::kBegin;
   if (tx.postgres() && f.changed != begin) {
@@ -299,11 +355,24 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
   if (*verdict == Verdict::kDone) {
     return AttachStep{ip, false, attach ? FP_TRY(SledOf(f)) : std::nullopt};
   }
+  if (*verdict == Verdict::kMove) {
+    // Not made by PostgreSQL's statement (it changes only detached IPs): the facts were read in
+    // this transaction, which is serializable there, so the change can follow them.
+    int64_t moved = FP_TRY(
+        tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attaching', op_saga_id = ?, "
+                "op_from_parent_id = ?, time_modified = ? WHERE id = ? AND state = 'attached' AND "
+                "parent_id = ? AND time_deleted IS NULL",
+                f.instance->id, r.saga_id, f.source->id, tx.now(), ip.id, f.source->id));
+    if (moved != 1) {
+      return Fail(
+          Error::Internal(fmt::format("moving {} changed {} rows", ip.id.ToString(), moved)));
+    }
+  }
   if (*verdict == Verdict::kBegin && !tx.postgres()) {
     if (attach) {
       FP_TRY(
           tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attaching', op_saga_id = ?, "
-                  "time_modified = ? WHERE id = ?",
+                  "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
                   f.instance->id, r.saga_id, tx.now(), ip.id));
     } else {
       FP_TRY(
@@ -312,11 +381,18 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
                   r.saga_id, tx.now(), ip.id));
     }
   }
-  if (*verdict == Verdict::kBegin) {
+  if (*verdict == Verdict::kBegin || *verdict == Verdict::kMove) {
     ip.parent_id = f.instance->id;
     ip.state = attach ? AttachState::kAttaching : AttachState::kDetaching;
   }
-  return AttachStep{ip, true, FP_TRY(SledOf(f))};
+  AttachStep step{ip, true, FP_TRY(SledOf(f))};
+  if (f.source && (*verdict == Verdict::kMove || *verdict == Verdict::kRerun)) {
+    step.from_instance = f.source->id;
+    step.from_sled = f.source_sled;
+  } else if (f.op_from && *verdict == Verdict::kRerun) {
+    step.from_instance = f.op_from;  // moved from an instance deleted since
+  }
+  return step;
 }
 
 }  // namespace
@@ -340,7 +416,7 @@ constexpr std::string_view kCompleteStatement =
     "t AS (UPDATE external_ip u SET state = p.target, "
     "parent_id = CASE WHEN p.target = 'detached' THEN NULL ELSE u.parent_id END, "
     "op_saga_id = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN u.op_saga_id "
-    "END, "
+    "END, op_from_parent_id = NULL, "
     "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
     "u.time_modified ELSE p.now END, "
     "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
@@ -395,13 +471,14 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
     } else {
       FP_TRY(
           tx.Exec("UPDATE external_ip SET state = 'detached', parent_id = NULL, op_saga_id = NULL, "
-                  "time_modified = ? WHERE id = ?",
+                  "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
                   tx.now(), ip_id));
     }
     return int64_t{1};
   }
   return tx.Exec(
-      "UPDATE external_ip SET state = ?, op_saga_id = NULL, time_modified = ? WHERE id = ?",
+      "UPDATE external_ip SET state = ?, op_saga_id = NULL, op_from_parent_id = NULL, "
+      "time_modified = ? WHERE id = ?",
       ToString(target), tx.now(), ip_id);
 }
 
@@ -412,6 +489,43 @@ Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id) {
                   "NULL AND state IN ('attaching', 'detaching')",
                   ip_id, saga_id));
   return row.has_value();
+}
+
+Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, const Uuid& from) {
+  MoveBack out;
+  if (!FP_TRY(IpHeldBySagaIn(tx, ip_id, saga_id))) return out;
+  out.held = true;
+  ExternalIp ip = FP_TRY(ExternalIpGetIn(tx, ip_id));
+  auto row = FP_TRY(
+      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
+                              kInstanceColumns),
+                  from));
+  std::optional<Instance> source;
+  if (row) source = FP_TRY(InstanceFromRow(*row));
+  bool back = source && !source->migration_id && source->project_id == ip.project_id &&
+              (source->state == InstanceState::kNoVmm ||
+               (source->state == InstanceState::kVmm && source->run_state == "running"));
+  if (back && source->state == InstanceState::kVmm) {
+    auto sled =
+        FP_TRY(tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns),
+                           source->sled_id.value_or(Uuid())));
+    if (sled) {
+      out.sled = FP_TRY(SledFromRow(*sled));
+    } else {
+      back = false;
+    }
+  }
+  if (!back) {
+    out.sled.reset();
+    FP_TRY(CompleteOpIn(tx, ip_id, AttachState::kAttaching, AttachState::kDetached));
+    return out;
+  }
+  FP_TRY(
+      tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attached', op_saga_id = NULL, "
+              "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
+              from, tx.now(), ip_id));
+  out.instance = from;
+  return out;
 }
 
 Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id) {

@@ -15,6 +15,9 @@ struct AttachStep {
   ExternalIp ip;
   bool do_saga = true;       // false: already done; the rest of the saga does nothing
   std::optional<Sled> sled;  // set when the instance runs on a sled (NAT and port work)
+  // A move: the instance the IP was attached to, and its sled while it has a VMM.
+  std::optional<Uuid> from_instance;
+  std::optional<Sled> from_sled;
 };
 
 struct AttachRequest {
@@ -23,13 +26,29 @@ struct AttachRequest {
   Uuid instance_id;
   Uuid saga_id;
   bool creating = false;  // called from instance create: `creating` is a valid state
+  // A floating IP attached to another instance moves from it (allow_reassociation).
+  bool allow_move = false;
 };
 
-// detached -> attaching (parent = instance). Errors, in the order they are decided:
-// NotFound (instance, floating IP), InvalidRequest (attached elsewhere, naming the holder),
-// ServiceUnavailable (IP mid-operation, instance migrating or between states), InvalidRequest
-// (instance state, 32-IP limit, NIC without an address of the IP's version).
+// detached -> attaching (parent = instance), or with `allow_move`, attached to another
+// instance -> attaching (parent = instance, op_from_parent_id = the other). Errors, in the
+// order they are decided: NotFound (instance, floating IP), InvalidRequest (attached elsewhere
+// without allow_move, naming the holder), ServiceUnavailable (IP mid-operation, either instance
+// migrating or between states), InvalidRequest (either instance's state, 32-IP limit, NIC
+// without an address of the IP's version).
 Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r);
+
+// The undo of a move saga `saga_id` began on `ip_id` from instance `from`: while the saga
+// still holds the IP, it goes back to `from`, attached, if that instance is live and could
+// take it again (stopped, or running and not migrating, in the IP's project); otherwise it
+// ends detached (the instance was deleted, stopped or started meanwhile). Says where it went;
+// the caller puts the NAT row and the ports right.
+struct MoveBack {
+  bool held = false;             // false: the saga no longer held the IP; nothing changed
+  std::optional<Uuid> instance;  // set when the IP went back to `from`
+  std::optional<Sled> sled;      // `from`'s sled, when it runs on one
+};
+Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, const Uuid& from);
 // attached -> detaching. `ip` absent for an ephemeral detach means "nothing to detach".
 Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
 

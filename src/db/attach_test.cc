@@ -138,7 +138,8 @@ TEST_F(AttachTest, AttachAndDetachWalkTheStatesAndARerunChangesNothing) {
   EXPECT_FALSE(done->do_saga) << "attached there already";
   ExpectError(Begin(true, ip, b, Uuid::Random()), ErrorKind::kInvalidRequest,
               "floating IP cannot be attached to one instance while still attached to another: "
-              "floating IP \"web\" is attached to instance \"a\"; detach it first");
+              "floating IP \"web\" is attached to instance \"a\"; detach it first, or attach "
+              "with \"allow_reassociation\": true to move it in one step");
   ExpectError(Begin(false, ip, b, Uuid::Random()), ErrorKind::kInvalidRequest,
               "floating IP is not attached to the target instance: floating IP \"web\" is "
               "attached to instance \"a\"");
@@ -161,6 +162,56 @@ TEST_F(AttachTest, AttachAndDetachWalkTheStatesAndARerunChangesNothing) {
   EXPECT_EQ(after.parent_id, std::nullopt);
   EXPECT_EQ(OpSaga(ip), std::nullopt);
   EXPECT_FALSE(Begin(false, ip, a, Uuid::Random()).value().do_saga) << "detached already";
+}
+
+// allow_move: an attach takes a floating IP from the instance that holds it, remembering
+// where it came from (a re-run of the step and the undo need it); the undo gives it back, or
+// leaves it detached when that instance can no longer take it.
+TEST_F(AttachTest, AMoveTakesTheIpFromItsHolderAndItsUndoGivesItBack) {
+  Uuid a = NewInstance("a");
+  Uuid b = NewInstance("b");
+  Uuid ip = NewFip("web");
+  Attach(ip, a);
+  auto move = [&](const Uuid& to, const Uuid& saga) {
+    AttachRequest r{ip, IpKind::kFloating, to, saga};
+    r.allow_move = true;
+    return ds_->Write<AttachStep>([&](Tx& tx) { return BeginAttachIn(tx, r); });
+  };
+  Uuid s1 = Uuid::Random();
+  auto begun = move(b, s1);
+  ASSERT_TRUE(begun) << begun.error().message();
+  EXPECT_TRUE(begun->do_saga);
+  EXPECT_EQ(begun->from_instance, a);
+  EXPECT_EQ(Get(ip).parent_id, b);
+  EXPECT_EQ(Get(ip).state, AttachState::kAttaching);
+  auto again = move(b, s1);  // the same saga's step, run again
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(again->from_instance, a) << "a re-run still knows where the IP came from";
+  ExpectError(move(a, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "floating IP \"web\" is being attached to instance \"b\"; retry when that "
+              "operation completes");
+
+  auto undone = ds_->Write<MoveBack>([&](Tx& tx) { return UndoMoveIn(tx, ip, s1, a); });
+  ASSERT_TRUE(undone) << undone.error().message();
+  EXPECT_TRUE(undone->held);
+  EXPECT_EQ(undone->instance, a);
+  EXPECT_FALSE(undone->sled) << "a is stopped";
+  EXPECT_EQ(Get(ip).parent_id, a);
+  EXPECT_EQ(Get(ip).state, AttachState::kAttached);
+  auto twice = ds_->Write<MoveBack>([&](Tx& tx) { return UndoMoveIn(tx, ip, s1, a); });
+  EXPECT_FALSE(twice.value().held) << "undone already: changes nothing";
+  EXPECT_EQ(Get(ip).parent_id, a);
+
+  // The holder deleted while the move runs: the undo leaves the IP detached.
+  Uuid s2 = Uuid::Random();
+  ASSERT_TRUE(move(b, s2));
+  Sql("UPDATE instance SET time_deleted = 1 WHERE name = 'a'");
+  auto orphaned = ds_->Write<MoveBack>([&](Tx& tx) { return UndoMoveIn(tx, ip, s2, a); });
+  ASSERT_TRUE(orphaned) << orphaned.error().message();
+  EXPECT_TRUE(orphaned->held);
+  EXPECT_FALSE(orphaned->instance);
+  EXPECT_EQ(Get(ip).state, AttachState::kDetached);
+  EXPECT_EQ(Get(ip).parent_id, std::nullopt);
 }
 
 TEST_F(AttachTest, AnUndoneAttachGoesBackToDetachedAndAnUndoneDetachToAttached) {

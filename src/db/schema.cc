@@ -16,7 +16,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 12> kMigrations = {
+constexpr std::array<std::string_view, 13> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -503,6 +503,12 @@ CREATE INDEX external_ip_by_quota_project ON external_ip (quota_project_id, leng
   WHERE time_deleted IS NULL;
 CREATE INDEX external_ip_by_quota_silo ON external_ip (quota_silo_id, length(ip))
   WHERE time_deleted IS NULL;
+)sql",
+    // 13: moving a floating IP between instances in one saga (db/attach.h). While the attach
+    // saga holding the IP moves it, the instance it comes from, so that the saga's undo can put
+    // it back and a re-run of its first step knows where it came from. NULL otherwise.
+    R"sql(
+ALTER TABLE external_ip ADD COLUMN op_from_parent_id TEXT;
 )sql",
 };
 

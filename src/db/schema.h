@@ -12,7 +12,7 @@ namespace fp::db {
 
 // The newest schema version this binary knows: both engines' migration lists (schema.cc for
 // SQLite, schema_postgres.cc for PostgreSQL) are this long, and a migration adds to both.
-inline constexpr size_t kSchemaVersion = 12;
+inline constexpr size_t kSchemaVersion = 13;
 inline size_t LatestSchemaVersion() { return kSchemaVersion; }
 
 // Brings the database to the newest schema, one migration per transaction.

@@ -18,7 +18,7 @@ namespace {
 // PostgreSQL's schema (db/postgres/): the same tables, one entry per SQLite version above, so
 // that a version number means the same schema on both engines and a new migration adds one
 // entry to each list.
-constexpr std::array<std::string_view, 12> kPostgresMigrations = {
+constexpr std::array<std::string_view, 13> kPostgresMigrations = {
     // 1: as SQLite's, in PostgreSQL's types (BIGINT for INTEGER, BYTEA for BLOB; TEXT compared
     // byte-wise, as SQLite does, whatever the database's collation), plus the engine's
     // commit_marker.
@@ -485,6 +485,10 @@ CREATE INDEX external_ip_by_quota_project ON external_ip (quota_project_id, leng
   WHERE time_deleted IS NULL;
 CREATE INDEX external_ip_by_quota_silo ON external_ip (quota_silo_id, length(ip))
   WHERE time_deleted IS NULL;
+)sql",
+    // 13: the instance a moving floating IP comes from, as on SQLite (schema.cc).
+    R"sql(
+ALTER TABLE external_ip ADD COLUMN op_from_parent_id TEXT COLLATE "C";
 )sql",
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,

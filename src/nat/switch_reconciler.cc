@@ -27,6 +27,12 @@ std::vector<agents::NatEntry> ToEntries(const std::vector<model::NatEntry>& rows
 }
 }  // namespace
 
+size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit) {
+  const size_t n = changes.size();
+  if (n > 1 && static_cast<int64_t>(n) >= limit && changes.back().deleted) return n - 1;
+  return n;
+}
+
 SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
                                    std::shared_ptr<agents::SwitchAgentClient> client)
     : ds_(ds), desired_(desired), client_(std::move(client)) {
@@ -163,7 +169,11 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
   while (at < desired) {
     if (feed.changes.empty()) break;
     std::vector<agents::NatChange> batch;
-    for (const auto& c : feed.changes) batch.push_back({ToEntry(c.row), c.version, c.deleted});
+    const size_t length = BatchLength(feed.changes, kBatch);
+    for (size_t i = 0; i < length; ++i) {
+      const db::NatFeedChange& c = feed.changes[i];
+      batch.push_back({ToEntry(c.row), c.version, c.deleted});
+    }
     auto applied = client_->ApplyChangesOn(*known_boot_, batch, context);
     Answered(applied ? std::optional<int64_t>(applied->generation) : std::nullopt,
              applied ? nullptr : &applied.error());

@@ -10,13 +10,22 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agents/agents.h"
 #include "common/error.h"
 #include "db/datastore.h"
+#include "db/nat.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::nat {
+
+// How many of `changes` (a read of the change feed of at most `limit`) go in one batch to a
+// switch: all of them, unless the read was cut at `limit` right after a removal. The addition
+// that may follow it (a retarget: a floating IP moved, an instance migrated) must reach the
+// switch in the same batch, which the switch applies in one step, so that the address is never
+// absent in between: that removal waits for the next batch.
+size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit);
 
 class SwitchReconciler {
  public:

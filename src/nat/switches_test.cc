@@ -16,6 +16,7 @@
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
 #include "nat/nat_reconciler.h"
+#include "nat/switch_reconciler.h"
 #include "nat/testing/nat_rows.h"
 
 namespace fp::nat {
@@ -60,6 +61,23 @@ class SwitchesTest : public ::testing::Test {
   std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> sims_;
   NatReconciler nat_{*ds_};
 };
+
+// A retarget is a removal followed by the addition of the same address; a batch never ends
+// between the two when the feed read was cut there.
+TEST(BatchLengthTest, AFullReadEndingInARemovalLeavesItForTheNextBatch) {
+  auto changes = [](std::vector<bool> deleted) {
+    std::vector<db::NatFeedChange> out;
+    for (size_t i = 0; i < deleted.size(); ++i) {
+      out.push_back(db::NatFeedChange{{}, static_cast<int64_t>(i + 1), deleted[i]});
+    }
+    return out;
+  };
+  EXPECT_EQ(BatchLength(changes({false, false, true}), 3), 2u);
+  EXPECT_EQ(BatchLength(changes({false, true, false}), 3), 3u);
+  EXPECT_EQ(BatchLength(changes({false, true}), 3), 2u) << "the read was not cut";
+  EXPECT_EQ(BatchLength(changes({true}), 1), 1u) << "a lone removal still goes";
+  EXPECT_EQ(BatchLength({}, 3), 0u);
+}
 
 TEST_F(SwitchesTest, EverySwitchHoldsEveryEntry) {
   for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);

@@ -164,6 +164,13 @@ def test_a_refused_attach_names_the_holder_on_one_line(cli):
     assert done.returncode == 1
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1, done.stderr
+    # What the error suggests: the move in one step.
+    done = cli.run("floating-ip", "attach", "--project", "web", "--floating-ip", "www",
+                   "--instance", "b", "--allow-reassociation")
+    assert done.returncode == 0, done.stderr
+    b = json.loads(cli.run("instance", "view", "--project", "web", "--instance", "b",
+                           record=False).stdout)
+    assert json.loads(done.stdout)["instance_id"] == b["id"]
     cli.check_golden("refused_attach")
 
 

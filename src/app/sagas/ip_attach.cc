@@ -21,6 +21,7 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
   req.instance_id = p.instance_id;
   req.saga_id = ctx.saga_id();
   req.ip_id = p.ip_id;
+  req.allow_move = p.allow_reassociation;
   if (p.kind == model::IpKind::kEphemeral) {
     req.kind = model::IpKind::kEphemeral;
     // One ephemeral IP per version: an existing one is the answer (Oxide's idempotency).
@@ -45,14 +46,68 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
   }
   db::AttachStep step = FP_TRY(db::BeginAttachIn(tx, req));
   if (step.do_saga && step.sled) {
+    // A move's NAT row pointing at the old sled is replaced in this transaction: the switches
+    // get the removal and the addition in one batch and retarget the address in one change.
     FP_TRY(db::NatEnsureForIpIn(tx, step.ip, p.instance_id, *step.sled));
+  } else if (step.do_saga && step.from_instance) {
+    FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
   }
   return Json(BegunOf(step));
+}
+
+// The undo of a move: the IP goes back to the instance it came from if that one can still
+// take it, else it ends detached (db::UndoMoveIn); then the NAT row and both ports follow.
+Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
+  const Uuid from = *begun.from_instance_id;
+  auto back = FP_TRY(d.ds.Write<db::MoveBack>([&](db::Tx& tx) -> Result<db::MoveBack> {
+    db::MoveBack out = FP_TRY(db::UndoMoveIn(tx, begun.ip_id, ctx.saga_id(), from));
+    if (!out.held) return out;
+    auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
+    if (out.sled) {
+      FP_TRY(db::NatEnsureForIpIn(tx, ip, from, *out.sled));  // replaces the new sled's row
+    } else {
+      FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
+    }
+    return out;
+  }));
+  if (!back.held) {
+    // Undone before (a crash inside this undo), or settled since by another operation (the
+    // new instance deleted): leave the NAT table and the ports to it and the sled watcher.
+    return Ok();
+  }
+  SyncNatBestEffort(d, ctx);
+  const agents::CallContext call = CallFor(ctx);
+  if (begun.sled_id) {
+    // The new instance's port gives the address up, whatever the dataplane node got to (its
+    // own cleanup does not run when it stopped after its effect).
+    if (auto sled = d.dataplane.Sled(*begun.sled_id); sled) {
+      auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
+      if (Status s = (*sled)->RemoveExternalIp(p.instance_id, begun.ip, call); !s) {
+        LogBestEffort(ctx, "sled remove", s.error());
+      }
+    }
+  }
+  if (back.sled) {
+    if (auto sled = d.dataplane.Sled(back.sled->id); sled) {
+      if (Status s = (*sled)->AddExternalIp(from, begun.ip, call); !s) {
+        LogBestEffort(ctx, "sled re-add", s.error());
+      }
+    }
+  }
+  if (begun.from_sled_id && (!back.sled || back.sled->id != *begun.from_sled_id)) {
+    if (auto sled = d.dataplane.Sled(*begun.from_sled_id); sled) {
+      if (Status s = (*sled)->RemoveExternalIp(from, begun.ip, call); !s) {
+        LogBestEffort(ctx, "old sled remove", s.error());
+      }
+    }
+  }
+  return Ok();
 }
 
 Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
   if (!begun.do_saga) return Ok();
+  if (begun.from_instance_id) return UndoMove(d, ctx, begun);
   FP_TRY(d.ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
     // Run again after a crash inside it, this undo may find the address attached since by a
     // later operation: its NAT row is not this saga's to remove.

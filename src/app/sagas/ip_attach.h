@@ -7,6 +7,12 @@
 // complete (database: `attached`). With the saga row written in the first node's transaction
 // and the dataplane node unlogged, an attach costs two durable commits.
 //
+// A move (allow_reassociation, a floating IP attached to another instance) is the same saga:
+// begin takes the IP from the other instance and replaces its NAT row in one transaction;
+// dataplane adds the address to the new port, syncs the switches (one change each), and
+// removes it from the old port; its undo gives the IP back to the old instance if it can still
+// take it, else leaves it detached.
+//
 // Nodes: begin -> dataplane -> complete. Outputs: IpBegun (begin), IpCompleted (complete).
 
 #include <optional>
@@ -30,9 +36,11 @@ struct IpAttachSagaParams {
   // Ephemeral only: SelectorOf(pool, ip_version).
   std::optional<NameOrId> pool;
   std::optional<IpVersion> ip_version;
+  // Floating only: a floating IP attached to another instance moves from it in this saga.
+  bool allow_reassociation = false;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IpAttachSagaParams, kind, ip_id, instance_id,
-                                                silo_id, pool, ip_version)
+                                                silo_id, pool, ip_version, allow_reassociation)
 
 std::vector<saga::Node> IpAttachNodes();
 saga::SagaDag IpAttachSaga(const IpAttachSagaParams& params);

@@ -39,13 +39,52 @@ Status ProgramDetach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& in
   return Ok();
 }
 
+// A move: the new instance's port gains the address before the switches send it there, and
+// the old instance's port loses it after. On failure undoes what it did on the new sled; the
+// old one was not touched yet.
+Status ProgramMove(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                   const IpBegun& begun) {
+  const agents::CallContext call = CallFor(ctx);
+  agents::SledAgentClient* sled = nullptr;
+  if (begun.sled_id) {
+    sled = FP_TRY(d.dataplane.Sled(*begun.sled_id));
+    if (Status added = sled->AddExternalIp(instance_id, begun.ip, call); !added) {
+      if (auto s = sled->RemoveExternalIp(instance_id, begun.ip, call); !s) {
+        LogBestEffort(ctx, "sled remove", s.error());
+      }
+      return added;
+    }
+  }
+  if (Status synced = d.nat.Sync(call); !synced) {
+    if (sled) {
+      if (auto s = sled->RemoveExternalIp(instance_id, begun.ip, call); !s) {
+        LogBestEffort(ctx, "sled remove", s.error());
+      }
+    }
+    return synced;
+  }
+  if (begun.from_sled_id && begun.from_instance_id) {
+    auto old = d.dataplane.Sled(*begun.from_sled_id);
+    if (!old) {
+      LogBestEffort(ctx, "old sled remove", old.error());
+    } else if (Status removed = (*old)->RemoveExternalIp(*begun.from_instance_id, begun.ip, call);
+               !removed) {
+      LogBestEffort(ctx, "old sled remove", removed.error());
+    }
+  }
+  return Ok();
+}
+
 }  // namespace
 
 IpBegun BegunOf(const db::AttachStep& step) {
-  return IpBegun{.ip_id = step.ip.id,
-                 .do_saga = step.do_saga,
-                 .sled_id = step.sled ? std::optional<Uuid>(step.sled->id) : std::nullopt,
-                 .ip = step.ip.ip};
+  return IpBegun{
+      .ip_id = step.ip.id,
+      .do_saga = step.do_saga,
+      .sled_id = step.sled ? std::optional<Uuid>(step.sled->id) : std::nullopt,
+      .ip = step.ip.ip,
+      .from_instance_id = step.from_instance,
+      .from_sled_id = step.from_sled ? std::optional<Uuid>(step.from_sled->id) : std::nullopt};
 }
 
 Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const saga::Json& output) {
@@ -58,6 +97,10 @@ Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const saga::Json& outpu
 Result<saga::Json> RunDataplane(SagaDeps& d, const saga::ActionContext& ctx,
                                 const Uuid& instance_id, bool attach) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
+  if (attach && begun.do_saga && begun.from_instance_id) {
+    FP_CHECK_OK(ProgramMove(d, ctx, instance_id, begun));
+    return saga::Json::object();
+  }
   if (!begun.do_saga || !begun.sled_id) return saga::Json::object();
   FP_CHECK_OK(attach ? ProgramAttach(d, ctx, instance_id, *begun.sled_id, begun.ip)
                      : ProgramDetach(d, ctx, instance_id, *begun.sled_id, begun.ip));

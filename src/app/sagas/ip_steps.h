@@ -20,14 +20,18 @@ namespace fp::app {
 
 // The output of node `begin`: the IP the saga moves, whether it moves it at all (`do_saga`:
 // false when it already is where the operation asks), and the sled of the instance if it runs
-// on one (its port then changes).
+// on one (its port then changes). An attach that moves a floating IP from another instance
+// (allow_reassociation) names that instance and its sled, if it ran on one.
 struct IpBegun {
   Uuid ip_id;
   bool do_saga = false;
   std::optional<Uuid> sled_id;
   IpAddr ip;
+  std::optional<Uuid> from_instance_id;
+  std::optional<Uuid> from_sled_id;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IpBegun, ip_id, do_saga, sled_id, ip)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IpBegun, ip_id, do_saga, sled_id, ip,
+                                                from_instance_id, from_sled_id)
 
 IpBegun BegunOf(const db::AttachStep& step);
 
@@ -48,8 +52,11 @@ Result<model::ExternalIp> IpOfOutcome(db::Datastore& ds, const saga::Json& outpu
 
 // The dataplane node of ip_attach (`attach`) or ip_detach: nothing to do unless the begin node
 // moved the IP of an instance that runs on a sled; then tells the switch and the sled's port.
-// Unlogged: on failure it takes back what it did on the sled, so that it leaves nothing
-// behind; the begin node's undo removes the NAT row.
+// A move (from_instance_id) first gives the address to the new instance's port, then tells the
+// switches (which retarget it in one change), then takes it from the old instance's port (best
+// effort: that sled may be the one that failed; the sled watcher finishes the job when it
+// answers again). Unlogged: on failure it takes back what it did on the sled, so that it
+// leaves nothing behind; the begin node's undo puts the NAT row back.
 Result<saga::Json> RunDataplane(SagaDeps& d, const saga::ActionContext& ctx,
                                 const Uuid& instance_id, bool attach);
 // Its undo on the sled's port (best effort: the sled watcher reconciles ports).
