@@ -641,6 +641,42 @@ TEST_F(MoveSagaTest, AFailedMoveGivesTheIpBackOnlyToAnInstanceThatCanTakeIt) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
+// Either instance migrated while the move runs (between its first node and the rest): the
+// source's migration takes its other addresses and not the moving one; the target's waits
+// for the move (503), as it does for an attach under way. Either way the IP ends on the target,
+// in every place.
+TEST_F(MoveSagaTest, AMigrationOfEitherInstanceMidMoveLeavesTheIpOnTheTarget) {
+  auto [a, b, fip] = APairWithTheIpOnA();
+  // First a -> b while a (the source) migrates, then b -> a while a (the target) migrates.
+  for (const bool source : {true, false}) {
+    const model::Instance& vm = a;
+    Status migrated = Ok();
+    Faults("ip_attach", {.call_after_node = 0, .after_node_call = [&] {
+                           auto now = *instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt);
+                           Uuid dst = *now.sled_id == sled_ids_[0] ? sled_ids_[1] : sled_ids_[0];
+                           auto m = instances_->Migrate(Unrecorded{actor_}, NameOrId(vm.id),
+                                                        std::nullopt, dst);
+                           migrated = m ? Ok() : Status(Fail(m.error()));
+                         }});
+    const model::Instance& to = source ? b : a;
+    auto moved = Move(to, fip);
+    ASSERT_TRUE(moved) << moved.error().message();
+    if (source) {
+      EXPECT_TRUE(migrated) << migrated.error().message();
+    } else {
+      ASSERT_FALSE(migrated);
+      EXPECT_EQ(migrated.error().kind(), ErrorKind::kServiceUnavailable)
+          << migrated.error().message();
+    }
+    Faults("ip_attach", {});
+    auto now = *instances_->Lookup(actor_, NameOrId(to.id), std::nullopt);
+    ExpectOn(fip, now, source ? "moved to b while a migrated" : "moved to a, which migrated");
+    watcher_->WatchOnce();
+    ExpectOn(fip, now, "after a watcher pass");
+  }
+  ExpectNoSagaStuckOrUnfinished();
+}
+
 // The instance the IP would move from is stopping: the move waits for it (503), as a detach
 // from it would.
 TEST_F(MoveSagaTest, AMoveFromAnInstanceBetweenStatesIsRetriedLater) {

@@ -309,6 +309,101 @@ def test_a_migrated_instance_keeps_answering_on_its_floating_ip_from_the_new_sle
     assert answer.startswith("host=mover client=192.0.2.10:"), answer
 
 
+# Run inside a namespace: for `duration` seconds, one UDP probe every `interval` seconds to the
+# address, each from a socket (source port) of its own, so that each is a flow of its own; print
+# "ready", then a JSON list of {sent, at, answer} (CLOCK_MONOTONIC seconds, which every process
+# shares; `at` and `answer` absent for a probe not answered within one second).
+PROBE = r"""
+import json, selectors, socket, sys, time
+ip, duration, interval = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+sel = selectors.DefaultSelector()
+probes = []
+print("ready", flush=True)
+start = time.monotonic()
+next_send = start
+while True:
+    now = time.monotonic()
+    sending = now < start + duration
+    if not sending and not sel.get_map():
+        break
+    if sending and now >= next_send:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setblocking(False)
+        s.connect((ip, 80))
+        probe = {"sent": now}
+        s.send(b"?")
+        sel.register(s, selectors.EVENT_READ, probe)
+        probes.append(probe)
+        next_send += interval
+    for key, _ in sel.select(max(0.0, min(next_send - time.monotonic(), 0.005))):
+        try:
+            key.data["answer"] = key.fileobj.recv(512).decode().strip()
+            key.data["at"] = time.monotonic()
+        except OSError:
+            pass
+        sel.unregister(key.fileobj)
+        key.fileobj.close()
+    for key in list(sel.get_map().values()):
+        if time.monotonic() - key.data["sent"] > 1.0:
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+print(json.dumps(probes), flush=True)
+"""
+
+
+def test_a_floating_ip_moved_in_one_step_is_answered_by_the_new_instance_only(linux_rack):
+    """Issue 25, item 4: probes stream at a floating IP while an attach with
+    allow_reassociation moves it to an instance on the other sled. Every probe sent before the
+    move began is answered by the old instance, every probe sent after its answer by the new one
+    (none by the old), and the gap in between is reported."""
+    lab, admin, _ = linux_rack
+    ext = f"{lab}-ext"
+    old = make_instance(admin, PROJECT, "old")
+    new = make_instance(admin, PROJECT, "new")
+    for instance in (old, new):
+        wait_run_state(admin, instance["id"], "running")
+    assert sled_of(admin, old["id"]) != sled_of(admin, new["id"])
+    fip = make_fip(admin, PROJECT, "moving", from_pool("public"))
+    expect(attach_fip(admin, fip["id"], old["id"]), 202)
+    assert fetch(ext, fip["ip"], kind="udp").startswith("host=old client=192.0.2.10:")
+
+    interval = 0.002
+    prober = subprocess.Popen(["ip", "netns", "exec", ext, "python3", "-c", PROBE, fip["ip"],
+                               "2.0", str(interval)], stdout=subprocess.PIPE, text=True)
+    assert prober.stdout.readline().strip() == "ready"
+    time.sleep(0.8)
+    began = time.monotonic()
+    moved = expect(admin.post(f"/v1/floating-ips/{fip['id']}/attach",
+                              {"kind": "instance", "parent": new["id"],
+                               "allow_reassociation": True}), 202)
+    answered = time.monotonic()
+    assert moved["instance_id"] == new["id"]
+    probes = json.loads(prober.stdout.readline())
+    prober.wait(timeout=10)
+
+    def host(probe):
+        return probe.get("answer", "").split(" ")[0]
+
+    before = [p for p in probes if p["sent"] < began]
+    after = [p for p in probes if p["sent"] > answered]
+    during = [p for p in probes if began <= p["sent"] <= answered]
+    assert len(before) > 100 and len(after) > 100, (len(before), len(after))
+    assert [p for p in before if host(p) != "host=old"] == [], "before the move: the old one"
+    assert [p for p in after if host(p) == "host=old"] == [], "after the answer: never the old"
+    assert [p for p in after if host(p) != "host=new"] == [], "after the answer: the new one"
+    # The gap: from the old instance's last answer to the new one's first, and the probes sent
+    # during the move that nobody answered.
+    last_old = max(p["at"] for p in probes if host(p) == "host=old")
+    first_new = min(p["at"] for p in probes if host(p) == "host=new")
+    lost = [p for p in during if "answer" not in p]
+    print(f"\nmove of a floating IP across sleds: the call took {(answered - began) * 1000:.1f} ms; "
+          f"{len(during)} probes sent during it (one every {interval * 1000:.0f} ms), "
+          f"{len(lost)} unanswered; last answer from the old instance "
+          f"{(last_old - began) * 1000:.1f} ms after the call began, first from the new one "
+          f"{(first_new - began) * 1000:.1f} ms after; gap "
+          f"{max(0.0, first_new - last_old) * 1000:.1f} ms")
+
+
 def test_a_restarted_switch_agent_carries_every_attached_address_again(linux_rack,
                                                                        floatplane_bin, tmp_path,
                                                                        agent_secret_path):
