@@ -165,6 +165,10 @@ struct InstanceSpec {
   std::optional<IpAddr> snat_ip;     // with its port range
   int snat_first_port = 0;
   int snat_last_port = 0;
+  // The IPv6 SNAT block (an addition: absent for agents and servers from before it).
+  std::optional<IpAddr> snat6_ip;
+  int snat6_first_port = 0;
+  int snat6_last_port = 0;
 
   bool operator==(const InstanceSpec&) const = default;
   nlohmann::json ToJson() const;
@@ -172,14 +176,16 @@ struct InstanceSpec {
 };
 
 // An instance as its sled sees it. `external_ips` are the addresses on the VM's port: the
-// floating and ephemeral addresses in the order they were added, then the SNAT address last if
-// the instance has one; `snat_ip` says which one that is (an addition to the wire format:
-// tools that only read `external_ips` see every address the port answers on).
+// floating and ephemeral addresses in the order they were added, then the SNAT addresses last
+// (IPv4, then IPv6) if the instance has them; `snat_ip` and `snat6_ip` say which ones those are
+// (additions to the wire format: tools that only read `external_ips` see every address the port
+// answers on).
 struct SledInstance {
   Uuid id;
   VmState state = VmState::kStopped;
   std::vector<IpAddr> external_ips;
   std::optional<IpAddr> snat_ip;
+  std::optional<IpAddr> snat6_ip;
   // Times the VM has come up (starting -> running) since the sled registered it: a reboot
   // adds one, a migration starts over at the destination. 0 when the sled does not say.
   int64_t boots = 0;

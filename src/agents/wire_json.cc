@@ -201,6 +201,7 @@ Result<SledInstance> ParseSledInstance(const Json& j, std::string path) {
   s.state = *parsed;
   s.external_ips = FP_TRY(f.IpList("external_ips"));
   s.snat_ip = FP_TRY(f.OptIp("snat_ip"));
+  s.snat6_ip = FP_TRY(f.OptIp("snat6_ip"));
   s.boots = FP_TRY(f.OptInt("boots", 0, std::numeric_limits<int64_t>::max(), 0));
   return s;
 }
@@ -320,7 +321,10 @@ Json InstanceSpec::ToJson() const {
           {"external_ips", IpList(external_ips)},
           {"snat_ip", OptIp(snat_ip)},
           {"snat_first_port", snat_first_port},
-          {"snat_last_port", snat_last_port}};
+          {"snat_last_port", snat_last_port},
+          {"snat6_ip", OptIp(snat6_ip)},
+          {"snat6_first_port", snat6_first_port},
+          {"snat6_last_port", snat6_last_port}};
 }
 
 Result<InstanceSpec> InstanceSpec::FromJson(const Json& j) {
@@ -343,6 +347,12 @@ Result<InstanceSpec> InstanceSpec::FromJson(const Json& j) {
   if (s.snat_first_port > s.snat_last_port) {
     return Fail(f.Invalid("snat_last_port", "must not be below snat_first_port"));
   }
+  s.snat6_ip = FP_TRY(f.OptIp("snat6_ip"));
+  s.snat6_first_port = static_cast<int>(FP_TRY(f.OptInt("snat6_first_port", 0, 65535, 0)));
+  s.snat6_last_port = static_cast<int>(FP_TRY(f.OptInt("snat6_last_port", 0, 65535, 0)));
+  if (s.snat6_first_port > s.snat6_last_port) {
+    return Fail(f.Invalid("snat6_last_port", "must not be below snat6_first_port"));
+  }
   return s;
 }
 
@@ -351,6 +361,7 @@ Json SledInstance::ToJson() const {
           {"state", ToString(state)},
           {"external_ips", IpList(external_ips)},
           {"snat_ip", OptIp(snat_ip)},
+          {"snat6_ip", OptIp(snat6_ip)},
           {"boots", boots}};
 }
 

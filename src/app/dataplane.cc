@@ -55,10 +55,14 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
   }
   for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps(ds, instance_id))) {
     if (e.state != model::AttachState::kAttached) continue;
-    if (e.kind == model::IpKind::kSnat) {
+    if (e.kind == model::IpKind::kSnat && e.ip.version() == IpVersion::kV4) {
       spec.snat_ip = e.ip;
       spec.snat_first_port = e.first_port;
       spec.snat_last_port = e.last_port;
+    } else if (e.kind == model::IpKind::kSnat) {
+      spec.snat6_ip = e.ip;
+      spec.snat6_first_port = e.first_port;
+      spec.snat6_last_port = e.last_port;
     } else {
       spec.external_ips.push_back(e.ip);
     }

@@ -46,6 +46,62 @@ TEST_F(InstanceSagaTest, CreateFailingAtEachNodeLeavesACleanSlate) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
+// Issue 25 item 3: with a default IPv6 pool, a dual-stack instance takes an IPv6 SNAT block
+// besides its IPv4 one; both reach the switch and the sled (the spec's snat6 fields); a create
+// failing at any node leaves neither; the delete releases both. An IPv6-only instance takes
+// none (as in Oxide), nor one created without SNAT.
+TEST_F(InstanceSagaTest, ADualStackInstanceTakesAnIpv6SnatBlockFromTheDefaultIpv6Pool) {
+  model::PoolCreate pc;
+  pc.id = Uuid::Random();
+  pc.name = "v6";
+  pc.description = "";
+  pc.ip_version = IpVersion::kV6;
+  auto v6 = *db::PoolCreate(*ds, pc);
+  ASSERT_TRUE(db::RangeAdd(*ds, v6.id, Uuid::Random(), db::testing::Range("fd00::10", "fd00::13")));
+  ASSERT_TRUE(db::Link(*ds, v6.id, NameOrId(silo_.id), true));
+  World before = Observe();
+  for (int node = 0; node < kCreateNodes; ++node) {
+    Faults("instance_create", {.fail_node = node});
+    ASSERT_FALSE(instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("dual", true)));
+    EXPECT_EQ(Observe(), before) << "after failing node " << node;
+  }
+  Faults("instance_create", {});
+  model::Instance vm = Running("dual");
+  std::vector<std::string> snat;
+  for (const auto& e : *db::InstanceExternalIps(*ds, vm.id)) {
+    if (e.kind == model::IpKind::kSnat) snat.push_back(e.ip.ToString());
+  }
+  EXPECT_EQ(snat, (std::vector<std::string>{"10.0.0.0", "fd00::10"}));
+  World w = Observe();
+  EXPECT_EQ(w.nat_rows.size(), 2u);
+  EXPECT_EQ(w.switch_nat, w.nat_rows);
+  auto vms = sled_sims_[0]->Instances();
+  for (const auto& other : sled_sims_[1]->Instances()) vms.push_back(other);
+  ASSERT_EQ(vms.size(), 1u);
+  EXPECT_EQ(vms[0].snat6_ip, IpAddr::Parse("fd00::10").value());
+  EXPECT_EQ(db::Utilization(*ds, v6.id)->remaining, 3);
+
+  auto v6_only = Params("six", false);
+  v6_only.nic = model::NicKind::kIpv6;
+  auto six = instances_->Create(Unrecorded{actor_}, ByName("p1"), v6_only);
+  ASSERT_TRUE(six) << six.error().message();
+  EXPECT_TRUE(db::InstanceExternalIps(*ds, six->id)->empty());
+  auto dark = Params("dark", false);
+  dark.snat = false;
+  auto none = instances_->Create(Unrecorded{actor_}, ByName("p1"), dark);
+  ASSERT_TRUE(none) << none.error().message();
+  EXPECT_TRUE(db::InstanceExternalIps(*ds, none->id)->empty());
+
+  ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    watcher_->WatchOnce();
+    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->state ==
+           model::InstanceState::kNoVmm;
+  }));
+  ASSERT_TRUE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
+  EXPECT_EQ(db::Utilization(*ds, v6.id)->remaining, 4) << "the delete released the IPv6 block";
+}
+
 TEST_F(InstanceSagaTest, CreateUndoRunTwiceStillCleans) {
   World before = Observe();
   for (int node = 1; node < kCreateNodes; ++node) {

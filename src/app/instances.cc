@@ -124,7 +124,8 @@ Result<model::Instance> Instances::Create(const RequestContext& rq, const NameOr
                                        .nic = params.nic,
                                        .start = params.start,
                                        .external_ips = {},
-                                       .snat = params.snat};
+                                       .snat = params.snat,
+                                       .snat6_id = Uuid::Random()};
   // Floating IPs are resolved now, so that lookup errors (404, other project) come before
   // anything is created.
   for (const RequestedExternalIp& r : params.external_ips) {

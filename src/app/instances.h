@@ -69,7 +69,9 @@ struct InstanceCreateParams {
   model::NicKind nic = model::NicKind::kDualStack;
   bool start = true;
   std::vector<RequestedExternalIp> external_ips;  // attached in the create saga, in order
-  bool snat = true;  // an outbound SNAT block for an IPv4 interface (floatplane's `snat`)
+  // Outbound SNAT blocks (floatplane's `snat`): IPv4 for an IPv4 interface, IPv6 too for a
+  // dual-stack one when the silo has a default IPv6 pool.
+  bool snat = true;
 };
 
 // The instances service: lookups, the operations, and the sagas that carry them out (each

@@ -26,7 +26,7 @@ void ReconcilePort(const model::Instance& instance, const std::vector<model::Ext
   }
   std::set<IpAddr> on_port;
   for (const IpAddr& ip : vm.external_ips) {
-    if (!vm.snat_ip || ip != *vm.snat_ip) on_port.insert(ip);
+    if (ip != vm.snat_ip && ip != vm.snat6_ip) on_port.insert(ip);
   }
   for (const IpAddr& ip : on_port) {
     if (attached.count(ip) || moving.count(ip)) continue;

@@ -425,8 +425,19 @@ Result<std::map<Uuid, std::vector<ExternalIp>>> ExternalIpsOnSled(Datastore& ds,
   });
 }
 
+namespace {
+constexpr std::string_view kDefaultPool =
+    "SELECT l.ip_pool_id FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
+    "WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' AND "
+    "l.ip_version = ? AND p.time_deleted IS NULL AND p.assignment = 'silos'";
+}  // namespace
+
+Result<bool> SiloHasDefaultPoolIn(Tx& tx, const Uuid& silo_id, IpVersion version) {
+  return FP_TRY(tx.QueryRow(kDefaultPool, silo_id, std::string(ToString(version)))).has_value();
+}
+
 Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
-                                  const Uuid& silo_id) {
+                                  const Uuid& silo_id, IpVersion version) {
   auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", snat_id));
   if (existing) {
     if (!existing->IsNull(0)) {
@@ -435,25 +446,28 @@ Result<ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& insta
     }
     return ExternalIpGetIn(tx, snat_id);
   }
-  auto pool = FP_TRY(tx.QueryRow(
-      "SELECT l.ip_pool_id FROM ip_pool_silo_link l JOIN ip_pool p ON p.id = l.ip_pool_id "
-      "WHERE l.silo_id = ? AND l.is_default = 1 AND l.pool_type = 'unicast' AND "
-      "l.ip_version = 'v4' AND p.time_deleted IS NULL AND p.assignment = 'silos'",
-      silo_id));
-  if (!pool) return Fail(Error::NotFound("default unicast IPv4 pool for current silo"));
+  const bool v4 = version == IpVersion::kV4;
+  auto pool = FP_TRY(tx.QueryRow(kDefaultPool, silo_id, std::string(ToString(version))));
+  if (!pool) {
+    return Fail(Error::NotFound(
+        fmt::format("default unicast IPv{} pool for current silo", v4 ? '4' : '6')));
+  }
   Uuid pool_id = FP_TRY(UuidColumn(*pool, 0));
   auto block = AllocateSnatBlock(tx, pool_id);
   if (!block) {
     return Fail(NoneFreeIn(tx, block.error(), pool_id,
-                           "for the instance's SNAT address (every instance with an IPv4 "
-                           "interface takes a quarter of an address from the silo's default "
-                           "IPv4 pool)"));
+                           v4 ? "for the instance's SNAT address (every instance with an IPv4 "
+                                "interface takes a quarter of an address from the silo's default "
+                                "IPv4 pool)"
+                              : "for the instance's IPv6 SNAT address (every dual-stack instance "
+                                "takes a quarter of an address from the silo's default IPv6 pool, "
+                                "when the silo has one)"));
   }
   AllocatedAddress a = *block;
-  QuotaHolder holder = FP_TRY(
-      CheckInstanceIpQuotaIn(tx, instance_id,
-                             IpCharge{a.ip.version(), (a.last_port - a.first_port + 1) / 16384,
-                                      "the instance's SNAT block"}));
+  QuotaHolder holder = FP_TRY(CheckInstanceIpQuotaIn(
+      tx, instance_id,
+      IpCharge{a.ip.version(), (a.last_port - a.first_port + 1) / 16384,
+               v4 ? "the instance's SNAT block" : "the instance's IPv6 SNAT block"}));
   FP_TRY(
       tx.Exec("INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
               "first_port, last_port, state, time_created, time_modified, quota_project_id, "

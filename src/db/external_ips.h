@@ -77,9 +77,13 @@ Result<std::vector<model::ExternalIp>> InstanceExternalIps(Reader ds, const Uuid
 Result<std::map<Uuid, std::vector<model::ExternalIp>>> ExternalIpsOnSled(Datastore& ds,
                                                                          const Uuid& sled_id);
 // Allocates the instance's SNAT block (kind snat, attached) with id `snat_id` from the silo's
-// default unicast IPv4 pool: NotFound `default unicast IPv4 pool for current silo` without one.
+// default unicast pool of `version`: NotFound `default unicast IPv4 pool for current silo`
+// without one. A re-run with the same id returns the same row.
 Result<model::ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
-                                         const Uuid& silo_id);
+                                         const Uuid& silo_id, IpVersion version = IpVersion::kV4);
+// Whether the silo has a default unicast pool of `version` (an IPv6 one gives dual-stack
+// instances their IPv6 SNAT).
+Result<bool> SiloHasDefaultPoolIn(Tx& tx, const Uuid& silo_id, IpVersion version);
 // Soft-deletes the external IP and returns its address (or SNAT block) to its pool; tolerates
 // its absence (the undo of SnatAllocateIn, and how an instance's delete releases its IPs).
 Status ExternalIpReleaseIn(Tx& tx, const Uuid& id);

@@ -26,8 +26,8 @@ from e2e_helpers import (ATTACHED_ELSEWHERE, DELETE_ATTACHED, MAX_EXTERNAL_IPS, 
                          explicit_pool, expect, from_pool, instance_action, instance_external_ips,
                          link, list_sagas, make_fip, make_instance, make_pool, make_project,
                          migrate, missing_stack_message, nat_key, same_ip, snat_block,
-                         utilization, view_instance, wait_external_ip_agreement, wait_run_state,
-                         wait_until)
+                         utilization, version_first, view_instance, wait_external_ip_agreement,
+                         wait_run_state, wait_until)
 
 PROJECT = "rootbeer-float"
 
@@ -66,6 +66,11 @@ def stopped_instance(admin, name, **kwargs):
 
 def fip_view(admin, fip):
     return expect(admin.get(f"/v1/floating-ips/{fip['id']}"), 200)
+
+
+# The SNAT blocks of a dual-stack instance here: IPv4 and IPv6, since the silo has a default
+# pool of each (floatplane's IPv6 SNAT; Oxide would list one).
+DUAL_STACK_SNAT = ["snat", "snat"]
 
 
 def kinds(items):
@@ -242,7 +247,7 @@ def test_floating_ip_attach_fail_between_projects(rootbeer):
     assert_error(attach_fip(admin, "elsewhere", "stay-home", project="proj2"), 404,
                  "ObjectNotFound", 'not found: instance with name "stay-home"')
     assert fip_view(admin, fip)["instance_id"] is None
-    assert kinds(instance_external_ips(admin, instance["id"])) == ["snat"]
+    assert kinds(instance_external_ips(admin, instance["id"])) == DUAL_STACK_SNAT
     assert_off_dataplane(rack, fip["ip"])
     assert "done" not in saga_states(admin, "ip_attach")
     wait_external_ip_agreement(rack, [PROJECT, "proj2"])
@@ -256,13 +261,13 @@ def test_external_ip_attach_fail_if_in_use_by_other(rootbeer):
     for instance, fip in zip(instances, fips):
         wait_run_state(admin, instance["id"], "running")
         expect(attach_fip(admin, fip["id"], instance["id"]), 202)
-    nat_before = sorted(map(nat_key, rack.nat_entries()))
+    nat_before = sorted(map(nat_key, rack.nat_entries()), key=version_first)
 
     body = assert_error(attach_fip(admin, fips[1]["id"], instances[0]["id"]), 400,
                         "InvalidRequest", startswith=ATTACHED_ELSEWHERE)
     assert "second-owner" in body["message"], f"the refusal must name the holder: {body}"
     assert fip_view(admin, fips[1])["instance_id"] == instances[1]["id"]
-    assert sorted(map(nat_key, rack.nat_entries())) == nat_before
+    assert sorted(map(nat_key, rack.nat_entries()), key=version_first) == nat_before
     assert_on_dataplane(rack, instances[1]["id"], fips[1]["ip"])
     assert_on_dataplane(rack, instances[0]["id"], fips[0]["ip"])
     wait_external_ip_agreement(rack, [PROJECT])
@@ -314,11 +319,11 @@ def test_external_ip_attach_ephemeral_at_pool_exhaustion(rootbeer):
     assert eph["ip"] == "10.1.0.1" and eph["kind"] == "ephemeral", eph
     assert_error(attach_ephemeral(admin, second["id"], explicit_pool("other-pool")), 507,
                  "InsufficientCapacity", NO_ADDRESSES + ' in pool "other-pool" for an ephemeral IP')
-    assert kinds(instance_external_ips(admin, second["id"])) == ["snat"]
+    assert kinds(instance_external_ips(admin, second["id"])) == DUAL_STACK_SNAT
     # Idempotent even though the pool is exhausted.
     assert expect(attach_ephemeral(admin, first["id"], explicit_pool("other-pool")), 202) == eph
     assert utilization(admin, "other-pool") == (1, 0)
-    assert kinds(instance_external_ips(admin, first["id"])) == ["ephemeral", "snat"]
+    assert kinds(instance_external_ips(admin, first["id"])) == ["ephemeral", *DUAL_STACK_SNAT]
     wait_external_ip_agreement(rack, [PROJECT])
 
 
@@ -330,8 +335,8 @@ def test_ephemeral_ip_ip_version_conflict(rootbeer):
     for selector in (auto_pool(), None):  # an explicit auto selector, and the default body
         assert_error(attach_ephemeral(admin, iid, selector), 400, "InvalidRequest",
                      contains="Multiple")
-    assert kinds(instance_external_ips(admin, iid)) == ["snat"]
-    assert (used(admin, "default-v4"), used(admin, "default-v6")) == (1, 0)
+    assert kinds(instance_external_ips(admin, iid)) == DUAL_STACK_SNAT
+    assert (used(admin, "default-v4"), used(admin, "default-v6")) == (1, 1)
 
     # By instance name and project this time.
     v4 = expect(attach_ephemeral(admin, "dual-17", auto_pool("v4"), project=PROJECT), 202)
@@ -356,7 +361,7 @@ def test_ephemeral_ip_detach_requires_version_with_dual_stack(rootbeer):
     assert_on_dataplane(rack, iid, v6["ip"])
 
     assert_error(detach_ephemeral(admin, iid), 400, "InvalidRequest", TWO_EPHEMERAL)
-    assert kinds(instance_external_ips(admin, iid)) == ["ephemeral", "ephemeral", "snat"]
+    assert kinds(instance_external_ips(admin, iid)) == ["ephemeral", "ephemeral", *DUAL_STACK_SNAT]
     assert_on_dataplane(rack, iid, v4["ip"])
 
     assert expect(detach_ephemeral(admin, iid, "v4"), 204) is None
@@ -364,8 +369,8 @@ def test_ephemeral_ip_detach_requires_version_with_dual_stack(rootbeer):
     assert_on_dataplane(rack, iid, v6["ip"])
     assert expect(detach_ephemeral(admin, iid, "v6"), 204) is None
     assert_off_dataplane(rack, v6["ip"])
-    assert kinds(instance_external_ips(admin, iid)) == ["snat"]
-    assert (used(admin, "default-v4"), used(admin, "default-v6")) == (1, 0)
+    assert kinds(instance_external_ips(admin, iid)) == DUAL_STACK_SNAT
+    assert (used(admin, "default-v4"), used(admin, "default-v6")) == (1, 1)
     wait_external_ip_agreement(rack, [PROJECT])
 
 
@@ -406,10 +411,14 @@ def test_can_list_instance_snat_ip(rootbeer):
     """Scenario 23."""
     admin, rack = rootbeer.admin, rootbeer.rack
     iid = running_instance(admin, "snat-23")["id"]
-    assert instance_external_ips(admin, iid) == [{
-        "kind": "snat", "ip": "10.0.0.0", "ip_pool_id": rootbeer.v4["id"],
-        "first_port": 0, "last_port": 16383}]
-    assert [nat_key(e) for e in rack.nat_entries()] == [snat_block("10.0.0.0", 0)]
+    # And, floatplane's, the IPv6 block a dual-stack instance takes from the default IPv6 pool.
+    assert instance_external_ips(admin, iid) == [
+        {"kind": "snat", "ip": "10.0.0.0", "ip_pool_id": rootbeer.v4["id"],
+         "first_port": 0, "last_port": 16383},
+        {"kind": "snat", "ip": "fd00::", "ip_pool_id": rootbeer.v6["id"],
+         "first_port": 0, "last_port": 16383}]
+    assert sorted((nat_key(e) for e in rack.nat_entries()), key=version_first) == [
+        snat_block("10.0.0.0", 0), snat_block("fd00::", 0)]
     wait_external_ip_agreement(rack, [PROJECT])
 
 
@@ -457,22 +466,32 @@ def test_ephemeral_ip_idempotent_attach_with_exhausted_explicit_pool(rootbeer):
     assert v6["ip"] == "fd01::1", v6
     assert expect(attach_ephemeral(admin, iid, explicit_pool("tiny-v4")), 202) == v4
     assert utilization(admin, "tiny-v4") == (1, 0)
-    assert kinds(instance_external_ips(admin, iid)) == ["ephemeral", "ephemeral", "snat"]
+    assert kinds(instance_external_ips(admin, iid)) == ["ephemeral", "ephemeral", *DUAL_STACK_SNAT]
     assert_on_dataplane(rack, iid, v4["ip"])
     assert_on_dataplane(rack, iid, v6["ip"])
     wait_external_ip_agreement(rack, [PROJECT])
 
 
-def test_no_automatic_snat_for_ipv6(rootbeer):
-    """Scenario 27: a dual-stack instance gets one SNAT block, IPv4 only."""
+def test_a_dual_stack_instance_gets_an_ipv6_snat_block_too(rootbeer):
+    """Scenario 27, where floatplane differs (product.md, issue 25 item 3): Oxide gives a
+    dual-stack instance one SNAT block, IPv4 only; floatplane adds one from the silo's default
+    IPv6 pool, and an IPv6-only instance still takes none."""
     admin, rack = rootbeer.admin, rootbeer.rack
     iid = running_instance(admin, "dual-27", nic="default_dual_stack")["id"]
-    [snat] = instance_external_ips(admin, iid)
-    assert snat["kind"] == "snat" and ipaddress.ip_address(snat["ip"]).version == 4, snat
+    snat4, snat6 = instance_external_ips(admin, iid)
+    assert snat4["kind"] == "snat" and ipaddress.ip_address(snat4["ip"]).version == 4, snat4
+    assert snat6["kind"] == "snat" and ipaddress.ip_address(snat6["ip"]).version == 6, snat6
+    assert (snat6["first_port"], snat6["last_port"]) == (0, 16383)
     [(_, vm)] = rack.vms(iid)
-    assert same_ip(vm["snat_ip"], snat["ip"]), vm
-    assert [ipaddress.ip_address(e["external_ip"]).version for e in rack.nat_entries()] == [4]
-    assert used(admin, "default-v6") == 0
+    assert same_ip(vm["snat_ip"], snat4["ip"]) and same_ip(vm["snat6_ip"], snat6["ip"]), vm
+    assert sorted(ipaddress.ip_address(e["external_ip"]).version
+                  for e in rack.nat_entries()) == [4, 6]
+    assert used(admin, "default-v6") == 1
+    v6_only = running_instance(admin, "v6-only-27", nic="default_ipv6")["id"]
+    assert instance_external_ips(admin, v6_only) == []
+    # Without SNAT asked for, neither.
+    none = running_instance(admin, "no-snat-27", nic="default_dual_stack", snat=False)["id"]
+    assert instance_external_ips(admin, none) == []
     wait_external_ip_agreement(rack, [PROJECT])
 
 
@@ -541,7 +560,7 @@ def test_attach_and_detach_wait_out_starting_migrating_and_stopping(start_rack):
     expect(attach_fip(admin, "later", iid, project=PROJECT), 202)
     expect(detach_ephemeral(admin, iid, "v6"), 204)
     assert sorted(i.get("name", i["kind"]) for i in instance_external_ips(admin, iid)) == [
-        "late", "later", "snat"]
+        "late", "later", *DUAL_STACK_SNAT]
     wait_external_ip_agreement(rack, [PROJECT])
 
 
@@ -589,8 +608,9 @@ def test_instance_delete_detaches_floating_and_releases_ephemeral_and_snat(rootb
     eph4 = expect(attach_ephemeral(admin, iid, explicit_pool("eph-pool")), 202)
     eph6 = expect(attach_ephemeral(admin, iid, auto_pool("v6")), 202)
     expect(attach_fip(admin, fip["id"], iid), 202)
+    # default-v6: the IPv6 ephemeral address and the instance's IPv6 SNAT block's address.
     assert (used(admin, "default-v4"), used(admin, "eph-pool"), used(admin, "default-v6")) == (
-        2, 1, 1)
+        2, 1, 2)
 
     expect(instance_action(admin, iid, "stop"), 202)
     wait_run_state(admin, iid, "stopped")
@@ -641,7 +661,8 @@ def test_instance_create_with_external_ips(rootbeer, nic, fip_name, ephemeral_ve
     wait_run_state(admin, iid, "running")
     items = instance_external_ips(admin, iid)
     expected_kinds = (["ephemeral"] if ephemeral_version else []) + (
-        ["floating"] if fip_name else []) + (["snat"] if nic != "default_ipv6" else [])
+        ["floating"] if fip_name else []) + (["snat"] if nic != "default_ipv6" else []) + (
+        ["snat"] if nic == "default_dual_stack" else [])
     assert kinds(items) == expected_kinds, items
     if fip_name:
         fip = expect(admin.get(f"/v1/floating-ips/{fip_name}", params={"project": PROJECT}), 200)
@@ -649,7 +670,9 @@ def test_instance_create_with_external_ips(rootbeer, nic, fip_name, ephemeral_ve
         assert_on_dataplane(rack, iid, fip["ip"])
     if ephemeral_version == "v6":
         [eph] = by_kind(items, "ephemeral")
-        assert (eph["ip"], eph["ip_pool_id"]) == ("fd00::", rootbeer.v6["id"]), eph
+        # A dual-stack instance's IPv6 SNAT block took fd00:: first (its create's snat node).
+        first = "fd00::1" if nic == "default_dual_stack" else "fd00::"
+        assert (eph["ip"], eph["ip_pool_id"]) == (first, rootbeer.v6["id"]), eph
         assert_on_dataplane(rack, iid, eph["ip"])
     wait_external_ip_agreement(rack, [PROJECT])
 

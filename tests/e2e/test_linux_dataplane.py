@@ -258,6 +258,35 @@ def test_an_instance_created_without_snat_reaches_nothing_outside_until_it_has_a
     assert answer.startswith(f"host=internet client={attached['ip']}:"), answer
 
 
+def test_a_dual_stack_instance_goes_out_over_ipv6_as_its_snat_block(linux_rack, internet):
+    """Issue 25 item 3: with a default IPv6 pool in its silo, a dual-stack instance takes an IPv6
+    SNAT block besides its IPv4 one, and goes out over IPv6 as that address with a source port
+    in the block (Oxide has no IPv6 SNAT)."""
+    lab, admin, _ = linux_rack
+    make_pool(admin, "snat6", "2001:db8:f100::30", "2001:db8:f100::31", version="v6")
+    link(admin, "snat6", default=True)
+    internet6 = subprocess.Popen(["ip", "netns", "exec", f"{lab}-ext", "python3", "-c", INTERNET,
+                                  "2001:db8:e::10", "8080"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert internet6.stdout.readline().strip() == "ready"
+        instance = make_instance(admin, PROJECT, "dual")  # dual-stack interface (the default)
+        wait_run_state(admin, instance["id"], "running")
+        snats = {ipaddress.ip_address(i["ip"]).version: i
+                 for i in instance_external_ips(admin, instance["id"]) if i["kind"] == "snat"}
+        assert sorted(snats) == [4, 6], snats
+        namespace = vm_namespace(lab, instance["id"])
+        for version, server in ((6, "2001:db8:e::10"), (4, internet)):
+            answer = fetch(namespace, server, port=8080)
+            assert answer.startswith("host=internet client="), answer
+            source, port = answer[len("host=internet client="):].rsplit(":", 1)
+            snat = snats[version]
+            assert ipaddress.ip_address(source) == ipaddress.ip_address(snat["ip"]), (answer, snat)
+            assert snat["first_port"] <= int(port) <= snat["last_port"], (answer, snat)
+    finally:
+        internet6.kill()
+        internet6.wait()
+
+
 def test_an_ephemeral_ip_carries_traffic_until_detached(linux_rack):
     lab, admin, _ = linux_rack
     ext = f"{lab}-ext"

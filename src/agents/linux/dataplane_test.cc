@@ -142,6 +142,36 @@ TEST_F(DataplaneTest, AnInstanceBehindSnatGetsItsPingRepliesAndIcmpErrors) {
       << refused.error().message();
 }
 
+// IPv6 SNAT (floatplane's, not Oxide's): a dual-stack instance goes out over IPv6 as its SNAT
+// address with a port in its block, and what comes back (replies, ping replies, an ICMPv6
+// error) is steered to it by the block, beside its IPv4 SNAT block.
+TEST_F(DataplaneTest, ADualStackInstanceGoesOutOverIpv6AsItsSnatBlock) {
+  auto internet = Responder::Start(lab_.ns("ext"), "internet", 8080).value();
+  EXPECT_FALSE(Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 8080))
+      << "no IPv6 address of any kind: nothing gets out";
+  ASSERT_TRUE(switch_->Apply(
+      {}, {Entry("198.51.100.7", 0, 16384, 32767), Entry("2001:db8:f100::7", 0, 32768, 49151)}));
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {}, SnatBlock{Ip("198.51.100.7"), 16384, 32767},
+                                        SnatBlock{Ip("2001:db8:f100::7"), 32768, 49151}));
+  auto v6 = Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 8080);
+  ASSERT_TRUE(v6) << v6.error().message();
+  ASSERT_EQ(v6->substr(0, v6->rfind(':')), "host=internet client=[2001:db8:f100::7]");
+  int port = std::stoi(v6->substr(v6->rfind(':') + 1));
+  EXPECT_GE(port, 32768);
+  EXPECT_LE(port, 49151);
+  auto v4 = Fetch(sleds_[0]->VmNamespace(kVmA), "192.0.2.20", 8080);
+  ASSERT_TRUE(v4) << v4.error().message();
+  EXPECT_EQ(v4->substr(0, v4->rfind(':')), "host=internet client=198.51.100.7");
+  EXPECT_TRUE(InNs(sleds_[0]->VmNamespace(kVmA), {"ping", "-c", "1", "-W", "2", "2001:db8:e::10"}));
+  auto refused = Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 9, /*udp=*/true);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("Connection refused"), std::string::npos)
+      << refused.error().message();
+  // The block taken away: nothing gets out over IPv6 any more.
+  ASSERT_TRUE(sleds_[0]->SetExternalIps(kVmA, {}, SnatBlock{Ip("198.51.100.7"), 16384, 32767}));
+  EXPECT_FALSE(Fetch(sleds_[0]->VmNamespace(kVmA), "2001:db8:e::10", 8080));
+}
+
 TEST_F(DataplaneTest, AnIpv6AddressCarriesTcpUdpAndPingBothWaysUntilDetached) {
   const std::string address = "2001:db8:f100::10";
   EXPECT_FALSE(Fetch(lab_.ns("ext"), address, 80)) << "nothing attached yet";

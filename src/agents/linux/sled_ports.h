@@ -12,14 +12,14 @@
 //
 //   table inet fp_sled
 //     map port4_in, port6_in  external address -> n       (1:1 addresses; from the tunnel)
-//     map port4_blk           SNAT address . block -> n   (replies to SNAT flows, ICMP too)
+//     map port4_blk, port6_blk SNAT address . block -> n  (replies to SNAT flows, ICMP too)
 //     map port_if             veth -> n                   (from the instance)
 //     map zone_of             n -> conntrack zone n       (set before conntrack sees a packet)
 //     map fip4_in, fip6_in    external -> private          inbound 1:1 DNAT
 //     map fip4_out, fip6_out  veth -> external             the source of the instance's own
 //                                                          connections: its first 1:1 address
 //                                                          of that version (floating first)
-//     map snat4               veth -> SNAT address . ports  otherwise (IPv4 only, as Oxide)
+//     map snat4, snat6        veth -> SNAT address . ports  otherwise (IPv6 too, unlike Oxide)
 //     guards: from the tunnel only DNAT'd connections and replies get through (counter
 //     in_unattached); to the tunnel only NAT'd ones (counter out_no_eip)
 //
@@ -85,10 +85,12 @@ class SledPorts final : public PortDataplane {
   Status AddPort(const Uuid& id, const std::string& hostname, const PrivateIps& private_ips);
   // The port's whole external configuration, in one transaction; then the flush of what it
   // lost. `one_to_one` in order of preference for outbound connections. InvalidRequest for an
-  // address whose version the port has no private address of, a SNAT block that is not IPv4
-  // or not an aligned 16,384-port block; NotFound for an instance without a port.
+  // address whose version the port has no private address of, a SNAT block (`snat` IPv4,
+  // `snat6` IPv6) of another version or not an aligned 16,384-port block; NotFound for an
+  // instance without a port.
   Status SetExternalIps(const Uuid& id, const std::vector<IpAddr>& one_to_one,
-                        const std::optional<SnatBlock>& snat);
+                        const std::optional<SnatBlock>& snat,
+                        const std::optional<SnatBlock>& snat6 = std::nullopt);
   // Takes the port's addresses off (with their flush) and removes its namespace. Idempotent.
   Status RemovePort(const Uuid& id);
   std::string VmNamespace(const Uuid& id) const;
@@ -104,12 +106,13 @@ class SledPorts final : public PortDataplane {
     PrivateIps private_ips;
     std::vector<IpAddr> one_to_one;
     std::optional<SnatBlock> snat;
+    std::optional<SnatBlock> snat6;
     std::unique_ptr<Responder> responder;
   };
   SledPorts(std::unique_ptr<NetnsThread> thread, std::string vm_prefix)
       : thread_(std::move(thread)), vm_prefix_(std::move(vm_prefix)) {}
   Status Reconfigure(Port& port, const std::vector<IpAddr>& one_to_one,
-                     const std::optional<SnatBlock>& snat);
+                     const std::optional<SnatBlock>& snat, const std::optional<SnatBlock>& snat6);
   Status Plumb(const Port& port);  // on thread_
   uint32_t FreeNumber() const;
 

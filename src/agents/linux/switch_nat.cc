@@ -29,6 +29,9 @@ table inet fp_switch {
   map blk4 {
     typeof ip daddr . @th,32,2 : meta mark
   }
+  map blk6 {
+    typeof ip6 daddr . @th,32,2 : meta mark
+  }
   counter steered { }
   counter steered_icmp_err { }
   chain steer {
@@ -38,6 +41,9 @@ table inet fp_switch {
     meta l4proto { tcp, udp } meta mark set ip daddr . @th,16,2 map @blk4 counter name steered accept
     icmp type echo-reply meta mark set ip daddr . @th,32,2 map @blk4 counter name steered accept
     icmp type { destination-unreachable, time-exceeded, parameter-problem } meta mark set ip daddr . @th,224,2 map @blk4 counter name steered_icmp_err accept
+    meta l4proto { tcp, udp } meta mark set ip6 daddr . @th,16,2 map @blk6 counter name steered accept
+    icmpv6 type echo-reply meta mark set ip6 daddr . @th,32,2 map @blk6 counter name steered accept
+    icmpv6 type { destination-unreachable, packet-too-big, time-exceeded, parameter-problem } meta mark set ip6 daddr . @th,384,2 map @blk6 counter name steered_icmp_err accept
   }
 }
 )nft";
@@ -125,17 +131,12 @@ Status SwitchNat::CheckEntry(const NatEntry& e) {
         "ports",
         e.external_ip.ToString(), e.first_port, e.last_port, kBlockPorts)));
   }
-  if (e.external_ip.version() != IpVersion::kV4) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("NAT entry {} ports {}-{}: port blocks are for IPv4 addresses only",
-                    e.external_ip.ToString(), e.first_port, e.last_port)));
-  }
   return Ok();
 }
 
 SwitchNat::Key SwitchNat::KeyOf(const NatEntry& e) {
   if (e.first_port != 0 || e.last_port != 65535) {
-    return Key{"blk4",
+    return Key{e.external_ip.version() == IpVersion::kV4 ? "blk4" : "blk6",
                fmt::format("{} . {}", e.external_ip.ToString(), e.first_port / kBlockPorts)};
   }
   return Key{e.external_ip.version() == IpVersion::kV4 ? "ext4" : "ext6", e.external_ip.ToString()};
@@ -186,7 +187,7 @@ Status SwitchNat::CommitWhole(std::map<Key, uint32_t> next) {
 std::string SwitchNat::Whole(const std::map<Key, uint32_t>& next) {
   std::string commands =
       "flush map inet fp_switch ext4\nflush map inet fp_switch ext6\n"
-      "flush map inet fp_switch blk4\n";
+      "flush map inet fp_switch blk4\nflush map inet fp_switch blk6\n";
   for (const auto& [key, mark] : next) {
     commands +=
         fmt::format("add element inet fp_switch {} {{ {} : {:#x} }}\n", key.map, key.key, mark);
@@ -237,7 +238,7 @@ Status SwitchNat::ReplaceAll(const std::vector<NatEntry>& entries) {
 Result<std::vector<std::string>> SwitchNat::Dump() {
   std::vector<std::string> out;
   FP_CHECK_OK(thread_->Run([&]() -> Status {
-    for (std::string_view map : {"ext4", "ext6", "blk4"}) {
+    for (std::string_view map : {"ext4", "ext6", "blk4", "blk6"}) {
       nlohmann::json j = FP_TRY(nft_->ListJson(fmt::format("list map inet fp_switch {}", map)));
       for (const auto& item : j.value("nftables", nlohmann::json::array())) {
         if (!item.contains("map")) continue;

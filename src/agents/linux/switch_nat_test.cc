@@ -64,10 +64,12 @@ TEST_F(SwitchNatTest, EntriesGoIntoTheMapsOfTheirKindWithAMarkPerTarget) {
   ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1"),
                                Entry("198.51.100.7", 16384, 32767, "2001:db8:11::1"),
                                Entry("198.51.100.7", 49152, 65535, "2001:db8:10::1"),
-                               Entry("2001:db8:f100::5", 0, 65535, "2001:db8:10::1", 11)}));
+                               Entry("2001:db8:f100::5", 0, 65535, "2001:db8:10::1", 11),
+                               Entry("2001:db8:f100::6", 32768, 49151, "2001:db8:10::1")}));
   EXPECT_EQ(Dump(), (std::vector<std::string>{
                         "blk4 198.51.100.7 . 1 -> 0x101", "blk4 198.51.100.7 . 3 -> 0x100",
-                        "ext4 203.0.113.10 -> 0x100", "ext6 2001:db8:f100::5 -> 0x102"}));
+                        "blk6 2001:db8:f100::6 . 2 -> 0x100", "ext4 203.0.113.10 -> 0x100",
+                        "ext6 2001:db8:f100::5 -> 0x102"}));
   EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:11::1"), 10), 0x101u);
   EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:10::1"), 11), 0x102u) << "a mark per (sled, VNI)";
   EXPECT_EQ(nat_->MarkOf(Ip("2001:db8:12::1"), 10), std::nullopt);
@@ -98,7 +100,7 @@ TEST_F(SwitchNatTest, RangesTheSwitchCannotHoldAreRefusedAndChangeNothing) {
   ASSERT_TRUE(nat_->Apply({}, {Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")}));
   for (const NatEntry& bad : {Entry("198.51.100.7", 100, 200, "2001:db8:10::1"),
                               Entry("198.51.100.7", 16384, 32768, "2001:db8:10::1"),
-                              Entry("2001:db8:f100::5", 0, 16383, "2001:db8:10::1")}) {
+                              Entry("2001:db8:f100::5", 16384, 16399, "2001:db8:10::1")}) {
     Status s = nat_->Apply({Entry("203.0.113.10", 0, 65535, "2001:db8:10::1")}, {bad});
     ASSERT_FALSE(s);
     EXPECT_EQ(s.error().kind(), ErrorKind::kInvalidRequest) << s.error().message();

@@ -99,10 +99,13 @@ SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
   out.state = vm.state;
   out.external_ips = vm.spec.external_ips;
   out.snat_ip = vm.spec.snat_ip;
+  out.snat6_ip = vm.spec.snat6_ip;
   out.boots = vm.boots;
-  if (vm.spec.snat_ip && std::find(out.external_ips.begin(), out.external_ips.end(),
-                                   *vm.spec.snat_ip) == out.external_ips.end()) {
-    out.external_ips.push_back(*vm.spec.snat_ip);
+  for (const auto& snat : {vm.spec.snat_ip, vm.spec.snat6_ip}) {
+    if (snat && std::find(out.external_ips.begin(), out.external_ips.end(), *snat) ==
+                    out.external_ips.end()) {
+      out.external_ips.push_back(*snat);
+    }
   }
   return out;
 }
@@ -223,7 +226,7 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   } else {
     if (present != ips.end()) {
       ips.erase(present);
-    } else if (spec.snat_ip == ip) {
+    } else if (spec.snat_ip == ip || spec.snat6_ip == ip) {
       return Fail(Error::InvalidRequest(
           fmt::format("{} is the instance's SNAT address; it changes only with the instance spec",
                       ip.ToString())));

@@ -20,10 +20,13 @@ struct InstanceRecorded {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InstanceRecorded, instance_id)
 
 struct SnatAllocated {
-  IpAddr snat_ip;
+  std::optional<IpAddr> snat_ip;
   int first_port = 0;
+  std::optional<IpAddr> snat6_ip;
+  int snat6_first_port = 0;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SnatAllocated, snat_ip, first_port)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SnatAllocated, snat_ip, first_port, snat6_ip,
+                                                snat6_first_port)
 
 struct ExternalIpAttached {
   Uuid ip_id;
@@ -63,17 +66,30 @@ Status UndoRecord(db::Tx& tx, const ActionContext& ctx) {
 
 Result<Json> Snat(db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
-  // SNAT only for an IPv4 stack: no automatic IPv6 SNAT (Oxide #9683); none when the create
-  // asked for none.
-  if (!p.snat || (p.nic != model::NicKind::kIpv4 && p.nic != model::NicKind::kDualStack)) {
-    return Json::object();
+  // None when the create asked for none.
+  if (!p.snat) return Json::object();
+  SnatAllocated out;
+  if (p.nic == model::NicKind::kIpv4 || p.nic == model::NicKind::kDualStack) {
+    model::ExternalIp snat = FP_TRY(db::SnatAllocateIn(tx, p.snat_id, p.instance_id, p.silo_id));
+    out.snat_ip = snat.ip;
+    out.first_port = snat.first_port;
   }
-  model::ExternalIp snat = FP_TRY(db::SnatAllocateIn(tx, p.snat_id, p.instance_id, p.silo_id));
-  return Json(SnatAllocated{snat.ip, snat.first_port});
+  // A dual-stack instance's IPv6 too, from the silo's default IPv6 pool when it has one
+  // (product.md; Oxide has no IPv6 SNAT since #9683: its instances go out over IPv6 only
+  // through an ephemeral or floating address). An IPv6-only instance takes none, as in Oxide.
+  if (p.snat6_id && p.nic == model::NicKind::kDualStack &&
+      FP_TRY(db::SiloHasDefaultPoolIn(tx, p.silo_id, IpVersion::kV6))) {
+    model::ExternalIp snat =
+        FP_TRY(db::SnatAllocateIn(tx, *p.snat6_id, p.instance_id, p.silo_id, IpVersion::kV6));
+    out.snat6_ip = snat.ip;
+    out.snat6_first_port = snat.first_port;
+  }
+  return Json(out);
 }
 
 Status UndoSnat(db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<InstanceCreateSagaParams>(ctx));
+  if (p.snat6_id) FP_CHECK_OK(db::ExternalIpReleaseIn(tx, *p.snat6_id));
   return db::ExternalIpReleaseIn(tx, p.snat_id);
 }
 

@@ -48,11 +48,14 @@ struct InstanceCreateSagaParams {
   // An outbound SNAT block for an IPv4 interface (false: none; logs from before it was a
   // choice read as true).
   bool snat = true;
+  // With `snat`, the id of a dual-stack instance's IPv6 SNAT block, taken when the silo has a
+  // default IPv6 pool (absent in logs from before IPv6 SNAT: none).
+  std::optional<Uuid> snat6_id;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InstanceCreateSagaParams, instance_id, nic_id,
                                                 snat_id, project_id, silo_id, name, description,
                                                 hostname, ncpus, memory, nic, start, external_ips,
-                                                snat)
+                                                snat, snat6_id)
 
 // The output of the last node, `finish`: the created row, which a replay of a create that did
 // not start the instance answers with (Instances::InstanceOfSaga). Absent in the outputs of
