@@ -130,7 +130,7 @@ test('watches an instance go from starting to running, and the 503 of an attach 
   await expect(row(page, 'External IPs', 'door')).toContainText('floating')
 })
 
-test('an attach refused because the IP is attached elsewhere names the holder', async ({ page }) => {
+test('an attach refused because the IP is attached elsewhere names the holder; Reassign moves it in one step', async ({ page }) => {
   const project = await freshProject('holder named')
   await Promise.all([createInstance(project, 'a-1'), createInstance(project, 'b-1')])
   await admin()('POST', '/v1/floating-ips', {
@@ -147,6 +147,21 @@ test('an attach refused because the IP is attached elsewhere names the holder', 
   await attach.getByRole('button', { name: 'Attach' }).click()
   await expect(attach.getByRole('alert')).toContainText('is attached to instance "a-1"; detach it first')
   await expect(attach.getByRole('alert')).toContainText('request id')
+  await attach.getByRole('button', { name: 'Cancel' }).click()
+
+  // The move the error suggests, from the list: the holder is not offered, the other instance is.
+  await page.reload()
+  await page.getByRole('button', { name: 'Reassign shared' }).click()
+  const reassign = page.getByRole('dialog', { name: 'Reassign floating IP shared' })
+  await expect(reassign).toContainText('moves from instance a-1')
+  await expect(reassign.getByRole('radio', { name: /a-1/ })).toHaveCount(0)
+  await expect(reassign.getByRole('radio', { name: /b-1/ })).toBeChecked()
+  await reassign.getByRole('button', { name: 'Reassign' }).click()
+  await expect(reassign).toBeHidden()
+  const b = await admin()<{ id: string }>('GET', '/v1/instances/b-1', undefined, { project })
+  const moved = await admin()<{ instance_id: string }>('GET', '/v1/floating-ips/shared', undefined, { project })
+  expect(moved.instance_id).toBe(b.id)
+  await expect(row(page, 'Floating IPs', 'shared')).toContainText('b-1')
 })
 
 test('an operator adds a range, checked before it is sent, and links a pool as a silo’s new default', async ({ page }) => {

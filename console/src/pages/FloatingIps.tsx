@@ -34,6 +34,7 @@ export function FloatingIpsPage() {
   const [creating, setCreating] = useState(false)
   const [editing, setEditing] = useState<FloatingIp | null>(null)
   const [attaching, setAttaching] = useState<FloatingIp | null>(null)
+  const [reassigning, setReassigning] = useState<FloatingIp | null>(null)
   const [detaching, setDetaching] = useState<FloatingIp | null>(null)
   const [deleting, setDeleting] = useState<FloatingIp | null>(null)
   const [moving, setMoving] = useState<FloatingIp | null>(null)
@@ -105,9 +106,14 @@ export function FloatingIpsPage() {
                       Edit
                     </Button>
                     {f.instance_id ? (
-                      <Button small variant="ghost" onClick={() => setDetaching(f)} label={`Detach ${f.name}`}>
-                        Detach
-                      </Button>
+                      <>
+                        <Button small variant="ghost" onClick={() => setDetaching(f)} label={`Detach ${f.name}`}>
+                          Detach
+                        </Button>
+                        <Button small variant="ghost" onClick={() => setReassigning(f)} label={`Reassign ${f.name}`}>
+                          Reassign
+                        </Button>
+                      </>
                     ) : (
                       <Button small variant="ghost" onClick={() => setAttaching(f)} label={`Attach ${f.name}`}>
                         Attach
@@ -170,6 +176,18 @@ export function FloatingIpsPage() {
           onClose={() => setAttaching(null)}
           onAttached={(i) => {
             toast(`Floating IP ${attaching.name} attached to instance ${i.name}`)
+            refresh()
+          }}
+        />
+      )}
+      {reassigning && (
+        <AttachFloatingIp
+          ip={reassigning}
+          instances={instances.data}
+          from={instanceOf(reassigning.instance_id)?.name ?? reassigning.instance_id ?? undefined}
+          onClose={() => setReassigning(null)}
+          onAttached={(i) => {
+            toast(`Floating IP ${reassigning.name} moved to instance ${i.name}`)
             refresh()
           }}
         />
@@ -342,14 +360,23 @@ function EditFloatingIp(props: {
   )
 }
 
+/**
+ * Attaches a floating IP to an instance of its project; with `from` (the instance holding it),
+ * moves it there in one step (`allow_reassociation`), never through detached.
+ */
 export function AttachFloatingIp(props: {
   ip: FloatingIp
   /** Undefined while they load. */
   instances: Instance[] | undefined
+  /** The name of the instance the floating IP is attached to: a move. */
+  from?: string
   onClose: () => void
   onAttached: (i: Instance) => void
 }) {
-  const live = (props.instances ?? []).filter((i) => i.run_state !== 'destroyed')
+  const moving = props.from !== undefined
+  const live = (props.instances ?? []).filter(
+    (i) => i.run_state !== 'destroyed' && !(moving && i.id === props.ip.instance_id),
+  )
   const firstFree = live.find((i) => !addressChangeBlocked(i.run_state))
   const [picked, setInstanceId] = useState('')
   // Until the user picks one, the first instance that can take an address now.
@@ -357,19 +384,29 @@ export function AttachFloatingIp(props: {
   const chosen = live.find((i) => i.id === instanceId)
   return (
     <FormModal
-      title={`Attach floating IP ${props.ip.name}`}
-      submitLabel="Attach"
+      title={moving ? `Reassign floating IP ${props.ip.name}` : `Attach floating IP ${props.ip.name}`}
+      submitLabel={moving ? 'Reassign' : 'Attach'}
       onClose={props.onClose}
       validate={() => !!chosen}
       onSubmit={async () => {
-        await post(`/v1/floating-ips/${seg(props.ip.id)}/attach`, { kind: 'instance', parent: instanceId })
+        await post(`/v1/floating-ips/${seg(props.ip.id)}/attach`, {
+          kind: 'instance',
+          parent: instanceId,
+          ...(moving ? { allow_reassociation: true } : {}),
+        })
         props.onAttached(chosen!)
       }}
     >
+      {moving && (
+        <p>
+          The address moves from instance <strong>{props.from}</strong> to the one you pick in one step: the switches
+          send it to the new instance at once, and connections to <strong>{props.from}</strong> through it end.
+        </p>
+      )}
       {props.instances === undefined ? (
         <p className="muted">Loading the project’s instances…</p>
       ) : live.length === 0 ? (
-        <p>This project has no instances to attach the floating IP to.</p>
+        <p>This project has no {moving ? 'other ' : ''}instances to attach the floating IP to.</p>
       ) : (
         <fieldset className="picker">
           <legend>Instance</legend>
