@@ -68,7 +68,8 @@ TEST_F(InstanceSagaTest, ADualStackInstanceTakesAnIpv6SnatBlockFromTheDefaultIpv
   Faults("instance_create", {});
   model::Instance vm = Running("dual");
   std::vector<std::string> snat;
-  for (const auto& e : *db::InstanceExternalIps(*ds, vm.id)) {
+  auto ips = db::InstanceExternalIps(*ds, vm.id);  // named: a range-for over *temporary dangles
+  for (const auto& e : *ips) {
     if (e.kind == model::IpKind::kSnat) snat.push_back(e.ip.ToString());
   }
   EXPECT_EQ(snat, (std::vector<std::string>{"10.0.0.0", "fd00::10"}));
@@ -100,6 +101,31 @@ TEST_F(InstanceSagaTest, ADualStackInstanceTakesAnIpv6SnatBlockFromTheDefaultIpv
   }));
   ASSERT_TRUE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
   EXPECT_EQ(db::Utilization(*ds, v6.id)->remaining, 4) << "the delete released the IPv6 block";
+
+  // No room for it (an IPv6 quota of 0, then a full pool): the create still succeeds, with
+  // the IPv4 block alone, and takes nothing from the IPv6 pool.
+  ASSERT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE project SET ipv6_quota = 0"));
+    return Ok();
+  }));
+  auto capped = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("capped", false));
+  ASSERT_TRUE(capped) << capped.error().message();
+  ASSERT_EQ(db::InstanceExternalIps(*ds, capped->id)->size(), 1u);
+  EXPECT_EQ(db::InstanceExternalIps(*ds, capped->id)->front().ip.version(), IpVersion::kV4);
+  EXPECT_EQ(db::Utilization(*ds, v6.id)->remaining, 4);
+  ASSERT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE project SET ipv6_quota = NULL"));
+    return Ok();
+  }));
+  for (int n = 0; n < 16; ++n) {  // four addresses of four blocks each
+    auto taken = instances_->Create(Unrecorded{actor_}, ByName("p1"),
+                                    Params("fill-" + std::to_string(n), false));
+    ASSERT_TRUE(taken) << n << ": " << taken.error().message();
+  }
+  EXPECT_EQ(db::Utilization(*ds, v6.id)->remaining, 0);
+  auto full = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("full", false));
+  ASSERT_TRUE(full) << full.error().message();
+  EXPECT_EQ(db::InstanceExternalIps(*ds, full->id)->size(), 1u);
 }
 
 TEST_F(InstanceSagaTest, CreateUndoRunTwiceStillCleans) {

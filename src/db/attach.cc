@@ -124,7 +124,7 @@ Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
           "{} IP cannot be attached to one instance while still attached to another: {} is "
           "attached to instance \"{}\"; detach it first{}",
           KindLabel(ip.kind), Describe(ip), f.holder,
-          ip.kind == IpKind::kFloating
+          ip.kind == IpKind::kFloating && !r.creating
               ? ", or attach with \"allow_reassociation\": true to move it in one step"
               : "")));
     }
@@ -493,8 +493,7 @@ Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id) {
 
 Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, const Uuid& from) {
   MoveBack out;
-  if (!FP_TRY(IpHeldBySagaIn(tx, ip_id, saga_id))) return out;
-  out.held = true;
+  out.held = FP_TRY(IpHeldBySagaIn(tx, ip_id, saga_id));
   ExternalIp ip = FP_TRY(ExternalIpGetIn(tx, ip_id));
   auto row = FP_TRY(
       tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
@@ -502,9 +501,31 @@ Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, cons
                   from));
   std::optional<Instance> source;
   if (row) source = FP_TRY(InstanceFromRow(*row));
+  if (!out.held) {
+    // Undone before (a crash after this undo's commit), or settled since by another operation:
+    // say where the IP is if it is back on `from`, so that the ports can be put right again.
+    if (source && ip.parent_id == from && ip.state == AttachState::kAttached) {
+      out.instance = from;
+      if (source->state == InstanceState::kVmm && source->sled_id) {
+        auto sled = FP_TRY(tx.QueryRow(
+            fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *source->sled_id));
+        if (sled) out.sled = FP_TRY(SledFromRow(*sled));
+      }
+    }
+    return out;
+  }
+  // A failed instance can hold it again too (it held it: a failover that failed gives it back).
   bool back = source && !source->migration_id && source->project_id == ip.project_id &&
-              (source->state == InstanceState::kNoVmm ||
+              (source->state == InstanceState::kNoVmm || source->state == InstanceState::kFailed ||
                (source->state == InstanceState::kVmm && source->run_state == "running"));
+  if (back) {
+    // Within its limit of external IPs: others may have been attached to it meanwhile.
+    auto others = FP_TRY(tx.QueryRow(
+        "SELECT count(*) FROM external_ip WHERE parent_id = ? AND time_deleted IS NULL AND "
+        "kind != 'snat'",
+        from));
+    back = others->Int(0) < kMaxExternalIps;
+  }
   if (back && source->state == InstanceState::kVmm) {
     auto sled =
         FP_TRY(tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns),

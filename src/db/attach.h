@@ -45,7 +45,7 @@ Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r);
 // the caller puts the NAT row and the ports right.
 struct MoveBack {
   bool held = false;             // false: the saga no longer held the IP; nothing changed
-  std::optional<Uuid> instance;  // set when the IP went back to `from`
+  std::optional<Uuid> instance;  // set when the IP went (or, not held, is) back on `from`
   std::optional<Sled> sled;      // `from`'s sled, when it runs on one
 };
 Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, const Uuid& from);

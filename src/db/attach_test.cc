@@ -212,6 +212,28 @@ TEST_F(AttachTest, AMoveTakesTheIpFromItsHolderAndItsUndoGivesItBack) {
   EXPECT_FALSE(orphaned->instance);
   EXPECT_EQ(Get(ip).state, AttachState::kDetached);
   EXPECT_EQ(Get(ip).parent_id, std::nullopt);
+
+  // A failover from a failed instance that fails gives the IP back to it: it held it, and a
+  // failed instance may hold addresses (it runs nowhere: no sled, no NAT row).
+  Uuid c = NewInstance("c");
+  Attach(ip, b);
+  Sql("UPDATE instance SET state = 'failed' WHERE name = 'b'");
+  Uuid s3 = Uuid::Random();
+  auto failover = move(c, s3);
+  ASSERT_TRUE(failover) << failover.error().message();
+  EXPECT_EQ(failover->from_instance, b);
+  auto returned = ds_->Write<MoveBack>([&](Tx& tx) { return UndoMoveIn(tx, ip, s3, b); });
+  ASSERT_TRUE(returned) << returned.error().message();
+  EXPECT_EQ(returned->instance, b);
+  EXPECT_FALSE(returned->sled);
+  EXPECT_EQ(Get(ip).parent_id, b);
+  EXPECT_EQ(Get(ip).state, AttachState::kAttached);
+  // Run again after a crash past its commit: not held, but it says where the IP is, so that
+  // the caller puts the ports right again.
+  auto rerun = ds_->Write<MoveBack>([&](Tx& tx) { return UndoMoveIn(tx, ip, s3, b); });
+  ASSERT_TRUE(rerun) << rerun.error().message();
+  EXPECT_FALSE(rerun->held);
+  EXPECT_EQ(rerun->instance, b);
 }
 
 TEST_F(AttachTest, AnUndoneAttachGoesBackToDetachedAndAnUndoneDetachToAttached) {

@@ -81,6 +81,12 @@ Result<std::map<Uuid, std::vector<model::ExternalIp>>> ExternalIpsOnSled(Datasto
 // without one. A re-run with the same id returns the same row.
 Result<model::ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
                                          const Uuid& silo_id, IpVersion version = IpVersion::kV4);
+// The same, or nothing (and nothing written) when the instance's IP quotas or the pool have no
+// room for the block: a dual-stack instance's IPv6 SNAT, which its create does not ask for.
+Result<std::optional<model::ExternalIp>> SnatAllocateIfRoomIn(Tx& tx, const Uuid& snat_id,
+                                                              const Uuid& instance_id,
+                                                              const Uuid& silo_id,
+                                                              IpVersion version);
 // Whether the silo has a default unicast pool of `version` (an IPv6 one gives dual-stack
 // instances their IPv6 SNAT).
 Result<bool> SiloHasDefaultPoolIn(Tx& tx, const Uuid& silo_id, IpVersion version);

@@ -216,7 +216,7 @@ function CreateInstance(props: { project: string; onClose: () => void; onCreated
       </label>
       <p className="muted">
         {snat
-          ? 'It can reach the internet through a shared SNAT address (a quarter of an IPv4 address from the default pool).'
+          ? 'It can reach the internet through a shared SNAT address (a quarter of an IPv4 address from the default pool; a dual-stack instance also a quarter of an IPv6 one, when the silo has a default IPv6 pool).'
           : 'No way out until an ephemeral or floating IP is attached, and no address taken.'}
       </p>
     </FormModal>

@@ -75,14 +75,18 @@ Result<Json> Snat(db::Tx& tx, const ActionContext& ctx) {
     out.first_port = snat.first_port;
   }
   // A dual-stack instance's IPv6 too, from the silo's default IPv6 pool when it has one
-  // (product.md; Oxide has no IPv6 SNAT since #9683: its instances go out over IPv6 only
+  // (product.md; Oxide has no IPv6 SNAT since #9785: its instances go out over IPv6 only
   // through an ephemeral or floating address). An IPv6-only instance takes none, as in Oxide.
   if (p.snat6_id && p.nic == model::NicKind::kDualStack &&
       FP_TRY(db::SiloHasDefaultPoolIn(tx, p.silo_id, IpVersion::kV6))) {
-    model::ExternalIp snat =
-        FP_TRY(db::SnatAllocateIn(tx, *p.snat6_id, p.instance_id, p.silo_id, IpVersion::kV6));
-    out.snat6_ip = snat.ip;
-    out.snat6_first_port = snat.first_port;
+    // Only where the quotas and the pool have room: a create never fails for a block it did
+    // not ask for.
+    auto snat =
+        FP_TRY(db::SnatAllocateIfRoomIn(tx, *p.snat6_id, p.instance_id, p.silo_id, IpVersion::kV6));
+    if (snat) {
+      out.snat6_ip = snat->ip;
+      out.snat6_first_port = snat->first_port;
+    }
   }
   return Json(out);
 }

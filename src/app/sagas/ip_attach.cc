@@ -70,13 +70,23 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
     }
     return out;
   }));
-  if (!back.held) {
-    // Undone before (a crash inside this undo), or settled since by another operation (the
-    // new instance deleted): leave the NAT table and the ports to it and the sled watcher.
+  if (!back.held && !back.instance) {
+    // Settled since by another operation (the new instance deleted): leave the NAT table and
+    // the ports to it and the sled watcher.
     return Ok();
   }
-  SyncNatBestEffort(d, ctx);
+  // Held, or back on `from` already (this undo ran before and the server died before its
+  // port calls): the calls below are idempotent. The old port regains the address before the
+  // switches are told to send it there.
   const agents::CallContext call = CallFor(ctx);
+  if (back.sled) {
+    if (auto sled = d.dataplane.Sled(back.sled->id); sled) {
+      if (Status s = (*sled)->AddExternalIp(from, begun.ip, call); !s) {
+        LogBestEffort(ctx, "sled re-add", s.error());
+      }
+    }
+  }
+  SyncNatBestEffort(d, ctx);
   if (begun.sled_id) {
     // The new instance's port gives the address up, whatever the dataplane node got to (its
     // own cleanup does not run when it stopped after its effect).
@@ -84,13 +94,6 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
       auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
       if (Status s = (*sled)->RemoveExternalIp(p.instance_id, begun.ip, call); !s) {
         LogBestEffort(ctx, "sled remove", s.error());
-      }
-    }
-  }
-  if (back.sled) {
-    if (auto sled = d.dataplane.Sled(back.sled->id); sled) {
-      if (Status s = (*sled)->AddExternalIp(from, begun.ip, call); !s) {
-        LogBestEffort(ctx, "sled re-add", s.error());
       }
     }
   }
