@@ -172,10 +172,12 @@ Result<Verdict> DecideDetach(const BeginFacts& f, const AttachRequest& r) {
     return Verdict::kRerun;
   }
   if (ip.state == AttachState::kAttached && ip.parent_id != i.id) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("{} IP is not attached to the target instance: {} is attached to instance "
-                    "\"{}\"",
-                    KindLabel(ip.kind), Describe(ip), f.holder)));
+    // A floating IP's detach names the IP, not an instance: the request read its holder, and a
+    // move (allow_reassociation) took it to another instance before this saga began. Detaching
+    // it from there is what the caller asked, so it is told to retry, not refused.
+    return Fail(Error::Unavailable(
+        fmt::format("{} moved to instance \"{}\" while this detach began; retry the detach",
+                    Describe(ip), f.holder)));
   }
   if (ip.state != AttachState::kAttached) return Fail(MidOperation(ip, f.holder));
   FP_CHECK_OK(CheckInstance(i, ip, r.creating, "detach"));

@@ -140,9 +140,9 @@ TEST_F(AttachTest, AttachAndDetachWalkTheStatesAndARerunChangesNothing) {
               "floating IP cannot be attached to one instance while still attached to another: "
               "floating IP \"web\" is attached to instance \"a\"; detach it first, or attach "
               "with \"allow_reassociation\": true to move it in one step");
-  ExpectError(Begin(false, ip, b, Uuid::Random()), ErrorKind::kInvalidRequest,
-              "floating IP is not attached to the target instance: floating IP \"web\" is "
-              "attached to instance \"a\"");
+  ExpectError(Begin(false, ip, b, Uuid::Random()), ErrorKind::kServiceUnavailable,
+              "floating IP \"web\" moved to instance \"a\" while this detach began; retry the "
+              "detach");
 
   Uuid s2 = Uuid::Random();
   auto detaching = Begin(false, ip, a, s2);

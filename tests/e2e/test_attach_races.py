@@ -174,7 +174,7 @@ NOT_FOUND = re.compile(r"not found: (floating-ip|instance) with (id|name) ")
 DOCUMENTED_REFUSALS = {
     "attach": [ATTACHED_ELSEWHERE, NOT_FOUND],
     "attach ephemeral": [NOT_FOUND],
-    "detach": [NOT_FOUND, "floating IP is not attached to the target instance"],
+    "detach": [NOT_FOUND],
     "detach ephemeral": [NO_EPHEMERAL, NOT_FOUND],
     "delete fip": [DELETE_ATTACHED, NOT_FOUND],
     "stop": [NOT_FOUND],

@@ -469,7 +469,13 @@ def test_instance_without_ipv4_has_no_snat(rack, nic):
 
 def test_sled_views_show_one_sled_per_agent_and_the_instances_on_it(rack):
     admin = rack.admin
-    sleds = expect(admin.get("/v1/system/hardware/sleds"), 200)["items"]
+    # Once the watcher has heard from every agent, the views stand still (before that a
+    # sled's "agent" part changes between the list and the view).
+    def all_heard():
+        items = expect(admin.get("/v1/system/hardware/sleds"), 200)["items"]
+        return items if all(s["agent"]["answers"] for s in items) else None
+
+    sleds = wait_until(all_heard, what="every sled agent heard from")
     assert sorted(s["baseboard"]["serial"] for s in sleds) == sorted(a.url for a in rack.sleds)
     for sled in sleds:
         assert expect(admin.get(f"/v1/system/hardware/sleds/{sled['id']}"), 200) == sled
