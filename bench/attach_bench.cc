@@ -2,7 +2,7 @@
 //
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
 //                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
-//                              [--history-retention 3d]
+//                              [--history-retention 3d] [--agents in-process|external]
 //                              [--postgres URL [--servers 3]]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
@@ -35,6 +35,11 @@
 // operation: one client, the servers' counters read between every attach and detach, less what
 // reading them costs (measured by reading them back to back).
 //
+// With --agents external (always on PostgreSQL) the agents are processes of their own, so that
+// the server CPU per cycle printed for each run (user + system time of the server processes,
+// from /proc) counts the control plane alone; in process (`--dev`, the default) it includes
+// the simulated agents.
+//
 // The load generator is C++ so that on a small machine the clients' own CPU does not decide the
 // result; it shares the machine's cores with the server all the same.
 
@@ -59,6 +64,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -234,6 +240,26 @@ double PgbenchRate(const std::string& url, const std::string& dbname, int client
   return std::stod(m[1]);
 }
 
+// The CPU time (user + system) the processes `pids` have used so far, in seconds.
+double CpuSeconds(const std::vector<pid_t>& pids) {
+  double total = 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (pid_t pid : pids) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) Die("cannot read /proc/" + std::to_string(pid) + "/stat");
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    for (int i = 3; i < 14; ++i) fields >> field;
+    long long utime = 0, stime = 0;
+    fields >> utime >> stime;
+    total += static_cast<double>(utime + stime) / tick;
+  }
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +271,7 @@ int main(int argc, char** argv) {
   int idle_connections = 0;
   std::string postgres;
   int server_count = 1;
+  std::string agents = "in-process";
   fp::bench::ParseFlags(
       argc, argv,
       {{"--binary", &binary},
@@ -254,14 +281,21 @@ int main(int argc, char** argv) {
        {"--history-retention", &history_retention},
        {"--idle-connections", &idle_connections},
        {"--postgres", &postgres},
-       {"--servers", &server_count}},
+       {"--servers", &server_count},
+       {"--agents", &agents}},
       "bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
-      "[--idle-connections N] [--history-retention DURATION] [--postgres URL [--servers N]]");
+      "[--idle-connections N] [--history-retention DURATION] [--agents in-process|external] "
+      "[--postgres URL [--servers N]]");
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
   if (cycles < concurrent) Die("--cycles must be at least --clients");
   if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");
   if (server_count > 1 && postgres.empty()) Die("--servers above 1 needs --postgres");
   const bool pg = !postgres.empty();
+  if (agents != "in-process" && agents != "external") {
+    Die("--agents must be in-process or external, not \"" + agents + "\"");
+  }
+  if (pg) agents = "external";  // the servers share them
+  const bool external_agents = agents == "external";
   const bool own_dir = data_dir.empty();
   if (own_dir) {
     char tmpl[] = "/tmp/floatplane-bench-XXXXXX";
@@ -276,16 +310,20 @@ int main(int argc, char** argv) {
   const std::string suffix = std::to_string(getpid());
   const std::string database = "fp_bench_" + suffix;
   const std::string pgbench_database = "fp_pgbench_" + suffix;
-  if (!pg) {
+  std::vector<pid_t> servers;  // their CPU is what a cycle costs the control plane
+  if (!external_agents) {
     auto [pid, url] = StartListening({binary, "server", "--dev", "--data-dir", data_dir, "--listen",
                                       "127.0.0.1:0", "--history-retention", history_retention,
                                       "--history-prune-interval", "1s"});
     children.push_back(pid);
+    servers.push_back(pid);
     ports.push_back(PortOf(url));
   } else {
-    AdminSql(postgres, "CREATE DATABASE " + database);
-    AdminSql(postgres, "CREATE DATABASE " + pgbench_database);
-    Output("pgbench -i -q '" + WithDatabase(postgres, pgbench_database) + "' 2>&1");
+    if (pg) {
+      AdminSql(postgres, "CREATE DATABASE " + database);
+      AdminSql(postgres, "CREATE DATABASE " + pgbench_database);
+      Output("pgbench -i -q '" + WithDatabase(postgres, pgbench_database) + "' 2>&1");
+    }
     const std::string secret = WriteAgentSecret(data_dir);
     auto [switch_pid, switch_url] = StartListening(
         {binary, "switch-agent", "--sim", "--listen", "127.0.0.1:0", "--secret-file", secret});
@@ -307,21 +345,23 @@ int main(int argc, char** argv) {
                                        dir,
                                        "--listen",
                                        "127.0.0.1:0",
-                                       "--database",
-                                       WithDatabase(postgres, database),
                                        "--history-retention",
                                        history_retention,
                                        "--history-prune-interval",
                                        "1s"};
+      args.insert(args.end(), {"--database", pg ? WithDatabase(postgres, database)
+                                                : "sqlite:" + dir + "/floatplane.db"});
       args.insert(args.end(), agents_args.begin(), agents_args.end());
       auto [pid, url] = StartListening(args);
       children.push_back(pid);
+      servers.push_back(pid);
       ports.push_back(PortOf(url));
     }
   }
   const uint16_t port = ports.front();
   std::string token;
-  std::ifstream(pg ? data_dir + "/server-0/admin-token" : data_dir + "/admin-token") >> token;
+  std::ifstream(external_agents ? data_dir + "/server-0/admin-token" : data_dir + "/admin-token") >>
+      token;
   if (token.empty()) Die("no admin token in the first server's data directory");
 
   Api admin(port, token);
@@ -397,7 +437,8 @@ int main(int argc, char** argv) {
     idle_round_trips_per_s = static_cast<double>(metrics().round_trips - idle_before.round_trips) /
                              std::chrono::duration<double>(Clock::now() - idle_start).count();
   }
-  const double raw = pg ? 0 : RawCommitRate(data_dir);
+  const std::string db_dir = external_agents ? data_dir + "/server-0" : data_dir;
+  const double raw = pg ? 0 : RawCommitRate(db_dir);
   if (pg) {
     std::printf(
         "PostgreSQL, %d server(s); pgbench -N on the same cluster: 1 client %.0f tps, "
@@ -414,6 +455,7 @@ int main(int argc, char** argv) {
     std::vector<double> attach_ms, detach_ms;
     std::mutex mu;
     Counters before = metrics();
+    const double cpu_before = CpuSeconds(servers);
     auto start = Clock::now();
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
@@ -438,6 +480,7 @@ int main(int argc, char** argv) {
     }
     for (auto& t : threads) t.join();
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double cpu = CpuSeconds(servers) - cpu_before;
     Counters after = metrics();
     int done = clients * per_client;
     auto per_cycle = [&](int64_t Counters::*field) {
@@ -445,9 +488,11 @@ int main(int argc, char** argv) {
     };
     std::printf(
         "%2d client(s): %d cycles in %.2f s = %.0f cycles/s; attach p50 %.2f ms p99 %.2f ms; "
-        "detach p50 %.2f ms p99 %.2f ms; durable commits per cycle %.2f ",
+        "detach p50 %.2f ms p99 %.2f ms; server CPU per cycle %.3f ms%s; durable commits per "
+        "cycle %.2f ",
         clients, done, elapsed, done / elapsed, Percentile(attach_ms, .5),
         Percentile(attach_ms, .99), Percentile(detach_ms, .5), Percentile(detach_ms, .99),
+        1000 * cpu / done, external_agents ? "" : " (agents included)",
         per_cycle(&Counters::commits));
     if (pg) {
       std::printf("(database round trips %.2f, retried transactions %.2f)\n",
@@ -458,7 +503,7 @@ int main(int argc, char** argv) {
                   per_cycle(&Counters::syncs));
     }
     if (judge && !pg) {
-      const double raw_after = RawCommitRate(data_dir);
+      const double raw_after = RawCommitRate(db_dir);
       const double raw_mean = (raw + raw_after) / 2;
       double commits = per_cycle(&Counters::commits);
       double target = raw_mean / commits / 2;
@@ -524,7 +569,7 @@ int main(int argc, char** argv) {
   if (!pg) {
     // A log that never starts over grows for as long as writes last and slows every commit.
     std::error_code ec;
-    const auto wal_bytes = std::filesystem::file_size(data_dir + "/floatplane.db-wal", ec);
+    const auto wal_bytes = std::filesystem::file_size(db_dir + "/floatplane.db-wal", ec);
     std::printf("write-ahead log: %lld checkpoints, %lld restarts, %.1f MiB at the end\n",
                 static_cast<long long>(end.checkpoints), static_cast<long long>(end.log_restarts),
                 ec ? 0.0 : static_cast<double>(wal_bytes) / (1 << 20));
@@ -541,7 +586,7 @@ int main(int argc, char** argv) {
     AdminSql(postgres, "DROP DATABASE " + pgbench_database);
   } else {
     // With the default retention every cycle's sagas are still there.
-    ReportSagaHistory(data_dir + "/floatplane.db", total_cycles);
+    ReportSagaHistory(db_dir + "/floatplane.db", total_cycles);
   }
   if (own_dir) std::filesystem::remove_all(data_dir);
   return 0;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <future>
 #include <map>
 
@@ -13,6 +16,57 @@ namespace fp::nat {
 
 namespace {
 constexpr int64_t kDigestBatch = 5000;
+
+// Runs a switch's Syncs for callers that sync another switch themselves meanwhile, one at a
+// time (as the switch's own lock would), on a thread started at the first and kept: a thread
+// per call cost more than the call (its start, its first allocations, its thread-locals).
+class SyncThread {
+ public:
+  SyncThread() = default;
+  SyncThread(const SyncThread&) = delete;
+  SyncThread& operator=(const SyncThread&) = delete;
+  // Runs what is queued, then ends the thread.
+  ~SyncThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::future<void> Run(std::function<void()> job) {
+    std::packaged_task<void()> task(std::move(job));
+    std::future<void> done = task.get_future();
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(task));
+      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    }
+    cv_.notify_one();
+    return done;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      std::packaged_task<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> jobs_;  // guarded by mu_
+  bool stop_ = false;                            // guarded by mu_
+  std::thread thread_;
+};
 }  // namespace
 
 agents::NatEntry ToEntry(const model::NatEntry& row) {
@@ -69,6 +123,7 @@ struct NatReconciler::Member {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;  // guarded by mu
+  SyncThread sync;    // the Syncs of callers that sync the first switch themselves
 };
 
 NatReconciler::NatReconciler(db::Datastore& ds) : ds_(ds), desired_(ds) {}
@@ -137,7 +192,7 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
     // The switches at once, so that one slow switch costs its own time, not the sum.
     std::vector<std::future<void>> others;
     for (size_t i = 1; i < members.size(); ++i) {
-      others.push_back(std::async(std::launch::async, [&, i] {
+      others.push_back(members[i]->sync.Run([&, i] {
         bool u = false;
         results[i] = members[i]->reconciler->Sync(u, context);
         unreachable[i] = u;

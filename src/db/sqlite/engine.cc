@@ -192,10 +192,10 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   SqliteConnection& conn = *writer_;
   // Another process holding the database's write lock: retry with jittered backoff.
   const auto deadline = steady_clock::now() + seconds(30);
-  thread_local std::minstd_rand jitter(std::random_device{}());
   auto backoff = milliseconds(1);
   Status began = conn.ExecScript("BEGIN IMMEDIATE");
   while (!began && conn.last_error_was_busy() && steady_clock::now() < deadline) {
+    thread_local std::minstd_rand jitter(std::random_device{}());  // seeded at a first retry
     std::this_thread::sleep_for(microseconds(
         jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
     backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
@@ -295,7 +295,6 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
 Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_t& seen) {
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + seconds(30);
-  thread_local std::minstd_rand jitter(std::random_device{}());
   auto backoff = milliseconds(1);
   for (;;) {
     auto conn = FP_TRY(readers_.Acquire());
@@ -309,7 +308,10 @@ Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_
     if (!result && began) (void)conn->ExecScript("ROLLBACK");
     readers_.Release(std::move(conn));
     if (!result && busy && steady_clock::now() < deadline) {
-      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
+      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap. Seeded at the
+      // first retry of a thread, not at its first read: request threads come and go, and a
+      // random_device costs more than the read.
+      thread_local std::minstd_rand jitter(std::random_device{}());
       auto sleep = microseconds(
           jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
       std::this_thread::sleep_for(sleep);
