@@ -18,9 +18,6 @@ namespace {
 std::pair<std::string, std::string> PoolKeys(const model::IpPool& p) {
   return {p.name, p.id.ToString()};
 }
-std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p) {
-  return {p.pool.name, p.pool.id.ToString()};
-}
 
 Result<IpRange> ParseIpRange(const Json& body) {
   Fields f(body, "");

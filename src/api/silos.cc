@@ -13,9 +13,6 @@ namespace {
 std::pair<std::string, std::string> SiloKeys(const model::Silo& s) {
   return {s.name, s.id.ToString()};
 }
-std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p) {
-  return {p.pool.name, p.pool.id.ToString()};
-}
 
 // SiloCreate as Oxide's schema has it; its CPU, memory and storage quotas are recorded (not
 // enforced), TLS certificates checked for shape only (a silo's own TLS is not served).

@@ -36,6 +36,10 @@ Json IpPoolView(const model::IpPool& p) {
   return j;
 }
 
+std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p) {
+  return {p.pool.name, p.pool.id.ToString()};
+}
+
 Json SiloIpPoolView(const model::SiloIpPool& p) {
   Json j = Identity(p.pool.id, p.pool.name, p.pool.description, p.pool.time_created,
                     p.pool.time_modified);

@@ -3,6 +3,8 @@
 // JSON views of resources, exactly as the Oxide OpenAPI schemas define them.
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 #include "model/external_ips.h"
 #include "model/instances.h"
@@ -15,6 +17,8 @@ nlohmann::json SiloView(const model::Silo& s);
 nlohmann::json ProjectView(const model::Project& p);
 nlohmann::json IpPoolView(const model::IpPool& p);
 nlohmann::json SiloIpPoolView(const model::SiloIpPool& p);
+// A silo's linked pool's pagination keys (name, id), for PageBody.
+std::pair<std::string, std::string> SiloPoolKeys(const model::SiloIpPool& p);
 nlohmann::json IpRangeView(const IpRange& r);
 nlohmann::json IpPoolRangeView(const model::IpPoolRange& r);
 // floatplane's extension: an allocated address and its holder (null where none).

@@ -27,7 +27,8 @@ namespace beast_http = beast::http;
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
+// Named, not anonymous: HttpClient::Impl holds these types.
+namespace client_impl {
 
 // Agents answer with at most a full NAT table (100,000 entries is about 15 MB of JSON).
 constexpr uint64_t kAnswerBodyLimit = 256ull << 20;
@@ -104,7 +105,9 @@ int ConnectOne(const sockaddr* addr, socklen_t len, Clock::time_point deadline) 
   return fd;
 }
 
-}  // namespace
+}  // namespace client_impl
+
+using namespace client_impl;
 
 bool IsTimeout(const Error& e) {
   return e.kind() == ErrorKind::kServiceUnavailable &&

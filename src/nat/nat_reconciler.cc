@@ -16,6 +16,9 @@ namespace fp::nat {
 
 namespace {
 constexpr int64_t kDigestBatch = 5000;
+}  // namespace
+
+namespace detail {
 
 // Runs a switch's Syncs for callers that sync another switch themselves meanwhile, one at a
 // time (as the switch's own lock would), on a thread started at the first and kept: a thread
@@ -67,7 +70,8 @@ class SyncThread {
   bool stop_ = false;                            // guarded by mu_
   std::thread thread_;
 };
-}  // namespace
+
+}  // namespace detail
 
 agents::NatEntry ToEntry(const model::NatEntry& row) {
   return agents::NatEntry{row.external_ip,  row.first_port, row.last_port,
@@ -122,8 +126,8 @@ struct NatReconciler::Member {
   std::once_flag joined;  // RemoveSwitch and StopBackground may both join it
   std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;  // guarded by mu
-  SyncThread sync;    // the Syncs of callers that sync the first switch themselves
+  bool stop = false;        // guarded by mu
+  detail::SyncThread sync;  // the Syncs of callers that sync the first switch themselves
 };
 
 NatReconciler::NatReconciler(db::Datastore& ds) : ds_(ds), desired_(ds) {}

@@ -15,7 +15,7 @@ using saga::Action;
 using saga::ActionContext;
 using saga::Json;
 
-Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
+Result<Json> DetachBegin(db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<IpDetachSagaParams>(ctx));
   db::AttachRequest req;
   req.instance_id = p.instance_id;
@@ -28,7 +28,7 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
   return Json(BegunOf(step));
 }
 
-Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
+Status UndoDetachBegin(SagaDeps& d, const ActionContext& ctx) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
   if (!begun.do_saga) return Ok();
   auto p = FP_TRY(ParamsOf<IpDetachSagaParams>(ctx));
@@ -49,7 +49,7 @@ Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
   return Ok();
 }
 
-Result<Json> Complete(db::Tx& tx, const ActionContext& ctx) {
+Result<Json> DetachComplete(db::Tx& tx, const ActionContext& ctx) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
   if (begun.do_saga) {
     FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kDetaching,
@@ -73,10 +73,10 @@ saga::SagaDag IpDetachSaga(const IpDetachSagaParams& params) {
 
 void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
   r.Add(Action{.name = "ip_detach.begin",
-               .run_in_tx = InTx<Begin>,
-               .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
+               .run_in_tx = InTx<DetachBegin>,
+               .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); }});
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
-  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<Complete>});
+  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<DetachComplete>});
 }
 
 }  // namespace fp::app
