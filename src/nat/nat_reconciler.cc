@@ -43,8 +43,9 @@ class SyncThread {
     std::future<void> done = task.get_future();
     {
       std::lock_guard lock(mu_);
-      jobs_.push_back(std::move(task));
+      // Started before the job is queued: a thread that cannot start leaves no job behind.
       if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      jobs_.push_back(std::move(task));
     }
     cv_.notify_one();
     return done;
@@ -195,6 +196,16 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
   {
     // The switches at once, so that one slow switch costs its own time, not the sum.
     std::vector<std::future<void>> others;
+    // The jobs use this frame: it is left only once each has ended, however it is left (a
+    // packaged_task's future, unlike std::async's, does not wait when destroyed).
+    struct WaitAll {
+      std::vector<std::future<void>>& futures;
+      ~WaitAll() {
+        for (auto& f : futures) {
+          if (f.valid()) f.wait();
+        }
+      }
+    } wait_all{others};
     for (size_t i = 1; i < members.size(); ++i) {
       others.push_back(members[i]->sync.Run([&, i] {
         bool u = false;

@@ -235,10 +235,12 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   if (dataplane_ && spec.external_ips != it->second.spec.external_ips) {
     FP_CHECK_OK(dataplane_->Configure(spec));
   }
-  // Not a reported change (no Touch): the control plane made it and has the answer; a report
-  // would only send the watcher back to check it (a read and a call per attach or detach).
-  // Drift of a port is what the periodic full comparison repairs.
-  if (spec.external_ips != it->second.spec.external_ips) it->second.spec = std::move(spec);
+  // Reported, though the caller has the answer: a call applied after its caller gave up (an
+  // agent that hung) was already undone by the caller, and the watcher repairs it on this.
+  if (spec.external_ips != it->second.spec.external_ips) {
+    it->second.spec = std::move(spec);
+    Touch(it->second);
+  }
   return View(id, it->second);
 }
 

@@ -20,13 +20,11 @@
 //   GET    /changes?boot=B&since=G&wait_ms=W
 //                                SledReport: what changed since generation G of the agent's
 //                                run B (see SledReport in agents.h). Every change to a VM (its
-//                                registration, spec, state, removal) takes the next
-//                                generation; a port address change through the endpoints
-//                                below does not (the caller has the answer). With nothing after G,
-//                                the call waits up to W ms (at most kMaxReportWaitMs) for a change.
-//                                A B that is not this run's (or empty), or a G older than the
-//                                removals the agent remembers (kRemovalsKept), answers the whole
-//                                list
+//                                registration, spec, state, port addresses, removal) takes the
+//                                next generation. With nothing after G, the call waits up to W
+//                                ms (at most kMaxReportWaitMs) for a change. A B that is not
+//                                this run's (or empty), or a G older than the removals the
+//                                agent remembers (kRemovalsKept), answers the whole list
 //                                ("full": true) at once.
 //   PUT    /instances/{id}/external-ips/{ip}   the port gains the address → SledInstance
 //   DELETE /instances/{id}/external-ips/{ip}   the port loses the address → SledInstance
