@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,20 @@ void RandomBytes(uint8_t* out, size_t n) {
     }
     done += static_cast<size_t>(got);
   }
+}
+
+uint64_t JitterBelow(uint64_t bound) {
+  static std::atomic<uint64_t> state = [] {
+    uint64_t seed = 0;
+    RandomBytes(reinterpret_cast<uint8_t*>(&seed), sizeof seed);
+    return seed;
+  }();
+  if (bound == 0) return 0;
+  // splitmix64 over a shared counter.
+  uint64_t z = state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) % bound;
 }
 
 Uuid Uuid::Random() {

@@ -36,5 +36,9 @@ class Uuid {
 
 // Fills `out` with cryptographically random bytes (getrandom). Aborts if the kernel refuses.
 void RandomBytes(uint8_t* out, size_t n);
+// A value spread evenly over [0, bound) (0 when bound is 0), for jittered retry backoff: not
+// for secrets or ids. One process-wide sequence seeded once from RandomBytes, so a thread that
+// retries needs no generator of its own and no system call. Thread-safe.
+uint64_t JitterBelow(uint64_t bound);
 
 }  // namespace fp

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,18 @@ TEST(Uuid, RandomIdsAreVersion4AndRoundTrip) {
   EXPECT_EQ(*Uuid::Parse(text), a);
   EXPECT_FALSE(Uuid::Parse("b1939088-9bff-416a-b203-1f5a3f37b1c"));
   EXPECT_FALSE(Uuid::Parse("b1939088x9bff-416a-b203-1f5a3f37b1ca"));
+}
+
+TEST(Uuid, JitterIsBelowItsBoundAndSpreadOverIt) {
+  EXPECT_EQ(JitterBelow(0), 0u);
+  EXPECT_EQ(JitterBelow(1), 0u);
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 1000; ++i) {
+    uint64_t v = JitterBelow(10);
+    ASSERT_LT(v, 10u);
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), 10u);  // 1,000 draws miss none of 10 values
 }
 
 TEST(Uuid, TimeOrderedIdsAreVersion7AndSortByCreationTime) {

@@ -172,9 +172,8 @@ Result<Verdict> DecideDetach(const BeginFacts& f, const AttachRequest& r) {
     return Verdict::kRerun;
   }
   if (ip.state == AttachState::kAttached && ip.parent_id != i.id) {
-    // A floating IP's detach names the IP, not an instance: the request read its holder, and a
-    // move (allow_reassociation) took it to another instance before this saga began. Detaching
-    // it from there is what the caller asked, so it is told to retry, not refused.
+    // A floating IP's detach names only the IP; a move took it elsewhere after the request read
+    // its holder. Detaching it from there is what was asked: retry, not a refusal.
     return Fail(Error::Unavailable(
         fmt::format("{} moved to instance \"{}\" while this detach began; retry the detach",
                     Describe(ip), f.holder)));

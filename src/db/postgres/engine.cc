@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <random>
 #include <thread>
+
+#include "common/uuid.h"
 
 namespace fp::db::postgres {
 
@@ -28,11 +29,10 @@ struct HeldMark {
 
 // Full jitter: a uniform sleep in [0, backoff), capped by the time left.
 void Backoff(microseconds& backoff, steady_clock::time_point deadline) {
-  thread_local std::minstd_rand jitter(std::random_device{}());
   auto left = duration_cast<microseconds>(deadline - steady_clock::now());
   auto cap = std::min(backoff, std::max(left, microseconds(0)));
   if (cap.count() > 0) {
-    std::this_thread::sleep_for(microseconds(jitter() % static_cast<uint64_t>(cap.count() + 1)));
+    std::this_thread::sleep_for(microseconds(JitterBelow(static_cast<uint64_t>(cap.count() + 1))));
   }
   backoff = std::min(backoff * 2, duration_cast<microseconds>(milliseconds(250)));
 }

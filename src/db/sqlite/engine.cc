@@ -12,8 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <thread>
+
+#include "common/uuid.h"
 
 namespace fp::db::sqlite {
 
@@ -195,9 +196,8 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   auto backoff = milliseconds(1);
   Status began = conn.ExecScript("BEGIN IMMEDIATE");
   while (!began && conn.last_error_was_busy() && steady_clock::now() < deadline) {
-    thread_local std::minstd_rand jitter(std::random_device{}());  // seeded at a first retry
     std::this_thread::sleep_for(microseconds(
-        jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
+        JitterBelow(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1))));
     backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
     began = conn.ExecScript("BEGIN IMMEDIATE");
   }
@@ -308,12 +308,9 @@ Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_
     if (!result && began) (void)conn->ExecScript("ROLLBACK");
     readers_.Release(std::move(conn));
     if (!result && busy && steady_clock::now() < deadline) {
-      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap. Seeded at the
-      // first retry of a thread, not at its first read: request threads come and go, and a
-      // random_device costs more than the read.
-      thread_local std::minstd_rand jitter(std::random_device{}());
+      // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
       auto sleep = microseconds(
-          jitter() % static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1));
+          JitterBelow(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
       std::this_thread::sleep_for(sleep);
       backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
       continue;
