@@ -1,13 +1,14 @@
 #include <gtest/gtest.h>
 
 #include "agents/agents.h"
+#include "common/testing/ip.h"
 
 namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
 
-IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
+using fp::testing::Ip;
 
 NatEntry Entry() {
   return NatEntry{.external_ip = Ip("203.0.113.5"),

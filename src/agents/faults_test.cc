@@ -9,6 +9,7 @@
 #include "agents/agents.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "common/testing/ip.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -24,7 +25,7 @@ using sim::SwitchAgentSim;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
+using fp::testing::Ip;
 
 NatChange Add(int64_t gen, std::string_view ip) {
   return NatChange{.entry = NatEntry{.external_ip = Ip(ip),

@@ -5,6 +5,7 @@
 
 #include "agents/agents.h"
 #include "agents/sim/sled_agent_sim.h"
+#include "common/testing/ip.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -18,7 +19,7 @@ using sim::SimOptions;
 using sim::SledAgentSim;
 using std::chrono::milliseconds;
 
-IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
+using fp::testing::Ip;
 
 InstanceSpec Spec(std::vector<IpAddr> external_ips = {},
                   std::optional<IpAddr> snat_ip = std::nullopt) {

@@ -8,6 +8,7 @@
 #include "agents/agents.h"
 #include "agents/nat_dataplane.h"
 #include "agents/sim/switch_agent_sim.h"
+#include "common/testing/ip.h"
 #include "http/client.h"
 
 namespace fp::agents {
@@ -18,7 +19,7 @@ using http::HttpClient;
 using sim::SimOptions;
 using sim::SwitchAgentSim;
 
-IpAddr Ip(std::string_view text) { return IpAddr::Parse(text).value(); }
+using fp::testing::Ip;
 
 NatEntry Entry(std::string_view ip, int first_port, int last_port, int64_t vni = 10) {
   return NatEntry{.external_ip = Ip(ip),

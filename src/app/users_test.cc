@@ -5,11 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "app/passwords.h"
+#include "common/testing/manual_clock.h"
 
 namespace fp::app {
 namespace {
 
-constexpr Timestamp kSecond = 1'000'000;
+using fp::testing::kSecond;
 
 TEST(LoginThrottle, AUserFromOneSourceWaitsLongerAfterEachFailureBeyondTheFreeOnes) {
   LoginThrottle throttle;

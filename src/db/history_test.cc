@@ -18,7 +18,7 @@ namespace {
 using fp::testing::ManualClock;
 using testing::TempDatastore;
 
-constexpr int64_t kSecond = 1'000'000;
+using fp::testing::kSecond;
 constexpr int64_t kDay = 24 * 3600 * kSecond;
 constexpr int64_t kRetention = 3 * kDay;
 

@@ -19,7 +19,7 @@ namespace {
 using fp::testing::ManualClock;
 using testing::TempDatastore;
 
-constexpr int64_t kSecond = 1'000'000;
+using fp::testing::kSecond;
 
 class LeasesTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include "agents/linux/sled_ports.h"
 #include "agents/linux/switch_nat.h"
 #include "agents/testing/lab.h"
+#include "common/testing/ip.h"
 
 namespace fp::agents::dataplane {
 namespace {
@@ -16,7 +17,7 @@ using fp::agents::testing::Fetch;
 using fp::agents::testing::InNs;
 using fp::agents::testing::Lab;
 
-IpAddr Ip(const std::string& s) { return *IpAddr::Parse(s); }
+using fp::testing::Ip;
 
 const Uuid kVmA = *Uuid::Parse("aaaaaaaa-0000-4000-8000-000000000001");
 const Uuid kVmB = *Uuid::Parse("bbbbbbbb-0000-4000-8000-000000000002");

@@ -13,11 +13,12 @@
 #include "agents/linux/tunnel.h"
 #include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/lab.h"
+#include "common/testing/ip.h"
 
 namespace fp::agents::dataplane {
 namespace {
 
-IpAddr Ip(const std::string& s) { return *IpAddr::Parse(s); }
+using fp::testing::Ip;
 
 NatEntry Entry(const std::string& ip, int first, int last, const std::string& sled,
                int64_t vni = 10) {

@@ -8,6 +8,9 @@
 
 namespace fp::testing {
 
+// One second of a Timestamp (microseconds), for moving a ManualClock.
+inline constexpr int64_t kSecond = 1'000'000;
+
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(Timestamp start = 1'800'000'000'000'000) : now_(start) {}
