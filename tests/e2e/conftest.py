@@ -11,7 +11,8 @@ libpq URL of a running PostgreSQL cluster (scripts/pg-cluster); then every data 
 a fresh database of its own on that cluster (CREATE DATABASE through psql), passed to the
 server as `--database`, kept across restarts of the server and dropped when the fixture that
 started it tears down. Tests marked `sqlite_only(reason)` are skipped on PostgreSQL and tests
-marked `postgres_only(reason)` on SQLite.
+marked `postgres_only(reason)` on SQLite; modules marked `engine_independent(reason)` (what they
+check lives above the datastore) run on SQLite only and are deselected on PostgreSQL.
 
 Fixtures:
   engine         "sqlite" or "postgres"
@@ -562,7 +563,35 @@ def pytest_configure(config):
         "markers", "sqlite_only(reason): the test needs the SQLite engine (skipped on PostgreSQL)")
     config.addinivalue_line(
         "markers", "postgres_only(reason): the test needs PostgreSQL (skipped on SQLite)")
+    config.addinivalue_line(
+        "markers", "engine_independent(reason): what the test checks lives above the datastore "
+        "(HTTP admission, TLS, the CLI's output, the agents' packets); it runs on SQLite, and the "
+        "PostgreSQL run leaves it out (deselected, counted in the summary)")
     POSTGRES = _postgres_from_environment()
+
+
+def pytest_collection_modifyitems(config, items):
+    """On PostgreSQL, leaves out the tests marked engine_independent: the SQLite run covers
+    them, and a second run on another engine would check the same code above the datastore."""
+    if POSTGRES is None:
+        return
+    kept, left_out = [], []
+    for item in items:
+        (left_out if item.get_closest_marker("engine_independent") else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+        _LEFT_OUT.update(item.module.__name__ for item in left_out)
+
+
+_LEFT_OUT = set()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _LEFT_OUT:
+        terminalreporter.write_line(
+            "engine-independent modules left out on PostgreSQL (they run on SQLite): "
+            + ", ".join(sorted(_LEFT_OUT)))
 
 
 def pytest_report_header(config):

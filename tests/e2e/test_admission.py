@@ -17,6 +17,9 @@ import pytest
 
 from e2e_helpers import SANITIZED, metric
 
+pytestmark = pytest.mark.engine_independent(
+    "connection admission happens in the HTTP server, before any request reaches the datastore")
+
 ATTACKER = "127.0.0.2"
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from e2e_helpers import attach_fip, detach_fip, expect, running_vm_with_fip, wait_until
 
+pytestmark = pytest.mark.engine_independent(
+    "the secret between server and agents is presented and checked over HTTP, above the datastore")
+
 PROJECT = "secrets"
 
 

@@ -7,7 +7,12 @@ import http.client
 import socket
 import subprocess
 
+import pytest
+
 from e2e_helpers import wait_until
+
+pytestmark = pytest.mark.engine_independent(
+    "the console's files are served from a directory, not the datastore")
 
 INDEX = b"<!doctype html><title>console</title><div id=root></div>"
 

@@ -16,6 +16,9 @@ import pytest
 
 from e2e_helpers import expect, wait_until
 
+pytestmark = pytest.mark.engine_independent(
+    "TLS termination, certificate reloads and handshakes live in the HTTP server")
+
 
 def https(server, tls, **kwargs):
     return http.client.HTTPSConnection("127.0.0.1", server.port, context=tls, timeout=10,
