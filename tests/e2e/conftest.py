@@ -12,7 +12,7 @@ a fresh database of its own on that cluster (CREATE DATABASE through psql), pass
 server as `--database`, kept across restarts of the server and dropped when the fixture that
 started it tears down. Tests marked `sqlite_only(reason)` are skipped on PostgreSQL and tests
 marked `postgres_only(reason)` on SQLite; modules marked `engine_independent(reason)` (what they
-check lives above the datastore) run on SQLite only and are deselected on PostgreSQL.
+check lives above the datastore) run on SQLite only and are skipped on PostgreSQL.
 
 Fixtures:
   engine         "sqlite" or "postgres"
@@ -566,32 +566,22 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "engine_independent(reason): what the test checks lives above the datastore "
         "(HTTP admission, TLS, the CLI's output, the agents' packets); it runs on SQLite, and the "
-        "PostgreSQL run leaves it out (deselected, counted in the summary)")
+        "PostgreSQL run skips it (one line of -rs names the reason and the count)")
     POSTGRES = _postgres_from_environment()
 
 
 def pytest_collection_modifyitems(config, items):
-    """On PostgreSQL, leaves out the tests marked engine_independent: the SQLite run covers
-    them, and a second run on another engine would check the same code above the datastore."""
+    """On PostgreSQL, skips the tests marked engine_independent: the SQLite run covers them, and
+    a second run on another engine would check the same code above the datastore. A skip mark
+    (not deselection) so that the count reaches the report under xdist, whose workers collect;
+    a skipped test starts no fixture."""
     if POSTGRES is None:
         return
-    kept, left_out = [], []
+    skip = pytest.mark.skip(reason="engine-independent (runs on SQLite only): what it checks "
+                            "lives above the datastore")
     for item in items:
-        (left_out if item.get_closest_marker("engine_independent") else kept).append(item)
-    if left_out:
-        config.hook.pytest_deselected(items=left_out)
-        items[:] = kept
-        _LEFT_OUT.update(item.module.__name__ for item in left_out)
-
-
-_LEFT_OUT = set()
-
-
-def pytest_terminal_summary(terminalreporter):
-    if _LEFT_OUT:
-        terminalreporter.write_line(
-            "engine-independent modules left out on PostgreSQL (they run on SQLite): "
-            + ", ".join(sorted(_LEFT_OUT)))
+        if item.get_closest_marker("engine_independent"):
+            item.add_marker(skip)
 
 
 def pytest_report_header(config):

@@ -101,8 +101,11 @@ TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
   stop = true;
   for (auto& t : readers) t.join();
   EXPECT_GT(reads.load(), 0);
-  // 20,000 frames cannot have fit in a log of at most 8,210 frames without two restarts.
-  EXPECT_GE(ds->log_restarts(), 2);
+  // 20,000 frames cannot have fit in a log of at most 8,210 frames without two restarts. Not
+  // all of them are the checkpointer's (log_restarts()): after a checkpoint that copied the
+  // whole log, SQLite's next writer starts the log over by itself when no reader is on it, so
+  // how many are counted depends on the readers' timing (1 under a loaded CI machine). The
+  // size bound is what proves the log started over.
   EXPECT_LE(largest_log, LogBytes(sqlite::Checkpointer::kLogLimitFrames + kFramesPerCommit))
       << "the log outgrew its limit";
 }
