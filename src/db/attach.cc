@@ -3,15 +3,10 @@
 #include <fmt/format.h>
 
 #include "db/external_ips.h"
-#include "db/ip_allocation.h"
-#include "db/ip_pools.h"
-#include "db/quotas.h"
 
 namespace fp::db {
 
 namespace {
-
-constexpr int64_t kMaxExternalIps = 32;  // besides the instance's SNAT
 
 std::string_view KindLabel(IpKind k) { return k == IpKind::kSnat ? "SNAT" : ToString(k); }
 
@@ -143,9 +138,10 @@ Result<Verdict> DecideAttach(const BeginFacts& f, const AttachRequest& r) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }
   FP_CHECK_OK(CheckInstance(i, ip, r.creating, "attach"));
-  if (f.external_ips >= kMaxExternalIps) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "an instance may not have more than {} external IP addresses", kMaxExternalIps)));
+  if (f.external_ips >= kMaxExternalIpsPerInstance) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("an instance may not have more than {} external IP addresses",
+                    kMaxExternalIpsPerInstance)));
   }
   if (!(ip.ip.version() == IpVersion::kV4 ? f.nic_v4 : f.nic_v6)) {
     std::string_view v = Label(ip.ip.version());
@@ -290,7 +286,7 @@ std::string BeginStatement(bool attach) {
                 "f.external_ips < {} AND "
                 "CASE get_byte(ip.ip, 0) WHEN 4 THEN f.v4 ELSE f.v6 END AND "
                 "(ip.kind <> 'ephemeral' OR f.other_ephemeral IS NULL) RETURNING 1)",
-                kInstanceCanChange, kMaxExternalIps)
+                kInstanceCanChange, kMaxExternalIpsPerInstance)
           : fmt::format(
                 "t AS (UPDATE external_ip u SET state = 'detaching', op_saga_id = ?, "
                 "time_modified = ? FROM inst, ip WHERE u.id = ip.id AND u.state = 'attached' AND "
@@ -401,200 +397,5 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
 Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, true); }
 
 Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, false); }
-
-namespace {
-
-// PostgreSQL: CompleteOpIn's read and change as one statement. It changes the row only when it
-// is live and in `expected`, returns its address to the pool when the change released it (an
-// ephemeral IP detached), and returns what it read (kind, state, deleted), whether it changed
-// the row, and fp_release_address's outcome when it released one. Parameters: IP id,
-// expected, target, now.
-constexpr std::string_view kCompleteStatement =
-    "WITH p AS (SELECT ?::text AS id, ?::text AS expected, ?::text AS target, ?::bigint AS now), "
-    "e AS (SELECT x.kind, x.state, x.time_deleted IS NOT NULL AS deleted FROM external_ip x, p "
-    "WHERE x.id = p.id), "
-    // As ExternalIpReleaseIn: a released ephemeral IP keeps its op_saga_id and time_modified.
-    "t AS (UPDATE external_ip u SET state = p.target, "
-    "parent_id = CASE WHEN p.target = 'detached' THEN NULL ELSE u.parent_id END, "
-    "op_saga_id = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN u.op_saga_id "
-    "END, op_from_parent_id = NULL, "
-    "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
-    "u.time_modified ELSE p.now END, "
-    "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
-    "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected AND "
-    "u.time_deleted IS NULL AND u.state = p.expected "
-    "RETURNING u.time_deleted IS NOT NULL AS released, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
-    "u.first_port, u.last_port), "
-    "r AS MATERIALIZED (SELECT fp_release_address(t.ip_pool_id, t.ip_pool_range_id, t.ip, "
-    "t.first_port, t.last_port) AS outcome FROM t WHERE t.released) "
-    "SELECT e.kind, e.state, e.deleted, (SELECT count(*) FROM t), (SELECT outcome FROM r) "
-    "FROM e";
-
-}  // namespace
-
-Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target) {
-  if (expected != AttachState::kAttaching && expected != AttachState::kDetaching) {
-    return Fail(Error::Internal(
-        fmt::format("{} is not a valid transition state for attach/detach", ToString(expected))));
-  }
-  std::optional<Row> row;
-  if (tx.postgres()) {
-    row = FP_TRY(
-        tx.QueryRow(kCompleteStatement, ip_id, ToString(expected), ToString(target), tx.now()));
-  } else {
-    row = FP_TRY(
-        tx.QueryRow("SELECT kind, state, time_deleted FROM external_ip WHERE id = ?", ip_id));
-  }
-  if (!row) return Fail(Error::NotFoundById("external-ip", ip_id.ToString()));
-  std::string state = row->Text(1);
-  bool deleted = tx.postgres() ? row->Int(2) != 0 : !row->IsNull(2);
-  if (deleted || state != ToString(expected)) {
-    if (expected == AttachState::kAttaching && target == AttachState::kAttached &&
-        (deleted || state == "detached")) {
-      // The instance was deleted while the IP was being attached (its delete detaches every
-      // IP): the attach fails and its saga unwinds. A client error, not an internal one.
-      return Fail(Error::NotFound(
-          "instance (it was deleted while the external IP was being attached to it)"));
-    }
-    return int64_t{0};
-  }
-  if (tx.postgres()) {
-    if (row->Int(3) != 1 || (!row->IsNull(4) && row->Text(4) != "ok")) {
-      return Fail(Error::Internal(
-          fmt::format("completing the operation on external IP {} changed {} rows (release: {})",
-                      ip_id.ToString(), row->Int(3), row->OptText(4).value_or("none"))));
-    }
-    return int64_t{1};
-  }
-  if (target == AttachState::kDetached) {
-    if (row->Text(0) == "ephemeral") {
-      FP_CHECK_OK(ExternalIpReleaseIn(tx, ip_id));
-    } else {
-      FP_TRY(
-          tx.Exec("UPDATE external_ip SET state = 'detached', parent_id = NULL, op_saga_id = NULL, "
-                  "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
-                  tx.now(), ip_id));
-    }
-    return int64_t{1};
-  }
-  return tx.Exec(
-      "UPDATE external_ip SET state = ?, op_saga_id = NULL, op_from_parent_id = NULL, "
-      "time_modified = ? WHERE id = ?",
-      ToString(target), tx.now(), ip_id);
-}
-
-Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id) {
-  // A released ephemeral row keeps its op_saga_id: only a live row in transition counts.
-  auto row = FP_TRY(
-      tx.QueryRow("SELECT 1 FROM external_ip WHERE id = ? AND op_saga_id = ? AND time_deleted IS "
-                  "NULL AND state IN ('attaching', 'detaching')",
-                  ip_id, saga_id));
-  return row.has_value();
-}
-
-Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, const Uuid& from) {
-  MoveBack out;
-  out.held = FP_TRY(IpHeldBySagaIn(tx, ip_id, saga_id));
-  ExternalIp ip = FP_TRY(ExternalIpGetIn(tx, ip_id));
-  auto row = FP_TRY(
-      tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ? AND i.time_deleted IS NULL",
-                              kInstanceColumns),
-                  from));
-  std::optional<Instance> source;
-  if (row) source = FP_TRY(InstanceFromRow(*row));
-  if (!out.held) {
-    // Undone before (a crash after this undo's commit), or settled since by another operation:
-    // say where the IP is if it is back on `from`, so that the ports can be put right again.
-    if (source && ip.parent_id == from && ip.state == AttachState::kAttached) {
-      out.instance = from;
-      if (source->state == InstanceState::kVmm && source->sled_id) {
-        auto sled = FP_TRY(tx.QueryRow(
-            fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *source->sled_id));
-        if (sled) out.sled = FP_TRY(SledFromRow(*sled));
-      }
-    }
-    return out;
-  }
-  // A failed instance can hold it again too (it held it: a failover that failed gives it back).
-  bool back = source && !source->migration_id && source->project_id == ip.project_id &&
-              (source->state == InstanceState::kNoVmm || source->state == InstanceState::kFailed ||
-               (source->state == InstanceState::kVmm && source->run_state == "running"));
-  if (back) {
-    // Within its limit of external IPs: others may have been attached to it meanwhile.
-    auto others = FP_TRY(tx.QueryRow(
-        "SELECT count(*) FROM external_ip WHERE parent_id = ? AND time_deleted IS NULL AND "
-        "kind != 'snat'",
-        from));
-    back = others->Int(0) < kMaxExternalIps;
-  }
-  if (back && source->state == InstanceState::kVmm) {
-    auto sled =
-        FP_TRY(tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns),
-                           source->sled_id.value_or(Uuid())));
-    if (sled) {
-      out.sled = FP_TRY(SledFromRow(*sled));
-    } else {
-      back = false;
-    }
-  }
-  if (!back) {
-    out.sled.reset();
-    FP_TRY(CompleteOpIn(tx, ip_id, AttachState::kAttaching, AttachState::kDetached));
-    return out;
-  }
-  FP_TRY(
-      tx.Exec("UPDATE external_ip SET parent_id = ?, state = 'attached', op_saga_id = NULL, "
-              "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
-              from, tx.now(), ip_id));
-  out.instance = from;
-  return out;
-}
-
-Status ReleaseFloatingFromInstanceIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id) {
-  FP_TRY(
-      tx.Exec("UPDATE external_ip SET parent_id = NULL, state = 'detached', op_saga_id = NULL, "
-              "time_modified = ? WHERE id = ? AND parent_id = ? AND kind = 'floating'",
-              tx.now(), ip_id, instance_id));
-  return Ok();
-}
-
-Result<std::optional<ExternalIp>> EphemeralOfVersionIn(Tx& tx, const Uuid& instance_id,
-                                                       IpVersion version) {
-  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
-    if (e.kind == IpKind::kEphemeral && e.ip.version() == version) {
-      return std::optional<ExternalIp>(e);
-    }
-  }
-  return std::optional<ExternalIp>();
-}
-
-Result<IpPool> ResolvePoolIn(Tx& tx, const Uuid& silo_id, const PoolSelector& selector) {
-  Uuid id = FP_TRY(ResolvePoolIdIn(tx, silo_id, selector));
-  return LookupPoolIn(tx, NameOrId(id));
-}
-
-Result<ExternalIp> EphemeralAllocateIn(Tx& tx, const Uuid& ip_id, const Uuid& instance_id,
-                                       const Uuid& silo_id, const PoolSelector& selector) {
-  auto existing = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", ip_id));
-  if (existing) {
-    if (!existing->IsNull(0)) {
-      return Fail(Error::Internal("ephemeral IP allocation re-run after its row was released"));
-    }
-    return ExternalIpGetIn(tx, ip_id);
-  }
-  Uuid pool_id = FP_TRY(ResolvePoolIdIn(tx, silo_id, selector));
-  auto lowest = AllocateLowestAddress(tx, pool_id);
-  if (!lowest) return Fail(NoneFreeIn(tx, lowest.error(), pool_id, "for an ephemeral IP"));
-  AllocatedAddress a = *lowest;
-  QuotaHolder holder = FP_TRY(CheckInstanceIpQuotaIn(
-      tx, instance_id, IpCharge{a.ip.version(), model::kQuartersPerAddress, "an ephemeral IP"}));
-  FP_TRY(tx.Exec(
-      "INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, kind, ip, first_port, "
-      "last_port, state, time_created, time_modified, quota_project_id, quota_silo_id) VALUES "
-      "(?, ?, ?, 'ephemeral', ?, ?, ?, 'detached', ?, ?, ?, ?)",
-      ip_id, pool_id, a.range_id, a.ip, a.first_port, a.last_port, tx.now(), tx.now(),
-      holder.project_id, holder.silo_id));
-  return ExternalIpGetIn(tx, ip_id);
-}
 
 }  // namespace fp::db

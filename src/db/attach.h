@@ -11,6 +11,9 @@
 
 namespace fp::db {
 
+// External IPs one instance may hold besides its SNAT (the 32-IP limit of BeginAttachIn).
+inline constexpr int64_t kMaxExternalIpsPerInstance = 32;
+
 struct AttachStep {
   ExternalIp ip;
   bool do_saga = true;       // false: already done; the rest of the saga does nothing

@@ -1,6 +1,6 @@
 // The PostgreSQL engine against the test cluster (FLOATPLANE_TEST_POSTGRES; skipped without
-// one): whole-body retries, the retry budget, lost connections, unknown commit outcomes, the
-// pool, and the schema's migration at start.
+// one): whole-body retries, the retry budget, lost connections, unknown commit outcomes, and
+// the pool (the schema's migrations: schema_test.cc).
 
 #include "db/postgres/engine.h"
 
@@ -539,95 +539,6 @@ TEST_F(PgEngineTest, ARealConflictBetweenTwoWritersIsRetried) {
   EXPECT_GE(runs.load(), 3);
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k >= 100"), 2);
   EXPECT_EQ(counts[0] + counts[1], 1) << "the retried writer saw the other's row";
-}
-
-TEST(PgSchema, ServersStartingTogetherMigrateOnceAndANewerSchemaIsRefused) {
-  if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
-  TempPostgresDatabase db;
-  std::vector<std::thread> threads;
-  std::atomic<int> opened{0};
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      auto ds = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>());
-      EXPECT_TRUE(ds) << ds.error().message();
-      if (ds) ++opened;
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(opened.load(), 4);
-  auto conn = std::move(PgConnection::Open(db.url()).value());
-  auto versions = conn->Query("SELECT version FROM schema_version ORDER BY version", {});
-  ASSERT_TRUE(versions);
-  const size_t latest = LatestSchemaVersion();
-  ASSERT_EQ(versions->size(), latest);
-  for (size_t i = 0; i < versions->size(); ++i) EXPECT_EQ((*versions)[i].Int(0), int64_t(i + 1));
-
-  ASSERT_TRUE(
-      conn->Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", latest + 1)));
-  auto refused = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>());
-  ASSERT_FALSE(refused);
-  EXPECT_NE(
-      refused.error().message().find(fmt::format(
-          "database schema version {} is newer than this binary knows ({})", latest + 1, latest)),
-      std::string::npos)
-      << refused.error().message();
-}
-
-// Migration 12 (quotas) on PostgreSQL: each live address names the project and silo it counts
-// against (SQLite's twin: SchemaUpgradeTest in db/schema_test.cc).
-TEST(PgSchema, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) {
-  if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
-  TempPostgresDatabase db;
-  auto conn = std::move(PgConnection::Open(db.url()).value());
-  ASSERT_TRUE(MigratePostgresSchemaTo(*conn, 11));
-  ASSERT_TRUE(conn->Run(R"sql(
-    INSERT INTO silo (id, name, description, discoverable, identity_mode, time_created,
-                      time_modified)
-      VALUES ('silo-1', 's1', '', 1, 'local_only', 1, 1);
-    INSERT INTO project (id, silo_id, name, description, time_created, time_modified)
-      VALUES ('proj-1', 'silo-1', 'p1', '', 1, 1);
-    INSERT INTO ip_pool (id, name, description, ip_version, pool_type, assignment, time_created,
-                         time_modified)
-      VALUES ('pool-1', 'pool', '', 'v4', 'unicast', 'silos', 1, 1);
-    INSERT INTO ip_pool_range (id, ip_pool_id, first_address, last_address, time_created,
-                               time_modified)
-      VALUES ('range-1', 'pool-1', '\x040a000000', '\x040a0000ff', 1, 1);
-    INSERT INTO instance (id, project_id, name, description, hostname, ncpus, memory, state,
-                          run_state, time_run_state_updated, time_created, time_modified)
-      VALUES ('vm-1', 'proj-1', 'vm', '', 'vm', 1, 1073741824, 'no_vmm', 'stopped', 1, 1, 1);
-    INSERT INTO external_ip (id, name, description, ip_pool_id, ip_pool_range_id, parent_id, kind,
-                             ip, first_port, last_port, project_id, state, time_created,
-                             time_modified, time_deleted)
-      VALUES ('fip', 'www', '', 'pool-1', 'range-1', NULL, 'floating', '\x040a000001', 0, 65535,
-              'proj-1', 'detached', 1, 1, NULL),
-             ('snat', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'snat', '\x040a000002', 0, 16383,
-              NULL, 'attached', 1, 1, NULL),
-             ('eph', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'ephemeral', '\x040a000003', 0,
-              65535, NULL, 'attached', 1, 1, NULL),
-             ('gone', NULL, NULL, 'pool-1', 'range-1', 'vm-1', 'snat', '\x040a000004', 0, 16383,
-              NULL, 'detached', 1, 1, 2);
-  )sql"));
-  ASSERT_TRUE(MigratePostgresSchemaTo(*conn, 12));
-  auto count = [&](const std::string& sql) {
-    auto rows = conn->Query(sql, {});
-    EXPECT_TRUE(rows) << rows.error().message();
-    return rows && !rows->empty() ? rows->front().Int(0) : -1;
-  };
-  EXPECT_EQ(count("SELECT count(*) FROM external_ip WHERE quota_project_id = 'proj-1' AND "
-                  "quota_silo_id = 'silo-1'"),
-            3);
-  EXPECT_EQ(count("SELECT count(*) FROM external_ip WHERE id = 'gone' AND quota_project_id IS "
-                  "NULL"),
-            1);
-  EXPECT_EQ(count("SELECT count(*) FROM silo WHERE ipv4_quota IS NULL AND cpus_quota = 0"), 1);
-}
-
-TEST(PgSchema, NoServerIsUnavailable) {
-  // A loopback port nothing listens on (the discard port).
-  auto ds = Datastore::OpenPostgres("postgres://nobody@127.0.0.1:9/x?connect_timeout=2",
-                                    std::make_shared<SystemClock>());
-  ASSERT_FALSE(ds);
-  EXPECT_EQ(ds.error().kind(), ErrorKind::kServiceUnavailable);
 }
 
 }  // namespace
