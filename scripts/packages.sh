@@ -3,6 +3,7 @@
 
 FLOATPLANE_PACKAGES=(
   cmake g++ make
+  clang-14 libclang-rt-14-dev ninja-build  # the sanitizer build (its runtime is only recommended)
   libboost1.81-dev libboost-url1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev libsqlite3-dev libpq-dev
   libargon2-dev  # local users' passwords (Argon2id)

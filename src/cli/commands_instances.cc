@@ -225,7 +225,11 @@ void AddInstanceCommands(Commands& c) {
                           {"cpu_platform", nullptr}}));
           return {};
         }
-        auto [segment, query] = FP_TRY(Resolve(update->sel, "instance", true));
+        // Named, not a structured binding: the lambda below uses them (Clang 14 cannot capture
+        // a binding).
+        std::pair<std::string, Query> target = FP_TRY(Resolve(update->sel, "instance", true));
+        const std::string& segment = target.first;
+        const Query& query = target.second;
         FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api());
         nlohmann::json body = FP_TRY(Body(update->body, [&]() -> CliResult<nlohmann::json> {

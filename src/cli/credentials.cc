@@ -281,8 +281,9 @@ CliStatus ConfigDir::SaveProfile(const Profile& profile) const {
     for (size_t i = start + 1; i < end; ++i) {
       if (!KeyOf(lines[i]).empty()) last = i;
     }
-    for (const auto& [key, value] : keys) {
-      std::string line = key + " = " + TomlString(value);
+    for (const auto& kv : keys) {
+      const std::string& key = kv.first;
+      std::string line = key + " = " + TomlString(kv.second);
       auto it = std::find_if(lines.begin() + static_cast<long>(start) + 1,
                              lines.begin() + static_cast<long>(end),
                              [&](const std::string& l) { return KeyOf(l) == key; });

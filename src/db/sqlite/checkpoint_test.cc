@@ -114,12 +114,14 @@ TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
 // thread or a slow disk would hold it) does not let the log grow past its limit: the write
 // lane restarts it there itself, with writes waiting meanwhile.
 TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
-  TempDatastore ds;
-  const std::string wal_file = ds.dir() + "/floatplane.db-wal";
-  ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
+  // Declared before the datastore, so that they outlive its checkpointer: released, it may
+  // still be inside the sync point when the test's body ends.
   std::mutex mu;
   std::condition_variable cv;
   bool held = false, released = false;
+  TempDatastore ds;
+  const std::string wal_file = ds.dir() + "/floatplane.db-wal";
+  ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
   ds->TEST_SetSyncPoint([&](std::string_view name) {
     if (name != "checkpoint:copying") return;
     std::unique_lock lock(mu);
