@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
-#include <mutex>
 
 #include "agents/agents.h"
+#include "common/mutex.h"
 #include "http/client.h"
 
 namespace fp::agents {
@@ -184,7 +184,7 @@ class HttpSledAgentClient final : public SledAgentClient {
     if (plain && !boot_id.empty()) target += "&boot=" + boot_id;
     std::shared_ptr<HttpClient> http;
     {
-      std::lock_guard lock(report_mu_);
+      MutexLock lock(report_mu_);
       if (reports_abandoned_) {
         return Fail(
             Error::Unavailable(fmt::format("{}: the call was abandoned", http_.description())));
@@ -203,7 +203,7 @@ class HttpSledAgentClient final : public SledAgentClient {
   }
 
   void AbandonReports() override {
-    std::lock_guard lock(report_mu_);
+    MutexLock lock(report_mu_);
     reports_abandoned_ = true;
     if (report_http_) report_http_->Abandon();
   }
@@ -231,10 +231,10 @@ class HttpSledAgentClient final : public SledAgentClient {
   const std::chrono::milliseconds timeout_;
   const std::string authorization_;  // the agent secret's header, or empty
   // Report calls have a client of their own, whose deadline covers the wait.
-  std::mutex report_mu_;
+  Mutex report_mu_;
   static constexpr std::chrono::milliseconds kMaxWait{30'000};  // the sled's own cap
-  std::shared_ptr<HttpClient> report_http_;                     // guarded by report_mu_
-  bool reports_abandoned_ = false;                              // guarded by report_mu_
+  std::shared_ptr<HttpClient> report_http_ FP_GUARDED_BY(report_mu_);
+  bool reports_abandoned_ FP_GUARDED_BY(report_mu_) = false;
 };
 
 }  // namespace

@@ -72,12 +72,12 @@ Status CheckSameOrigin(const HttpRequest& req, bool origin_optional) {
 }
 
 bool KeysInFlight::Claim(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return keys_.insert(id).second;
 }
 
 void KeysInFlight::Release(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   keys_.erase(id);
 }
 

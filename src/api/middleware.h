@@ -5,11 +5,11 @@
 // ErrorResponse.)
 
 #include <functional>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "api/endpoint.h"
+#include "common/mutex.h"
 
 namespace fp::api {
 
@@ -41,8 +41,8 @@ class KeysInFlight {
   void Release(const std::string& id);
 
  private:
-  std::mutex mu_;
-  std::set<std::string> keys_;  // guarded by mu_
+  Mutex mu_;
+  std::set<std::string> keys_ FP_GUARDED_BY(mu_);
 };
 
 // Whether a request may carry `key`: InvalidRequest for a key over 255 characters, and for

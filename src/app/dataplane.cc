@@ -12,13 +12,13 @@ bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& 
   {
     // The judgement and the mark are atomic with respect to AwaitNone: a placement that passed
     // AwaitNone before the judgement had committed its placement, which the judgement then saw.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (removing_.count(instance_id) || !is_orphan()) return false;
     removing_.insert(instance_id);
   }
   remove();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     removing_.erase(instance_id);
   }
   done_.notify_all();
@@ -26,8 +26,8 @@ bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& 
 }
 
 void VmRemovals::AwaitNone(const Uuid& instance_id) {
-  std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return removing_.count(instance_id) == 0; });
+  MutexLock lock(mu_);
+  lock.Wait(done_, [&]() FP_REQUIRES(mu_) { return removing_.count(instance_id) == 0; });
 }
 
 Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {

@@ -6,11 +6,11 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "agents/agents.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/uuid.h"
 
 namespace fp::db {
@@ -35,9 +35,9 @@ class VmRemovals {
   void AwaitNone(const Uuid& instance_id);
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable done_;
-  std::set<Uuid> removing_;  // guarded by mu_
+  std::set<Uuid> removing_ FP_GUARDED_BY(mu_);
 };
 
 // The sled agents the control plane drives, by sled (not owned), and the ordering of VM

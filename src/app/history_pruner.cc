@@ -43,9 +43,9 @@ Result<PrunedHistory> HistoryPruner::PruneOnce() {
 
 void HistoryPruner::Start() {
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stop_) {
-      lock.unlock();
+      lock.Unlock();
       auto pruned = PruneOnce();
       if (!pruned) {
         LogEvent("warn", "pruning history failed; retrying at the next pass",
@@ -60,8 +60,8 @@ void HistoryPruner::Start() {
         LogEvent("warn", "audit entries of requests a stopped server left unfinished completed",
                  {{"entries", pruned->audit_entries_cut_short}});
       }
-      lock.lock();
-      cv_.wait_for(lock, retention_.period, [&] { return stop_; });
+      lock.Lock();
+      lock.WaitFor(cv_, retention_.period, [&]() FP_REQUIRES(mu_) { return stop_; });
     }
   });
 }
@@ -69,7 +69,7 @@ void HistoryPruner::Start() {
 void HistoryPruner::Stop() {
   stopping_.store(true);  // a pass with a backlog ends after its current batch
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 
 #include "common/error.h"
+#include "common/mutex.h"
 
 namespace fp::db {
 class Datastore;
@@ -68,10 +68,10 @@ class HistoryPruner {
  private:
   db::Datastore& ds_;
   const HistoryRetention retention_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::atomic<bool> stopping_{false};
+  bool stop_ FP_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stopping_{false};  // not under mu_: a pass in progress polls it
   std::thread thread_;
 };
 

@@ -26,7 +26,11 @@ Result<std::unique_ptr<SagaCoordinator>> SagaCoordinator::Start(db::Datastore& d
   Timestamp began = ds.clock().Now();
   db::SecLeaseTaken taken =
       FP_TRY(db::SecLeaseTake(ds, executor.sec(), c->incarnation_, Micros(c->options_.lease_ttl)));
-  c->live_until_ = began + Micros(c->options_.lease_ttl);
+  {
+    // No other thread sees `c` yet: the lock only satisfies the thread-safety analysis.
+    MutexLock lock(c->mu_);
+    c->live_until_ = began + Micros(c->options_.lease_ttl);
+  }
   c->sagas_at_start_ = taken.own_sagas.size();
   executor.SetStartGate([raw = c.get()] { return raw->LeaseLive(); });
   executor.SetLeftUnfinishedHook([raw = c.get()] { raw->OwnRecoveryDue(); });
@@ -48,7 +52,7 @@ void SagaCoordinator::StartBackground() {
 
 void SagaCoordinator::OwnRecoveryDue() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     own_due_ = true;
   }
   cv_.notify_all();
@@ -60,7 +64,7 @@ void SagaCoordinator::Loop() {
   auto next_renew = Clock::now() + options_.renew_interval;
   auto next_own = Clock::now() + options_.own_recovery_interval;
   auto last_own = Clock::now();
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
     const auto now = Clock::now();
     const auto gap_ends = last_own + options_.own_recovery_min_gap;
@@ -72,12 +76,12 @@ void SagaCoordinator::Loop() {
       auto wake = std::min(next_renew, next_own);
       if (own_due_) wake = std::min(wake, gap_ends);
       const bool was_due = own_due_;
-      cv_.wait_until(lock, wake, [&] { return stop_ || own_due_ != was_due; });
+      lock.WaitUntil(cv_, wake, [&]() FP_REQUIRES(mu_) { return stop_ || own_due_ != was_due; });
       continue;
     }
     const bool due = own && own_due_;
     if (own) own_due_ = false;
-    lock.unlock();
+    lock.Unlock();
     if (renew) {
       next_renew = now + options_.renew_interval;
       if (auto renewed = RenewOnce(); !renewed) {
@@ -100,13 +104,13 @@ void SagaCoordinator::Loop() {
       if (!recovered || !LeaseLive()) {
         // A pass brought forward by a request's saga that could take nothing up (the
         // datastore still failing, the lease not live) is due again after the gap.
-        std::lock_guard relock(mu_);
+        MutexLock relock(mu_);
         own_due_ = own_due_ || due;
       }
     }
     // Recoveries that are done: joined outside the lock (their workers report to us).
     std::vector<std::unique_ptr<saga::SagaRecovery>> done;
-    lock.lock();
+    lock.Lock();
     for (auto it = recoveries_.begin(); it != recoveries_.end();) {
       if ((*it)->finished()) {
         done.push_back(std::move(*it));
@@ -115,16 +119,16 @@ void SagaCoordinator::Loop() {
         ++it;
       }
     }
-    lock.unlock();
+    lock.Unlock();
     done.clear();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 void SagaCoordinator::Stop() {
   std::vector<std::unique_ptr<saga::SagaRecovery>> recoveries;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
     recoveries.swap(recoveries_);
@@ -135,7 +139,7 @@ void SagaCoordinator::Stop() {
   recoveries.clear();
   bool superseded = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     superseded = superseded_;
   }
   if (!superseded) {
@@ -150,7 +154,7 @@ Status SagaCoordinator::RenewOnce() {
   // The lease is counted from before the write: the database's expiry is later than that.
   Timestamp began = ds_.clock().Now();
   auto renewed = db::SecLeaseRenew(ds_, exec_.sec(), incarnation_, Micros(options_.lease_ttl));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!renewed) {
     renew_error_ = renewed.error();
     return Fail(
@@ -173,7 +177,7 @@ Status SagaCoordinator::RenewOnce() {
 }
 
 Status SagaCoordinator::LeaseLive() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return LeaseLiveLocked();
 }
 
@@ -225,18 +229,19 @@ Result<size_t> SagaCoordinator::RecoverOwnOnce() {
 }
 
 size_t SagaCoordinator::recovering() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return recovering_.size();
 }
 
 void SagaCoordinator::Recover(std::vector<saga::OwnedSaga> sagas) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_) return;
-  std::erase_if(sagas, [&](const saga::OwnedSaga& s) { return !recovering_.insert(s.id).second; });
+  std::erase_if(sagas, [&](const saga::OwnedSaga& s)
+                           FP_REQUIRES(mu_) { return !recovering_.insert(s.id).second; });
   if (sagas.empty()) return;
   saga::RecoveryOptions options = options_.recovery;
   options.finished = [this](const Uuid& id) {
-    std::lock_guard finished_lock(mu_);
+    MutexLock finished_lock(mu_);
     recovering_.erase(id);
   };
   recoveries_.push_back(saga::SagaRecovery::StartWith(exec_, std::move(options), std::move(sagas)));

@@ -31,7 +31,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,6 +38,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/time.h"
 #include "saga/recovery.h"
 #include "saga/saga.h"
@@ -112,7 +112,7 @@ class SagaCoordinator {
   void Loop();
   // The executor's left-unfinished hook: brings the next own recovery pass forward.
   void OwnRecoveryDue();
-  Status LeaseLiveLocked() const;  // requires mu_
+  Status LeaseLiveLocked() const FP_REQUIRES(mu_);
 
   db::Datastore& ds_;
   saga::SagaExecutor& exec_;
@@ -120,14 +120,14 @@ class SagaCoordinator {
   const std::string incarnation_;
   size_t sagas_at_start_ = 0;
 
-  mutable std::mutex mu_;
-  Timestamp live_until_ = 0;          // guarded by mu_: the last renewal's start + lease_ttl
-  bool superseded_ = false;           // guarded by mu_
-  std::optional<Error> renew_error_;  // guarded by mu_: why the last renewal failed
-  std::set<Uuid> recovering_;         // guarded by mu_
-  std::vector<std::unique_ptr<saga::SagaRecovery>> recoveries_;  // guarded by mu_
-  bool stop_ = false;                                            // guarded by mu_
-  bool own_due_ = false;  // guarded by mu_: a request left a saga unfinished
+  mutable Mutex mu_;
+  Timestamp live_until_ FP_GUARDED_BY(mu_) = 0;  // the last renewal's start + lease_ttl
+  bool superseded_ FP_GUARDED_BY(mu_) = false;
+  std::optional<Error> renew_error_ FP_GUARDED_BY(mu_);  // why the last renewal failed
+  std::set<Uuid> recovering_ FP_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<saga::SagaRecovery>> recoveries_ FP_GUARDED_BY(mu_);
+  bool stop_ FP_GUARDED_BY(mu_) = false;
+  bool own_due_ FP_GUARDED_BY(mu_) = false;  // a request left a saga unfinished
   std::condition_variable cv_;
   std::thread thread_;
 };

@@ -231,8 +231,8 @@ void SledWatcher::WatchOnce() {
 }
 
 bool SledWatcher::Pause(std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stop_; });
+  MutexLock lock(mu_);
+  lock.WaitFor(cv_, d, [&]() FP_REQUIRES(mu_) { return stop_; });
   return !stop_;
 }
 
@@ -262,7 +262,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   auto next_silent_check = Clock::now();
   auto set_status = [&](bool reachable, bool reported) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       SledWatchStatus& s = status_[index];
       if (reachable && !s.reachable && s.reports > 0) {
         LogEvent("info", "sled agent answers again", {{"sled_agent", sled.address()}});
@@ -287,7 +287,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       next_silent_check = Clock::now() + options_.full_period;
       bool all_silent;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         all_silent = status_.size() > 1 && std::none_of(status_.begin(), status_.end(),
                                                         [](const auto& s) { return s.reachable; });
       }
@@ -322,7 +322,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     if (!report) {
       bool was_reachable;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         was_reachable = status_[index].reachable || status_[index].reports == 0;
       }
       if (was_reachable) {
@@ -336,7 +336,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     }
     if (report->full) {
       if (!boot.empty() && report->boot_id != boot) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         ++status_[index].restarts_seen;
       }
       if (!boot.empty()) {
@@ -408,7 +408,7 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
     threads_.emplace_back([this, unserved] { WatchUnservedSleds(unserved); });
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [sled_id, sled] : dataplane_.sleds) {
       status_.push_back(SledWatchStatus{.sled_id = sled_id, .address = sled->address()});
     }
@@ -420,26 +420,26 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
     ++index;
   }
   threads_.emplace_back([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stop_) {
-      cv_.wait(lock, [&] { return stop_ || now_; });
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return stop_ || now_; });
       if (stop_) break;
       now_ = false;
-      lock.unlock();
+      lock.Unlock();
       if (!lease_ || lease_->Held()) ReapOrphans();
-      lock.lock();
+      lock.Lock();
     }
   });
 }
 
 std::vector<SledWatchStatus> SledWatcher::SledStatuses() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return status_;
 }
 
 void SledWatcher::Wake() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     now_ = true;
   }
   cv_.notify_all();
@@ -447,7 +447,7 @@ void SledWatcher::Wake() {
 
 void SledWatcher::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();

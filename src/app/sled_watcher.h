@@ -17,13 +17,13 @@
 // (orphans).
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "app/dataplane.h"
+#include "common/mutex.h"
 #include "common/time.h"
 #include "model/external_ips.h"
 #include "model/instances.h"
@@ -157,11 +157,11 @@ class SledWatcher {
   const std::string removal_holder_ = Uuid::Random().ToString();  // this process, in marks
   SledWatchOptions options_;                                      // set before the threads start
   db::TaskLeaseKeeper* lease_ = nullptr;                          // likewise
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                    // guarded by mu_
-  bool now_ = false;                     // guarded by mu_
-  std::vector<SledWatchStatus> status_;  // guarded by mu_; one per sled, in dataplane order
+  bool stop_ FP_GUARDED_BY(mu_) = false;
+  bool now_ FP_GUARDED_BY(mu_) = false;
+  std::vector<SledWatchStatus> status_ FP_GUARDED_BY(mu_);  // one per sled, in dataplane order
   std::vector<std::thread> threads_;
 };
 

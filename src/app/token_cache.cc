@@ -16,7 +16,7 @@ Result<std::optional<model::Token>> TokenCache::Authenticate(const std::string& 
   const Timestamp now = clock_.Now();
   uint64_t generation = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = tokens_.find(hash); it != tokens_.end()) {
       if (it->second.expires > now) return std::optional<model::Token>(it->second.token);
       tokens_.erase(it);
@@ -26,7 +26,7 @@ Result<std::optional<model::Token>> TokenCache::Authenticate(const std::string& 
   auto found = FP_TRY(db::TokenAuthenticate(ds_, secret));
   ds_.SyncPoint("token_authenticate:read");
   if (found) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (generation_ == generation) {
       if (tokens_.size() >= kTokenCacheMax) tokens_.clear();
       tokens_.insert_or_assign(std::move(hash), CachedToken{*found, now + kTtlMicros});
@@ -36,7 +36,7 @@ Result<std::optional<model::Token>> TokenCache::Authenticate(const std::string& 
 }
 
 void TokenCache::Invalidate() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++generation_;
   tokens_.clear();
 }

@@ -5,12 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/time.h"
 #include "model/auth.h"
 
@@ -47,9 +47,9 @@ class TokenCache {
   const Clock& clock_;
   // Keyed by the secret's hash. A read that began before an invalidation (generation bump)
   // does not insert what it read.
-  std::mutex mu_;
-  uint64_t generation_ = 0;                              // guarded by mu_
-  std::unordered_map<std::string, CachedToken> tokens_;  // guarded by mu_
+  Mutex mu_;
+  uint64_t generation_ FP_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, CachedToken> tokens_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace fp::app

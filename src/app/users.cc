@@ -56,7 +56,7 @@ std::optional<int64_t> LoginThrottle::WaitFor(const std::map<std::string, Count>
 
 std::optional<int64_t> LoginThrottle::Admit(const std::string& source, const std::string& user,
                                             Timestamp now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::string user_key = user + "\n" + source;
   auto by_source = WaitFor(by_source_, source, kFreePerSource, now);
   auto by_user = WaitFor(by_user_source_, user_key, kFreePerUserAndSource, now);
@@ -74,7 +74,7 @@ std::optional<int64_t> LoginThrottle::Admit(const std::string& source, const std
 }
 
 void LoginThrottle::Succeeded(const std::string& source, const std::string& user) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   by_user_source_.erase(user + "\n" + source);
   if (auto it = by_source_.find(source); it != by_source_.end() && it->second.failures > 0) {
     --it->second.failures;
@@ -94,21 +94,21 @@ void LoginThrottle::Forget(Timestamp now) {
 // ---- PasswordWork ----
 
 bool PasswordWork::TryAcquire() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (free_ == 0) return false;
   --free_;
   return true;
 }
 
 void PasswordWork::Acquire() {
-  std::unique_lock lock(mu_);
-  freed_.wait(lock, [&] { return free_ > 0; });
+  MutexLock lock(mu_);
+  lock.Wait(freed_, [&]() FP_REQUIRES(mu_) { return free_ > 0; });
   --free_;
 }
 
 void PasswordWork::Release() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++free_;
   }
   freed_.notify_one();

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "app/actor.h"
 #include "app/request.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/name.h"
 #include "common/time.h"
 #include "model/auth.h"
@@ -53,11 +53,11 @@ class LoginThrottle {
   };
   std::optional<int64_t> WaitFor(const std::map<std::string, Count>& counts, const std::string& key,
                                  int free, Timestamp now) const;
-  void Forget(Timestamp now);  // counts idle for the whole window, beyond a bound
+  void Forget(Timestamp now) FP_REQUIRES(mu_);  // counts idle for the whole window, beyond a bound
 
-  std::mutex mu_;
-  std::map<std::string, Count> by_source_;       // guarded by mu_
-  std::map<std::string, Count> by_user_source_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Count> by_source_ FP_GUARDED_BY(mu_);
+  std::map<std::string, Count> by_user_source_ FP_GUARDED_BY(mu_);
 };
 
 // Bounds the password hashes computed at once (each takes 19 MiB and a core for tens of
@@ -70,9 +70,9 @@ class PasswordWork {
   void Release();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable freed_;
-  int free_;  // guarded by mu_
+  int free_ FP_GUARDED_BY(mu_);
 };
 
 // A session just made: its token goes to the client (in a cookie) and is never stored.

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "common/time.h"
 
 namespace fp {
@@ -25,7 +25,7 @@ void SetLogLevel(LogLevel level) { g_level.store(level, std::memory_order_relaxe
 void LogEvent(std::string_view level, std::string_view msg, nlohmann::json fields) {
   std::optional<LogLevel> parsed = ParseLogLevel(level);
   if (parsed && *parsed < g_level.load(std::memory_order_relaxed)) return;
-  static std::mutex mu;
+  static Mutex mu;
   nlohmann::json line = nlohmann::json::object();
   line["time"] = FormatRfc3339(SystemClock().Now());
   line["level"] = level;
@@ -34,7 +34,7 @@ void LogEvent(std::string_view level, std::string_view msg, nlohmann::json field
     for (auto& [k, v] : fields.items()) line[k] = v;
   }
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   std::fprintf(stderr, "%s\n", text.c_str());
   std::fflush(stderr);
 }

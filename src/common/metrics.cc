@@ -68,7 +68,7 @@ CounterFamily::CounterFamily(std::string name, std::string help,
     : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
 
 std::atomic<int64_t>& CounterFamily::Slot(const std::vector<std::string>& values) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = slots_[values];
   if (!slot) slot = std::make_unique<std::atomic<int64_t>>(0);
   return *slot;
@@ -81,7 +81,7 @@ void CounterFamily::Add(const std::vector<std::string>& values, int64_t n) {
 void CounterFamily::Render(std::string& out) const {
   std::vector<Sample> samples;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [values, slot] : slots_) {
       samples.push_back({Zip(label_names_, values), static_cast<double>(slot->load())});
     }
@@ -105,7 +105,7 @@ HistogramFamily::Series& HistogramFamily::SeriesOf(const std::vector<std::string
 void HistogramFamily::Observe(const std::vector<std::string>& values, double v) {
   size_t b = 0;
   while (b < bounds_.size() && v > bounds_[b]) ++b;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Series& s = SeriesOf(values);
   ++s.buckets[b];
   ++s.count;
@@ -113,13 +113,13 @@ void HistogramFamily::Observe(const std::vector<std::string>& values, double v) 
 }
 
 void HistogramFamily::Touch(const std::vector<std::string>& values) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SeriesOf(values);
 }
 
 void HistogramFamily::Render(std::string& out) const {
   Header(out, name_, help_, "histogram");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [values, s] : series_) {
     Labels labels = Zip(label_names_, values);
     int64_t cumulative = 0;

@@ -9,11 +9,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace fp::metrics {
 
@@ -43,8 +44,9 @@ class CounterFamily {
   std::atomic<int64_t>& Slot(const std::vector<std::string>& values);
   const std::string name_, help_;
   const std::vector<std::string> label_names_;
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<std::atomic<int64_t>>> slots_;  // mu_
+  mutable Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<std::atomic<int64_t>>> slots_
+      FP_GUARDED_BY(mu_);
 };
 
 // A histogram family with fixed label names and bucket bounds (seconds, or whatever the unit).
@@ -62,12 +64,12 @@ class HistogramFamily {
     int64_t count = 0;
     double sum = 0;
   };
-  Series& SeriesOf(const std::vector<std::string>& values);  // requires mu_
+  Series& SeriesOf(const std::vector<std::string>& values) FP_REQUIRES(mu_);
   const std::string name_, help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, Series> series_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::vector<std::string>, Series> series_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace fp::metrics

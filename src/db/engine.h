@@ -15,10 +15,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string_view>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "db/connection.h"
 
 namespace fp::db {
@@ -82,7 +82,7 @@ class Engine {
 class SyncPoints {
  public:
   void Set(std::function<void(std::string_view)> hook) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hook_ = std::move(hook);
     set_.store(static_cast<bool>(hook_));
   }
@@ -91,7 +91,7 @@ class SyncPoints {
     if (!set()) return;
     std::function<void(std::string_view)> hook;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hook = hook_;
     }
     if (hook) hook(name);
@@ -99,8 +99,8 @@ class SyncPoints {
 
  private:
   std::atomic<bool> set_{false};
-  std::mutex mu_;
-  std::function<void(std::string_view)> hook_;  // guarded by mu_
+  Mutex mu_;
+  std::function<void(std::string_view)> hook_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace fp::db

@@ -127,7 +127,7 @@ Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::strin
 }
 
 bool TaskLeaseKeeper::Held() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Timestamp now = ds_.clock().Now();
   if (held_until_ - now > ttl_us_ / 2) return true;
   auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_);
@@ -136,7 +136,7 @@ bool TaskLeaseKeeper::Held() {
 }
 
 void TaskLeaseKeeper::Release() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (held_until_ == 0) return;
   held_until_ = 0;
   (void)TaskLeaseRelease(ds_, task_, holder_);

@@ -9,11 +9,11 @@
 // the adoption grace (NTP does).
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "db/datastore.h"
 #include "saga/store.h"
 
@@ -95,9 +95,9 @@ class TaskLeaseKeeper {
   const std::string task_;
   const std::string holder_;
   const int64_t ttl_us_;
-  std::mutex mu_;
-  Timestamp held_until_ = 0;  // guarded by mu_; by this server's clock, counted from before
-                              // the acquiring write
+  Mutex mu_;
+  // By this server's clock, counted from before the acquiring write.
+  Timestamp held_until_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::db

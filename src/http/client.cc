@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "common/mutex.h"
 #include "http/host_port.h"
 #include "http/socket_io.h"
 
@@ -122,10 +122,10 @@ struct HttpClient::Impl {
   std::string authorization;
   Result<PeerAddress> address;
 
-  std::mutex mu;
-  std::vector<std::unique_ptr<Connection>> idle;  // guarded by mu
-  std::set<int> busy;                             // guarded by mu: sockets of calls under way
-  bool abandoned = false;                         // guarded by mu
+  Mutex mu;
+  std::vector<std::unique_ptr<Connection>> idle FP_GUARDED_BY(mu);
+  std::set<int> busy FP_GUARDED_BY(mu);  // sockets of calls under way
+  bool abandoned FP_GUARDED_BY(mu) = false;
 
   Impl(std::string peer_name, std::string url, std::chrono::milliseconds call_timeout,
        std::string authorization_header)
@@ -141,13 +141,13 @@ struct HttpClient::Impl {
   }
   // Marks `fd` as in a call, unless the client was abandoned (false).
   bool BeginCall(int fd) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (abandoned) return false;
     busy.insert(fd);
     return true;
   }
   void EndCall(int fd) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     busy.erase(fd);
   }
 
@@ -164,7 +164,7 @@ struct HttpClient::Impl {
   }
 
   std::unique_ptr<Connection> TakeIdle() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (idle.empty()) return nullptr;
     auto conn = std::move(idle.back());
     idle.pop_back();
@@ -173,7 +173,7 @@ struct HttpClient::Impl {
 
   void ReturnIdle(std::unique_ptr<Connection> conn) {
     conn->reused = true;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (idle.size() < kMaxIdleConnections) idle.push_back(std::move(conn));
   }
 
@@ -237,7 +237,7 @@ HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::mill
 HttpClient::~HttpClient() = default;
 
 void HttpClient::Abandon() {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->abandoned = true;
   // The calls' poll()s wake with the socket closed for reading, and their callers get an
   // error (not retried as a stale connection: BeginCall refuses from now on).

@@ -97,7 +97,7 @@ void EventServer::Loop() {
   {
     // From now on workers close the connections they would hand back (also after an
     // epoll_wait failure, when nothing would take them).
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     loop_done_ = true;
     for (auto& conn : returned_) CloseLocked(*conn);
     returned_.clear();
@@ -125,7 +125,7 @@ void EventServer::AcceptAll() {
     std::string client = ClientKey(peer);
     std::optional<std::string> refusal;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       int& from_client = per_client_[client];
       if (open_ >= options_.max_connections) {
         refusal = fmt::format("the server is at its limit of {} open connections; retry later",
@@ -241,7 +241,7 @@ void EventServer::Park(std::unique_ptr<Conn> conn) {
 void EventServer::TakeReturned() {
   std::vector<std::unique_ptr<Conn>> back;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     back.swap(returned_);
   }
   for (auto& conn : back) Park(std::move(conn));

@@ -14,7 +14,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "http/server.h"
 #include "http/socket_io.h"
 #include "http/tls.h"
@@ -160,7 +160,7 @@ class EventServer final : public HttpServer {
   // Queues a connection whose request is complete (or unreadable: a worker answers 400).
   void Dispatch(std::unique_ptr<Conn> conn);
 
-  void ReapWorkersLocked();
+  void ReapWorkersLocked() FP_REQUIRES(mu_);
 
   void WorkerMain(uint64_t wid);
 
@@ -181,8 +181,8 @@ class EventServer final : public HttpServer {
 
   // Closes the connection's socket and stops counting it against the connection bounds
   // (Close takes mu_; CloseLocked is called with mu_ held). Idempotent.
-  void Close(Conn& c);
-  void CloseLocked(Conn& c);
+  void Close(Conn& c) FP_EXCLUDES(mu_);
+  void CloseLocked(Conn& c) FP_REQUIRES(mu_);
 
   // `request`, if given, adds the fields of HttpServerOptions::logged_headers it carries.
   void LogRequest(std::string_view method, std::string_view path, int status, TimePoint start,
@@ -213,21 +213,24 @@ class EventServer final : public HttpServer {
   std::atomic<int64_t> refused_busy_{0};
   std::atomic<int64_t> request_timeouts_{0};
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;  // a request was queued, or workers must exit
   std::condition_variable idle_cv_;  // a worker finished a connection
-  // Guarded by mu_:
-  int open_ = 0;                                     // connections counted against the bounds
-  std::unordered_map<std::string, int> per_client_;  // open connections by client key
-  std::deque<std::unique_ptr<Conn>> queue_;          // complete requests waiting for a worker
-  std::vector<std::unique_ptr<Conn>> returned_;      // handed back to the loop by workers
-  std::map<uint64_t, std::thread> workers_;
-  std::vector<uint64_t> finished_workers_;  // returned (or returning); to be joined
-  std::multiset<int> busy_fds_;             // connections being served
-  int idle_workers_ = 0;
-  uint64_t next_worker_id_ = 1;
-  bool loop_done_ = false;
-  bool workers_exit_ = false;
+  int open_ FP_GUARDED_BY(mu_) = 0;  // connections counted against the bounds
+  // Open connections by client key.
+  std::unordered_map<std::string, int> per_client_ FP_GUARDED_BY(mu_);
+  // Complete requests waiting for a worker.
+  std::deque<std::unique_ptr<Conn>> queue_ FP_GUARDED_BY(mu_);
+  // Handed back to the loop by workers.
+  std::vector<std::unique_ptr<Conn>> returned_ FP_GUARDED_BY(mu_);
+  std::map<uint64_t, std::thread> workers_ FP_GUARDED_BY(mu_);
+  // Returned (or returning); to be joined.
+  std::vector<uint64_t> finished_workers_ FP_GUARDED_BY(mu_);
+  std::multiset<int> busy_fds_ FP_GUARDED_BY(mu_);  // connections being served
+  int idle_workers_ FP_GUARDED_BY(mu_) = 0;
+  uint64_t next_worker_id_ FP_GUARDED_BY(mu_) = 1;
+  bool loop_done_ FP_GUARDED_BY(mu_) = false;
+  bool workers_exit_ FP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fp::http::detail

@@ -102,7 +102,7 @@ Status EventServer::Bind() {
 HttpServerStats EventServer::stats() const {
   HttpServerStats s;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.open_connections = open_;
   }
   s.refused_over_capacity = refused_over_capacity_.load();
@@ -122,9 +122,9 @@ void EventServer::Stop() {
   // No connection may complete in the backlog that nobody will accept.
   ::close(listen_fd_);
   listen_fd_ = -1;
-  std::unique_lock lock(mu_);
-  if (!idle_cv_.wait_for(lock, std::chrono::seconds(10),
-                         [&] { return queue_.empty() && busy_fds_.empty(); })) {
+  MutexLock lock(mu_);
+  if (!lock.WaitFor(idle_cv_, std::chrono::seconds(10),
+                    [&]() FP_REQUIRES(mu_) { return queue_.empty() && busy_fds_.empty(); })) {
     // Still busy after 10 s (a peer that stops reading, a slow handler): cut the sockets, so
     // that sends fail at once; the handlers themselves must still return.
     for (int fd : busy_fds_) ::shutdown(fd, SHUT_RDWR);
@@ -134,7 +134,7 @@ void EventServer::Stop() {
   workers_exit_ = true;
   work_cv_.notify_all();
   std::map<uint64_t, std::thread> workers = std::move(workers_);
-  lock.unlock();
+  lock.Unlock();
   for (auto& [id, t] : workers) t.join();
 }
 

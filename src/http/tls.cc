@@ -107,7 +107,7 @@ Result<std::shared_ptr<TlsCertificate>> TlsCertificate::Load(std::string cert_fi
 
 Status TlsCertificate::Reload() {
   Loaded loaded = FP_TRY(LoadContext(cert_file_, key_file_));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   context_ = std::move(loaded.context);
   description_ = std::move(loaded.description);
   return Ok();
@@ -116,7 +116,7 @@ Status TlsCertificate::Reload() {
 ssl_st* TlsCertificate::NewSession(int fd) const {
   std::shared_ptr<ssl_ctx_st> context;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     context = context_;
   }
   SSL* tls = SSL_new(context.get());  // holds its own reference to the context
@@ -127,7 +127,7 @@ ssl_st* TlsCertificate::NewSession(int fd) const {
 }
 
 std::string TlsCertificate::Describe() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return description_;
 }
 

@@ -7,10 +7,10 @@
 #include <sys/types.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/error.h"
+#include "common/mutex.h"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 struct ssl_st;      // OpenSSL's SSL
@@ -45,9 +45,9 @@ class TlsCertificate {
 
   const std::string cert_file_;
   const std::string key_file_;
-  mutable std::mutex mu_;
-  std::shared_ptr<ssl_ctx_st> context_;  // guarded by mu_; sessions hold their own reference
-  std::string description_;              // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<ssl_ctx_st> context_ FP_GUARDED_BY(mu_);  // sessions hold their own reference
+  std::string description_ FP_GUARDED_BY(mu_);
 };
 
 namespace socket_io {

@@ -13,9 +13,9 @@
 namespace fp::http::detail {
 
 void EventServer::Dispatch(std::unique_ptr<Conn> conn) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (queue_.size() >= 4 * static_cast<size_t>(options_.max_workers)) {
-    lock.unlock();
+    lock.Unlock();
     ++refused_busy_;
     std::string wire =
         ErrorWire(503, "ServiceUnavailable",
@@ -55,17 +55,17 @@ void EventServer::ReapWorkersLocked() {
 }
 
 void EventServer::WorkerMain(uint64_t wid) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     ++idle_workers_;
-    bool woken = work_cv_.wait_for(lock, options_.worker_idle_exit,
-                                   [&] { return !queue_.empty() || workers_exit_; });
+    bool woken = lock.WaitFor(work_cv_, options_.worker_idle_exit,
+                              [&]() FP_REQUIRES(mu_) { return !queue_.empty() || workers_exit_; });
     --idle_workers_;
     if (!queue_.empty()) {
       std::unique_ptr<Conn> conn = std::move(queue_.front());
       queue_.pop_front();
       busy_fds_.insert(conn->fd);
-      lock.unlock();
+      lock.Unlock();
       if (SteadyClock::now() - conn->queued_at > options_.request_timeout) {
         // Its client has likely given up; running the handler now would only add load.
         ++refused_busy_;
@@ -78,7 +78,7 @@ void EventServer::WorkerMain(uint64_t wid) {
       } else {
         Serve(std::move(conn));
       }
-      lock.lock();
+      lock.Lock();
       idle_cv_.notify_all();
       continue;
     }
@@ -99,7 +99,7 @@ void EventServer::Serve(std::unique_ptr<Conn> conn) {
     // While other requests wait for a worker, take only what has already arrived.
     bool others_wait;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       others_wait = !queue_.empty();
     }
     TimePoint deadline = SteadyClock::now() + (others_wait ? TimePoint::duration::zero()
@@ -117,19 +117,19 @@ void EventServer::Serve(std::unique_ptr<Conn> conn) {
 }
 
 void EventServer::Release(std::unique_ptr<Conn> conn, bool keep) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = busy_fds_.find(conn->fd); it != busy_fds_.end()) busy_fds_.erase(it);
   if (!keep || loop_done_) {
     CloseLocked(*conn);
     return;
   }
   returned_.push_back(std::move(conn));
-  lock.unlock();
+  lock.Unlock();
   Wake();
 }
 
 void EventServer::Close(Conn& c) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CloseLocked(c);
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 
 #include "common/log.h"
 #include "nat/switch_reconciler.h"
@@ -31,7 +32,7 @@ class SyncThread {
   // Runs what is queued, then ends the thread.
   ~SyncThread() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -42,7 +43,7 @@ class SyncThread {
     std::packaged_task<void()> task(std::move(job));
     std::future<void> done = task.get_future();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       // Started before the job is queued: a thread that cannot start leaves no job behind.
       if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
       jobs_.push_back(std::move(task));
@@ -53,23 +54,24 @@ class SyncThread {
 
  private:
   void Loop() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return stop_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stopping, nothing left
       std::packaged_task<void()> job = std::move(jobs_.front());
       jobs_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       job();
-      lock.lock();
+      lock.Lock();
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::packaged_task<void()>> jobs_;  // guarded by mu_
-  bool stop_ = false;                            // guarded by mu_
-  std::thread thread_;
+  std::deque<std::packaged_task<void()>> jobs_ FP_GUARDED_BY(mu_);
+  bool stop_ FP_GUARDED_BY(mu_) = false;
+  // Started by the first Run (Runs may race); the destructor joins it, when no Run is left.
+  std::thread thread_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace detail
@@ -82,7 +84,7 @@ agents::NatEntry ToEntry(const model::NatEntry& row) {
 // ---- DesiredNat ----
 
 Result<DesiredNat::Point> DesiredNat::Current() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!at_) {
     db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
     Point p{.version = snapshot.version};
@@ -112,7 +114,7 @@ Result<DesiredNat::Point> DesiredNat::Current() {
 }
 
 void DesiredNat::Rebase(int64_t version, const std::vector<agents::NatEntry>& entries) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (at_ && at_->version > version) return;
   Point p{.version = version, .entries = static_cast<int64_t>(entries.size())};
   for (const auto& e : entries) p.digest += agents::NatEntryHash(e);
@@ -125,9 +127,9 @@ struct NatReconciler::Member {
   std::shared_ptr<SwitchReconciler> reconciler;
   std::thread heartbeat;
   std::once_flag joined;  // RemoveSwitch and StopBackground may both join it
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  bool stop = false;        // guarded by mu
+  bool stop FP_GUARDED_BY(mu) = false;
   detail::SyncThread sync;  // the Syncs of callers that sync the first switch themselves
 };
 
@@ -143,7 +145,7 @@ NatReconciler::NatReconciler(db::Datastore& ds, agents::SwitchAgentClient& switc
 NatReconciler::~NatReconciler() { StopBackground(); }
 
 void NatReconciler::AddSwitch(std::shared_ptr<agents::SwitchAgentClient> client) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& m : members_) {
     if (m->reconciler->client().address() == client->address()) return;
   }
@@ -156,7 +158,7 @@ void NatReconciler::AddSwitch(std::shared_ptr<agents::SwitchAgentClient> client)
 bool NatReconciler::RemoveSwitch(const std::string& address) {
   std::shared_ptr<Member> removed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find_if(members_.begin(), members_.end(), [&](const auto& m) {
       return m->reconciler->client().address() == address;
     });
@@ -165,7 +167,7 @@ bool NatReconciler::RemoveSwitch(const std::string& address) {
     members_.erase(it);
   }
   {
-    std::lock_guard lock(removed->mu);
+    MutexLock lock(removed->mu);
     removed->stop = true;
   }
   removed->cv.notify_all();
@@ -182,7 +184,7 @@ std::vector<std::string> NatReconciler::SwitchAddresses() const {
 }
 
 std::vector<std::shared_ptr<NatReconciler::Member>> NatReconciler::Members() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return members_;
 }
 
@@ -272,19 +274,20 @@ std::vector<SwitchNatStatus> NatReconciler::SwitchStatuses() const {
 }
 
 void NatReconciler::RunHeartbeat(Member& m) {
-  std::unique_lock lock(m.mu);
+  MutexLock lock(m.mu);
   while (!m.stop) {
-    lock.unlock();
+    lock.Unlock();
     // With several servers, reloads and repairs compare whole tables: one server does them.
     const bool lead = !lease_ || lease_->Held();
     (void)m.reconciler->Check(lead);  // failures are logged as the switch's state changes
-    lock.lock();
+    lock.Lock();
     int period;
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       period = heartbeat_ms_;
     }
-    m.cv.wait_for(lock, std::chrono::milliseconds(period), [&] { return m.stop; });
+    lock.WaitFor(m.cv, std::chrono::milliseconds(period),
+                 [&]() FP_REQUIRES(m.mu) { return m.stop; });
   }
 }
 
@@ -295,17 +298,17 @@ void NatReconciler::StartHeartbeat(Member& m) {
 void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease) {
   lease_ = lease;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     heartbeat_ms_ = heartbeat_ms;
     background_ = true;
     for (const auto& m : members_) StartHeartbeat(*m);
   }
   gc_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!bg_stop_) {
-      bg_cv_.wait_for(lock, kGarbagePeriod, [&] { return bg_stop_; });
+      lock.WaitFor(bg_cv_, kGarbagePeriod, [&]() FP_REQUIRES(mu_) { return bg_stop_; });
       if (bg_stop_) break;
-      lock.unlock();
+      lock.Unlock();
       if (!lease_ || lease_->Held()) {
         if (auto g = CollectGarbage(ds_.clock().Now()); !g) {
           LogEvent("warn", "NAT garbage collection failed", {{"error", g.error().message()}});
@@ -313,7 +316,7 @@ void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease
           LogEvent("info", "NAT garbage collected", {{"removed_rows", *g}});
         }
       }
-      lock.lock();
+      lock.Lock();
     }
   });
 }
@@ -321,7 +324,7 @@ void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease
 void NatReconciler::StopBackground() {
   std::vector<std::shared_ptr<Member>> members;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!background_) return;
     background_ = false;
     bg_stop_ = true;
@@ -330,7 +333,7 @@ void NatReconciler::StopBackground() {
   bg_cv_.notify_all();
   for (const auto& m : members) {
     {
-      std::lock_guard lock(m->mu);
+      MutexLock lock(m->mu);
       m->stop = true;
     }
     m->cv.notify_all();

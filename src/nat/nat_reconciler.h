@@ -34,7 +34,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -42,6 +41,7 @@
 
 #include "agents/agents.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/time.h"
 #include "db/datastore.h"
 #include "db/leases.h"
@@ -70,9 +70,9 @@ class DesiredNat {
 
  private:
   db::Datastore& ds_;
-  std::atomic<int64_t> last_version_{0};
-  std::mutex mu_;
-  std::optional<Point> at_;  // guarded by mu_
+  std::atomic<int64_t> last_version_{0};  // written under mu_, read without it
+  Mutex mu_;
+  std::optional<Point> at_ FP_GUARDED_BY(mu_);
 };
 
 // What the reconciler knows about one switch (for /metrics).
@@ -141,18 +141,18 @@ class NatReconciler {
  private:
   struct Member;
   std::vector<std::shared_ptr<Member>> Members() const;
-  void StartHeartbeat(Member& m);
+  void StartHeartbeat(Member& m) FP_REQUIRES(mu_);
   void RunHeartbeat(Member& m);
 
   db::Datastore& ds_;
   DesiredNat desired_;
-  mutable std::mutex mu_;
-  std::vector<std::shared_ptr<Member>> members_;  // guarded by mu_
-  bool background_ = false;                       // guarded by mu_
-  int heartbeat_ms_ = 100;                        // guarded by mu_
-  db::TaskLeaseKeeper* lease_ = nullptr;          // set before the background starts
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<Member>> members_ FP_GUARDED_BY(mu_);
+  bool background_ FP_GUARDED_BY(mu_) = false;
+  int heartbeat_ms_ FP_GUARDED_BY(mu_) = 100;
+  db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background starts
   std::condition_variable bg_cv_;
-  bool bg_stop_ = false;  // guarded by mu_
+  bool bg_stop_ FP_GUARDED_BY(mu_) = false;
   std::thread gc_;
 };
 

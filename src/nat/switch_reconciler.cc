@@ -40,9 +40,9 @@ SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
 }
 
 Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context) {
-  std::lock_guard lock(sync_mu_);
+  MutexLock lock(sync_mu_);
   refused_ = false;
-  Status s = UnlessHung<void>([&] { return SyncLocked(context); });
+  Status s = UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) { return SyncLocked(context); });
   // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
   // answer that refuses a change, a conflicting table, or anything else fails Sync.
   unreachable = !s && !refused_ && s.error().kind() == ErrorKind::kServiceUnavailable;
@@ -50,13 +50,13 @@ Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& cont
 }
 
 Result<bool> SwitchReconciler::Repair() {
-  std::lock_guard lock(sync_mu_);
-  return UnlessHung<bool>([&] { return RepairLocked(); });
+  MutexLock lock(sync_mu_);
+  return UnlessHung<bool>([&]() FP_REQUIRES(sync_mu_) { return RepairLocked(); });
 }
 
 Status SwitchReconciler::Check(bool lead) {
-  std::lock_guard lock(sync_mu_);
-  return UnlessHung<void>([&]() -> Status {
+  MutexLock lock(sync_mu_);
+  return UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) -> Status {
     bool restarted = false;
     agents::NatStatus at = FP_TRY(Ask(&restarted));
     DesiredNat::Point desired = FP_TRY(desired_.Current());
@@ -79,7 +79,7 @@ Status SwitchReconciler::Check(bool lead) {
       at.generation = std::max(at.generation, desired.version);
     }
     if (at.generation == desired.version && at.digest == desired.digest) {
-      std::lock_guard s(status_mu_);
+      MutexLock s(status_mu_);
       status_.last_full_reconcile = ds_.clock().Now();
       return Ok();
     }
@@ -95,7 +95,7 @@ Result<int64_t> SwitchReconciler::Generation() {
 }
 
 SwitchNatStatus SwitchReconciler::Snapshot() const {
-  std::lock_guard lock(status_mu_);
+  MutexLock lock(status_mu_);
   return status_;
 }
 
@@ -105,7 +105,7 @@ Result<agents::NatStatus> SwitchReconciler::Ask(bool* restarted) {
   if (at) {
     const bool another_run = last_boot_seen_ && *last_boot_seen_ != at->boot_id;
     if (another_run) {
-      std::lock_guard s(status_mu_);
+      MutexLock s(status_mu_);
       ++status_.restarts_seen;
     }
     last_boot_seen_ = at->boot_id;
@@ -115,7 +115,7 @@ Result<agents::NatStatus> SwitchReconciler::Ask(bool* restarted) {
 }
 
 void SwitchReconciler::Answered(std::optional<int64_t> generation, const Error* error) {
-  std::lock_guard lock(status_mu_);
+  MutexLock lock(status_mu_);
   bool was = status_.reachable;
   status_.reachable = generation.has_value();
   if (generation) status_.applied_generation = *generation;
@@ -222,7 +222,7 @@ Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
   known_generation_.reset();
   Answered(*replaced, nullptr);
   {
-    std::lock_guard s(status_mu_);
+    MutexLock s(status_mu_);
     ++status_.reloads;
     status_.repaired_missing += entries - at.entries;
     status_.last_full_reconcile = ds_.clock().Now();
@@ -252,7 +252,7 @@ Result<bool> SwitchReconciler::RepairLocked() {
   if (installed.entries == desired && installed.generation >= version) {
     known_boot_ = before.boot_id;
     known_generation_ = installed.generation;
-    std::lock_guard s(status_mu_);
+    MutexLock s(status_mu_);
     status_.last_full_reconcile = ds_.clock().Now();
     return false;
   }
@@ -299,7 +299,7 @@ Result<bool> SwitchReconciler::RepairLocked() {
   if (version < installed.generation) last_boot_seen_.reset();
   Answered(*replaced, nullptr);
   {
-    std::lock_guard s(status_mu_);
+    MutexLock s(status_mu_);
     status_.repaired_missing += missing;
     status_.repaired_extra += extra;
     status_.repaired_wrong += wrong;

@@ -7,13 +7,13 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agents/agents.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "db/datastore.h"
 #include "db/nat.h"
 #include "nat/nat_reconciler.h"
@@ -51,20 +51,20 @@ class SwitchReconciler {
  private:
   // Asks the switch where it is; records whether it answered, and counts a restart when it
   // answers from another run than the last answer did (`restarted`, if given, says so).
-  Result<agents::NatStatus> Ask(bool* restarted = nullptr);
+  Result<agents::NatStatus> Ask(bool* restarted = nullptr) FP_REQUIRES(sync_mu_);
 
   // Records an exchange: the generation the switch reported, or the error it failed with.
-  void Answered(std::optional<int64_t> generation, const Error* error);
+  void Answered(std::optional<int64_t> generation, const Error* error) FP_EXCLUDES(status_mu_);
 
   template <typename T, typename Exchange>
-  Result<T> UnlessHung(Exchange exchange);
+  Result<T> UnlessHung(Exchange exchange) FP_REQUIRES(sync_mu_);
 
-  Status SyncLocked(const agents::CallContext& context = {});
+  Status SyncLocked(const agents::CallContext& context = {}) FP_REQUIRES(sync_mu_);
 
   // Replaces the table of a switch found at `at` (empty, or restarted) with the desired one.
-  Status Reload(const agents::NatStatus& at, bool restarted);
+  Status Reload(const agents::NatStatus& at, bool restarted) FP_REQUIRES(sync_mu_);
 
-  Result<bool> RepairLocked();
+  Result<bool> RepairLocked() FP_REQUIRES(sync_mu_);
 
   struct Hung {
     std::chrono::steady_clock::time_point until;
@@ -74,22 +74,23 @@ class SwitchReconciler {
   db::Datastore& ds_;
   DesiredNat& desired_;
   const std::shared_ptr<agents::SwitchAgentClient> client_;
-  std::mutex sync_mu_;
+  // Held across each exchange with the switch; status_mu_ is taken inside it, never around it.
+  Mutex sync_mu_ FP_ACQUIRED_BEFORE(status_mu_);
   // The last exchange's timeout and the end of its hold-off; reset by any exchange that ends
-  // otherwise (guarded by sync_mu_).
-  std::optional<Hung> hung_;
-  // The switch's run and generation as of our last successful exchange (guarded by sync_mu_);
-  // the generation is unknown after any error, so the next Sync asks the switch first.
-  std::optional<std::string> known_boot_;
-  std::optional<int64_t> known_generation_;
+  // otherwise.
+  std::optional<Hung> hung_ FP_GUARDED_BY(sync_mu_);
+  // The switch's run and generation as of our last successful exchange; the generation is
+  // unknown after any error, so the next Sync asks the switch first.
+  std::optional<std::string> known_boot_ FP_GUARDED_BY(sync_mu_);
+  std::optional<int64_t> known_generation_ FP_GUARDED_BY(sync_mu_);
   // The run of the switch's last answer to Ask: unlike known_boot_ (cleared after a reload or a
   // repair, so that the next change asks first), never cleared, so that every restart is
-  // counted however it is found (guarded by sync_mu_).
-  std::optional<std::string> last_boot_seen_;
-  bool refused_ = false;  // the last Sync's failure was the switch refusing (guarded by sync_mu_)
-  mutable std::mutex status_mu_;
-  SwitchNatStatus status_;      // guarded by status_mu_
-  bool ever_answered_ = false;  // guarded by status_mu_
+  // counted however it is found.
+  std::optional<std::string> last_boot_seen_ FP_GUARDED_BY(sync_mu_);
+  bool refused_ FP_GUARDED_BY(sync_mu_) = false;  // the last Sync's failure was the switch refusing
+  mutable Mutex status_mu_;
+  SwitchNatStatus status_ FP_GUARDED_BY(status_mu_);
+  bool ever_answered_ FP_GUARDED_BY(status_mu_) = false;
 };
 
 }  // namespace fp::nat

@@ -39,18 +39,18 @@ SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options,
 SagaRecovery::~SagaRecovery() { Stop(); }
 
 void SagaRecovery::Wait() {
-  std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return remaining_ == 0 || stopping_; });
+  MutexLock lock(mu_);
+  lock.Wait(changed_, [&]() FP_REQUIRES(mu_) { return remaining_ == 0 || stopping_; });
 }
 
 bool SagaRecovery::finished() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return remaining_ == 0 || stopping_;
 }
 
 void SagaRecovery::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -60,28 +60,31 @@ void SagaRecovery::Stop() {
   // Sagas still queued are left for later (the next start, or another recovery).
   std::deque<Pending> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     left.swap(queue_);
   }
   for (const Pending& p : left) Finished(p.id);
 }
 
 void SagaRecovery::Work() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_ && !queue_.empty()) {
     // A saga waiting out a backoff does not hold up the ones behind it.
     auto next = std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
       return a.not_before < b.not_before;
     });
     if (next->not_before > std::chrono::steady_clock::now()) {
-      changed_.wait_until(lock, next->not_before, [&] { return stopping_; });
+      // Any change to the queue (a saga queued that may be due sooner) or a stop wakes it, and
+      // the loop looks again. The deadline is a copy: the entry may be gone when it wakes.
+      const auto deadline = next->not_before;
+      lock.WaitUntil(changed_, deadline);
       continue;
     }
     Pending pending = *next;
     queue_.erase(next);
-    lock.unlock();
+    lock.Unlock();
     Recover(pending);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -106,7 +109,7 @@ void SagaRecovery::Recover(Pending pending) {
   }
   bool stopping = exec_.quiesced();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping = stopping || stopping_;
   }
   if (stopping)
@@ -127,7 +130,7 @@ void SagaRecovery::Retry(Pending pending, const Error& error) {
   pending.not_before = std::chrono::steady_clock::now() + pending.backoff;
   pending.backoff = std::min(pending.backoff * 2, options_.max_retry);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(pending);
   }
   changed_.notify_all();
@@ -152,7 +155,7 @@ void SagaRecovery::Report(const RecoveryEvent& event) const {
 
 void SagaRecovery::Finished(const Uuid& id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --remaining_;
   }
   if (options_.finished) options_.finished(id);
@@ -160,12 +163,12 @@ void SagaRecovery::Finished(const Uuid& id) {
 }
 
 Result<std::vector<std::pair<Uuid, SagaOutcome>>> SagaExecutor::RecoverAll() {
-  std::mutex mu;
-  std::map<Uuid, SagaOutcome> outcomes;
+  Mutex mu;
+  std::map<Uuid, SagaOutcome> outcomes;  // under mu while the recovery runs
   RecoveryOptions options;
   options.report = [&](const RecoveryEvent& e) {
     if (e.kind == RecoveryEvent::Kind::kRetrying) return;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     outcomes[e.saga_id] = e.outcome;
   };
   auto recovery = FP_TRY(SagaRecovery::Start(*this, std::move(options)));

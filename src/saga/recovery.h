@@ -32,11 +32,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "saga/saga.h"
 
 namespace fp::saga {
@@ -107,23 +107,23 @@ class SagaRecovery {
   SagaRecovery(SagaExecutor& executor, RecoveryOptions options, std::vector<OwnedSaga> sagas);
   void Work();
   // Resumes one saga; returns it to the queue if it is to be tried again.
-  void Recover(Pending pending);
+  void Recover(Pending pending) FP_EXCLUDES(mu_);
   // Marks the saga stuck (retrying later if even that fails).
-  void CannotResume(Pending pending, const Error& why);
+  void CannotResume(Pending pending, const Error& why) FP_EXCLUDES(mu_);
   // Reports `error` and queues the saga again after its backoff.
-  void Retry(Pending pending, const Error& error);
+  void Retry(Pending pending, const Error& error) FP_EXCLUDES(mu_);
   void Report(const RecoveryEvent& event) const;
   // The saga needs nothing more from this recovery.
-  void Finished(const Uuid& id);
+  void Finished(const Uuid& id) FP_EXCLUDES(mu_);
 
   SagaExecutor& exec_;
   RecoveryOptions options_;
   std::vector<Uuid> sagas_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::deque<Pending> queue_;  // guarded by mu_
-  size_t remaining_ = 0;       // listed sagas not yet finished; guarded by mu_
-  bool stopping_ = false;      // guarded by mu_
+  std::deque<Pending> queue_ FP_GUARDED_BY(mu_);
+  size_t remaining_ FP_GUARDED_BY(mu_) = 0;  // listed sagas not yet finished
+  bool stopping_ FP_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

@@ -14,12 +14,12 @@ SagaExecutor::SagaExecutor(SagaStore& store, const ActionRegistry& registry, std
     : store_(store), registry_(registry), sec_(std::move(sec)) {}
 
 void SagaExecutor::SetFaultPlanForTest(std::optional<FaultPlan> plan) {
-  std::lock_guard lock(faults_mu_);
+  MutexLock lock(faults_mu_);
   faults_ = std::move(plan);
 }
 
 std::optional<FaultPlan> SagaExecutor::FaultsFor(const std::string& saga_name) const {
-  std::lock_guard lock(faults_mu_);
+  MutexLock lock(faults_mu_);
   if (!faults_) return std::nullopt;
   if (faults_->saga_name && *faults_->saga_name != saga_name) return std::nullopt;
   return faults_;
@@ -29,7 +29,7 @@ class SagaExecutor::RunningGuard {
  public:
   RunningGuard(SagaExecutor& exec, const Uuid& id) : exec_(exec), id_(id) {}
   ~RunningGuard() {
-    std::lock_guard lock(exec_.running_mu_);
+    MutexLock lock(exec_.running_mu_);
     exec_.running_.erase(id_);
   }
   RunningGuard(const RunningGuard&) = delete;
@@ -41,7 +41,7 @@ class SagaExecutor::RunningGuard {
 };
 
 Result<std::unique_ptr<SagaExecutor::RunningGuard>> SagaExecutor::MarkRunning(const Uuid& saga_id) {
-  std::lock_guard lock(running_mu_);
+  MutexLock lock(running_mu_);
   if (!running_.insert(saga_id).second) {
     return Fail(Error::Unavailable(
         fmt::format("saga {} is running in this server already; retry later", saga_id.ToString())));
@@ -50,7 +50,7 @@ Result<std::unique_ptr<SagaExecutor::RunningGuard>> SagaExecutor::MarkRunning(co
 }
 
 bool SagaExecutor::IsRunning(const Uuid& saga_id) const {
-  std::lock_guard lock(running_mu_);
+  MutexLock lock(running_mu_);
   return running_.count(saga_id) != 0;
 }
 
@@ -120,7 +120,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     log.saga = row;
     Execution run(*this, std::move(log), dag, row, origin);
     {
-      std::lock_guard lock(counts_mu_);
+      MutexLock lock(counts_mu_);
       ++counts_[dag.name].started;
     }
     written = true;  // with the first node's transaction, if that commits
@@ -132,7 +132,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
   }
   written = true;
   {
-    std::lock_guard lock(counts_mu_);
+    MutexLock lock(counts_mu_);
     ++counts_[dag.name].started;
   }
   return ResumeRunning(saga_id, std::nullopt);
@@ -179,11 +179,11 @@ Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
 
 Result<SagaOutcome> SagaExecutor::DriveCounted(Execution& run, const std::string& name) {
   {
-    std::lock_guard lock(counts_mu_);
+    MutexLock lock(counts_mu_);
     ++counts_[name].in_flight;
   }
   Result<SagaOutcome> outcome = run.Drive();
-  std::lock_guard lock(counts_mu_);
+  MutexLock lock(counts_mu_);
   Counts& c = counts_[name];
   --c.in_flight;
   if (outcome) {
@@ -203,7 +203,7 @@ Result<SagaOutcome> SagaExecutor::DriveCounted(Execution& run, const std::string
 }
 
 std::map<std::string, SagaExecutor::Counts> SagaExecutor::CountsByName() const {
-  std::lock_guard lock(counts_mu_);
+  MutexLock lock(counts_mu_);
   return counts_;
 }
 

@@ -9,13 +9,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "common/uuid.h"
 #include "saga/dag.h"
 #include "saga/store.h"
@@ -172,15 +172,15 @@ class SagaExecutor {
   SagaStore& store_;
   const ActionRegistry& registry_;
   std::string sec_;
-  mutable std::mutex faults_mu_;
-  std::optional<FaultPlan> faults_;
+  mutable Mutex faults_mu_;
+  std::optional<FaultPlan> faults_ FP_GUARDED_BY(faults_mu_);
   std::atomic<bool> quiesced_{false};
   std::function<Status()> start_gate_;
   std::function<void()> left_unfinished_;
-  mutable std::mutex running_mu_;
-  std::set<Uuid> running_;  // guarded by running_mu_
-  mutable std::mutex counts_mu_;
-  std::map<std::string, Counts> counts_;  // guarded by counts_mu_
+  mutable Mutex running_mu_;
+  std::set<Uuid> running_ FP_GUARDED_BY(running_mu_);
+  mutable Mutex counts_mu_;
+  std::map<std::string, Counts> counts_ FP_GUARDED_BY(counts_mu_);
 };
 
 }  // namespace fp::saga

@@ -52,21 +52,21 @@ void NetnsThread::Loop(int netns_fd, std::promise<Status>& started) {
     }
   }
   started.set_value(Ok());
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+    lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return stop_ || !tasks_.empty(); });
     if (tasks_.empty()) return;  // stopping, nothing left
     auto task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     task();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 NetnsThread::~NetnsThread() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -77,7 +77,7 @@ Status NetnsThread::Run(const std::function<Status()>& fn) {
   std::promise<Status> done;
   auto result = done.get_future();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return Fail(Error::Internal("the namespace thread has stopped"));
     tasks_.emplace_back([&] { done.set_value(fn()); });
   }

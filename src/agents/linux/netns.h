@@ -9,12 +9,12 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 
 namespace fp::agents::dataplane {
 
@@ -41,10 +41,10 @@ class NetnsThread {
   void Loop(int netns_fd, std::promise<Status>& started);
 
   const std::string name_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
+  std::deque<std::function<void()>> tasks_ FP_GUARDED_BY(mu_);
+  bool stop_ FP_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

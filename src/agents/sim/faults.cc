@@ -97,7 +97,7 @@ Result<FaultRule> FaultRule::FromJson(const Json& j) {
 }
 
 void FaultInjector::Add(FaultRule rule) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto same = std::find_if(rules_.begin(), rules_.end(),
                            [&](const FaultRule& r) { return r.endpoint == rule.endpoint; });
   if (same != rules_.end()) {
@@ -109,25 +109,25 @@ void FaultInjector::Add(FaultRule rule) {
 }
 
 void FaultInjector::Clear() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   rules_.clear();
   changed_.notify_all();
 }
 
 Json FaultInjector::ToJson() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Json list = Json::array();
   for (const FaultRule& r : rules_) list.push_back(r.ToJson());
   return {{"faults", std::move(list)}, {"held_calls", held_calls_}};
 }
 
 int FaultInjector::held_calls() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return held_calls_;
 }
 
 FaultDecision FaultInjector::Admit(std::string_view method, std::string_view path) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   auto matches = [&](const FaultRule& r) { return r.Matches(method, path); };
   auto stopping = [] { return FaultDecision{FaultVerdict::kRefuse, "the agent is stopping"}; };
   if (shut_down_) return stopping();
@@ -138,18 +138,19 @@ FaultDecision FaultInjector::Admit(std::string_view method, std::string_view pat
   }
   if (delay_ms > 0) {
     ++held_calls_;
-    changed_.wait_for(lock, std::chrono::milliseconds(delay_ms), [&] { return shut_down_; });
+    lock.WaitFor(changed_, std::chrono::milliseconds(delay_ms),
+                 [&]() FP_REQUIRES(mu_) { return shut_down_; });
     --held_calls_;
     if (shut_down_) return stopping();
   }
 
-  auto hanging = [&] {
+  auto hanging = [&]() FP_REQUIRES(mu_) {
     return std::any_of(rules_.begin(), rules_.end(),
                        [&](const FaultRule& r) { return r.hang && matches(r); });
   };
   if (hanging()) {
     ++held_calls_;
-    changed_.wait(lock, [&] { return shut_down_ || !hanging(); });
+    lock.Wait(changed_, [&]() FP_REQUIRES(mu_) { return shut_down_ || !hanging(); });
     --held_calls_;
     if (shut_down_) return stopping();
   }
@@ -174,7 +175,7 @@ FaultDecision FaultInjector::Admit(std::string_view method, std::string_view pat
 
 std::optional<int64_t> FaultInjector::ApplyFirst(std::string_view method,
                                                  std::string_view path) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<int64_t> limit;
   for (const FaultRule& r : rules_) {
     if (r.apply_first && r.Matches(method, path)) {
@@ -185,7 +186,7 @@ std::optional<int64_t> FaultInjector::ApplyFirst(std::string_view method,
 }
 
 void FaultInjector::Shutdown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   shut_down_ = true;
   changed_.notify_all();
 }

@@ -5,7 +5,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 
 namespace fp::agents::sim {
 
@@ -79,11 +79,11 @@ class FaultInjector {
   void Shutdown();
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;
-  std::vector<FaultRule> rules_;  // guarded by mu_
-  int held_calls_ = 0;            // guarded by mu_
-  bool shut_down_ = false;        // guarded by mu_
+  std::vector<FaultRule> rules_ FP_GUARDED_BY(mu_);
+  int held_calls_ FP_GUARDED_BY(mu_) = 0;
+  bool shut_down_ FP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fp::agents::sim

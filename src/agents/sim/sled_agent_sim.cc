@@ -48,7 +48,7 @@ SledAgentSim::~SledAgentSim() { Stop(); }
 void SledAgentSim::Stop() {
   {
     // First: the server waits for its calls in progress, long polls of /changes among them.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -74,10 +74,12 @@ void SledAgentSim::Forget(const Uuid& id) {
 
 SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
                                  std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
-  auto full = [&] { return boot_id != boot_id_ || since < removals_floor_ || since > generation_; };
-  changed_.wait_for(lock, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
-                    [&] { return stopping_ || full() || generation_ > since; });
+  MutexLock lock(mu_);
+  auto full = [&]() FP_REQUIRES(mu_) {
+    return boot_id != boot_id_ || since < removals_floor_ || since > generation_;
+  };
+  lock.WaitFor(changed_, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
+               [&]() FP_REQUIRES(mu_) { return stopping_ || full() || generation_ > since; });
   SledReport report;
   report.boot_id = boot_id_;
   report.generation = generation_;
@@ -111,7 +113,7 @@ SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
 }
 
 std::vector<SledInstance> SledAgentSim::Instances() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<SledInstance> out;
   out.reserve(vms_.size());
   for (const auto& [id, vm] : vms_) out.push_back(View(id, vm));
@@ -119,21 +121,21 @@ std::vector<SledInstance> SledAgentSim::Instances() const {
 }
 
 std::optional<SledInstance> SledAgentSim::Instance(const Uuid& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return std::nullopt;
   return View(id, it->second);
 }
 
 std::optional<InstanceSpec> SledAgentSim::Spec(const Uuid& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return std::nullopt;
   return it->second.spec;
 }
 
 bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return false;
   it->second.state = state;
@@ -143,7 +145,7 @@ bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
 }
 
 void SledAgentSim::Reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (dataplane_) {
     for (const auto& [id, vm] : vms_) (void)dataplane_->Remove(id);
   }
@@ -167,7 +169,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
   }
   spec.external_ips = std::move(unique);
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (dataplane_) FP_CHECK_OK(dataplane_->Configure(spec));
   auto [it, created] = vms_.try_emplace(id);
   Vm& vm = it->second;
@@ -184,7 +186,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
 }
 
 SledInstance SledAgentSim::StopInstance(const Uuid& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) {
     SledInstance missing;
@@ -215,7 +217,7 @@ SledInstance SledAgentSim::StopInstance(const Uuid& id) {
 }
 
 Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return Fail(UnknownInstance(id));
   InstanceSpec spec = it->second.spec;  // changed here, kept only once the dataplane has it
@@ -245,7 +247,7 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
 }
 
 void SledAgentSim::RunTransitions() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     TimePoint now = SteadyClock::now();
     std::optional<TimePoint> next;
@@ -265,9 +267,9 @@ void SledAgentSim::RunTransitions() {
       }
     }
     if (next) {
-      transitions_changed_.wait_until(lock, *next);
+      lock.WaitUntil(transitions_changed_, *next);
     } else {
-      transitions_changed_.wait(lock);
+      lock.Wait(transitions_changed_);
     }
   }
 }
@@ -306,7 +308,7 @@ EndpointRoutes SledAgentSim::Routes() {
   routes.Add("DELETE", "/instances/{id}",
              [this](const http::HttpRequest&, const PathParams& params) -> Result<Json> {
                Uuid id = FP_TRY(InstanceId(params));
-               std::lock_guard lock(mu_);
+               MutexLock lock(mu_);
                if (dataplane_) FP_CHECK_OK(dataplane_->Remove(id));
                Forget(id);
                return Json(nullptr);

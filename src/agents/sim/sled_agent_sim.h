@@ -47,7 +47,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -56,6 +55,7 @@
 #include "agents/agents.h"
 #include "agents/port_dataplane.h"
 #include "agents/sim/agent_server.h"
+#include "common/mutex.h"
 
 namespace fp::agents::sim {
 
@@ -111,28 +111,28 @@ class SledAgentSim {
   Result<SledInstance> ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add);
   void Reset();
   void RunTransitions();
-  // Records a change to `vm` (requires mu_): the next generation, and wakes /changes.
-  void Touch(Vm& vm);
-  // Forgets the VM `id` if known, remembering the removal for /changes (requires mu_).
-  void Forget(const Uuid& id);
+  // Records a change to `vm`: the next generation, and wakes /changes.
+  void Touch(Vm& vm) FP_REQUIRES(mu_);
+  // Forgets the VM `id` if known, remembering the removal for /changes.
+  void Forget(const Uuid& id) FP_REQUIRES(mu_);
   static SledInstance View(const Uuid& id, const Vm& vm);
 
-  const std::unique_ptr<PortDataplane> dataplane_;  // may be null; used under mu_
+  const std::unique_ptr<PortDataplane> dataplane_ FP_PT_GUARDED_BY(mu_);  // may be null
   const std::optional<IpAddr> underlay_;
   const std::optional<std::string> serial_;
   const std::chrono::milliseconds start_delay_;
   const std::chrono::milliseconds stop_delay_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable transitions_changed_;
-  std::map<Uuid, Vm> vms_;  // guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
-  // The change feed (guarded by mu_): this run's id, the last generation given out, the
-  // removals after removals_floor_ with their generations, oldest first.
-  std::string boot_id_ = Uuid::Random().ToString();
-  int64_t generation_ = 0;
-  std::deque<std::pair<int64_t, Uuid>> removals_;
-  int64_t removals_floor_ = 0;
+  std::map<Uuid, Vm> vms_ FP_GUARDED_BY(mu_);
+  bool stopping_ FP_GUARDED_BY(mu_) = false;
+  // The change feed: this run's id, the last generation given out, the removals after
+  // removals_floor_ with their generations, oldest first.
+  std::string boot_id_ FP_GUARDED_BY(mu_) = Uuid::Random().ToString();
+  int64_t generation_ FP_GUARDED_BY(mu_) = 0;
+  std::deque<std::pair<int64_t, Uuid>> removals_ FP_GUARDED_BY(mu_);
+  int64_t removals_floor_ FP_GUARDED_BY(mu_) = 0;
   std::condition_variable changed_;
   std::thread timer_;
   std::unique_ptr<AgentServer> server_;

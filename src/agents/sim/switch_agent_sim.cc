@@ -23,7 +23,7 @@ void SwitchAgentSim::Stop() {
 }
 
 NatTable SwitchAgentSim::Nat() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   NatTable table;
   table.generation = generation_;
   table.entries.reserve(entries_.size());
@@ -32,7 +32,7 @@ NatTable SwitchAgentSim::Nat() const {
 }
 
 NatStatus SwitchAgentSim::CurrentStatus() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return NatStatus{.boot_id = boot_id_,
                    .generation = generation_,
                    .entries = static_cast<int64_t>(entries_.size()),
@@ -40,7 +40,7 @@ NatStatus SwitchAgentSim::CurrentStatus() const {
 }
 
 void SwitchAgentSim::Reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (dataplane_) (void)dataplane_->ReplaceAll({});
   entries_.clear();
   generation_ = 0;
@@ -72,7 +72,7 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
                                                    std::optional<int64_t> limit,
                                                    std::string_view limit_reason,
                                                    const std::optional<std::string>& boot_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ApplyOutcome outcome;
   if (boot_id && *boot_id != boot_id_) {
     outcome.generation = generation_;
@@ -84,7 +84,7 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
   // Each key's entry before this request first touched it: to tell the dataplane what changed,
   // and to put the table back if the dataplane refuses.
   std::map<EntryKey, std::optional<NatEntry>> before;
-  auto touch = [&](const EntryKey& key) {
+  auto touch = [&](const EntryKey& key) FP_REQUIRES(mu_) {
     if (before.count(key) != 0) return;
     auto it = entries_.find(key);
     before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<NatEntry>(it->second));
@@ -218,7 +218,7 @@ EndpointRoutes SwitchAgentSim::Routes() {
                 fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
           }
         }
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         // A conditional replace: refused if the table moved on since it was read.
         if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
             body["if_generation"].get<int64_t>() != generation_) {

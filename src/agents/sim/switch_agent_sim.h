@@ -34,7 +34,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +43,7 @@
 #include "agents/agents.h"
 #include "agents/nat_dataplane.h"
 #include "agents/sim/agent_server.h"
+#include "common/mutex.h"
 
 namespace fp::agents::sim {
 
@@ -97,12 +97,14 @@ class SwitchAgentSim {
   void Reset();
 
   const size_t nat_capacity_;
-  const std::unique_ptr<NatDataplane> dataplane_;  // may be null; used under mu_
-  mutable std::mutex mu_;
-  int64_t generation_ = 0;                           // guarded by mu_
-  std::map<EntryKey, NatEntry> entries_;             // guarded by mu_
-  uint64_t digest_ = 0;                              // guarded by mu_: of entries_ (NatEntryHash)
-  std::string boot_id_ = Uuid::Random().ToString();  // guarded by mu_
+  // May be null. Apply and ReplaceAll are called under mu_; Check (const, it only looks at the
+  // entry) also without it, so the pointer is not annotated FP_PT_GUARDED_BY(mu_).
+  const std::unique_ptr<NatDataplane> dataplane_;
+  mutable Mutex mu_;
+  int64_t generation_ FP_GUARDED_BY(mu_) = 0;
+  std::map<EntryKey, NatEntry> entries_ FP_GUARDED_BY(mu_);
+  uint64_t digest_ FP_GUARDED_BY(mu_) = 0;  // of entries_ (NatEntryHash)
+  std::string boot_id_ FP_GUARDED_BY(mu_) = Uuid::Random().ToString();
   std::unique_ptr<AgentServer> server_;
 };
 

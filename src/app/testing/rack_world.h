@@ -25,6 +25,7 @@
 #include "app/projects.h"
 #include "app/sagas/sagas.h"
 #include "app/sled_watcher.h"
+#include "common/mutex.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
 #include "db/nat.h"
@@ -106,8 +107,8 @@ class RackWorld {
       FP_CHECK_OK(db::ProjectCreate(*ds, Uuid::Random(), silo_.id, fmt::format("p{}", p), ""));
     }
     std::atomic<int> next{0}, done{0};
-    std::mutex mu;
-    std::optional<Error> failed;
+    Mutex mu;
+    std::optional<Error> failed;  // written under mu by the workers; read once they joined
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&] {
@@ -122,7 +123,7 @@ class RackWorld {
               Unrecorded{actor_},
               db::testing::ByName(fmt::format("p{}", (created_ + i) / kPerProject)), p);
           if (!made) {
-            std::lock_guard lock(mu);
+            MutexLock lock(mu);
             if (!failed) failed = made.error();
             return;
           }

@@ -52,7 +52,7 @@ Result<std::unique_ptr<PgEngine>> PgEngine::Open(
   auto conn = FP_TRY(PgConnection::Open(url));
   FP_CHECK_OK(migrate(*conn));
   conn->CountRoundTripsIn(&engine->round_trips_);
-  std::lock_guard lock(engine->mu_);
+  MutexLock lock(engine->mu_);
   engine->idle_.push_back(std::move(conn));
   engine->open_ = 1;
   return engine;
@@ -68,7 +68,7 @@ EngineStats PgEngine::stats() const {
   s.batched_writes = s.durable_commits;
   s.round_trips = round_trips_.load();
   s.retries = retries_.load();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.open_readers = open_ + overflow_open_.load();
   return s;
 }
@@ -100,9 +100,10 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& bu
     return conn;
   }
   {
-    std::unique_lock lock(mu_);
-    if (!released_.wait_until(lock, deadline,
-                              [&] { return !idle_.empty() || open_ < options_.pool_size; })) {
+    MutexLock lock(mu_);
+    if (!lock.WaitUntil(released_, deadline, [&]() FP_REQUIRES(mu_) {
+          return !idle_.empty() || open_ < options_.pool_size;
+        })) {
       busy = true;
       return Fail(Error::Unavailable(fmt::format(
           "all {} of this server's database connections stayed in use", options_.pool_size)));
@@ -116,7 +117,7 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& bu
   }
   auto conn = PgConnection::Open(url_);
   if (!conn) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --open_;
     released_.notify_one();
   } else {
@@ -133,7 +134,7 @@ void PgEngine::Release(std::unique_ptr<PgConnection> conn, bool overflow) {
   }
   std::vector<std::unique_ptr<PgConnection>> dropped;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (conn && !conn->broken()) {
       idle_.push_back(std::move(conn));
     } else {

@@ -10,10 +10,10 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/uuid.h"
 #include "db/datastore.h"
 #include "db/engine.h"
@@ -100,10 +100,10 @@ class PgEngine final : public Engine {
   const PostgresOptions options_;
   SyncPoints& sync_points_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable released_;
-  std::vector<std::unique_ptr<PgConnection>> idle_;  // guarded by mu_
-  int open_ = 0;                                     // pooled connections open; guarded by mu_
+  std::vector<std::unique_ptr<PgConnection>> idle_ FP_GUARDED_BY(mu_);
+  int open_ FP_GUARDED_BY(mu_) = 0;  // pooled connections open
   std::atomic<int> overflow_open_{0};
 
   std::atomic<int64_t> durable_commits_{0};

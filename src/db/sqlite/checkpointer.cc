@@ -37,7 +37,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::string& pat
 
 Checkpointer::~Checkpointer() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -52,25 +52,25 @@ void Checkpointer::Committed(int frames) {
   if (frames - frames_at_request_ < kCheckpointFrames) return;
   frames_at_request_ = frames;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wanted_ = true;
   }
   cv_.notify_one();
 }
 
 void Checkpointer::Loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return wanted_ || stop_; });
+    lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return wanted_ || stop_; });
     if (stop_) return;
     wanted_ = false;
-    lock.unlock();
+    lock.Unlock();
     sync_points_.Pass("checkpoint:copying");
     // PASSIVE: copies what no reader still needs; the next request copies the rest. Once all
     // is copied, the next write starts the log over from its beginning.
     Status done = Ok();
     {
-      std::lock_guard copying(copying_mu_);
+      MutexLock copying(copying_mu_);
       done = conn_->CheckpointPassive();
     }
     if (done) {
@@ -79,7 +79,7 @@ void Checkpointer::Loop() {
     } else if (!conn_->last_error_was_busy()) {
       WarnCheckpointFailed(done.error());
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -113,7 +113,7 @@ void Checkpointer::LimitLog() {
   // commits back to back): copy everything here, with the queued writes waiting, so that the
   // next write starts the log over. This is what bounds the log. A checkpoint in progress
   // makes SQLite refuse another at once, without its busy handler: wait for it to end first.
-  std::lock_guard copying(copying_mu_);
+  MutexLock copying(copying_mu_);
   Status done = writer_.CheckpointRestart(kLogLimitBudget);
   if (done) {
     restart_wanted_.store(false);

@@ -7,11 +7,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "db/engine.h"
 #include "db/sqlite/connection.h"
 
@@ -90,13 +90,13 @@ class Checkpointer {
   std::chrono::milliseconds limit_backoff_{2000};
   std::atomic<int64_t> log_restarts_{0};
   std::atomic<int64_t> log_limit_restarts_{0};
-  int log_frames_ = 0;     // write lane only: frames in the log after the last commit
-  std::mutex copying_mu_;  // held by the checkpointer while it copies, and by LimitLog
+  int log_frames_ = 0;  // write lane only: frames in the log after the last commit
+  Mutex copying_mu_;    // held by the checkpointer while it copies, and by LimitLog
   std::unique_ptr<SqliteConnection> conn_;  // used only by thread_
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool wanted_ = false;        // guarded by mu_
-  bool stop_ = false;          // guarded by mu_
+  bool wanted_ FP_GUARDED_BY(mu_) = false;
+  bool stop_ FP_GUARDED_BY(mu_) = false;
   int frames_at_request_ = 0;  // write lane only: the log's size when last requested
   std::atomic<int64_t> checkpoints_{0};
   std::thread thread_;

@@ -10,10 +10,10 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "db/engine.h"
 #include "db/sqlite/checkpointer.h"
 #include "db/sqlite/connection.h"
@@ -45,8 +45,8 @@ class SqliteEngine final : public Engine {
   SqliteEngine(std::string path, SyncPoints& sync_points)
       : path_(std::move(path)), sync_points_(sync_points), readers_(path_) {}
   struct QueuedWrite;
-  void RunWriteBatch(const std::vector<QueuedWrite*>& batch);
-  Status SyncLog();  // fdatasync of the WAL file; requires durable_mu_ not held
+  void RunWriteBatch(const std::vector<QueuedWrite*>& batch) FP_EXCLUDES(queue_mu_, durable_mu_);
+  Status SyncLog() FP_EXCLUDES(durable_mu_);  // fdatasync of the WAL file
 
   std::string path_;
   SyncPoints& sync_points_;
@@ -59,10 +59,10 @@ class SqliteEngine final : public Engine {
   // within this process; SQLite's lock covers other processes. Writes always use writer_: a
   // connection's page cache is dropped whenever another connection wrote, so one writing connection
   // keeps it warm.
-  std::mutex queue_mu_;
-  std::vector<QueuedWrite*> queue_;           // guarded by queue_mu_
-  bool writing_ = false;                      // a batch is running; guarded by queue_mu_
-  std::unique_ptr<SqliteConnection> writer_;  // used only by the thread running a batch
+  Mutex queue_mu_;
+  std::vector<QueuedWrite*> queue_ FP_GUARDED_BY(queue_mu_);
+  bool writing_ FP_GUARDED_BY(queue_mu_) = false;  // a batch is running
+  std::unique_ptr<SqliteConnection> writer_;       // used only by the thread running a batch
   std::atomic<int64_t> sqlite_commits_{0};
   std::array<std::atomic<int64_t>, EngineStats::kBatchBuckets> batch_sizes_{};
   std::atomic<int64_t> batched_writes_{0};
@@ -72,14 +72,14 @@ class SqliteEngine final : public Engine {
   // Every transaction, reads included, waits until what it may have seen is durable before
   // its result leaves the datastore: no caller acts on a commit a crash could still undo.
   std::atomic<int64_t> commit_begun_{0};
-  std::mutex durable_mu_;
-  std::condition_variable durable_cv_;    // a sync ended
-  std::condition_variable commit_cv_;     // a commit was published (for commit_waiters_)
-  int commit_waiters_ = 0;                // guarded by durable_mu_
+  Mutex durable_mu_;
+  std::condition_variable durable_cv_;  // a sync ended
+  std::condition_variable commit_cv_;   // a commit was published (for commit_waiters_)
+  int commit_waiters_ FP_GUARDED_BY(durable_mu_) = 0;
   std::atomic<int64_t> durable_seen_{0};  // durable_, readable without the lock
-  int64_t commit_done_ = 0;               // guarded by durable_mu_
-  int64_t durable_ = 0;                   // guarded by durable_mu_
-  bool syncing_ = false;                  // guarded by durable_mu_
+  int64_t commit_done_ FP_GUARDED_BY(durable_mu_) = 0;
+  int64_t durable_ FP_GUARDED_BY(durable_mu_) = 0;
+  bool syncing_ FP_GUARDED_BY(durable_mu_) = false;
   int wal_fd_ = -1;  // opened by the first sync; used only by the syncing leader
   std::atomic<int64_t> log_syncs_{0};
   // Declared last: stopped first, while writer_ it uses is still open.

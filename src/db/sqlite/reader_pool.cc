@@ -8,9 +8,10 @@ thread_local int readers_held = 0;  // read connections this thread holds (any p
 
 Result<std::unique_ptr<SqliteConnection>> ReaderPool::Acquire() {
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (readers_held == 0) {
-      cv_.wait(lock, [&] { return !idle_.empty() || open_readers_ < kMaxReaders; });
+      lock.Wait(cv_,
+                [&]() FP_REQUIRES(mu_) { return !idle_.empty() || open_readers_ < kMaxReaders; });
     }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
@@ -23,7 +24,7 @@ Result<std::unique_ptr<SqliteConnection>> ReaderPool::Acquire() {
   auto opened = SqliteConnection::Open(path_);
   if (!opened) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       --open_readers_;
     }
     cv_.notify_one();
@@ -36,7 +37,7 @@ Result<std::unique_ptr<SqliteConnection>> ReaderPool::Acquire() {
 void ReaderPool::Release(std::unique_ptr<SqliteConnection> conn) {
   --readers_held;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     idle_.push_back(std::move(conn));
   }
   cv_.notify_one();

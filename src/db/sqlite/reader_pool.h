@@ -4,11 +4,11 @@
 
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/mutex.h"
 #include "db/sqlite/connection.h"
 
 namespace fp::db::sqlite {
@@ -30,16 +30,16 @@ class ReaderPool {
   void Release(std::unique_ptr<SqliteConnection> conn);
   // Read connections open now (idle or in use); at most kMaxReaders but for reads in reads.
   int open_readers() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return open_readers_;
   }
 
  private:
   std::string path_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;                           // a connection came back
-  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // guarded by mu_
-  int open_readers_ = 0;                                 // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable cv_;  // a connection came back
+  std::vector<std::unique_ptr<SqliteConnection>> idle_ FP_GUARDED_BY(mu_);
+  int open_readers_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::db::sqlite

@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/mutex.h"
 #include "saga/store.h"
 
 namespace fp::saga::testing {
@@ -43,7 +43,7 @@ class MemoryStore final : public SagaStore {
 
   // Writes are serialised; a Write holds the store for its whole body.
   Status Write(const std::function<Status(StoreTx&)>& body) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Tx tx(state_);
     FP_CHECK_OK(body(tx));
     state_ = std::move(tx.state_);
@@ -85,7 +85,7 @@ class MemoryStore final : public SagaStore {
   }
 
   Result<SagaLog> Load(const Uuid& id) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = state_.sagas.find(id);
     if (it == state_.sagas.end()) return Fail(Error::NotFoundById("saga", id.ToString()));
     SagaLog log{it->second.row, it->second.events};
@@ -95,7 +95,7 @@ class MemoryStore final : public SagaStore {
   }
 
   Result<std::vector<OwnedSaga>> ListUnfinished(const std::string& sec) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<std::pair<Timestamp, OwnedSaga>> found;
     for (const auto& [id, saga] : state_.sagas) {
       if (saga.row.owner.sec == sec && Unfinished(saga)) {
@@ -110,7 +110,7 @@ class MemoryStore final : public SagaStore {
   }
 
   Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Saga* saga = OwnedBy(id, owner);
     if (!saga || !Unfinished(*saga)) return std::optional<int64_t>();
     ++commits_;
@@ -119,7 +119,7 @@ class MemoryStore final : public SagaStore {
 
   Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
                          const std::string& result) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Saga* saga = OwnedBy(id, owner);
     if (!saga || !Unfinished(*saga)) return false;
     saga->row.state = SagaState::kStuck;
@@ -131,7 +131,7 @@ class MemoryStore final : public SagaStore {
   // Another coordinator adopts the saga, as a live server adopts a dead one's: it owns it from
   // now on, under the next generation. Returns the new owner.
   SagaOwner Adopt(const Uuid& id, const std::string& sec) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     SagaOwner& owner = state_.sagas.at(id).row.owner;
     owner = SagaOwner{sec, owner.generation + 1};
     return owner;
@@ -139,16 +139,16 @@ class MemoryStore final : public SagaStore {
 
   // Committed Writes (and MarkStuck calls that changed a saga): the store's durable commits.
   int64_t commits() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return commits_;
   }
   // The actions' "table", as last committed.
   std::set<std::string> rows() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return state_.rows;
   }
   void SetRows(std::set<std::string> rows) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     state_.rows = std::move(rows);
   }
 
@@ -156,8 +156,7 @@ class MemoryStore final : public SagaStore {
   static bool Unfinished(const Saga& saga) {
     return saga.row.state == SagaState::kRunning || saga.row.state == SagaState::kUnwinding;
   }
-  // Requires mu_.
-  Saga* OwnedBy(const Uuid& id, const SagaOwner& owner) {
+  Saga* OwnedBy(const Uuid& id, const SagaOwner& owner) FP_REQUIRES(mu_) {
     auto it = state_.sagas.find(id);
     if (it == state_.sagas.end() || it->second.row.owner.sec != owner.sec ||
         it->second.row.owner.generation != owner.generation) {
@@ -166,9 +165,9 @@ class MemoryStore final : public SagaStore {
     return &it->second;
   }
 
-  std::mutex mu_;
-  State state_;  // guarded by mu_
-  int64_t commits_ = 0;
+  Mutex mu_;
+  State state_ FP_GUARDED_BY(mu_);
+  int64_t commits_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::saga::testing
