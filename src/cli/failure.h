@@ -34,9 +34,10 @@ struct Failure {
   int http_status = 0;  // the server's status, for an error it answered
 };
 
+// A value or the Failure that ends the command; [[nodiscard]] as fp::Result is.
 template <typename T>
-using CliResult = tl::expected<T, Failure>;
-using CliStatus = tl::expected<void, Failure>;
+using CliResult = Expected<T, Failure>;
+using CliStatus = CliResult<void>;
 
 inline Failure UsageError(std::string message) { return {Exit::kUsage, std::move(message)}; }
 inline Failure CredentialsError(std::string message) {

@@ -81,9 +81,22 @@ class Error {
   int retry_after_seconds_ = 0;
 };
 
+// A value or the error that took its place. [[nodiscard]]: a call whose result is dropped does
+// not compile (-Werror), so an error cannot be lost by forgetting it; where dropping it is
+// right, the call says so with `(void)` and a comment saying why. A thin class rather than
+// tl::expected itself, which carries no such attribute: it is a tl::expected in every other
+// way (and converts from one, e.g. what and_then returns).
+template <typename T, typename E>
+class [[nodiscard]] Expected : public tl::expected<T, E> {
+ public:
+  using tl::expected<T, E>::expected;
+  Expected(const tl::expected<T, E>& e) : tl::expected<T, E>(e) {}
+  Expected(tl::expected<T, E>&& e) : tl::expected<T, E>(std::move(e)) {}
+};
+
 template <typename T>
-using Result = tl::expected<T, Error>;
-using Status = tl::expected<void, Error>;
+using Result = Expected<T, Error>;
+using Status = Result<void>;
 
 inline tl::unexpected<Error> Fail(Error e) { return tl::unexpected<Error>(std::move(e)); }
 
