@@ -1,5 +1,6 @@
-// SqliteConnection::ExecScript: single statements run from the statement cache, scripts still
-// run every statement, and an error leaves the connection usable for the next call.
+// SqliteConnection: single statements run from the statement cache, scripts still run every
+// statement, an error leaves the connection usable for the next call, and the database is this
+// process's alone while it is open.
 
 #include "db/sqlite/connection.h"
 
@@ -90,6 +91,25 @@ TEST_F(ExecScriptTest, SqliteKeepsNoMemoryStatistics) {
   ASSERT_EQ(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &current, &highwater, 0), SQLITE_OK);
   EXPECT_EQ(current, 0);
   EXPECT_EQ(highwater, 0);
+}
+
+// The database opens with SQLite's "unix-excl" VFS: this process's connections share it (with
+// the log's index on the heap and no file locks per transaction), another process cannot read
+// it while it is open, and can again once it is closed.
+TEST_F(ExecScriptTest, OnlyThisProcessReadsTheDatabaseWhileItIsOpen) {
+  auto second = SqliteConnection::Open(dir_ + "/t.db");
+  ASSERT_TRUE(second) << second.error().message();
+  auto rows = (*second)->Query("SELECT count(*) FROM t", {});
+  ASSERT_TRUE(rows) << rows.error().message();
+  EXPECT_EQ((*rows)[0].Int(0), 1);
+  const std::string other_process =
+      "python3 -c \"import sqlite3, sys; sqlite3.connect(sys.argv[1], "
+      "timeout=0).execute('SELECT count(*) FROM t')\" " +
+      dir_ + "/t.db 2>/dev/null";
+  EXPECT_NE(std::system(other_process.c_str()), 0) << "another process read the open database";
+  second->reset();
+  conn_.reset();
+  EXPECT_EQ(std::system(other_process.c_str()), 0) << "closed, it is still not readable";
 }
 
 TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
