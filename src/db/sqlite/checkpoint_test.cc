@@ -141,8 +141,10 @@ TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
   }
   bool checkpointer_was_held = false;
   {
-    std::lock_guard lock(mu);
-    checkpointer_was_held = held;
+    // Asked to run by the first commits over its threshold, it may not have been scheduled yet
+    // on a loaded machine.
+    std::unique_lock lock(mu);
+    checkpointer_was_held = cv.wait_for(lock, std::chrono::seconds(10), [&] { return held; });
   }
   const int64_t checkpoints = ds->checkpoints();
   release();
