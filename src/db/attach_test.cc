@@ -5,6 +5,7 @@
 
 #include "db/attach.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "db/external_ips.h"
@@ -431,6 +432,28 @@ TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
                                   complete(e, AttachState::kDetaching, AttachState::kDetached))));
   EXPECT_EQ(n, 1) << "complete an ephemeral detach";
   EXPECT_EQ(Get(CreateFip(*ds_, f_, "again").value().id).ip, Get(e).ip) << "released";
+}
+
+// Stored text that is none of an enum's is corruption, and reading it says so: it once read
+// as a floating IP, or as detached, and carried on.
+TEST_F(AttachTest, AStoredKindOrStateThatIsNoneOfTheEnumsIsAnInternalError) {
+  const Uuid fip = NewFip("web");
+  const std::pair<std::string, std::string> corruptions[] = {{"e.kind", "floaty"},
+                                                             {"e.state", "parked"}};
+  for (const auto& [column, text] : corruptions) {
+    std::string columns(kExternalIpColumns);
+    columns.replace(columns.find(column), column.size(), "'" + text + "'");
+    auto read = ds_->Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
+      auto row = FP_TRY(
+          tx.QueryRow(fmt::format("SELECT {} FROM external_ip e WHERE e.id = ?", columns), fip));
+      if (!row) return Fail(Error::Internal("no row"));
+      return ExternalIpFromRow(*row);
+    });
+    ASSERT_FALSE(read) << column;
+    EXPECT_EQ(read.error().kind(), ErrorKind::kInternal) << column;
+    EXPECT_NE(read.error().message().find("\"" + text + "\""), std::string::npos)
+        << read.error().message();
+  }
 }
 
 }  // namespace

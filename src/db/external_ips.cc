@@ -10,7 +10,21 @@
 
 namespace fp::db {
 
-namespace {}  // namespace
+Result<IpKind> IpKindColumn(const Row& r, size_t i) {
+  auto kind = ParseIpKind(r.Text(i));
+  if (!kind) {
+    return Fail(Error::Internal(fmt::format("corrupt external IP kind \"{}\"", r.Text(i))));
+  }
+  return *kind;
+}
+
+Result<AttachState> AttachStateColumn(const Row& r, size_t i) {
+  auto state = ParseAttachState(r.Text(i));
+  if (!state) {
+    return Fail(Error::Internal(fmt::format("corrupt external IP state \"{}\"", r.Text(i))));
+  }
+  return *state;
+}
 
 Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   ExternalIp e;
@@ -20,12 +34,12 @@ Result<ExternalIp> ExternalIpFromRow(const Row& r) {
   e.pool_id = FP_TRY(UuidColumn(r, 3));
   e.range_id = FP_TRY(UuidColumn(r, 4));
   e.parent_id = FP_TRY(OptUuidColumn(r, 5));
-  e.kind = ParseIpKind(r.Text(6));
+  e.kind = FP_TRY(IpKindColumn(r, 6));
   e.ip = FP_TRY(IpColumn(r, 7));
   e.first_port = static_cast<int>(r.Int(8));
   e.last_port = static_cast<int>(r.Int(9));
   e.project_id = FP_TRY(OptUuidColumn(r, 10));
-  e.state = ParseAttachState(r.Text(11));
+  e.state = FP_TRY(AttachStateColumn(r, 11));
   e.time_created = r.Int(12);
   e.time_modified = r.Int(13);
   return e;
@@ -350,7 +364,8 @@ Status FloatingIpDeletePostgres(Tx& tx, const Uuid& id) {
   if (outcome == "ok") return Ok();
   if (outcome == "not_found") return Fail(Error::NotFoundById("floating-ip", id.ToString()));
   if (outcome == "attached") {
-    return Fail(AttachedFloatingIp(row->Text(1), ParseAttachState(row->Text(2)), row->Text(3)));
+    AttachState state = FP_TRY(AttachStateColumn(*row, 2));
+    return Fail(AttachedFloatingIp(row->Text(1), state, row->Text(3)));
   }
   return Fail(Error::Internal(fmt::format("floating IP delete returned '{}'", outcome)));
 }

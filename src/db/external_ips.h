@@ -67,6 +67,9 @@ inline constexpr std::string_view kExternalIpColumns =
     "e.first_port, e.last_port, e.project_id, e.state, e.time_created, e.time_modified";
 inline constexpr size_t kExternalIpColumnCount = 14;
 Result<model::ExternalIp> ExternalIpFromRow(const Row& r);
+// A stored kind or state column; text that is none of the enum's is Internal (corruption).
+Result<model::IpKind> IpKindColumn(const Row& r, size_t i);
+Result<model::AttachState> AttachStateColumn(const Row& r, size_t i);
 
 Result<model::ExternalIp> ExternalIpGetIn(Tx& tx, const Uuid& id);
 // Live external IPs whose parent is the instance (all kinds and states).

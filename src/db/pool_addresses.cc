@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "db/external_ips.h"
+
 namespace fp::db {
 
 namespace {
@@ -25,7 +27,7 @@ Result<PoolAddress> PoolAddressOf(const Row& r) {
   PoolAddress a;
   a.external_ip_id = FP_TRY(UuidColumn(r, 0));
   a.ip = FP_TRY(IpColumn(r, 1));
-  a.kind = ParseIpKind(r.Text(2));
+  a.kind = FP_TRY(IpKindColumn(r, 2));
   a.first_port = static_cast<int>(r.Int(3));
   a.last_port = static_cast<int>(r.Int(4));
   a.range_id = FP_TRY(UuidColumn(r, 5));

@@ -28,17 +28,19 @@ std::string_view ToString(AttachState s) {
   return "detached";
 }
 
-IpKind ParseIpKind(std::string_view text) {
-  return text == "snat"        ? IpKind::kSnat
-         : text == "ephemeral" ? IpKind::kEphemeral
-                               : IpKind::kFloating;
+std::optional<IpKind> ParseIpKind(std::string_view text) {
+  for (IpKind k : {IpKind::kSnat, IpKind::kEphemeral, IpKind::kFloating}) {
+    if (text == ToString(k)) return k;
+  }
+  return std::nullopt;
 }
 
-AttachState ParseAttachState(std::string_view text) {
-  return text == "attached"    ? AttachState::kAttached
-         : text == "attaching" ? AttachState::kAttaching
-         : text == "detaching" ? AttachState::kDetaching
-                               : AttachState::kDetached;
+std::optional<AttachState> ParseAttachState(std::string_view text) {
+  for (AttachState s : {AttachState::kDetached, AttachState::kAttaching, AttachState::kAttached,
+                        AttachState::kDetaching}) {
+    if (text == ToString(s)) return s;
+  }
+  return std::nullopt;
 }
 
 }  // namespace fp::model

@@ -20,9 +20,10 @@ enum class IpKind { kSnat, kEphemeral, kFloating };
 enum class AttachState { kDetached, kAttaching, kAttached, kDetaching };
 std::string_view ToString(IpKind k);
 std::string_view ToString(AttachState s);
-// Inverses of the two above, for stored text (unknown text reads as floating / detached).
-IpKind ParseIpKind(std::string_view text);
-AttachState ParseAttachState(std::string_view text);
+// Inverses of the two above, for stored text; nullopt for text that is none of them (a caller
+// reading it from storage reports corruption, never a default).
+std::optional<IpKind> ParseIpKind(std::string_view text);
+std::optional<AttachState> ParseAttachState(std::string_view text);
 
 // An address (or a SNAT block of one) allocated from a pool, with who holds it: what an
 // operator lists before removing a range (issue 25). The instance, project and silo are those

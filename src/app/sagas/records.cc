@@ -21,9 +21,17 @@ void from_json(const nlohmann::json& j, InstanceState& v) {
 }
 
 void to_json(nlohmann::json& j, const IpKind& v) { j = ToString(v); }
-void from_json(const nlohmann::json& j, IpKind& v) { v = ParseIpKind(JsonText(j)); }
+void from_json(const nlohmann::json& j, IpKind& v) {
+  auto kind = ParseIpKind(JsonText(j));
+  if (!kind) Unknown(j, "external IP kind");
+  v = *kind;
+}
 void to_json(nlohmann::json& j, const AttachState& v) { j = ToString(v); }
-void from_json(const nlohmann::json& j, AttachState& v) { v = ParseAttachState(JsonText(j)); }
+void from_json(const nlohmann::json& j, AttachState& v) {
+  auto state = ParseAttachState(JsonText(j));
+  if (!state) Unknown(j, "external IP state");
+  v = *state;
+}
 
 namespace {
 constexpr std::pair<NicKind, std::string_view> kNicNames[] = {{NicKind::kIpv4, "ipv4"},

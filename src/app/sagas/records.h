@@ -11,9 +11,8 @@
 
 namespace fp::model {
 
-// Enums as their model text (ToString). An unknown instance state or NIC kind does not decode;
-// an unknown IP kind reads as floating and an unknown attach state as detached (ParseIpKind,
-// ParseAttachState).
+// Enums as their model text (ToString). Text that is none of an enum's does not decode (a
+// json exception naming it), for every one of them.
 void to_json(nlohmann::json& j, const InstanceState& v);
 void from_json(const nlohmann::json& j, InstanceState& v);
 void to_json(nlohmann::json& j, const IpKind& v);
