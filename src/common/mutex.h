@@ -24,6 +24,7 @@
 #define FP_SCOPED_CAPABILITY FP_THREAD_ANNOTATION_(scoped_lockable)
 #define FP_GUARDED_BY(x) FP_THREAD_ANNOTATION_(guarded_by(x))
 #define FP_PT_GUARDED_BY(x) FP_THREAD_ANNOTATION_(pt_guarded_by(x))
+// Records a lock order; clang 14 checks it only under -Wthread-safety-beta, which is off.
 #define FP_ACQUIRED_BEFORE(...) FP_THREAD_ANNOTATION_(acquired_before(__VA_ARGS__))
 #define FP_REQUIRES(...) FP_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
 #define FP_ACQUIRE(...) FP_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))

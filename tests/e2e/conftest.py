@@ -777,7 +777,9 @@ class FloatplaneServer:
     def sql(self, query, params=()):
         """Runs one SQL statement on the server's database, whichever the engine (`?`
         placeholders); returns the rows as tuples (values as the engine's client gives them:
-        PostgreSQL's as strings). For tests that look at or damage what is stored."""
+        PostgreSQL's as strings). For tests that look at or damage what is stored. On SQLite
+        only while the server is stopped: a running server holds its database file for itself
+        (SQLite's unix-excl locking), and this would wait, then fail "database is locked"."""
         if POSTGRES is None:
             connection = sqlite3.connect(self.data_dir / "floatplane.db")
             try:

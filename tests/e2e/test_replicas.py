@@ -116,7 +116,9 @@ def test_a_killed_servers_saga_is_adopted_and_finished_by_another(start_rack, st
     adopted_already = owner == coordinator_id(survivor)
     if adopted_already:
         # Getting here took longer than the dead server's lease (1.2 s; a loaded CI machine):
-        # the survivor has adopted the saga already, and its log says so (or is about to).
+        # the survivor has adopted the saga already, under a new generation (a saga begins at
+        # 1), and its log says so (or is about to).
+        assert int(generation) > 1, generation
         wait_until(lambda: adopted_by(survivor), ADOPTION_S,
                    "the survivor logs its adoption", describe=survivor.describe_output)
     elif state in ("running", "unwinding"):
