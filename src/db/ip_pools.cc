@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "db/external_ips.h"
 #include "db/ip_allocation.h"
 #include "db/pool_addresses.h"
 #include "db/silos.h"
@@ -390,13 +391,14 @@ Status Unlink(Datastore& ds, const Uuid& pool_id, const Uuid& silo_id, const Eff
                     pool_id, silo_id));
     if (in_use) {
       IpAddr ip = FP_TRY(IpColumn(*in_use, 0));
+      const IpKind kind = FP_TRY(IpKindColumn(*in_use, 1));
       std::string holder =
-          in_use->Text(1) == "floating"
+          kind == IpKind::kFloating
               ? fmt::format("floating IP \"{}\" in project \"{}\" holds {}", in_use->Text(2),
                             in_use->Text(4), ip.ToString())
               : fmt::format("instance \"{}\" in project \"{}\" holds {} as its {} address",
                             in_use->Text(3), in_use->Text(4), ip.ToString(),
-                            in_use->Text(1) == "snat" ? "SNAT" : "ephemeral");
+                            kind == IpKind::kSnat ? "SNAT" : "ephemeral");
       return Fail(Error::InvalidRequest(
           fmt::format("IP addresses from this pool are in use in the linked silo ({})", holder)));
     }
@@ -449,11 +451,18 @@ Result<std::vector<PoolUsage>> PoolUsageAll(Datastore& ds) {
                          "time_deleted IS NULL GROUP BY ip_pool_id, kind"))) {
       auto it = by_id.find(r.Text(0));
       if (it == by_id.end()) continue;
-      std::string kind = r.Text(1);
-      int64_t n = r.Int(2);
-      if (kind == "floating") it->second.floating = n;
-      if (kind == "ephemeral") it->second.ephemeral = n;
-      if (kind == "snat") it->second.snat = n;
+      const int64_t n = r.Int(2);
+      switch (FP_TRY(IpKindColumn(r, 1))) {
+        case IpKind::kFloating:
+          it->second.floating = n;
+          break;
+        case IpKind::kEphemeral:
+          it->second.ephemeral = n;
+          break;
+        case IpKind::kSnat:
+          it->second.snat = n;
+          break;
+      }
     }
     std::vector<PoolUsage> out;
     for (auto& [id, usage] : by_id) out.push_back(std::move(usage));
