@@ -434,6 +434,37 @@ TEST_F(AttachTest, OnPostgresEachStepIsOneRoundTrip) {
   EXPECT_EQ(Get(CreateFip(*ds_, f_, "again").value().id).ip, Get(e).ip) << "released";
 }
 
+// Deleting a stopped instance gives back what it held in the same transaction: its floating
+// IP stays the project's, detached and free to attach elsewhere; its ephemeral IP is released,
+// its address back in the pool. (Caught only by the end-to-end suite before: a delete that
+// left the floating IP attached passed every C++ test.)
+TEST_F(AttachTest, DeletingAnInstanceDetachesItsFloatingIpAndReleasesItsEphemeralIp) {
+  const Uuid doomed = NewInstance("doomed");
+  const Uuid other = NewInstance("other");
+  const Uuid fip = NewFip("web");
+  ASSERT_NO_FATAL_FAILURE(Attach(fip, doomed));
+  const Uuid eph = NewEphemeral(doomed);
+  ASSERT_NO_FATAL_FAILURE(Attach(eph, doomed, IpKind::kEphemeral));
+  const IpAddr eph_address = Get(eph).ip;
+
+  ASSERT_TRUE(ds_->Write([&](Tx& tx) { return InstanceDeleteIn(tx, doomed); }));
+
+  ExternalIp floating = Get(fip);
+  EXPECT_EQ(floating.state, AttachState::kDetached);
+  EXPECT_EQ(floating.parent_id, std::nullopt);
+  EXPECT_EQ(floating.project_id, f_.project.id) << "the floating IP stays the project's";
+  auto live = ds_->Read<bool>([&](Tx& tx) -> Result<bool> {
+    auto row = FP_TRY(tx.QueryRow("SELECT time_deleted FROM external_ip WHERE id = ?", eph));
+    return row && row->IsNull(0);
+  });
+  ASSERT_TRUE(live) << live.error().message();
+  EXPECT_FALSE(*live) << "the ephemeral IP outlived its instance";
+  // Both can be used again: the floating IP attaches to another instance, and the ephemeral
+  // IP's address is the lowest free one again.
+  ASSERT_NO_FATAL_FAILURE(Attach(fip, other));
+  EXPECT_EQ(Get(NewEphemeral(other)).ip, eph_address);
+}
+
 // Stored text that is none of an enum's is corruption, and reading it says so: it once read
 // as a floating IP, or as detached, and carried on.
 TEST_F(AttachTest, AStoredKindOrStateThatIsNoneOfTheEnumsIsAnInternalError) {
