@@ -12,13 +12,7 @@
 #include <sstream>
 
 #include "cli/command_kit.h"
-
-#ifndef FLOATPLANE_VERSION
-#define FLOATPLANE_VERSION "0.0.0"
-#endif
-#ifndef FLOATPLANE_COMMIT
-#define FLOATPLANE_COMMIT "unknown"
-#endif
+#include "common/version.h"
 
 namespace fp::cli {
 
@@ -180,7 +174,7 @@ nlohmann::ordered_json Doc(const CLI::App* app,
                            const std::map<const CLI::App*, std::string>& operations, bool root) {
   nlohmann::ordered_json node;
   node["name"] = root ? "floatplane" : app->get_name();
-  if (root) node["version"] = FLOATPLANE_VERSION;
+  if (root) node["version"] = std::string(BuildVersion());
   if (!app->get_description().empty()) node["about"] = app->get_description();
   if (auto it = operations.find(app); it != operations.end() && !it->second.empty()) {
     node["operation_id"] = it->second;
@@ -239,12 +233,13 @@ void AddToolCommands(Commands& c) {
     Out(PrettyJson(FP_TRY(api->Get("/v1/ping"))));
     return {};
   });
-  c.Leaf(&c.root(), "version", "Print the client's version and the API version it speaks", "",
-         "floatplane version", [](Session&) -> CliStatus {
-           Out(fmt::format("floatplane CLI {}\nBuilt from commit: {}\nOxide API: {}\n",
-                           FLOATPLANE_VERSION, FLOATPLANE_COMMIT, kApiVersion));
-           return {};
-         });
+  c.Leaf(
+      &c.root(), "version", "Print the client's version and the API version it speaks", "",
+      "floatplane version", [](Session&) -> CliStatus {
+        Out(fmt::format("floatplane CLI {}\nBuilt from commit: {}\nOxide API: {}\n", BuildVersion(),
+                        BuildCommit().empty() ? "unknown" : BuildCommit(), kApiVersion));
+        return {};
+      });
   auto* format = c.Keep<std::string>();
   *format = "text";
   CLI::App* docs =

@@ -5,15 +5,11 @@
 #include "api/middleware.h"
 #include "app/sled_watcher.h"
 #include "common/metrics.h"
+#include "common/version.h"
 #include "db/datastore.h"
 #include "db/ip_pools.h"
 #include "nat/nat_reconciler.h"
 #include "saga/saga.h"
-
-#ifndef FLOATPLANE_VERSION
-#define FLOATPLANE_VERSION "0.0.0"
-#define FLOATPLANE_COMMIT ""
-#endif
 
 namespace fp::cmd {
 
@@ -129,8 +125,8 @@ void RenderPools(std::string& out, const ServerMetricsSources& s) {
 
 void RenderServerMetrics(std::string& out, const ServerMetricsSources& sources) {
   Render(out, "floatplane_build_info", "The running build (always 1).", "gauge",
-         {{{{"version", FLOATPLANE_VERSION},
-            {"revision", FLOATPLANE_COMMIT},
+         {{{{"version", std::string(BuildVersion())},
+            {"revision", std::string(BuildCommit())},
             {"api_version", std::string(api::kServedApiVersion)}},
            1}});
   RenderSagas(out, sources);

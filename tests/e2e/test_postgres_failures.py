@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -63,9 +62,8 @@ def own_cluster():
     teardown."""
     dirs = []
     # Not under pytest's tmp_path: its parents are private to root, and PostgreSQL runs as the
-    # postgres user (scripts/pg-cluster).
-    root = Path(tempfile.mkdtemp(prefix="floatplane-pg-"))
-    root.chmod(0o755)
+    # postgres user. On tmpfs where there is room (scripts/pg-cluster tmpdir).
+    root = Path(pg_cluster("tmpdir", "floatplane-pg"))
 
     def start(standby=False):
         primary = root / "primary"

@@ -3,13 +3,20 @@
 # URL that works, start again is a no-op printing the same URL, a cluster killed with SIGKILL
 # starts again on the same URL with its data, stop is idempotent, a bad port is refused, and
 # --sync-standby gives a synchronous standby that, promoted after the primary is killed, holds
-# every committed row and answers the multi-host URL. Exit 77 (skip) when PostgreSQL is missing.
+# every committed row and answers the multi-host URL; tmpdir gives a directory for clusters.
+# Exit 77 (skip) when PostgreSQL is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cluster=scripts/pg-cluster
 
-root=$(mktemp -d /tmp/fp-pg-cluster-test.XXXXXX)
-chmod 755 "$root"
+# tmpdir: a fresh directory the postgres user can enter, on tmpfs when /dev/shm has room.
+root=$($cluster tmpdir fp-pg-cluster-test)
+[ -d "$root" ] && [ -z "$(ls -A "$root")" ] || { echo "FAIL: tmpdir printed '$root'" >&2; exit 1; }
+[ "$(stat -c %a "$root")" = 755 ] || { echo "FAIL: tmpdir's mode is $(stat -c %a "$root")" >&2; exit 1; }
+if [ "$(stat -f -c %T /dev/shm)" = tmpfs ] &&
+  [ "$(df --output=avail -k /dev/shm | tail -1)" -ge $((4 * 1024 * 1024)) ]; then
+  [[ "$root" == /dev/shm/fp-pg-cluster-test.* ]] || { echo "FAIL: tmpdir not on tmpfs: $root" >&2; exit 1; }
+fi
 cleanup() {
   for d in "$root"/*; do [ -d "$d" ] && $cluster stop "$d" >/dev/null 2>&1 || true; done
   rm -rf "$root"
