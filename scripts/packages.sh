@@ -2,8 +2,8 @@
 # build, run and test, if any are missing.
 
 FLOATPLANE_PACKAGES=(
-  cmake g++ make
-  clang-14 libclang-rt-14-dev ninja-build  # the sanitizer build (its runtime is only recommended)
+  cmake g++ make ninja-build  # every preset builds with Ninja (scripts/configure)
+  clang-14 libclang-rt-14-dev  # the sanitizer build (its runtime is only recommended)
   libboost1.81-dev libboost-url1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev libsqlite3-dev libpq-dev
   libargon2-dev  # local users' passwords (Argon2id)
