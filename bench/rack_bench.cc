@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     rack.sled_sims[k]->ForceState(id, fp::agents::VmState::kStopping);
     for (;;) {
       auto i = fp::db::InstanceAnyState(*rack.ds, id);
-      if (i && i->run_state == "stopping") break;
+      if (i && i->run_state == fp::model::RunState::kStopping) break;
       if (Clock::now() - changed > std::chrono::seconds(10)) {
         std::fprintf(stderr, "state change not recorded within 10 s\n");
         return 1;

@@ -101,7 +101,7 @@ Json InstanceView(const model::Instance& i) {
   j["hostname"] = i.hostname;
   j["ncpus"] = i.ncpus;
   j["memory"] = i.memory;
-  j["run_state"] = i.run_state;
+  j["run_state"] = std::string(ToString(i.run_state));
   j["time_run_state_updated"] = FormatRfc3339(i.time_run_state_updated);
   j["auto_restart_enabled"] = false;
   j["auto_restart_policy"] = nullptr;
@@ -159,7 +159,7 @@ Json SledInstanceView(const model::Instance& i, const std::string& project_name,
               {"ncpus", i.ncpus},
               {"project_name", project_name},
               {"silo_name", silo_name},
-              {"state", i.run_state},
+              {"state", std::string(ToString(i.run_state))},
               {"time_created", FormatRfc3339(i.time_created)},
               {"time_modified", FormatRfc3339(i.time_modified)}};
 }

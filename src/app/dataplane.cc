@@ -78,7 +78,8 @@ Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane) {
   int restarted = 0;
   for (const auto& [sled_id, sled] : dataplane.sleds) {
     for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds, sled_id))) {
-      if (i.state != model::InstanceState::kVmm || i.run_state != "running" || i.migration_id) {
+      if (i.state != model::InstanceState::kVmm || i.run_state != model::RunState::kRunning ||
+          i.migration_id) {
         continue;  // starts and migrations belong to their sagas, which recovery resumes
       }
       if (auto vm = sled->Get(i.id); vm || vm.error().kind() != ErrorKind::kNotFound) continue;

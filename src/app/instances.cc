@@ -195,10 +195,11 @@ Result<model::Instance> Instances::Start(const Request<model::Instance>& rq,
   const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
-  if (i.state == model::InstanceState::kVmm && i.run_state != "stopping") return i;  // idempotent
+  if (i.state == model::InstanceState::kVmm && i.run_state != model::RunState::kStopping)
+    return i;  // idempotent
   if (i.state != model::InstanceState::kNoVmm && i.state != model::InstanceState::kFailed) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
+    return Fail(Error::InvalidRequest(fmt::format(
+        "instance \"{}\" cannot be started while it is {}", i.name, model::ToString(i.run_state))));
   }
   return RunStartSaga(rq, i);
 }
@@ -222,7 +223,7 @@ Result<model::Instance> Instances::Stop(const Request<model::Instance>& rq,
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
   // The sled is told before the write that records the stop: the entry goes first.
   if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
-  if (i.run_state == "starting") {
+  if (i.run_state == model::RunState::kStarting) {
     // A start saga that has not registered the VM on its sled yet (in flight, or waiting for
     // recovery after a restart) still owns the instance: a stop now would find no VM, and the
     // watcher would take the missing VM for a failed one.
@@ -233,7 +234,8 @@ Result<model::Instance> Instances::Stop(const Request<model::Instance>& rq,
     }
   }
   FP_TRY(sled->Stop(i.id, CallFor(rq)));
-  return db::InstanceSetRunState(ds_, i.id, "stopping", db::EffectOf<model::Instance>(rq));
+  return db::InstanceSetRunState(ds_, i.id, model::RunState::kStopping,
+                                 db::EffectOf<model::Instance>(rq));
 }
 
 Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
@@ -242,15 +244,17 @@ Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
   const Actor& actor = rq.actor;
   model::Instance i = FP_TRY(Lookup(actor, instance, project));
   FP_CHECK_OK(RequireWrite(actor));
-  if (i.state != model::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "instance \"{}\" can only be rebooted while running (it is {})", i.name, i.run_state)));
+  if (i.state != model::InstanceState::kVmm || i.run_state != model::RunState::kRunning ||
+      !i.sled_id) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" can only be rebooted while running (it is {})", i.name,
+                    model::ToString(i.run_state))));
   }
   agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
   // A reboot changes the instance and its sled before the write that records its answer.
   if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
   // The watcher leaves rebooting instances alone, so the stop below is not taken for a stop.
-  FP_TRY(db::InstanceSetRunState(ds_, i.id, "rebooting"));
+  FP_TRY(db::InstanceSetRunState(ds_, i.id, model::RunState::kRebooting));
   const agents::CallContext call = CallFor(rq);
   auto restarted = [&]() -> Status {
     FP_TRY(sled->Stop(i.id, call));
@@ -272,10 +276,11 @@ Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
     // Back to running, so that the watcher judges the instance by what its sled holds (a VM
     // the stop took down settles stopped, a silent sled's instance fails) instead of leaving
     // it rebooting for good.
-    (void)db::InstanceSetRunState(ds_, i.id, "running");
+    (void)db::InstanceSetRunState(ds_, i.id, model::RunState::kRunning);
     return Fail(restarted.error());
   }
-  return db::InstanceSetRunState(ds_, i.id, "starting", db::EffectOf<model::Instance>(rq));
+  return db::InstanceSetRunState(ds_, i.id, model::RunState::kStarting,
+                                 db::EffectOf<model::Instance>(rq));
 }
 
 Result<model::Instance> Instances::Migrate(const RequestContext& rq, const NameOrId& instance,
@@ -290,9 +295,11 @@ Result<model::Instance> Instances::Migrate(const RequestContext& rq, const NameO
                                 [&](db::Tx& tx) { return db::InstanceGetIn(tx, instance.id()); }))
                           : FP_TRY(Lookup(actor, instance, project));
   FP_TRY(db::SledGet(ds_, dst_sled));
-  if (i.state != model::InstanceState::kVmm || i.run_state != "running" || !i.sled_id) {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "instance \"{}\" can only be migrated while running (it is {})", i.name, i.run_state)));
+  if (i.state != model::InstanceState::kVmm || i.run_state != model::RunState::kRunning ||
+      !i.sled_id) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" can only be migrated while running (it is {})", i.name,
+                    model::ToString(i.run_state))));
   }
   if (*i.sled_id == dst_sled) {
     return Fail(Error::InvalidRequest(
@@ -333,7 +340,7 @@ Status Instances::Delete(const RequestContext& rq, const NameOrId& instance,
     return Fail(Error::InvalidRequest(fmt::format(
         "cannot delete instance: instance is running or has not yet fully stopped (instance "
         "\"{}\" is {}; stop it first)",
-        i.name, i.run_state)));
+        i.name, model::ToString(i.run_state))));
   }
   db::RequestSaga origin(rq.effect, /*ends_request=*/true);
   auto outcome = FP_TRY(exec_.RunNew(InstanceDeleteSaga({.instance_id = i.id}), &origin));

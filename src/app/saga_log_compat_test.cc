@@ -326,7 +326,7 @@ TEST_F(AttachSagaTest, AnInstanceCreateLoggedByTheOlderBinaryResumes) {
   ASSERT_TRUE(replayed) << replayed.error().message();
   EXPECT_EQ(replayed->id, instance_id);
   EXPECT_EQ(replayed->name, "old-vm");
-  EXPECT_EQ(replayed->run_state, "stopped");
+  EXPECT_EQ(replayed->run_state, model::RunState::kStopped);
   auto ips = instances_->ExternalIps(actor_, NameOrId(instance_id), std::nullopt);
   ASSERT_TRUE(ips) << ips.error().message();
   EXPECT_EQ(ips->size(), 3u);  // SNAT, floating, ephemeral

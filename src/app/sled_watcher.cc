@@ -16,8 +16,31 @@
 
 namespace fp::app {
 
+namespace {
+
+// The instance's run state that a VM's state on its sled means.
+model::RunState RunStateOf(agents::VmState s) {
+  switch (s) {
+    case agents::VmState::kStarting:
+      return model::RunState::kStarting;
+    case agents::VmState::kRunning:
+      return model::RunState::kRunning;
+    case agents::VmState::kStopping:
+      return model::RunState::kStopping;
+    case agents::VmState::kStopped:
+      return model::RunState::kStopped;
+    case agents::VmState::kMigrating:
+      return model::RunState::kMigrating;
+    case agents::VmState::kFailed:
+      return model::RunState::kFailed;
+  }
+  return model::RunState::kFailed;
+}
+
+}  // namespace
+
 int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                               const std::string& run_state) {
+                               model::RunState run_state) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance);
   if (!recorded) {
     LogEvent("warn", "could not record run state",
@@ -115,27 +138,29 @@ bool SledWatcher::StartSagaAtRest(const model::Instance& i) {
 int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
                                const std::optional<agents::SledInstance>& vm,
                                const std::vector<model::ExternalIp>* ips) {
-  if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
+  if (i.state != model::InstanceState::kVmm || i.migration_id ||
+      i.run_state == model::RunState::kRebooting) {
     return 0;
   }
   if (!vm) {
     // The sled does not know the VM. While the start saga runs, it may not have reached the
     // sled yet; once it is at rest, the VM it registered is gone (the sled restarted and lost
     // it) if the sled, asked after the saga's state was read, still lacks it.
-    if (i.run_state == "starting") {
+    if (i.run_state == model::RunState::kStarting) {
       if (!StartSagaAtRest(i)) return 0;
       auto again = sled.Get(i.id);
       if (again || again.error().kind() != ErrorKind::kNotFound) return 0;  // the next look judges
     }
-    return SettleStopped(i, sled, "failed");
+    return SettleStopped(i, sled, model::RunState::kFailed);
   }
-  std::string state(agents::ToString(vm->state));
-  if (state == "stopped" || state == "failed") {
-    if (i.run_state == "starting" && !StartSagaAtRest(i)) return 0;  // the saga still owns it
+  model::RunState state = RunStateOf(vm->state);
+  if (state == model::RunState::kStopped || state == model::RunState::kFailed) {
+    if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i))
+      return 0;  // the saga still owns it
     return SettleStopped(i, sled, state);
   }
   if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state, &i);
-  if (state != "running") return 0;
+  if (state != model::RunState::kRunning) return 0;
   if (ips) {
     ReconcilePort(i, *ips, sled, *vm);
   } else {
@@ -208,11 +233,12 @@ void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::stri
     // A migration or a start in progress is its saga's, and a reboot its request's: their own
     // calls to the silent sled fail and unwind them (a failed reboot puts the instance back
     // to running, which the next check here fails).
-    if (i.state != model::InstanceState::kVmm || i.migration_id || i.run_state == "rebooting") {
+    if (i.state != model::InstanceState::kVmm || i.migration_id ||
+        i.run_state == model::RunState::kRebooting) {
       continue;
     }
-    if (i.run_state == "starting" && !StartSagaAtRest(i)) continue;
-    auto recorded = db::InstanceRecordRunState(ds_, i.id, "failed", &i);
+    if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i)) continue;
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, model::RunState::kFailed, &i);
     if (recorded && recorded->state == model::InstanceState::kFailed) ++failed;
   }
   if (failed == 0) return;

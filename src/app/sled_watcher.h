@@ -138,7 +138,7 @@ class SledWatcher {
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
   // Returns the sled calls that failed (0 or 1).
   int SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                    const std::string& run_state);
+                    model::RunState run_state);
   // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
   // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
   // datastore could not say), else the sled's answer to the unregister.

@@ -39,7 +39,8 @@ class SledConvergenceTest : public InstanceSagaTest {
     ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
     ASSERT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
-      return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "stopped";
+      return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state ==
+             model::RunState::kStopped;
     }));
     ASSERT_TRUE(VmOn(k, vm.id)) << "the failed unregister left the VM on its sled";
     EXPECT_EQ(VmOn(k, vm.id)->state, agents::VmState::kStopped);
@@ -100,7 +101,8 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   sled_sims_[k]->faults().Clear();
   EXPECT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
-    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
+    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state ==
+           model::RunState::kRunning;
   })) << Observe();
   EXPECT_TRUE(VmOn(k, vm.id));
 }
@@ -127,7 +129,8 @@ TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnThe
   sled_sims_[k]->faults().Clear();
   EXPECT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
-    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state == "running";
+    return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state ==
+           model::RunState::kRunning;
   })) << Observe();
   EXPECT_TRUE(VmOn(k, vm.id));
 }
@@ -150,7 +153,8 @@ class SledReportsTest : public InstanceSagaTest {
                             .report_wait = std::chrono::seconds(10)};
   }
   std::string RunState(const Uuid& id) {
-    return instances_->Lookup(actor_, NameOrId(id), std::nullopt)->run_state;
+    return std::string(
+        model::ToString(instances_->Lookup(actor_, NameOrId(id), std::nullopt)->run_state));
   }
   size_t SledOf(const model::Instance& i) { return i.sled_id == sled_ids_[0] ? 0 : 1; }
   // The watcher's status of the sled that runs `i` (its statuses are in the dataplane's order).
@@ -208,9 +212,9 @@ TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
     watcher_->WatchOnce();
     return RunState(stale.id) == "running";
   }));
-  auto recorded = db::InstanceRecordRunState(*ds, stale.id, "failed", &stale);
+  auto recorded = db::InstanceRecordRunState(*ds, stale.id, model::RunState::kFailed, &stale);
   ASSERT_TRUE(recorded) << recorded.error().message();
-  EXPECT_EQ(recorded->run_state, "running");
+  EXPECT_EQ(recorded->run_state, model::RunState::kRunning);
   EXPECT_EQ(RunState(stale.id), "running");
 }
 

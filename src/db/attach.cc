@@ -48,10 +48,10 @@ Status CheckInstance(const Instance& i, const ExternalIp& ip, bool creating,
         fmt::format("cannot {} {} IP {} instance in {} state", verb, KindLabel(ip.kind),
                     verb == "attach" ? "to" : "from", Label(i.state))));
   }
-  if (i.state == InstanceState::kVmm && i.run_state != "running") {
+  if (i.state == InstanceState::kVmm && i.run_state != RunState::kRunning) {
     return Fail(Error::Unavailable(
         fmt::format("instance \"{}\" is {}; retry the {} of {} when it is running or stopped",
-                    i.name, i.run_state, verb, Describe(ip))));
+                    i.name, ToString(i.run_state), verb, Describe(ip))));
   }
   return Ok();
 }

@@ -128,7 +128,7 @@ Result<MoveBack> UndoMoveIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id, cons
   // A failed instance can hold it again too (it held it: a failover that failed gives it back).
   bool back = source && !source->migration_id && source->project_id == ip.project_id &&
               (source->state == InstanceState::kNoVmm || source->state == InstanceState::kFailed ||
-               (source->state == InstanceState::kVmm && source->run_state == "running"));
+               (source->state == InstanceState::kVmm && source->run_state == RunState::kRunning));
   if (back) {
     // Within its limit of external IPs: others may have been attached to it meanwhile.
     auto others = FP_TRY(tx.QueryRow(

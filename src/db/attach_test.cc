@@ -465,25 +465,44 @@ TEST_F(AttachTest, DeletingAnInstanceDetachesItsFloatingIpAndReleasesItsEphemera
   EXPECT_EQ(Get(NewEphemeral(other)).ip, eph_address);
 }
 
-// Stored text that is none of an enum's is corruption, and reading it says so: it once read
-// as a floating IP, or as detached, and carried on.
+// Reads row `id` of `from` (e.g. "external_ip e") through `decode` with one of `columns`
+// replaced by the literal `text`, and expects an Internal error that names the text: stored text
+// that is none of an enum's is corruption, and reading it says so (it once read as a floating
+// IP, or as detached, and carried on).
+template <typename T>
+void ExpectCorruptTextIsInternal(Datastore& ds, std::string_view columns, std::string_view from,
+                                 const Uuid& id, const std::string& column, const std::string& text,
+                                 Result<T> (*decode)(const Row&)) {
+  std::string replaced(columns);
+  replaced.replace(replaced.find(column + ","), column.size(), "'" + text + "'");
+  auto read = ds.Read<T>([&](Tx& tx) -> Result<T> {
+    auto row = FP_TRY(tx.QueryRow(fmt::format("SELECT {} FROM {} WHERE {}.id = ?", replaced, from,
+                                              from.substr(from.find(' ') + 1)),
+                                  id));
+    if (!row) return Fail(Error::Internal("no row"));
+    return decode(*row);
+  });
+  ASSERT_FALSE(read) << column;
+  EXPECT_EQ(read.error().kind(), ErrorKind::kInternal) << column;
+  EXPECT_NE(read.error().message().find("\"" + text + "\""), std::string::npos)
+      << read.error().message();
+}
+
 TEST_F(AttachTest, AStoredKindOrStateThatIsNoneOfTheEnumsIsAnInternalError) {
   const Uuid fip = NewFip("web");
-  const std::pair<std::string, std::string> corruptions[] = {{"e.kind", "floaty"},
-                                                             {"e.state", "parked"}};
-  for (const auto& [column, text] : corruptions) {
-    std::string columns(kExternalIpColumns);
-    columns.replace(columns.find(column), column.size(), "'" + text + "'");
-    auto read = ds_->Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
-      auto row = FP_TRY(
-          tx.QueryRow(fmt::format("SELECT {} FROM external_ip e WHERE e.id = ?", columns), fip));
-      if (!row) return Fail(Error::Internal("no row"));
-      return ExternalIpFromRow(*row);
-    });
-    ASSERT_FALSE(read) << column;
-    EXPECT_EQ(read.error().kind(), ErrorKind::kInternal) << column;
-    EXPECT_NE(read.error().message().find("\"" + text + "\""), std::string::npos)
-        << read.error().message();
+  for (const auto& [column, text] :
+       {std::pair<std::string, std::string>{"e.kind", "floaty"}, {"e.state", "parked"}}) {
+    ExpectCorruptTextIsInternal<ExternalIp>(*ds_, kExternalIpColumns, "external_ip e", fip, column,
+                                            text, ExternalIpFromRow);
+  }
+}
+
+TEST_F(AttachTest, AStoredInstanceStateOrRunStateThatIsNoneOfTheEnumsIsAnInternalError) {
+  const Uuid vm = NewInstance("vm");
+  for (const auto& [column, text] :
+       {std::pair<std::string, std::string>{"i.state", "zombie"}, {"i.run_state", "napping"}}) {
+    ExpectCorruptTextIsInternal<Instance>(*ds_, kInstanceColumns, "instance i", vm, column, text,
+                                          InstanceFromRow);
   }
 }
 

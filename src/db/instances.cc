@@ -13,7 +13,13 @@ namespace {
 
 Result<InstanceState> ParseState(std::string_view s) {
   auto state = ParseInstanceState(s);
-  if (!state) return Fail(Error::Internal("corrupt instance state"));
+  if (!state) return Fail(Error::Internal(fmt::format("corrupt instance state \"{}\"", s)));
+  return *state;
+}
+
+Result<RunState> RunStateColumn(const Row& r, size_t i) {
+  auto state = ParseRunState(r.Text(i));
+  if (!state) return Fail(Error::Internal(fmt::format("corrupt run state \"{}\"", r.Text(i))));
   return *state;
 }
 
@@ -29,7 +35,7 @@ Result<Instance> InstanceFromRow(const Row& r) {
   i.ncpus = r.Int(5);
   i.memory = r.Int(6);
   i.state = FP_TRY(ParseState(r.Text(7)));
-  i.run_state = r.Text(8);
+  i.run_state = FP_TRY(RunStateColumn(r, 8));
   i.sled_id = FP_TRY(OptUuidColumn(r, 9));
   i.migration_id = FP_TRY(OptUuidColumn(r, 10));
   i.time_run_state_updated = r.Int(11);
@@ -209,7 +215,7 @@ Result<Instance> InstanceUpdateFields(Datastore& ds, const Uuid& id, const Insta
     if (resources && i.state != InstanceState::kNoVmm) {
       return Fail(Error::InvalidRequest(
           fmt::format("instance \"{}\" must be stopped to change ncpus or memory (it is {})",
-                      i.name, i.run_state)));
+                      i.name, ToString(i.run_state))));
     }
     if (u.ncpus) i.ncpus = *u.ncpus;
     if (u.memory) i.memory = *u.memory;
@@ -303,14 +309,14 @@ Result<Instance> InstanceBeginStartIn(Tx& tx, const Uuid& id, const Uuid& sled_i
                                       const Uuid& saga_id) {
   Instance i = FP_TRY(InstanceGetIn(tx, id));
   if (i.state == InstanceState::kVmm && i.start_saga_id == saga_id) return i;  // re-run
-  if (i.state == InstanceState::kVmm && i.run_state == "starting") {
+  if (i.state == InstanceState::kVmm && i.run_state == RunState::kStarting) {
     return Fail(Error::Unavailable(fmt::format(
         "instance \"{}\" is being started by another request; retry when it completes", i.name)));
   }
   // A failed instance starts again, as a stopped one does (Oxide allows both).
   if (i.state != InstanceState::kNoVmm && i.state != InstanceState::kFailed) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("instance \"{}\" cannot be started while it is {}", i.name, i.run_state)));
+    return Fail(Error::InvalidRequest(fmt::format(
+        "instance \"{}\" cannot be started while it is {}", i.name, ToString(i.run_state))));
   }
   FP_TRY(tx.Exec(
       "UPDATE instance SET state = 'vmm', run_state = 'starting', sled_id = ?, start_saga_id = ?, "
@@ -342,7 +348,7 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
   return Ok();
 }
 
-Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run_state,
                                      const Effect<Instance>& effect) {
   return ds.Write<Instance>(effect, [&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
@@ -350,12 +356,12 @@ Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::s
     // the caller read it.
     if (i.run_state == run_state || i.state != InstanceState::kVmm) return i;
     FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
-                   run_state, tx.now(), id));
+                   ToString(run_state), tx.now(), id));
     return InstanceGetIn(tx, id);
   });
 }
 
-Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, RunState run_state,
                                         const Instance* judged_on) {
   return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
     Instance i = FP_TRY(InstanceGetIn(tx, id));
@@ -364,15 +370,16 @@ Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std
                       i.start_saga_id != judged_on->start_saga_id)) {
       return i;  // moved on since the caller read it: its next look judges again
     }
-    if (run_state == "stopped" || run_state == "failed") {
+    if (run_state == RunState::kStopped || run_state == RunState::kFailed) {
       FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
       FP_TRY(tx.Exec(
           "UPDATE instance SET state = ?, run_state = ?, sled_id = NULL, start_saga_id = NULL, "
           "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
-          run_state == "stopped" ? "no_vmm" : "failed", run_state, tx.now(), tx.now(), id));
+          run_state == RunState::kStopped ? "no_vmm" : "failed", ToString(run_state), tx.now(),
+          tx.now(), id));
     } else if (run_state != i.run_state) {
       FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
-                     run_state, tx.now(), id));
+                     ToString(run_state), tx.now(), id));
     }
     return InstanceGetIn(tx, id);
   });
@@ -382,9 +389,10 @@ Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
                                         const Uuid& migration_id) {
   Instance i = FP_TRY(InstanceGetIn(tx, id));
   if (i.migration_id == migration_id) return i;  // re-run
-  if (i.state != InstanceState::kVmm || i.run_state != "running") {
-    return Fail(Error::InvalidRequest(fmt::format(
-        "instance \"{}\" can only be migrated while running (it is {})", i.name, i.run_state)));
+  if (i.state != InstanceState::kVmm || i.run_state != RunState::kRunning) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("instance \"{}\" can only be migrated while running (it is {})", i.name,
+                    ToString(i.run_state))));
   }
   if (i.migration_id) {
     return Fail(Error::Unavailable(fmt::format(
@@ -454,11 +462,11 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
     return Fail(Error::InvalidRequest(fmt::format(
         "cannot delete instance: instance is running or has not yet fully stopped (instance "
         "\"{}\" is {}; stop it first)",
-        i.name, i.run_state)));
+        i.name, ToString(i.run_state))));
   }
   if (i.state != InstanceState::kNoVmm && i.state != InstanceState::kFailed) {
     return Fail(Error::InvalidRequest(
-        fmt::format("instance cannot be deleted in state \"{}\"", i.run_state)));
+        fmt::format("instance cannot be deleted in state \"{}\"", ToString(i.run_state))));
   }
   FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, id))) {

@@ -67,11 +67,11 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
 // removes the instance's NAT rows. With `judged_on` (the row the caller's decision was made on),
 // nothing changes if the instance moved on since (another sled, run state or start): a stale
 // judgement never undoes a newer start. Returns the instance as it is now.
-Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, RunState run_state,
                                         const Instance* judged_on = nullptr);
 // Sets the run state of an instance that has a VMM (stopping, rebooting, starting); no change
 // for an instance without one.
-Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, const std::string& run_state,
+Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run_state,
                                      const Effect<Instance>& effect = {});
 // The instance with this id, live or deleted (for reconciling sleds); NotFound if none.
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id);

@@ -38,6 +38,25 @@ std::optional<InstanceState> ParseInstanceState(std::string_view text);
 // The label Oxide's messages use: creating, no_VMM, VMM, failed, destroyed.
 std::string_view Label(InstanceState s);
 
+// What the VM is doing: the API's InstanceState (its `run_state`), as Oxide names them. Within
+// InstanceState::kVmm it follows the sled's reports; kStopped, kFailed and kDestroyed go with
+// the record's own state.
+enum class RunState {
+  kCreating,
+  kStarting,
+  kRunning,
+  kStopping,
+  kStopped,
+  kRebooting,
+  kMigrating,
+  kRepairing,
+  kFailed,
+  kDestroyed,
+};
+// The API's text: "creating", "starting", ... "destroyed".
+std::string_view ToString(RunState s);
+std::optional<RunState> ParseRunState(std::string_view text);
+
 struct Instance {
   Uuid id;
   Uuid project_id;
@@ -47,7 +66,7 @@ struct Instance {
   int64_t ncpus = 1;
   int64_t memory = 0;
   InstanceState state = InstanceState::kCreating;
-  std::string run_state = "creating";  // the API's InstanceState
+  RunState run_state = RunState::kCreating;
   std::optional<Uuid> sled_id;
   std::optional<Uuid> start_saga_id;  // the saga that placed the current VMM
   std::optional<Uuid> migration_id;

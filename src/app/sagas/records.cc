@@ -20,6 +20,13 @@ void from_json(const nlohmann::json& j, InstanceState& v) {
   v = *state;
 }
 
+void to_json(nlohmann::json& j, const RunState& v) { j = ToString(v); }
+void from_json(const nlohmann::json& j, RunState& v) {
+  auto state = ParseRunState(JsonText(j));
+  if (!state) Unknown(j, "run state");
+  v = *state;
+}
+
 void to_json(nlohmann::json& j, const IpKind& v) { j = ToString(v); }
 void from_json(const nlohmann::json& j, IpKind& v) {
   auto kind = ParseIpKind(JsonText(j));

@@ -15,6 +15,8 @@ namespace fp::model {
 // json exception naming it), for every one of them.
 void to_json(nlohmann::json& j, const InstanceState& v);
 void from_json(const nlohmann::json& j, InstanceState& v);
+void to_json(nlohmann::json& j, const RunState& v);
+void from_json(const nlohmann::json& j, RunState& v);
 void to_json(nlohmann::json& j, const IpKind& v);
 void from_json(const nlohmann::json& j, IpKind& v);
 void to_json(nlohmann::json& j, const AttachState& v);

@@ -173,7 +173,7 @@ class InstanceSagaTest : public ::testing::Test {
     EXPECT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(created->id), std::nullopt)->run_state ==
-             "running";
+             model::RunState::kRunning;
     }));
     return *instances_->Lookup(actor_, NameOrId(created->id), std::nullopt);
   }

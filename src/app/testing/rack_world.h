@@ -193,9 +193,11 @@ class RackWorld {
       if (!instances) return "cannot read instances: " + instances.error().message();
       std::set<Uuid> running;
       for (const auto& i : *instances) {
-        if (i.state == model::InstanceState::kVmm && i.run_state == "running") running.insert(i.id);
-        if (i.state == model::InstanceState::kVmm && i.run_state != "running") {
-          return fmt::format("instance {} on sled {} is {}", i.id.ToString(), k, i.run_state);
+        if (i.state == model::InstanceState::kVmm && i.run_state == model::RunState::kRunning)
+          running.insert(i.id);
+        if (i.state == model::InstanceState::kVmm && i.run_state != model::RunState::kRunning) {
+          return fmt::format("instance {} on sled {} is {}", i.id.ToString(), k,
+                             model::ToString(i.run_state));
         }
       }
       std::set<Uuid> vms;
