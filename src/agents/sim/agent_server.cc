@@ -75,19 +75,21 @@ Result<Json> ParseBody(const http::HttpRequest& request) {
 }
 
 AgentServer::AgentServer(std::string host, std::string agent, EndpointRoutes routes,
-                         std::function<void()> reset)
+                         std::function<void()> reset, FaultInjector& faults)
     : host_(std::move(host)),
       agent_(std::move(agent)),
       routes_(std::move(routes)),
-      reset_(std::move(reset)) {}
+      reset_(std::move(reset)),
+      faults_(faults) {}
 
 AgentServer::~AgentServer() { Stop(); }
 
 Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& options,
                                                         std::string agent, EndpointRoutes routes,
-                                                        std::function<void()> reset) {
+                                                        std::function<void()> reset,
+                                                        FaultInjector& faults) {
   std::unique_ptr<AgentServer> server(
-      new AgentServer(options.host, std::move(agent), std::move(routes), std::move(reset)));
+      new AgentServer(options.host, std::move(agent), std::move(routes), std::move(reset), faults));
   server->test_faults_ = options.test_faults;
   server->secret_ = options.secret;
   http::HttpServerOptions http;

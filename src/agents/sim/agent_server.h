@@ -78,11 +78,14 @@ class AgentServer {
  public:
   // Starts serving `routes` on options.host:options.port. `agent` names the agent in logs and
   // messages ("switch agent"); `reset` must drop all the agent's state (POST /reset). The
-  // handlers and `reset` are called on server worker threads, concurrently.
+  // handlers and `reset` are called on server worker threads, concurrently, from the moment
+  // it listens: before Start returns, so they must reach only what exists by then. `faults`
+  // (the agent's, which its handlers consult too) must outlive the server.
   // Errors: those of http::HttpServer::Start.
   static Result<std::unique_ptr<AgentServer>> Start(const SimOptions& options, std::string agent,
                                                     EndpointRoutes routes,
-                                                    std::function<void()> reset);
+                                                    std::function<void()> reset,
+                                                    FaultInjector& faults);
   ~AgentServer();
   AgentServer(const AgentServer&) = delete;
   AgentServer& operator=(const AgentServer&) = delete;
@@ -101,7 +104,7 @@ class AgentServer {
 
  private:
   AgentServer(std::string host, std::string agent, EndpointRoutes routes,
-              std::function<void()> reset);
+              std::function<void()> reset, FaultInjector& faults);
   http::HttpResponse Handle(const http::HttpRequest& request);
   Result<nlohmann::json> HandleControl(const http::HttpRequest& request);
 
@@ -111,7 +114,7 @@ class AgentServer {
   std::function<void()> reset_;
   bool test_faults_ = true;
   std::optional<agents::AgentSecret> secret_;
-  FaultInjector faults_;
+  FaultInjector& faults_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;
 };

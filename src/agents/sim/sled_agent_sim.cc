@@ -38,8 +38,8 @@ Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
   std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options, std::move(dataplane)));
   SledAgentSim* self = sim.get();
   sim->timer_ = std::thread([self] { self->RunTransitions(); });
-  sim->server_ =
-      FP_TRY(AgentServer::Start(options, "sled agent", sim->Routes(), [self] { self->Reset(); }));
+  sim->server_ = FP_TRY(AgentServer::Start(
+      options, "sled agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;
 }
 

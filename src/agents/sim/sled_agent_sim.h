@@ -84,7 +84,7 @@ class SledAgentSim {
   // Forces an instance into `state` (e.g. migrating or failed, which no endpoint produces) and
   // cancels its pending transition. False if the instance is unknown.
   bool ForceState(const Uuid& id, VmState state);
-  FaultInjector& faults() { return server_->faults(); }
+  FaultInjector& faults() { return faults_; }
   // GET /changes, for tests: waits up to `wait` when nothing changed after `since`.
   SledReport Changes(const std::string& boot_id, int64_t since, std::chrono::milliseconds wait);
 
@@ -135,6 +135,9 @@ class SledAgentSim {
   int64_t removals_floor_ FP_GUARDED_BY(mu_) = 0;
   std::condition_variable changed_;
   std::thread timer_;
+  // The handlers' fault injector: here, not in server_, which Start assigns after the server
+  // began to listen (a call may arrive before). Declared before it, so destroyed after it.
+  FaultInjector faults_;
   std::unique_ptr<AgentServer> server_;
 };
 

@@ -11,8 +11,8 @@ Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(
   std::unique_ptr<SwitchAgentSim> sim(
       new SwitchAgentSim(options.nat_capacity, std::move(dataplane)));
   SwitchAgentSim* self = sim.get();
-  sim->server_ =
-      FP_TRY(AgentServer::Start(options, "switch agent", sim->Routes(), [self] { self->Reset(); }));
+  sim->server_ = FP_TRY(AgentServer::Start(
+      options, "switch agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;
 }
 

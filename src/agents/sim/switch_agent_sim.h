@@ -68,7 +68,7 @@ class SwitchAgentSim {
   // Direct access for tests; thread-safe. The same table GET /nat answers.
   NatTable Nat() const;
   NatStatus CurrentStatus() const;
-  FaultInjector& faults() { return server_->faults(); }
+  FaultInjector& faults() { return faults_; }
 
  private:
   using EntryKey = std::pair<IpAddr, int>;  // external_ip, first_port
@@ -105,6 +105,9 @@ class SwitchAgentSim {
   std::map<EntryKey, NatEntry> entries_ FP_GUARDED_BY(mu_);
   uint64_t digest_ FP_GUARDED_BY(mu_) = 0;  // of entries_ (NatEntryHash)
   std::string boot_id_ FP_GUARDED_BY(mu_) = Uuid::Random().ToString();
+  // The handlers' fault injector: here, not in server_, which Start assigns after the server
+  // began to listen (a call may arrive before). Declared before it, so destroyed after it.
+  FaultInjector faults_;
   std::unique_ptr<AgentServer> server_;
 };
 
