@@ -250,6 +250,9 @@ class Datastore {
   // Syncs of the write-ahead log since open. Under concurrent writes one sync makes several
   // commits durable, so this grows more slowly than durable_commits().
   int64_t log_syncs() const { return engine_->stats().log_syncs; }
+  // Transactions waiting now for a sync of the log that another one leads: a write or read whose
+  // answer waits for a commit to be durable (group commit; always 0 on PostgreSQL).
+  int sync_waiters() const { return engine_->stats().sync_waiters; }
   // Checkpoints (the log copied into the database file) run by the background checkpointer.
   int64_t checkpoints() const { return engine_->stats().checkpoints; }
   // Times the log was emptied so that the next write starts it over from its beginning.

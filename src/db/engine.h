@@ -33,8 +33,9 @@ struct EngineStats {
   int64_t log_restarts = 0;        // times the log was emptied to start over
   int64_t log_limit_restarts = 0;  // of those, made with writes waiting (the log at its limit)
   int open_readers = 0;            // read connections open now
-  int64_t round_trips = 0;         // exchanges with a database server (none for SQLite)
-  int64_t retries = 0;             // transactions run again after a conflict or a lost connection
+  int sync_waiters = 0;     // transactions waiting now for a log sync another one leads (SQLite)
+  int64_t round_trips = 0;  // exchanges with a database server (none for SQLite)
+  int64_t retries = 0;      // transactions run again after a conflict or a lost connection
   // Engine transactions by the writes they carried: 1, 2, 3-4, 5-8, ..., 65-128, more
   // (SQLite's group commit; PostgreSQL runs each write alone: all in the first).
   static constexpr int kBatchBuckets = 9;

@@ -54,6 +54,7 @@ EngineStats SqliteEngine::stats() const {
   s.log_restarts = checkpointer_->log_restarts();
   s.log_limit_restarts = checkpointer_->log_limit_restarts();
   s.open_readers = readers_.open_readers();
+  s.sync_waiters = sync_waiters_.load();
   for (size_t b = 0; b < batch_sizes_.size(); ++b) s.batch_sizes[b] = batch_sizes_[b].load();
   s.batched_writes = batched_writes_.load();
   return s;
@@ -101,7 +102,9 @@ Status SqliteEngine::WaitDurable(int64_t seq) {
       continue;
     }
     if (syncing_) {
+      sync_waiters_.fetch_add(1);
       lock.Wait(durable_cv_);  // the leader wakes everyone when its sync ends
+      sync_waiters_.fetch_sub(1);
       continue;
     }
     // Lead: one sync makes every commit written so far durable.

@@ -13,11 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
 namespace {
 
+using fp::testing::WaitFor;
 using TempDatastore = testing::TempSqliteDatastore;
 
 // Holds the first thread that reaches "group_commit:syncing" until Release().
@@ -104,12 +106,12 @@ TEST_F(GroupCommitTest, WritersWaitForTheSyncAndShareTheNextOne) {
       ++acknowledged;
     });
   }
-  // Every follower commits (the writer lock is free: the leader syncs outside it) ...
-  while (ds_->durable_commits() < commits_before + 1 + kFollowers) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  // ... yet none is acknowledged while the only sync that started is held.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Every follower commits (the writer lock is free: the leader syncs outside it) and waits for
+  // the sync that is held ...
+  EXPECT_TRUE(WaitFor([&] {
+    return ds_->durable_commits() >= commits_before + 1 + kFollowers && ds_->sync_waiters() >= 1;
+  }));
+  // ... so none is acknowledged.
   EXPECT_EQ(acknowledged.load(), 0);
   held.Release();
   leader.join();
@@ -129,7 +131,7 @@ TEST_F(GroupCommitTest, ReaderDoesNotAnswerWithACommitNotYetDurable) {
   held.WaitUntilHeld();  // committed, visible, not yet synced
   std::atomic<int64_t> seen{-1};
   std::thread reader([&] { seen = Count(*ds_); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(WaitFor([&] { return ds_->sync_waiters() == 1; })) << "the reader did not wait";
   EXPECT_EQ(seen.load(), -1) << "the reader answered before the commit it saw was durable";
   held.Release();
   writer.join();
@@ -153,7 +155,7 @@ TEST_F(GroupCommitTest, AReaderRefusingOnACommitNotYetDurableWaitsForItsSync) {
     EXPECT_FALSE(taken);
     refused = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(WaitFor([&] { return ds_->sync_waiters() == 1; })) << "the refusal did not wait";
   EXPECT_FALSE(refused.load()) << "the refusal left before the commit it saw was durable";
   held.Release();
   writer.join();
@@ -176,12 +178,9 @@ TEST_F(GroupCommitTest, DeferredReadsReturnAtOnceAndTheScopeEndWaitsForTheirSync
     }
     scope_ended = true;
   });
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       seen.load() == -1 && std::chrono::steady_clock::now() < deadline;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  EXPECT_TRUE(WaitFor([&] { return seen.load() != -1; }, std::chrono::seconds(10)));
   EXPECT_EQ(seen.load(), 1) << "the deferred read waited for the sync";
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(WaitFor([&] { return ds_->sync_waiters() == 1; })) << "the scope did not wait";
   EXPECT_FALSE(scope_ended.load()) << "the scope ended before what it read was durable";
   held.Release();
   writer.join();
@@ -235,7 +234,7 @@ TEST_F(GroupCommitTest, ARefusalOnACommitNotYetDurableWaitsForItsSync) {
     EXPECT_FALSE(r);
     answered = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(WaitFor([&] { return ds_->sync_waiters() == 1; })) << "the refusal did not wait";
   EXPECT_FALSE(answered.load()) << "the refusal left before the commit it saw was durable";
   int64_t syncs_before = ds_->log_syncs();
   held.Release();
@@ -254,7 +253,7 @@ TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
   bool release = false;
   int queued = 0;
   ds_->TEST_SetSyncPoint([&](std::string_view name) {
-    if (name != "tx:waiting_for_writer") return;
+    if (name != "tx:queued") return;  // passed once the write is in the queue
     std::lock_guard lock(mu);
     ++queued;
     cv.notify_all();
@@ -288,9 +287,8 @@ TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
   }
   {
     std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return queued >= 5; });  // the first writer's own, then four more
+    cv.wait(lock, [&] { return queued >= 4; });  // the four behind the first writer
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // from the sync point to the queue
   {
     std::lock_guard lock(mu);
     release = true;
