@@ -264,6 +264,8 @@ class Datastore {
   int64_t log_file_bytes() const { return engine_->log_file_bytes(); }
   // Read connections open now (idle or in use).
   int open_readers() const { return engine_->stats().open_readers; }
+  // Reads waiting now for a read connection, all of them being busy (SQLite).
+  int waiting_readers() const { return engine_->stats().waiting_readers; }
   // Exchanges with the database server (PostgreSQL; 0 for SQLite, which runs in the process).
   int64_t round_trips() const { return engine_->stats().round_trips; }
   // Transactions run again, whole, after a serialization failure or a lost connection

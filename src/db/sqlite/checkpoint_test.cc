@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_for.h"
 #include "db/sqlite/checkpointer.h"
 #include "db/testing/temp_datastore.h"
 
@@ -54,11 +55,8 @@ TEST(CheckpointTest, TheLogReachesTheDatabaseFileInTheBackground) {
   for (int i = 0; i < 60; ++i) {
     ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 200));
   }
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-       ds->checkpoints() == 0 && std::chrono::steady_clock::now() < deadline;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GT(ds->checkpoints(), 0);
+  ASSERT_TRUE(
+      fp::testing::WaitFor([&] { return ds->checkpoints() > 0; }, std::chrono::seconds(20)));
   // The pages are in the database file now, not only in the log.
   EXPECT_GT(std::filesystem::file_size(db_file), size_before + (20u << 20));
 }

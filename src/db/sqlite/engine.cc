@@ -54,6 +54,7 @@ EngineStats SqliteEngine::stats() const {
   s.log_restarts = checkpointer_->log_restarts();
   s.log_limit_restarts = checkpointer_->log_limit_restarts();
   s.open_readers = readers_.open_readers();
+  s.waiting_readers = readers_.waiting();
   s.sync_waiters = sync_waiters_.load();
   for (size_t b = 0; b < batch_sizes_.size(); ++b) s.batch_sizes[b] = batch_sizes_[b].load();
   s.batched_writes = batched_writes_.load();

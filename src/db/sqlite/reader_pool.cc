@@ -10,8 +10,10 @@ Result<std::unique_ptr<SqliteConnection>> ReaderPool::Acquire() {
   {
     MutexLock lock(mu_);
     if (readers_held == 0) {
+      ++waiting_;  // seen only while it waits: the lock is held until then
       lock.Wait(cv_,
                 [&]() FP_REQUIRES(mu_) { return !idle_.empty() || open_readers_ < kMaxReaders; });
+      --waiting_;
     }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());

@@ -33,6 +33,11 @@ class ReaderPool {
     MutexLock lock(mu_);
     return open_readers_;
   }
+  // Reads waiting now for a connection to come back.
+  int waiting() const {
+    MutexLock lock(mu_);
+    return waiting_;
+  }
 
  private:
   std::string path_;
@@ -40,6 +45,7 @@ class ReaderPool {
   std::condition_variable cv_;  // a connection came back
   std::vector<std::unique_ptr<SqliteConnection>> idle_ FP_GUARDED_BY(mu_);
   int open_readers_ FP_GUARDED_BY(mu_) = 0;
+  int waiting_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::db::sqlite

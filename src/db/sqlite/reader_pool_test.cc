@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -67,8 +68,9 @@ TEST(ReaderPoolTest, ReadsBeyondTheBoundWaitForAConnection) {
     });
   }
   ASSERT_TRUE(gate.WaitInside(sqlite::ReaderPool::kMaxReaders));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(gate.inside(), sqlite::ReaderPool::kMaxReaders);  // the other 8 wait for a connection
+  // The other 8 wait for a connection.
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->waiting_readers() == 8; }));
+  EXPECT_EQ(gate.inside(), sqlite::ReaderPool::kMaxReaders);
   EXPECT_EQ(ds->open_readers(), sqlite::ReaderPool::kMaxReaders);
   gate.Open();
   for (auto& t : threads) t.join();
