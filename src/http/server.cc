@@ -104,6 +104,8 @@ HttpServerStats EventServer::stats() const {
   {
     MutexLock lock(mu_);
     s.open_connections = open_;
+    s.queued_requests = static_cast<int64_t>(queue_.size());
+    s.workers = static_cast<int64_t>(workers_.size() - finished_workers_.size());
   }
   s.refused_over_capacity = refused_over_capacity_.load();
   s.refused_per_client = refused_per_client_.load();

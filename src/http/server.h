@@ -91,6 +91,8 @@ struct HttpServerStats {
   // 503 for a complete request: the queue was full, or it waited there past request_timeout
   int64_t refused_busy = 0;
   int64_t request_timeouts = 0;  // 408: the request did not arrive in time
+  int64_t queued_requests = 0;   // complete requests waiting for a worker now
+  int64_t workers = 0;           // worker threads now (idle ones end after worker_idle_exit)
 };
 
 // An HTTP/1.1 server with keep-alive, TCP_NODELAY, timeouts and body/header limits (Beast's
