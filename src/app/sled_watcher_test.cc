@@ -238,7 +238,10 @@ TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
     auto s = watcher_->SledStatuses();
     return s.size() == 2 && s[0].reports > 0 && s[1].reports > 0;
   }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both wait in their sled
+  // Both wait in their sled.
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    return sled_sims_[0]->waiting_reports() == 1 && sled_sims_[1]->waiting_reports() == 1;
+  }));
   auto began = std::chrono::steady_clock::now();
   watcher_->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));

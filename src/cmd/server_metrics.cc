@@ -46,7 +46,7 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
   Render(out, "floatplane_nat_datastore_version",
          "The datastore's NAT version (the generation every switch should reach).", "gauge",
          {{{}, static_cast<double>(version)}});
-  std::vector<Sample> up, applied, lag, reconciled, repaired, reloads, restarts;
+  std::vector<Sample> up, applied, lag, reconciled, repaired, reloads, restarts, waiting;
   for (const nat::SwitchNatStatus& sw : s.nat.SwitchStatuses()) {
     metrics::Labels l{{"switch", sw.address}};
     up.push_back({l, sw.reachable ? 1.0 : 0.0});
@@ -60,6 +60,7 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
     }
     reloads.push_back({l, static_cast<double>(sw.reloads)});
     restarts.push_back({l, static_cast<double>(sw.restarts_seen)});
+    waiting.push_back({l, static_cast<double>(sw.waiting_syncs)});
   }
   Render(out, "floatplane_nat_switch_up", "Whether the switch agent answered its last exchange.",
          "gauge", up);
@@ -79,6 +80,10 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
          "Whole-table loads of a switch agent found empty (restarted or new).", "counter", reloads);
   Render(out, "floatplane_nat_switch_restarts_total",
          "Times the switch agent's run (boot id) changed under this server.", "counter", restarts);
+  Render(out, "floatplane_nat_switch_waiting_syncs",
+         "Requests waiting now for an exchange in flight with the switch agent (a slow switch "
+         "makes them queue).",
+         "gauge", waiting);
 }
 
 void RenderSleds(std::string& out, const ServerMetricsSources& s) {

@@ -86,6 +86,7 @@ struct SwitchNatStatus {
   int64_t repaired_wrong = 0;         // entries it held with another target
   int64_t reloads = 0;                // whole-table reloads after its agent restarted empty
   int64_t restarts_seen = 0;          // times its agent's run (boot id) changed
+  int64_t waiting_syncs = 0;          // callers waiting now for an exchange in flight with it
 };
 
 class SwitchReconciler;

@@ -30,6 +30,7 @@ namespace fp::nat {
 namespace {
 
 using db::testing::TempDatastore;
+using fp::testing::WaitFor;
 using testing::AddNatEntry;
 
 // A switch that records what it was sent; the first ApplyChanges can be held until released.
@@ -172,8 +173,9 @@ TEST_F(NatReconcilerTest, CallersArrivingDuringAnExchangeWaitForOneThatCoversThe
       ++returned;
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  // None of them may return on the strength of the exchange that began before their commit.
+  // All eight wait for the exchange in flight; none may return on the strength of that exchange,
+  // which began before their commits.
+  EXPECT_TRUE(WaitFor([&] { return nat.SwitchStatuses().at(0).waiting_syncs == 8; }));
   EXPECT_EQ(returned.load(), 0);
   sw.Release(false);
   first.join();
@@ -191,7 +193,7 @@ TEST_F(NatReconcilerTest, AFailedExchangeFailsOnlyTheCallersItCovered) {
   sw.WaitUntilHeld();
   AddEntry();
   std::thread second([&] { ExpectSyncOk(); });  // arrives during the failing exchange
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(WaitFor([&] { return nat.SwitchStatuses().at(0).waiting_syncs == 1; }));
   sw.Release(/*fail_first=*/true);
   first.join();
   // The second caller's commit was not covered by the failed exchange: it ran one of its own.

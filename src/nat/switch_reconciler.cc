@@ -40,7 +40,9 @@ SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
 }
 
 Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context) {
+  waiting_syncs_.fetch_add(1);
   MutexLock lock(sync_mu_);
+  waiting_syncs_.fetch_sub(1);
   refused_ = false;
   Status s = UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) { return SyncLocked(context); });
   // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
@@ -95,8 +97,13 @@ Result<int64_t> SwitchReconciler::Generation() {
 }
 
 SwitchNatStatus SwitchReconciler::Snapshot() const {
-  MutexLock lock(status_mu_);
-  return status_;
+  SwitchNatStatus s;
+  {
+    MutexLock lock(status_mu_);
+    s = status_;
+  }
+  s.waiting_syncs = waiting_syncs_.load();
+  return s;
 }
 
 Result<agents::NatStatus> SwitchReconciler::Ask(bool* restarted) {

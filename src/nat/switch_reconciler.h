@@ -5,6 +5,7 @@
 // repair of one that drifted, and what it reports to /metrics. Thread-safe: exchanges with the
 // switch are serialized.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -88,6 +89,7 @@ class SwitchReconciler {
   // counted however it is found.
   std::optional<std::string> last_boot_seen_ FP_GUARDED_BY(sync_mu_);
   bool refused_ FP_GUARDED_BY(sync_mu_) = false;  // the last Sync's failure was the switch refusing
+  std::atomic<int64_t> waiting_syncs_{0};         // Sync callers waiting for sync_mu_
   mutable Mutex status_mu_;
   SwitchNatStatus status_ FP_GUARDED_BY(status_mu_);
   bool ever_answered_ FP_GUARDED_BY(status_mu_) = false;

@@ -81,6 +81,9 @@ def test_metrics_move_with_what_happens(start_rack):
     assert {"version", "revision", "api_version"} <= {label for label, _ in build[1]}
     switches = sorted(s.url for s in rack.switches)
     assert sorted(by_label(before, "floatplane_nat_switch_up", "switch")) == switches
+    # Nobody waits on an idle switch.
+    assert by_label(before, "floatplane_nat_switch_waiting_syncs", "switch") == \
+        {s: 0 for s in switches}
     assert len(by_label(before, "floatplane_sled_up", "sled")) == 2
 
     make_pool(admin, POOL, "10.88.0.0", "10.88.0.255")

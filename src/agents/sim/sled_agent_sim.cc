@@ -72,14 +72,21 @@ void SledAgentSim::Forget(const Uuid& id) {
   changed_.notify_all();
 }
 
+int SledAgentSim::waiting_reports() const {
+  MutexLock lock(mu_);
+  return waiting_reports_;
+}
+
 SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
                                  std::chrono::milliseconds wait) {
   MutexLock lock(mu_);
   auto full = [&]() FP_REQUIRES(mu_) {
     return boot_id != boot_id_ || since < removals_floor_ || since > generation_;
   };
+  ++waiting_reports_;  // seen only while it waits: mu_ is held until then
   lock.WaitFor(changed_, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
                [&]() FP_REQUIRES(mu_) { return stopping_ || full() || generation_ > since; });
+  --waiting_reports_;
   SledReport report;
   report.boot_id = boot_id_;
   report.generation = generation_;

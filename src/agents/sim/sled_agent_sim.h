@@ -87,6 +87,8 @@ class SledAgentSim {
   FaultInjector& faults() { return faults_; }
   // GET /changes, for tests: waits up to `wait` when nothing changed after `since`.
   SledReport Changes(const std::string& boot_id, int64_t since, std::chrono::milliseconds wait);
+  // Calls of Changes (GET /changes) waiting now for a change.
+  int waiting_reports() const;
 
   // Removals remembered for /changes; a caller further behind gets the whole list.
   static constexpr size_t kRemovalsKept = 4096;
@@ -133,6 +135,7 @@ class SledAgentSim {
   int64_t generation_ FP_GUARDED_BY(mu_) = 0;
   std::deque<std::pair<int64_t, Uuid>> removals_ FP_GUARDED_BY(mu_);
   int64_t removals_floor_ FP_GUARDED_BY(mu_) = 0;
+  int waiting_reports_ FP_GUARDED_BY(mu_) = 0;
   std::condition_variable changed_;
   std::thread timer_;
   // The handlers' fault injector: here, not in server_, which Start assigns after the server

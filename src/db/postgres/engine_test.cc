@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_for.h"
 #include "db/schema.h"
 #include "db/testing/temp_datastore.h"
 
@@ -153,10 +154,7 @@ TEST_F(PgEngineTest, AWriteRetriedAfterAConflictRunsQueued) {
         .front()
         .Int(0);
   };
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-       waiting() == 0 && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  fp::testing::WaitFor([&] { return waiting() != 0; });
   EXPECT_EQ(waiting(), 1);
   EXPECT_EQ(runs.load(), 1) << "the second run has not started: it waits for the lock";
   ASSERT_TRUE(outside->Run("COMMIT"));
@@ -374,10 +372,7 @@ TEST_F(PgEngineTest, ARetryAfterALostConnectionEndsTheOldSessionItWouldWaitOn) {
     if (runs == 1) {
       int fd = dynamic_cast<PgConnection&>(c).TEST_socket();
       breaker = std::thread([&, fd] {
-        for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-             blocked() == 0 && std::chrono::steady_clock::now() < until;) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
+        fp::testing::WaitFor([&] { return blocked() != 0; });
         shutdown(fd, SHUT_RDWR);
       });
       FP_TRY(c.Exec("LOCK TABLE u IN ACCESS SHARE MODE", {}));  // waits; the client is cut
