@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 
 #include "app/testing/rack_world.h"
+#include "common/testing/wait_for.h"
 #include "http/client.h"
 
 namespace fp::app {
@@ -45,12 +45,9 @@ TEST(RackScaleTest, AfterASwitchAndASledRestartMidRunEverythingEndsEqual) {
   EXPECT_EQ(*created, kInstances);
 
   // Compared every 200 ms: each comparison reads the whole NAT table.
-  std::optional<std::string> last = rack.Disagreement();
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (last && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(200));
-    last = rack.Disagreement();
-  }
+  std::optional<std::string> last;
+  fp::testing::WaitFor([&] { return !(last = rack.Disagreement()); }, std::chrono::seconds(120),
+                       milliseconds(200));
   ASSERT_FALSE(last) << *last;
 
   // The restarts were noticed as such: the switch reloaded, the sled compared in full.
