@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
 #include "db/datastore.h"
@@ -33,23 +33,23 @@ constexpr auto kGrace = std::chrono::seconds(2);
 // The first run of the "toy.wait" action blocks until Open (an agent call in progress while
 // the server is paused); later runs pass.
 struct Gate {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable changed;
-  bool open = false;
-  int runs = 0;
+  bool open FP_GUARDED_BY(mu) = false;
+  int runs FP_GUARDED_BY(mu) = 0;
   void Pass() {
-    std::unique_lock lock(mu);
+    MutexLock lock(mu);
     if (++runs > 1) return;
     changed.notify_all();
-    changed.wait(lock, [&] { return open; });
+    lock.Wait(changed, [&]() FP_REQUIRES(mu) { return open; });
   }
   void Open() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     open = true;
     changed.notify_all();
   }
   bool Entered() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     return runs > 0;
   }
 };

@@ -9,9 +9,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "db/attach.h"
 #include "db/instances.h"
 #include "db/quotas.h"
@@ -42,19 +42,20 @@ class ForcedInterleaving {
   void Run(const std::function<void()>& held, const std::function<void(int)>& contender) {
     std::thread holder(held);
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return holding_; });
+      MutexLock lock(mu_);
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return holding_; });
     }
     std::vector<std::thread> others;
     for (int i = 0; i < kContenders; ++i) others.emplace_back(contender, i);
     holder.join();
     for (auto& t : others) t.join();
+    MutexLock lock(mu_);
     EXPECT_TRUE(released_) << "the held thread never reached " << held_at_;
   }
 
  private:
   void OnSyncPoint(std::string_view name) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (name == "tx:waiting_for_writer" && holding_) {
       ++waiting_;
       cv_.notify_all();
@@ -63,7 +64,7 @@ class ForcedInterleaving {
     if (name == held_at_ && !holding_ && !released_) {
       holding_ = true;
       cv_.notify_all();
-      cv_.wait(lock, [&] { return waiting_ >= kContenders; });
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return waiting_ >= kContenders; });
       // The contenders are about to block on the writer lock this transaction holds.
       released_ = true;
     }
@@ -71,11 +72,11 @@ class ForcedInterleaving {
 
   Datastore& ds_;
   std::string held_at_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool holding_ = false;
-  bool released_ = false;
-  int waiting_ = 0;
+  bool holding_ FP_GUARDED_BY(mu_) = false;
+  bool released_ FP_GUARDED_BY(mu_) = false;
+  int waiting_ FP_GUARDED_BY(mu_) = 0;
 };
 
 // Live external IPs whose `column` (ip_pool_range_id, ip_pool_id) is `id`.

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/testing/manual_clock.h"
 #include "db/instances.h"
 #include "db/sagas.h"
@@ -112,15 +112,15 @@ TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
     for (int i = 0; i < 10; ++i) sagas.push_back(SagaOf("dead"));
     std::vector<saga::OwnedSaga> by_b, by_c;
     // Both have found the sagas to adopt before either writes.
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable both;
     int probed = 0;
     ds->TEST_SetSyncPoint([&](std::string_view point) {
       if (point != "saga_adopt:probed") return;
-      std::unique_lock lock(mu);
+      MutexLock lock(mu);
       ++probed;
       both.notify_all();
-      both.wait_for(lock, std::chrono::seconds(5), [&] { return probed == 2; });
+      lock.WaitFor(both, std::chrono::seconds(5), [&] { return probed == 2; });
     });
     auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
       auto got = SagaAdoptExpired(*ds, sec, 0, 100);

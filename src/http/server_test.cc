@@ -16,11 +16,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -241,8 +241,8 @@ class Gate {
     }
     ++calls_;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, hold, [&] { return open_; });
+      MutexLock lock(mu_);
+      lock.WaitFor(cv_, hold, [&]() FP_REQUIRES(mu_) { return open_; });
     }
     --running_;
     HttpResponse r;
@@ -250,7 +250,7 @@ class Gate {
     return r;
   }
   void Open() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     open_ = true;
     cv_.notify_all();
   }
@@ -260,9 +260,9 @@ class Gate {
 
  private:
   std::atomic<int> running_{0}, peak_{0}, calls_{0};
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool open_ = false;
+  bool open_ FP_GUARDED_BY(mu_) = false;
 };
 
 // Sends one request on a connection of its own from each of `n` threads; returns their answers.

@@ -14,12 +14,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "agents/sim/switch_agent_sim.h"
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
@@ -38,16 +38,16 @@ class FakeSwitch : public agents::SwitchAgentClient {
  public:
   static constexpr std::string_view kBoot = "fake-boot";
   Result<agents::NatTable> GetNat() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return agents::NatTable{generation_, {}};
   }
   Result<int64_t> ApplyChanges(const std::vector<agents::NatChange>& changes) override {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     ++apply_calls_;
     if (hold_first_ && apply_calls_ == 1) {
       held_ = true;
       cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return released_; });
     }
     if (fail_first_ && apply_calls_ == 1) {
       return Fail(Error::Unavailable("switch agent at fake refused the change"));
@@ -64,17 +64,17 @@ class FakeSwitch : public agents::SwitchAgentClient {
     return agents::NatApplied{reached, std::string(kBoot), false};
   }
   Result<agents::NatStatus> GetStatus() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return agents::NatStatus{.boot_id = std::string(kBoot), .generation = generation_};
   }
   Result<int64_t> ReplaceAll(const agents::NatTable& table) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     generation_ = table.generation;
     return generation_;
   }
   Result<std::optional<int64_t>> ReplaceAllIf(const agents::NatTable& table,
                                               int64_t if_generation) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (generation_ != if_generation) return std::optional<int64_t>();
     generation_ = table.generation;
     return std::optional<int64_t>(generation_);
@@ -82,37 +82,37 @@ class FakeSwitch : public agents::SwitchAgentClient {
   const std::string& address() const override { return address_; }
 
   void HoldFirstApply() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hold_first_ = true;
   }
   void WaitUntilHeld() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return held_; });
+    MutexLock lock(mu_);
+    lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return held_; });
   }
   void Release(bool fail_first) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     released_ = true;
     fail_first_ = fail_first;
     cv_.notify_all();
   }
   int apply_calls() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return apply_calls_;
   }
   int64_t generation() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return generation_;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  int64_t generation_ = 0;
-  int apply_calls_ = 0;
-  bool hold_first_ = false;
-  bool held_ = false;
-  bool released_ = false;
-  bool fail_first_ = false;
+  int64_t generation_ FP_GUARDED_BY(mu_) = 0;
+  int apply_calls_ FP_GUARDED_BY(mu_) = 0;
+  bool hold_first_ FP_GUARDED_BY(mu_) = false;
+  bool held_ FP_GUARDED_BY(mu_) = false;
+  bool released_ FP_GUARDED_BY(mu_) = false;
+  bool fail_first_ FP_GUARDED_BY(mu_) = false;
   std::string address_ = "fake";
 };
 

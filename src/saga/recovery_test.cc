@@ -8,10 +8,10 @@
 
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "saga/testing/memory_store.h"
 
@@ -22,20 +22,20 @@ using testing::MemoryStore;
 
 // Holds every run of the "gate" action until released, counting the runs in progress.
 struct Gate {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable changed;
-  int in_flight = 0;
-  int most_in_flight = 0;
-  int runs = 0;
-  bool open = false;
+  int in_flight FP_GUARDED_BY(mu) = 0;
+  int most_in_flight FP_GUARDED_BY(mu) = 0;
+  int runs FP_GUARDED_BY(mu) = 0;
+  bool open FP_GUARDED_BY(mu) = false;
 
   void Pass() {
-    std::unique_lock lock(mu);
+    MutexLock lock(mu);
     ++in_flight;
     ++runs;
     most_in_flight = std::max(most_in_flight, in_flight);
     changed.notify_all();
-    changed.wait(lock, [&] { return open; });
+    lock.Wait(changed, [&]() FP_REQUIRES(mu) { return open; });
     --in_flight;
   }
   // Opens the gate when it goes out of scope: declared after a recovery, it lets the
@@ -46,13 +46,21 @@ struct Gate {
   };
 
   void Open() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     open = true;
     changed.notify_all();
   }
   int InFlight() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     return in_flight;
+  }
+  int MostInFlight() {
+    MutexLock lock(mu);
+    return most_in_flight;
+  }
+  int Runs() {
+    MutexLock lock(mu);
+    return runs;
   }
 };
 
@@ -101,11 +109,11 @@ TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
   Uuid throws = Unfinished({{"a", "test.step"}, {"b", "test.throws"}});
   Uuid after = Unfinished({{"a", "test.step"}});
 
-  std::mutex mu;
+  Mutex mu;
   std::map<Uuid, RecoveryEvent> events;
   RecoveryOptions options;
   options.report = [&](const RecoveryEvent& e) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     events[e.saga_id] = e;
   };
   auto recovery = SagaRecovery::Start(exec, options);
@@ -152,8 +160,8 @@ TEST_F(RecoveryTest, ResumesSeveralSagasAtOnceButNoMoreThanItsConcurrency) {
   gate.Open();
   (*recovery)->Wait();
   for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), SagaState::kDone);
-  EXPECT_EQ(gate.most_in_flight, kConcurrency);
-  EXPECT_EQ(gate.runs, kSagas);
+  EXPECT_EQ(gate.MostInFlight(), kConcurrency);
+  EXPECT_EQ(gate.Runs(), kSagas);
 }
 
 TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
@@ -172,7 +180,7 @@ TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
   gate.Open();
   (*recovery)->Stop();
   (*recovery)->Wait();
-  EXPECT_EQ(gate.runs, 2);
+  EXPECT_EQ(gate.Runs(), 2);
   for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), SagaState::kRunning);
 
   SagaExecutor next{store, registry, "sec-test"};
@@ -199,16 +207,16 @@ TEST_F(RecoveryTest, ClaimsEachSagaButNeverOneTheExecutorRunsOrAnotherOwns) {
   Gate::OpenAtExit open_at_exit{gate};
   ASSERT_TRUE(fp::testing::WaitFor([&] { return gate.InFlight() == 1; }));
   std::vector<Uuid> finished;
-  std::mutex mu;
+  Mutex mu;
   RecoveryOptions options;
   options.finished = [&](const Uuid& id) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     finished.push_back(id);
   };
   auto recovery = SagaRecovery::StartWith(exec, options, {{running, 1}, {adopted, 1}, {mine, 1}});
   EXPECT_TRUE(fp::testing::WaitFor([&] { return recovery->finished(); }));
   recovery->Stop();
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   EXPECT_EQ(finished.size(), 3u);
   EXPECT_EQ(store.Load(running)->saga.owner.generation, 1);  // untouched
   EXPECT_EQ(store.Load(adopted)->saga.owner, (SagaOwner{"sec-other", 2}));

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <set>
 
+#include "common/mutex.h"
 #include "saga/testing/memory_store.h"
 
 namespace fp::saga {
@@ -18,19 +18,42 @@ using testing::MemoryStore;
 // The toy saga's "outside world": a set of keys (idempotent put/remove) and a journal of
 // every call, in order.
 struct World {
-  std::mutex mu;
-  std::set<std::string> keys;
-  std::vector<std::string> journal;
+  Mutex mu;
+  std::set<std::string> keys FP_GUARDED_BY(mu);
+  std::vector<std::string> journal FP_GUARDED_BY(mu);
 
   void Put(const std::string& k) {
-    std::lock_guard l(mu);
+    MutexLock l(mu);
     keys.insert(k);
     journal.push_back("do " + k);
   }
   void Remove(const std::string& k) {
-    std::lock_guard l(mu);
+    MutexLock l(mu);
     keys.erase(k);
     journal.push_back("undo " + k);
+  }
+  // Copies, for the tests to look at.
+  std::set<std::string> Keys() {
+    MutexLock l(mu);
+    return keys;
+  }
+  std::vector<std::string> Journal() {
+    MutexLock l(mu);
+    return journal;
+  }
+  void Clear() {
+    MutexLock l(mu);
+    keys.clear();
+    journal.clear();
+  }
+  // The keys alone, not journalled: the world as a crashed run left it.
+  void InsertKey(const std::string& k) {
+    MutexLock l(mu);
+    keys.insert(k);
+  }
+  void EraseKey(const std::string& k) {
+    MutexLock l(mu);
+    keys.erase(k);
   }
 };
 
@@ -119,7 +142,7 @@ TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
     }
   }
   ASSERT_FALSE(new_id.empty());
-  EXPECT_EQ(world.keys, (std::set<std::string>{"a:" + new_id, "b:" + new_id, "c:" + new_id}));
+  EXPECT_EQ(world.Keys(), (std::set<std::string>{"a:" + new_id, "b:" + new_id, "c:" + new_id}));
   EXPECT_EQ(out->output["key"], "c:" + new_id);
   EXPECT_EQ(ToyRows(), 1);
   EXPECT_EQ(StateOf(id), SagaState::kDone);
@@ -133,12 +156,12 @@ TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
   EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
   EXPECT_EQ(out->failed_node, 4);
   EXPECT_NE(out->error->message().find("injected failure at node 4"), std::string::npos);
-  ASSERT_EQ(world.journal.size(), 4u);
-  EXPECT_EQ(world.journal[0].substr(0, 4), "do a");
-  EXPECT_EQ(world.journal[1].substr(0, 4), "do b");
-  EXPECT_EQ(world.journal[2].substr(0, 6), "undo b");
-  EXPECT_EQ(world.journal[3].substr(0, 6), "undo a");
-  EXPECT_TRUE(world.keys.empty());
+  ASSERT_EQ(world.Journal().size(), 4u);
+  EXPECT_EQ(world.Journal()[0].substr(0, 4), "do a");
+  EXPECT_EQ(world.Journal()[1].substr(0, 4), "do b");
+  EXPECT_EQ(world.Journal()[2].substr(0, 6), "undo b");
+  EXPECT_EQ(world.Journal()[3].substr(0, 6), "undo a");
+  EXPECT_TRUE(world.Keys().empty());
   EXPECT_EQ(ToyRows(), 0);
   EXPECT_EQ(StateOf(id), SagaState::kUnwound);
 }
@@ -154,22 +177,21 @@ TEST_F(SagaTest, AFailedNodeIsNeverUndoneAndADatabaseNodesEffectRollsBack) {
   EXPECT_EQ(out->failed_node, 4);
   EXPECT_NE(out->error->message().find("injected failure after the effect of node 4"),
             std::string::npos);
-  ASSERT_EQ(world.journal.size(), 5u);
-  EXPECT_EQ(world.journal[2].substr(0, 4), "do c");
-  EXPECT_EQ(world.journal[3].substr(0, 6), "undo b");  // not "undo c"
-  EXPECT_EQ(world.journal[4].substr(0, 6), "undo a");
-  ASSERT_EQ(world.keys.size(), 1u);
-  EXPECT_EQ(world.keys.begin()->substr(0, 2), "c:");
+  ASSERT_EQ(world.Journal().size(), 5u);
+  EXPECT_EQ(world.Journal()[2].substr(0, 4), "do c");
+  EXPECT_EQ(world.Journal()[3].substr(0, 6), "undo b");  // not "undo c"
+  EXPECT_EQ(world.Journal()[4].substr(0, 6), "undo a");
+  ASSERT_EQ(world.Keys().size(), 1u);
+  EXPECT_EQ(world.Keys().begin()->substr(0, 2), "c:");
   EXPECT_EQ(ToyRows(), 0);
 
-  world.keys.clear();
-  world.journal.clear();
+  world.Clear();
   exec.SetFaultPlanForTest(FaultPlan{.fail_node_after_effect = 2});  // the database node
   out = exec.Run(Uuid::Random(), ToyDag());
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
   EXPECT_EQ(ToyRows(), 0) << "the failed database node's row was committed";
-  EXPECT_TRUE(world.keys.empty());
+  EXPECT_TRUE(world.Keys().empty());
 }
 
 TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
@@ -181,7 +203,7 @@ TEST_F(SagaTest, FailedUndoLeavesTheSagaStuckNeverDone) {
   EXPECT_EQ(out->failed_node, 2);
   EXPECT_EQ(StateOf(id), SagaState::kStuck);
   // Node b was undone, the row's undo failed, and node a was left alone for a human.
-  EXPECT_EQ(world.keys.size(), 1u);
+  EXPECT_EQ(world.Keys().size(), 1u);
   EXPECT_EQ(ToyRows(), 1);
   // Resuming a stuck saga does not pretend it finished.
   exec.SetFaultPlanForTest(std::nullopt);
@@ -196,7 +218,7 @@ TEST_F(SagaTest, EveryActionRunTwiceGivesTheSameResult) {
   auto out = exec.Run(Uuid::Random(), ToyDag());
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
-  EXPECT_EQ(world.keys.size(), 3u);
+  EXPECT_EQ(world.Keys().size(), 3u);
   EXPECT_EQ(ToyRows(), 1);
 }
 
@@ -206,7 +228,7 @@ TEST_F(SagaTest, UndoRunTwiceStillUnwindsCleanly) {
     auto out = exec.Run(Uuid::Random(), ToyDag());
     ASSERT_TRUE(out);
     EXPECT_EQ(out->kind, SagaResultKind::kUnwound) << "fail at " << fail;
-    EXPECT_TRUE(world.keys.empty()) << "fail at " << fail;
+    EXPECT_TRUE(world.Keys().empty()) << "fail at " << fail;
     EXPECT_EQ(ToyRows(), 0) << "fail at " << fail;
   }
 }
@@ -236,7 +258,7 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
   // create, new_id started, new_id succeeded, r1, r2 (+ a's succeeded): five commits.
   EXPECT_EQ(store.commits() - before, 5);
-  EXPECT_EQ(world.keys.size(), 1u);
+  EXPECT_EQ(world.Keys().size(), 1u);
   // The unlogged node's success is in the log all the same.
   int succeeded = 0;
   auto log = store.Load(id);
@@ -281,12 +303,12 @@ TEST_F(SagaTest, AFailingFirstDatabaseNodeWritesNoSaga) {
 TEST_F(SagaTest, ASagaRunsOnceAndItsOutcomeIsRemembered) {
   Uuid id = Uuid::Random();
   auto first = exec.Run(id, ToyDag());
-  size_t calls = world.journal.size();
+  size_t calls = world.Journal().size();
   auto second = exec.Run(id, ToyDag());  // the same id: an idempotent retry
   ASSERT_TRUE(second);
   EXPECT_EQ(second->kind, SagaResultKind::kDone);
   EXPECT_EQ(second->output, first->output);
-  EXPECT_EQ(world.journal.size(), calls);
+  EXPECT_EQ(world.Journal().size(), calls);
 }
 
 TEST_F(SagaTest, CorruptLogIsRefusedNotReplayed) {
@@ -299,7 +321,7 @@ TEST_F(SagaTest, CorruptLogIsRefusedNotReplayed) {
   auto out = exec.Resume(id);
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().message().find("illegal event"), std::string::npos);
-  EXPECT_TRUE(world.journal.empty());
+  EXPECT_TRUE(world.Journal().empty());
 }
 
 TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
@@ -351,8 +373,8 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
       // is gone once its undo finished.
       const std::string node = ToyDag().nodes[static_cast<size_t>(ev.node_index)].name;
       if (node == "a" || node == "b" || node == "c") {
-        if (ev.type == SagaEventType::kSucceeded) world.keys.insert(node + ":" + recorded_id);
-        if (ev.type == SagaEventType::kUndoFinished) world.keys.erase(node + ":" + recorded_id);
+        if (ev.type == SagaEventType::kSucceeded) world.InsertKey(node + ":" + recorded_id);
+        if (ev.type == SagaEventType::kUndoFinished) world.EraseKey(node + ":" + recorded_id);
       }
       // The toy row's effect commits with its event; mirror that in the prefix.
       if (ev.node_index == 2) {
@@ -383,12 +405,12 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
       EXPECT_EQ(final_id, recorded_id) << "a recorded output changed";
     }
     if (expected == SagaResultKind::kDone) {
-      EXPECT_EQ(world.keys,
+      EXPECT_EQ(world.Keys(),
                 (std::set<std::string>{"a:" + final_id, "b:" + final_id, "c:" + final_id}));
       EXPECT_EQ(rows, 1);
       EXPECT_EQ(final_log.saga.state, SagaState::kDone);
     } else {
-      EXPECT_TRUE(world.keys.empty());
+      EXPECT_TRUE(world.Keys().empty());
       EXPECT_EQ(rows, 0);
       EXPECT_EQ(final_log.saga.state, SagaState::kUnwound);
     }

@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "db/sqlite/checkpointer.h"
 #include "db/testing/temp_datastore.h"
@@ -114,7 +114,7 @@ TEST(CheckpointTest, TheLogStartsOverWhileWritesAndReadsContinue) {
 TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
   // Declared before the datastore, so that they outlive its checkpointer: released, it may
   // still be inside the sync point when the test's body ends.
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   bool held = false, released = false;
   TempDatastore ds;
@@ -122,13 +122,13 @@ TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
   ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
   ds->TEST_SetSyncPoint([&](std::string_view name) {
     if (name != "checkpoint:copying") return;
-    std::unique_lock lock(mu);
+    MutexLock lock(mu);
     held = true;
     cv.notify_all();
-    cv.wait(lock, [&] { return released; });
+    lock.Wait(cv, [&] { return released; });
   });
   auto release = [&] {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     released = true;
     cv.notify_all();
   };
@@ -141,8 +141,8 @@ TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
   {
     // Asked to run by the first commits over its threshold, it may not have been scheduled yet
     // on a loaded machine.
-    std::unique_lock lock(mu);
-    checkpointer_was_held = cv.wait_for(lock, std::chrono::seconds(10), [&] { return held; });
+    MutexLock lock(mu);
+    checkpointer_was_held = lock.WaitFor(cv, std::chrono::seconds(10), [&] { return held; });
   }
   const int64_t checkpoints = ds->checkpoints();
   release();
@@ -179,22 +179,22 @@ unsigned long long BlockedSignals(const std::string& tid) {
 TEST(CheckpointTest, AReadPinningTheLogAboveItsLimitDoesNotStallEveryWrite) {
   TempDatastore ds;
   ASSERT_NO_FATAL_FAILURE(CreateFiller(*ds));
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   bool reading = false, release = false;
   std::thread reader([&] {
     (void)ds->Read<bool>([&](Tx& tx) -> Result<bool> {
       FP_TRY(tx.QueryRow("SELECT max(id) FROM filler"));
-      std::unique_lock lock(mu);
+      MutexLock lock(mu);
       reading = true;
       cv.notify_all();
-      cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; });
+      lock.WaitFor(cv, std::chrono::seconds(30), [&] { return release; });
       return true;
     });
   });
   {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return reading; });
+    MutexLock lock(mu);
+    lock.Wait(cv, [&] { return reading; });
   }
   // Past the limit while the read holds the log.
   for (int i = 0; i * kFramesPerCommit <= sqlite::Checkpointer::kLogLimitFrames + kFramesPerCommit;
@@ -205,7 +205,7 @@ TEST(CheckpointTest, AReadPinningTheLogAboveItsLimitDoesNotStallEveryWrite) {
   for (int i = 0; i < 20; ++i) ASSERT_NO_FATAL_FAILURE(WriteFillerPages(*ds, 1));
   auto took = std::chrono::steady_clock::now() - start;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     release = true;
     cv.notify_all();
   }

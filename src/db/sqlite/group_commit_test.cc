@@ -8,11 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
 
@@ -28,12 +28,12 @@ class HeldSync {
   explicit HeldSync(Datastore& ds) : ds_(ds) {
     ds_.TEST_SetSyncPoint([this](std::string_view name) {
       if (name != "group_commit:syncing") return;
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (used_) return;
       used_ = true;
       held_ = true;
       cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
+      lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return released_; });
     });
   }
   ~HeldSync() {
@@ -41,22 +41,22 @@ class HeldSync {
     ds_.TEST_SetSyncPoint(nullptr);
   }
   void WaitUntilHeld() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return held_; });
+    MutexLock lock(mu_);
+    lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return held_; });
   }
   void Release() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     released_ = true;
     cv_.notify_all();
   }
 
  private:
   Datastore& ds_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool used_ = false;
-  bool held_ = false;
-  bool released_ = false;
+  bool used_ FP_GUARDED_BY(mu_) = false;
+  bool held_ FP_GUARDED_BY(mu_) = false;
+  bool released_ FP_GUARDED_BY(mu_) = false;
 };
 
 Status Insert(Datastore& ds, int64_t v) {
@@ -247,14 +247,14 @@ TEST_F(GroupCommitTest, ARefusalOnACommitNotYetDurableWaitsForItsSync) {
 TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
   // The first writer is held inside its transaction until four more writers queue behind it;
   // those four then run as one batch, where the failing one is undone alone.
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   bool in_body = false;
   bool release = false;
   int queued = 0;
   ds_->TEST_SetSyncPoint([&](std::string_view name) {
     if (name != "tx:queued") return;  // passed once the write is in the queue
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     ++queued;
     cv.notify_all();
   });
@@ -263,16 +263,16 @@ TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
   std::thread first([&] {
     EXPECT_TRUE(ds_->Write<bool>([&](Tx& tx) -> Result<bool> {
       FP_TRY(tx.Exec("INSERT INTO group_commit_probe (v) VALUES (100)"));
-      std::unique_lock lock(mu);
+      MutexLock lock(mu);
       in_body = true;
       cv.notify_all();
-      cv.wait(lock, [&] { return release; });
+      lock.Wait(cv, [&] { return release; });
       return true;
     }));
   });
   {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return in_body; });
+    MutexLock lock(mu);
+    lock.Wait(cv, [&] { return in_body; });
   }
   std::vector<std::thread> later;
   for (int i = 1; i <= 4; ++i) {
@@ -286,11 +286,11 @@ TEST_F(GroupCommitTest, QueuedWritesShareOneSqliteTransactionAndFailAlone) {
     });
   }
   {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return queued >= 4; });  // the four behind the first writer
+    MutexLock lock(mu);
+    lock.Wait(cv, [&] { return queued >= 4; });  // the four behind the first writer
   }
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     release = true;
   }
   cv.notify_all();

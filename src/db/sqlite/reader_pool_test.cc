@@ -9,10 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "db/testing/temp_datastore.h"
 
@@ -25,30 +25,31 @@ using TempDatastore = testing::TempSqliteDatastore;
 class Gate {
  public:
   void Arrive() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     ++inside_;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
+    lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return open_; });
   }
   bool WaitInside(int n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return inside_ >= n; });
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, std::chrono::seconds(10),
+                        [&]() FP_REQUIRES(mu_) { return inside_ >= n; });
   }
   int inside() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return inside_;
   }
   void Open() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     open_ = true;
     cv_.notify_all();
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  int inside_ = 0;
-  bool open_ = false;
+  int inside_ FP_GUARDED_BY(mu_) = 0;
+  bool open_ FP_GUARDED_BY(mu_) = false;
 };
 
 TEST(ReaderPoolTest, ReadsBeyondTheBoundWaitForAConnection) {
