@@ -1,9 +1,9 @@
 #pragma once
 
 // What this binary was built from: the CLI's `version`, the server's build_info metric and the
-// CLI's `docs` print it. Defined in a source that CMake writes at configure time
-// (src/common/version.cc.in), so a new commit recompiles that one file, not the files that
-// print it.
+// CLI's `docs` print it. Defined in a source that CMake writes when it configures
+// (src/common/version.cc.in), so the files that print them carry no per-file definitions and
+// stay in their unity batches. The commit is the one checked out when CMake last configured.
 
 #include <string_view>
 

@@ -253,6 +253,9 @@ class Datastore {
   // Transactions waiting now for a sync of the log that another one leads: a write or read whose
   // answer waits for a commit to be durable (group commit; always 0 on PostgreSQL).
   int sync_waiters() const { return engine_->stats().sync_waiters; }
+  // Writes waiting now in the SQLite engine's queue: to lead a batch, or, run in another's
+  // batch, for that batch to be durable (0 on PostgreSQL).
+  int queued_writes() const { return engine_->stats().queued_writes; }
   // Checkpoints (the log copied into the database file) run by the background checkpointer.
   int64_t checkpoints() const { return engine_->stats().checkpoints; }
   // Times the log was emptied so that the next write starts it over from its beginning.

@@ -35,6 +35,7 @@ struct EngineStats {
   int open_readers = 0;            // read connections open now
   int waiting_readers = 0;         // reads waiting now for one of them (all busy; SQLite)
   int sync_waiters = 0;     // transactions waiting now for a log sync another one leads (SQLite)
+  int queued_writes = 0;    // writes waiting now to lead a batch, or in one for its sync (SQLite)
   int64_t round_trips = 0;  // exchanges with a database server (none for SQLite)
   int64_t retries = 0;      // transactions run again after a conflict or a lost connection
   // Engine transactions by the writes they carried: 1, 2, 3-4, 5-8, ..., 65-128, more

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -105,7 +106,9 @@ HttpServerStats EventServer::stats() const {
     MutexLock lock(mu_);
     s.open_connections = open_;
     s.queued_requests = static_cast<int64_t>(queue_.size());
-    s.workers = static_cast<int64_t>(workers_.size() - finished_workers_.size());
+    // Stop moves workers_ out and leaves finished_workers_: never below 0 after it.
+    s.workers = std::max<int64_t>(
+        0, static_cast<int64_t>(workers_.size()) - static_cast<int64_t>(finished_workers_.size()));
   }
   s.refused_over_capacity = refused_over_capacity_.load();
   s.refused_per_client = refused_per_client_.load();

@@ -56,6 +56,7 @@ EngineStats SqliteEngine::stats() const {
   s.open_readers = readers_.open_readers();
   s.waiting_readers = readers_.waiting();
   s.sync_waiters = sync_waiters_.load();
+  s.queued_writes = queued_writes_.load();
   for (size_t b = 0; b < batch_sizes_.size(); ++b) s.batch_sizes[b] = batch_sizes_[b].load();
   s.batched_writes = batched_writes_.load();
   return s;
@@ -154,9 +155,11 @@ Status SqliteEngine::Write(const std::function<Status(Connection&)>& body) {
         sync_points_.Pass("tx:queued");
         lock.Lock();
       }
+      queued_writes_.fetch_add(1);
       lock.Wait(me.cv, [&]() FP_REQUIRES(queue_mu_) {
         return me.state == State::kLeading || me.state == State::kDone;
       });
+      queued_writes_.fetch_sub(1);
       // Another writer ran this write in its batch and waited until it was durable.
       if (me.state == State::kDone) return me.result;
     }

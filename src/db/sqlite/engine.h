@@ -77,6 +77,7 @@ class SqliteEngine final : public Engine {
   std::condition_variable commit_cv_;   // a commit was published (for commit_waiters_)
   int commit_waiters_ FP_GUARDED_BY(durable_mu_) = 0;
   std::atomic<int> sync_waiters_{0};      // waiting on durable_cv_ (EngineStats::sync_waiters)
+  std::atomic<int> queued_writes_{0};     // waiting on their QueuedWrite::cv (queued_writes)
   std::atomic<int64_t> durable_seen_{0};  // durable_, readable without the lock
   int64_t commit_done_ FP_GUARDED_BY(durable_mu_) = 0;
   int64_t durable_ FP_GUARDED_BY(durable_mu_) = 0;

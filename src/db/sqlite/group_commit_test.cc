@@ -107,9 +107,10 @@ TEST_F(GroupCommitTest, WritersWaitForTheSyncAndShareTheNextOne) {
     });
   }
   // Every follower commits (the writer lock is free: the leader syncs outside it) and waits for
-  // the sync that is held ...
+  // the sync that is held: a batch's leader in the sync wait, the writes it ran in the queue's ...
   EXPECT_TRUE(WaitFor([&] {
-    return ds_->durable_commits() >= commits_before + 1 + kFollowers && ds_->sync_waiters() >= 1;
+    return ds_->durable_commits() >= commits_before + 1 + kFollowers &&
+           ds_->sync_waiters() + ds_->queued_writes() == kFollowers;
   }));
   // ... so none is acknowledged.
   EXPECT_EQ(acknowledged.load(), 0);
