@@ -15,6 +15,7 @@
 #include "db/attach.h"
 #include "db/instances.h"
 #include "db/quotas.h"
+#include "db/snat.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {

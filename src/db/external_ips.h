@@ -79,20 +79,6 @@ Result<std::vector<model::ExternalIp>> InstanceExternalIps(Reader ds, const Uuid
 // full comparison reads them all at once rather than one instance at a time).
 Result<std::map<Uuid, std::vector<model::ExternalIp>>> ExternalIpsOnSled(Datastore& ds,
                                                                          const Uuid& sled_id);
-// Allocates the instance's SNAT block (kind snat, attached) with id `snat_id` from the silo's
-// default unicast pool of `version`: NotFound `default unicast IPv4 pool for current silo`
-// without one. A re-run with the same id returns the same row.
-Result<model::ExternalIp> SnatAllocateIn(Tx& tx, const Uuid& snat_id, const Uuid& instance_id,
-                                         const Uuid& silo_id, IpVersion version = IpVersion::kV4);
-// The same, or nothing (and nothing written) when the instance's IP quotas or the pool have no
-// room for the block: a dual-stack instance's IPv6 SNAT, which its create does not ask for.
-Result<std::optional<model::ExternalIp>> SnatAllocateIfRoomIn(Tx& tx, const Uuid& snat_id,
-                                                              const Uuid& instance_id,
-                                                              const Uuid& silo_id,
-                                                              IpVersion version);
-// Whether the silo has a default unicast pool of `version` (an IPv6 one gives dual-stack
-// instances their IPv6 SNAT).
-Result<bool> SiloHasDefaultPoolIn(Tx& tx, const Uuid& silo_id, IpVersion version);
 // Soft-deletes the external IP and returns its address (or SNAT block) to its pool; tolerates
 // its absence (the undo of SnatAllocateIn, and how an instance's delete releases its IPs).
 Status ExternalIpReleaseIn(Tx& tx, const Uuid& id);

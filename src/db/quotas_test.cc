@@ -13,6 +13,7 @@
 #include "db/instances.h"
 #include "db/ip_pools.h"
 #include "db/projects.h"
+#include "db/snat.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {

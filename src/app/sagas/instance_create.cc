@@ -4,6 +4,7 @@
 
 #include "app/sagas/sagas.h"
 #include "db/attach.h"
+#include "db/snat.h"
 
 namespace fp::app {
 
