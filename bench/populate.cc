@@ -20,8 +20,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   int64_t n = std::atoll(argv[2]);
-  auto ds = Datastore::OpenSqlite(std::string(argv[1]) + "/floatplane.db",
-                                  std::make_shared<SystemClock>());
+  auto ds =
+      Datastore::OpenSqlite(std::string(argv[1]) + "/floatplane.db",
+                            std::make_shared<SystemClock>(), std::make_shared<SystemRandom>());
   auto die = [](const Error& e) {
     std::fprintf(stderr, "populate: %s\n", e.message().c_str());
     return 1;

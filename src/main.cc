@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   CLI::App* server = fp::cmd::AddServerCommand(app, server_flags);
   fp::cmd::AgentFlags agent_flags;
   fp::cmd::AddAgentCommands(app, agent_flags);
-  fp::cli::Commands client(app);
+  // The composition root: the one place that picks the machine's time and randomness.
+  fp::SystemClock clock;
+  fp::SystemRandom random;
+  fp::cli::Commands client(app, clock, random);
   fp::cli::AddResourceCommands(client);
   fp::cli::AddSystemCommands(client);
   fp::cli::AddToolCommands(client);

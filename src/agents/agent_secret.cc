@@ -51,8 +51,8 @@ Result<AgentSecret> AgentSecret::ReadFile(const std::string& path) {
   return AgentSecret(std::move(secret));
 }
 
-AgentSecret AgentSecret::Random() {
-  std::string secret = Uuid::Random().ToString() + Uuid::Random().ToString();
+AgentSecret AgentSecret::Generate(Random& random) {
+  std::string secret = random.NewUuid().ToString() + random.NewUuid().ToString();
   return AgentSecret(std::move(secret));
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "common/random.h"
 
 namespace fp::agents {
 
@@ -18,7 +19,7 @@ class AgentSecret {
   // naming the file when it cannot be read or the secret is too short.
   static Result<AgentSecret> ReadFile(const std::string& path);
   // A fresh random secret (the dev server's, for the agents it runs in its own process).
-  static AgentSecret Random();
+  static AgentSecret Generate(Random& random);
 
   // "Bearer <secret>": the header value the control plane sends.
   std::string AuthorizationHeader() const;

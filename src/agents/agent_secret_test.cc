@@ -51,7 +51,7 @@ TEST(AgentSecret, IsTheFilesFirstLineAndAcceptsOnlyItsOwnHeader) {
         "bearer s3cret-of-some-length-0123456789"}) {
     EXPECT_FALSE(secret->Accepts(other)) << other;
   }
-  EXPECT_FALSE(AgentSecret::Random().Accepts(secret->AuthorizationHeader()));
+  EXPECT_FALSE(AgentSecret::Generate(MachineRandom()).Accepts(secret->AuthorizationHeader()));
 }
 
 TEST(AgentSecret, AFileThatCannotServeIsRefusedNamingIt) {

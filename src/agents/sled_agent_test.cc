@@ -6,6 +6,7 @@
 #include "agents/agents.h"
 #include "agents/sim/sled_agent_sim.h"
 #include "common/testing/ip.h"
+#include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -52,34 +53,39 @@ class SledAgentTest : public ::testing::Test {
     });
   }
 
+  fp::testing::ManualClock clock_;  // for agents started on it; outlives them
   std::unique_ptr<SledAgentSim> agent_;
   std::unique_ptr<SledAgentClient> client_;
   std::unique_ptr<HttpClient> control_;
 };
 
-TEST_F(SledAgentTest, StartIsStartingThenRunningNoSoonerThanTheStartDelay) {
-  constexpr milliseconds kDelay(300);
-  Start(SimOptions{.start_delay = kDelay});
+// The agent's transitions run on its clock: a manual one shows that an instance stays starting
+// (stopping) until the delay has passed on it, however long that takes in real time, and
+// becomes running (stopped) once it has.
+TEST_F(SledAgentTest, StartIsStartingThenRunningOnceTheStartDelayPassed) {
+  constexpr milliseconds kDelay = std::chrono::hours(1);  // of the agent's clock: no real wait
+  Start(SimOptions{.start_delay = kDelay, .clock = &clock_});
   InstanceSpec spec = Spec();
-  auto begin = std::chrono::steady_clock::now();
   SledInstance answer = client_->EnsureRunning(spec).value();
   EXPECT_EQ(answer.id, spec.id);
   EXPECT_EQ(answer.state, VmState::kStarting);
+  clock_.Advance(kDelay - milliseconds(1));
+  EXPECT_EQ(client_->Get(spec.id).value().state, VmState::kStarting);
+  clock_.Advance(milliseconds(1));
   ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
-  EXPECT_GE(std::chrono::steady_clock::now() - begin, kDelay);
 }
 
-TEST_F(SledAgentTest, StopIsStoppingThenStoppedNoSoonerThanTheStopDelay) {
-  constexpr milliseconds kDelay(300);
-  Start(SimOptions{.stop_delay = kDelay});
+TEST_F(SledAgentTest, StopIsStoppingThenStoppedOnceTheStopDelayPassed) {
+  constexpr milliseconds kDelay = std::chrono::hours(1);
+  Start(SimOptions{.stop_delay = kDelay, .clock = &clock_});
   InstanceSpec spec = Spec();
   ASSERT_TRUE(client_->EnsureRunning(spec));
   ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
-  auto begin = std::chrono::steady_clock::now();
   EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopping);
+  clock_.Advance(kDelay - milliseconds(1));
   EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopping);
+  clock_.Advance(milliseconds(1));
   ASSERT_TRUE(ReachesState(spec.id, VmState::kStopped));
-  EXPECT_GE(std::chrono::steady_clock::now() - begin, kDelay);
   EXPECT_EQ(client_->Stop(spec.id).value().state, VmState::kStopped);
 }
 

@@ -22,6 +22,7 @@
 #include "app/store_stats.h"
 #include "app/tokens.h"
 #include "app/users.h"
+#include "common/clock.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -47,6 +48,7 @@ struct Services {
   app::Audit& audit;
   app::SagaList& sagas;
   app::StoreStats& store_stats;
+  const Clock& clock;  // the datastore's: how long requests take, for the metrics
 };
 
 // A JSON response; a null body is sent empty.

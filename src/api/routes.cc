@@ -134,13 +134,13 @@ HttpHandler MakeApiHandler(Services services, std::function<HttpServerStats()> h
       return ErrorResponse(req, Error::Internal(std::string("unexpected exception: ") + e.what()));
     }
   };
-  return [serve = std::move(serve), metrics](const HttpRequest& req) -> HttpResponse {
-    auto began = std::chrono::steady_clock::now();
+  return [serve = std::move(serve), metrics,
+          &clock = services.clock](const HttpRequest& req) -> HttpResponse {
+    const MonoTime began = clock.Monotonic();
     std::string route = "unmatched";
     HttpResponse answer = serve(req, route);
-    metrics->Record(
-        req.method, route, answer.status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    metrics->Record(req.method, route, answer.status,
+                    std::chrono::duration<double>(clock.Monotonic() - began).count());
     return answer;
   };
 }

@@ -13,9 +13,10 @@ namespace {
 class RoutesTest : public ::testing::Test {
  protected:
   RoutesTest()
-      : handler_(MakeApiHandler(Services{
-            app_.silos, app_.projects, app_.ip_pools, app_.floating_ips, app_.tokens, app_.users,
-            nullptr, nullptr, app_.idempotency, app_.audit, app_.sagas, app_.store_stats})) {
+      : handler_(
+            MakeApiHandler(Services{app_.silos, app_.projects, app_.ip_pools, app_.floating_ips,
+                                    app_.tokens, app_.users, nullptr, nullptr, app_.idempotency,
+                                    app_.audit, app_.sagas, app_.store_stats, app_.ds->clock()})) {
     secret_ = **app_.tokens.BootstrapDev();
   }
 

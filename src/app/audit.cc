@@ -44,7 +44,7 @@ Timestamp Audit::Now() const { return ds_.clock().Now(); }
 std::unique_ptr<RequestRecord> Audit::Begin(const Actor* actor, const RequestFacts& facts,
                                             std::optional<RequestKey> key) {
   model::AuditEntry entry;
-  entry.id = Uuid::TimeOrdered();
+  entry.id = ds_.random().NewTimeOrderedUuid(ds_.clock().Now());
   entry.time_started = facts.time_started;
   entry.request_id = facts.request_id;
   entry.request_uri = facts.request_uri.substr(0, kMaxUri);

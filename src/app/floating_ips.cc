@@ -15,7 +15,7 @@ Result<model::ExternalIp> FloatingIps::Create(const Request<model::ExternalIp>& 
   model::Project p = FP_TRY(db::ProjectLookup(ds_, actor.silo_id, project));
   FP_CHECK_OK(RequireWrite(actor));
   model::FloatingIpCreate params;
-  params.id = Uuid::Random();
+  params.id = ds_.random().NewUuid();
   params.silo_id = actor.silo_id;
   params.project_id = p.id;
   params.name = name;

@@ -61,7 +61,7 @@ void HistoryPruner::Start() {
                  {{"entries", pruned->audit_entries_cut_short}});
       }
       lock.Lock();
-      lock.WaitFor(cv_, retention_.period, [&]() FP_REQUIRES(mu_) { return stop_; });
+      ds_.clock().WaitFor(lock, cv_, retention_.period, [&]() FP_REQUIRES(mu_) { return stop_; });
     }
   });
 }

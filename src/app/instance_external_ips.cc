@@ -79,7 +79,7 @@ Result<model::ExternalIp> Instances::AttachEphemeral(const RequestContext& rq,
   FP_CHECK_OK(RequireWrite(actor));
   auto [pool, ip_version] = SelectorFields(selector);
   auto attached = RunAttachSaga(rq, {.kind = model::IpKind::kEphemeral,
-                                     .ip_id = Uuid::Random(),
+                                     .ip_id = ds_.random().NewUuid(),
                                      .instance_id = i.id,
                                      .silo_id = actor.silo_id,
                                      .pool = pool,

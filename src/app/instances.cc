@@ -110,9 +110,9 @@ Result<model::Instance> Instances::Create(const RequestContext& rq, const NameOr
   } else if (existing.error().kind() != ErrorKind::kNotFound) {
     return Fail(existing.error());
   }
-  InstanceCreateSagaParams saga_params{.instance_id = Uuid::Random(),
-                                       .nic_id = Uuid::Random(),
-                                       .snat_id = Uuid::Random(),
+  InstanceCreateSagaParams saga_params{.instance_id = ds_.random().NewUuid(),
+                                       .nic_id = ds_.random().NewUuid(),
+                                       .snat_id = ds_.random().NewUuid(),
                                        .project_id = p.id,
                                        .silo_id = actor.silo_id,
                                        .name = params.name,
@@ -125,14 +125,14 @@ Result<model::Instance> Instances::Create(const RequestContext& rq, const NameOr
                                        .start = params.start,
                                        .external_ips = {},
                                        .snat = params.snat,
-                                       .snat6_id = Uuid::Random()};
+                                       .snat6_id = ds_.random().NewUuid()};
   // Floating IPs are resolved now, so that lookup errors (404, other project) come before
   // anything is created.
   for (const RequestedExternalIp& r : params.external_ips) {
     if (r.ephemeral) {
       auto [pool, ip_version] = SelectorFields(r.selector);
       saga_params.external_ips.push_back(InstanceCreateExternalIp{.type = model::IpKind::kEphemeral,
-                                                                  .ip_id = Uuid::Random(),
+                                                                  .ip_id = ds_.random().NewUuid(),
                                                                   .pool = pool,
                                                                   .ip_version = ip_version});
     } else {
@@ -258,15 +258,16 @@ Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
   const agents::CallContext call = CallFor(rq);
   auto restarted = [&]() -> Status {
     FP_TRY(sled->Stop(i.id, call));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const Clock& clock = ds_.clock();
+    const MonoTime deadline = clock.Deadline(std::chrono::seconds(10));
     for (;;) {
       auto vm = sled->Get(i.id);
       if (!vm || vm->state == agents::VmState::kStopped) break;
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (clock.Monotonic() > deadline) {
         return Fail(Error::Unavailable(fmt::format(
             "sled agent at {} did not stop instance \"{}\" within 10 s", sled->address(), i.name)));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      clock.SleepFor(std::chrono::milliseconds(10));
     }
     agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(ds_, i.id));
     FP_TRY(sled->EnsureRunning(spec, call));
@@ -310,7 +311,7 @@ Result<model::Instance> Instances::Migrate(const RequestContext& rq, const NameO
   auto outcome = FP_TRY(exec_.RunNew(InstanceMigrateSaga({.instance_id = i.id,
                                                           .src_sled_id = *i.sled_id,
                                                           .dst_sled_id = dst_sled,
-                                                          .migration_id = Uuid::Random()}),
+                                                          .migration_id = ds_.random().NewUuid()}),
                                      &origin));
   return AfterSaga(i.id, outcome);
 }

@@ -14,7 +14,7 @@ namespace fp::app {
 Result<model::IpPool> IpPools::Create(const Request<model::IpPool>& rq, model::PoolCreate params) {
   const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  params.id = Uuid::Random();
+  params.id = ds_.random().NewUuid();
   return db::PoolCreate(ds_, params, db::EffectOf<model::IpPool>(rq));
 }
 
@@ -74,7 +74,8 @@ Result<model::IpPoolRange> IpPools::RangeAdd(const Request<model::IpPoolRange>& 
   const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::IpPool p = FP_TRY(db::PoolLookup(ds_, pool));
-  return db::RangeAdd(ds_, p.id, Uuid::Random(), range, db::EffectOf<model::IpPoolRange>(rq));
+  return db::RangeAdd(ds_, p.id, ds_.random().NewUuid(), range,
+                      db::EffectOf<model::IpPoolRange>(rq));
 }
 
 Status IpPools::RangeRemove(const RequestContext& rq, const NameOrId& pool, const IpRange& range) {

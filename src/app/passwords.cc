@@ -2,7 +2,6 @@
 
 #include <argon2.h>
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <array>
 #include <vector>
@@ -43,11 +42,9 @@ Status CheckNewPassword(std::string_view password, std::string_view field) {
   return Ok();
 }
 
-Result<std::string> HashPassword(std::string_view password) {
+Result<std::string> HashPassword(std::string_view password, Random& random) {
   std::array<uint8_t, kSaltBytes> salt{};
-  if (RAND_bytes(salt.data(), static_cast<int>(salt.size())) != 1) {
-    return Fail(Error::Internal("cannot draw a random salt (OpenSSL RAND_bytes)"));
-  }
+  random.Fill(salt.data(), salt.size());
   return Encode(password, salt);
 }
 

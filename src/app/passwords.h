@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "common/random.h"
 
 namespace fp::app {
 
@@ -18,7 +19,7 @@ Status CheckNewPassword(std::string_view password, std::string_view field);
 
 // An Argon2id hash of `password` with a fresh random salt (OWASP's minimum cost: 19 MiB, 2
 // passes, one lane: some tens of milliseconds).
-Result<std::string> HashPassword(std::string_view password);
+Result<std::string> HashPassword(std::string_view password, Random& random);
 
 // Whether `password` matches `encoded` (a HashPassword result). A hash that is not Argon2id
 // never matches.

@@ -10,7 +10,7 @@ Result<model::Project> Projects::Create(const Request<model::Project>& rq, const
                                         const std::string& description) {
   const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireWrite(actor));
-  return db::ProjectCreate(ds_, Uuid::Random(), actor.silo_id, name, description,
+  return db::ProjectCreate(ds_, ds_.random().NewUuid(), actor.silo_id, name, description,
                            db::EffectOf<model::Project>(rq));
 }
 

@@ -17,7 +17,7 @@ SagaCoordinator::SagaCoordinator(db::Datastore& ds, saga::SagaExecutor& executor
     : ds_(ds),
       exec_(executor),
       options_(std::move(options)),
-      incarnation_(Uuid::Random().ToString()) {}
+      incarnation_(ds.random().NewUuid().ToString()) {}
 
 Result<std::unique_ptr<SagaCoordinator>> SagaCoordinator::Start(db::Datastore& ds,
                                                                 saga::SagaExecutor& executor,
@@ -59,14 +59,14 @@ void SagaCoordinator::OwnRecoveryDue() {
 }
 
 void SagaCoordinator::Loop() {
-  using Clock = std::chrono::steady_clock;
+  const Clock& clock = ds_.clock();
   // Start took the lease: the first renewal is one interval later.
-  auto next_renew = Clock::now() + options_.renew_interval;
-  auto next_own = Clock::now() + options_.own_recovery_interval;
-  auto last_own = Clock::now();
+  auto next_renew = clock.Monotonic() + options_.renew_interval;
+  auto next_own = clock.Monotonic() + options_.own_recovery_interval;
+  auto last_own = clock.Monotonic();
   MutexLock lock(mu_);
   while (!stop_) {
-    const auto now = Clock::now();
+    const auto now = clock.Monotonic();
     const auto gap_ends = last_own + options_.own_recovery_min_gap;
     const bool renew = now >= next_renew;
     const bool own = now >= next_own || (own_due_ && now >= gap_ends);
@@ -76,7 +76,8 @@ void SagaCoordinator::Loop() {
       auto wake = std::min(next_renew, next_own);
       if (own_due_) wake = std::min(wake, gap_ends);
       const bool was_due = own_due_;
-      lock.WaitUntil(cv_, wake, [&]() FP_REQUIRES(mu_) { return stop_ || own_due_ != was_due; });
+      clock.WaitUntil(lock, cv_, wake,
+                      [&]() FP_REQUIRES(mu_) { return stop_ || own_due_ != was_due; });
       continue;
     }
     const bool due = own && own_due_;
@@ -94,7 +95,7 @@ void SagaCoordinator::Loop() {
       }
     }
     if (own) {
-      last_own = Clock::now();
+      last_own = clock.Monotonic();
       next_own = last_own + options_.own_recovery_interval;
       auto recovered = RecoverOwnOnce();
       if (!recovered) {

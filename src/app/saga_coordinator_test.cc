@@ -103,7 +103,9 @@ class FlakyStore final : public saga::SagaStore {
 // and its coordinator.
 struct Server {
   Server(db::Datastore& datastore, const std::string& sec, Gate& gate)
-      : ds(datastore), store(datastore), exec(store, registry, sec) {
+      : ds(datastore),
+        store(datastore),
+        exec(store, registry, sec, datastore.clock(), datastore.random()) {
     const std::string writer = sec;
     registry.Add(saga::Action{
         .name = "toy.row",
@@ -417,14 +419,21 @@ TEST_F(SagaCoordinatorTest, ASagaLeftByAnEngineErrorIsTakenUpAgainWhileTheServer
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().kind(), ErrorKind::kServiceUnavailable) << out.error().message();
 
-  // Recovery claims the saga at once, and again after each backoff while the store fails.
-  ASSERT_TRUE(WaitFor([&] { return c.store.refused >= 4; }));
+  // Recovery claims the saga at once, and again after each backoff (on the datastore's clock,
+  // moved here as the test waits) while the store fails.
+  auto while_time_passes = [&](auto done) {
+    return WaitFor([&] {
+      clock->Advance(std::chrono::milliseconds(50));
+      return done();
+    });
+  };
+  ASSERT_TRUE(while_time_passes([&] { return c.store.refused >= 4; }));
   auto own = c.exec.ListUnfinished().value();
   ASSERT_EQ(own.size(), 1u);
   EXPECT_EQ(Log(own[0].id).saga.state, db::SagaState::kRunning);
 
   c.store.failing = false;
-  ASSERT_TRUE(WaitFor([&] { return Log(own[0].id).saga.state == db::SagaState::kDone; }));
+  ASSERT_TRUE(while_time_passes([&] { return Log(own[0].id).saga.state == db::SagaState::kDone; }));
   EXPECT_EQ(Rows(own[0].id), (std::set<std::string>{"n0:c", "n2:c"}));
 }
 

@@ -14,7 +14,7 @@ namespace fp::app {
 Result<model::Silo> Silos::Create(const Request<model::Silo>& rq, model::SiloCreate params) {
   const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
-  params.id = Uuid::Random();
+  params.id = ds_.random().NewUuid();
   return db::SiloCreate(ds_, params, db::EffectOf<model::Silo>(rq));
 }
 

@@ -113,6 +113,12 @@ int SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled
   return 1;
 }
 
+SledWatcher::SledWatcher(db::Datastore& ds, Dataplane& dataplane, nat::NatReconciler& nat)
+    : ds_(ds),
+      dataplane_(dataplane),
+      nat_(nat),
+      removal_holder_(ds.random().NewUuid().ToString()) {}
+
 void SledWatcher::ReapOrphans() {
   for (const auto& [sled_id, sled] : dataplane_.sleds) {
     // List the sled first, then read the datastore: a VM the sled already holds was placed by a
@@ -258,24 +264,24 @@ void SledWatcher::WatchOnce() {
 
 bool SledWatcher::Pause(std::chrono::milliseconds d) {
   MutexLock lock(mu_);
-  lock.WaitFor(cv_, d, [&]() FP_REQUIRES(mu_) { return stop_; });
+  ds_.clock().WaitFor(lock, cv_, d, [&]() FP_REQUIRES(mu_) { return stop_; });
   return !stop_;
 }
 
 void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled) {
-  using Clock = std::chrono::steady_clock;
+  const Clock& clock = ds_.clock();
   std::string boot;   // the run of the sled's agent the feed follows; empty: none yet
   int64_t since = 0;  // the last generation of that run applied
-  auto next_full = Clock::now();
+  auto next_full = clock.Monotonic();
   // After a pass where something failed (a removal the sled refused), the next comes after
   // this, doubling up to the full period; after a clean pass, a full period later.
   auto retry = options_.retry;
   auto schedule = [&](int failures) {
     if (failures == 0) {
       retry = options_.retry;
-      next_full = Clock::now() + options_.full_period;
+      next_full = clock.Monotonic() + options_.full_period;
     } else {
-      next_full = Clock::now() + retry;
+      next_full = clock.Monotonic() + retry;
       retry = std::min(retry * 2, options_.full_period);
     }
   };
@@ -284,8 +290,8 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   std::optional<bool> recorded;
   // Since when its calls fail (nullopt while it answers), and when its instances were last
   // checked for failing (see unresponsive_after).
-  std::optional<Clock::time_point> silent_since;
-  auto next_silent_check = Clock::now();
+  std::optional<MonoTime> silent_since;
+  auto next_silent_check = clock.Monotonic();
   auto set_status = [&](bool reachable, bool reported) {
     {
       MutexLock lock(mu_);
@@ -300,17 +306,17 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
     }
     if (reachable) silent_since.reset();
-    if (!reachable && !silent_since) silent_since = Clock::now();
+    if (!reachable && !silent_since) silent_since = clock.Monotonic();
     // Silent is recorded (and keeps placements off the sled) once it has lasted kSilentAfter:
     // one call that failed is no reason to move work elsewhere.
-    const bool answers = reachable || Clock::now() - *silent_since < kSilentAfter;
+    const bool answers = reachable || clock.Monotonic() - *silent_since < kSilentAfter;
     if (recorded != answers) {
       auto written = db::SledRecordAgent(ds_, sled_id, answers);
       recorded = written ? std::optional<bool>(answers) : std::nullopt;
     }
-    if (!reachable && Clock::now() - *silent_since >= options_.unresponsive_after &&
-        Clock::now() >= next_silent_check) {
-      next_silent_check = Clock::now() + options_.full_period;
+    if (!reachable && clock.Monotonic() - *silent_since >= options_.unresponsive_after &&
+        clock.Monotonic() >= next_silent_check) {
+      next_silent_check = clock.Monotonic() + options_.full_period;
       bool all_silent;
       {
         MutexLock lock(mu_);
@@ -339,10 +345,10 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       Pause(options_.full_period);
       continue;
     }
-    if (Clock::now() >= next_full) schedule(WatchSled(sled_id, sled));
+    if (clock.Monotonic() >= next_full) schedule(WatchSled(sled_id, sled));
     auto wait = std::min(options_.report_wait,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::max(next_full - Clock::now(), Clock::duration::zero())));
+                             std::max(next_full - clock.Monotonic(), MonoDuration::zero())));
     auto report = sled.Changes(boot, since, wait);
     if (!report && !Pause(std::chrono::milliseconds(0))) break;  // abandoned by Stop
     if (!report) {
@@ -382,28 +388,28 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
 }
 
 void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
-  using Clock = std::chrono::steady_clock;
+  const Clock& clock = ds_.clock();
   // When this thread recorded each sled silent: its deadline counts from there, so a server
   // that waits for the task lease does not fail instances the moment it gets it.
-  std::map<Uuid, Clock::time_point> silent_from;
+  std::map<Uuid, MonoTime> silent_from;
   while (Pause(std::chrono::milliseconds(0))) {
     if (lease_ && !lease_->Held()) {
       silent_from.clear();  // another server may have judged them meanwhile
       Pause(options_.full_period);
       continue;
     }
-    auto wait = Clock::duration(options_.full_period);
+    auto wait = MonoDuration(options_.full_period);
     for (const model::Sled& s : unserved) {
       auto since = silent_from.find(s.id);
       if (since == silent_from.end()) {
         if (!db::SledRecordAgent(ds_, s.id, false)) continue;  // tried again next pass
-        since = silent_from.emplace(s.id, Clock::now()).first;
+        since = silent_from.emplace(s.id, clock.Monotonic()).first;
       }
       const auto deadline = since->second + options_.unresponsive_after;
-      if (Clock::now() >= deadline) {
+      if (clock.Monotonic() >= deadline) {
         FailInstancesOfSilentSled(s.id, s.agent_url);
       } else {
-        wait = std::min(wait, Clock::duration(deadline - Clock::now()));
+        wait = std::min(wait, MonoDuration(deadline - clock.Monotonic()));
       }
     }
     Pause(std::chrono::duration_cast<std::chrono::milliseconds>(wait) +

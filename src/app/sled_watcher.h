@@ -72,9 +72,11 @@ struct SledWatchStatus {
 // placements.
 class SledWatcher {
  public:
+  // How long a removal's mark holds placements back if this server dies amid the removal.
+  static constexpr std::chrono::seconds kRemovalMarkTtl{10};
+
   // The references must outlive the watcher.
-  SledWatcher(db::Datastore& ds, Dataplane& dataplane, nat::NatReconciler& nat)
-      : ds_(ds), dataplane_(dataplane), nat_(nat) {}
+  SledWatcher(db::Datastore& ds, Dataplane& dataplane, nat::NatReconciler& nat);
   ~SledWatcher() { Stop(); }
   SledWatcher(const SledWatcher&) = delete;
   SledWatcher& operator=(const SledWatcher&) = delete;
@@ -148,15 +150,13 @@ class SledWatcher {
   // How long a sled's calls must have failed before it is recorded silent (placements then
   // avoid it).
   static constexpr std::chrono::seconds kSilentAfter{2};
-  // How long a removal's mark holds placements back if this server dies amid the removal.
-  static constexpr std::chrono::seconds kRemovalMarkTtl{10};
 
   db::Datastore& ds_;
   Dataplane& dataplane_;
   nat::NatReconciler& nat_;
-  const std::string removal_holder_ = Uuid::Random().ToString();  // this process, in marks
-  SledWatchOptions options_;                                      // set before the threads start
-  db::TaskLeaseKeeper* lease_ = nullptr;                          // likewise
+  const std::string removal_holder_;      // this process, in marks
+  SledWatchOptions options_;              // set before the threads start
+  db::TaskLeaseKeeper* lease_ = nullptr;  // likewise
   mutable Mutex mu_;
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;

@@ -12,9 +12,9 @@ namespace {
 
 constexpr std::string_view kDevSilo = "default";
 
-std::string NewSecret() {
+std::string NewSecret(Random& random) {
   uint8_t bytes[32];
-  RandomBytes(bytes, sizeof bytes);
+  random.Fill(bytes, sizeof bytes);
   std::string s = "fpt_";
   for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
   return s;
@@ -34,7 +34,7 @@ Result<std::optional<std::string>> Tokens::BootstrapDev() {
   if (existing) return std::optional<std::string>();
   if (existing.error().kind() != ErrorKind::kNotFound) return Fail(existing.error());
   model::SiloCreate silo;
-  silo.id = Uuid::Random();
+  silo.id = ds_.random().NewUuid();
   silo.name = std::string(kDevSilo);
   silo.description = "default silo created by the dev server";
   auto created = db::SiloCreate(ds_, silo);
@@ -50,8 +50,9 @@ Result<std::optional<std::string>> Tokens::BootstrapDev() {
 
 Result<std::string> Tokens::MintFleetAdminToken(const std::string& name) {
   model::Silo silo = FP_TRY(db::SiloLookup(ds_, NameOrId(FP_TRY(Name::Parse(kDevSilo)))));
-  std::string secret = NewSecret();
-  FP_TRY(db::TokenCreate(ds_, Uuid::Random(), silo.id, model::Role::kFleetAdmin, name, secret));
+  std::string secret = NewSecret(ds_.random());
+  FP_TRY(db::TokenCreate(ds_, ds_.random().NewUuid(), silo.id, model::Role::kFleetAdmin, name,
+                         secret));
   return secret;
 }
 
@@ -60,8 +61,8 @@ Result<IssuedToken> Tokens::Create(const Request<model::Token>& rq, const NameOr
   const Actor& actor = rq.actor;
   FP_CHECK_OK(RequireFleetAdmin(actor));
   model::Silo s = FP_TRY(db::SiloLookup(ds_, silo));
-  std::string secret = NewSecret();
-  model::Token t = FP_TRY(db::TokenCreate(ds_, Uuid::Random(), s.id, role, name, secret,
+  std::string secret = NewSecret(ds_.random());
+  model::Token t = FP_TRY(db::TokenCreate(ds_, ds_.random().NewUuid(), s.id, role, name, secret,
                                           db::EffectOf<model::Token>(rq)));
   return IssuedToken{t, secret};
 }

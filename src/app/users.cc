@@ -1,7 +1,6 @@
 #include "app/users.h"
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <array>
@@ -28,11 +27,9 @@ Error InvalidCredentials() {
   return Error::Unauthenticated("credentials invalid: wrong user name or password");
 }
 
-Result<std::string> NewToken() {
+std::string NewToken(Random& random) {
   std::array<unsigned char, 32> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
-    return Fail(Error::Internal("cannot draw a session token (OpenSSL RAND_bytes)"));
-  }
+  random.Fill(bytes.data(), bytes.size());
   std::string token;
   for (unsigned char b : bytes) token += fmt::format("{:02x}", b);
   return token;
@@ -118,7 +115,7 @@ void PasswordWork::Release() {
 
 Result<std::string> Users::Hash(const std::string& password) {
   password_work_.Acquire();
-  auto hash = HashPassword(password);
+  auto hash = HashPassword(password, ds_.random());
   password_work_.Release();
   return hash;
 }
@@ -157,7 +154,7 @@ Result<model::SiloUser> Users::Create(const Request<model::SiloUser>& rq, const 
     FP_CHECK_OK(CheckNewPassword(*password, "password.value"));
     hash = FP_TRY(Hash(*password));
   }
-  return db::UserCreate(ds_, Uuid::Random(), silo_id, name, role, hash,
+  return db::UserCreate(ds_, ds_.random().NewUuid(), silo_id, name, role, hash,
                         db::EffectOf<model::SiloUser>(rq));
 }
 
@@ -223,8 +220,9 @@ Result<NewSession> Users::Login(const RequestContext& rq, const Name& silo, cons
   FP_CHECK_OK(looked_up);
   if (!matches) return Fail(InvalidCredentials());
   throttle_.Succeeded(source, who);
-  NewSession session{
-      .id = Uuid::Random(), .token = FP_TRY(NewToken()), .max_age = policy_.absolute_timeout};
+  NewSession session{.id = ds_.random().NewUuid(),
+                     .token = NewToken(ds_.random()),
+                     .max_age = policy_.absolute_timeout};
   FP_CHECK_OK(db::SessionCreate(ds_, session.id, session.token, candidate->user.id, std::nullopt,
                                 db::EffectOfNoContent(rq)));
   return session;
@@ -236,8 +234,9 @@ Result<NewSession> Users::LoginWithToken(const RequestContext& rq) {
         "an API token is traded for a session, not a session: send the token as a bearer "
         "token"));
   }
-  NewSession session{
-      .id = Uuid::Random(), .token = FP_TRY(NewToken()), .max_age = policy_.absolute_timeout};
+  NewSession session{.id = ds_.random().NewUuid(),
+                     .token = NewToken(ds_.random()),
+                     .max_age = policy_.absolute_timeout};
   FP_CHECK_OK(db::SessionCreate(ds_, session.id, session.token, std::nullopt, rq.actor.token_id,
                                 db::EffectOfNoContent(rq)));
   return session;

@@ -73,7 +73,7 @@ TEST(LoginThrottle, OneSourceTryingManyUsersWaitsAfterTwentyFailures) {
 }
 
 TEST(Passwords, AreStoredAsArgon2idAndOnlyTheRightOneMatches) {
-  auto hash = HashPassword("correct horse battery staple");
+  auto hash = HashPassword("correct horse battery staple", MachineRandom());
   ASSERT_TRUE(hash) << hash.error().message();
   EXPECT_EQ(hash->rfind("$argon2id$v=19$m=19456,t=2,p=1$", 0), 0u) << *hash;
   EXPECT_EQ(hash->find("correct horse"), std::string::npos);
@@ -81,7 +81,7 @@ TEST(Passwords, AreStoredAsArgon2idAndOnlyTheRightOneMatches) {
   EXPECT_FALSE(PasswordMatches("correct horse battery stapl", *hash));
   EXPECT_FALSE(PasswordMatches("correct horse battery staple", "$argon2i$v=19$m=8,t=1,p=1$x$y"));
   // Two hashes of one password differ (each has its own salt).
-  EXPECT_NE(*HashPassword("correct horse battery staple"), *hash);
+  EXPECT_NE(*HashPassword("correct horse battery staple", MachineRandom()), *hash);
   EXPECT_FALSE(CheckNewPassword("short", "value"));
   EXPECT_FALSE(CheckNewPassword(std::string(513, 'x'), "value"));
   EXPECT_TRUE(CheckNewPassword("eight ch", "value"));

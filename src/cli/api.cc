@@ -11,8 +11,6 @@ namespace fp::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 bool Unreserved(unsigned char c) {
   return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
 }
@@ -124,30 +122,29 @@ CliResult<HttpReply> Api::Send(const std::string& method, const std::string& tar
   std::vector<std::pair<std::string, std::string>> headers = {
       {"Authorization", "Bearer " + options_.token}, {"api-version", kApiVersion}};
   if (mutating && with_key) headers.emplace_back("Idempotency-Key", options_.idempotency_key);
-  std::mt19937 jitter(std::random_device{}());
   for (int attempt = 0;; ++attempt) {
     HttpReply reply = FP_TRY(transport_.Send(method, target, body, headers));
     if (reply.status < 400) return reply;
     const bool transient = reply.status == 429 || (reply.status >= 500 && reply.status != 501);
     if (!mutating && transient && attempt < 3) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
+      clock_.SleepFor(std::chrono::milliseconds(200 << attempt));
       continue;
     }
     if (mutating && reply.status == 503 && options_.retry_until) {
       // The same key: if the first attempt did take effect, the retry gets its outcome. The
       // last try is at the deadline; after it, the wait has timed out (exit 5).
-      const auto now = Clock::now();
+      const MonoTime now = clock_.Monotonic();
       if (now >= *options_.retry_until) {
         return Fail(Failure{Exit::kWaitTimeout,
                             "still refused at the --wait-timeout: " + DescribeErrorAnswer(reply),
                             reply.status});
       }
-      auto wait = std::min<Clock::duration>(
+      auto wait = std::min<MonoDuration>(
           std::chrono::milliseconds(std::min(RetryAfterSeconds(reply), 10) * 1000 +
-                                    std::uniform_int_distribution<int>(0, 250)(jitter)),
+                                    static_cast<int64_t>(random_.Below(251))),
           *options_.retry_until - now);
       if (options_.on_retry) options_.on_retry(DescribeErrorAnswer(reply));
-      std::this_thread::sleep_for(wait);
+      clock_.SleepFor(wait);
       continue;
     }
     return Fail(Failure{Exit::kApiError, DescribeErrorAnswer(reply), reply.status});

@@ -14,6 +14,8 @@
 
 #include "cli/failure.h"
 #include "cli/transport.h"
+#include "common/clock.h"
+#include "common/random.h"
 
 namespace fp::cli {
 
@@ -28,15 +30,16 @@ struct ApiOptions {
   std::string idempotency_key;
   // When set, a 503 with Retry-After is retried (with the same key) until this deadline;
   // otherwise it is the command's error.
-  std::optional<std::chrono::steady_clock::time_point> retry_until;
+  std::optional<MonoTime> retry_until;
   // Called before each such retry with the server's message (progress on stderr).
   std::function<void(const std::string&)> on_retry;
 };
 
 class Api {
  public:
-  Api(Transport& transport, ApiOptions options)
-      : transport_(transport), options_(std::move(options)) {}
+  // `clock` and `random` (retry waits and their jitter) must outlive it.
+  Api(Transport& transport, ApiOptions options, const Clock& clock, Random& random)
+      : transport_(transport), options_(std::move(options)), clock_(clock), random_(random) {}
 
   // GET; the answer's JSON. A 429 or 5xx is retried up to 3 times with backoff.
   CliResult<nlohmann::json> Get(const std::string& path, const Query& query = {});
@@ -64,6 +67,8 @@ class Api {
 
   Transport& transport_;
   ApiOptions options_;
+  const Clock& clock_;
+  Random& random_;
 };
 
 // `value` with its %XX escapes decoded.

@@ -122,12 +122,13 @@ CliResult<Target> Session::target() { return ResolveTarget(globals_); }
 
 const std::string& Session::idempotency_key() {
   if (key_.empty()) {
-    key_ = globals_.idempotency_key.empty() ? Uuid::Random().ToString() : globals_.idempotency_key;
+    key_ =
+        globals_.idempotency_key.empty() ? random_.NewUuid().ToString() : globals_.idempotency_key;
   }
   return key_;
 }
 
-CliResult<Api*> Session::api(std::optional<std::chrono::steady_clock::time_point> retry_until) {
+CliResult<Api*> Session::api(std::optional<MonoTime> retry_until) {
   if (!api_) {
     Target t = FP_TRY(target());
     TransportOptions options;
@@ -145,7 +146,7 @@ CliResult<Api*> Session::api(std::optional<std::chrono::steady_clock::time_point
     api_options.on_retry = [this](const std::string& why) {
       Note(fmt::format("retrying: {}", why));
     };
-    api_ = std::make_unique<Api>(*transport_, std::move(api_options));
+    api_ = std::make_unique<Api>(*transport_, std::move(api_options), clock_, random_);
   }
   return api_.get();
 }
@@ -154,7 +155,8 @@ void Session::Note(const std::string& line) const {
   if (!globals_.quiet) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-Commands::Commands(CLI::App& app) : app_(app) {
+Commands::Commands(CLI::App& app, const Clock& clock, Random& random)
+    : clock_(clock), random_(random), app_(app) {
   auto* g = &globals_;
   const char* kGroup = "Client options";
   app.add_option("--profile", g->profile, "Configuration profile to use for commands")
@@ -218,7 +220,7 @@ int Commands::Run() {
   signal(SIGPIPE, SIG_IGN);
   for (auto& [leaf, action] : leaves_) {
     if (!leaf->parsed()) continue;
-    Session session(globals_);
+    Session session(globals_, clock_, random_);
     if (auto warning = ConfigDir(globals_.config_dir).PermissionWarning()) {
       std::fprintf(stderr, "%s\n", warning->c_str());
     }

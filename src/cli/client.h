@@ -51,13 +51,17 @@ struct Target {
 // What a running command has: its options, output format and (on first use) the API.
 class Session {
  public:
-  explicit Session(Globals& globals) : globals_(globals) {}
+  // `clock` and `random` must outlive the session.
+  Session(Globals& globals, const Clock& clock, Random& random)
+      : globals_(globals), clock_(clock), random_(random) {}
+  const Clock& clock() const { return clock_; }
+  Random& random() const { return random_; }
   const Globals& globals() const { return globals_; }
   // The output format from --format, FLOATPLANE_FORMAT or config.toml (in that order).
   CliResult<OutputFormat> format();
   // The API at the resolved target (credentials errors: exit 3). `retry_until`: retry 503s
   // with Retry-After until then (--wait).
-  CliResult<Api*> api(std::optional<std::chrono::steady_clock::time_point> retry_until = {});
+  CliResult<Api*> api(std::optional<MonoTime> retry_until = {});
   // The target alone (auth status, env).
   CliResult<Target> target();
   // A line for humans on stderr (unless --quiet): confirmations, progress.
@@ -66,6 +70,8 @@ class Session {
 
  private:
   Globals& globals_;
+  const Clock& clock_;
+  Random& random_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Api> api_;
   std::string key_;
@@ -76,8 +82,10 @@ using Action = std::function<CliStatus(Session&)>;
 // The command tree's leaves and what each runs.
 class Commands {
  public:
-  // Adds the client's commands and global options to `app`.
-  explicit Commands(CLI::App& app);
+  // Adds the client's commands and global options to `app`. Commands read time and draw
+  // random values (idempotency keys, retry jitter) from `clock` and `random`, which must
+  // outlive this.
+  Commands(CLI::App& app, const Clock& clock, Random& random);
   // Whether a client command was given (after parsing).
   bool Parsed() const;
   // Runs it; returns the process's exit status (errors printed on stderr).
@@ -101,6 +109,8 @@ class Commands {
   }
 
  private:
+  const Clock& clock_;
+  Random& random_;
   std::vector<std::shared_ptr<void>> storage_;
   CLI::App& app_;
   Globals globals_;

@@ -13,9 +13,7 @@
 
 namespace fp::cli {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-}
+namespace {}
 
 void AddSelector(CLI::App* app, Selector& s, const std::string& flag, const std::string& what,
                  bool scoped) {
@@ -304,24 +302,25 @@ CliResult<std::chrono::milliseconds> ParseDuration(const std::string& flag,
       UsageError(fmt::format("{} \"{}\": expected a duration such as 90s, 5m or 1h", flag, text)));
 }
 
-CliResult<std::optional<Clock::time_point>> Deadline(const WaitFlags& w) {
+CliResult<std::optional<MonoTime>> Deadline(const Clock& clock, const WaitFlags& w) {
   auto d = FP_TRY(ParseDuration("--wait-timeout", w.timeout));
-  if (!w.wait) return std::optional<Clock::time_point>();
-  return std::optional<Clock::time_point>(Clock::now() + d);
+  if (!w.wait) return std::optional<MonoTime>();
+  return std::optional<MonoTime>(clock.Deadline(d));
 }
 
 CliStatus WaitFor(Session& s, const std::string& what, const std::string& target_state,
-                  const std::string& path, const Query& query, Clock::time_point deadline,
+                  const std::string& path, const Query& query, MonoTime deadline,
                   const std::function<std::string(const nlohmann::json&)>& state_of, bool gone_ok) {
   Api* api = FP_TRY(s.api());
   const bool tty = isatty(STDERR_FILENO) == 1;
   const bool quiet = s.globals().quiet;
-  const auto start = Clock::now();
+  const Clock& clock = s.clock();
+  const MonoTime start = clock.Monotonic();
   std::string last;
   auto show = [&](const std::string& state, bool final_line) {
     if (quiet) return;
     const auto secs =
-        std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count();
+        std::chrono::duration_cast<std::chrono::seconds>(clock.Monotonic() - start).count();
     std::string line =
         fmt::format("Waiting for {} to be {} ... {} ({}s)", what, target_state, state, secs);
     if (tty) {
@@ -353,13 +352,13 @@ CliStatus WaitFor(Session& s, const std::string& what, const std::string& target
     }
     show(state, false);
     last = state;
-    if (Clock::now() >= deadline) {
+    if (clock.Monotonic() >= deadline) {
       if (tty && !quiet) std::fprintf(stderr, "\n");
       return Fail(
           Failure{Exit::kWaitTimeout, fmt::format("{} is still {} after the --wait-timeout; not {}",
                                                   what, state, target_state)});
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    clock.SleepFor(std::chrono::milliseconds(250));
   }
 }
 

@@ -136,15 +136,14 @@ void AddWaitFlags(CLI::App* app, WaitFlags& w);
 CliResult<std::chrono::milliseconds> ParseDuration(const std::string& flag,
                                                    const std::string& text);
 // The deadline of a --wait, or none without --wait.
-CliResult<std::optional<std::chrono::steady_clock::time_point>> Deadline(const WaitFlags& w);
+CliResult<std::optional<MonoTime>> Deadline(const Clock& clock, const WaitFlags& w);
 
 // Polls GET `path` (with `query`) until `done(view)` says so, printing progress on stderr: on a
 // terminal one line updated in place, otherwise one line per state change. `what` names it
 // ("instance db1"); `state_of` reads the state shown. Exit 5 naming the last state seen when
 // the deadline passes; `gone_ok`: a 404 ends the wait successfully (a delete).
 CliStatus WaitFor(Session& s, const std::string& what, const std::string& target_state,
-                  const std::string& path, const Query& query,
-                  std::chrono::steady_clock::time_point deadline,
+                  const std::string& path, const Query& query, MonoTime deadline,
                   const std::function<std::string(const nlohmann::json&)>& state_of,
                   bool gone_ok = false);
 

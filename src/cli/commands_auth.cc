@@ -52,8 +52,9 @@ std::string StatusOf(const Failure& f) {
   return "Server responded with an error message: " + message;
 }
 
-CliResult<nlohmann::json> CurrentUser(const Globals& g, const std::string& host,
+CliResult<nlohmann::json> CurrentUser(Session& s, const std::string& host,
                                       const std::string& token) {
+  const Globals& g = s.globals();
   TransportOptions options;
   options.base_url = host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_s * 1000));
@@ -62,7 +63,7 @@ CliResult<nlohmann::json> CurrentUser(const Globals& g, const std::string& host,
   options.resolve = g.resolve;
   options.debug = g.debug;
   Transport transport(options);
-  Api api(transport, ApiOptions{token, "", std::nullopt, nullptr});
+  Api api(transport, ApiOptions{token, "", std::nullopt, nullptr}, s.clock(), s.random());
   nlohmann::json me = FP_TRY(api.Get("/v1/me"));
   if (!me.is_object())
     return Fail(Failure{Exit::kApiError, host + ": GET /v1/me did not answer a user"});
@@ -89,7 +90,7 @@ void AddAuthCommands(Commands& c) {
                std::string token = FP_TRY(ReadSecret(login->token_file, login->token_stdin,
                                                      "--token-file", "--token-stdin", "token"));
                if (token.empty()) return Fail(CredentialsError("the token is empty"));
-               nlohmann::json me = FP_TRY(CurrentUser(s.globals(), host, token));
+               nlohmann::json me = FP_TRY(CurrentUser(s, host, token));
                ConfigDir dir(s.globals().config_dir);
                std::vector<Profile> profiles = FP_TRY(dir.Profiles());
                std::string name = s.globals().profile;
@@ -129,14 +130,14 @@ void AddAuthCommands(Commands& c) {
                   const char* env_host = std::getenv("OXIDE_HOST");
                   const char* env_token = std::getenv("OXIDE_TOKEN");
                   if (env_host && env_token && *env_host && *env_token) {
-                    auto me = CurrentUser(s.globals(), env_host, env_token);
+                    auto me = CurrentUser(s, env_host, env_token);
                     Out(me ? fmt::format("Logged in to {} as {}\n", env_host, me->value("id", ""))
                            : fmt::format("{}: {}\n", env_host, StatusOf(me.error())));
                     return {};
                   }
                   ConfigDir dir(s.globals().config_dir);
                   for (const Profile& p : FP_TRY(dir.Profiles())) {
-                    auto me = CurrentUser(s.globals(), p.host, p.token);
+                    auto me = CurrentUser(s, p.host, p.token);
                     Out(fmt::format("Profile \"{}\" ({}) status: {}\n", p.name, p.host,
                                     me ? "Authenticated" : StatusOf(me.error())));
                   }

@@ -168,7 +168,7 @@ void AddFloatingIpCommands(Commands& c) {
           if (attach->allow_reassociation) b["allow_reassociation"] = true;
           return b;
         }));
-        auto deadline = FP_TRY(Deadline(attach->wait));
+        auto deadline = FP_TRY(Deadline(s.clock(), attach->wait));
         FP_CHECK_OK(CheckFloatingIpColumns(s));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json fip =
@@ -200,7 +200,7 @@ void AddFloatingIpCommands(Commands& c) {
                 "floatplane floating-ip detach --project web --floating-ip www",
                 [detach](Session& s) -> CliStatus {
                   auto [segment, query] = FP_TRY(Resolve(detach->sel, "floating-ip", true));
-                  auto deadline = FP_TRY(Deadline(detach->wait));
+                  auto deadline = FP_TRY(Deadline(s.clock(), detach->wait));
                   FP_CHECK_OK(CheckFloatingIpColumns(s));
                   Api* api = FP_TRY(s.api(deadline));
                   nlohmann::json fip = FP_TRY(api->Mutate(

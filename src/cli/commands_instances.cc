@@ -98,7 +98,7 @@ void AddInstanceCommands(Commands& c) {
           if (create->no_snat) b["snat"] = false;
           return b;
         }));
-        auto deadline = FP_TRY(Deadline(create->wait));
+        auto deadline = FP_TRY(Deadline(s.clock(), create->wait));
         FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json instance =
@@ -167,7 +167,7 @@ void AddInstanceCommands(Commands& c) {
                   fmt::format("floatplane instance {} --project web --instance www-1 --wait", verb),
                   [action, v, t](Session& s) -> CliStatus {
                     auto [segment, query] = FP_TRY(Resolve(action->sel, "instance", true));
-                    auto deadline = FP_TRY(Deadline(action->wait));
+                    auto deadline = FP_TRY(Deadline(s.clock(), action->wait));
                     FP_CHECK_OK(CheckColumns(s, kInstanceFields));
                     Api* api = FP_TRY(s.api(deadline));
                     nlohmann::json instance = FP_TRY(
@@ -193,7 +193,7 @@ void AddInstanceCommands(Commands& c) {
       group, "delete", "Delete instance", "instance_delete",
       "floatplane instance delete --project web --instance www-1", [del](Session& s) -> CliStatus {
         auto [segment, query] = FP_TRY(Resolve(del->sel, "instance", true));
-        auto deadline = FP_TRY(Deadline(del->wait));
+        auto deadline = FP_TRY(Deadline(s.clock(), del->wait));
         Api* api = FP_TRY(s.api(deadline));
         FP_TRY(api->Mutate("DELETE", "/v1/instances/" + segment, nullptr, query));
         if (deadline) {
@@ -274,7 +274,7 @@ void AddInstanceCommands(Commands& c) {
         auto [segment, query] = FP_TRY(Resolve(wait->sel, "instance", true));
         auto timeout = FP_TRY(ParseDuration("--wait-timeout", wait->timeout));
         return WaitFor(s, "instance " + wait->sel.value, wait->state, "/v1/instances/" + segment,
-                       query, std::chrono::steady_clock::now() + timeout, RunState,
+                       query, s.clock().Deadline(timeout), RunState,
                        /*gone_ok=*/wait->state == "gone");
       });
   AddSelector(leaf, wait->sel, "instance", "instance", true);
@@ -352,7 +352,7 @@ void AddInstanceCommands(Commands& c) {
                  }
                  return b;
                }));
-               auto deadline = FP_TRY(Deadline(attach->wait));
+               auto deadline = FP_TRY(Deadline(s.clock(), attach->wait));
                FP_CHECK_OK(CheckColumns(s, kExternalIpFields));
                Api* api = FP_TRY(s.api(deadline));
                nlohmann::json ip = FP_TRY(api->Mutate(
@@ -386,7 +386,7 @@ void AddInstanceCommands(Commands& c) {
                auto [segment, query] = FP_TRY(Resolve(detach->sel, "instance", true));
                if (!detach->ip_version.empty())
                  query.emplace_back("ip_version", detach->ip_version);
-               auto deadline = FP_TRY(Deadline(detach->wait));
+               auto deadline = FP_TRY(Deadline(s.clock(), detach->wait));
                Api* api = FP_TRY(s.api(deadline));
                FP_TRY(api->Mutate("DELETE", "/v1/instances/" + segment + "/external-ips/ephemeral",
                                   nullptr, query));

@@ -105,7 +105,7 @@ void AddOperator(Commands& c, CLI::App* system) {
       instance, "migrate", "★ Move a running instance to another sled", "instance_migrate",
       "floatplane system instance migrate --instance ID --target-sled SLED-ID --wait",
       [migrate](Session& s) -> CliStatus {
-        auto deadline = FP_TRY(Deadline(migrate->wait));
+        auto deadline = FP_TRY(Deadline(s.clock(), migrate->wait));
         FP_CHECK_OK(CheckColumns(s, kInstanceFields));
         Api* api = FP_TRY(s.api(deadline));
         nlohmann::json answer = FP_TRY(
@@ -284,10 +284,7 @@ void AddAuditLog(Commands& c) {
         std::string start = list->start;
         if (start.empty()) {
           // The last day, by this machine's clock.
-          start = FormatRfc3339(std::chrono::duration_cast<std::chrono::microseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count() -
-                                int64_t{86400} * 1000000);
+          start = FormatRfc3339(s.clock().Now() - int64_t{86400} * 1000000);
         }
         for (auto [flag, value] :
              {std::pair{"--start-time", &start}, std::pair{"--end-time", &list->end}}) {

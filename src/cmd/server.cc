@@ -128,11 +128,14 @@ void LogRecovery(const fp::saga::RecoveryEvent& e) {
 }
 
 // Opens the datastore `database` names, migrating it. Errors name the --database setting.
+// The composition root's choice of time and randomness (the machine's) starts here: every part
+// of the server reads them from the datastore (clock(), random()).
 Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database) {
   auto clock = std::make_shared<fp::SystemClock>();
+  auto random = std::make_shared<fp::SystemRandom>();
   auto opened = database.engine == DatabaseEngine::kSqlite
-                    ? fp::db::Datastore::OpenSqlite(database.target, clock)
-                    : fp::db::Datastore::OpenPostgres(database.target, clock);
+                    ? fp::db::Datastore::OpenSqlite(database.target, clock, random)
+                    : fp::db::Datastore::OpenPostgres(database.target, clock, random);
   if (!opened) {
     return Fail(Error(opened.error().kind(),
                       fmt::format("cannot open the database {} (--database): {}",
@@ -381,7 +384,8 @@ int RunServer(const ServerFlags& flags) {
   fp::saga::ActionRegistry registry;
   fp::app::RegisterSagaActions(registry, deps);
   fp::db::DatastoreSagaStore saga_store(**datastore);
-  fp::saga::SagaExecutor executor(saga_store, registry, *coordinator_id);
+  fp::saga::SagaExecutor executor(saga_store, registry, *coordinator_id, (*datastore)->clock(),
+                                  (*datastore)->random());
   if (flags.enable_test_faults) {
     executor.SetFaultPlanForTest(TestFaultsFromEnvironment());
     // A slow disk: each sync of the log first waits this long, so commits stay written but
@@ -458,6 +462,8 @@ int RunServer(const ServerFlags& flags) {
 
   fp::http::HttpServerOptions options;
   options.host = address->host;
+  options.clock = &(*datastore)->clock();
+  options.random = &(*datastore)->random();
   options.port = address->port;
   options.max_connections = flags.max_connections;
   options.max_connections_per_client = flags.max_connections_per_client;
@@ -475,8 +481,19 @@ int RunServer(const ServerFlags& flags) {
       **datastore, fp::app::SessionPolicy{
                        .idle_timeout = std::chrono::seconds(flags.session_idle_timeout_s),
                        .absolute_timeout = std::chrono::seconds(flags.session_absolute_timeout_s)});
-  fp::api::Services services{silos,      projects, ip_pools,    floating_ips, tokens, users,
-                             &instances, &sleds,   idempotency, audit,        sagas,  store_stats};
+  fp::api::Services services{silos,
+                             projects,
+                             ip_pools,
+                             floating_ips,
+                             tokens,
+                             users,
+                             &instances,
+                             &sleds,
+                             idempotency,
+                             audit,
+                             sagas,
+                             store_stats,
+                             (*datastore)->clock()};
   ServerMetricsSources metrics_sources{executor, nat, watcher, **datastore, fp::app::SagaNames()};
   auto server = fp::http::HttpServer::Start(
       options, fp::api::WithConsole(fp::api::MakeApiHandler(

@@ -18,12 +18,14 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   if (!flags.agent_secret_file.empty()) {
     out.secret = FP_TRY(fp::agents::AgentSecret::ReadFile(flags.agent_secret_file));
   } else if (flags.switch_agents.empty() || flags.sled_agents.empty()) {
-    out.secret = fp::agents::AgentSecret::Random();
+    out.secret = fp::agents::AgentSecret::Generate(ds.random());
   }
   std::vector<std::string> switch_urls = flags.switch_agents;
   if (switch_urls.empty()) {
     for (int i = 0; i < 2; ++i) {
       fp::agents::sim::SimOptions options;
+      options.clock = &ds.clock();
+      options.random = &ds.random();
       options.test_faults = flags.enable_test_faults;
       options.secret = out.secret;
       out.switch_sims.push_back(FP_TRY(fp::agents::sim::SwitchAgentSim::Start(options)));
@@ -38,6 +40,8 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   if (sled_urls.empty()) {
     for (int i = 0; i < 2; ++i) {
       fp::agents::sim::SimOptions options;
+      options.clock = &ds.clock();
+      options.random = &ds.random();
       options.start_delay = std::chrono::milliseconds(100);
       options.stop_delay = std::chrono::milliseconds(100);
       options.serial = fmt::format("dev-sled-{}", i);

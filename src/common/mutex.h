@@ -10,7 +10,6 @@
 // variables too). A predicate given to a wait runs with the mutex held, which the analysis
 // cannot see through the library's template: such lambdas say FP_REQUIRES(mu_) themselves.
 
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -36,6 +35,10 @@
 #define FP_NO_THREAD_SAFETY_ANALYSIS FP_THREAD_ANNOTATION_(no_thread_safety_analysis)
 
 namespace fp {
+
+namespace testing {
+class ManualClock;
+}  // namespace testing
 
 class FP_CAPABILITY("mutex") Mutex {
  public:
@@ -70,28 +73,11 @@ class FP_SCOPED_CAPABILITY MutexLock {
   void Wait(std::condition_variable& cv, Predicate done) {
     cv.wait(lock_, std::move(done));
   }
-  template <typename Clock, typename Duration>
-  std::cv_status WaitUntil(std::condition_variable& cv,
-                           const std::chrono::time_point<Clock, Duration>& deadline) {
-    return cv.wait_until(lock_, deadline);
-  }
-  template <typename Clock, typename Duration, typename Predicate>
-  bool WaitUntil(std::condition_variable& cv,
-                 const std::chrono::time_point<Clock, Duration>& deadline, Predicate done) {
-    return cv.wait_until(lock_, deadline, std::move(done));
-  }
-  template <typename Rep, typename Period>
-  std::cv_status WaitFor(std::condition_variable& cv,
-                         const std::chrono::duration<Rep, Period>& timeout) {
-    return cv.wait_for(lock_, timeout);
-  }
-  template <typename Rep, typename Period, typename Predicate>
-  bool WaitFor(std::condition_variable& cv, const std::chrono::duration<Rep, Period>& timeout,
-               Predicate done) {
-    return cv.wait_for(lock_, timeout, std::move(done));
-  }
 
  private:
+  // Timed waits go through a Clock (common/clock.h), so that tests and the simulation move time.
+  friend class SystemClock;
+  friend class testing::ManualClock;
   std::unique_lock<std::mutex> lock_;
 };
 

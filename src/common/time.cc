@@ -6,12 +6,6 @@
 
 namespace fp {
 
-Timestamp SystemClock::Now() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string FormatRfc3339(Timestamp t) {
   time_t secs = static_cast<time_t>(t / 1000000);
   int64_t micros = t % 1000000;

@@ -35,24 +35,36 @@ uint64_t JitterBelow(uint64_t bound) {
   return (z ^ (z >> 31)) % bound;
 }
 
-Uuid Uuid::Random() {
+Uuid Uuid::FromBytesV4(std::array<uint8_t, 16> bytes) {
   Uuid u;
-  RandomBytes(u.bytes_.data(), u.bytes_.size());
+  u.bytes_ = bytes;
   u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x40);
   u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
   return u;
+}
+
+Uuid Uuid::FromBytesV7(uint64_t unix_ms, std::array<uint8_t, 16> bytes) {
+  Uuid u;
+  u.bytes_ = bytes;
+  for (size_t i = 0; i < 6; ++i) u.bytes_[i] = static_cast<uint8_t>(unix_ms >> (8 * (5 - i)));
+  u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x70);
+  u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
+  return u;
+}
+
+Uuid Uuid::Random() {
+  std::array<uint8_t, 16> b;
+  RandomBytes(b.data(), b.size());
+  return FromBytesV4(b);
 }
 
 Uuid Uuid::TimeOrdered() {
   using namespace std::chrono;
   const auto ms = static_cast<uint64_t>(
       duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
-  Uuid u;
-  RandomBytes(u.bytes_.data() + 6, u.bytes_.size() - 6);
-  for (size_t i = 0; i < 6; ++i) u.bytes_[i] = static_cast<uint8_t>(ms >> (8 * (5 - i)));
-  u.bytes_[6] = static_cast<uint8_t>((u.bytes_[6] & 0x0f) | 0x70);
-  u.bytes_[8] = static_cast<uint8_t>((u.bytes_[8] & 0x3f) | 0x80);
-  return u;
+  std::array<uint8_t, 16> b;
+  RandomBytes(b.data() + 6, b.size() - 6);
+  return FromBytesV7(ms, b);
 }
 
 namespace {

@@ -30,26 +30,30 @@ Result<IpAddr> IpColumn(const Row& row, size_t i) {
   return *ip;
 }
 
-Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock)
-    : path_(std::move(path)), clock_(std::move(clock)) {}
+Datastore::Datastore(std::string path, std::shared_ptr<const Clock> clock,
+                     std::shared_ptr<Random> random)
+    : path_(std::move(path)), clock_(std::move(clock)), random_(std::move(random)) {}
 
 Datastore::~Datastore() = default;
 
 Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path,
-                                                         std::shared_ptr<const Clock> clock) {
-  std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock)));
+                                                         std::shared_ptr<const Clock> clock,
+                                                         std::shared_ptr<Random> random) {
+  std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock), std::move(random)));
   ds->engine_ = FP_TRY(sqlite::SqliteEngine::Open(
-      path, ds->sync_points_, [](sqlite::SqliteConnection& conn) { return MigrateSchema(conn); }));
+      path, ds->sync_points_, *ds->clock_, *ds->random_,
+      [](sqlite::SqliteConnection& conn) { return MigrateSchema(conn); }));
   return ds;
 }
 
 Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& url,
                                                            std::shared_ptr<const Clock> clock,
+                                                           std::shared_ptr<Random> random,
                                                            PostgresOptions options) {
   // Not the URL: it may carry a password, and path_ is only for messages.
-  std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock)));
+  std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock), std::move(random)));
   ds->engine_ = FP_TRY(postgres::PgEngine::Open(
-      url, options, ds->sync_points_,
+      url, options, ds->sync_points_, *ds->clock_, *ds->random_,
       [](postgres::PgConnection& conn) { return MigratePostgresSchema(conn); }));
   return ds;
 }
@@ -73,7 +77,7 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
   std::vector<std::function<void(bool)>> hooks;
   Status done = engine_->Write([&](Connection& conn) -> Status {
     hooks.clear();
-    Tx tx(conn, clock_->Now(), &hooks);
+    Tx tx(conn, clock_->Now(), *random_, &hooks);
     return body(tx);
   });
   for (auto& hook : hooks) hook(static_cast<bool>(done));
@@ -91,7 +95,7 @@ Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& b
   int64_t seen = 0;
   Status result = engine_->Read(
       [&](Connection& conn) {
-        Tx tx(conn, clock_->Now());
+        Tx tx(conn, clock_->Now(), *random_);
         return body(tx);
       },
       seen);

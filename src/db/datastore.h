@@ -11,9 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/name.h"
+#include "common/random.h"
 #include "common/time.h"
 #include "db/connection.h"
 #include "db/engine.h"
@@ -32,12 +34,16 @@ using namespace ::fp::model;  // NOLINT(google-build-using-namespace)
 class Tx : public saga::StoreTx {
  public:
   // `outcome_hooks`: where OnOutcome keeps its calls (null in a read: OnOutcome is then unused).
-  Tx(Connection& conn, Timestamp now,
+  Tx(Connection& conn, Timestamp now, Random& random,
      std::vector<std::function<void(bool committed)>>* outcome_hooks = nullptr)
-      : conn_(conn), now_(now), outcome_hooks_(outcome_hooks) {}
+      : conn_(conn), now_(now), random_(random), outcome_hooks_(outcome_hooks) {}
 
   // The transaction's timestamp: every row it writes carries the same time.
   Timestamp now() const { return now_; }
+  // A fresh id for a row this transaction creates, from the datastore's Random.
+  Uuid NewId() { return random_.NewUuid(); }
+  // A fresh time-ordered id (Uuid::TimeOrdered) at the transaction's time.
+  Uuid NewTimeOrderedId() { return random_.NewTimeOrderedUuid(now_); }
   // The transaction runs on PostgreSQL, where an operation that would take several statements
   // (each a round trip to the server) has a one-statement form.
   bool postgres() const { return conn_.dialect() == Dialect::kPostgres; }
@@ -97,6 +103,7 @@ class Tx : public saga::StoreTx {
  private:
   Connection& conn_;
   Timestamp now_;
+  Random& random_;
   std::vector<std::function<void(bool committed)>>* outcome_hooks_;
 };
 
@@ -177,14 +184,18 @@ class DeferredDurability {
 class Datastore {
  public:
   // Opens (creating and migrating as needed) the SQLite database at `path`.
+  // `clock` and `random` are the time and randomness of every part that uses this datastore
+  // (clock(), random()): the machine's in the server, a test's or the simulation's otherwise.
   static Result<std::unique_ptr<Datastore>> OpenSqlite(const std::string& path,
-                                                       std::shared_ptr<const Clock> clock);
+                                                       std::shared_ptr<const Clock> clock,
+                                                       std::shared_ptr<Random> random);
 
   // Opens a PostgreSQL database by libpq connection URL or keyword string (multi-host with
   // target_session_attrs=read-write included), migrating its schema under a lock so that
   // servers starting together do not race. Errors: Unavailable when no server answers.
   static Result<std::unique_ptr<Datastore>> OpenPostgres(const std::string& url,
                                                          std::shared_ptr<const Clock> clock,
+                                                         std::shared_ptr<Random> random,
                                                          PostgresOptions options = {});
   ~Datastore();
 
@@ -288,10 +299,11 @@ class Datastore {
   void SyncPoint(std::string_view name) { sync_points_.Pass(name); }
 
   const Clock& clock() const { return *clock_; }
+  Random& random() const { return *random_; }
 
  private:
   friend class DeferredDurability;  // its end waits on the engine
-  Datastore(std::string path, std::shared_ptr<const Clock> clock);
+  Datastore(std::string path, std::shared_ptr<const Clock> clock, std::shared_ptr<Random> random);
   // A read that waits for durability does so before it returns, or leaves it to `deferred`.
   Status RunTransaction(bool write, const std::function<Status(Tx&)>& body,
                         bool wait_durable = true, DeferredDurability* deferred = nullptr);
@@ -316,6 +328,7 @@ class Datastore {
 
   std::string path_;
   std::shared_ptr<const Clock> clock_;
+  std::shared_ptr<Random> random_;
   SyncPoints sync_points_;
   std::atomic<int64_t> refused_writes_{0};
   std::atomic<int64_t> failed_writes_{0};

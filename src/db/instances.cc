@@ -255,7 +255,7 @@ Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
       prefix = FP_TRY(IpColumn(*vpc, 2));
     } else {
       int64_t vni = FP_TRY(CounterNextIn(tx, "vni", 1024));
-      vpc_id = Uuid::Random();
+      vpc_id = tx.NewId();
       prefix = IpAddr(IpVersion::kV6,
                       (uint128{0xfd00u} << 112) | (uint128(static_cast<uint64_t>(vni)) << 64));
       FP_TRY(tx.Exec(

@@ -120,7 +120,7 @@ TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
       MutexLock lock(mu);
       ++probed;
       both.notify_all();
-      lock.WaitFor(both, std::chrono::seconds(5), [&] { return probed == 2; });
+      MachineClock().WaitFor(lock, both, std::chrono::seconds(5), [&] { return probed == 2; });
     });
     auto adopt = [&](const std::string& sec, std::vector<saga::OwnedSaga>& out) {
       auto got = SagaAdoptExpired(*ds, sec, 0, 100);

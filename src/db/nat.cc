@@ -63,7 +63,7 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
   NatEntry row;
   // Time-ordered: the id's unique index grows at its end, so the entries a group commit adds
   // share its last page instead of dirtying a random leaf each.
-  row.id = Uuid::TimeOrdered();
+  row.id = tx.NewTimeOrderedId();
   row.external_ip = e.ip;
   row.first_port = e.first_port;
   row.last_port = e.last_port;

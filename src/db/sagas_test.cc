@@ -71,7 +71,7 @@ class DatastoreSagaTest : public ::testing::Test {
   TempDatastore ds;
   DatastoreSagaStore store{*ds};
   saga::ActionRegistry registry;
-  saga::SagaExecutor exec{store, registry, "sec-test"};
+  saga::SagaExecutor exec{store, registry, "sec-test", ds->clock(), ds->random()};
 };
 
 // The saga row commits with the first database node, and each node's row with its event: one

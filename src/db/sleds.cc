@@ -35,7 +35,7 @@ Result<Sled> SledUpsert(Datastore& ds, const std::optional<std::string>& said,
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (serial) DO UPDATE SET agent_url = "
         "excluded.agent_url, "
         "underlay_address = excluded.underlay_address, time_modified = excluded.time_modified",
-        Uuid::Random(), serial, agent_url, underlay, tx.now(), tx.now()));
+        tx.NewId(), serial, agent_url, underlay, tx.now(), tx.now()));
     auto row = FP_TRY(
         tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.serial = ?", kSledColumns), serial));
     return SledFromRow(*row);

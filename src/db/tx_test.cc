@@ -36,7 +36,8 @@ class RecordingConnection final : public Connection {
 TEST(Tx, ExecIsOneStatementOnTheConnectionAndReturnsItsChanges) {
   RecordingConnection conn;
   conn.changes = 3;
-  Tx tx(conn, 42);
+  SeededRandom random(1);
+  Tx tx(conn, 42, random);
   Uuid id = Uuid::Random();
   auto changed = tx.Exec("UPDATE t SET a = ? WHERE id = ? AND b = ?", true, id, nullptr);
   ASSERT_TRUE(changed);
@@ -53,7 +54,8 @@ TEST(Tx, ExecIsOneStatementOnTheConnectionAndReturnsItsChanges) {
 TEST(Tx, QueryRowIsTheFirstRowOfOneQuery) {
   RecordingConnection conn;
   conn.rows = {Row({SqlValue(int64_t{7})}), Row({SqlValue(int64_t{8})})};
-  Tx tx(conn, 0);
+  SeededRandom random(1);
+  Tx tx(conn, 0, random);
   auto row = tx.QueryRow("SELECT v FROM t WHERE ip = ?", *IpAddr::Parse("10.0.0.1"));
   ASSERT_TRUE(row);
   ASSERT_TRUE(row->has_value());

@@ -25,8 +25,6 @@ namespace fp::http {
 namespace beast = boost::beast;
 namespace beast_http = beast::http;
 
-using Clock = std::chrono::steady_clock;
-
 // Named, not anonymous: HttpClient::Impl holds these types.
 namespace client_impl {
 
@@ -81,13 +79,13 @@ struct Connection {
 bool IsStaleErrno(int e) { return e == EPIPE || e == ECONNRESET || e == ECONNABORTED; }
 
 // Connects to one address within the deadline. The socket's descriptor, or -1 with errno set.
-int ConnectOne(const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+int ConnectOne(const Clock& clock, const sockaddr* addr, socklen_t len, MonoTime deadline) {
   int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (::connect(fd, addr, len) != 0) {
     int err = errno;
     if (err == EINPROGRESS) {
-      if (!socket_io::WaitReady(fd, POLLOUT, deadline)) {
+      if (!socket_io::WaitReady(clock, fd, POLLOUT, deadline)) {
         err = errno;
       } else {
         socklen_t err_len = sizeof err;
@@ -121,6 +119,7 @@ struct HttpClient::Impl {
   std::chrono::milliseconds timeout;
   std::string authorization;
   Result<PeerAddress> address;
+  const Clock& clock;
 
   Mutex mu;
   std::vector<std::unique_ptr<Connection>> idle FP_GUARDED_BY(mu);
@@ -128,13 +127,14 @@ struct HttpClient::Impl {
   bool abandoned FP_GUARDED_BY(mu) = false;
 
   Impl(std::string peer_name, std::string url, std::chrono::milliseconds call_timeout,
-       std::string authorization_header)
+       std::string authorization_header, const Clock& call_clock)
       : peer(std::move(peer_name)),
         base_url(std::move(url)),
         description(fmt::format("{} at {}", peer, base_url)),
         timeout(call_timeout),
         authorization(std::move(authorization_header)),
-        address(ParseBaseUrl(base_url, description)) {}
+        address(ParseBaseUrl(base_url, description)),
+        clock(call_clock) {}
 
   Error Abandoned() const {
     return Error::Unavailable(fmt::format("{}: the call was abandoned", description));
@@ -177,7 +177,7 @@ struct HttpClient::Impl {
     if (idle.size() < kMaxIdleConnections) idle.push_back(std::move(conn));
   }
 
-  Result<std::unique_ptr<Connection>> Connect(Clock::time_point deadline) {
+  Result<std::unique_ptr<Connection>> Connect(MonoTime deadline) {
     // A numeric address needs no resolver; a name is resolved by getaddrinfo, which the
     // deadline cannot cut short (see the header).
     addrinfo hints{};
@@ -191,7 +191,7 @@ struct HttpClient::Impl {
     auto conn = std::make_unique<Connection>();
     int err = ECONNREFUSED;
     for (addrinfo* a = found; a != nullptr && conn->fd < 0; a = a->ai_next) {
-      conn->fd = ConnectOne(a->ai_addr, a->ai_addrlen, deadline);
+      conn->fd = ConnectOne(clock, a->ai_addr, a->ai_addrlen, deadline);
       if (conn->fd < 0) err = errno;
     }
     ::freeaddrinfo(found);
@@ -201,10 +201,10 @@ struct HttpClient::Impl {
 
   // One request/answer exchange on `conn`. `stale` is set when a reused connection turned out
   // to be closed by the peer before it read the request.
-  Result<HttpAnswer> Exchange(Connection& conn, std::string_view request,
-                              Clock::time_point deadline, bool& stale, bool& keep_alive) {
+  Result<HttpAnswer> Exchange(Connection& conn, std::string_view request, MonoTime deadline,
+                              bool& stale, bool& keep_alive) {
     stale = false;
-    if (!socket_io::SendAll({.fd = conn.fd}, request, deadline)) {
+    if (!socket_io::SendAll(clock, {.fd = conn.fd}, request, deadline)) {
       int err = errno;
       stale = conn.reused && IsStaleErrno(err);
       return Fail(StepFailed("connection lost while sending the request", err));
@@ -212,7 +212,7 @@ struct HttpClient::Impl {
     beast_http::response_parser<beast_http::string_body> parser;
     parser.body_limit(kAnswerBodyLimit);
     beast::error_code ec;
-    switch (socket_io::ReadMessage({.fd = conn.fd}, conn.buffer, parser, deadline, ec)) {
+    switch (socket_io::ReadMessage(clock, {.fd = conn.fd}, conn.buffer, parser, deadline, ec)) {
       case socket_io::ReadOutcome::kMessage:
         break;
       case socket_io::ReadOutcome::kTimedOut:
@@ -230,9 +230,10 @@ struct HttpClient::Impl {
 };
 
 HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
-                       std::string authorization)
+                       std::string authorization, const Clock* clock)
     : impl_(std::make_unique<Impl>(std::move(peer), std::move(base_url), timeout,
-                                   std::move(authorization))) {}
+                                   std::move(authorization),
+                                   clock != nullptr ? *clock : MachineClock())) {}
 
 HttpClient::~HttpClient() = default;
 
@@ -253,7 +254,7 @@ Result<HttpAnswer> HttpClient::Call(
     const std::vector<std::pair<std::string, std::string>>& headers) {
   Impl& impl = *impl_;
   if (!impl.address) return Fail(impl.address.error());
-  auto deadline = Clock::now() + impl.timeout;
+  auto deadline = impl.clock.Deadline(impl.timeout);
 
   beast_http::verb verb = beast_http::string_to_verb(method);
   if (verb == beast_http::verb::unknown) {

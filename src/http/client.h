@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 
 namespace fp::http {
@@ -30,9 +31,10 @@ class HttpClient {
  public:
   // `peer` names the server in error messages ("switch agent"). Never fails: a malformed
   // `base_url` is reported by every Call. `authorization`, if not empty, is sent as the
-  // Authorization header of every call (never logged).
+  // Authorization header of every call (never logged). `clock`: whose time the timeout is
+  // measured in (unset: MachineClock); must outlive the client.
   HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
-             std::string authorization = {});
+             std::string authorization = {}, const Clock* clock = nullptr);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

@@ -62,10 +62,10 @@ std::string ClientKey(const sockaddr_storage& peer) {
 
 void EventServer::Loop() {
   epoll_event events[256];
-  TimePoint next_sweep = SteadyClock::now() + kSweepPeriod;
+  TimePoint next_sweep = clock_.Monotonic() + kSweepPeriod;
   while (!stopping_) {
     int n = ::epoll_wait(epoll_fd_, events, 256,
-                         buffered_.empty() ? socket_io::MillisLeft(next_sweep) : 0);
+                         buffered_.empty() ? socket_io::MillisLeft(clock_, next_sweep) : 0);
     if (n < 0 && errno != EINTR) {
       LogEvent("error", "epoll_wait failed; the server stops accepting",
                {{"error", std::strerror(errno)}});
@@ -86,9 +86,9 @@ void EventServer::Loop() {
       }
     }
     ReadBuffered();
-    if (SteadyClock::now() >= next_sweep) {
+    if (clock_.Monotonic() >= next_sweep) {
       Sweep();
-      next_sweep = SteadyClock::now() + kSweepPeriod;
+      next_sweep = clock_.Monotonic() + kSweepPeriod;
     }
   }
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
@@ -144,7 +144,7 @@ void EventServer::AcceptAll() {
       if (from_client == 0) per_client_.erase(client);
     }
     if (refusal) {
-      RefuseAndDrain(fd, ErrorWire(503, "ServiceUnavailable", *refusal));
+      RefuseAndDrain(fd, ErrorWire(random_, 503, "ServiceUnavailable", *refusal));
       continue;
     }
     // (The TLS handshake is read like a request, in OnReadable.)
@@ -156,17 +156,17 @@ void EventServer::AcceptAll() {
     if (options_.tls) conn->tls = options_.tls->NewSession(fd);
     conn->client = std::move(client);
     conn->address = PeerAddress(peer);
-    conn->NextRequest(options_);
+    conn->NextRequest(options_, clock_.Monotonic());
     Park(std::move(conn));
   }
 }
 
 void EventServer::RefuseAndDrain(int fd, std::string wire) {
-  Drain drain{.deadline = SteadyClock::now() + kDrainTime};
+  Drain drain{.deadline = clock_.Monotonic() + kDrainTime};
   if (options_.tls) {
     // A TLS client reads the answer only after its handshake, which may take it a while.
     drain.deadline =
-        SteadyClock::now() + std::max<TimePoint::duration>(kDrainTime, options_.request_timeout);
+        clock_.Monotonic() + std::max<TimePoint::duration>(kDrainTime, options_.request_timeout);
     drain.tls = options_.tls->NewSession(fd);
     drain.unsent = std::move(wire);
   } else {
@@ -277,7 +277,7 @@ void EventServer::OnReadable(uint64_t id) {
       Watch(c.fd, c.id, EPOLL_CTL_MOD);
     }
     c.buffer.commit(static_cast<size_t>(n));
-    if (!c.request_began) c.request_began = SteadyClock::now();
+    if (!c.request_began) c.request_began = clock_.Monotonic();
     if (socket_io::ParseBuffered(c.buffer, *c.parser, c.parse_error) != ParseOutcome::kNeedMore) {
       std::unique_ptr<Conn> conn = std::move(it->second);
       parked_.erase(it);
@@ -297,7 +297,7 @@ void EventServer::ReadBuffered() {
 }
 
 void EventServer::Sweep() {
-  TimePoint now = SteadyClock::now();
+  TimePoint now = clock_.Monotonic();
   for (auto it = parked_.begin(); it != parked_.end();) {
     Conn& c = *it->second;
     bool partial = c.HasPartialRequest();
@@ -311,7 +311,7 @@ void EventServer::Sweep() {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     if (partial) {
       ++request_timeouts_;
-      std::string wire = ErrorWire(408, "RequestTimeout",
+      std::string wire = ErrorWire(random_, 408, "RequestTimeout",
                                    fmt::format("the request did not arrive completely within {} ms",
                                                options_.request_timeout.count()));
       SendNow(c, wire);

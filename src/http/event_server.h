@@ -34,13 +34,12 @@ namespace beast_http = beast::http;
 
 using socket_io::ParseOutcome;
 using socket_io::ReadOutcome;
-using socket_io::SteadyClock;
-using TimePoint = SteadyClock::time_point;
+using TimePoint = MonoTime;
 using Parser = beast_http::request_parser<beast_http::string_body>;
 
 // A whole error response, for answers the event loop sends itself (before or instead of a
 // handler): a fresh request id, "Connection: close", and Retry-After for 503.
-std::string ErrorWire(int status, std::string_view code, std::string_view message);
+std::string ErrorWire(Random& random, int status, std::string_view code, std::string_view message);
 
 // A client connection. Owned by exactly one of: the event loop (waiting for a request), the
 // work queue, or a worker (its request being handled).
@@ -59,13 +58,13 @@ struct Conn {
   TimePoint queued_at;                     // when its complete request joined the queue
   bool answered_any = false;               // a first request must come within the request timeout
 
-  void NextRequest(const HttpServerOptions& options) {
+  void NextRequest(const HttpServerOptions& options, TimePoint now) {
     parser.emplace();
     parser->header_limit(static_cast<uint32_t>(options.header_limit));
     parser->body_limit(options.body_limit);
     parse_error = {};
     request_began.reset();
-    idle_since = SteadyClock::now();
+    idle_since = now;
   }
   bool HasPartialRequest() const { return buffer.size() > 0 || parser->got_some(); }
   socket_io::Stream stream() const { return {.fd = fd, .tls = tls}; }
@@ -92,7 +91,10 @@ constexpr int kMinWorkers = 4;
 class EventServer final : public HttpServer {
  public:
   EventServer(HttpServerOptions options, HttpHandler handler)
-      : options_(std::move(options)), handler_(std::move(handler)) {}
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? *options_.clock : MachineClock()),
+        random_(options_.random != nullptr ? *options_.random : MachineRandom()),
+        handler_(std::move(handler)) {}
 
   ~EventServer() override;
 
@@ -189,6 +191,8 @@ class EventServer final : public HttpServer {
                   const std::string& request_id, const HttpRequest* request = nullptr);
 
   HttpServerOptions options_;
+  const Clock& clock_;
+  Random& random_;
   HttpHandler handler_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;

@@ -25,8 +25,8 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
 
 // A whole error response, for answers the event loop sends itself (before or instead of a
 // handler): a fresh request id, "Connection: close", and Retry-After for 503.
-std::string ErrorWire(int status, std::string_view code, std::string_view message) {
-  std::string request_id = Uuid::Random().ToString();
+std::string ErrorWire(Random& random, int status, std::string_view code, std::string_view message) {
+  std::string request_id = random.NewUuid().ToString();
   beast_http::response<beast_http::string_body> res;
   res.result(static_cast<unsigned>(status));
   res.set(beast_http::field::content_type, "application/json");
@@ -41,9 +41,9 @@ std::string ErrorWire(int status, std::string_view code, std::string_view messag
 }
 
 bool EventServer::Answer(Conn& c) {
-  auto start = SteadyClock::now();
+  auto start = clock_.Monotonic();
   c.answered_any = true;
-  std::string request_id = Uuid::Random().ToString();
+  std::string request_id = random_.NewUuid().ToString();
   beast_http::response<beast_http::string_body> res;
   bool keep_alive = false;
   bool head = false;
@@ -103,15 +103,15 @@ bool EventServer::Answer(Conn& c) {
   if (head) res.body().clear();
   std::ostringstream wire;
   wire << res;
-  bool sent =
-      socket_io::SendAll(c.stream(), wire.view(), SteadyClock::now() + options_.send_timeout);
+  bool sent = socket_io::SendAll(clock_, c.stream(), wire.view(),
+                                 clock_.Monotonic() + options_.send_timeout);
   return sent && keep_alive;
 }
 
 void EventServer::LogRequest(std::string_view method, std::string_view path, int status,
                              TimePoint start, const std::string& request_id,
                              const HttpRequest* request) {
-  double latency_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+  double latency_ms = std::chrono::duration<double, std::milli>(clock_.Monotonic() - start).count();
   const bool read = method == "GET" || method == "HEAD";
   const bool routine =
       read && status < 400 &&

@@ -128,8 +128,8 @@ void EventServer::Stop() {
   ::close(listen_fd_);
   listen_fd_ = -1;
   MutexLock lock(mu_);
-  if (!lock.WaitFor(idle_cv_, std::chrono::seconds(10),
-                    [&]() FP_REQUIRES(mu_) { return queue_.empty() && busy_fds_.empty(); })) {
+  if (!clock_.WaitFor(lock, idle_cv_, std::chrono::seconds(10),
+                      [&]() FP_REQUIRES(mu_) { return queue_.empty() && busy_fds_.empty(); })) {
     // Still busy after 10 s (a peer that stops reading, a slow handler): cut the sockets, so
     // that sends fail at once; the handlers themselves must still return.
     for (int fd : busy_fds_) ::shutdown(fd, SHUT_RDWR);

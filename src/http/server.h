@@ -8,7 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/random.h"
 
 namespace fp::http {
 
@@ -81,6 +83,10 @@ struct HttpServerOptions {
   // Request headers whose values go into the request's log line: (lowercase header name, log
   // field). An agent logs whom a call was made for (the control plane's request and saga).
   std::vector<std::pair<std::string, std::string>> logged_headers;
+  // Whose time the timeouts above are measured in, and what request ids are drawn from; unset:
+  // the machine's (MachineClock, MachineRandom). Must outlive the server.
+  const Clock* clock = nullptr;
+  Random* random = nullptr;
 };
 
 // Counters since start; thread-safe reads.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -242,7 +243,7 @@ class Gate {
     ++calls_;
     {
       MutexLock lock(mu_);
-      lock.WaitFor(cv_, hold, [&]() FP_REQUIRES(mu_) { return open_; });
+      MachineClock().WaitFor(lock, cv_, hold, [&]() FP_REQUIRES(mu_) { return open_; });
     }
     --running_;
     HttpResponse r;
@@ -297,7 +298,9 @@ TEST(HttpServerTest, ThePoolGrowsBackToMaxWorkersAfterIdleWorkersEnded) {
 }
 
 TEST(HttpServerTest, AFullQueueAnswers503AndARequestThatWaitedTooLongIsNotRun) {
+  fp::testing::ManualClock clock;
   HttpServerOptions options;
+  options.clock = &clock;
   options.max_workers = 1;  // a queue of 4
   options.request_timeout = 400ms;
   Gate gate;
@@ -318,9 +321,9 @@ TEST(HttpServerTest, AFullQueueAnswers503AndARequestThatWaitedTooLongIsNotRun) {
   EXPECT_NE(refused.find("HTTP/1.1 503"), std::string::npos) << refused;
   EXPECT_NE(refused.find("handling as many requests as it can"), std::string::npos) << refused;
   EXPECT_EQ((*server)->stats().refused_busy, 1);
-  // Past the request timeout the queued four are not run when the worker frees up: 503. A sleep,
-  // not a wait: the server's timeouts run on the real clock (issue 27's clock seam ends this).
-  std::this_thread::sleep_for(500ms);
+  // Past the request timeout (on the server's clock) the queued four are not run when the
+  // worker frees up: 503.
+  clock.Advance(500ms);
   gate.Open();
   for (size_t i = 1; i < conns.size(); ++i) {
     std::string answer = conns[i].ReadUntilClosed(3s);

@@ -16,27 +16,30 @@
 #include <chrono>
 #include <string_view>
 
+#include "common/clock.h"
 #include "http/tls.h"
 
 namespace fp::http::socket_io {
 
-using SteadyClock = std::chrono::steady_clock;
+// Deadlines are on `clock`: poll waits in the kernel for the time the clock says is left, and
+// the deadline has passed only when the clock says so (a test's clock that does not move keeps
+// a wait going until the socket is ready).
 
 // Milliseconds left until `deadline`, rounded up, at least 0.
-inline int MillisLeft(SteadyClock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
+inline int MillisLeft(const Clock& clock, MonoTime deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(clock.Left(deadline));
+  return static_cast<int>(left.count());
 }
 
 // Waits until `fd` is ready for `events` or the deadline passes. False on timeout (errno
 // ETIMEDOUT) or error (errno set by poll).
-inline bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
+inline bool WaitReady(const Clock& clock, int fd, short events, MonoTime deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, MillisLeft(deadline));
+    int n = ::poll(&p, 1, MillisLeft(clock, deadline));
     if (n > 0) return true;
     if (n == 0) {
-      if (SteadyClock::now() < deadline) continue;  // poll's clock is coarser than ours
+      if (clock.Monotonic() < deadline) continue;  // poll's clock is coarser than ours
       errno = ETIMEDOUT;
       return false;
     }
@@ -46,7 +49,7 @@ inline bool WaitReady(int fd, short events, SteadyClock::time_point deadline) {
 
 // Sends all of `data`. False with errno set (ETIMEDOUT when the peer stopped reading until the
 // deadline, EPIPE/ECONNRESET when it is gone).
-inline bool SendAll(Stream s, std::string_view data, SteadyClock::time_point deadline) {
+inline bool SendAll(const Clock& clock, Stream s, std::string_view data, MonoTime deadline) {
   while (!data.empty()) {
     short wait = POLLOUT;
     ssize_t n = SendSome(s, data.data(), data.size(), wait);
@@ -54,7 +57,7 @@ inline bool SendAll(Stream s, std::string_view data, SteadyClock::time_point dea
       data.remove_prefix(static_cast<size_t>(n));
       continue;
     }
-    if (n < 0 && errno == EAGAIN && WaitReady(s.fd, wait, deadline)) continue;
+    if (n < 0 && errno == EAGAIN && WaitReady(clock, s.fd, wait, deadline)) continue;
     return false;
   }
   return true;
@@ -97,8 +100,8 @@ ParseOutcome ParseBuffered(boost::beast::flat_buffer& buffer, Parser& parser,
 // closed between messages or in the middle of one. On kTimedOut the parser keeps what arrived,
 // so a later call (or another reader) can go on where this one stopped.
 template <typename Parser>
-ReadOutcome ReadMessage(Stream s, boost::beast::flat_buffer& buffer, Parser& parser,
-                        SteadyClock::time_point deadline, boost::beast::error_code& ec) {
+ReadOutcome ReadMessage(const Clock& clock, Stream s, boost::beast::flat_buffer& buffer,
+                        Parser& parser, MonoTime deadline, boost::beast::error_code& ec) {
   short wait = POLLIN;
   for (;;) {
     switch (ParseBuffered(buffer, parser, ec)) {
@@ -110,7 +113,7 @@ ReadOutcome ReadMessage(Stream s, boost::beast::flat_buffer& buffer, Parser& par
         break;
     }
     // TLS may hold bytes it read from the socket already: the socket would not wake us.
-    if (!HasBuffered(s) && !WaitReady(s.fd, wait, deadline)) {
+    if (!HasBuffered(s) && !WaitReady(clock, s.fd, wait, deadline)) {
       return errno == ETIMEDOUT ? ReadOutcome::kTimedOut : ReadOutcome::kClosed;
     }
     auto space = buffer.prepare(16 << 10);

@@ -18,13 +18,13 @@ void EventServer::Dispatch(std::unique_ptr<Conn> conn) {
     lock.Unlock();
     ++refused_busy_;
     std::string wire =
-        ErrorWire(503, "ServiceUnavailable",
+        ErrorWire(random_, 503, "ServiceUnavailable",
                   "the server is handling as many requests as it can; retry shortly");
     SendNow(*conn, wire);
     Close(*conn);
     return;
   }
-  conn->queued_at = SteadyClock::now();
+  conn->queued_at = clock_.Monotonic();
   queue_.push_back(std::move(conn));
   // Joined first, so that workers which ended idle do not count against max_workers.
   ReapWorkersLocked();
@@ -58,19 +58,20 @@ void EventServer::WorkerMain(uint64_t wid) {
   MutexLock lock(mu_);
   for (;;) {
     ++idle_workers_;
-    bool woken = lock.WaitFor(work_cv_, options_.worker_idle_exit,
-                              [&]() FP_REQUIRES(mu_) { return !queue_.empty() || workers_exit_; });
+    bool woken = clock_.WaitFor(lock, work_cv_, options_.worker_idle_exit, [&]() FP_REQUIRES(mu_) {
+      return !queue_.empty() || workers_exit_;
+    });
     --idle_workers_;
     if (!queue_.empty()) {
       std::unique_ptr<Conn> conn = std::move(queue_.front());
       queue_.pop_front();
       busy_fds_.insert(conn->fd);
       lock.Unlock();
-      if (SteadyClock::now() - conn->queued_at > options_.request_timeout) {
+      if (clock_.Monotonic() - conn->queued_at > options_.request_timeout) {
         // Its client has likely given up; running the handler now would only add load.
         ++refused_busy_;
         std::string wire =
-            ErrorWire(503, "ServiceUnavailable",
+            ErrorWire(random_, 503, "ServiceUnavailable",
                       fmt::format("the request waited over {} ms for the server; retry shortly",
                                   options_.request_timeout.count()));
         SendNow(*conn, wire);
@@ -95,21 +96,21 @@ void EventServer::Serve(std::unique_ptr<Conn> conn) {
   for (;;) {
     bool keep_alive = Answer(*conn);
     if (!keep_alive || stopping_) break;
-    conn->NextRequest(options_);
+    conn->NextRequest(options_, clock_.Monotonic());
     // While other requests wait for a worker, take only what has already arrived.
     bool others_wait;
     {
       MutexLock lock(mu_);
       others_wait = !queue_.empty();
     }
-    TimePoint deadline = SteadyClock::now() + (others_wait ? TimePoint::duration::zero()
+    TimePoint deadline = clock_.Monotonic() + (others_wait ? TimePoint::duration::zero()
                                                            : TimePoint::duration(options_.linger));
-    ReadOutcome got = socket_io::ReadMessage(conn->stream(), conn->buffer, *conn->parser, deadline,
-                                             conn->parse_error);
+    ReadOutcome got = socket_io::ReadMessage(clock_, conn->stream(), conn->buffer, *conn->parser,
+                                             deadline, conn->parse_error);
     if (got == ReadOutcome::kMessage || got == ReadOutcome::kMalformed) continue;
     if (got == ReadOutcome::kClosed) break;
     // Nothing complete yet: the loop waits for the rest without holding this thread.
-    if (conn->HasPartialRequest()) conn->request_began = SteadyClock::now();
+    if (conn->HasPartialRequest()) conn->request_began = clock_.Monotonic();
     Release(std::move(conn), true);
     return;
   }

@@ -286,8 +286,8 @@ void NatReconciler::RunHeartbeat(Member& m) {
       MutexLock l(mu_);
       period = heartbeat_ms_;
     }
-    lock.WaitFor(m.cv, std::chrono::milliseconds(period),
-                 [&]() FP_REQUIRES(m.mu) { return m.stop; });
+    ds_.clock().WaitFor(lock, m.cv, std::chrono::milliseconds(period),
+                        [&]() FP_REQUIRES(m.mu) { return m.stop; });
   }
 }
 
@@ -306,7 +306,8 @@ void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease
   gc_ = std::thread([this] {
     MutexLock lock(mu_);
     while (!bg_stop_) {
-      lock.WaitFor(bg_cv_, kGarbagePeriod, [&]() FP_REQUIRES(mu_) { return bg_stop_; });
+      ds_.clock().WaitFor(lock, bg_cv_, kGarbagePeriod,
+                          [&]() FP_REQUIRES(mu_) { return bg_stop_; });
       if (bg_stop_) break;
       lock.Unlock();
       if (!lease_ || lease_->Held()) {

@@ -137,11 +137,11 @@ void SwitchReconciler::Answered(std::optional<int64_t> generation, const Error* 
 
 template <typename T, typename Exchange>
 Result<T> SwitchReconciler::UnlessHung(Exchange exchange) {
-  auto began = std::chrono::steady_clock::now();
+  auto began = ds_.clock().Monotonic();
   if (hung_ && began < hung_->until) return Fail(hung_->error);
   Result<T> result = exchange();
   if (!result && http::IsTimeout(result.error())) {
-    auto ended = std::chrono::steady_clock::now();
+    auto ended = ds_.clock().Monotonic();
     hung_ = Hung{ended + (ended - began), result.error()};
   } else {
     hung_.reset();
@@ -208,7 +208,7 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
 }
 
 Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
-  auto began = std::chrono::steady_clock::now();
+  auto began = ds_.clock().Monotonic();
   db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
   std::vector<agents::NatEntry> desired = ToEntries(snapshot.rows);
   desired_.Rebase(snapshot.version, desired);
@@ -234,7 +234,7 @@ Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
     status_.repaired_missing += entries - at.entries;
     status_.last_full_reconcile = ds_.clock().Now();
   }
-  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began);
+  auto ms = std::chrono::duration<double, std::milli>(ds_.clock().Monotonic() - began);
   LogEvent("info",
            restarted ? "switch agent restarted; its NAT table reloaded"
                      : "NAT table loaded into an empty switch agent",

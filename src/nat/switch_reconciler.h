@@ -68,7 +68,7 @@ class SwitchReconciler {
   Result<bool> RepairLocked() FP_REQUIRES(sync_mu_);
 
   struct Hung {
-    std::chrono::steady_clock::time_point until;
+    MonoTime until;
     Error error;
   };
 

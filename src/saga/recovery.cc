@@ -26,7 +26,7 @@ std::unique_ptr<SagaRecovery> SagaRecovery::StartWith(SagaExecutor& executor,
 SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options,
                            std::vector<OwnedSaga> sagas)
     : exec_(executor), options_(std::move(options)) {
-  auto now = std::chrono::steady_clock::now();
+  auto now = exec_.clock().Monotonic();
   for (const OwnedSaga& s : sagas) {
     sagas_.push_back(s.id);
     queue_.push_back(Pending{s.id, s.generation, now, options_.first_retry});
@@ -73,11 +73,11 @@ void SagaRecovery::Work() {
     auto next = std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
       return a.not_before < b.not_before;
     });
-    if (next->not_before > std::chrono::steady_clock::now()) {
+    if (next->not_before > exec_.clock().Monotonic()) {
       // Any change to the queue (a saga queued that may be due sooner) or a stop wakes it, and
       // the loop looks again. The deadline is a copy: the entry may be gone when it wakes.
       const auto deadline = next->not_before;
-      lock.WaitUntil(changed_, deadline);
+      exec_.clock().BlockUntil(lock, changed_, deadline);
       continue;
     }
     Pending pending = *next;
@@ -127,7 +127,7 @@ void SagaRecovery::Recover(Pending pending) {
 
 void SagaRecovery::Retry(Pending pending, const Error& error) {
   Report(RecoveryEvent{RecoveryEvent::Kind::kRetrying, pending.id, SagaOutcome{}, error});
-  pending.not_before = std::chrono::steady_clock::now() + pending.backoff;
+  pending.not_before = exec_.clock().Deadline(pending.backoff);
   pending.backoff = std::min(pending.backoff * 2, options_.max_retry);
   {
     MutexLock lock(mu_);

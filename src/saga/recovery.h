@@ -99,7 +99,7 @@ class SagaRecovery {
   struct Pending {
     Uuid id;
     int64_t generation = 1;  // the executor owns the saga in it (before the next claim)
-    std::chrono::steady_clock::time_point not_before;
+    MonoTime not_before;
     std::chrono::milliseconds backoff;
     int failures = 0;  // failed resumes other than ServiceUnavailable
   };

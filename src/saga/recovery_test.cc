@@ -99,7 +99,9 @@ class RecoveryTest : public ::testing::Test {
   MemoryStore store;
   Gate gate;
   ActionRegistry registry;
-  SagaExecutor exec{store, registry, "sec-test"};
+  SystemClock clock;
+  SystemRandom random;
+  SagaExecutor exec{store, registry, "sec-test", clock, random};
 };
 
 TEST_F(RecoveryTest, ASagaThatCannotResumeIsMarkedStuckAndTheRestStillRecover) {
@@ -183,7 +185,7 @@ TEST_F(RecoveryTest, AStopLeavesWhatIsNotFinishedToTheNextStart) {
   EXPECT_EQ(gate.Runs(), 2);
   for (const Uuid& id : ids) EXPECT_EQ(StateOf(id), SagaState::kRunning);
 
-  SagaExecutor next{store, registry, "sec-test"};
+  SagaExecutor next{store, registry, "sec-test", clock, random};
   auto recovered = next.RecoverAll();
   ASSERT_TRUE(recovered) << recovered.error().message();
   ASSERT_EQ(recovered->size(), ids.size());

@@ -10,8 +10,9 @@ namespace {
 constexpr int64_t kEngineVersion = 1;
 }  // namespace
 
-SagaExecutor::SagaExecutor(SagaStore& store, const ActionRegistry& registry, std::string sec)
-    : store_(store), registry_(registry), sec_(std::move(sec)) {}
+SagaExecutor::SagaExecutor(SagaStore& store, const ActionRegistry& registry, std::string sec,
+                           const Clock& clock, Random& random)
+    : store_(store), clock_(clock), random_(random), registry_(registry), sec_(std::move(sec)) {}
 
 void SagaExecutor::SetFaultPlanForTest(std::optional<FaultPlan> plan) {
   MutexLock lock(faults_mu_);
@@ -75,7 +76,7 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag,
 Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag, const SagaOrigin* origin) {
   // Time-ordered: the saga and saga_node_event tables, keyed by saga id, then grow at their
   // end, so the writes of a group-commit batch share pages (see Uuid::TimeOrdered).
-  return Start(Uuid::TimeOrdered(), dag, /*may_exist=*/false, origin);
+  return Start(random_.NewTimeOrderedUuid(clock_.Now()), dag, /*may_exist=*/false, origin);
 }
 
 Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,

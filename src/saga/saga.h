@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/mutex.h"
+#include "common/random.h"
 #include "common/uuid.h"
 #include "saga/dag.h"
 #include "saga/store.h"
@@ -69,8 +71,10 @@ struct FaultPlan {
 class SagaExecutor {
  public:
   // `sec` names this executor (the server's id): it owns the sagas it creates.
-  // `store` and `registry` must outlive the executor.
-  SagaExecutor(SagaStore& store, const ActionRegistry& registry, std::string sec);
+  // `store`, `registry`, `clock` and `random` (new sagas' ids; recovery's backoff) must outlive
+  // the executor.
+  SagaExecutor(SagaStore& store, const ActionRegistry& registry, std::string sec,
+               const Clock& clock, Random& random);
 
   // Creates the saga (unless one with this id exists, which makes this a resume: the caller's
   // idempotent retry) and runs it to rest. When the first node is a database action, the saga
@@ -128,6 +132,7 @@ class SagaExecutor {
   // another executor took over, nor after Quiesce. Set before any saga runs.
   void SetLeftUnfinishedHook(std::function<void()> hook);
   const std::string& sec() const { return sec_; }
+  const Clock& clock() const { return clock_; }
   // For shutdown, once no request can start a saga any more: from now on every saga this
   // executor drives stops before its next node or undo and returns ServiceUnavailable; its log
   // stays unfinished, and recovery at the next start resumes it. Irreversible; thread-safe.
@@ -170,6 +175,8 @@ class SagaExecutor {
   std::optional<FaultPlan> FaultsFor(const std::string& saga_name) const;
 
   SagaStore& store_;
+  const Clock& clock_;
+  Random& random_;
   const ActionRegistry& registry_;
   std::string sec_;
   mutable Mutex faults_mu_;

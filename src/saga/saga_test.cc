@@ -126,7 +126,9 @@ class SagaTest : public ::testing::Test {
   MemoryStore store;
   World world;
   ActionRegistry registry = ToyRegistry(world);
-  SagaExecutor exec{store, registry, "sec-test"};
+  SystemClock clock;
+  SystemRandom random;
+  SagaExecutor exec{store, registry, "sec-test", clock, random};
 };
 
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
@@ -338,12 +340,14 @@ TEST_F(SagaTest, WritesFromAnExecutorThatLostOwnershipAreFenced) {
 // Runs the saga once with `plan`, then for every prefix of its log: a fresh store holding
 // only that prefix (as a crash right after those writes would leave it), recovered to rest.
 void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind expected) {
+  SystemClock clock;
+  SystemRandom random;
   std::vector<SagaEvent> events;
   {
     MemoryStore store;
     World world;
     ActionRegistry registry = ToyRegistry(world);
-    SagaExecutor exec(store, registry, "sec-test");
+    SagaExecutor exec(store, registry, "sec-test", clock, random);
     exec.SetFaultPlanForTest(plan);
     Uuid id = Uuid::Random();
     auto out = exec.Run(id, ToyDag());
@@ -357,7 +361,7 @@ void CheckRecoveryFromEveryPrefix(std::optional<FaultPlan> plan, SagaResultKind 
     MemoryStore store;
     World world;
     ActionRegistry registry = ToyRegistry(world);
-    SagaExecutor exec(store, registry, "sec-test");
+    SagaExecutor exec(store, registry, "sec-test", clock, random);
     Uuid id = Uuid::Random();
     SagaRow row{id, "toy", ToyDag().ToJson().dump(), SagaState::kRunning, SagaOwner{"sec-test", 1}};
     ASSERT_TRUE(store.Create(row));

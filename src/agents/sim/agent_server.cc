@@ -95,6 +95,10 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
   http::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
+  // The HTTP front's timeouts stay on the machine's clock: they are the sockets' (a test's
+  // clock that stands still would hold a lingering connection, and Stop, forever). The
+  // agent's own behaviour (transitions, held calls, the change feed) is on options.clock.
+  http.random = options.random;
   http.body_limit = kBodyLimit;
   // The control plane polls its agents all the time; what changes something is still logged.
   http.quiet_reads = true;

@@ -25,8 +25,10 @@
 
 #include "agents/agent_secret.h"
 #include "agents/sim/faults.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/ip.h"
+#include "common/random.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -55,6 +57,12 @@ struct SimOptions {
   // Required of every call, the test endpoints' included: a call without it is answered 401
   // and changes nothing. None: anyone who reaches the port may call (agents inside tests).
   std::optional<agents::AgentSecret> secret;
+  // The agent's time (transitions, held calls, the change feed's waits) and randomness (boot
+  // ids, request ids); unset: the machine's. Must outlive the agent.
+  const Clock* clock = nullptr;
+  Random* random = nullptr;
+  const Clock& clock_or_machine() const { return clock != nullptr ? *clock : MachineClock(); }
+  Random& random_or_machine() const { return random != nullptr ? *random : MachineRandom(); }
 };
 
 using PathParams = http::PathParams;

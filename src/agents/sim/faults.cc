@@ -138,8 +138,8 @@ FaultDecision FaultInjector::Admit(std::string_view method, std::string_view pat
   }
   if (delay_ms > 0) {
     ++held_calls_;
-    lock.WaitFor(changed_, std::chrono::milliseconds(delay_ms),
-                 [&]() FP_REQUIRES(mu_) { return shut_down_; });
+    clock_.WaitFor(lock, changed_, std::chrono::milliseconds(delay_ms),
+                   [&]() FP_REQUIRES(mu_) { return shut_down_; });
     --held_calls_;
     if (shut_down_) return stopping();
   }

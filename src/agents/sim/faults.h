@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/mutex.h"
 
@@ -56,6 +57,9 @@ struct FaultDecision {
 // The faults configured on one agent. Thread-safe.
 class FaultInjector {
  public:
+  // `clock` (a rule's delay) must outlive the injector.
+  explicit FaultInjector(const Clock& clock) : clock_(clock) {}
+
   // Adds `rule`, replacing an existing rule for the same endpoint text.
   void Add(FaultRule rule);
   // Removes every rule and releases every call held by a hang (those calls are then handled).
@@ -79,6 +83,7 @@ class FaultInjector {
   void Shutdown();
 
  private:
+  const Clock& clock_;
   mutable Mutex mu_;
   std::condition_variable changed_;
   std::vector<FaultRule> rules_ FP_GUARDED_BY(mu_);

@@ -11,7 +11,6 @@
 namespace fp::agents::sim {
 
 using Json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -30,8 +29,12 @@ SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDatapl
     : dataplane_(std::move(dataplane)),
       underlay_(options.underlay),
       serial_(options.serial),
+      clock_(options.clock_or_machine()),
+      random_(options.random_or_machine()),
       start_delay_(options.start_delay),
-      stop_delay_(options.stop_delay) {}
+      stop_delay_(options.stop_delay),
+      boot_id_(random_.NewUuid().ToString()),
+      faults_(clock_) {}
 
 Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
     const SimOptions& options, std::unique_ptr<PortDataplane> dataplane) {
@@ -84,8 +87,8 @@ SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
     return boot_id != boot_id_ || since < removals_floor_ || since > generation_;
   };
   ++waiting_reports_;  // seen only while it waits: mu_ is held until then
-  lock.WaitFor(changed_, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
-               [&]() FP_REQUIRES(mu_) { return stopping_ || full() || generation_ > since; });
+  clock_.WaitFor(lock, changed_, std::min(wait, std::chrono::milliseconds(kMaxReportWaitMs)),
+                 [&]() FP_REQUIRES(mu_) { return stopping_ || full() || generation_ > since; });
   --waiting_reports_;
   SledReport report;
   report.boot_id = boot_id_;
@@ -158,7 +161,7 @@ void SledAgentSim::Reset() {
   }
   vms_.clear();
   // A new run, as after a restart: /changes answers its callers with the whole (empty) list.
-  boot_id_ = Uuid::Random().ToString();
+  boot_id_ = random_.NewUuid().ToString();
   removals_.clear();
   removals_floor_ = generation_;
   changed_.notify_all();
@@ -185,7 +188,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
                 vm.state == VmState::kFailed;
   if (starts) {
     vm.state = VmState::kStarting;
-    vm.transition_at = SteadyClock::now() + start_delay_;
+    vm.transition_at = clock_.Deadline(start_delay_);
     transitions_changed_.notify_all();
   }
   Touch(vm);
@@ -207,7 +210,7 @@ SledInstance SledAgentSim::StopInstance(const Uuid& id) {
     case VmState::kRunning:
     case VmState::kMigrating:
       vm.state = VmState::kStopping;
-      vm.transition_at = SteadyClock::now() + stop_delay_;
+      vm.transition_at = clock_.Deadline(stop_delay_);
       transitions_changed_.notify_all();
       Touch(vm);
       break;
@@ -256,7 +259,7 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
 void SledAgentSim::RunTransitions() {
   MutexLock lock(mu_);
   while (!stopping_) {
-    TimePoint now = SteadyClock::now();
+    TimePoint now = clock_.Monotonic();
     std::optional<TimePoint> next;
     for (auto& [id, vm] : vms_) {
       if (!vm.transition_at) continue;
@@ -274,7 +277,7 @@ void SledAgentSim::RunTransitions() {
       }
     }
     if (next) {
-      lock.WaitUntil(transitions_changed_, *next);
+      clock_.BlockUntil(lock, transitions_changed_, *next);
     } else {
       lock.Wait(transitions_changed_);
     }

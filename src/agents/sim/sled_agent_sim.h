@@ -95,7 +95,7 @@ class SledAgentSim {
   static constexpr int64_t kMaxReportWaitMs = 30'000;
 
  private:
-  using TimePoint = std::chrono::steady_clock::time_point;
+  using TimePoint = MonoTime;
 
   struct Vm {
     InstanceSpec spec;
@@ -122,6 +122,8 @@ class SledAgentSim {
   const std::unique_ptr<PortDataplane> dataplane_ FP_PT_GUARDED_BY(mu_);  // may be null
   const std::optional<IpAddr> underlay_;
   const std::optional<std::string> serial_;
+  const Clock& clock_;
+  Random& random_;
   const std::chrono::milliseconds start_delay_;
   const std::chrono::milliseconds stop_delay_;
 
@@ -131,7 +133,7 @@ class SledAgentSim {
   bool stopping_ FP_GUARDED_BY(mu_) = false;
   // The change feed: this run's id, the last generation given out, the removals after
   // removals_floor_ with their generations, oldest first.
-  std::string boot_id_ FP_GUARDED_BY(mu_) = Uuid::Random().ToString();
+  std::string boot_id_ FP_GUARDED_BY(mu_);
   int64_t generation_ FP_GUARDED_BY(mu_) = 0;
   std::deque<std::pair<int64_t, Uuid>> removals_ FP_GUARDED_BY(mu_);
   int64_t removals_floor_ FP_GUARDED_BY(mu_) = 0;

@@ -8,8 +8,7 @@ using Json = nlohmann::json;
 
 Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(
     const SimOptions& options, std::unique_ptr<NatDataplane> dataplane) {
-  std::unique_ptr<SwitchAgentSim> sim(
-      new SwitchAgentSim(options.nat_capacity, std::move(dataplane)));
+  std::unique_ptr<SwitchAgentSim> sim(new SwitchAgentSim(options, std::move(dataplane)));
   SwitchAgentSim* self = sim.get();
   sim->server_ = FP_TRY(AgentServer::Start(
       options, "switch agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
@@ -45,7 +44,7 @@ void SwitchAgentSim::Reset() {
   entries_.clear();
   generation_ = 0;
   digest_ = 0;
-  boot_id_ = Uuid::Random().ToString();
+  boot_id_ = random_.NewUuid().ToString();
 }
 
 bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
@@ -235,7 +234,7 @@ EndpointRoutes SwitchAgentSim::Routes() {
         // A lower generation (the control plane took back changes a crash undid) starts a new
         // run: changes meant for the old one, at generations this table no longer has, are
         // refused rather than skipped as installed.
-        if (table.generation < generation_) boot_id_ = Uuid::Random().ToString();
+        if (table.generation < generation_) boot_id_ = random_.NewUuid().ToString();
         entries_ = std::move(replacement);
         generation_ = table.generation;
         digest_ = digest;

@@ -80,8 +80,12 @@ class SwitchAgentSim {
     std::string message;
   };
 
-  SwitchAgentSim(size_t nat_capacity, std::unique_ptr<NatDataplane> dataplane)
-      : nat_capacity_(nat_capacity), dataplane_(std::move(dataplane)) {}
+  SwitchAgentSim(const SimOptions& options, std::unique_ptr<NatDataplane> dataplane)
+      : nat_capacity_(options.nat_capacity),
+        random_(options.random_or_machine()),
+        dataplane_(std::move(dataplane)),
+        boot_id_(random_.NewUuid().ToString()),
+        faults_(options.clock_or_machine()) {}
   EndpointRoutes Routes();
   // Applies `changes` in order; with `limit`, only the first `limit` of them (the next one is
   // then reported as failed, with `limit_reason` as the message).
@@ -97,6 +101,7 @@ class SwitchAgentSim {
   void Reset();
 
   const size_t nat_capacity_;
+  Random& random_;
   // May be null. Apply and ReplaceAll are called under mu_; Check (const, it only looks at the
   // entry) also without it, so the pointer is not annotated FP_PT_GUARDED_BY(mu_).
   const std::unique_ptr<NatDataplane> dataplane_;
@@ -104,7 +109,7 @@ class SwitchAgentSim {
   int64_t generation_ FP_GUARDED_BY(mu_) = 0;
   std::map<EntryKey, NatEntry> entries_ FP_GUARDED_BY(mu_);
   uint64_t digest_ FP_GUARDED_BY(mu_) = 0;  // of entries_ (NatEntryHash)
-  std::string boot_id_ FP_GUARDED_BY(mu_) = Uuid::Random().ToString();
+  std::string boot_id_ FP_GUARDED_BY(mu_);
   // The handlers' fault injector: here, not in server_, which Start assigns after the server
   // began to listen (a call may arrive before). Declared before it, so destroyed after it.
   FaultInjector faults_;

@@ -1,14 +1,22 @@
 #include "app/sagas/vm_steps.h"
 
-#include <chrono>
-#include <thread>
+#include <fmt/format.h>
 
+#include <chrono>
+
+#include "app/sled_watcher.h"
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/instances.h"
 #include "nat/nat_reconciler.h"
 
 namespace fp::app {
+
+namespace {
+// How long a placement waits for a removal of the instance's previous VM: the mark's TTL, and
+// as long again for the removal itself.
+constexpr std::chrono::seconds kRemovalWait = 2 * SledWatcher::kRemovalMarkTtl;
+}  // namespace
 
 agents::CallContext CallFor(const saga::ActionContext& ctx) {
   agents::CallContext call{.saga_id = ctx.saga_id().ToString()};
@@ -34,12 +42,22 @@ Result<VmStarted> EnsureRunningOn(SagaDeps& d, const saga::ActionContext& ctx,
   // A removal of a leftover VM of this instance, judged before the placement committed, must
   // not land after the registration below: by this server (in memory), or by another (its
   // mark in the datastore, which expires if that server died amid the removal).
+  // A mark outlives its holder by at most its TTL (10 s): past kRemovalWait something else is
+  // wrong, and the step fails (Unavailable) rather than hold the saga forever.
   d.dataplane.removals.AwaitNone(instance_id);
+  const Clock& clock = d.ds.clock();
+  const MonoTime deadline = clock.Deadline(kRemovalWait);
   for (;;) {
     auto removing = db::VmRemovalInProgress(d.ds, instance_id);
     if (!removing) return Fail(removing.error());
     if (!*removing) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (clock.Monotonic() >= deadline) {
+      return Fail(Error::Unavailable(fmt::format(
+          "a removal of instance {}'s previous VM is still marked in progress after {} s; "
+          "try again",
+          instance_id.ToString(), kRemovalWait.count())));
+    }
+    clock.SleepFor(std::chrono::milliseconds(5));
   }
   const agents::CallContext call = CallFor(ctx);
   auto vm = sled->EnsureRunning(spec, call);

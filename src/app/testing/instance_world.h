@@ -95,7 +95,8 @@ class InstanceSagaTest : public ::testing::Test {
     deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
     RegisterSagaActions(registry_, *deps_);
     saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
-    exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec");
+    exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec", ds->clock(),
+                                                 ds->random());
     projects_ = std::make_unique<Projects>(*ds);
     floating_ips_ = std::make_unique<FloatingIps>(*ds);
     watcher_ = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);

@@ -78,7 +78,8 @@ class RackWorld {
     deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
     RegisterSagaActions(registry_, *deps_);
     saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
-    executor_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "rack-sec");
+    executor_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "rack-sec",
+                                                     ds->clock(), ds->random());
     projects_ = std::make_unique<Projects>(*ds);
     floating_ips_ = std::make_unique<FloatingIps>(*ds);
     watcher = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);

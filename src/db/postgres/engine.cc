@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "common/uuid.h"
 
@@ -12,7 +11,6 @@ namespace fp::db::postgres {
 using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
 
 namespace {
 
@@ -27,28 +25,14 @@ struct HeldMark {
   HeldMark& operator=(const HeldMark&) = delete;
 };
 
-// Full jitter: a uniform sleep in [0, backoff), capped by the time left.
-void Backoff(microseconds& backoff, steady_clock::time_point deadline) {
-  auto left = duration_cast<microseconds>(deadline - steady_clock::now());
-  auto cap = std::min(backoff, std::max(left, microseconds(0)));
-  if (cap.count() > 0) {
-    std::this_thread::sleep_for(microseconds(JitterBelow(static_cast<uint64_t>(cap.count() + 1))));
-  }
-  backoff = std::min(backoff * 2, duration_cast<microseconds>(milliseconds(250)));
-}
-
-int64_t NowMicros() {
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PgEngine>> PgEngine::Open(
     const std::string& url, const PostgresOptions& options, SyncPoints& sync_points,
-    const std::function<Status(PgConnection&)>& migrate) {
+    const Clock& clock, Random& random, const std::function<Status(PgConnection&)>& migrate) {
   PostgresOptions o = options;
   o.pool_size = std::max(1, o.pool_size);
-  std::unique_ptr<PgEngine> engine(new PgEngine(url, o, sync_points));
+  std::unique_ptr<PgEngine> engine(new PgEngine(url, o, sync_points, clock, random));
   auto conn = FP_TRY(PgConnection::Open(url));
   FP_CHECK_OK(migrate(*conn));
   conn->CountRoundTripsIn(&engine->round_trips_);
@@ -87,8 +71,17 @@ int64_t PgEngine::database_file_bytes() const {
   return read ? bytes : 0;
 }
 
+void PgEngine::Backoff(microseconds& backoff, MonoTime deadline) const {
+  auto left = duration_cast<microseconds>(clock_.Left(deadline));
+  auto cap = std::min(backoff, left);
+  if (cap.count() > 0) {
+    clock_.SleepFor(microseconds(random_.Below(static_cast<uint64_t>(cap.count() + 1))));
+  }
+  backoff = std::min(backoff * 2, duration_cast<microseconds>(milliseconds(250)));
+}
+
 Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& busy,
-                                                        steady_clock::time_point deadline) {
+                                                        MonoTime deadline) {
   busy = false;
   overflow = std::find(held_by_thread.begin(), held_by_thread.end(), this) != held_by_thread.end();
   if (overflow) {
@@ -101,7 +94,7 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& bu
   }
   {
     MutexLock lock(mu_);
-    if (!lock.WaitUntil(released_, deadline, [&]() FP_REQUIRES(mu_) {
+    if (!clock_.WaitUntil(lock, released_, deadline, [&]() FP_REQUIRES(mu_) {
           return !idle_.empty() || open_ < options_.pool_size;
         })) {
       busy = true;
@@ -151,10 +144,10 @@ void PgEngine::Release(std::unique_ptr<PgConnection> conn, bool overflow) {
 }
 
 Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::string& old_start,
-                                 steady_clock::time_point deadline) {
+                                 MonoTime deadline) {
   microseconds backoff = milliseconds(1);
   std::string problem = "no attempt";
-  while (steady_clock::now() < deadline) {
+  while (clock_.Monotonic() < deadline) {
     auto conn = PgConnection::Open(url_);
     if (!conn) {
       problem = conn.error().message();
@@ -173,7 +166,7 @@ Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::str
       if (!terminated) problem = terminated.error().message();
     }
     microseconds poll = microseconds(200);
-    while (!gone && !c.broken() && steady_clock::now() < deadline) {
+    while (!gone && !c.broken() && clock_.Monotonic() < deadline) {
       auto left =
           c.Query("SELECT 1 FROM pg_stat_activity WHERE pid = ? AND backend_start::text = ?",
                   {int64_t{old_pid}, old_start});
@@ -196,7 +189,7 @@ Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::str
       // to hold everything up to it, that one included, before the write is acknowledged.
       Status replicated = c.Run(fmt::format(
           "BEGIN; INSERT INTO commit_marker (id, time_created) VALUES ('{}', now()); COMMIT",
-          Uuid::Random().ToString()));
+          random_.NewUuid().ToString()));
       if (replicated) return true;
       problem = replicated.error().message();
     } else {
@@ -211,13 +204,13 @@ Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::str
 }
 
 void PgEngine::PruneMarkersIfDue() {
-  int64_t now = NowMicros();
+  int64_t now = duration_cast<microseconds>(clock_.Monotonic().time_since_epoch()).count();
   int64_t due = next_prune_us_.load();
   if (now < due) return;
   if (!next_prune_us_.compare_exchange_strong(due, now + 60'000'000)) return;  // another does it
   bool overflow = false;
   bool busy = false;
-  auto conn = Acquire(overflow, busy, steady_clock::now() + milliseconds(100));
+  auto conn = Acquire(overflow, busy, clock_.Monotonic() + milliseconds(100));
   if (!conn) return;
   HeldMark held(this);
   // Outside any SERIALIZABLE transaction: the writes that insert markers never read the table,
@@ -240,11 +233,11 @@ Status PgEngine::Read(const std::function<Status(Connection&)>& body, int64_t& s
 }
 
 Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body) {
-  const auto start = steady_clock::now();
+  const auto start = clock_.Monotonic();
   const auto deadline = start + options_.retry_deadline;
   // Chosen once: every attempt of this write carries the same marker, so a lost COMMIT is
   // resolved by looking for it whichever attempt it was.
-  const Uuid marker = Uuid::Random();
+  const Uuid marker = random_.NewUuid();
   // A write that failed on a conflict (40001, 40P01) runs its next attempts queued, without
   // the backoff: the lock, taken before the first statement fixes the snapshot, lets one
   // queued attempt run at a time, and each sees the ones before it committed instead of
@@ -257,7 +250,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   // coordinator's thread) for as long as it lasts.
   auto begin = [&](bool queued) {
     const int64_t left =
-        std::max<int64_t>(1, duration_cast<milliseconds>(deadline - steady_clock::now()).count());
+        std::max<int64_t>(1, duration_cast<milliseconds>(deadline - clock_.Monotonic()).count());
     // And a session left idle in the transaction (its client gone before COMMIT) is ended by
     // the server soon after the deadline, releasing what it holds.
     std::string sql = fmt::format(
@@ -286,12 +279,12 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) {
       retries_.fetch_add(1);
-      if (steady_clock::now() >= deadline) {
+      if (clock_.Monotonic() >= deadline) {
         return Fail(Error::Unavailable(fmt::format(
             "the database {} the {} now (retried {} times over {} ms: {}); retry the request",
             unreachable ? "cannot be reached to complete" : "is too busy to complete",
             write ? "write" : "read", attempt - 1,
-            duration_cast<milliseconds>(steady_clock::now() - start).count(), problem)));
+            duration_cast<milliseconds>(clock_.Monotonic() - start).count(), problem)));
       }
       // A queued attempt waits for the lock instead.
       if (!(queued && last_conflict)) Backoff(backoff, deadline);
@@ -388,8 +381,8 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       unreachable = true;
       continue;  // a read has nothing to commit: run it again
     }
-    bool committed = FP_TRY(Committed(
-        marker, pid, backend_start, std::max(deadline, steady_clock::now() + milliseconds(2000))));
+    bool committed = FP_TRY(Committed(marker, pid, backend_start,
+                                      std::max(deadline, clock_.Monotonic() + milliseconds(2000))));
     if (committed) {
       durable_commits_.fetch_add(1);
       return Ok();

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
+#include "common/random.h"
 #include "common/uuid.h"
 #include "db/datastore.h"
 #include "db/engine.h"
@@ -54,7 +56,7 @@ class PgEngine final : public Engine {
   // Unavailable when no server answers; what `migrate` returns.
   static Result<std::unique_ptr<PgEngine>> Open(
       const std::string& url, const PostgresOptions& options, SyncPoints& sync_points,
-      const std::function<Status(PgConnection&)>& migrate);
+      const Clock& clock, Random& random, const std::function<Status(PgConnection&)>& migrate);
   ~PgEngine() override;
 
   Status Write(const std::function<Status(Connection&)>& body) override;
@@ -78,20 +80,24 @@ class PgEngine final : public Engine {
   int64_t TEST_retries() const { return retries_.load(); }
 
  private:
-  PgEngine(std::string url, PostgresOptions options, SyncPoints& sync_points)
-      : url_(std::move(url)), options_(options), sync_points_(sync_points) {}
+  PgEngine(std::string url, PostgresOptions options, SyncPoints& sync_points, const Clock& clock,
+           Random& random)
+      : url_(std::move(url)),
+        options_(options),
+        sync_points_(sync_points),
+        clock_(clock),
+        random_(random) {}
 
   struct Lease;
   // A connection for one transaction: an idle one, a new one while fewer than pool_size are
   // open, else waits for one to be released until `deadline`. Unavailable when a new
   // connection fails (sets `busy` false) or none was released in time (`busy` true).
-  Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow, bool& busy,
-                                                std::chrono::steady_clock::time_point deadline);
+  Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow, bool& busy, MonoTime deadline);
   void Release(std::unique_ptr<PgConnection> conn, bool overflow);
   // After a lost COMMIT: true if the transaction that inserted `marker` committed. Unavailable
   // when that cannot be decided before `deadline`.
   Result<bool> Committed(const Uuid& marker, int old_pid, const std::string& old_start,
-                         std::chrono::steady_clock::time_point deadline);
+                         MonoTime deadline);
   void PruneMarkersIfDue();
   // Runs `body` in a transaction opened by `begin` with retries; `marker` for writes only.
   Status Run(bool write, const std::function<Status(Connection&)>& body);
@@ -99,6 +105,10 @@ class PgEngine final : public Engine {
   const std::string url_;
   const PostgresOptions options_;
   SyncPoints& sync_points_;
+  const Clock& clock_;
+  Random& random_;
+  // Full jitter: a uniform sleep in [0, backoff), capped by the time left; then doubles it.
+  void Backoff(std::chrono::microseconds& backoff, MonoTime deadline) const;
 
   mutable Mutex mu_;
   std::condition_variable released_;
@@ -111,7 +121,7 @@ class PgEngine final : public Engine {
   std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> round_trips_{0};
   std::atomic<CommitLoss> lose_commit_{CommitLoss::kNone};
-  std::atomic<int64_t> next_prune_us_{0};  // steady clock, microseconds
+  std::atomic<int64_t> next_prune_us_{0};  // the clock's monotonic time, microseconds
 };
 
 }  // namespace fp::db::postgres

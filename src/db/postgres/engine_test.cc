@@ -40,7 +40,7 @@ class PgEngineTest : public ::testing::Test {
   }
   void Open(PostgresOptions options) {
     engine_.reset();
-    auto e = PgEngine::Open(db_->url(), options, sync_points_,
+    auto e = PgEngine::Open(db_->url(), options, sync_points_, MachineClock(), MachineRandom(),
                             [](PgConnection& c) { return MigratePostgresSchema(c); });
     ASSERT_TRUE(e) << e.error().message();
     engine_ = std::move(*e);

@@ -27,7 +27,8 @@ TEST(PgSchema, ServersStartingTogetherMigrateOnceAndANewerSchemaIsRefused) {
   std::atomic<int> opened{0};
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {
-      auto ds = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>());
+      auto ds = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
+                                        std::make_shared<SystemRandom>());
       EXPECT_TRUE(ds) << ds.error().message();
       if (ds) ++opened;
     });
@@ -43,7 +44,8 @@ TEST(PgSchema, ServersStartingTogetherMigrateOnceAndANewerSchemaIsRefused) {
 
   ASSERT_TRUE(
       conn->Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", latest + 1)));
-  auto refused = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>());
+  auto refused = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
+                                         std::make_shared<SystemRandom>());
   ASSERT_FALSE(refused);
   EXPECT_NE(
       refused.error().message().find(fmt::format(
@@ -103,8 +105,9 @@ TEST(PgSchema, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) 
 
 TEST(PgSchema, NoServerIsUnavailable) {
   // A loopback port nothing listens on (the discard port).
-  auto ds = Datastore::OpenPostgres("postgres://nobody@127.0.0.1:9/x?connect_timeout=2",
-                                    std::make_shared<SystemClock>());
+  auto ds =
+      Datastore::OpenPostgres("postgres://nobody@127.0.0.1:9/x?connect_timeout=2",
+                              std::make_shared<SystemClock>(), std::make_shared<SystemRandom>());
   ASSERT_FALSE(ds);
   EXPECT_EQ(ds.error().kind(), ErrorKind::kServiceUnavailable);
 }

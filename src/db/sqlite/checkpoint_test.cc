@@ -142,7 +142,8 @@ TEST(CheckpointTest, TheLogStaysWithinItsLimitWhenCheckpointsFallBehind) {
     // Asked to run by the first commits over its threshold, it may not have been scheduled yet
     // on a loaded machine.
     MutexLock lock(mu);
-    checkpointer_was_held = lock.WaitFor(cv, std::chrono::seconds(10), [&] { return held; });
+    checkpointer_was_held =
+        MachineClock().WaitFor(lock, cv, std::chrono::seconds(10), [&] { return held; });
   }
   const int64_t checkpoints = ds->checkpoints();
   release();
@@ -188,7 +189,7 @@ TEST(CheckpointTest, AReadPinningTheLogAboveItsLimitDoesNotStallEveryWrite) {
       MutexLock lock(mu);
       reading = true;
       cv.notify_all();
-      lock.WaitFor(cv, std::chrono::seconds(30), [&] { return release; });
+      MachineClock().WaitFor(lock, cv, std::chrono::seconds(30), [&] { return release; });
       return true;
     });
   });

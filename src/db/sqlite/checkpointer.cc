@@ -20,8 +20,9 @@ constexpr auto kLogLimitBudget = std::chrono::seconds(1);
 
 Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::string& path,
                                                           SqliteConnection& writer,
-                                                          SyncPoints& sync_points) {
-  std::unique_ptr<Checkpointer> c(new Checkpointer(path, writer, sync_points));
+                                                          SyncPoints& sync_points,
+                                                          const Clock& clock) {
+  std::unique_ptr<Checkpointer> c(new Checkpointer(path, writer, sync_points, clock));
   c->conn_ = FP_TRY(SqliteConnection::Open(path));
   Checkpointer* self = c.get();
   writer.SetWalHook([self](int frames) { self->Committed(frames); });
@@ -84,7 +85,7 @@ void Checkpointer::Loop() {
 }
 
 void Checkpointer::AfterBatch() {
-  if (log_frames_ >= kLogLimitFrames && std::chrono::steady_clock::now() >= limit_retry_at_) {
+  if (log_frames_ >= kLogLimitFrames && clock_.Monotonic() >= limit_retry_at_) {
     LimitLog();
   } else if (restart_wanted_.load(std::memory_order_relaxed)) {
     RestartLog();
@@ -94,7 +95,7 @@ void Checkpointer::AfterBatch() {
 void Checkpointer::RestartLog() {
   // The background checkpoint copied the log up to where it stood then; this copies what was
   // appended meanwhile (little) and waits briefly for readers, with no write in between.
-  Status done = writer_.CheckpointRestart(kRestartBudget);
+  Status done = writer_.CheckpointRestart(kRestartBudget, clock_);
   if (done) {
     restart_wanted_.store(false);
     restart_attempts_ = 0;
@@ -114,7 +115,7 @@ void Checkpointer::LimitLog() {
   // next write starts the log over. This is what bounds the log. A checkpoint in progress
   // makes SQLite refuse another at once, without its busy handler: wait for it to end first.
   MutexLock copying(copying_mu_);
-  Status done = writer_.CheckpointRestart(kLogLimitBudget);
+  Status done = writer_.CheckpointRestart(kLogLimitBudget, clock_);
   if (done) {
     restart_wanted_.store(false);
     restart_attempts_ = 0;
@@ -127,7 +128,7 @@ void Checkpointer::LimitLog() {
   // A read longer than the budget: the log grows until it ends. Tried again after a backoff, so
   // that writes do not each wait out the budget meanwhile (and the warning is not repeated per
   // batch).
-  limit_retry_at_ = std::chrono::steady_clock::now() + limit_backoff_;
+  limit_retry_at_ = clock_.Deadline(limit_backoff_);
   limit_backoff_ = std::min(2 * limit_backoff_, std::chrono::milliseconds(30'000));
   WarnCheckpointFailed(done.error());
 }

@@ -47,10 +47,11 @@ class Checkpointer {
 
   // Opens the checkpointer's connection to the database at `path`, replaces the automatic
   // checkpoint of `writer` (the write lane's connection) by its own requests, and starts the
-  // thread. `writer` and `sync_points` must outlive the checkpointer. Errors: opening failed.
+  // thread. `writer`, `sync_points` and `clock` must outlive the checkpointer. Errors: opening
+  // failed.
   static Result<std::unique_ptr<Checkpointer>> Start(const std::string& path,
                                                      SqliteConnection& writer,
-                                                     SyncPoints& sync_points);
+                                                     SyncPoints& sync_points, const Clock& clock);
   // Stops the thread and waits for it (a checkpoint in progress finishes).
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
@@ -67,8 +68,9 @@ class Checkpointer {
   int64_t log_limit_restarts() const { return log_limit_restarts_.load(); }
 
  private:
-  Checkpointer(std::string path, SqliteConnection& writer, SyncPoints& sync_points)
-      : path_(std::move(path)), writer_(writer), sync_points_(sync_points) {}
+  Checkpointer(std::string path, SqliteConnection& writer, SyncPoints& sync_points,
+               const Clock& clock)
+      : path_(std::move(path)), writer_(writer), sync_points_(sync_points), clock_(clock) {}
   // The writer's WAL hook: `frames` in the log after a commit (write lane).
   void Committed(int frames);
   void Loop();
@@ -81,12 +83,13 @@ class Checkpointer {
   std::string path_;
   SqliteConnection& writer_;  // the write lane's; used only from the write lane
   SyncPoints& sync_points_;
+  const Clock& clock_;
   std::atomic<bool> restart_wanted_{false};  // set by the checkpointer, cleared by the lane
   int restart_attempts_ = 0;                 // write lane only
   // After LimitLog failed (a read longer than its budget pins the log), the next attempt waits
   // this long, doubling up to 30 s: otherwise every batch would wait the whole budget for as
   // long as the read lasts. Write lane only.
-  std::chrono::steady_clock::time_point limit_retry_at_{};
+  MonoTime limit_retry_at_{};
   std::chrono::milliseconds limit_backoff_{2000};
   std::atomic<int64_t> log_restarts_{0};
   std::atomic<int64_t> log_limit_restarts_{0};

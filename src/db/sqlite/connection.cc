@@ -73,19 +73,20 @@ Status SqliteConnection::CheckpointPassive() {
   return Ok();
 }
 
-Status SqliteConnection::CheckpointRestart(std::chrono::microseconds budget) {
-  using Clock = std::chrono::steady_clock;
+Status SqliteConnection::CheckpointRestart(std::chrono::microseconds budget, const Clock& clock) {
   last_error_busy_ = false;
   // The connection's 10 s busy timeout would let a long read stall every write queued behind
   // this checkpoint: wait for at most `budget` instead, in short sleeps.
   struct Wait {
-    Clock::time_point deadline;
-  } wait{Clock::now() + budget};
+    const Clock& clock;
+    MonoTime deadline;
+  } wait{clock, clock.Deadline(budget)};
   sqlite3_busy_handler(
       db_,
       [](void* arg, int) -> int {
-        if (Clock::now() >= static_cast<Wait*>(arg)->deadline) return 0;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        auto& w = *static_cast<Wait*>(arg);
+        if (w.clock.Monotonic() >= w.deadline) return 0;
+        w.clock.SleepFor(std::chrono::microseconds(50));
         return 1;
       },
       &wait);

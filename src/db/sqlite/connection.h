@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "db/connection.h"
 
@@ -61,7 +62,7 @@ class SqliteConnection final : public Connection {
   // for readers still using the log, so that the next write starts the log over from its
   // beginning instead of appending. Fails busy (the log left as it is) when a reader or another
   // writer outlasts the budget. The connection must not be in a transaction.
-  Status CheckpointRestart(std::chrono::microseconds budget);
+  Status CheckpointRestart(std::chrono::microseconds budget, const Clock& clock);
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }

@@ -19,13 +19,13 @@
 namespace fp::db::sqlite {
 
 Result<std::unique_ptr<SqliteEngine>> SqliteEngine::Open(
-    const std::string& path, SyncPoints& sync_points,
+    const std::string& path, SyncPoints& sync_points, const Clock& clock, Random& random,
     const std::function<Status(SqliteConnection&)>& migrate) {
-  std::unique_ptr<SqliteEngine> engine(new SqliteEngine(path, sync_points));
+  std::unique_ptr<SqliteEngine> engine(new SqliteEngine(path, sync_points, clock, random));
   engine->writer_ = FP_TRY(SqliteConnection::Open(path));
   FP_CHECK_OK(migrate(*engine->writer_));
   FP_CHECK_OK(engine->SyncLog());  // the migration's commits, and the WAL's directory entry
-  engine->checkpointer_ = FP_TRY(Checkpointer::Start(path, *engine->writer_, sync_points));
+  engine->checkpointer_ = FP_TRY(Checkpointer::Start(path, *engine->writer_, sync_points, clock));
   return engine;
 }
 
@@ -203,12 +203,12 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   using namespace std::chrono;
   SqliteConnection& conn = *writer_;
   // Another process holding the database's write lock: retry with jittered backoff.
-  const auto deadline = steady_clock::now() + seconds(30);
+  const MonoTime deadline = clock_.Deadline(seconds(30));
   auto backoff = milliseconds(1);
   Status began = conn.ExecScript("BEGIN IMMEDIATE");
-  while (!began && conn.last_error_was_busy() && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(microseconds(
-        JitterBelow(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1))));
+  while (!began && conn.last_error_was_busy() && clock_.Monotonic() < deadline) {
+    clock_.SleepFor(microseconds(
+        random_.Below(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1))));
     backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
     began = conn.ExecScript("BEGIN IMMEDIATE");
   }
@@ -305,7 +305,7 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
 
 Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_t& seen) {
   using namespace std::chrono;
-  const auto deadline = steady_clock::now() + seconds(30);
+  const MonoTime deadline = clock_.Deadline(seconds(30));
   auto backoff = milliseconds(1);
   for (;;) {
     auto conn = FP_TRY(readers_.Acquire());
@@ -318,11 +318,10 @@ Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_
     bool busy = !result && conn->last_error_was_busy();
     if (!result && began) (void)conn->ExecScript("ROLLBACK");
     readers_.Release(std::move(conn));
-    if (!result && busy && steady_clock::now() < deadline) {
+    if (!result && busy && clock_.Monotonic() < deadline) {
       // Full jitter: sleep uniformly in [0, backoff), then double up to a cap.
-      auto sleep = microseconds(
-          JitterBelow(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1)));
-      std::this_thread::sleep_for(sleep);
+      clock_.SleepFor(microseconds(
+          random_.Below(static_cast<uint64_t>(duration_cast<microseconds>(backoff).count() + 1))));
       backoff = std::min(backoff * 2, duration_cast<milliseconds>(milliseconds(200)));
       continue;
     }

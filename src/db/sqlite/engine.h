@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
+#include "common/random.h"
 #include "db/engine.h"
 #include "db/sqlite/checkpointer.h"
 #include "db/sqlite/connection.h"
@@ -26,8 +28,9 @@ class SqliteEngine final : public Engine {
   // Opens (creating as needed) the database at `path`, runs `migrate` on the write lane's
   // connection, makes the result durable and starts the checkpointer. `sync_points` must
   // outlive the engine. Errors: opening, migrating or the first sync failed.
+  // `clock` and `random` (busy-retry backoff and its jitter) must outlive it too.
   static Result<std::unique_ptr<SqliteEngine>> Open(
-      const std::string& path, SyncPoints& sync_points,
+      const std::string& path, SyncPoints& sync_points, const Clock& clock, Random& random,
       const std::function<Status(SqliteConnection&)>& migrate);
   ~SqliteEngine() override;
 
@@ -42,14 +45,20 @@ class SqliteEngine final : public Engine {
   int64_t log_file_bytes() const override;
 
  private:
-  SqliteEngine(std::string path, SyncPoints& sync_points)
-      : path_(std::move(path)), sync_points_(sync_points), readers_(path_) {}
+  SqliteEngine(std::string path, SyncPoints& sync_points, const Clock& clock, Random& random)
+      : path_(std::move(path)),
+        sync_points_(sync_points),
+        clock_(clock),
+        random_(random),
+        readers_(path_) {}
   struct QueuedWrite;
   void RunWriteBatch(const std::vector<QueuedWrite*>& batch) FP_EXCLUDES(queue_mu_, durable_mu_);
   Status SyncLog() FP_EXCLUDES(durable_mu_);  // fdatasync of the WAL file
 
   std::string path_;
   SyncPoints& sync_points_;
+  const Clock& clock_;
+  Random& random_;
   ReaderPool readers_;
   // Writes queue; a writer finding nobody writing leads a batch: it takes every queued write
   // (its own first) and runs them in order, each in a savepoint of one SQLite transaction, then

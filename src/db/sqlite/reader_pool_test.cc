@@ -32,8 +32,8 @@ class Gate {
   }
   bool WaitInside(int n) {
     MutexLock lock(mu_);
-    return lock.WaitFor(cv_, std::chrono::seconds(10),
-                        [&]() FP_REQUIRES(mu_) { return inside_ >= n; });
+    return MachineClock().WaitFor(lock, cv_, std::chrono::seconds(10),
+                                  [&]() FP_REQUIRES(mu_) { return inside_ >= n; });
   }
   int inside() {
     MutexLock lock(mu_);

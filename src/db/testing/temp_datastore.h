@@ -73,15 +73,16 @@ class TempDatastore {
  public:
   explicit TempDatastore(std::shared_ptr<const Clock> clock = std::make_shared<SystemClock>(),
                          PostgresOptions options = {},
-                         TestEngine engine = TestEngine::kFromEnvironment) {
+                         TestEngine engine = TestEngine::kFromEnvironment,
+                         std::shared_ptr<Random> random = std::make_shared<SystemRandom>()) {
     char tmpl[] = "/tmp/floatplane-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     Result<std::unique_ptr<Datastore>> ds = Fail(Error::Internal("not opened"));
     if (engine == TestEngine::kFromEnvironment && OnPostgres()) {
       pg_ = std::make_unique<TempPostgresDatabase>();
-      ds = Datastore::OpenPostgres(pg_->url(), std::move(clock), options);
+      ds = Datastore::OpenPostgres(pg_->url(), std::move(clock), std::move(random), options);
     } else {
-      ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::move(clock));
+      ds = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::move(clock), std::move(random));
     }
     if (!ds) throw std::runtime_error(ds.error().message());
     ds_ = std::move(*ds);
