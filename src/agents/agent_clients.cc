@@ -13,6 +13,7 @@
 namespace fp::agents {
 
 using Json = nlohmann::json;
+using http::Caller;
 using http::HttpAnswer;
 using http::HttpClient;
 
@@ -30,7 +31,7 @@ namespace {
 // Sends one request to an agent and returns its JSON answer (null for an empty 2xx body).
 // Maps the agent's answer to the errors agents.h promises: 5xx → ServiceUnavailable,
 // 404 → NotFound, any other non-2xx → Internal; each message names the agent.
-Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_view target,
+Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view target,
                        const Json& body = nullptr, const CallContext& context = {}) {
   std::string text =
       body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -59,7 +60,7 @@ Result<Json> CallAgent(HttpClient& http, std::string_view method, std::string_vi
 
 // Decodes an agent's answer; an answer that does not decode is the agent's bug: Internal.
 template <typename T>
-Result<T> Decode(const HttpClient& http, Result<T> decoded) {
+Result<T> Decode(const Caller& http, Result<T> decoded) {
   if (!decoded) {
     return Fail(Error::Internal(
         fmt::format("{}: unexpected answer: {}", http.description(), decoded.error().message())));
@@ -67,15 +68,13 @@ Result<T> Decode(const HttpClient& http, Result<T> decoded) {
   return decoded;
 }
 
-Result<int64_t> DecodeGeneration(const HttpClient& http, const Json& answer) {
+Result<int64_t> DecodeGeneration(const Caller& http, const Json& answer) {
   return Decode(http, GenerationFromJson(answer));
 }
 
 class HttpSwitchAgentClient final : public SwitchAgentClient {
  public:
-  HttpSwitchAgentClient(std::string base_url, int timeout_ms, std::string authorization)
-      : http_("switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms),
-              std::move(authorization)) {}
+  explicit HttpSwitchAgentClient(std::unique_ptr<Caller> caller) : caller_(std::move(caller)) {}
 
   Result<NatTable> GetNat() override {
     Json answer = FP_TRY(CallAgent(http_, "GET", "/nat"));
@@ -125,15 +124,14 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   const std::string& address() const override { return http_.base_url(); }
 
  private:
-  HttpClient http_;
+  std::unique_ptr<Caller> caller_;
+  Caller& http_ = *caller_;
 };
 
 class HttpSledAgentClient final : public SledAgentClient {
  public:
-  HttpSledAgentClient(std::string base_url, int timeout_ms, std::string authorization)
-      : http_("sled agent", base_url, std::chrono::milliseconds(timeout_ms), authorization),
-        timeout_(timeout_ms),
-        authorization_(std::move(authorization)) {}
+  HttpSledAgentClient(CallerFactory connect, std::chrono::milliseconds timeout)
+      : caller_(connect(timeout)), connect_(std::move(connect)), timeout_(timeout) {}
 
   using SledAgentClient::AddExternalIp;
   using SledAgentClient::EnsureRunning;
@@ -182,7 +180,7 @@ class HttpSledAgentClient final : public SledAgentClient {
       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-';
     });
     if (plain && !boot_id.empty()) target += "&boot=" + boot_id;
-    std::shared_ptr<HttpClient> http;
+    std::shared_ptr<Caller> http;
     {
       MutexLock lock(report_mu_);
       if (reports_abandoned_) {
@@ -193,8 +191,7 @@ class HttpSledAgentClient final : public SledAgentClient {
         // One client whose deadline covers the longest wait a sled grants, whatever this
         // call's wait (a client per wait would cost a connection per call): a sled that
         // accepts and never answers holds a report call that long.
-        report_http_ = std::make_shared<HttpClient>("sled agent", http_.base_url(),
-                                                    timeout_ + kMaxWait, authorization_);
+        report_http_ = connect_(timeout_ + kMaxWait);
       }
       http = report_http_;
     }
@@ -227,13 +224,14 @@ class HttpSledAgentClient final : public SledAgentClient {
     return InstancePath(id) + "/external-ips/" + ip.ToString();
   }
 
-  HttpClient http_;
+  std::unique_ptr<Caller> caller_;
+  Caller& http_ = *caller_;
+  const CallerFactory connect_;
   const std::chrono::milliseconds timeout_;
-  const std::string authorization_;  // the agent secret's header, or empty
   // Report calls have a client of their own, whose deadline covers the wait.
   Mutex report_mu_;
   static constexpr std::chrono::milliseconds kMaxWait{30'000};  // the sled's own cap
-  std::shared_ptr<HttpClient> report_http_ FP_GUARDED_BY(report_mu_);
+  std::shared_ptr<Caller> report_http_ FP_GUARDED_BY(report_mu_);
   bool reports_abandoned_ FP_GUARDED_BY(report_mu_) = false;
 };
 
@@ -249,14 +247,27 @@ std::string AuthorizationOf(const std::optional<AgentSecret>& secret) {
 
 std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms,
                                                          const std::optional<AgentSecret>& secret) {
-  return std::make_unique<HttpSwitchAgentClient>(std::move(base_url), timeout_ms,
-                                                 AuthorizationOf(secret));
+  return MakeSwitchAgentClient(std::make_unique<HttpClient>(
+      "switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms),
+      AuthorizationOf(secret)));
 }
 
 std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms,
                                                      const std::optional<AgentSecret>& secret) {
-  return std::make_unique<HttpSledAgentClient>(std::move(base_url), timeout_ms,
-                                               AuthorizationOf(secret));
+  CallerFactory connect = [base_url, authorization = AuthorizationOf(secret)](
+                              std::chrono::milliseconds timeout) -> std::unique_ptr<Caller> {
+    return std::make_unique<HttpClient>("sled agent", base_url, timeout, authorization);
+  };
+  return MakeSledAgentClient(std::move(connect), std::chrono::milliseconds(timeout_ms));
+}
+
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::unique_ptr<http::Caller> caller) {
+  return std::make_unique<HttpSwitchAgentClient>(std::move(caller));
+}
+
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(CallerFactory connect,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_unique<HttpSledAgentClient>(std::move(connect), timeout);
 }
 
 }  // namespace fp::agents

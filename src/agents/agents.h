@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +30,7 @@
 #include "common/error.h"
 #include "common/ip.h"
 #include "common/uuid.h"
+#include "http/caller.h"
 
 namespace fp::agents {
 
@@ -287,5 +289,13 @@ std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(
     std::string base_url, int timeout_ms, const std::optional<AgentSecret>& secret = std::nullopt);
 std::unique_ptr<SledAgentClient> MakeSledAgentClient(
     std::string base_url, int timeout_ms, const std::optional<AgentSecret>& secret = std::nullopt);
+
+// The same clients over any Caller (the simulation's network, src/sim/): the same requests and
+// answers. A sled's client makes a second caller, with a longer timeout, for its change feed.
+using CallerFactory =
+    std::function<std::unique_ptr<http::Caller>(std::chrono::milliseconds timeout)>;
+std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::unique_ptr<http::Caller> caller);
+std::unique_ptr<SledAgentClient> MakeSledAgentClient(CallerFactory connect,
+                                                     std::chrono::milliseconds timeout);
 
 }  // namespace fp::agents

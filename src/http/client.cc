@@ -34,7 +34,6 @@ constexpr uint64_t kAnswerBodyLimit = 256ull << 20;
 // surplus is closed when they finish.
 constexpr size_t kMaxIdleConnections = 8;
 // The text of the timeout error, between the peer's description and the deadline.
-constexpr std::string_view kDidNotAnswerWithin = " did not answer within ";
 
 struct PeerAddress {
   std::string host;  // without brackets
@@ -106,11 +105,6 @@ int ConnectOne(const Clock& clock, const sockaddr* addr, socklen_t len, MonoTime
 }  // namespace client_impl
 
 using namespace client_impl;
-
-bool IsTimeout(const Error& e) {
-  return e.kind() == ErrorKind::kServiceUnavailable &&
-         e.message().find(kDidNotAnswerWithin) != std::string::npos;
-}
 
 struct HttpClient::Impl {
   std::string peer;

@@ -12,14 +12,9 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "http/caller.h"
 
 namespace fp::http {
-
-// What a peer answered: any status, 2xx or not.
-struct HttpAnswer {
-  int status = 0;
-  std::string body;
-};
 
 // Sends requests to the server at `base_url` ("http://HOST:PORT", HOST a name, an IPv4
 // address or a bracketed IPv6 address; a trailing "/" is accepted). Connections are kept alive
@@ -27,7 +22,7 @@ struct HttpAnswer {
 // replaced once, transparently, within the same deadline.
 //
 // Thread-safe: concurrent calls use separate connections.
-class HttpClient {
+class HttpClient final : public Caller {
  public:
   // `peer` names the server in error messages ("switch agent"). Never fails: a malformed
   // `base_url` is reported by every Call. `authorization`, if not empty, is sent as the
@@ -35,7 +30,7 @@ class HttpClient {
   // measured in (unset: MachineClock); must outlive the client.
   HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
              std::string authorization = {}, const Clock* clock = nullptr);
-  ~HttpClient();
+  ~HttpClient() override;
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
@@ -53,24 +48,20 @@ class HttpClient {
   // `headers` are sent as given, after the client's own (Host, User-Agent, Content-Type).
   Result<HttpAnswer> Call(std::string_view method, std::string_view target,
                           std::string_view body = {},
-                          const std::vector<std::pair<std::string, std::string>>& headers = {});
+                          const std::vector<std::pair<std::string, std::string>>& headers = {})
+      override;
 
   // Ends every call in progress at once (each fails with ServiceUnavailable `<peer> at <url>:
   // the call was abandoned`), and every later call likewise: for an owner that is stopping
   // while a thread of its waits on a long call. Thread-safe; permanent.
-  void Abandon();
+  void Abandon() override;
 
-  const std::string& base_url() const;
-  // "<peer> at <url>", the prefix of every message about this peer.
-  const std::string& description() const;
+  const std::string& base_url() const override;
+  const std::string& description() const override;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Whether `e` is Call's timeout error (the peer did not answer within the deadline), as opposed
-// to a refusal or an answer: a caller may then avoid calling a peer it just found hung.
-bool IsTimeout(const Error& e);
 
 }  // namespace fp::http

@@ -312,7 +312,9 @@ TEST(HttpServerTest, AFullQueueAnswers503AndARequestThatWaitedTooLongIsNotRun) {
   for (int i = 0; i < 5; ++i) {
     conns.emplace_back(port);
     ASSERT_TRUE(conns.back().Send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-    if (i == 0) ASSERT_TRUE(WaitFor([&] { return gate.calls() == 1; }));
+    if (i == 0) {
+      ASSERT_TRUE(WaitFor([&] { return gate.calls() == 1; }));
+    }
   }
   ASSERT_TRUE(WaitFor([&] { return (*server)->stats().queued_requests == 4; }));
   RawConn sixth(port);

@@ -159,6 +159,7 @@ Result<Json> SagaExecutor::Execution::RunWithFaults(
 
 void SagaExecutor::Execution::ExitIf(const std::optional<int> FaultPlan::*point, int i) const {
   if (faults_ && (*faults_).*point == i) {
+    if (faults_->exit) faults_->exit();
     std::fflush(nullptr);
     raise(SIGKILL);
   }

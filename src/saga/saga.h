@@ -64,6 +64,10 @@ struct FaultPlan {
   // stand-in for a concurrent request that lands between two nodes, or after the last one.
   std::optional<int> call_after_node;
   std::function<void()> after_node_call;
+  // What "stop the process" above does: SIGKILL when unset; the simulation (src/sim/) throws
+  // instead, so that its server stops there and the rest of the process goes on. Must not
+  // return.
+  std::function<void()> exit;
 };
 
 // Runs sagas to rest and recovers unfinished ones. Thread-safe: sagas run on the calling

@@ -103,6 +103,10 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& option
   // The control plane polls its agents all the time; what changes something is still logged.
   http.quiet_reads = true;
   http.logged_headers = CallerFields();
+  if (!options.listen) {
+    server->sim_url_ = options.sim_url;
+    return server;
+  }
   AgentServer* self = server.get();
   server->server_ = FP_TRY(http::HttpServer::Start(
       http, [self](const http::HttpRequest& request) { return self->Handle(request); }));
@@ -122,6 +126,7 @@ std::vector<std::pair<std::string, std::string>> AgentServer::Endpoints() const 
 }
 
 std::string AgentServer::base_url() const {
+  if (!sim_url_.empty()) return sim_url_;
   return fmt::format("http://{}:{}", http::UrlHost(host_), port());
 }
 

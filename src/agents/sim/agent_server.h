@@ -54,6 +54,13 @@ struct SimOptions {
   // binary turns it on only with --enable-test-faults, so that a production agent answers
   // them 404 like any path it does not serve; agents built inside tests have it.
   bool test_faults = true;
+  // Serve over HTTP on host:port, or not at all (the simulation hands requests to Serve, and
+  // base_url() is `sim_url`).
+  bool listen = true;
+  std::string sim_url;
+  // Sled agent: apply start and stop transitions on a thread of its own, or only when
+  // StepTransitions is called (the simulation, which runs on one thread).
+  bool transition_thread = true;
   // Required of every call, the test endpoints' included: a call without it is answered 401
   // and changes nothing. None: anyone who reaches the port may call (agents inside tests).
   std::optional<agents::AgentSecret> secret;
@@ -102,6 +109,9 @@ class AgentServer {
   // "http://HOST:PORT" (IPv6 hosts in brackets).
   std::string base_url() const;
   FaultInjector& faults() { return faults_; }
+  // Handles one request as a worker of the HTTP front would: the secret, the test endpoints,
+  // the faults, the routes. Thread-safe.
+  http::HttpResponse Serve(const http::HttpRequest& request) { return Handle(request); }
   // Each endpoint's (method, path pattern), the test endpoints' included when they answer.
   std::vector<std::pair<std::string, std::string>> Endpoints() const;
 
@@ -125,6 +135,7 @@ class AgentServer {
   FaultInjector& faults_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;
+  std::string sim_url_;  // base_url() when not listening
 };
 
 }  // namespace fp::agents::sim

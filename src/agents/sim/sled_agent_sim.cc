@@ -40,7 +40,7 @@ Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
     const SimOptions& options, std::unique_ptr<PortDataplane> dataplane) {
   std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options, std::move(dataplane)));
   SledAgentSim* self = sim.get();
-  sim->timer_ = std::thread([self] { self->RunTransitions(); });
+  if (options.transition_thread) sim->timer_ = std::thread([self] { self->RunTransitions(); });
   sim->server_ = FP_TRY(AgentServer::Start(
       options, "sled agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;
@@ -256,26 +256,36 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   return View(id, it->second);
 }
 
+std::optional<SledAgentSim::TimePoint> SledAgentSim::ApplyDueTransitions() {
+  TimePoint now = clock_.Monotonic();
+  std::optional<TimePoint> next;
+  for (auto& [id, vm] : vms_) {
+    if (!vm.transition_at) continue;
+    if (*vm.transition_at <= now) {
+      if (vm.state == VmState::kStarting) {
+        vm.state = VmState::kRunning;
+        ++vm.boots;
+      } else {
+        vm.state = VmState::kStopped;
+      }
+      vm.transition_at.reset();
+      Touch(vm);
+    } else if (!next || *vm.transition_at < *next) {
+      next = vm.transition_at;
+    }
+  }
+  return next;
+}
+
+void SledAgentSim::StepTransitions() {
+  MutexLock lock(mu_);
+  (void)ApplyDueTransitions();
+}
+
 void SledAgentSim::RunTransitions() {
   MutexLock lock(mu_);
   while (!stopping_) {
-    TimePoint now = clock_.Monotonic();
-    std::optional<TimePoint> next;
-    for (auto& [id, vm] : vms_) {
-      if (!vm.transition_at) continue;
-      if (*vm.transition_at <= now) {
-        if (vm.state == VmState::kStarting) {
-          vm.state = VmState::kRunning;
-          ++vm.boots;
-        } else {
-          vm.state = VmState::kStopped;
-        }
-        vm.transition_at.reset();
-        Touch(vm);
-      } else if (!next || *vm.transition_at < *next) {
-        next = vm.transition_at;
-      }
-    }
+    std::optional<TimePoint> next = ApplyDueTransitions();
     if (next) {
       clock_.BlockUntil(lock, transitions_changed_, *next);
     } else {

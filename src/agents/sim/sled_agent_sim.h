@@ -89,6 +89,11 @@ class SledAgentSim {
   SledReport Changes(const std::string& boot_id, int64_t since, std::chrono::milliseconds wait);
   // Calls of Changes (GET /changes) waiting now for a change.
   int waiting_reports() const;
+  // Applies the start and stop transitions due at the clock's time: what the transition thread
+  // does when it runs, for an agent started without it (SimOptions::transition_thread).
+  void StepTransitions();
+  // Handles one request as the HTTP front would (the simulation's network calls it).
+  http::HttpResponse Serve(const http::HttpRequest& request) { return server_->Serve(request); }
 
   // Removals remembered for /changes; a caller further behind gets the whole list.
   static constexpr size_t kRemovalsKept = 4096;
@@ -113,6 +118,8 @@ class SledAgentSim {
   Result<SledInstance> ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add);
   void Reset();
   void RunTransitions();
+  // Moves every VM whose start or stop delay has passed; the next such time, if any.
+  std::optional<TimePoint> ApplyDueTransitions() FP_REQUIRES(mu_);
   // Records a change to `vm`: the next generation, and wakes /changes.
   void Touch(Vm& vm) FP_REQUIRES(mu_);
   // Forgets the VM `id` if known, remembering the removal for /changes.

@@ -69,6 +69,8 @@ class SwitchAgentSim {
   NatTable Nat() const;
   NatStatus CurrentStatus() const;
   FaultInjector& faults() { return faults_; }
+  // Handles one request as the HTTP front would (the simulation's network calls it).
+  http::HttpResponse Serve(const http::HttpRequest& request) { return server_->Serve(request); }
 
  private:
   using EntryKey = std::pair<IpAddr, int>;  // external_ip, first_port
