@@ -247,9 +247,9 @@ std::string AuthorizationOf(const std::optional<AgentSecret>& secret) {
 
 std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms,
                                                          const std::optional<AgentSecret>& secret) {
-  return MakeSwitchAgentClient(std::make_unique<HttpClient>(
-      "switch agent", std::move(base_url), std::chrono::milliseconds(timeout_ms),
-      AuthorizationOf(secret)));
+  return MakeSwitchAgentClient(std::make_unique<HttpClient>("switch agent", std::move(base_url),
+                                                            std::chrono::milliseconds(timeout_ms),
+                                                            AuthorizationOf(secret)));
 }
 
 std::unique_ptr<SledAgentClient> MakeSledAgentClient(std::string base_url, int timeout_ms,

@@ -46,10 +46,9 @@ class HttpClient final : public Caller {
   //    is not HTTP;
   //  - Internal `<peer> at <url>: ...` for a malformed base URL.
   // `headers` are sent as given, after the client's own (Host, User-Agent, Content-Type).
-  Result<HttpAnswer> Call(std::string_view method, std::string_view target,
-                          std::string_view body = {},
-                          const std::vector<std::pair<std::string, std::string>>& headers = {})
-      override;
+  Result<HttpAnswer> Call(
+      std::string_view method, std::string_view target, std::string_view body = {},
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) override;
 
   // Ends every call in progress at once (each fails with ServiceUnavailable `<peer> at <url>:
   // the call was abandoned`), and every later call likewise: for an owner that is stopping

@@ -1,0 +1,138 @@
+#include "sim/rack.h"
+
+#include <fmt/format.h>
+
+#include "db/ip_pools.h"
+#include "db/projects.h"
+#include "db/silos.h"
+#include "db/sleds.h"
+
+namespace fp::sim {
+
+namespace {
+constexpr std::chrono::milliseconds kAgentTimeout{2000};
+}  // namespace
+
+// One run of the control-plane server: what a process holds in memory. Declared in the order
+// they are built; destroyed in reverse.
+struct Rack::Server {
+  app::Dataplane dataplane;
+  std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients;
+  std::unique_ptr<nat::NatReconciler> nat;
+  std::unique_ptr<app::SagaDeps> deps;
+  saga::ActionRegistry registry;
+  std::unique_ptr<db::DatastoreSagaStore> store;
+  std::unique_ptr<saga::SagaExecutor> executor;
+  std::unique_ptr<app::Projects> projects;
+  std::unique_ptr<app::FloatingIps> floating_ips;
+  std::unique_ptr<app::IpPools> ip_pools;
+  std::unique_ptr<app::SledWatcher> watcher;
+  std::unique_ptr<app::Instances> instances;
+};
+
+Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape)
+    : path_(dir + "/floatplane.db"),
+      clock_(std::make_shared<testing::ManualClock>()),
+      random_(std::make_shared<SeededRandom>(seed ^ 0x5eed5eed5eed5eedull)),
+      network_(seed) {
+  for (int i = 0; i < shape.switches; ++i) {
+    agents::sim::SimOptions o{.clock = clock_.get(), .random = random_.get()};
+    o.listen = false;
+    o.sim_url = fmt::format("sim://switch-{}", i);
+    switches_.push_back(agents::sim::SwitchAgentSim::Start(o).value());
+    agents::sim::SwitchAgentSim* agent = switches_.back().get();
+    network_.Attach(o.sim_url, [agent](const http::HttpRequest& r) { return agent->Serve(r); });
+    switch_urls_.push_back(o.sim_url);
+  }
+  for (int i = 0; i < shape.sleds; ++i) {
+    agents::sim::SimOptions o{.clock = clock_.get(), .random = random_.get()};
+    o.listen = false;
+    o.transition_thread = false;
+    o.start_delay = std::chrono::milliseconds(500);
+    o.stop_delay = std::chrono::milliseconds(500);
+    o.sim_url = fmt::format("sim://sled-{}", i);
+    sleds_.push_back(agents::sim::SledAgentSim::Start(o).value());
+    agents::sim::SledAgentSim* agent = sleds_.back().get();
+    network_.Attach(o.sim_url, [agent](const http::HttpRequest& r) { return agent->Serve(r); });
+    sled_urls_.push_back(o.sim_url);
+  }
+  ds_ = db::Datastore::OpenSqlite(path_, clock_, random_).value();
+  Random& random = *random_;
+  model::SiloCreate silo{.id = random.NewUuid(), .name = "rack", .description = ""};
+  const model::Silo s = db::SiloCreate(*ds_, silo).value();
+  actor_ = app::Actor{random.NewUuid(), s.id, model::Role::kFleetAdmin};
+  (void)db::ProjectCreate(*ds_, random.NewUuid(), s.id, "p1", "").value();
+  model::PoolCreate pool{.id = random.NewUuid(), .name = "v4", .description = ""};
+  const model::IpPool p = db::PoolCreate(*ds_, pool).value();
+  const IpRange range =
+      IpRange::Make(*IpAddr::Parse("198.51.100.1"), *IpAddr::Parse("198.51.100.8")).value();
+  (void)db::RangeAdd(*ds_, p.id, random.NewUuid(), range).value();
+  (void)db::Link(*ds_, p.id, NameOrId(s.id), true).value();
+  for (int i = 0; i < shape.sleds; ++i) {
+    IpAddr underlay(IpVersion::kV6, (uint128{0xfd00} << 112) | uint128(0x101 + i));
+    sled_ids_.push_back(db::SledUpsert(*ds_, fmt::format("sled-{}", i),
+                                       sled_urls_[static_cast<size_t>(i)], underlay)
+                            .value()
+                            .id);
+  }
+  StartServer();
+}
+
+Rack::~Rack() {
+  server_.reset();
+  ds_.reset();
+}
+
+app::Instances& Rack::instances() { return *server_->instances; }
+app::FloatingIps& Rack::floating_ips() { return *server_->floating_ips; }
+app::IpPools& Rack::ip_pools() { return *server_->ip_pools; }
+app::SledWatcher& Rack::watcher() { return *server_->watcher; }
+nat::NatReconciler& Rack::nat() { return *server_->nat; }
+saga::SagaExecutor& Rack::executor() { return *server_->executor; }
+
+void Rack::StartServer() {
+  auto s = std::make_unique<Server>();
+  for (size_t i = 0; i < sled_urls_.size(); ++i) {
+    const std::string url = sled_urls_[i];
+    agents::CallerFactory connect = [this, url](std::chrono::milliseconds timeout) {
+      return network_.Connect("sled agent", url, timeout);
+    };
+    s->sled_clients.push_back(agents::MakeSledAgentClient(std::move(connect), kAgentTimeout));
+    s->dataplane.sleds[sled_ids_[i]] = s->sled_clients.back().get();
+  }
+  s->nat = std::make_unique<nat::NatReconciler>(*ds_);
+  for (const std::string& url : switch_urls_) {
+    s->nat->AddSwitch(
+        agents::MakeSwitchAgentClient(network_.Connect("switch agent", url, kAgentTimeout)));
+  }
+  s->deps = std::make_unique<app::SagaDeps>(app::SagaDeps{*ds_, s->dataplane, *s->nat});
+  app::RegisterSagaActions(s->registry, *s->deps);
+  s->store = std::make_unique<db::DatastoreSagaStore>(*ds_);
+  s->executor = std::make_unique<saga::SagaExecutor>(*s->store, s->registry, "sim-server",
+                                                     ds_->clock(), ds_->random());
+  s->projects = std::make_unique<app::Projects>(*ds_);
+  s->floating_ips = std::make_unique<app::FloatingIps>(*ds_);
+  s->ip_pools = std::make_unique<app::IpPools>(*ds_);
+  s->watcher = std::make_unique<app::SledWatcher>(*ds_, s->dataplane, *s->nat);
+  s->instances = std::make_unique<app::Instances>(*ds_, *s->projects, *s->floating_ips,
+                                                  s->dataplane, *s->nat, *s->executor, *s->watcher);
+  server_ = std::move(s);
+}
+
+void Rack::CrashAfterNode(int node) {
+  saga::FaultPlan plan;
+  plan.exit_after_node = node;
+  plan.exit = [] { throw ServerCrash{}; };
+  server_->executor->SetFaultPlanForTest(plan);
+}
+
+Status Rack::Restart() {
+  server_.reset();
+  ds_.reset();
+  ds_ = FP_TRY(db::Datastore::OpenSqlite(path_, clock_, random_));
+  StartServer();
+  FP_TRY(server_->executor->RecoverAll());
+  return Ok();
+}
+
+}  // namespace fp::sim

@@ -1,0 +1,93 @@
+#pragma once
+
+// The simulated rack: simulated switch and sled agents (agents/sim, no sockets, no threads of
+// their own) reached through the simulation's network, and one control-plane server (the real
+// datastore on a SQLite file, the saga executor with every saga, the NAT reconciler, the sled
+// watcher, the services) built on them, all on one ManualClock and one SeededRandom. The server
+// can crash (a saga's node ends it by throwing ServerCrash) and be started again on the same
+// file, as a restarted process would be; the agents, other processes, live on.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/sim/sled_agent_sim.h"
+#include "agents/sim/switch_agent_sim.h"
+#include "app/actor.h"
+#include "app/floating_ips.h"
+#include "app/instances.h"
+#include "app/ip_pools.h"
+#include "app/projects.h"
+#include "app/sagas/sagas.h"
+#include "app/sled_watcher.h"
+#include "common/random.h"
+#include "common/testing/manual_clock.h"
+#include "db/datastore.h"
+#include "db/sagas.h"
+#include "nat/nat_reconciler.h"
+#include "saga/saga.h"
+#include "sim/network.h"
+
+namespace fp::sim {
+
+// Thrown where the simulated server stops (SagaExecutor's FaultPlan::exit): not an
+// std::exception, so that no handler on the way takes it for an error of the code it runs.
+struct ServerCrash {};
+
+struct RackShape {
+  int switches = 2;
+  int sleds = 3;
+};
+
+class Rack {
+ public:
+  // Builds the agents and starts the server on a new database in `dir`, with a silo, a project
+  // "p1" and a pool of eight IPv4 addresses linked as its default.
+  Rack(uint64_t seed, const std::string& dir, RackShape shape);
+  ~Rack();
+  Rack(const Rack&) = delete;
+  Rack& operator=(const Rack&) = delete;
+
+  // The running server's parts.
+  db::Datastore& ds() { return *ds_; }
+  app::Instances& instances();
+  app::FloatingIps& floating_ips();
+  app::IpPools& ip_pools();
+  app::SledWatcher& watcher();
+  nat::NatReconciler& nat();
+  saga::SagaExecutor& executor();
+  const app::Actor& actor() const { return actor_; }
+
+  // The next saga that reaches node `node` (its "succeeded" event durable) stops the server.
+  void CrashAfterNode(int node);
+  // Discards the server (what was not committed is lost), opens the database again and starts
+  // a new server on it, which recovers the sagas left unfinished. Returns the recovery's error.
+  Status Restart();
+
+  testing::ManualClock& clock() { return *clock_; }
+  SimNetwork& network() { return network_; }
+  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>>& switches() { return switches_; }
+  std::vector<std::unique_ptr<agents::sim::SledAgentSim>>& sleds() { return sleds_; }
+  const std::vector<std::string>& switch_urls() const { return switch_urls_; }
+  const std::vector<std::string>& sled_urls() const { return sled_urls_; }
+  const std::vector<Uuid>& sled_ids() const { return sled_ids_; }
+
+ private:
+  struct Server;
+  void StartServer();
+
+  const std::string path_;
+  std::shared_ptr<testing::ManualClock> clock_;
+  std::shared_ptr<SeededRandom> random_;
+  SimNetwork network_;
+  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> switches_;
+  std::vector<std::unique_ptr<agents::sim::SledAgentSim>> sleds_;
+  std::vector<std::string> switch_urls_;
+  std::vector<std::string> sled_urls_;
+  std::vector<Uuid> sled_ids_;
+  app::Actor actor_;
+  std::unique_ptr<db::Datastore> ds_;
+  std::unique_ptr<Server> server_;  // destroyed before ds_
+};
+
+}  // namespace fp::sim

@@ -1,0 +1,511 @@
+#include "sim/simulation.h"
+
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "app/dataplane.h"
+#include "db/instances.h"
+#include "db/nat.h"
+#include "db/sagas.h"
+
+namespace fp::sim {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+NameOrId ByName(const std::string& name) { return NameOrId(*Name::Parse(name)); }
+
+std::string Outcome(const Status& s) {
+  if (s) return "ok";
+  return fmt::format("{} {}", s.error().HttpStatus(), s.error().message().substr(0, 120));
+}
+template <typename T>
+std::string Outcome(const Result<T>& r) {
+  return r ? "ok" : Outcome(Status(Fail(r.error())));
+}
+
+// 64-bit FNV-1a, over the trace: what "the same run" means.
+uint64_t Hash(uint64_t h, std::string_view text) {
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return (h ^ '\n') * 1099511628211ull;
+}
+
+// The state the invariants compare, as sorted lines.
+struct Observed {
+  std::vector<std::string> violations;
+  std::vector<std::string> state;
+};
+
+class Simulation {
+ public:
+  Simulation(const RunOptions& options, const std::string& dir)
+      : options_(options), rack_(options.seed, dir, options.shape), pick_(options.seed) {}
+
+  RunReport Run() {
+    report_.seed = options_.seed;
+    if (options_.faults)
+      rack_.network().SetFaults(
+          {.lose_request = 15, .lose_answer = 15, .duplicate = 30, .hold_back = 20});
+    for (int k = 0; k < options_.operations; ++k) Step(k);
+    Quiesce();
+    Observed end = Observe();
+    report_.violations.insert(report_.violations.end(), end.violations.begin(),
+                              end.violations.end());
+    for (const std::string& line : end.state) Record("state " + line);
+    report_.network_faults = rack_.network().faults_injected();
+    return std::move(report_);
+  }
+
+ private:
+  void Record(const std::string& line) {
+    report_.trace.push_back(line);
+    report_.trace_hash = Hash(report_.trace_hash, line);
+  }
+
+  std::string Some(const std::vector<std::string>& names, const char* prefix) {
+    // Mostly a known name; sometimes one never made (a NotFound path).
+    if (names.empty() || pick_.Below(10) == 0) return fmt::format("{}{}", prefix, pick_.Below(99));
+    return names[pick_.Below(names.size())];
+  }
+
+  // One step: time passes, the sleds move, the sled watcher may look (as its loop would), then
+  // one operation or fault.
+  void Step(int k) {
+    rack_.clock().Advance(std::chrono::milliseconds(pick_.Below(400)));
+    for (auto& sled : rack_.sleds()) sled->StepTransitions();
+    std::string what;
+    std::string outcome;
+    in_flight_.reset();
+    try {
+      rack_.network().DeliverHeldBack(&pick_);
+      if (pick_.Below(2) == 0) rack_.watcher().WatchOnce();
+      Act(what, outcome);
+    } catch (const ServerCrash&) {
+      ++report_.server_crashes;
+      // The operation got no answer: what it acted on may or may not have changed.
+      if (in_flight_) {
+        uncertain_.insert(*in_flight_);
+        auto& list = in_flight_->front() == 'i' ? instances_ : fips_;
+        if (std::find(list.begin(), list.end(), *in_flight_) == list.end()) {
+          list.push_back(*in_flight_);
+        }
+      }
+      outcome = "server crashed; restarted: " + Outcome(rack_.Restart());
+    }
+    // No answer is a 500: an internal error is a bug whatever the faults (they give 503s).
+    if (outcome.rfind("500 ", 0) == 0) {
+      report_.violations.push_back(fmt::format("step {}: {} answered {}", k, what, outcome));
+    }
+    ++report_.operations;
+    if (outcome == "ok") ++report_.succeeded;
+    Record(fmt::format("{} {} -> {}", k, what, outcome));
+  }
+
+  void Act(std::string& what, std::string& outcome) {
+    const app::Unrecorded rq{rack_.actor()};
+    const std::optional<NameOrId> p1 = ByName("p1");
+    uint64_t roll = pick_.Below(options_.faults ? 100 : 88);
+    if (instances_.size() < 3 && pick_.Below(2) == 0) roll = 0;  // a rack with something on it
+    if (roll < 12) {
+      std::string name = fmt::format("i{}", next_instance_++);
+      app::InstanceCreateParams params;
+      params.name = name;
+      params.hostname = name;
+      params.memory = 1 << 30;
+      params.start = pick_.Below(4) != 0;
+      if (pick_.Below(3) == 0) params.external_ips.push_back(app::RequestedExternalIp{});
+      what = fmt::format("create instance {}{}", name, params.start ? " started" : "");
+      in_flight_ = name;
+      auto made = rack_.instances().Create(rq, *p1, params);
+      Settle(name, true, made ? Ok() : Status(Fail(made.error())));
+      if (made || uncertain_.count(name)) instances_.push_back(name);
+      outcome = Outcome(made);
+    } else if (roll < 22) {
+      std::string name = Some(instances_, "i");
+      what = "start " + name;
+      outcome = Outcome(rack_.instances().Start(rq, ByName(name), p1));
+    } else if (roll < 32) {
+      std::string name = Some(instances_, "i");
+      what = "stop " + name;
+      outcome = Outcome(rack_.instances().Stop(rq, ByName(name), p1));
+    } else if (roll < 38) {
+      std::string name = Some(instances_, "i");
+      what = "delete " + name;
+      in_flight_ = name;
+      Status s = rack_.instances().Delete(rq, ByName(name), p1);
+      if (acknowledged_.count(name) || uncertain_.count(name)) Settle(name, false, s);
+      if (s) instances_.erase(std::find(instances_.begin(), instances_.end(), name));
+      outcome = Outcome(s);
+    } else if (roll < 42) {
+      std::string name = Some(instances_, "i");
+      const Uuid& sled = rack_.sled_ids()[pick_.Below(rack_.sled_ids().size())];
+      what = fmt::format("migrate {} to {}", name, sled.ToString().substr(0, 8));
+      outcome = Outcome(rack_.instances().Migrate(rq, ByName(name), p1, sled));
+    } else if (roll < 50) {
+      std::string name = fmt::format("f{}", next_fip_++);
+      what = "create floating ip " + name;
+      in_flight_ = name;
+      auto made = rack_.floating_ips().Create(rq, *p1, name, "", model::AddressRequest{});
+      Settle(name, true, made ? Ok() : Status(Fail(made.error())));
+      if (made || uncertain_.count(name)) fips_.push_back(name);
+      outcome = Outcome(made);
+    } else if (roll < 54) {
+      std::string name = Some(fips_, "f");
+      what = "delete floating ip " + name;
+      in_flight_ = name;
+      Status s = rack_.floating_ips().Delete(rq, ByName(name), p1);
+      if (acknowledged_.count(name) || uncertain_.count(name)) Settle(name, false, s);
+      if (s) fips_.erase(std::find(fips_.begin(), fips_.end(), name));
+      outcome = Outcome(s);
+    } else if (roll < 66) {
+      std::string fip = Some(fips_, "f");
+      std::string instance = Some(instances_, "i");
+      const bool move = pick_.Below(3) == 0;
+      what = fmt::format("{} {} to {}", move ? "move" : "attach", fip, instance);
+      // The API's promise, checked against the state before: without a move, an IP attached to
+      // another instance is refused and stays where it is.
+      const bool elsewhere = !move && AttachedElsewhere(fip, instance);
+      if (elsewhere) what += " (attached to another)";
+      auto attached = rack_.instances().AttachFloating(rq, ByName(fip), p1, ByName(instance), move);
+      if (elsewhere && attached) {
+        report_.violations.push_back(fmt::format(
+            "step {}: attach of {} to {} answered {} while it was attached to another instance",
+            report_.operations, fip, instance, Outcome(attached)));
+      }
+      outcome = Outcome(attached);
+    } else if (roll < 74) {
+      std::string fip = Some(fips_, "f");
+      what = "detach " + fip;
+      outcome = Outcome(rack_.instances().DetachFloating(rq, ByName(fip), p1));
+    } else if (roll < 79) {
+      std::string instance = Some(instances_, "i");
+      what = "attach ephemeral to " + instance;
+      outcome = Outcome(
+          rack_.instances().AttachEphemeral(rq, ByName(instance), p1, model::PoolSelector{}));
+    } else if (roll < 83) {
+      std::string instance = Some(instances_, "i");
+      what = "detach ephemeral of " + instance;
+      outcome = Outcome(rack_.instances().DetachEphemeral(rq, ByName(instance), p1, std::nullopt));
+    } else if (roll < 85) {
+      what = "sled watcher pass";
+      rack_.watcher().WatchOnce();
+      outcome = "ok";
+    } else if (roll < 88) {
+      // The pool's second range comes and goes (refused while an address of it is in use).
+      const IpRange extra =
+          IpRange::Make(*IpAddr::Parse("198.51.100.16"), *IpAddr::Parse("198.51.100.19")).value();
+      const NameOrId pool = ByName("v4");
+      if (pick_.Below(2) == 0) {
+        what = "add range 198.51.100.16-19";
+        outcome = Outcome(rack_.ip_pools().RangeAdd(rq, pool, extra));
+      } else {
+        what = "remove range 198.51.100.16-19";
+        outcome = Outcome(rack_.ip_pools().RangeRemove(rq, pool, extra));
+      }
+    } else {
+      Fault(what, outcome);
+    }
+  }
+
+  // Faults (only when RunOptions::faults).
+  void Fault(std::string& what, std::string& outcome) {
+    const uint64_t roll = pick_.Below(12);
+    outcome = "ok";
+    if (roll < 4) {
+      const int node = static_cast<int>(pick_.Below(4));
+      what = fmt::format("the next saga crashes the server after node {}", node);
+      rack_.CrashAfterNode(node);
+    } else if (roll < 7) {
+      const bool sled = pick_.Below(2) == 0;
+      const auto& urls = sled ? rack_.sled_urls() : rack_.switch_urls();
+      const size_t i = pick_.Below(urls.size());
+      what = "restart agent " + urls[i] + " (its state lost)";
+      http::HttpRequest reset;
+      reset.method = "POST";
+      reset.path = "/reset";
+      int status =
+          sled ? rack_.sleds()[i]->Serve(reset).status : rack_.switches()[i]->Serve(reset).status;
+      ++report_.agent_restarts;
+      if (status >= 300) outcome = fmt::format("reset answered {}", status);
+    } else if (roll < 10) {
+      std::vector<std::string> urls = rack_.sled_urls();
+      urls.insert(urls.end(), rack_.switch_urls().begin(), rack_.switch_urls().end());
+      const std::string& url = urls[pick_.Below(urls.size())];
+      const bool hang = !hung_.count(url);
+      what = fmt::format("agent {} {}", url, hang ? "hangs" : "answers again");
+      rack_.network().SetHung(url, hang);
+      if (hang) {
+        hung_.insert(url);
+      } else {
+        hung_.erase(url);
+      }
+    } else {
+      what = "time passes (5 s)";
+      rack_.clock().Advance(5s);
+    }
+  }
+
+  // Faults off; time passes while recovery, the sled watcher and the NAT reconciler run, as a
+  // server's background would.
+  void Quiesce() {
+    rack_.network().SetFaults({});
+    for (const std::string& url : hung_) rack_.network().SetHung(url, false);
+    hung_.clear();
+    rack_.network().DeliverHeldBack(nullptr);  // the last stale requests land before repair
+    for (int round = 0; round < 4; ++round) {
+      try {
+        rack_.clock().Advance(2s);
+        for (auto& sled : rack_.sleds()) sled->StepTransitions();
+        auto recovered = rack_.executor().RecoverAll();
+        if (!recovered) Record("quiesce: recovery failed: " + Outcome(recovered));
+        rack_.watcher().WatchOnce();
+        rack_.watcher().ReapOrphans();
+        for (auto& sled : rack_.sleds()) sled->StepTransitions();
+        rack_.watcher().WatchOnce();
+        if (Status s = rack_.nat().Sync(); !s) Record("quiesce: NAT sync: " + Outcome(s));
+        if (auto r = rack_.nat().Repair(); !r) Record("quiesce: NAT repair: " + Outcome(r));
+      } catch (const ServerCrash&) {
+        ++report_.server_crashes;
+        Record("quiesce: server crashed; restarted: " + Outcome(rack_.Restart()));
+      }
+    }
+  }
+
+  // What the workload was told about the instance or floating IP `name`: it exists (a create
+  // answered) or not (a delete answered); an answer that says nothing (503, the server gone)
+  // leaves it uncertain until a later answer. A refusal changes nothing.
+  void Settle(const std::string& name, bool exists_if_ok, const Status& s) {
+    if (s) {
+      acknowledged_[name] = exists_if_ok;
+      uncertain_.erase(name);
+    } else if (s.error().kind() == ErrorKind::kServiceUnavailable ||
+               s.error().kind() == ErrorKind::kInternal) {
+      uncertain_.insert(name);
+    }
+  }
+
+  // Whether the floating IP `fip` is attached to an instance other than `instance` now.
+  bool AttachedElsewhere(const std::string& fip, const std::string& instance) {
+    auto holder = rack_.ds().Read<bool>([&](db::Tx& tx) -> Result<bool> {
+      auto row = FP_TRY(tx.QueryRow(
+          "SELECT e.state, coalesce(i.name, '') FROM external_ip e LEFT JOIN instance i ON "
+          "i.id = e.parent_id WHERE e.kind = 'floating' AND e.name = ? AND "
+          "e.time_deleted IS NULL",
+          fip));
+      return row && row->Text(0) == "attached" && row->Text(1) != instance;
+    });
+    return holder && *holder;
+  }
+
+  Observed Observe();
+
+  const RunOptions options_;
+  Rack rack_;
+  SeededRandom pick_;  // the workload's choices
+  RunReport report_;
+  std::vector<std::string> instances_;
+  std::vector<std::string> fips_;
+  int next_instance_ = 0;
+  int next_fip_ = 0;
+  std::set<std::string> hung_;
+  std::map<std::string, bool> acknowledged_;
+  std::set<std::string> uncertain_;
+  std::optional<std::string> in_flight_;  // the name a create or delete acts on now
+};
+
+std::string NatLine(const agents::NatEntry& e) {
+  return fmt::format("{}:{}-{} -> {} vni {} {}", e.external_ip.ToString(), e.first_port,
+                     e.last_port, e.sled_address.ToString(), e.vni, e.mac);
+}
+
+Observed Simulation::Observe() {
+  Observed out;
+  auto fail = [&](std::string v) { out.violations.push_back(std::move(v)); };
+  db::Datastore& ds = rack_.ds();
+
+  // No saga left running, unwinding or stuck.
+  auto sagas = db::SagaListStates(ds, 100000);
+  if (!sagas) return Observed{{"cannot list sagas: " + sagas.error().message()}, {}};
+  for (const auto& s : *sagas) {
+    if (s.state != saga::SagaState::kDone && s.state != saga::SagaState::kUnwound) {
+      fail(fmt::format("saga {} {} left {}", s.name, s.id.ToString(), saga::ToString(s.state)));
+    }
+  }
+
+  // Every switch holds exactly the datastore's NAT.
+  std::vector<std::string> desired;
+  auto live = db::NatLive(ds);
+  if (!live) return Observed{{"cannot read NAT: " + live.error().message()}, {}};
+  for (const auto& row : *live) desired.push_back(NatLine(nat::NatReconciler::ToEntry(row)));
+  std::sort(desired.begin(), desired.end());
+  for (size_t i = 0; i < rack_.switches().size(); ++i) {
+    std::vector<std::string> held;
+    for (const auto& e : rack_.switches()[i]->Nat().entries) held.push_back(NatLine(e));
+    std::sort(held.begin(), held.end());
+    if (held != desired) {
+      fail(fmt::format("switch {} holds {} NAT entries, the datastore wants {}: [{}] vs [{}]",
+                       rack_.switch_urls()[i], held.size(), desired.size(), fmt::join(held, "; "),
+                       fmt::join(desired, "; ")));
+    }
+  }
+  for (const auto& line : desired) out.state.push_back("nat " + line);
+
+  // Instances: the datastore's placement and what the sleds run.
+  struct Row {
+    std::string run_state;
+    std::string sled;
+  };
+  auto rows =
+      ds.Read<std::map<std::string, Row>>([](db::Tx& tx) -> Result<std::map<std::string, Row>> {
+        std::map<std::string, Row> m;
+        for (const auto& r : FP_TRY(tx.Query("SELECT id, run_state, coalesce(sled_id, '') FROM "
+                                             "instance WHERE time_deleted IS NULL"))) {
+          m[r.Text(0)] = Row{r.Text(1), r.Text(2)};
+        }
+        return m;
+      });
+  if (!rows) return Observed{{"cannot read instances: " + rows.error().message()}, {}};
+  std::map<std::string, std::string> running_on;  // instance id -> sled id, as the sleds say
+  for (size_t i = 0; i < rack_.sleds().size(); ++i) {
+    const std::string sled_id = rack_.sled_ids()[i].ToString();
+    for (const auto& vm : rack_.sleds()[i]->Instances()) {
+      if (vm.state != agents::VmState::kRunning) continue;
+      running_on[vm.id.ToString()] = sled_id;
+      auto row = rows->find(vm.id.ToString());
+      if (row == rows->end() || row->second.run_state != "running" || row->second.sled != sled_id) {
+        fail(fmt::format("sled {} runs instance {}, which the datastore has {}",
+                         rack_.sled_urls()[i], vm.id.ToString(),
+                         row == rows->end() ? std::string("deleted")
+                                            : row->second.run_state + " on " + row->second.sled));
+        continue;
+      }
+      auto spec = app::BuildInstanceSpec(ds, vm.id);
+      if (!spec) {
+        fail("cannot build the spec of " + vm.id.ToString() + ": " + spec.error().message());
+        continue;
+      }
+      // The sled lists an instance's SNAT addresses among its external ones.
+      std::set<std::string> want, have;
+      for (const auto& ip : spec->external_ips) want.insert(ip.ToString());
+      for (const auto& snat : {spec->snat_ip, spec->snat6_ip}) {
+        if (snat) want.insert(snat->ToString());
+      }
+      for (const auto& ip : vm.external_ips) have.insert(ip.ToString());
+      if (want != have) {
+        fail(fmt::format("instance {} has addresses [{}] on its sled, [{}] in the datastore",
+                         vm.id.ToString(), fmt::join(have, ", "), fmt::join(want, ", ")));
+      }
+    }
+  }
+  for (const auto& [id, row] : *rows) {
+    if (row.run_state == "running" && running_on[id] != row.sled) {
+      fail(fmt::format("instance {} is running on sled {} in the datastore; no sled runs it", id,
+                       row.sled));
+    }
+    out.state.push_back(fmt::format("instance {} {}", id, row.run_state));
+  }
+
+  // Every acknowledged change durable: what a create or delete answered is what the datastore
+  // holds, through crashes and restarts.
+  auto names = ds.Read<std::set<std::string>>([](db::Tx& tx) -> Result<std::set<std::string>> {
+    std::set<std::string> n;
+    for (const auto& r : FP_TRY(tx.Query(
+             "SELECT name FROM instance WHERE time_deleted IS NULL UNION ALL SELECT name FROM "
+             "external_ip WHERE kind = 'floating' AND time_deleted IS NULL"))) {
+      n.insert(r.Text(0));
+    }
+    return n;
+  });
+  if (!names) return Observed{{"cannot read names: " + names.error().message()}, {}};
+  for (const auto& [name, exists] : acknowledged_) {
+    if (uncertain_.count(name) == 0 && names->count(name) != (exists ? 1u : 0u)) {
+      fail(fmt::format("{} was acknowledged {} but the datastore {}", name,
+                       exists ? "created" : "deleted", exists ? "lacks it" : "still has it"));
+    }
+  }
+  for (const auto& name : *names) {
+    if (uncertain_.count(name) == 0 && !acknowledged_.count(name)) {
+      fail(fmt::format("{} exists but no create of it was answered", name));
+    }
+  }
+
+  // Addresses: none held twice, none left mid-attach or attached to a deleted instance.
+  auto ips = ds.Read<std::vector<std::string>>([](db::Tx& tx) -> Result<std::vector<std::string>> {
+    std::vector<std::string> v;
+    for (const auto& r : FP_TRY(
+             tx.Query("SELECT ip, first_port, count(*) FROM external_ip WHERE time_deleted IS NULL "
+                      "GROUP BY ip, first_port HAVING count(*) > 1"))) {
+      v.push_back(fmt::format("address {} port {} is held {} times",
+                              FP_TRY(db::IpColumn(r, 0)).ToString(), r.Int(1), r.Int(2)));
+    }
+    for (const auto& r : FP_TRY(tx.Query(
+             "SELECT e.id, e.kind, e.state FROM external_ip e LEFT JOIN instance i ON "
+             "i.id = e.parent_id AND i.time_deleted IS NULL WHERE e.time_deleted IS NULL AND "
+             "(e.state IN ('attaching', 'detaching') OR (e.state = 'attached' AND i.id IS "
+             "NULL))"))) {
+      v.push_back(fmt::format("{} address {} left {}", r.Text(1), r.Text(0), r.Text(2)));
+    }
+    return v;
+  });
+  if (!ips) return Observed{{"cannot read addresses: " + ips.error().message()}, {}};
+  for (auto& v : *ips) fail(std::move(v));
+  auto held = ds.Read<std::vector<std::string>>([](db::Tx& tx) -> Result<std::vector<std::string>> {
+    std::vector<std::string> v;
+    for (const auto& r :
+         FP_TRY(tx.Query("SELECT ip, kind, state, coalesce(parent_id, '') FROM external_ip WHERE "
+                         "time_deleted IS NULL ORDER BY ip, first_port"))) {
+      v.push_back(fmt::format("address {} {} {} {}", FP_TRY(db::IpColumn(r, 0)).ToString(),
+                              r.Text(1), r.Text(2), r.Text(3)));
+    }
+    return v;
+  });
+  if (held) out.state.insert(out.state.end(), held->begin(), held->end());
+  return out;
+}
+
+}  // namespace
+
+RunReport Run(const RunOptions& options) {
+  std::string dir = options.dir;
+  const bool temporary = dir.empty();
+  if (temporary) {
+    // On tmpfs where there is one: a run's file is small and short-lived, and the disk's syncs
+    // (about half of a run's time on ext4) are not what the simulation tests.
+    std::error_code ec;
+    std::string base = std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm" : "/tmp";
+    std::string tmpl = base + "/floatplane-sim-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      tmpl = "/tmp/floatplane-sim-XXXXXX";
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        RunReport failed{.seed = options.seed};
+        failed.violations.push_back("cannot make a temporary directory for the database");
+        return failed;
+      }
+    }
+    dir = tmpl;
+  }
+  RunReport report;
+  {
+    Simulation sim(options, dir);
+    report = sim.Run();
+  }
+  if (temporary) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  return report;
+}
+
+std::string ReplayCommand(const RunOptions& options) {
+  return fmt::format("build/release/floatplane-sim --seed {} --operations {}{}", options.seed,
+                     options.operations, options.faults ? "" : " --no-faults");
+}
+
+}  // namespace fp::sim
