@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "common/mutex.h"
 #include "common/time.h"
@@ -30,6 +31,11 @@ class Random {
   Uuid NewUuid();
   // A fresh time-ordered (RFC 9562 version 7) id for wall time `now` (see Uuid::TimeOrdered).
   Uuid NewTimeOrderedUuid(Timestamp now);
+  // An independent source for a part whose draws must not move this one's sequence (the
+  // datastore engine's commit markers and backoff jitter, which one engine draws and another
+  // does not): the machine's for SystemRandom, a sequence seeded from one draw of this one for
+  // SeededRandom.
+  virtual std::shared_ptr<Random> Fork() = 0;
 };
 
 // The machine's randomness: Fill from the kernel (getrandom), Next from a process-wide sequence
@@ -38,6 +44,7 @@ class SystemRandom final : public Random {
  public:
   uint64_t Next() override;
   void Fill(uint8_t* out, size_t n) override;
+  std::shared_ptr<Random> Fork() override { return std::make_shared<SystemRandom>(); }
 };
 
 // One SystemRandom for the process: what an option that takes a Random means when left unset.
@@ -50,6 +57,7 @@ class SeededRandom final : public Random {
   explicit SeededRandom(uint64_t seed) : state_(seed) {}
   uint64_t Next() override;
   void Fill(uint8_t* out, size_t n) override;
+  std::shared_ptr<Random> Fork() override { return std::make_shared<SeededRandom>(Next()); }
 
  private:
   Mutex mu_;

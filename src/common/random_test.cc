@@ -30,6 +30,22 @@ TEST(SeededRandom, TheSameSeedDrawsTheSameValuesAndAnotherSeedOthers) {
   EXPECT_NE(first, Draws(a));  // the sequence goes on
 }
 
+// A fork's draws leave the parent's sequence where it was: one engine's commit markers must not
+// change the ids the same seed gives on another.
+TEST(SeededRandom, AForkDrawsWithoutMovingItsParent) {
+  SeededRandom a(9);
+  SeededRandom b(9);
+  auto fork_a = a.Fork();
+  auto fork_b = b.Fork();
+  for (int i = 0; i < 5; ++i) (void)fork_a->Next();  // only a's fork draws
+  EXPECT_EQ(a.NewUuid(), b.NewUuid());
+  EXPECT_EQ(fork_a->Next(), [&] {
+    for (int i = 0; i < 5; ++i) (void)fork_b->Next();
+    return fork_b->Next();
+  }());
+  EXPECT_NE(SystemRandom().Fork()->NewUuid(), SystemRandom().Fork()->NewUuid());
+}
+
 TEST(Random, IdsCarryTheirVersionAndTime) {
   SeededRandom seeded(7);
   SystemRandom system;

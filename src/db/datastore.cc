@@ -41,7 +41,7 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path
                                                          std::shared_ptr<Random> random) {
   std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock), std::move(random)));
   ds->engine_ = FP_TRY(sqlite::SqliteEngine::Open(
-      path, ds->sync_points_, *ds->clock_, *ds->random_,
+      path, ds->sync_points_, *ds->clock_, *ds->engine_random_,
       [](sqlite::SqliteConnection& conn) { return MigrateSchema(conn); }));
   return ds;
 }
@@ -53,7 +53,7 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& ur
   // Not the URL: it may carry a password, and path_ is only for messages.
   std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock), std::move(random)));
   ds->engine_ = FP_TRY(postgres::PgEngine::Open(
-      url, options, ds->sync_points_, *ds->clock_, *ds->random_,
+      url, options, ds->sync_points_, *ds->clock_, *ds->engine_random_,
       [](postgres::PgConnection& conn) { return MigratePostgresSchema(conn); }));
   return ds;
 }

@@ -329,6 +329,9 @@ class Datastore {
   std::string path_;
   std::shared_ptr<const Clock> clock_;
   std::shared_ptr<Random> random_;
+  // The engine's own (Random::Fork): its draws do not move the sequence ids come from, so
+  // the same seed gives the same ids on either engine.
+  std::shared_ptr<Random> engine_random_ = random_->Fork();
   SyncPoints sync_points_;
   std::atomic<int64_t> refused_writes_{0};
   std::atomic<int64_t> failed_writes_{0};

@@ -30,8 +30,9 @@ struct Rack::Server {
   std::unique_ptr<app::Instances> instances;
 };
 
-Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape)
+Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape, std::string postgres_url)
     : path_(dir + "/floatplane.db"),
+      postgres_url_(std::move(postgres_url)),
       clock_(std::make_shared<testing::ManualClock>()),
       random_(std::make_shared<SeededRandom>(seed ^ 0x5eed5eed5eed5eedull)),
       network_(seed) {
@@ -56,7 +57,7 @@ Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape)
     network_.Attach(o.sim_url, [agent](const http::HttpRequest& r) { return agent->Serve(r); });
     sled_urls_.push_back(o.sim_url);
   }
-  ds_ = db::Datastore::OpenSqlite(path_, clock_, random_).value();
+  ds_ = Open().value();
   Random& random = *random_;
   model::SiloCreate silo{.id = random.NewUuid(), .name = "rack", .description = ""};
   const model::Silo s = db::SiloCreate(*ds_, silo).value();
@@ -76,6 +77,11 @@ Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape)
                             .id);
   }
   StartServer();
+}
+
+Result<std::unique_ptr<db::Datastore>> Rack::Open() {
+  if (postgres_url_.empty()) return db::Datastore::OpenSqlite(path_, clock_, random_);
+  return db::Datastore::OpenPostgres(postgres_url_, clock_, random_);
 }
 
 Rack::~Rack() {
@@ -129,7 +135,7 @@ void Rack::CrashAfterNode(int node) {
 Status Rack::Restart() {
   server_.reset();
   ds_.reset();
-  ds_ = FP_TRY(db::Datastore::OpenSqlite(path_, clock_, random_));
+  ds_ = FP_TRY(Open());
   StartServer();
   FP_TRY(server_->executor->RecoverAll());
   return Ok();

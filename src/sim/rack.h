@@ -41,9 +41,10 @@ struct RackShape {
 
 class Rack {
  public:
-  // Builds the agents and starts the server on a new database in `dir`, with a silo, a project
-  // "p1" and a pool of eight IPv4 addresses linked as its default.
-  Rack(uint64_t seed, const std::string& dir, RackShape shape);
+  // Builds the agents and starts the server on a new SQLite database in `dir`, or on the empty
+  // PostgreSQL database `postgres_url` names, with a silo, a project "p1" and a pool of eight
+  // IPv4 addresses linked as its default.
+  Rack(uint64_t seed, const std::string& dir, RackShape shape, std::string postgres_url = {});
   ~Rack();
   Rack(const Rack&) = delete;
   Rack& operator=(const Rack&) = delete;
@@ -76,7 +77,10 @@ class Rack {
   struct Server;
   void StartServer();
 
+  Result<std::unique_ptr<db::Datastore>> Open();
+
   const std::string path_;
+  const std::string postgres_url_;
   std::shared_ptr<testing::ManualClock> clock_;
   std::shared_ptr<SeededRandom> random_;
   SimNetwork network_;

@@ -46,7 +46,9 @@ struct Observed {
 class Simulation {
  public:
   Simulation(const RunOptions& options, const std::string& dir)
-      : options_(options), rack_(options.seed, dir, options.shape), pick_(options.seed) {}
+      : options_(options),
+        rack_(options.seed, dir, options.shape, options.postgres_url),
+        pick_(options.seed) {}
 
   RunReport Run() {
     report_.seed = options_.seed;
@@ -501,6 +503,15 @@ RunReport Run(const RunOptions& options) {
     std::filesystem::remove_all(dir, ec);
   }
   return report;
+}
+
+std::string RunReport::FirstDifference(const RunReport& other) const {
+  for (size_t i = 0; i < std::max(trace.size(), other.trace.size()); ++i) {
+    std::string a = i < trace.size() ? trace[i] : "(the trace ends)";
+    std::string b = i < other.trace.size() ? other.trace[i] : "(the trace ends)";
+    if (a != b) return fmt::format("line {}:\n  {}\n  {}", i + 1, a, b);
+  }
+  return "";
 }
 
 std::string ReplayCommand(const RunOptions& options) {

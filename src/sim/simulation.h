@@ -31,6 +31,8 @@ struct RunOptions {
   // Where the run's SQLite file goes; empty: a fresh temporary directory (on /dev/shm where
   // there is one), removed after.
   std::string dir;
+  // Run on this empty PostgreSQL database instead of SQLite (sim_test compares the two).
+  std::string postgres_url;
 };
 
 struct RunReport {
@@ -43,6 +45,8 @@ struct RunReport {
   int64_t network_faults = 0;
   std::vector<std::string> violations;  // invariants that did not hold after quiescing
   std::vector<std::string> trace;       // one line per step, and the final state
+  // Where the trace diverges from `other`'s: the first differing line of each, or empty.
+  std::string FirstDifference(const RunReport& other) const;
 };
 
 RunReport Run(const RunOptions& options);
