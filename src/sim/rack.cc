@@ -132,6 +132,15 @@ void Rack::CrashAfterNode(int node) {
   server_->executor->SetFaultPlanForTest(plan);
 }
 
+void Rack::CrashAtNextLogSync() {
+  auto fired = std::make_shared<bool>(false);
+  ds_->TEST_SetSyncPoint([fired](std::string_view point) {
+    if (point != "group_commit:syncing" || *fired) return;
+    *fired = true;
+    throw ServerCrash{};
+  });
+}
+
 Status Rack::Restart() {
   server_.reset();
   ds_.reset();

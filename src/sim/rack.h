@@ -61,6 +61,10 @@ class Rack {
 
   // The next saga that reaches node `node` (its "succeeded" event durable) stops the server.
   void CrashAfterNode(int node);
+  // The next sync of the database's log fails, which stops the server (as a failed fdatasync
+  // does: db/sqlite/engine.cc): what was committed but not yet answered is on the file or not
+  // (here it is, the process's writes having reached the file), and nobody was told. SQLite only.
+  void CrashAtNextLogSync();
   // Discards the server (what was not committed is lost), opens the database again and starts
   // a new server on it, which recovers the sagas left unfinished. Returns the recovery's error.
   Status Restart();

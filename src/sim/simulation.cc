@@ -218,9 +218,12 @@ class Simulation {
 
   // Faults (only when RunOptions::faults).
   void Fault(std::string& what, std::string& outcome) {
-    const uint64_t roll = pick_.Below(12);
+    const uint64_t roll = pick_.Below(13);
     outcome = "ok";
-    if (roll < 4) {
+    if (roll == 12 && options_.log_sync_faults && options_.postgres_url.empty()) {
+      what = "the next sync of the log fails, stopping the server";
+      rack_.CrashAtNextLogSync();
+    } else if (roll < 4) {
       const int node = static_cast<int>(pick_.Below(4));
       what = fmt::format("the next saga crashes the server after node {}", node);
       rack_.CrashAfterNode(node);

@@ -33,6 +33,9 @@ struct RunOptions {
   std::string dir;
   // Run on this empty PostgreSQL database instead of SQLite (sim_test compares the two).
   std::string postgres_url;
+  // Failed syncs of SQLite's log among the faults (never on PostgreSQL, whose log is its own;
+  // off where a run is compared with one on PostgreSQL).
+  bool log_sync_faults = true;
 };
 
 struct RunReport {

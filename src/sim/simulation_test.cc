@@ -54,7 +54,7 @@ TEST(Simulation, PostgreSqlAnswersEveryStepAsSqliteDoes) {
   int seeds = 10;
   if (const char* n = std::getenv("FLOATPLANE_SIM_PG_SEEDS")) seeds = std::atoi(n);
   for (int s = 1; s <= seeds; ++s) {
-    RunOptions o{.seed = static_cast<uint64_t>(s)};
+    RunOptions o{.seed = static_cast<uint64_t>(s), .log_sync_faults = false};
     RunReport lite = sim::Run(o);
     db::testing::TempPostgresDatabase pg;
     o.postgres_url = pg.url();
