@@ -66,7 +66,9 @@ struct FaultPlan {
   std::function<void()> after_node_call;
   // What "stop the process" above does: SIGKILL when unset; the simulation (src/sim/) throws
   // instead, so that its server stops there and the rest of the process goes on. Must not
-  // return.
+  // return. A throw stops the server only at exit_after_node and exit_after_undo_node: the
+  // in-node points run inside the engine's write lane, which turns any exception into the
+  // write's error.
   std::function<void()> exit;
 };
 

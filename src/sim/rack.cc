@@ -144,10 +144,25 @@ void Rack::CrashAtNextLogSync() {
 Status Rack::Restart() {
   server_.reset();
   ds_.reset();
+  // Opening again may fail (on PostgreSQL); then there is no server and the run ends.
   ds_ = FP_TRY(Open());
   StartServer();
-  FP_TRY(server_->executor->RecoverAll());
+  return Recover();
+}
+
+Status Rack::Recover() {
+  saga::SagaExecutor& exec = *server_->executor;
+  for (const saga::OwnedSaga& s : FP_TRY(exec.ListUnfinished())) {
+    auto claimed = FP_TRY(exec.Claim(s.id, s.generation));
+    if (!claimed) continue;                  // at rest meanwhile
+    (void)exec.ResumeOwned(s.id, *claimed);  // a failure leaves it for the next pass
+  }
   return Ok();
+}
+
+void Rack::Disarm() {
+  if (server_) server_->executor->SetFaultPlanForTest(std::nullopt);
+  if (ds_) ds_->TEST_SetSyncPoint(nullptr);
 }
 
 }  // namespace fp::sim

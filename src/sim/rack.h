@@ -58,6 +58,7 @@ class Rack {
   nat::NatReconciler& nat();
   saga::SagaExecutor& executor();
   const app::Actor& actor() const { return actor_; }
+  bool has_server() const { return server_ != nullptr; }
 
   // The next saga that reaches node `node` (its "succeeded" event durable) stops the server.
   void CrashAfterNode(int node);
@@ -67,7 +68,14 @@ class Rack {
   void CrashAtNextLogSync();
   // Discards the server (what was not committed is lost), opens the database again and starts
   // a new server on it, which recovers the sagas left unfinished. Returns the recovery's error.
+  // After an error opening the database there is no server: the run must end.
   Status Restart();
+  // Resumes every saga this server owns that is unfinished, one after another on this thread
+  // (SagaExecutor::RecoverAll would use threads: the run would not repeat, and a crash thrown
+  // there would end the process). A crash may stop it: ServerCrash propagates.
+  Status Recover();
+  // Disarms the crash faults that CrashAfterNode and CrashAtNextLogSync armed.
+  void Disarm();
 
   testing::ManualClock& clock() { return *clock_; }
   SimNetwork& network() { return network_; }

@@ -55,8 +55,16 @@ class Simulation {
     if (options_.faults)
       rack_.network().SetFaults(
           {.lose_request = 15, .lose_answer = 15, .duplicate = 30, .hold_back = 20});
-    for (int k = 0; k < options_.operations; ++k) Step(k);
+    for (int k = 0; k < options_.operations && !down_; ++k) Step(k);
+    if (down_) {
+      report_.violations.push_back("the server could not restart; the run ended early");
+      return std::move(report_);
+    }
     Quiesce();
+    if (down_) {
+      report_.violations.push_back("the server could not restart; the run ended early");
+      return std::move(report_);
+    }
     Observed end = Observe();
     report_.violations.insert(report_.violations.end(), end.violations.begin(),
                               end.violations.end());
@@ -99,7 +107,7 @@ class Simulation {
           list.push_back(*in_flight_);
         }
       }
-      outcome = "server crashed; restarted: " + Outcome(rack_.Restart());
+      outcome = "server crashed; restarted: " + Restart();
     }
     // No answer is a 500: an internal error is a bug whatever the faults (they give 503s).
     if (outcome.rfind("500 ", 0) == 0) {
@@ -264,12 +272,14 @@ class Simulation {
     for (const std::string& url : hung_) rack_.network().SetHung(url, false);
     hung_.clear();
     rack_.network().DeliverHeldBack(nullptr);  // the last stale requests land before repair
-    for (int round = 0; round < 4; ++round) {
+    rack_.Disarm();
+    for (int round = 0; round < 4 && !down_; ++round) {
       try {
         rack_.clock().Advance(2s);
         for (auto& sled : rack_.sleds()) sled->StepTransitions();
-        auto recovered = rack_.executor().RecoverAll();
-        if (!recovered) Record("quiesce: recovery failed: " + Outcome(recovered));
+        if (Status recovered = rack_.Recover(); !recovered) {
+          Record("quiesce: recovery failed: " + Outcome(recovered));
+        }
         rack_.watcher().WatchOnce();
         rack_.watcher().ReapOrphans();
         for (auto& sled : rack_.sleds()) sled->StepTransitions();
@@ -278,9 +288,16 @@ class Simulation {
         if (auto r = rack_.nat().Repair(); !r) Record("quiesce: NAT repair: " + Outcome(r));
       } catch (const ServerCrash&) {
         ++report_.server_crashes;
-        Record("quiesce: server crashed; restarted: " + Outcome(rack_.Restart()));
+        Record("quiesce: server crashed; restarted: " + Restart());
       }
     }
+  }
+
+  // Restarts the crashed server; after a failure to open the database the run ends (down_).
+  std::string Restart() {
+    Status s = rack_.Restart();
+    if (!s && !rack_.has_server()) down_ = true;
+    return Outcome(s);
   }
 
   // What the workload was told about the instance or floating IP `name`: it exists (a create
@@ -323,6 +340,7 @@ class Simulation {
   std::map<std::string, bool> acknowledged_;
   std::set<std::string> uncertain_;
   std::optional<std::string> in_flight_;  // the name a create or delete acts on now
+  bool down_ = false;                     // no server: the database did not open again
 };
 
 std::string NatLine(const agents::NatEntry& e) {

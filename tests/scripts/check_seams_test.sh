@@ -23,6 +23,8 @@ declare -A seam=(
   ["auto w = std::chrono::system_clock::now();"]="Clock::Monotonic/Now"
   ["std::this_thread::sleep_for(d);"]="Clock::SleepFor"
   ["cv.wait_for(lock, 10ms);"]="Clock::WaitUntil/WaitFor"
+  ["cv->wait_until(lock, t);"]="Clock::WaitUntil/WaitFor"
+  ["sleep(1);"]="Clock::SleepFor"
   ["std::random_device rd;"]="Random"
   ["RAND_bytes(buf, 32);"]="Random"
   ["Uuid id = Uuid::Random();"]="Random::NewUuid"
