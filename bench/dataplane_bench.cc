@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "agents/daemon/switch_agent.h"
 #include "agents/linux/sled_ports.h"
 #include "agents/linux/switch_nat.h"
-#include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/lab.h"
 #include "bench_util.h"
 
@@ -122,15 +122,15 @@ std::vector<double> RoundTrips(int fd, int count) {
 }
 
 struct SwitchUnderTest {
-  std::unique_ptr<fp::agents::sim::SwitchAgentSim> agent;
+  std::unique_ptr<fp::agents::daemon::SwitchAgentDaemon> agent;
   std::unique_ptr<fp::agents::SwitchAgentClient> client;
 };
 
 SwitchUnderTest StartSwitch(const std::string& ns) {
   auto nat = SwitchNat::Open(ns, Ip(kSwitchUnderlay));
   if (!nat) Die(nat.error().message());
-  auto agent =
-      fp::agents::sim::SwitchAgentSim::Start(fp::agents::sim::SimOptions{}, std::move(*nat));
+  auto agent = fp::agents::daemon::SwitchAgentDaemon::Start(fp::agents::daemon::DaemonOptions{},
+                                                            std::move(*nat));
   if (!agent) Die(agent.error().message());
   auto client = fp::agents::MakeSwitchAgentClient((*agent)->base_url(), 600000);
   return {std::move(*agent), std::move(client)};

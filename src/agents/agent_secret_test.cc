@@ -10,8 +10,8 @@
 #include <regex>
 
 #include "agents/agents.h"
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
 
@@ -19,9 +19,9 @@ namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
-using sim::SimOptions;
-using sim::SledAgentSim;
-using sim::SwitchAgentSim;
+using daemon::DaemonOptions;
+using daemon::SledAgentDaemon;
+using daemon::SwitchAgentDaemon;
 
 class SecretFile {
  public:
@@ -76,10 +76,10 @@ TEST(AgentSecret, AFileThatCannotServeIsRefusedNamingIt) {
 TEST(AgentSecret, EveryEndpointOfBothAgentsRefusesAStrangerAndNothingChanges) {
   SecretFile file("the-control-planes-secret-0123456789\n");
   AgentSecret secret = AgentSecret::ReadFile(file.path()).value();
-  SimOptions options;
+  DaemonOptions options;
   options.secret = secret;
-  auto switch_agent = SwitchAgentSim::Start(options).value();
-  auto sled_agent = SledAgentSim::Start(options).value();
+  auto switch_agent = SwitchAgentDaemon::Start(options).value();
+  auto sled_agent = SledAgentDaemon::Start(options).value();
   auto switch_client = MakeSwitchAgentClient(switch_agent->base_url(), 2000, secret);
   auto sled_client = MakeSledAgentClient(sled_agent->base_url(), 2000, secret);
 

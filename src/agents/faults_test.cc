@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "agents/agents.h"
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "common/testing/ip.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
@@ -20,11 +20,11 @@ namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using daemon::DaemonOptions;
+using daemon::SledAgentDaemon;
+using daemon::SwitchAgentDaemon;
 using fp::testing::WaitFor;
 using http::HttpClient;
-using sim::SimOptions;
-using sim::SledAgentSim;
-using sim::SwitchAgentSim;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -66,9 +66,9 @@ class AgentControl {
 // An agent not started for tests (the binary without --enable-test-faults) has no fault or
 // reset endpoints: they answer 404 and change nothing.
 TEST(ProductionAgent, AnswersTheTestFaultEndpoints404) {
-  SimOptions options;
+  DaemonOptions options;
   options.test_faults = false;
-  auto sled = SledAgentSim::Start(options).value();
+  auto sled = SledAgentDaemon::Start(options).value();
   AgentControl control(sled->base_url());
   for (auto [method, path] : {std::pair{"GET", "/faults"}, std::pair{"POST", "/faults"},
                               std::pair{"DELETE", "/faults"}, std::pair{"POST", "/reset"}}) {
@@ -84,8 +84,8 @@ TEST(ProductionAgent, AnswersTheTestFaultEndpoints404) {
 class FaultsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    switch_agent_ = SwitchAgentSim::Start(SimOptions{}).value();
-    sled_agent_ = SledAgentSim::Start(SimOptions{}).value();
+    switch_agent_ = SwitchAgentDaemon::Start(DaemonOptions{}).value();
+    sled_agent_ = SledAgentDaemon::Start(DaemonOptions{}).value();
     switch_control_ = std::make_unique<AgentControl>(switch_agent_->base_url());
     sled_control_ = std::make_unique<AgentControl>(sled_agent_->base_url());
   }
@@ -97,8 +97,8 @@ class FaultsTest : public ::testing::Test {
     return MakeSledAgentClient(sled_agent_->base_url(), timeout_ms);
   }
 
-  std::unique_ptr<SwitchAgentSim> switch_agent_;
-  std::unique_ptr<SledAgentSim> sled_agent_;
+  std::unique_ptr<SwitchAgentDaemon> switch_agent_;
+  std::unique_ptr<SledAgentDaemon> sled_agent_;
   std::unique_ptr<AgentControl> switch_control_;
   std::unique_ptr<AgentControl> sled_control_;
 };
@@ -276,7 +276,7 @@ TEST_F(FaultsTest, TheClientReconnectsAfterTheAgentRestartsOnTheSamePort) {
   ASSERT_TRUE(client->ApplyChanges({Add(1, "203.0.113.5")}));
   uint16_t port = switch_agent_->port();
   switch_agent_->Stop();
-  switch_agent_ = SwitchAgentSim::Start(SimOptions{.port = port}).value();
+  switch_agent_ = SwitchAgentDaemon::Start(DaemonOptions{.port = port}).value();
   // The kept-alive connection was closed by the old agent; the call goes through on a new one,
   // to an agent that lost its state.
   auto table = client->GetNat();
@@ -301,7 +301,7 @@ TEST_F(FaultsTest, CallsArrivingWhileAnAgentStartsOnItsPortAreServed) {
   });
   for (int restart = 0; restart < 20; ++restart) {
     const int before = served;
-    switch_agent_ = SwitchAgentSim::Start(SimOptions{.port = port}).value();
+    switch_agent_ = SwitchAgentDaemon::Start(DaemonOptions{.port = port}).value();
     ASSERT_TRUE(WaitFor([&] { return served > before; })) << "restart " << restart;
     switch_agent_->Stop();
   }

@@ -1,10 +1,11 @@
 // The sled agent's HTTP client against the simulated sled agent: every call, and the
 // asynchronous start and stop of instances.
 
+#include "agents/daemon/sled_agent.h"
+
 #include <gtest/gtest.h>
 
 #include "agents/agents.h"
-#include "agents/sim/sled_agent_sim.h"
 #include "common/testing/ip.h"
 #include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
@@ -14,10 +15,10 @@ namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using daemon::DaemonOptions;
+using daemon::SledAgentDaemon;
 using fp::testing::WaitFor;
 using http::HttpClient;
-using sim::SimOptions;
-using sim::SledAgentSim;
 using std::chrono::milliseconds;
 
 using fp::testing::Ip;
@@ -37,10 +38,10 @@ InstanceSpec Spec(std::vector<IpAddr> external_ips = {},
 
 class SledAgentTest : public ::testing::Test {
  protected:
-  void SetUp() override { Start(SimOptions{}); }
+  void SetUp() override { Start(DaemonOptions{}); }
 
-  void Start(const SimOptions& options) {
-    agent_ = SledAgentSim::Start(options).value();
+  void Start(const DaemonOptions& options) {
+    agent_ = SledAgentDaemon::Start(options).value();
     client_ = MakeSledAgentClient(agent_->base_url(), 2000);
     control_ = std::make_unique<HttpClient>("sled agent", agent_->base_url(), milliseconds(2000));
   }
@@ -54,7 +55,7 @@ class SledAgentTest : public ::testing::Test {
   }
 
   fp::testing::ManualClock clock_;  // for agents started on it; outlives them
-  std::unique_ptr<SledAgentSim> agent_;
+  std::unique_ptr<SledAgentDaemon> agent_;
   std::unique_ptr<SledAgentClient> client_;
   std::unique_ptr<HttpClient> control_;
 };
@@ -64,7 +65,7 @@ class SledAgentTest : public ::testing::Test {
 // becomes running (stopped) once it has.
 TEST_F(SledAgentTest, StartIsStartingThenRunningOnceTheStartDelayPassed) {
   constexpr milliseconds kDelay = std::chrono::hours(1);  // of the agent's clock: no real wait
-  Start(SimOptions{.start_delay = kDelay, .clock = &clock_});
+  Start(DaemonOptions{.start_delay = kDelay, .clock = &clock_});
   InstanceSpec spec = Spec();
   SledInstance answer = client_->EnsureRunning(spec).value();
   EXPECT_EQ(answer.id, spec.id);
@@ -77,7 +78,7 @@ TEST_F(SledAgentTest, StartIsStartingThenRunningOnceTheStartDelayPassed) {
 
 TEST_F(SledAgentTest, StopIsStoppingThenStoppedOnceTheStopDelayPassed) {
   constexpr milliseconds kDelay = std::chrono::hours(1);
-  Start(SimOptions{.stop_delay = kDelay, .clock = &clock_});
+  Start(DaemonOptions{.stop_delay = kDelay, .clock = &clock_});
   InstanceSpec spec = Spec();
   ASSERT_TRUE(client_->EnsureRunning(spec));
   ASSERT_TRUE(ReachesState(spec.id, VmState::kRunning));
@@ -224,14 +225,14 @@ namespace fp::agents {
 namespace {
 
 TEST(SledAgentIdentity, ASimulatedSledHasNoneAndOneWithItsOwnSaysIt) {
-  auto simulated = sim::SledAgentSim::Start(sim::SimOptions{}).value();
+  auto simulated = daemon::SledAgentDaemon::Start(daemon::DaemonOptions{}).value();
   SledIdentity none = MakeSledAgentClient(simulated->base_url(), 2000)->Identity().value();
   EXPECT_EQ(none.underlay, std::nullopt);
   EXPECT_EQ(none.serial, std::nullopt);
-  sim::SimOptions options;
+  daemon::DaemonOptions options;
   options.underlay = IpAddr::Parse("2001:db8:10::1").value();
   options.serial = "BRM42220007";
-  auto own = sim::SledAgentSim::Start(options).value();
+  auto own = daemon::SledAgentDaemon::Start(options).value();
   SledIdentity said = MakeSledAgentClient(own->base_url(), 2000)->Identity().value();
   EXPECT_EQ(said.underlay, std::optional<IpAddr>(IpAddr::Parse("2001:db8:10::1").value()));
   EXPECT_EQ(said.serial, std::optional<std::string>("BRM42220007"));
@@ -246,7 +247,7 @@ namespace {
 class SledReportTest : public SledAgentTest {
  protected:
   void SetUp() override {
-    SimOptions options;
+    DaemonOptions options;
     options.start_delay = milliseconds(100);
     options.stop_delay = milliseconds(10'000);
     Start(options);
@@ -349,7 +350,7 @@ TEST_F(SledReportTest, ACallerBehindTheRememberedRemovalsGetsTheWholeList) {
   EXPECT_TRUE(client_->Changes(registered.boot_id, registered.generation, milliseconds(0))
                   .value()
                   .instances.empty());
-  for (size_t i = 0; i <= SledAgentSim::kRemovalsKept; ++i) {
+  for (size_t i = 0; i <= SledAgentDaemon::kRemovalsKept; ++i) {
     InstanceSpec gone = Spec();
     ASSERT_TRUE(client_->EnsureRunning(gone));
     ASSERT_TRUE(client_->Unregister(gone.id));

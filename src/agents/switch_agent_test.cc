@@ -1,13 +1,14 @@
 // The switch agent's HTTP client against the simulated switch agent: every call, and the
 // semantics of the NAT change feed.
 
+#include "agents/daemon/switch_agent.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "agents/agents.h"
 #include "agents/nat_dataplane.h"
-#include "agents/sim/switch_agent_sim.h"
 #include "common/testing/ip.h"
 #include "http/client.h"
 
@@ -15,9 +16,9 @@ namespace fp::agents {
 namespace {
 
 using Json = nlohmann::json;
+using daemon::DaemonOptions;
+using daemon::SwitchAgentDaemon;
 using http::HttpClient;
-using sim::SimOptions;
-using sim::SwitchAgentSim;
 
 using fp::testing::Ip;
 
@@ -37,10 +38,10 @@ NatChange Remove(int64_t gen, NatEntry e) {
 
 class SwitchAgentTest : public ::testing::Test {
  protected:
-  void SetUp() override { Start(SimOptions{}); }
+  void SetUp() override { Start(DaemonOptions{}); }
 
-  void Start(const SimOptions& options) {
-    agent_ = SwitchAgentSim::Start(options).value();
+  void Start(const DaemonOptions& options) {
+    agent_ = SwitchAgentDaemon::Start(options).value();
     client_ = MakeSwitchAgentClient(agent_->base_url(), 2000);
     control_ = std::make_unique<HttpClient>("switch agent", agent_->base_url(),
                                             std::chrono::milliseconds(2000));
@@ -52,7 +53,7 @@ class SwitchAgentTest : public ::testing::Test {
     ASSERT_EQ(answer->status, 200) << answer->body;
   }
 
-  std::unique_ptr<SwitchAgentSim> agent_;
+  std::unique_ptr<SwitchAgentDaemon> agent_;
   std::unique_ptr<SwitchAgentClient> client_;
   std::unique_ptr<HttpClient> control_;
 };
@@ -142,7 +143,7 @@ TEST_F(SwitchAgentTest, GenerationNeverPassesAChangeThatFailed) {
 }
 
 TEST_F(SwitchAgentTest, StopsAtTheFirstChangeItCannotInstall) {
-  Start(SimOptions{.nat_capacity = 2});
+  Start(DaemonOptions{.nat_capacity = 2});
   std::vector<NatChange> changes = {
       Add(1, Entry("203.0.113.5", 0, 65535)), Add(2, Entry("203.0.113.6", 0, 65535)),
       Add(3, Entry("203.0.113.7", 0, 65535)), Remove(4, Entry("203.0.113.5", 0, 65535))};
@@ -284,7 +285,7 @@ class RecordingDataplane final : public NatDataplane {
 TEST(SwitchAgentWithADataplane, EachRequestIsOneStepThereAndARefusalChangesNothing) {
   auto owned = std::make_unique<RecordingDataplane>();
   RecordingDataplane* dataplane = owned.get();
-  auto agent = SwitchAgentSim::Start(SimOptions{}, std::move(owned)).value();
+  auto agent = SwitchAgentDaemon::Start(DaemonOptions{}, std::move(owned)).value();
   auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
   ASSERT_EQ(client
                 ->ApplyChanges({Add(1, Entry("203.0.113.1", 0, 65535)),

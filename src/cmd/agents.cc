@@ -8,10 +8,10 @@
 #include <memory>
 #include <string_view>
 
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "agents/linux/sled_ports.h"
 #include "agents/linux/switch_nat.h"
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
 #include "cmd/process.h"
 #include "common/log.h"
 
@@ -19,13 +19,14 @@ namespace fp::cmd {
 
 namespace {
 
-// Serves an agent (Agent is SwitchAgentSim or SledAgentSim) made by `start` until SIGINT or
+// Serves an agent (Agent is SwitchAgentDaemon or SledAgentDaemon) made by `start` until SIGINT or
 // SIGTERM.
 template <typename Agent>
 int RunAgent(
     const std::string& command, const std::string& listen, const std::string& secret_file,
-    agents::sim::SimOptions options,
-    const std::function<Result<std::unique_ptr<Agent>>(const agents::sim::SimOptions&)>& start) {
+    agents::daemon::DaemonOptions options,
+    const std::function<Result<std::unique_ptr<Agent>>(const agents::daemon::DaemonOptions&)>&
+        start) {
   auto address = ParseListen(listen);
   if (!address) {
     std::cerr << "floatplane " << command << ": " << address.error().message() << "\n";
@@ -180,13 +181,14 @@ int RunAgentCommand(const AgentFlags& flags) {
         !flags.switch_netns.empty() || !flags.switch_underlay.empty(), "--netns and --underlay",
         "P-sw");
     if (dataplane.empty()) return 2;
-    using agents::sim::SwitchAgentSim;
-    agents::sim::SimOptions switch_options;
+    using agents::daemon::SwitchAgentDaemon;
+    agents::daemon::DaemonOptions switch_options;
     switch_options.test_faults = flags.test_faults;
-    return RunAgent<SwitchAgentSim>(
+    return RunAgent<SwitchAgentDaemon>(
         "switch-agent", flags.switch_listen, flags.secret_file, switch_options,
-        [&](const agents::sim::SimOptions& options) -> Result<std::unique_ptr<SwitchAgentSim>> {
-          if (dataplane == "sim") return SwitchAgentSim::Start(options);
+        [&](const agents::daemon::DaemonOptions& options)
+            -> Result<std::unique_ptr<SwitchAgentDaemon>> {
+          if (dataplane == "sim") return SwitchAgentDaemon::Start(options);
           std::optional<IpAddr> underlay;
           if (!flags.switch_underlay.empty()) {
             auto parsed = IpAddr::Parse(flags.switch_underlay);
@@ -197,7 +199,7 @@ int RunAgentCommand(const AgentFlags& flags) {
             underlay = *parsed;
           }
           auto nat = FP_TRY(agents::dataplane::SwitchNat::Open(flags.switch_netns, underlay));
-          return SwitchAgentSim::Start(options, std::move(nat));
+          return SwitchAgentDaemon::Start(options, std::move(nat));
         });
   }
   std::string dataplane =
@@ -206,16 +208,16 @@ int RunAgentCommand(const AgentFlags& flags) {
                           !flags.sled_switch_underlay.empty() || !flags.sled_vm_prefix.empty(),
                       "--netns, --underlay, --switch-underlay and --vm-netns-prefix", "P-sled0");
   if (dataplane.empty()) return 2;
-  agents::sim::SimOptions options;
+  agents::daemon::DaemonOptions options;
   options.start_delay = std::chrono::milliseconds(flags.start_delay_ms);
   options.stop_delay = std::chrono::milliseconds(flags.stop_delay_ms);
   if (!flags.sled_serial.empty()) options.serial = flags.sled_serial;
   options.test_faults = flags.test_faults;
-  using agents::sim::SledAgentSim;
-  return RunAgent<SledAgentSim>(
+  using agents::daemon::SledAgentDaemon;
+  return RunAgent<SledAgentDaemon>(
       "sled-agent", flags.sled_listen, flags.secret_file, options,
-      [&](const agents::sim::SimOptions& o) -> Result<std::unique_ptr<SledAgentSim>> {
-        if (dataplane == "sim") return SledAgentSim::Start(o);
+      [&](const agents::daemon::DaemonOptions& o) -> Result<std::unique_ptr<SledAgentDaemon>> {
+        if (dataplane == "sim") return SledAgentDaemon::Start(o);
         auto underlay = IpAddr::Parse(flags.sled_underlay);
         auto switch_underlay = IpAddr::Parse(flags.sled_switch_underlay);
         if (!underlay || !switch_underlay) {
@@ -223,11 +225,11 @@ int RunAgentCommand(const AgentFlags& flags) {
               "--dataplane nftables needs --underlay and --switch-underlay (IPv6 addresses)"));
         }
         std::string prefix = flags.sled_vm_prefix.empty() ? flags.sled_netns : flags.sled_vm_prefix;
-        agents::sim::SimOptions with_underlay = o;
+        agents::daemon::DaemonOptions with_underlay = o;
         with_underlay.underlay = *underlay;
         auto ports = FP_TRY(agents::dataplane::SledPorts::Open(flags.sled_netns, *underlay,
                                                                *switch_underlay, prefix));
-        return SledAgentSim::Start(with_underlay, std::move(ports));
+        return SledAgentDaemon::Start(with_underlay, std::move(ports));
       });
 }
 

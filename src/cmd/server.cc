@@ -12,8 +12,8 @@
 #include <optional>
 #include <thread>
 
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "api/console.h"
 #include "api/routes.h"
 #include "app/audit.h"

@@ -23,12 +23,12 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   std::vector<std::string> switch_urls = flags.switch_agents;
   if (switch_urls.empty()) {
     for (int i = 0; i < 2; ++i) {
-      fp::agents::sim::SimOptions options;
+      fp::agents::daemon::DaemonOptions options;
       options.clock = &ds.clock();
       options.random = &ds.random();
       options.test_faults = flags.enable_test_faults;
       options.secret = out.secret;
-      out.switch_sims.push_back(FP_TRY(fp::agents::sim::SwitchAgentSim::Start(options)));
+      out.switch_sims.push_back(FP_TRY(fp::agents::daemon::SwitchAgentDaemon::Start(options)));
       switch_urls.push_back(out.switch_sims.back()->base_url());
     }
   }
@@ -39,7 +39,7 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
   std::vector<std::string> sled_urls = flags.sled_agents;
   if (sled_urls.empty()) {
     for (int i = 0; i < 2; ++i) {
-      fp::agents::sim::SimOptions options;
+      fp::agents::daemon::DaemonOptions options;
       options.clock = &ds.clock();
       options.random = &ds.random();
       options.start_delay = std::chrono::milliseconds(100);
@@ -47,7 +47,7 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
       options.serial = fmt::format("dev-sled-{}", i);
       options.test_faults = flags.enable_test_faults;
       options.secret = out.secret;
-      out.sled_sims.push_back(FP_TRY(fp::agents::sim::SledAgentSim::Start(options)));
+      out.sled_sims.push_back(FP_TRY(fp::agents::daemon::SledAgentDaemon::Start(options)));
       sled_urls.push_back(out.sled_sims.back()->base_url());
     }
   }

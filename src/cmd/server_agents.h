@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "agents/agents.h"
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "app/dataplane.h"
 #include "cmd/server.h"
 #include "common/error.h"
@@ -27,8 +27,8 @@ namespace fp::cmd {
 // The agents the server drives: external ones named by URL, or simulated ones in this process
 // (reached over HTTP on loopback all the same).
 struct ServerAgents {
-  std::vector<std::unique_ptr<fp::agents::sim::SwitchAgentSim>> switch_sims;
-  std::vector<std::unique_ptr<fp::agents::sim::SledAgentSim>> sled_sims;
+  std::vector<std::unique_ptr<fp::agents::daemon::SwitchAgentDaemon>> switch_sims;
+  std::vector<std::unique_ptr<fp::agents::daemon::SledAgentDaemon>> sled_sims;
   std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
   std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
   fp::app::Dataplane dataplane;

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/switch_agent.h"
 #include "common/mutex.h"
 #include "common/testing/wait_for.h"
 #include "db/nat.h"
@@ -245,7 +245,8 @@ class NatReconcilerOnSwitchTest : public ::testing::Test {
   }
 
   TempDatastore ds;
-  std::unique_ptr<agents::sim::SwitchAgentSim> sim = agents::sim::SwitchAgentSim::Start({}).value();
+  std::unique_ptr<agents::daemon::SwitchAgentDaemon> sim =
+      agents::daemon::SwitchAgentDaemon::Start({}).value();
   std::unique_ptr<agents::SwitchAgentClient> client =
       agents::MakeSwitchAgentClient(sim->base_url(), 2000);
   std::unique_ptr<http::HttpClient> control = std::make_unique<http::HttpClient>(

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/switch_agent.h"
 #include "common/testing/wait_for.h"
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
@@ -29,7 +29,7 @@ class SwitchesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 2; ++i) {
-      sims_.push_back(agents::sim::SwitchAgentSim::Start({}).value());
+      sims_.push_back(agents::daemon::SwitchAgentDaemon::Start({}).value());
       nat_.AddSwitch(agents::MakeSwitchAgentClient(sims_.back()->base_url(), 1000));
     }
   }
@@ -58,7 +58,7 @@ class SwitchesTest : public ::testing::Test {
   }
 
   db::testing::TempDatastore ds_;
-  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> sims_;
+  std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>> sims_;
   NatReconciler nat_{*ds_};
 };
 
@@ -292,7 +292,7 @@ TEST_F(SwitchesTest, ASwitchAddedAtRuntimeIsLoadedAndOneRemovedIsLeftAlone) {
   for (int n = 1; n <= 5; ++n) AddNatEntry(*ds_, n);
   ASSERT_TRUE(nat_.Sync());
   nat_.StartBackground(20);
-  auto third = agents::sim::SwitchAgentSim::Start({}).value();
+  auto third = agents::daemon::SwitchAgentDaemon::Start({}).value();
   nat_.AddSwitch(agents::MakeSwitchAgentClient(third->base_url(), 1000));
   EXPECT_TRUE(fp::testing::WaitFor([&] { return third->Nat() == Desired(); }));
 

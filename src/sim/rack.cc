@@ -37,23 +37,23 @@ Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape, std::string p
       random_(std::make_shared<SeededRandom>(seed ^ 0x5eed5eed5eed5eedull)),
       network_(seed) {
   for (int i = 0; i < shape.switches; ++i) {
-    agents::sim::SimOptions o{.clock = clock_.get(), .random = random_.get()};
+    agents::daemon::DaemonOptions o{.clock = clock_.get(), .random = random_.get()};
     o.listen = false;
     o.sim_url = fmt::format("sim://switch-{}", i);
-    switches_.push_back(agents::sim::SwitchAgentSim::Start(o).value());
-    agents::sim::SwitchAgentSim* agent = switches_.back().get();
+    switches_.push_back(agents::daemon::SwitchAgentDaemon::Start(o).value());
+    agents::daemon::SwitchAgentDaemon* agent = switches_.back().get();
     network_.Attach(o.sim_url, [agent](const http::HttpRequest& r) { return agent->Serve(r); });
     switch_urls_.push_back(o.sim_url);
   }
   for (int i = 0; i < shape.sleds; ++i) {
-    agents::sim::SimOptions o{.clock = clock_.get(), .random = random_.get()};
+    agents::daemon::DaemonOptions o{.clock = clock_.get(), .random = random_.get()};
     o.listen = false;
     o.transition_thread = false;
     o.start_delay = std::chrono::milliseconds(500);
     o.stop_delay = std::chrono::milliseconds(500);
     o.sim_url = fmt::format("sim://sled-{}", i);
-    sleds_.push_back(agents::sim::SledAgentSim::Start(o).value());
-    agents::sim::SledAgentSim* agent = sleds_.back().get();
+    sleds_.push_back(agents::daemon::SledAgentDaemon::Start(o).value());
+    agents::daemon::SledAgentDaemon* agent = sleds_.back().get();
     network_.Attach(o.sim_url, [agent](const http::HttpRequest& r) { return agent->Serve(r); });
     sled_urls_.push_back(o.sim_url);
   }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "app/actor.h"
 #include "app/floating_ips.h"
 #include "app/instances.h"
@@ -79,8 +79,8 @@ class Rack {
 
   testing::ManualClock& clock() { return *clock_; }
   SimNetwork& network() { return network_; }
-  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>>& switches() { return switches_; }
-  std::vector<std::unique_ptr<agents::sim::SledAgentSim>>& sleds() { return sleds_; }
+  std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>>& switches() { return switches_; }
+  std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>>& sleds() { return sleds_; }
   const std::vector<std::string>& switch_urls() const { return switch_urls_; }
   const std::vector<std::string>& sled_urls() const { return sled_urls_; }
   const std::vector<Uuid>& sled_ids() const { return sled_ids_; }
@@ -96,8 +96,8 @@ class Rack {
   std::shared_ptr<testing::ManualClock> clock_;
   std::shared_ptr<SeededRandom> random_;
   SimNetwork network_;
-  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> switches_;
-  std::vector<std::unique_ptr<agents::sim::SledAgentSim>> sleds_;
+  std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>> switches_;
+  std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>> sleds_;
   std::vector<std::string> switch_urls_;
   std::vector<std::string> sled_urls_;
   std::vector<Uuid> sled_ids_;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "agents/daemon/switch_agent.h"
 #include "agents/linux/tunnel.h"
-#include "agents/sim/switch_agent_sim.h"
 #include "agents/testing/lab.h"
 #include "common/testing/ip.h"
 
@@ -129,7 +129,7 @@ TEST_F(SwitchNatTest, ARestartedAgentStartsEmptyAndNamespacesAreApart) {
 // dataplane refuses.
 TEST_F(SwitchNatTest, TheAgentsTableAndTheKernelsMapsAgree) {
   auto* nat = nat_.get();
-  auto agent = sim::SwitchAgentSim::Start(sim::SimOptions{}, std::move(nat_)).value();
+  auto agent = daemon::SwitchAgentDaemon::Start(daemon::DaemonOptions{}, std::move(nat_)).value();
   auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
   auto kernel = [&] { return nat->Dump().value(); };
   // Which target got which mark is the dataplane's business; that each keeps its own is not.
@@ -165,7 +165,7 @@ TEST_F(SwitchNatTest, TheAgentsTableAndTheKernelsMapsAgree) {
 // in the kernel. The old entry must go, or the full-range map keeps sending it to the old sled.
 TEST_F(SwitchNatTest, AnEntryReplacedByOneOfAnotherKindLeavesNothingBehind) {
   auto* nat = nat_.get();
-  auto agent = sim::SwitchAgentSim::Start(sim::SimOptions{}, std::move(nat_)).value();
+  auto agent = daemon::SwitchAgentDaemon::Start(daemon::DaemonOptions{}, std::move(nat_)).value();
   auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
   NatEntry whole = Entry("203.0.113.10", 0, 65535, "2001:db8:10::1");
   NatEntry block = Entry("203.0.113.10", 0, 16383, "2001:db8:11::1");

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "app/instances.h"
 #include "app/sagas/sagas.h"
 #include "app/sled_watcher.h"
@@ -80,10 +80,10 @@ class InstanceSagaTest : public ::testing::Test {
     ASSERT_TRUE(db::RangeAdd(*ds, pool_.id, Uuid::Random(), Range("10.0.0.0", "10.0.0.7")));
     ASSERT_TRUE(db::Link(*ds, pool_.id, NameOrId(silo_.id), true));
 
-    switch_sim_ = *agents::sim::SwitchAgentSim::Start({});
+    switch_sim_ = *agents::daemon::SwitchAgentDaemon::Start({});
     switch_client_ = agents::MakeSwitchAgentClient(switch_sim_->base_url(), 2000);
     for (int i = 0; i < 2; ++i) {
-      sled_sims_.push_back(*agents::sim::SledAgentSim::Start({}));
+      sled_sims_.push_back(*agents::daemon::SledAgentDaemon::Start({}));
       IpAddr underlay(IpVersion::kV6, (uint128{0xfd00} << 112) | uint128(0x101 + i));
       model::Sled sled = *db::SledUpsert(*ds, "sled-" + std::to_string(i),
                                          sled_sims_.back()->base_url(), underlay);
@@ -188,9 +188,9 @@ class InstanceSagaTest : public ::testing::Test {
   model::Silo silo_;
   model::IpPool pool_;
   Actor actor_;
-  std::unique_ptr<agents::sim::SwitchAgentSim> switch_sim_;
+  std::unique_ptr<agents::daemon::SwitchAgentDaemon> switch_sim_;
   std::unique_ptr<agents::SwitchAgentClient> switch_client_;
-  std::vector<std::unique_ptr<agents::sim::SledAgentSim>> sled_sims_;
+  std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>> sled_sims_;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients_;
   std::vector<Uuid> sled_ids_;
   Dataplane dataplane_;

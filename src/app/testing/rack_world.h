@@ -18,8 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "agents/sim/sled_agent_sim.h"
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
+#include "agents/daemon/switch_agent.h"
 #include "app/floating_ips.h"
 #include "app/instances.h"
 #include "app/projects.h"
@@ -60,12 +60,12 @@ class RackWorld {
 
     nat_ = std::make_unique<nat::NatReconciler>(*ds);
     for (int i = 0; i < options.switches; ++i) {
-      switch_sims.push_back(agents::sim::SwitchAgentSim::Start({}).value());
+      switch_sims.push_back(agents::daemon::SwitchAgentDaemon::Start({}).value());
       nat_->AddSwitch(
           agents::MakeSwitchAgentClient(switch_sims.back()->base_url(), options.agent_timeout_ms));
     }
     for (int i = 0; i < options.sleds; ++i) {
-      sled_sims.push_back(agents::sim::SledAgentSim::Start({}).value());
+      sled_sims.push_back(agents::daemon::SledAgentDaemon::Start({}).value());
       IpAddr underlay(IpVersion::kV6, (uint128{0xfd00} << 112) | uint128(0x101 + i));
       model::Sled sled =
           db::SledUpsert(*ds, fmt::format("sled-{}", i), sled_sims.back()->base_url(), underlay)
@@ -222,8 +222,8 @@ class RackWorld {
   const Actor& actor() const { return actor_; }
 
   db::testing::TempDatastore ds;
-  std::vector<std::unique_ptr<agents::sim::SwitchAgentSim>> switch_sims;
-  std::vector<std::unique_ptr<agents::sim::SledAgentSim>> sled_sims;
+  std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>> switch_sims;
+  std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>> sled_sims;
   std::vector<Uuid> sled_ids;
   std::unique_ptr<SledWatcher> watcher;
 

@@ -1,27 +1,27 @@
-#include "agents/sim/switch_agent_sim.h"
+#include "agents/daemon/switch_agent.h"
 
 #include <fmt/format.h>
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
 using Json = nlohmann::json;
 
-Result<std::unique_ptr<SwitchAgentSim>> SwitchAgentSim::Start(
-    const SimOptions& options, std::unique_ptr<NatDataplane> dataplane) {
-  std::unique_ptr<SwitchAgentSim> sim(new SwitchAgentSim(options, std::move(dataplane)));
-  SwitchAgentSim* self = sim.get();
+Result<std::unique_ptr<SwitchAgentDaemon>> SwitchAgentDaemon::Start(
+    const DaemonOptions& options, std::unique_ptr<NatDataplane> dataplane) {
+  std::unique_ptr<SwitchAgentDaemon> sim(new SwitchAgentDaemon(options, std::move(dataplane)));
+  SwitchAgentDaemon* self = sim.get();
   sim->server_ = FP_TRY(AgentServer::Start(
       options, "switch agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;
 }
 
-SwitchAgentSim::~SwitchAgentSim() { Stop(); }
+SwitchAgentDaemon::~SwitchAgentDaemon() { Stop(); }
 
-void SwitchAgentSim::Stop() {
+void SwitchAgentDaemon::Stop() {
   if (server_) server_->Stop();
 }
 
-NatTable SwitchAgentSim::Nat() const {
+NatTable SwitchAgentDaemon::Nat() const {
   MutexLock lock(mu_);
   NatTable table;
   table.generation = generation_;
@@ -30,7 +30,7 @@ NatTable SwitchAgentSim::Nat() const {
   return table;
 }
 
-NatStatus SwitchAgentSim::CurrentStatus() const {
+NatStatus SwitchAgentDaemon::CurrentStatus() const {
   MutexLock lock(mu_);
   return NatStatus{.boot_id = boot_id_,
                    .generation = generation_,
@@ -38,7 +38,7 @@ NatStatus SwitchAgentSim::CurrentStatus() const {
                    .digest = digest_};
 }
 
-void SwitchAgentSim::Reset() {
+void SwitchAgentDaemon::Reset() {
   MutexLock lock(mu_);
   if (dataplane_) (void)dataplane_->ReplaceAll({});
   entries_.clear();
@@ -47,8 +47,8 @@ void SwitchAgentSim::Reset() {
   boot_id_ = random_.NewUuid().ToString();
 }
 
-bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
-                             const std::function<void(const EntryKey&)>& touch) const {
+bool SwitchAgentDaemon::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
+                                const std::function<void(const EntryKey&)>& touch) const {
   std::vector<EntryKey> overlapping;
   for (auto it = table.lower_bound({entry.external_ip, 0});
        it != table.end() && it->first.first == entry.external_ip; ++it) {
@@ -67,10 +67,9 @@ bool SwitchAgentSim::Install(std::map<EntryKey, NatEntry>& table, const NatEntry
   return true;
 }
 
-SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>& changes,
-                                                   std::optional<int64_t> limit,
-                                                   std::string_view limit_reason,
-                                                   const std::optional<std::string>& boot_id) {
+SwitchAgentDaemon::ApplyOutcome SwitchAgentDaemon::Apply(
+    const std::vector<NatChange>& changes, std::optional<int64_t> limit,
+    std::string_view limit_reason, const std::optional<std::string>& boot_id) {
   MutexLock lock(mu_);
   ApplyOutcome outcome;
   if (boot_id && *boot_id != boot_id_) {
@@ -159,7 +158,7 @@ SwitchAgentSim::ApplyOutcome SwitchAgentSim::Apply(const std::vector<NatChange>&
   return outcome;
 }
 
-EndpointRoutes SwitchAgentSim::Routes() {
+EndpointRoutes SwitchAgentDaemon::Routes() {
   EndpointRoutes routes;
   routes.Add("GET", "/nat", [this](const http::HttpRequest&, const PathParams&) {
     return Result<Json>(Nat().ToJson());
@@ -243,4 +242,4 @@ EndpointRoutes SwitchAgentSim::Routes() {
   return routes;
 }
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

@@ -1,4 +1,4 @@
-#include "agents/sim/faults.h"
+#include "agents/daemon/faults.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "http/url.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
 using Json = nlohmann::json;
 
@@ -191,4 +191,4 @@ void FaultInjector::Shutdown() {
   changed_.notify_all();
 }
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

@@ -1,4 +1,4 @@
-#include "agents/sim/agent_server.h"
+#include "agents/daemon/agent_server.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "http/host_port.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
 using Json = nlohmann::json;
 
@@ -84,7 +84,7 @@ AgentServer::AgentServer(std::string host, std::string agent, EndpointRoutes rou
 
 AgentServer::~AgentServer() { Stop(); }
 
-Result<std::unique_ptr<AgentServer>> AgentServer::Start(const SimOptions& options,
+Result<std::unique_ptr<AgentServer>> AgentServer::Start(const DaemonOptions& options,
                                                         std::string agent, EndpointRoutes routes,
                                                         std::function<void()> reset,
                                                         FaultInjector& faults) {
@@ -194,4 +194,4 @@ Result<Json> AgentServer::HandleControl(const http::HttpRequest& request) {
   return Fail(Error::InvalidRequest("method not allowed"));
 }
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

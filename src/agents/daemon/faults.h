@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "common/mutex.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
 // One fault, as posted to /faults:
 //   {"endpoint": "POST /nat/changes", "fail_next": 2, "apply_then_fail": 0, "delay_ms": 0,
@@ -91,4 +91,4 @@ class FaultInjector {
   bool shut_down_ FP_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

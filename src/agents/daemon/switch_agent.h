@@ -1,6 +1,7 @@
 #pragma once
 
-// A simulated switch agent: the rack switch's NAT table in memory, served over HTTP.
+// The switch agent daemon: the rack switch's NAT table, held in memory and, with a dataplane
+// (agents/linux: nftables), installed in it; served over HTTP.
 //
 //   GET  /nat          {"generation": N, "entries": [NatEntry...]}, sorted by external_ip
 //                      then first_port
@@ -41,21 +42,21 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "agents/daemon/agent_server.h"
 #include "agents/nat_dataplane.h"
-#include "agents/sim/agent_server.h"
 #include "common/mutex.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
-class SwitchAgentSim {
+class SwitchAgentDaemon {
  public:
   // Starts serving on options.host:options.port (uses options.nat_capacity).
   // Errors: those of http::HttpServer::Start.
-  static Result<std::unique_ptr<SwitchAgentSim>> Start(
-      const SimOptions& options, std::unique_ptr<NatDataplane> dataplane = nullptr);
-  ~SwitchAgentSim();
-  SwitchAgentSim(const SwitchAgentSim&) = delete;
-  SwitchAgentSim& operator=(const SwitchAgentSim&) = delete;
+  static Result<std::unique_ptr<SwitchAgentDaemon>> Start(
+      const DaemonOptions& options, std::unique_ptr<NatDataplane> dataplane = nullptr);
+  ~SwitchAgentDaemon();
+  SwitchAgentDaemon(const SwitchAgentDaemon&) = delete;
+  SwitchAgentDaemon& operator=(const SwitchAgentDaemon&) = delete;
 
   uint16_t port() const { return server_->port(); }
   std::string base_url() const { return server_->base_url(); }
@@ -82,7 +83,7 @@ class SwitchAgentSim {
     std::string message;
   };
 
-  SwitchAgentSim(const SimOptions& options, std::unique_ptr<NatDataplane> dataplane)
+  SwitchAgentDaemon(const DaemonOptions& options, std::unique_ptr<NatDataplane> dataplane)
       : nat_capacity_(options.nat_capacity),
         random_(options.random_or_machine()),
         dataplane_(std::move(dataplane)),
@@ -118,4 +119,4 @@ class SwitchAgentSim {
   std::unique_ptr<AgentServer> server_;
 };
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

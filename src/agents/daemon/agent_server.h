@@ -1,7 +1,9 @@
 #pragma once
 
-// The HTTP front shared by the simulated agents: routes an agent's own endpoints through its
-// fault injector, and serves the test-control endpoints every simulated agent has:
+// The HTTP front of both agent daemons (in memory or with a Linux dataplane): routes an agent's
+// own endpoints through its fault injector, and serves the test-control endpoints, which
+// answer only with DaemonOptions::test_faults (the binary's --enable-test-faults; a
+// production agent answers them 404):
 //
 //   POST   /faults  body FaultRule   adds a fault (replacing one for the same endpoint);
 //                                    answers the list as GET does
@@ -24,7 +26,7 @@
 #include <vector>
 
 #include "agents/agent_secret.h"
-#include "agents/sim/faults.h"
+#include "agents/daemon/faults.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/ip.h"
@@ -32,9 +34,9 @@
 #include "http/router.h"
 #include "http/server.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
-struct SimOptions {
+struct DaemonOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the kernel picks a free port
   // Sled agent: how long an instance stays `starting` before `running`, and `stopping`
@@ -97,7 +99,7 @@ class AgentServer {
   // it listens: before Start returns, so they must reach only what exists by then. `faults`
   // (the agent's, which its handlers consult too) must outlive the server.
   // Errors: those of http::HttpServer::Start.
-  static Result<std::unique_ptr<AgentServer>> Start(const SimOptions& options, std::string agent,
+  static Result<std::unique_ptr<AgentServer>> Start(const DaemonOptions& options, std::string agent,
                                                     EndpointRoutes routes,
                                                     std::function<void()> reset,
                                                     FaultInjector& faults);
@@ -138,4 +140,4 @@ class AgentServer {
   std::string sim_url_;  // base_url() when not listening
 };
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

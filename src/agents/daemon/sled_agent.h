@@ -1,7 +1,8 @@
 #pragma once
 
-// A simulated sled agent: runs simulated VMs (instances) and holds the external addresses of
-// each VM's port, in memory, served over HTTP.
+// The sled agent daemon: runs VMs (instances; simulated: start and stop take a delay) and holds
+// the external addresses of each VM's port, in memory and, with a dataplane (agents/linux: the
+// instance's namespace and nftables), installed on the host; served over HTTP.
 //
 //   PUT    /instances/{id}       body InstanceSpec (its id must be {id}) → SledInstance.
 //                                Registers the instance, or replaces the spec of a known one
@@ -53,21 +54,21 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "agents/daemon/agent_server.h"
 #include "agents/port_dataplane.h"
-#include "agents/sim/agent_server.h"
 #include "common/mutex.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
-class SledAgentSim {
+class SledAgentDaemon {
  public:
   // Starts serving on options.host:options.port with options.start_delay and stop_delay.
   // Errors: those of http::HttpServer::Start.
-  static Result<std::unique_ptr<SledAgentSim>> Start(
-      const SimOptions& options, std::unique_ptr<PortDataplane> dataplane = nullptr);
-  ~SledAgentSim();
-  SledAgentSim(const SledAgentSim&) = delete;
-  SledAgentSim& operator=(const SledAgentSim&) = delete;
+  static Result<std::unique_ptr<SledAgentDaemon>> Start(
+      const DaemonOptions& options, std::unique_ptr<PortDataplane> dataplane = nullptr);
+  ~SledAgentDaemon();
+  SledAgentDaemon(const SledAgentDaemon&) = delete;
+  SledAgentDaemon& operator=(const SledAgentDaemon&) = delete;
 
   uint16_t port() const { return server_->port(); }
   std::string base_url() const { return server_->base_url(); }
@@ -90,7 +91,7 @@ class SledAgentSim {
   // Calls of Changes (GET /changes) waiting now for a change.
   int waiting_reports() const;
   // Applies the start and stop transitions due at the clock's time: what the transition thread
-  // does when it runs, for an agent started without it (SimOptions::transition_thread).
+  // does when it runs, for an agent started without it (DaemonOptions::transition_thread).
   void StepTransitions();
   // Handles one request as the HTTP front would (the simulation's network calls it).
   http::HttpResponse Serve(const http::HttpRequest& request) { return server_->Serve(request); }
@@ -111,7 +112,7 @@ class SledAgentSim {
     int64_t gen = 0;    // the agent's generation at this VM's last change
   };
 
-  SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane);
+  SledAgentDaemon(const DaemonOptions& options, std::unique_ptr<PortDataplane> dataplane);
   EndpointRoutes Routes();
   Result<SledInstance> EnsureRunning(const Uuid& id, InstanceSpec spec);
   SledInstance StopInstance(const Uuid& id);
@@ -153,4 +154,4 @@ class SledAgentSim {
   std::unique_ptr<AgentServer> server_;
 };
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon

@@ -1,4 +1,4 @@
-#include "agents/sim/sled_agent_sim.h"
+#include "agents/daemon/sled_agent.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "http/url.h"
 
-namespace fp::agents::sim {
+namespace fp::agents::daemon {
 
 using Json = nlohmann::json;
 
@@ -25,7 +25,8 @@ Error UnknownInstance(const Uuid& id) { return Error::NotFoundById("instance", i
 
 }  // namespace
 
-SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDataplane> dataplane)
+SledAgentDaemon::SledAgentDaemon(const DaemonOptions& options,
+                                 std::unique_ptr<PortDataplane> dataplane)
     : dataplane_(std::move(dataplane)),
       underlay_(options.underlay),
       serial_(options.serial),
@@ -36,19 +37,19 @@ SledAgentSim::SledAgentSim(const SimOptions& options, std::unique_ptr<PortDatapl
       boot_id_(random_.NewUuid().ToString()),
       faults_(clock_) {}
 
-Result<std::unique_ptr<SledAgentSim>> SledAgentSim::Start(
-    const SimOptions& options, std::unique_ptr<PortDataplane> dataplane) {
-  std::unique_ptr<SledAgentSim> sim(new SledAgentSim(options, std::move(dataplane)));
-  SledAgentSim* self = sim.get();
+Result<std::unique_ptr<SledAgentDaemon>> SledAgentDaemon::Start(
+    const DaemonOptions& options, std::unique_ptr<PortDataplane> dataplane) {
+  std::unique_ptr<SledAgentDaemon> sim(new SledAgentDaemon(options, std::move(dataplane)));
+  SledAgentDaemon* self = sim.get();
   if (options.transition_thread) sim->timer_ = std::thread([self] { self->RunTransitions(); });
   sim->server_ = FP_TRY(AgentServer::Start(
       options, "sled agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;
 }
 
-SledAgentSim::~SledAgentSim() { Stop(); }
+SledAgentDaemon::~SledAgentDaemon() { Stop(); }
 
-void SledAgentSim::Stop() {
+void SledAgentDaemon::Stop() {
   {
     // First: the server waits for its calls in progress, long polls of /changes among them.
     MutexLock lock(mu_);
@@ -60,12 +61,12 @@ void SledAgentSim::Stop() {
   if (timer_.joinable()) timer_.join();
 }
 
-void SledAgentSim::Touch(Vm& vm) {
+void SledAgentDaemon::Touch(Vm& vm) {
   vm.gen = ++generation_;
   changed_.notify_all();
 }
 
-void SledAgentSim::Forget(const Uuid& id) {
+void SledAgentDaemon::Forget(const Uuid& id) {
   if (vms_.erase(id) == 0) return;
   removals_.emplace_back(++generation_, id);
   if (removals_.size() > kRemovalsKept) {
@@ -75,13 +76,13 @@ void SledAgentSim::Forget(const Uuid& id) {
   changed_.notify_all();
 }
 
-int SledAgentSim::waiting_reports() const {
+int SledAgentDaemon::waiting_reports() const {
   MutexLock lock(mu_);
   return waiting_reports_;
 }
 
-SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
-                                 std::chrono::milliseconds wait) {
+SledReport SledAgentDaemon::Changes(const std::string& boot_id, int64_t since,
+                                    std::chrono::milliseconds wait) {
   MutexLock lock(mu_);
   auto full = [&]() FP_REQUIRES(mu_) {
     return boot_id != boot_id_ || since < removals_floor_ || since > generation_;
@@ -105,7 +106,7 @@ SledReport SledAgentSim::Changes(const std::string& boot_id, int64_t since,
   return report;
 }
 
-SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
+SledInstance SledAgentDaemon::View(const Uuid& id, const Vm& vm) {
   SledInstance out;
   out.id = id;
   out.state = vm.state;
@@ -122,7 +123,7 @@ SledInstance SledAgentSim::View(const Uuid& id, const Vm& vm) {
   return out;
 }
 
-std::vector<SledInstance> SledAgentSim::Instances() const {
+std::vector<SledInstance> SledAgentDaemon::Instances() const {
   MutexLock lock(mu_);
   std::vector<SledInstance> out;
   out.reserve(vms_.size());
@@ -130,21 +131,21 @@ std::vector<SledInstance> SledAgentSim::Instances() const {
   return out;
 }
 
-std::optional<SledInstance> SledAgentSim::Instance(const Uuid& id) const {
+std::optional<SledInstance> SledAgentDaemon::Instance(const Uuid& id) const {
   MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return std::nullopt;
   return View(id, it->second);
 }
 
-std::optional<InstanceSpec> SledAgentSim::Spec(const Uuid& id) const {
+std::optional<InstanceSpec> SledAgentDaemon::Spec(const Uuid& id) const {
   MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return std::nullopt;
   return it->second.spec;
 }
 
-bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
+bool SledAgentDaemon::ForceState(const Uuid& id, VmState state) {
   MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return false;
@@ -154,7 +155,7 @@ bool SledAgentSim::ForceState(const Uuid& id, VmState state) {
   return true;
 }
 
-void SledAgentSim::Reset() {
+void SledAgentDaemon::Reset() {
   MutexLock lock(mu_);
   if (dataplane_) {
     for (const auto& [id, vm] : vms_) (void)dataplane_->Remove(id);
@@ -167,7 +168,7 @@ void SledAgentSim::Reset() {
   changed_.notify_all();
 }
 
-Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec spec) {
+Result<SledInstance> SledAgentDaemon::EnsureRunning(const Uuid& id, InstanceSpec spec) {
   if (spec.id != id) {
     return Fail(Error::InvalidRequest(fmt::format("the spec's id \"{}\" is not the instance \"{}\"",
                                                   spec.id.ToString(), id.ToString())));
@@ -195,7 +196,7 @@ Result<SledInstance> SledAgentSim::EnsureRunning(const Uuid& id, InstanceSpec sp
   return View(id, vm);
 }
 
-SledInstance SledAgentSim::StopInstance(const Uuid& id) {
+SledInstance SledAgentDaemon::StopInstance(const Uuid& id) {
   MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) {
@@ -226,7 +227,7 @@ SledInstance SledAgentSim::StopInstance(const Uuid& id) {
   return View(id, vm);
 }
 
-Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add) {
+Result<SledInstance> SledAgentDaemon::ChangeExternalIp(const Uuid& id, const IpAddr& ip, bool add) {
   MutexLock lock(mu_);
   auto it = vms_.find(id);
   if (it == vms_.end()) return Fail(UnknownInstance(id));
@@ -256,7 +257,7 @@ Result<SledInstance> SledAgentSim::ChangeExternalIp(const Uuid& id, const IpAddr
   return View(id, it->second);
 }
 
-std::optional<SledAgentSim::TimePoint> SledAgentSim::ApplyDueTransitions() {
+std::optional<SledAgentDaemon::TimePoint> SledAgentDaemon::ApplyDueTransitions() {
   TimePoint now = clock_.Monotonic();
   std::optional<TimePoint> next;
   for (auto& [id, vm] : vms_) {
@@ -277,12 +278,12 @@ std::optional<SledAgentSim::TimePoint> SledAgentSim::ApplyDueTransitions() {
   return next;
 }
 
-void SledAgentSim::StepTransitions() {
+void SledAgentDaemon::StepTransitions() {
   MutexLock lock(mu_);
   (void)ApplyDueTransitions();
 }
 
-void SledAgentSim::RunTransitions() {
+void SledAgentDaemon::RunTransitions() {
   MutexLock lock(mu_);
   while (!stopping_) {
     std::optional<TimePoint> next = ApplyDueTransitions();
@@ -294,7 +295,7 @@ void SledAgentSim::RunTransitions() {
   }
 }
 
-EndpointRoutes SledAgentSim::Routes() {
+EndpointRoutes SledAgentDaemon::Routes() {
   EndpointRoutes routes;
   routes.Add("GET", "/sled", [this](const http::HttpRequest&, const PathParams&) {
     return Result<Json>(SledIdentity{.serial = serial_, .underlay = underlay_}.ToJson());
@@ -370,4 +371,4 @@ EndpointRoutes SledAgentSim::Routes() {
   return routes;
 }
 
-}  // namespace fp::agents::sim
+}  // namespace fp::agents::daemon
