@@ -1,6 +1,6 @@
 #pragma once
 
-// The simulated rack: simulated switch and sled agents (agents/sim, no sockets, no threads of
+// The simulated rack: simulated switch and sled agents (agents/daemon, no sockets, no threads of
 // their own) reached through the simulation's network, and one control-plane server (the real
 // datastore on a SQLite file, the saga executor with every saga, the NAT reconciler, the sled
 // watcher, the services) built on them, all on one ManualClock and one SeededRandom. The server
