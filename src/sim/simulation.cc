@@ -9,10 +9,7 @@
 #include <optional>
 #include <set>
 
-#include "app/dataplane.h"
-#include "db/instances.h"
-#include "db/nat.h"
-#include "db/sagas.h"
+#include "sim/invariants.h"
 
 namespace fp::sim {
 
@@ -27,8 +24,12 @@ std::string Outcome(const Status& s) {
   return fmt::format("{} {}", s.error().HttpStatus(), s.error().message().substr(0, 120));
 }
 template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r ? Ok() : Status(Fail(r.error()));
+}
+template <typename T>
 std::string Outcome(const Result<T>& r) {
-  return r ? "ok" : Outcome(Status(Fail(r.error())));
+  return Outcome(StatusOf(r));
 }
 
 // 64-bit FNV-1a, over the trace: what "the same run" means.
@@ -36,12 +37,6 @@ uint64_t Hash(uint64_t h, std::string_view text) {
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return (h ^ '\n') * 1099511628211ull;
 }
-
-// The state the invariants compare, as sorted lines.
-struct Observed {
-  std::vector<std::string> violations;
-  std::vector<std::string> state;
-};
 
 class Simulation {
  public:
@@ -65,7 +60,7 @@ class Simulation {
       report_.violations.push_back("the server could not restart; the run ended early");
       return std::move(report_);
     }
-    Observed end = Observe();
+    Observed end = CheckInvariants(rack_, ledger_);
     report_.violations.insert(report_.violations.end(), end.violations.begin(),
                               end.violations.end());
     for (const std::string& line : end.state) Record("state " + line);
@@ -101,7 +96,7 @@ class Simulation {
       ++report_.server_crashes;
       // The operation got no answer: what it acted on may or may not have changed.
       if (in_flight_) {
-        uncertain_.insert(*in_flight_);
+        ledger_.uncertain.insert(*in_flight_);
         auto& list = in_flight_->front() == 'i' ? instances_ : fips_;
         if (std::find(list.begin(), list.end(), *in_flight_) == list.end()) {
           list.push_back(*in_flight_);
@@ -134,8 +129,7 @@ class Simulation {
       what = fmt::format("create instance {}{}", name, params.start ? " started" : "");
       in_flight_ = name;
       auto made = rack_.instances().Create(rq, *p1, params);
-      Settle(name, true, made ? Ok() : Status(Fail(made.error())));
-      if (made || uncertain_.count(name)) instances_.push_back(name);
+      Created(instances_, name, StatusOf(made));
       outcome = Outcome(made);
     } else if (roll < 22) {
       std::string name = Some(instances_, "i");
@@ -150,8 +144,7 @@ class Simulation {
       what = "delete " + name;
       in_flight_ = name;
       Status s = rack_.instances().Delete(rq, ByName(name), p1);
-      if (acknowledged_.count(name) || uncertain_.count(name)) Settle(name, false, s);
-      if (s) instances_.erase(std::find(instances_.begin(), instances_.end(), name));
+      Deleted(instances_, name, s);
       outcome = Outcome(s);
     } else if (roll < 42) {
       std::string name = Some(instances_, "i");
@@ -163,16 +156,14 @@ class Simulation {
       what = "create floating ip " + name;
       in_flight_ = name;
       auto made = rack_.floating_ips().Create(rq, *p1, name, "", model::AddressRequest{});
-      Settle(name, true, made ? Ok() : Status(Fail(made.error())));
-      if (made || uncertain_.count(name)) fips_.push_back(name);
+      Created(fips_, name, StatusOf(made));
       outcome = Outcome(made);
     } else if (roll < 54) {
       std::string name = Some(fips_, "f");
       what = "delete floating ip " + name;
       in_flight_ = name;
       Status s = rack_.floating_ips().Delete(rq, ByName(name), p1);
-      if (acknowledged_.count(name) || uncertain_.count(name)) Settle(name, false, s);
-      if (s) fips_.erase(std::find(fips_.begin(), fips_.end(), name));
+      Deleted(fips_, name, s);
       outcome = Outcome(s);
     } else if (roll < 66) {
       std::string fip = Some(fips_, "f");
@@ -305,12 +296,22 @@ class Simulation {
   // leaves it uncertain until a later answer. A refusal changes nothing.
   void Settle(const std::string& name, bool exists_if_ok, const Status& s) {
     if (s) {
-      acknowledged_[name] = exists_if_ok;
-      uncertain_.erase(name);
+      ledger_.acknowledged[name] = exists_if_ok;
+      ledger_.uncertain.erase(name);
     } else if (s.error().kind() == ErrorKind::kServiceUnavailable ||
                s.error().kind() == ErrorKind::kInternal) {
-      uncertain_.insert(name);
+      ledger_.uncertain.insert(name);
     }
+  }
+  // A create of `name` answered `s`: the ledger, and `list` (instances_ or fips_) to pick from.
+  void Created(std::vector<std::string>& list, const std::string& name, const Status& s) {
+    Settle(name, true, s);
+    if (s || ledger_.uncertain.count(name)) list.push_back(name);
+  }
+  // A delete of `name` answered `s` (a name never made stays out of the ledger).
+  void Deleted(std::vector<std::string>& list, const std::string& name, const Status& s) {
+    if (ledger_.acknowledged.count(name) || ledger_.uncertain.count(name)) Settle(name, false, s);
+    if (s) list.erase(std::remove(list.begin(), list.end(), name), list.end());
   }
 
   // Whether the floating IP `fip` is attached to an instance other than `instance` now.
@@ -326,8 +327,6 @@ class Simulation {
     return holder && *holder;
   }
 
-  Observed Observe();
-
   const RunOptions options_;
   Rack rack_;
   SeededRandom pick_;  // the workload's choices
@@ -337,161 +336,10 @@ class Simulation {
   int next_instance_ = 0;
   int next_fip_ = 0;
   std::set<std::string> hung_;
-  std::map<std::string, bool> acknowledged_;
-  std::set<std::string> uncertain_;
+  Ledger ledger_;
   std::optional<std::string> in_flight_;  // the name a create or delete acts on now
   bool down_ = false;                     // no server: the database did not open again
 };
-
-std::string NatLine(const agents::NatEntry& e) {
-  return fmt::format("{}:{}-{} -> {} vni {} {}", e.external_ip.ToString(), e.first_port,
-                     e.last_port, e.sled_address.ToString(), e.vni, e.mac);
-}
-
-Observed Simulation::Observe() {
-  Observed out;
-  auto fail = [&](std::string v) { out.violations.push_back(std::move(v)); };
-  db::Datastore& ds = rack_.ds();
-
-  // No saga left running, unwinding or stuck.
-  auto sagas = db::SagaListStates(ds, 100000);
-  if (!sagas) return Observed{{"cannot list sagas: " + sagas.error().message()}, {}};
-  for (const auto& s : *sagas) {
-    if (s.state != saga::SagaState::kDone && s.state != saga::SagaState::kUnwound) {
-      fail(fmt::format("saga {} {} left {}", s.name, s.id.ToString(), saga::ToString(s.state)));
-    }
-  }
-
-  // Every switch holds exactly the datastore's NAT.
-  std::vector<std::string> desired;
-  auto live = db::NatLive(ds);
-  if (!live) return Observed{{"cannot read NAT: " + live.error().message()}, {}};
-  for (const auto& row : *live) desired.push_back(NatLine(nat::NatReconciler::ToEntry(row)));
-  std::sort(desired.begin(), desired.end());
-  for (size_t i = 0; i < rack_.switches().size(); ++i) {
-    std::vector<std::string> held;
-    for (const auto& e : rack_.switches()[i]->Nat().entries) held.push_back(NatLine(e));
-    std::sort(held.begin(), held.end());
-    if (held != desired) {
-      fail(fmt::format("switch {} holds {} NAT entries, the datastore wants {}: [{}] vs [{}]",
-                       rack_.switch_urls()[i], held.size(), desired.size(), fmt::join(held, "; "),
-                       fmt::join(desired, "; ")));
-    }
-  }
-  for (const auto& line : desired) out.state.push_back("nat " + line);
-
-  // Instances: the datastore's placement and what the sleds run.
-  struct Row {
-    std::string run_state;
-    std::string sled;
-  };
-  auto rows =
-      ds.Read<std::map<std::string, Row>>([](db::Tx& tx) -> Result<std::map<std::string, Row>> {
-        std::map<std::string, Row> m;
-        for (const auto& r : FP_TRY(tx.Query("SELECT id, run_state, coalesce(sled_id, '') FROM "
-                                             "instance WHERE time_deleted IS NULL"))) {
-          m[r.Text(0)] = Row{r.Text(1), r.Text(2)};
-        }
-        return m;
-      });
-  if (!rows) return Observed{{"cannot read instances: " + rows.error().message()}, {}};
-  std::map<std::string, std::string> running_on;  // instance id -> sled id, as the sleds say
-  for (size_t i = 0; i < rack_.sleds().size(); ++i) {
-    const std::string sled_id = rack_.sled_ids()[i].ToString();
-    for (const auto& vm : rack_.sleds()[i]->Instances()) {
-      if (vm.state != agents::VmState::kRunning) continue;
-      running_on[vm.id.ToString()] = sled_id;
-      auto row = rows->find(vm.id.ToString());
-      if (row == rows->end() || row->second.run_state != "running" || row->second.sled != sled_id) {
-        fail(fmt::format("sled {} runs instance {}, which the datastore has {}",
-                         rack_.sled_urls()[i], vm.id.ToString(),
-                         row == rows->end() ? std::string("deleted")
-                                            : row->second.run_state + " on " + row->second.sled));
-        continue;
-      }
-      auto spec = app::BuildInstanceSpec(ds, vm.id);
-      if (!spec) {
-        fail("cannot build the spec of " + vm.id.ToString() + ": " + spec.error().message());
-        continue;
-      }
-      // The sled lists an instance's SNAT addresses among its external ones.
-      std::set<std::string> want, have;
-      for (const auto& ip : spec->external_ips) want.insert(ip.ToString());
-      for (const auto& snat : {spec->snat_ip, spec->snat6_ip}) {
-        if (snat) want.insert(snat->ToString());
-      }
-      for (const auto& ip : vm.external_ips) have.insert(ip.ToString());
-      if (want != have) {
-        fail(fmt::format("instance {} has addresses [{}] on its sled, [{}] in the datastore",
-                         vm.id.ToString(), fmt::join(have, ", "), fmt::join(want, ", ")));
-      }
-    }
-  }
-  for (const auto& [id, row] : *rows) {
-    if (row.run_state == "running" && running_on[id] != row.sled) {
-      fail(fmt::format("instance {} is running on sled {} in the datastore; no sled runs it", id,
-                       row.sled));
-    }
-    out.state.push_back(fmt::format("instance {} {}", id, row.run_state));
-  }
-
-  // Every acknowledged change durable: what a create or delete answered is what the datastore
-  // holds, through crashes and restarts.
-  auto names = ds.Read<std::set<std::string>>([](db::Tx& tx) -> Result<std::set<std::string>> {
-    std::set<std::string> n;
-    for (const auto& r : FP_TRY(tx.Query(
-             "SELECT name FROM instance WHERE time_deleted IS NULL UNION ALL SELECT name FROM "
-             "external_ip WHERE kind = 'floating' AND time_deleted IS NULL"))) {
-      n.insert(r.Text(0));
-    }
-    return n;
-  });
-  if (!names) return Observed{{"cannot read names: " + names.error().message()}, {}};
-  for (const auto& [name, exists] : acknowledged_) {
-    if (uncertain_.count(name) == 0 && names->count(name) != (exists ? 1u : 0u)) {
-      fail(fmt::format("{} was acknowledged {} but the datastore {}", name,
-                       exists ? "created" : "deleted", exists ? "lacks it" : "still has it"));
-    }
-  }
-  for (const auto& name : *names) {
-    if (uncertain_.count(name) == 0 && !acknowledged_.count(name)) {
-      fail(fmt::format("{} exists but no create of it was answered", name));
-    }
-  }
-
-  // Addresses: none held twice, none left mid-attach or attached to a deleted instance.
-  auto ips = ds.Read<std::vector<std::string>>([](db::Tx& tx) -> Result<std::vector<std::string>> {
-    std::vector<std::string> v;
-    for (const auto& r : FP_TRY(
-             tx.Query("SELECT ip, first_port, count(*) FROM external_ip WHERE time_deleted IS NULL "
-                      "GROUP BY ip, first_port HAVING count(*) > 1"))) {
-      v.push_back(fmt::format("address {} port {} is held {} times",
-                              FP_TRY(db::IpColumn(r, 0)).ToString(), r.Int(1), r.Int(2)));
-    }
-    for (const auto& r : FP_TRY(tx.Query(
-             "SELECT e.id, e.kind, e.state FROM external_ip e LEFT JOIN instance i ON "
-             "i.id = e.parent_id AND i.time_deleted IS NULL WHERE e.time_deleted IS NULL AND "
-             "(e.state IN ('attaching', 'detaching') OR (e.state = 'attached' AND i.id IS "
-             "NULL))"))) {
-      v.push_back(fmt::format("{} address {} left {}", r.Text(1), r.Text(0), r.Text(2)));
-    }
-    return v;
-  });
-  if (!ips) return Observed{{"cannot read addresses: " + ips.error().message()}, {}};
-  for (auto& v : *ips) fail(std::move(v));
-  auto held = ds.Read<std::vector<std::string>>([](db::Tx& tx) -> Result<std::vector<std::string>> {
-    std::vector<std::string> v;
-    for (const auto& r :
-         FP_TRY(tx.Query("SELECT ip, kind, state, coalesce(parent_id, '') FROM external_ip WHERE "
-                         "time_deleted IS NULL ORDER BY ip, first_port"))) {
-      v.push_back(fmt::format("address {} {} {} {}", FP_TRY(db::IpColumn(r, 0)).ToString(),
-                              r.Text(1), r.Text(2), r.Text(3)));
-    }
-    return v;
-  });
-  if (held) out.state.insert(out.state.end(), held->begin(), held->end());
-  return out;
-}
 
 }  // namespace
 
