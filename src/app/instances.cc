@@ -15,7 +15,9 @@
 #include "db/instances.h"
 #include "db/request_effect.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_agents.h"
+#include "loops/sled_watcher.h"
 
 namespace fp::app {
 
@@ -220,7 +222,7 @@ Result<model::Instance> Instances::Stop(const Request<model::Instance>& rq,
     return Fail(Error::Unavailable(
         fmt::format("instance \"{}\" is migrating; retry when the migration completes", i.name)));
   }
-  agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  agents::SledAgentClient* sled = FP_TRY(sled_agents_.Sled(*i.sled_id));
   // The sled is told before the write that records the stop: the entry goes first.
   if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
   if (i.run_state == model::RunState::kStarting) {
@@ -250,7 +252,7 @@ Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
         fmt::format("instance \"{}\" can only be rebooted while running (it is {})", i.name,
                     model::ToString(i.run_state))));
   }
-  agents::SledAgentClient* sled = FP_TRY(dataplane_.Sled(*i.sled_id));
+  agents::SledAgentClient* sled = FP_TRY(sled_agents_.Sled(*i.sled_id));
   // A reboot changes the instance and its sled before the write that records its answer.
   if (rq.effect != nullptr) FP_CHECK_OK(rq.effect->RecordIntent(ds_));
   // The watcher leaves rebooting instances alone, so the stop below is not taken for a stop.
@@ -269,7 +271,7 @@ Result<model::Instance> Instances::Reboot(const Request<model::Instance>& rq,
       }
       clock.SleepFor(std::chrono::milliseconds(10));
     }
-    agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(ds_, i.id));
+    agents::InstanceSpec spec = FP_TRY(loops::BuildInstanceSpec(ds_, i.id));
     FP_TRY(sled->EnsureRunning(spec, call));
     return Ok();
   }();
@@ -306,7 +308,7 @@ Result<model::Instance> Instances::Migrate(const RequestContext& rq, const NameO
     return Fail(Error::InvalidRequest(
         fmt::format("instance \"{}\" already runs on sled {}", i.name, dst_sled.ToString())));
   }
-  FP_TRY(dataplane_.Sled(dst_sled));
+  FP_TRY(sled_agents_.Sled(dst_sled));
   db::RequestSaga origin(rq.effect, /*ends_request=*/true);
   auto outcome = FP_TRY(exec_.RunNew(InstanceMigrateSaga({.instance_id = i.id,
                                                           .src_sled_id = *i.sled_id,

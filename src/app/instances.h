@@ -3,20 +3,18 @@
 // Instances on sleds: create, start, stop, reboot, migrate and delete, of which create, start,
 // migrate and delete run as sagas (app/sagas/), and the live attach and
 // detach of their external IPs (instance_external_ips.cc), which run as sagas too. The
-// instance's run state follows its sled agent (app/sled_watcher.h).
+// instance's run state follows its sled agent (loops/sled_watcher.h).
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app/actor.h"
-#include "app/dataplane.h"
 #include "app/floating_ips.h"
 #include "app/projects.h"
 #include "app/request.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
-#include "app/sled_watcher.h"
 #include "model/external_ips.h"
 #include "model/instances.h"
 #include "model/ip_pools.h"
@@ -28,9 +26,11 @@ class Datastore;
 class DeferredDurability;
 }  // namespace fp::db
 
-namespace fp::nat {
+namespace fp::loops {
 class NatReconciler;
-}  // namespace fp::nat
+class SledWatcher;
+struct SledAgents;
+}  // namespace fp::loops
 
 namespace fp::app {
 
@@ -82,12 +82,13 @@ class Instances {
  public:
   // The references must outlive the service. `projects` and `floating_ips` resolve the API's
   // selectors as those services do; `watcher` is woken after a delete.
-  Instances(db::Datastore& ds, Projects& projects, FloatingIps& floating_ips, Dataplane& dataplane,
-            nat::NatReconciler& nat, saga::SagaExecutor& executor, SledWatcher& watcher)
+  Instances(db::Datastore& ds, Projects& projects, FloatingIps& floating_ips,
+            loops::SledAgents& sled_agents, loops::NatReconciler& nat, saga::SagaExecutor& executor,
+            loops::SledWatcher& watcher)
       : ds_(ds),
         projects_(projects),
         floating_ips_(floating_ips),
-        dataplane_(dataplane),
+        sled_agents_(sled_agents),
         nat_(nat),
         exec_(executor),
         watcher_(watcher) {}
@@ -162,10 +163,10 @@ class Instances {
   db::Datastore& ds_;
   Projects& projects_;
   FloatingIps& floating_ips_;
-  Dataplane& dataplane_;
-  nat::NatReconciler& nat_;
+  loops::SledAgents& sled_agents_;
+  loops::NatReconciler& nat_;
   saga::SagaExecutor& exec_;
-  SledWatcher& watcher_;
+  loops::SledWatcher& watcher_;
 };
 
 }  // namespace fp::app

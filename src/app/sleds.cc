@@ -1,16 +1,16 @@
 #include "app/sleds.h"
 
-#include "app/sled_watcher.h"
 #include "common/log.h"
 #include "db/instances.h"
 #include "db/request_effect.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 
 namespace fp::app {
 
 model::Sled Sleds::WithReport(model::Sled sled) const {
-  for (const SledWatchStatus& s : watcher_.SledStatuses()) {
+  for (const loops::SledWatchStatus& s : watcher_.SledStatuses()) {
     if (s.sled_id == sled.id && s.last_report > 0) sled.last_report = s.last_report;
   }
   return sled;

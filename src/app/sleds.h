@@ -13,20 +13,19 @@ namespace fp::db {
 class Datastore;
 }  // namespace fp::db
 
-namespace fp::nat {
+namespace fp::loops {
 class NatReconciler;
-}  // namespace fp::nat
+class SledWatcher;
+}  // namespace fp::loops
 
 namespace fp::app {
-
-class SledWatcher;
 
 // Each method is Forbidden for an actor that is not a fleet admin, before any lookup.
 // Thread-safe.
 class Sleds {
  public:
   // The references must outlive the service.
-  Sleds(db::Datastore& ds, nat::NatReconciler& nat, SledWatcher& watcher)
+  Sleds(db::Datastore& ds, loops::NatReconciler& nat, loops::SledWatcher& watcher)
       : ds_(ds), nat_(nat), watcher_(watcher) {}
 
   // With whether each sled's agent answers (and since when), and its last report if this
@@ -51,8 +50,8 @@ class Sleds {
   model::Sled WithReport(model::Sled sled) const;
 
   db::Datastore& ds_;
-  nat::NatReconciler& nat_;
-  SledWatcher& watcher_;
+  loops::NatReconciler& nat_;
+  loops::SledWatcher& watcher_;
 };
 
 }  // namespace fp::app

@@ -18,7 +18,6 @@
 #include "api/routes.h"
 #include "app/audit.h"
 #include "app/floating_ips.h"
-#include "app/history_pruner.h"
 #include "app/idempotency.h"
 #include "app/instances.h"
 #include "app/ip_pools.h"
@@ -27,7 +26,6 @@
 #include "app/saga_list.h"
 #include "app/sagas/sagas.h"
 #include "app/silos.h"
-#include "app/sled_watcher.h"
 #include "app/sleds.h"
 #include "app/store_stats.h"
 #include "app/tokens.h"
@@ -45,7 +43,9 @@
 #include "http/server.h"
 #include "http/static_site.h"
 #include "http/tls.h"
-#include "nat/nat_reconciler.h"
+#include "loops/history_pruner.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 #include "saga/recovery.h"
 #include "saga/saga.h"
 
@@ -352,13 +352,13 @@ int RunServer(const ServerFlags& flags) {
 
   ServerAgents processes;
   if (auto s = StartAgents(flags, **datastore, processes); !s) {
-    std::cerr << "floatplane server: cannot start the dataplane: " << s.error().message() << "\n";
+    std::cerr << "floatplane server: cannot start the agents: " << s.error().message() << "\n";
     return 1;
   }
   if (!processes.sled_sims.empty()) {
     // The in-process sleds started empty: what ran on them when this server last stopped runs
     // again, as the dev server's data does.
-    auto restarted = fp::app::RestartLostVms(**datastore, processes.dataplane);
+    auto restarted = fp::loops::RestartLostVms(**datastore, processes.sled_agents);
     if (!restarted) {
       fp::LogEvent("warn", "could not restart the instances of the in-process sleds",
                    {{"error", restarted.error().message()}});
@@ -378,9 +378,9 @@ int RunServer(const ServerFlags& flags) {
   fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id,
                                         task_lease_us);
   fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us);
-  fp::nat::NatReconciler nat(**datastore);
+  fp::loops::NatReconciler nat(**datastore);
   for (const auto& client : processes.switch_clients) nat.AddSwitch(client);
-  fp::app::SagaDeps deps{**datastore, processes.dataplane, nat};
+  fp::app::SagaDeps deps{**datastore, processes.sled_agents, nat};
   fp::saga::ActionRegistry registry;
   fp::app::RegisterSagaActions(registry, deps);
   fp::db::DatastoreSagaStore saga_store(**datastore);
@@ -398,8 +398,8 @@ int RunServer(const ServerFlags& flags) {
     }
     fp::LogEvent("warn", "test faults enabled: this server is for tests only");
   }
-  fp::app::SledWatcher watcher(**datastore, processes.dataplane, nat);
-  fp::app::Instances instances(**datastore, projects, floating_ips, processes.dataplane, nat,
+  fp::loops::SledWatcher watcher(**datastore, processes.sled_agents, nat);
+  fp::app::Instances instances(**datastore, projects, floating_ips, processes.sled_agents, nat,
                                executor, watcher);
   fp::app::Sleds sleds(**datastore, nat, watcher);
 
@@ -450,14 +450,14 @@ int RunServer(const ServerFlags& flags) {
   // come every half lease, never amid the first requests.
   (void)watcher_lease.Held();
   (void)nat_lease.Held();
-  watcher.Start(fp::app::SledWatchOptions{.unresponsive_after = std::chrono::seconds(
-                                              flags.sled_unresponsive_after_s)},
+  watcher.Start(fp::loops::SledWatchOptions{.unresponsive_after = std::chrono::seconds(
+                                                flags.sled_unresponsive_after_s)},
                 &watcher_lease);
   nat.StartBackground(flags.nat_heartbeat_ms, &nat_lease);
-  fp::app::HistoryPruner pruner(
+  fp::loops::HistoryPruner pruner(
       **datastore,
-      fp::app::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
-                                .period = std::chrono::seconds(flags.history_prune_interval_s)});
+      fp::loops::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
+                                  .period = std::chrono::seconds(flags.history_prune_interval_s)});
   pruner.Start();
 
   fp::http::HttpServerOptions options;

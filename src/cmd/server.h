@@ -47,16 +47,16 @@ struct ServerFlags {
   // Short enough that an operation whose agent hangs (one call, then its undo's) still
   // answers within 10 s.
   int agent_timeout_ms = 2000;
-  // Each switch agent is asked where it is this often (nat::NatReconciler's heartbeat): a
+  // Each switch agent is asked where it is this often (loops::NatReconciler's heartbeat): a
   // switch that restarted empty is noticed within it.
   int nat_heartbeat_ms = 100;
   bool enable_test_faults = false;
   // Finished sagas and idempotency keys older than this are deleted (seconds; see
-  // app/history_pruner.h), checked every history_prune_interval_s.
+  // loops/history_pruner.h), checked every history_prune_interval_s.
   int64_t history_retention_s = 3 * 24 * 3600;
   int64_t history_prune_interval_s = 60;
   // A sled whose agent has not answered for this long has its instances failed (seconds; see
-  // app::SledWatchOptions::unresponsive_after).
+  // loops::SledWatchOptions::unresponsive_after).
   int64_t sled_unresponsive_after_s = 60;
   // How long after its arrival a request's change may still be made (seconds; see
   // db::RequestEffect's deadline).

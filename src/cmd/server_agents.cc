@@ -10,7 +10,7 @@
 
 #include "common/log.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
 namespace fp::cmd {
 
@@ -81,9 +81,9 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
     }
     fp::model::Sled sled = FP_TRY(fp::db::SledUpsert(ds, serial, url, underlay));
     out.sled_clients.push_back(std::move(client));
-    out.dataplane.sleds[sled.id] = out.sled_clients.back().get();
+    out.sled_agents.sleds[sled.id] = out.sled_clients.back().get();
   }
-  fp::LogEvent("info", "dataplane",
+  fp::LogEvent("info", "agents",
                {{"switch_agents", switch_urls},
                 {"sled_agents", sled_urls.size()},
                 {"in_process", flags.sled_agents.empty()}});
@@ -91,7 +91,7 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
 }
 
 void ReloadSwitchAgents(const ServerFlags& flags, const ServerAgents& agents,
-                        fp::nat::NatReconciler& nat) {
+                        fp::loops::NatReconciler& nat) {
   if (flags.config_file.empty()) {
     fp::LogEvent("warn", "SIGHUP: no --config file to read the switch agents from");
     return;

@@ -10,17 +10,17 @@
 #include "agents/agents.h"
 #include "agents/daemon/sled_agent.h"
 #include "agents/daemon/switch_agent.h"
-#include "app/dataplane.h"
 #include "cmd/server.h"
 #include "common/error.h"
+#include "loops/sled_agents.h"
 
 namespace fp::db {
 class Datastore;
 }  // namespace fp::db
 
-namespace fp::nat {
+namespace fp::loops {
 class NatReconciler;
-}  // namespace fp::nat
+}  // namespace fp::loops
 
 namespace fp::cmd {
 
@@ -31,7 +31,7 @@ struct ServerAgents {
   std::vector<std::unique_ptr<fp::agents::daemon::SledAgentDaemon>> sled_sims;
   std::vector<std::shared_ptr<fp::agents::SwitchAgentClient>> switch_clients;
   std::vector<std::unique_ptr<fp::agents::SledAgentClient>> sled_clients;
-  fp::app::Dataplane dataplane;
+  fp::loops::SledAgents sled_agents;
   // What every call to an agent presents: --agent-secret-file's, else (for agents simulated
   // in this process) a random one.
   std::optional<fp::agents::AgentSecret> secret;
@@ -49,6 +49,6 @@ Status StartAgents(const ServerFlags& flags, fp::db::Datastore& ds, ServerAgents
 // changes. Without a config file, or with no `switch-agent` in it, nothing changes. Errors
 // are logged and change nothing.
 void ReloadSwitchAgents(const ServerFlags& flags, const ServerAgents& agents,
-                        fp::nat::NatReconciler& nat);
+                        fp::loops::NatReconciler& nat);
 
 }  // namespace fp::cmd

@@ -3,12 +3,12 @@
 #include <map>
 
 #include "api/middleware.h"
-#include "app/sled_watcher.h"
 #include "common/metrics.h"
 #include "common/version.h"
 #include "db/datastore.h"
 #include "db/ip_pools.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 #include "saga/saga.h"
 
 namespace fp::cmd {
@@ -47,7 +47,7 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
          "The datastore's NAT version (the generation every switch should reach).", "gauge",
          {{{}, static_cast<double>(version)}});
   std::vector<Sample> up, applied, lag, reconciled, repaired, reloads, restarts, waiting;
-  for (const nat::SwitchNatStatus& sw : s.nat.SwitchStatuses()) {
+  for (const loops::SwitchNatStatus& sw : s.nat.SwitchStatuses()) {
     metrics::Labels l{{"switch", sw.address}};
     up.push_back({l, sw.reachable ? 1.0 : 0.0});
     applied.push_back({l, static_cast<double>(sw.applied_generation)});
@@ -88,7 +88,7 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
 
 void RenderSleds(std::string& out, const ServerMetricsSources& s) {
   std::vector<Sample> up, last, reports, restarts;
-  for (const app::SledWatchStatus& sled : s.watcher.SledStatuses()) {
+  for (const loops::SledWatchStatus& sled : s.watcher.SledStatuses()) {
     metrics::Labels l{{"sled", sled.sled_id.ToString()}};
     up.push_back({l, sled.reachable ? 1.0 : 0.0});
     last.push_back({l, Seconds(sled.last_report)});

@@ -9,12 +9,10 @@
 namespace fp::saga {
 class SagaExecutor;
 }  // namespace fp::saga
-namespace fp::nat {
+namespace fp::loops {
 class NatReconciler;
-}  // namespace fp::nat
-namespace fp::app {
 class SledWatcher;
-}  // namespace fp::app
+}  // namespace fp::loops
 namespace fp::db {
 class Datastore;
 }  // namespace fp::db
@@ -23,8 +21,8 @@ namespace fp::cmd {
 
 struct ServerMetricsSources {
   const saga::SagaExecutor& executor;
-  const nat::NatReconciler& nat;
-  const app::SledWatcher& watcher;
+  const loops::NatReconciler& nat;
+  const loops::SledWatcher& watcher;
   db::Datastore& ds;
   // Every saga name, so that each is exported at zero from the start.
   std::vector<std::string> saga_names;

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <map>
 
-#include "app/dataplane.h"
 #include "db/instances.h"
 #include "db/nat.h"
 #include "db/sagas.h"
+#include "loops/sled_agents.h"
 
 namespace fp::sim {
 
@@ -39,7 +39,7 @@ Observed CheckInvariants(Rack& rack, const Ledger& ledger) {
   std::vector<std::string> desired;
   auto live = db::NatLive(ds);
   if (!live) return Observed{{"cannot read NAT: " + live.error().message()}, {}};
-  for (const auto& row : *live) desired.push_back(NatLine(nat::NatReconciler::ToEntry(row)));
+  for (const auto& row : *live) desired.push_back(NatLine(loops::NatReconciler::ToEntry(row)));
   std::sort(desired.begin(), desired.end());
   for (size_t i = 0; i < rack.switches().size(); ++i) {
     std::vector<std::string> held;
@@ -82,7 +82,7 @@ Observed CheckInvariants(Rack& rack, const Ledger& ledger) {
                                             : row->second.run_state + " on " + row->second.sled));
         continue;
       }
-      auto spec = app::BuildInstanceSpec(ds, vm.id);
+      auto spec = loops::BuildInstanceSpec(ds, vm.id);
       if (!spec) {
         fail("cannot build the spec of " + vm.id.ToString() + ": " + spec.error().message());
         continue;

@@ -16,9 +16,9 @@ constexpr std::chrono::milliseconds kAgentTimeout{2000};
 // One run of the control-plane server: what a process holds in memory. Declared in the order
 // they are built; destroyed in reverse.
 struct Rack::Server {
-  app::Dataplane dataplane;
+  loops::SledAgents sled_agents;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients;
-  std::unique_ptr<nat::NatReconciler> nat;
+  std::unique_ptr<loops::NatReconciler> nat;
   std::unique_ptr<app::SagaDeps> deps;
   saga::ActionRegistry registry;
   std::unique_ptr<db::DatastoreSagaStore> store;
@@ -26,7 +26,7 @@ struct Rack::Server {
   std::unique_ptr<app::Projects> projects;
   std::unique_ptr<app::FloatingIps> floating_ips;
   std::unique_ptr<app::IpPools> ip_pools;
-  std::unique_ptr<app::SledWatcher> watcher;
+  std::unique_ptr<loops::SledWatcher> watcher;
   std::unique_ptr<app::Instances> instances;
 };
 
@@ -92,8 +92,8 @@ Rack::~Rack() {
 app::Instances& Rack::instances() { return *server_->instances; }
 app::FloatingIps& Rack::floating_ips() { return *server_->floating_ips; }
 app::IpPools& Rack::ip_pools() { return *server_->ip_pools; }
-app::SledWatcher& Rack::watcher() { return *server_->watcher; }
-nat::NatReconciler& Rack::nat() { return *server_->nat; }
+loops::SledWatcher& Rack::watcher() { return *server_->watcher; }
+loops::NatReconciler& Rack::nat() { return *server_->nat; }
 saga::SagaExecutor& Rack::executor() { return *server_->executor; }
 
 void Rack::StartServer() {
@@ -104,14 +104,14 @@ void Rack::StartServer() {
       return network_.Connect("sled agent", url, timeout);
     };
     s->sled_clients.push_back(agents::MakeSledAgentClient(std::move(connect), kAgentTimeout));
-    s->dataplane.sleds[sled_ids_[i]] = s->sled_clients.back().get();
+    s->sled_agents.sleds[sled_ids_[i]] = s->sled_clients.back().get();
   }
-  s->nat = std::make_unique<nat::NatReconciler>(*ds_);
+  s->nat = std::make_unique<loops::NatReconciler>(*ds_);
   for (const std::string& url : switch_urls_) {
     s->nat->AddSwitch(
         agents::MakeSwitchAgentClient(network_.Connect("switch agent", url, kAgentTimeout)));
   }
-  s->deps = std::make_unique<app::SagaDeps>(app::SagaDeps{*ds_, s->dataplane, *s->nat});
+  s->deps = std::make_unique<app::SagaDeps>(app::SagaDeps{*ds_, s->sled_agents, *s->nat});
   app::RegisterSagaActions(s->registry, *s->deps);
   s->store = std::make_unique<db::DatastoreSagaStore>(*ds_);
   s->executor = std::make_unique<saga::SagaExecutor>(*s->store, s->registry, "sim-server",
@@ -119,9 +119,9 @@ void Rack::StartServer() {
   s->projects = std::make_unique<app::Projects>(*ds_);
   s->floating_ips = std::make_unique<app::FloatingIps>(*ds_);
   s->ip_pools = std::make_unique<app::IpPools>(*ds_);
-  s->watcher = std::make_unique<app::SledWatcher>(*ds_, s->dataplane, *s->nat);
-  s->instances = std::make_unique<app::Instances>(*ds_, *s->projects, *s->floating_ips,
-                                                  s->dataplane, *s->nat, *s->executor, *s->watcher);
+  s->watcher = std::make_unique<loops::SledWatcher>(*ds_, s->sled_agents, *s->nat);
+  s->instances = std::make_unique<app::Instances>(
+      *ds_, *s->projects, *s->floating_ips, s->sled_agents, *s->nat, *s->executor, *s->watcher);
   server_ = std::move(s);
 }
 

@@ -19,12 +19,12 @@
 #include "app/ip_pools.h"
 #include "app/projects.h"
 #include "app/sagas/sagas.h"
-#include "app/sled_watcher.h"
 #include "common/random.h"
 #include "common/testing/manual_clock.h"
 #include "db/datastore.h"
 #include "db/sagas.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 #include "saga/saga.h"
 #include "sim/network.h"
 
@@ -54,8 +54,8 @@ class Rack {
   app::Instances& instances();
   app::FloatingIps& floating_ips();
   app::IpPools& ip_pools();
-  app::SledWatcher& watcher();
-  nat::NatReconciler& nat();
+  loops::SledWatcher& watcher();
+  loops::NatReconciler& nat();
   saga::SagaExecutor& executor();
   const app::Actor& actor() const { return actor_; }
   bool has_server() const { return server_ != nullptr; }

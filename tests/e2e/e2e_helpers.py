@@ -63,7 +63,7 @@ def timestamp_ns(text):
 
 
 def agent_request(url, path, secret_path, method="GET", body=None):
-    """One call to an agent (e.g. the dev server's in-process ones, at the URLs its "dataplane"
+    """One call to an agent (e.g. the dev server's in-process ones, at the URLs its "agents"
     log line names) as the control plane makes it, with the agent secret of `secret_path`;
     returns the decoded JSON answer (2xx only)."""
     secret = Path(secret_path).read_text().strip()

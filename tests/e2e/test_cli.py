@@ -202,7 +202,7 @@ def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_s
                  ["floating-ip", "create", "--project", "web", "--name", "www", "--description",
                   ""]):
         assert cli.run(*args, record=False).returncode == 0, args
-    [dataplane] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
+    [dataplane] = server.wait_for_log(lambda r: r.get("msg") == "agents")
     for url in dataplane["switch_agents"]:  # the dev server's in-process switches
         # The attach's push and its undo's.
         agent_request(url, "/faults", agent_secret_path, method="POST",

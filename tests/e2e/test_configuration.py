@@ -43,7 +43,7 @@ def test_config_file_names_the_agents_and_flags_win(start_agent, start_server, t
         'agent-timeout-ms = 3000\n')
     server = start_server(extra_args=["--config", str(config), "--switch-agent", from_flag.url])
 
-    [record] = server.wait_for_log(lambda r: r.get("msg") == "dataplane")
+    [record] = server.wait_for_log(lambda r: r.get("msg") == "agents")
     assert record["switch_agents"] == [from_flag.url], record
     assert record["in_process"] is False and record["sled_agents"] == 2, record
     serials = {s["baseboard"]["serial"]

@@ -90,7 +90,7 @@ def test_a_dev_server_restarted_cleanly_brings_back_its_running_instances(server
     assert server.wait_for_log(lambda r: r.get("msg") == "restarted the instances the "
                                "in-process sleds ran before" and r.get("instances") == 1)
     wait_run_state(admin, vm["id"], "running")
-    [dataplane] = [r for r in server.wait_for_log(lambda r: r.get("msg") == "dataplane")]
+    [dataplane] = [r for r in server.wait_for_log(lambda r: r.get("msg") == "agents")]
     for url in dataplane["switch_agents"]:
         wait_until(lambda: _switch_has(url, fip["ip"], agent_secret_path), 10,
                    f"the floating IP on the restarted server's switch {url}")

@@ -2,7 +2,7 @@
 
 #include "app/sagas/vm_steps.h"
 #include "db/instances.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
 namespace fp::app {
 

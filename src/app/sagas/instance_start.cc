@@ -5,7 +5,8 @@
 #include "db/instances.h"
 #include "db/nat.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_agents.h"
 
 namespace fp::app {
 
@@ -44,7 +45,7 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                    return Json(InstancePlaced{*i.sled_id});
                  }
                  std::vector<Uuid> candidates;
-                 for (const auto& [id, client] : d.dataplane.sleds) candidates.push_back(id);
+                 for (const auto& [id, client] : d.sled_agents.sleds) candidates.push_back(id);
                  Uuid sled = FP_TRY(db::PickSledIn(tx, candidates));
                  FP_TRY(db::InstanceBeginStartIn(tx, p.instance_id, sled, ctx.saga_id()));
                  return Json(InstancePlaced{sled});

@@ -5,7 +5,8 @@
 #include "db/attach.h"
 #include "db/instances.h"
 #include "db/nat.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_agents.h"
 
 namespace fp::app {
 
@@ -80,7 +81,7 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
   // switches are told to send it there.
   const agents::CallContext call = CallFor(ctx);
   if (back.sled) {
-    if (auto sled = d.dataplane.Sled(back.sled->id); sled) {
+    if (auto sled = d.sled_agents.Sled(back.sled->id); sled) {
       if (Status s = (*sled)->AddExternalIp(from, begun.ip, call); !s) {
         LogBestEffort(ctx, "sled re-add", s.error());
       }
@@ -90,7 +91,7 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
   if (begun.sled_id) {
     // The new instance's port gives the address up, whatever the dataplane node got to (its
     // own cleanup does not run when it stopped after its effect).
-    if (auto sled = d.dataplane.Sled(*begun.sled_id); sled) {
+    if (auto sled = d.sled_agents.Sled(*begun.sled_id); sled) {
       auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
       if (Status s = (*sled)->RemoveExternalIp(p.instance_id, begun.ip, call); !s) {
         LogBestEffort(ctx, "sled remove", s.error());
@@ -98,7 +99,7 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
     }
   }
   if (begun.from_sled_id && (!back.sled || back.sled->id != *begun.from_sled_id)) {
-    if (auto sled = d.dataplane.Sled(*begun.from_sled_id); sled) {
+    if (auto sled = d.sled_agents.Sled(*begun.from_sled_id); sled) {
       if (Status s = (*sled)->RemoveExternalIp(from, begun.ip, call); !s) {
         LogBestEffort(ctx, "old sled remove", s.error());
       }

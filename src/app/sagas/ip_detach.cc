@@ -5,7 +5,7 @@
 #include "db/instances.h"
 #include "db/nat.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
 namespace fp::app {
 

@@ -2,7 +2,8 @@
 
 #include "app/sagas/vm_steps.h"
 #include "db/attach.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_agents.h"
 
 namespace fp::app {
 
@@ -13,7 +14,7 @@ Status ProgramAttach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& in
                      const Uuid& sled_id, const IpAddr& ip) {
   const agents::CallContext call = CallFor(ctx);
   FP_CHECK_OK(d.nat.Sync(call));
-  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
   Status added = sled->AddExternalIp(instance_id, ip, call);
   if (!added) {
     if (auto s = sled->RemoveExternalIp(instance_id, ip, call); !s) {
@@ -28,7 +29,7 @@ Status ProgramDetach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& in
                      const Uuid& sled_id, const IpAddr& ip) {
   const agents::CallContext call = CallFor(ctx);
   FP_CHECK_OK(d.nat.Sync(call));
-  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
+  agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
   Status removed = sled->RemoveExternalIp(instance_id, ip, call);
   if (!removed) {
     if (auto s = sled->AddExternalIp(instance_id, ip, call); !s) {
@@ -47,7 +48,7 @@ Status ProgramMove(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& inst
   const agents::CallContext call = CallFor(ctx);
   agents::SledAgentClient* sled = nullptr;
   if (begun.sled_id) {
-    sled = FP_TRY(d.dataplane.Sled(*begun.sled_id));
+    sled = FP_TRY(d.sled_agents.Sled(*begun.sled_id));
     if (Status added = sled->AddExternalIp(instance_id, begun.ip, call); !added) {
       if (auto s = sled->RemoveExternalIp(instance_id, begun.ip, call); !s) {
         LogBestEffort(ctx, "sled remove", s.error());
@@ -64,7 +65,7 @@ Status ProgramMove(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& inst
     return synced;
   }
   if (begun.from_sled_id && begun.from_instance_id) {
-    auto old = d.dataplane.Sled(*begun.from_sled_id);
+    auto old = d.sled_agents.Sled(*begun.from_sled_id);
     if (!old) {
       LogBestEffort(ctx, "old sled remove", old.error());
     } else if (Status removed = (*old)->RemoveExternalIp(*begun.from_instance_id, begun.ip, call);
@@ -111,7 +112,7 @@ Status UndoPortChange(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& i
                       bool was_attach) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
   if (!begun.do_saga || !begun.sled_id) return Ok();
-  auto sled = d.dataplane.Sled(*begun.sled_id);
+  auto sled = d.sled_agents.Sled(*begun.sled_id);
   if (!sled) return Ok();
   const agents::CallContext call = CallFor(ctx);
   Status s = was_attach ? (*sled)->RemoveExternalIp(instance_id, begun.ip, call)

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "app/dataplane.h"
 #include "saga/saga.h"
 
 namespace fp::db {
@@ -25,17 +24,18 @@ class Datastore;
 class Tx;
 }  // namespace fp::db
 
-namespace fp::nat {
+namespace fp::loops {
 class NatReconciler;
-}  // namespace fp::nat
+struct SledAgents;
+}  // namespace fp::loops
 
 namespace fp::app {
 
 // What the saga actions need; lives as long as the executor.
 struct SagaDeps {
   db::Datastore& ds;
-  Dataplane& dataplane;
-  nat::NatReconciler& nat;
+  loops::SledAgents& sled_agents;
+  loops::NatReconciler& nat;
 };
 
 // A saga action function over the datastore's transaction, as a callable object: the engine's

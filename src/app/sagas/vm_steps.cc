@@ -4,18 +4,19 @@
 
 #include <chrono>
 
-#include "app/sled_watcher.h"
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/instances.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_agents.h"
+#include "loops/sled_watcher.h"
 
 namespace fp::app {
 
 namespace {
 // How long a placement waits for a removal of the instance's previous VM: the mark's TTL, and
 // as long again for the removal itself.
-constexpr std::chrono::seconds kRemovalWait = 2 * SledWatcher::kRemovalMarkTtl;
+constexpr std::chrono::seconds kRemovalWait = 2 * loops::SledWatcher::kRemovalMarkTtl;
 }  // namespace
 
 agents::CallContext CallFor(const saga::ActionContext& ctx) {
@@ -37,14 +38,14 @@ void LogBestEffort(const saga::ActionContext& ctx, std::string_view what, const 
 
 Result<VmStarted> EnsureRunningOn(SagaDeps& d, const saga::ActionContext& ctx,
                                   const Uuid& instance_id, const Uuid& sled_id) {
-  agents::SledAgentClient* sled = FP_TRY(d.dataplane.Sled(sled_id));
-  agents::InstanceSpec spec = FP_TRY(BuildInstanceSpec(d.ds, instance_id));
+  agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
+  agents::InstanceSpec spec = FP_TRY(loops::BuildInstanceSpec(d.ds, instance_id));
   // A removal of a leftover VM of this instance, judged before the placement committed, must
   // not land after the registration below: by this server (in memory), or by another (its
   // mark in the datastore, which expires if that server died amid the removal).
   // A mark outlives its holder by at most its TTL (10 s): past kRemovalWait something else is
   // wrong, and the step fails (Unavailable) rather than hold the saga forever.
-  d.dataplane.removals.AwaitNone(instance_id);
+  d.sled_agents.removals.AwaitNone(instance_id);
   const Clock& clock = d.ds.clock();
   const MonoTime deadline = clock.Deadline(kRemovalWait);
   for (;;) {
@@ -72,7 +73,7 @@ Result<VmStarted> EnsureRunningOn(SagaDeps& d, const saga::ActionContext& ctx,
 
 void UnregisterFrom(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
                     const Uuid& sled_id) {
-  auto sled = d.dataplane.Sled(sled_id);
+  auto sled = d.sled_agents.Sled(sled_id);
   if (!sled) return LogBestEffort(ctx, "sled unregister", sled.error());
   if (auto s = (*sled)->Unregister(instance_id, CallFor(ctx)); !s) {
     LogBestEffort(ctx, "sled unregister", s.error());

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "agents/agents.h"
 #include "app/sagas/json.h"
 #include "app/sagas/sagas.h"
 

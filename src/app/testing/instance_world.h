@@ -17,7 +17,6 @@
 #include "agents/daemon/switch_agent.h"
 #include "app/instances.h"
 #include "app/sagas/sagas.h"
-#include "app/sled_watcher.h"
 #include "common/testing/wait_for.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
@@ -28,7 +27,8 @@
 #include "db/silos.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 
 namespace fp::app::testing {
 
@@ -89,18 +89,18 @@ class InstanceSagaTest : public ::testing::Test {
                                          sled_sims_.back()->base_url(), underlay);
       sled_ids_.push_back(sled.id);
       sled_clients_.push_back(agents::MakeSledAgentClient(sled_sims_.back()->base_url(), 2000));
-      dataplane_.sleds[sled.id] = sled_clients_.back().get();
+      sled_agents_.sleds[sled.id] = sled_clients_.back().get();
     }
-    nat_ = std::make_unique<nat::NatReconciler>(*ds, *switch_client_);
-    deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
+    nat_ = std::make_unique<loops::NatReconciler>(*ds, *switch_client_);
+    deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, sled_agents_, *nat_});
     RegisterSagaActions(registry_, *deps_);
     saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
     exec_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "test-sec", ds->clock(),
                                                  ds->random());
     projects_ = std::make_unique<Projects>(*ds);
     floating_ips_ = std::make_unique<FloatingIps>(*ds);
-    watcher_ = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);
-    instances_ = std::make_unique<Instances>(*ds, *projects_, *floating_ips_, dataplane_, *nat_,
+    watcher_ = std::make_unique<loops::SledWatcher>(*ds, sled_agents_, *nat_);
+    instances_ = std::make_unique<Instances>(*ds, *projects_, *floating_ips_, sled_agents_, *nat_,
                                              *exec_, *watcher_);
   }
 
@@ -193,15 +193,15 @@ class InstanceSagaTest : public ::testing::Test {
   std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>> sled_sims_;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients_;
   std::vector<Uuid> sled_ids_;
-  Dataplane dataplane_;
-  std::unique_ptr<nat::NatReconciler> nat_;
+  loops::SledAgents sled_agents_;
+  std::unique_ptr<loops::NatReconciler> nat_;
   std::unique_ptr<SagaDeps> deps_;
   saga::ActionRegistry registry_;
   std::unique_ptr<db::DatastoreSagaStore> saga_store_;
   std::unique_ptr<saga::SagaExecutor> exec_;
   std::unique_ptr<Projects> projects_;
   std::unique_ptr<FloatingIps> floating_ips_;
-  std::unique_ptr<SledWatcher> watcher_;
+  std::unique_ptr<loops::SledWatcher> watcher_;
   std::unique_ptr<Instances> instances_;
 };
 

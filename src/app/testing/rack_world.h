@@ -24,7 +24,6 @@
 #include "app/instances.h"
 #include "app/projects.h"
 #include "app/sagas/sagas.h"
-#include "app/sled_watcher.h"
 #include "common/mutex.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
@@ -34,7 +33,8 @@
 #include "db/silos.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/sled_watcher.h"
 
 namespace fp::app::testing {
 
@@ -42,7 +42,7 @@ struct RackOptions {
   int sleds = 8;
   int switches = 2;
   int heartbeat_ms = 100;
-  SledWatchOptions watch;
+  loops::SledWatchOptions watch;
   int agent_timeout_ms = 5000;
 };
 
@@ -58,7 +58,7 @@ class RackWorld {
     (void)db::RangeAdd(*ds, pool_.id, Uuid::Random(), range).value();
     (void)db::Link(*ds, pool_.id, NameOrId(silo_.id), true).value();
 
-    nat_ = std::make_unique<nat::NatReconciler>(*ds);
+    nat_ = std::make_unique<loops::NatReconciler>(*ds);
     for (int i = 0; i < options.switches; ++i) {
       switch_sims.push_back(agents::daemon::SwitchAgentDaemon::Start({}).value());
       nat_->AddSwitch(
@@ -73,17 +73,17 @@ class RackWorld {
       sled_ids.push_back(sled.id);
       sled_clients_.push_back(
           agents::MakeSledAgentClient(sled_sims.back()->base_url(), options.agent_timeout_ms));
-      dataplane_.sleds[sled.id] = sled_clients_.back().get();
+      sled_agents_.sleds[sled.id] = sled_clients_.back().get();
     }
-    deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, dataplane_, *nat_});
+    deps_ = std::make_unique<SagaDeps>(SagaDeps{*ds, sled_agents_, *nat_});
     RegisterSagaActions(registry_, *deps_);
     saga_store_ = std::make_unique<db::DatastoreSagaStore>(*ds);
     executor_ = std::make_unique<saga::SagaExecutor>(*saga_store_, registry_, "rack-sec",
                                                      ds->clock(), ds->random());
     projects_ = std::make_unique<Projects>(*ds);
     floating_ips_ = std::make_unique<FloatingIps>(*ds);
-    watcher = std::make_unique<SledWatcher>(*ds, dataplane_, *nat_);
-    instances_ = std::make_unique<Instances>(*ds, *projects_, *floating_ips_, dataplane_, *nat_,
+    watcher = std::make_unique<loops::SledWatcher>(*ds, sled_agents_, *nat_);
+    instances_ = std::make_unique<Instances>(*ds, *projects_, *floating_ips_, sled_agents_, *nat_,
                                              *executor_, *watcher);
   }
 
@@ -174,7 +174,7 @@ class RackWorld {
     auto snapshot = db::NatReadSnapshot(*ds);
     if (!snapshot) return "cannot read NAT: " + snapshot.error().message();
     std::vector<agents::NatEntry> desired;
-    for (const auto& row : snapshot->rows) desired.push_back(nat::ToEntry(row));
+    for (const auto& row : snapshot->rows) desired.push_back(loops::ToEntry(row));
     auto less = [](const agents::NatEntry& a, const agents::NatEntry& b) {
       return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
     };
@@ -217,7 +217,7 @@ class RackWorld {
     return std::nullopt;
   }
 
-  nat::NatReconciler& nat() { return *nat_; }
+  loops::NatReconciler& nat() { return *nat_; }
   Instances& instances() { return *instances_; }
   const Actor& actor() const { return actor_; }
 
@@ -225,7 +225,7 @@ class RackWorld {
   std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>> switch_sims;
   std::vector<std::unique_ptr<agents::daemon::SledAgentDaemon>> sled_sims;
   std::vector<Uuid> sled_ids;
-  std::unique_ptr<SledWatcher> watcher;
+  std::unique_ptr<loops::SledWatcher> watcher;
 
  private:
   RackOptions options_;
@@ -233,8 +233,8 @@ class RackWorld {
   model::IpPool pool_;
   Actor actor_;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients_;
-  Dataplane dataplane_;
-  std::unique_ptr<nat::NatReconciler> nat_;
+  loops::SledAgents sled_agents_;
+  std::unique_ptr<loops::NatReconciler> nat_;
   std::unique_ptr<SagaDeps> deps_;
   saga::ActionRegistry registry_;
   std::unique_ptr<db::DatastoreSagaStore> saga_store_;

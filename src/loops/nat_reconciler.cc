@@ -1,4 +1,4 @@
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
 #include <fmt/format.h>
 
@@ -11,9 +11,9 @@
 #include <mutex>
 
 #include "common/log.h"
-#include "nat/switch_reconciler.h"
+#include "loops/switch_reconciler.h"
 
-namespace fp::nat {
+namespace fp::loops {
 
 namespace {
 constexpr int64_t kDigestBatch = 5000;
@@ -346,4 +346,4 @@ void NatReconciler::StopBackground() {
   if (lease_) lease_->Release();
 }
 
-}  // namespace fp::nat
+}  // namespace fp::loops

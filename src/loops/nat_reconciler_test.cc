@@ -4,7 +4,7 @@
 // simulated switch agent over HTTP: a batch the switch installs only in part is resent from
 // where the switch stopped, and Repair restores a switch that lost its state.
 
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -24,9 +24,9 @@
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
-#include "nat/testing/nat_rows.h"
+#include "loops/testing/nat_rows.h"
 
-namespace fp::nat {
+namespace fp::loops {
 namespace {
 
 using db::testing::TempDatastore;
@@ -417,4 +417,4 @@ TEST_F(NatReconcilerOnSwitchTest, AfterATimeoutTheSwitchIsNotCalledAgainForAsLon
 }
 
 }  // namespace
-}  // namespace fp::nat
+}  // namespace fp::loops

@@ -13,7 +13,7 @@ namespace fp::db {
 class Datastore;
 }  // namespace fp::db
 
-namespace fp::app {
+namespace fp::loops {
 
 // Makes the sled's port of `instance` carry exactly the instance's settled attached addresses
 // (SNAT aside): removes an address no attached or moving IP holds, restores an attached one
@@ -26,4 +26,4 @@ void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
 void ReconcilePort(const model::Instance& instance, const std::vector<model::ExternalIp>& ips,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm);
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -1,7 +1,7 @@
 #pragma once
 
-// The agents the control plane drives (the switch, the sleds) and what they are told about an
-// instance.
+// The sled agents the control plane drives (the sagas and the sled watcher alike), and what a
+// sled is told about an instance. (The switch agents are the NAT reconciler's.)
 
 #include <condition_variable>
 #include <functional>
@@ -17,7 +17,7 @@ namespace fp::db {
 class Datastore;
 }  // namespace fp::db
 
-namespace fp::app {
+namespace fp::loops {
 
 // Orders the removal of a VM the datastore does not place on a sled (an orphan) against a
 // start or migration that places the same instance there at the same time: without it, a
@@ -41,9 +41,9 @@ class VmRemovals {
 };
 
 // The sled agents the control plane drives, by sled (not owned), and the ordering of VM
-// removals against placements on them. (The switch agents are the NAT reconciler's.) The agent maps
-// are set up before any saga or watcher runs and read-only afterwards (thread-safe reads).
-struct Dataplane {
+// removals against placements on them. The map is set up before any saga or watcher runs and
+// read-only afterwards (thread-safe reads).
+struct SledAgents {
   std::map<Uuid, agents::SledAgentClient*> sleds;
   VmRemovals removals;
 
@@ -61,6 +61,6 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
 // back instead of failing them. Call before the sled watcher starts. Returns how many it
 // registered; a VM that cannot be registered is logged and left to the watcher (which then
 // fails its instance). Errors: the datastore's, reading what runs where.
-Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane);
+Result<int> RestartLostVms(db::Datastore& ds, const SledAgents& sled_agents);
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -47,7 +47,7 @@
 #include "db/leases.h"
 #include "db/nat.h"
 
-namespace fp::nat {
+namespace fp::loops {
 
 agents::NatEntry ToEntry(const model::NatEntry& row);
 
@@ -137,7 +137,7 @@ class NatReconciler {
   int64_t desired_version() const { return desired_.last_version(); }
   std::vector<SwitchNatStatus> SwitchStatuses() const;
 
-  static agents::NatEntry ToEntry(const model::NatEntry& row) { return nat::ToEntry(row); }
+  static agents::NatEntry ToEntry(const model::NatEntry& row) { return loops::ToEntry(row); }
 
  private:
   struct Member;
@@ -157,4 +157,4 @@ class NatReconciler {
   std::thread gc_;
 };
 
-}  // namespace fp::nat
+}  // namespace fp::loops

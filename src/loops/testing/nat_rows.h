@@ -11,9 +11,9 @@
 
 #include "db/datastore.h"
 #include "db/nat.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
-namespace fp::nat::testing {
+namespace fp::loops::testing {
 
 // Commits NAT entry 10.0.0.<n> (or 10.<n / 65536>.<n / 256 % 256>.<n % 256> past 255) at the
 // next version.
@@ -47,4 +47,4 @@ inline agents::NatTable DesiredTable(db::Datastore& ds) {
   return t;
 }
 
-}  // namespace fp::nat::testing
+}  // namespace fp::loops::testing

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "app/dataplane.h"
 #include "common/mutex.h"
 #include "common/time.h"
+#include "loops/sled_agents.h"
 #include "model/external_ips.h"
 #include "model/instances.h"
 
@@ -33,11 +33,9 @@ class Datastore;
 class TaskLeaseKeeper;
 }  // namespace fp::db
 
-namespace fp::nat {
-class NatReconciler;
-}  // namespace fp::nat
+namespace fp::loops {
 
-namespace fp::app {
+class NatReconciler;
 
 // How the watcher's threads pace themselves.
 struct SledWatchOptions {
@@ -76,7 +74,7 @@ class SledWatcher {
   static constexpr std::chrono::seconds kRemovalMarkTtl{10};
 
   // The references must outlive the watcher.
-  SledWatcher(db::Datastore& ds, Dataplane& dataplane, nat::NatReconciler& nat);
+  SledWatcher(db::Datastore& ds, SledAgents& sled_agents, NatReconciler& nat);
   ~SledWatcher() { Stop(); }
   SledWatcher(const SledWatcher&) = delete;
   SledWatcher& operator=(const SledWatcher&) = delete;
@@ -152,8 +150,8 @@ class SledWatcher {
   static constexpr std::chrono::seconds kSilentAfter{2};
 
   db::Datastore& ds_;
-  Dataplane& dataplane_;
-  nat::NatReconciler& nat_;
+  SledAgents& sled_agents_;
+  NatReconciler& nat_;
   const std::string removal_holder_;      // this process, in marks
   SledWatchOptions options_;              // set before the threads start
   db::TaskLeaseKeeper* lease_ = nullptr;  // likewise
@@ -161,8 +159,8 @@ class SledWatcher {
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;
   bool now_ FP_GUARDED_BY(mu_) = false;
-  std::vector<SledWatchStatus> status_ FP_GUARDED_BY(mu_);  // one per sled, in dataplane order
+  std::vector<SledWatchStatus> status_ FP_GUARDED_BY(mu_);  // one per sled, in sled_agents order
   std::vector<std::thread> threads_;
 };
 
-}  // namespace fp::app
+}  // namespace fp::loops

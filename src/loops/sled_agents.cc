@@ -1,11 +1,11 @@
-#include "app/dataplane.h"
+#include "loops/sled_agents.h"
 
 #include <fmt/format.h>
 
 #include "common/log.h"
 #include "db/instances.h"
 
-namespace fp::app {
+namespace fp::loops {
 
 bool VmRemovals::RemoveIf(const Uuid& instance_id, const std::function<bool()>& is_orphan,
                           const std::function<void()>& remove) {
@@ -30,7 +30,7 @@ void VmRemovals::AwaitNone(const Uuid& instance_id) {
   lock.Wait(done_, [&]() FP_REQUIRES(mu_) { return removing_.count(instance_id) == 0; });
 }
 
-Result<agents::SledAgentClient*> Dataplane::Sled(const Uuid& sled_id) const {
+Result<agents::SledAgentClient*> SledAgents::Sled(const Uuid& sled_id) const {
   auto it = sleds.find(sled_id);
   if (it == sleds.end()) {
     return Fail(Error::Unavailable(
@@ -70,13 +70,13 @@ Result<agents::InstanceSpec> BuildInstanceSpec(db::Datastore& ds, const Uuid& in
   return spec;
 }
 
-}  // namespace fp::app
+}  // namespace fp::loops
 
-namespace fp::app {
+namespace fp::loops {
 
-Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane) {
+Result<int> RestartLostVms(db::Datastore& ds, const SledAgents& sled_agents) {
   int restarted = 0;
-  for (const auto& [sled_id, sled] : dataplane.sleds) {
+  for (const auto& [sled_id, sled] : sled_agents.sleds) {
     for (const model::Instance& i : FP_TRY(db::InstancesOnSled(ds, sled_id))) {
       if (i.state != model::InstanceState::kVmm || i.run_state != model::RunState::kRunning ||
           i.migration_id) {
@@ -97,4 +97,4 @@ Result<int> RestartLostVms(db::Datastore& ds, const Dataplane& dataplane) {
   return restarted;
 }
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -1,4 +1,4 @@
-#include "app/history_pruner.h"
+#include "loops/history_pruner.h"
 
 #include "common/log.h"
 #include "db/audit_log.h"
@@ -6,7 +6,7 @@
 #include "db/idempotency.h"
 #include "db/sagas.h"
 
-namespace fp::app {
+namespace fp::loops {
 
 Result<PrunedHistory> HistoryPruner::PruneOnce() {
   const int64_t retention_us =
@@ -76,4 +76,4 @@ void HistoryPruner::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -8,11 +8,11 @@
 #include "app/testing/instance_world.h"
 #include "http/client.h"
 
-namespace fp::app {
+namespace fp::loops {
 namespace {
 
+using app::testing::InstanceSagaTest;
 using db::testing::ByName;
-using testing::InstanceSagaTest;
 
 // --- Sleds converge on the datastore (issue 10, defect 3) ---
 
@@ -36,7 +36,7 @@ class SledConvergenceTest : public InstanceSagaTest {
   // stopped in the datastore and its stopped VM stays on the sled. Faults are cleared after.
   void StopWhileUnregisterFails(const model::Instance& vm, size_t k) {
     sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .fail_next = 1000});
-    ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
+    ASSERT_TRUE(instances_->Stop(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
     ASSERT_TRUE(fp::testing::WaitFor([&] {
       watcher_->WatchOnce();
       return instances_->Lookup(actor_, NameOrId(vm.id), std::nullopt)->run_state ==
@@ -76,7 +76,7 @@ TEST_F(SledConvergenceTest, ADeletedInstancesVmsAreRemovedFromEverySled) {
   // And a copy on the other sled, as a start call the sled applied after its saga gave up.
   size_t other = 1 - k;
   ASSERT_TRUE(sled_clients_[other]->EnsureRunning(*BuildInstanceSpec(*ds, vm.id)));
-  ASSERT_TRUE(instances_->Delete(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
+  ASSERT_TRUE(instances_->Delete(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt));
   watcher_->ReapOrphans();
   EXPECT_FALSE(VmOn(k, vm.id));
   EXPECT_FALSE(VmOn(other, vm.id));
@@ -93,7 +93,7 @@ TEST_F(SledConvergenceTest, ARemovalInFlightIsOrderedBeforeANewStartOnTheSameSle
   std::thread reaper([&] { watcher_->ReapOrphans(); });
   bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
-  if (removing) started = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
+  if (removing) started = instances_->Start(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   reaper.join();
   ASSERT_TRUE(removing) << "the reaper did not take the leftover VM for an orphan";
   ASSERT_TRUE(started) << started.error().message();
@@ -114,14 +114,14 @@ TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnThe
   model::Instance vm = Running("vm");
   size_t k = SledIndexOf(vm);
   StopWhileUnregisterFails(vm, k);
-  Dataplane other_dataplane;  // server B's: the same agents, its own VmRemovals
-  other_dataplane.sleds = dataplane_.sleds;
-  SledWatcher other_watcher(*ds, other_dataplane, *nat_);
+  SledAgents other_sled_agents;  // server B's: the same agents, its own VmRemovals
+  other_sled_agents.sleds = sled_agents_.sleds;
+  SledWatcher other_watcher(*ds, other_sled_agents, *nat_);
   sled_sims_[k]->faults().Add({.endpoint = std::string(kUnregister), .delay_ms = 1500});
   std::thread reaper([&] { other_watcher.ReapOrphans(); });
   bool removing = fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; });
   Result<model::Instance> started = Fail(Error::Internal("not started"));
-  if (removing) started = instances_->Start(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
+  if (removing) started = instances_->Start(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt);
   reaper.join();
   ASSERT_TRUE(removing) << "server B's reaper did not take the leftover VM for an orphan";
   ASSERT_TRUE(started) << started.error().message();
@@ -136,12 +136,12 @@ TEST_F(SledConvergenceTest, ARemovalByAnotherServerIsOrderedBeforeANewStartOnThe
 }
 
 }  // namespace
-}  // namespace fp::app
+}  // namespace fp::loops
 
-namespace fp::app {
+namespace fp::loops {
 namespace {
 
-using testing::InstanceSagaTest;
+using app::testing::InstanceSagaTest;
 
 // --- Sleds report their changes (issue 15) ---
 
@@ -157,7 +157,7 @@ class SledReportsTest : public InstanceSagaTest {
         model::ToString(instances_->Lookup(actor_, NameOrId(id), std::nullopt)->run_state));
   }
   size_t SledOf(const model::Instance& i) { return i.sled_id == sled_ids_[0] ? 0 : 1; }
-  // The watcher's status of the sled that runs `i` (its statuses are in the dataplane's order).
+  // The watcher's status of the sled that runs `i` (its statuses are in SledAgents' order).
   SledWatchStatus StatusOf(const model::Instance& i) {
     for (const SledWatchStatus& s : watcher_->SledStatuses()) {
       if (s.sled_id == i.sled_id) return s;
@@ -202,12 +202,12 @@ TEST_F(SledReportsTest, ASledThatRestartedEmptyIsComparedInFull) {
 // comparison works through a sled's instances one by one) must not undo the new start.
 TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
   model::Instance stale = Running("vm");
-  ASSERT_TRUE(instances_->Stop(Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(instances_->Stop(app::Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
     return RunState(stale.id) == "stopped";
   }));
-  ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
+  ASSERT_TRUE(instances_->Start(app::Unrecorded{actor_}, NameOrId(stale.id), std::nullopt));
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     watcher_->WatchOnce();
     return RunState(stale.id) == "running";
@@ -222,7 +222,7 @@ TEST_F(SledReportsTest, AStaleJudgementNeverUndoesANewerStart) {
 // yet seen: the sled restarts and loses the VM. It must not stay `starting` forever (the scale
 // test found it): with the saga at rest, a VM the sled lacks is lost.
 TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
-  auto created = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", true));
+  auto created = instances_->Create(app::Unrecorded{actor_}, ByName("p1"), Params("vm", true));
   ASSERT_TRUE(created) << created.error().message();
   EXPECT_EQ(RunState(created->id), "starting");  // the saga is done; no watcher pass yet
   size_t k = SledOf(*instances_->Lookup(actor_, NameOrId(created->id), std::nullopt));
@@ -248,4 +248,4 @@ TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
 }
 
 }  // namespace
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -18,7 +18,7 @@ namespace fp::db {
 class Datastore;
 }  // namespace fp::db
 
-namespace fp::app {
+namespace fp::loops {
 
 struct HistoryRetention {
   // How long a finished saga or an idempotency key is kept (from when it came to rest or was
@@ -75,4 +75,4 @@ class HistoryPruner {
   std::thread thread_;
 };
 
-}  // namespace fp::app
+}  // namespace fp::loops

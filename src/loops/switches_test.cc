@@ -15,11 +15,11 @@
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
-#include "nat/nat_reconciler.h"
-#include "nat/switch_reconciler.h"
-#include "nat/testing/nat_rows.h"
+#include "loops/nat_reconciler.h"
+#include "loops/switch_reconciler.h"
+#include "loops/testing/nat_rows.h"
 
-namespace fp::nat {
+namespace fp::loops {
 namespace {
 
 using std::chrono::milliseconds;
@@ -307,4 +307,4 @@ TEST_F(SwitchesTest, ASwitchAddedAtRuntimeIsLoadedAndOneRemovedIsLeftAlone) {
 }
 
 }  // namespace
-}  // namespace fp::nat
+}  // namespace fp::loops

@@ -2,7 +2,7 @@
 // unfinished sagas, and the background thread prunes on its own until stopped. Time comes from
 // a manual clock.
 
-#include "app/history_pruner.h"
+#include "loops/history_pruner.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "db/sagas.h"
 #include "db/testing/temp_datastore.h"
 
-namespace fp::app {
+namespace fp::loops {
 namespace {
 
 using db::testing::TempDatastore;
@@ -99,4 +99,4 @@ TEST_F(HistoryPrunerTest, TheBackgroundThreadPrunesUntilStopped) {
 }
 
 }  // namespace
-}  // namespace fp::app
+}  // namespace fp::loops

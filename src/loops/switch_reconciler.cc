@@ -1,4 +1,4 @@
-#include "nat/switch_reconciler.h"
+#include "loops/switch_reconciler.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "db/nat.h"
 #include "http/client.h"
 
-namespace fp::nat {
+namespace fp::loops {
 
 namespace {
 constexpr int64_t kBatch = 500;
@@ -323,4 +323,4 @@ Result<bool> SwitchReconciler::RepairLocked() {
   return true;
 }
 
-}  // namespace fp::nat
+}  // namespace fp::loops

@@ -1,20 +1,20 @@
-#include "app/sled_watcher.h"
+#include "loops/sled_watcher.h"
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
 
-#include "app/port_reconciler.h"
 #include "common/log.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/leases.h"
 #include "db/sagas.h"
 #include "db/sleds.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
+#include "loops/port_reconciler.h"
 
-namespace fp::app {
+namespace fp::loops {
 
 namespace {
 
@@ -83,7 +83,7 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
     return marked && *marked;
   };
   std::optional<Status> removed;
-  dataplane_.removals.RemoveIf(instance_id, is_orphan, [&] {
+  sled_agents_.removals.RemoveIf(instance_id, is_orphan, [&] {
     removed = sled.Unregister(instance_id);
     if (auto ended = db::VmRemovalEnd(ds_, instance_id, removal_holder_); !ended) {
       LogEvent("warn", "could not clear a VM removal mark; it expires by itself",
@@ -113,14 +113,14 @@ int SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled
   return 1;
 }
 
-SledWatcher::SledWatcher(db::Datastore& ds, Dataplane& dataplane, nat::NatReconciler& nat)
+SledWatcher::SledWatcher(db::Datastore& ds, SledAgents& sled_agents, NatReconciler& nat)
     : ds_(ds),
-      dataplane_(dataplane),
+      sled_agents_(sled_agents),
       nat_(nat),
       removal_holder_(ds.random().NewUuid().ToString()) {}
 
 void SledWatcher::ReapOrphans() {
-  for (const auto& [sled_id, sled] : dataplane_.sleds) {
+  for (const auto& [sled_id, sled] : sled_agents_.sleds) {
     // List the sled first, then read the datastore: a VM the sled already holds was placed by a
     // saga that committed before the read, so only true orphans are removed (VmRemovals covers
     // a placement racing the removal).
@@ -259,7 +259,7 @@ void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::stri
 }
 
 void SledWatcher::WatchOnce() {
-  for (const auto& [sled_id, sled] : dataplane_.sleds) (void)WatchSled(sled_id, *sled);
+  for (const auto& [sled_id, sled] : sled_agents_.sleds) (void)WatchSled(sled_id, *sled);
 }
 
 bool SledWatcher::Pause(std::chrono::milliseconds d) {
@@ -427,7 +427,7 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   std::vector<model::Sled> unserved;
   if (auto known = db::SledList(ds_); known) {
     for (const model::Sled& s : *known) {
-      if (!s.expunged && !dataplane_.sleds.contains(s.id)) unserved.push_back(s);
+      if (!s.expunged && !sled_agents_.sleds.contains(s.id)) unserved.push_back(s);
     }
   }
   if (!unserved.empty()) {
@@ -441,12 +441,12 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   }
   {
     MutexLock lock(mu_);
-    for (const auto& [sled_id, sled] : dataplane_.sleds) {
+    for (const auto& [sled_id, sled] : sled_agents_.sleds) {
       status_.push_back(SledWatchStatus{.sled_id = sled_id, .address = sled->address()});
     }
   }
   size_t index = 0;
-  for (const auto& [sled_id, sled] : dataplane_.sleds) {
+  for (const auto& [sled_id, sled] : sled_agents_.sleds) {
     threads_.emplace_back(
         [this, index, id = sled_id, client = sled] { WatchLoop(index, id, *client); });
     ++index;
@@ -485,7 +485,7 @@ void SledWatcher::Stop() {
   cv_.notify_all();
   // A report call waits up to report_wait for a change: end it now.
   if (!threads_.empty()) {
-    for (const auto& [sled_id, sled] : dataplane_.sleds) sled->AbandonReports();
+    for (const auto& [sled_id, sled] : sled_agents_.sleds) sled->AbandonReports();
   }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
@@ -493,4 +493,4 @@ void SledWatcher::Stop() {
   threads_.clear();
 }
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -1,11 +1,11 @@
-#include "app/port_reconciler.h"
+#include "loops/port_reconciler.h"
 
 #include <set>
 
 #include "common/log.h"
 #include "db/external_ips.h"
 
-namespace fp::app {
+namespace fp::loops {
 
 void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm) {
@@ -46,4 +46,4 @@ void ReconcilePort(const model::Instance& instance, const std::vector<model::Ext
   }
 }
 
-}  // namespace fp::app
+}  // namespace fp::loops

@@ -17,9 +17,9 @@
 #include "common/mutex.h"
 #include "db/datastore.h"
 #include "db/nat.h"
-#include "nat/nat_reconciler.h"
+#include "loops/nat_reconciler.h"
 
-namespace fp::nat {
+namespace fp::loops {
 
 // How many of `changes` (a read of the change feed of at most `limit`) go in one batch to a
 // switch: all of them, unless the read was cut at `limit` right after a removal. The addition
@@ -95,4 +95,4 @@ class SwitchReconciler {
   bool ever_answered_ FP_GUARDED_BY(status_mu_) = false;
 };
 
-}  // namespace fp::nat
+}  // namespace fp::loops
