@@ -45,12 +45,9 @@ Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view t
     }
     return parsed;
   }
-  std::string message;
-  if (parsed.is_object() && parsed.contains("message") && parsed["message"].is_string()) {
-    message = parsed["message"].get<std::string>();
-  } else {
-    message = answer.body.substr(0, 200);
-  }
+  // An agent's refusal is an AgentError; anything else (a proxy's page) is quoted as it came.
+  auto refusal = AgentError::FromJson(parsed);
+  std::string message = refusal ? refusal->message : answer.body.substr(0, 200);
   std::string failure = fmt::format("{}: {} {} answered {}: {}", http.description(), method, target,
                                     answer.status, message);
   if (answer.status >= 500) return Fail(Error::Unavailable(std::move(failure)));
@@ -68,10 +65,6 @@ Result<T> Decode(const Caller& http, Result<T> decoded) {
   return decoded;
 }
 
-Result<int64_t> DecodeGeneration(const Caller& http, const Json& answer) {
-  return Decode(http, GenerationFromJson(answer));
-}
-
 class HttpSwitchAgentClient final : public SwitchAgentClient {
  public:
   explicit HttpSwitchAgentClient(std::unique_ptr<Caller> caller) : caller_(std::move(caller)) {}
@@ -82,20 +75,17 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   }
 
   Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) override {
-    Json list = Json::array();
-    for (const NatChange& c : changes) list.push_back(c.ToJson());
-    Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes", {{"changes", std::move(list)}}));
-    return DecodeGeneration(http_, answer);
+    Json answer =
+        FP_TRY(CallAgent(http_, "POST", "/nat/changes", NatChangesRequest::Encode(changes, {})));
+    return FP_TRY(Decode(http_, NatApplied::FromJson(answer))).generation;
   }
 
   using SwitchAgentClient::ApplyChangesOn;
   Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
                                     const std::vector<NatChange>& changes,
                                     const CallContext& context) override {
-    Json list = Json::array();
-    for (const NatChange& c : changes) list.push_back(c.ToJson());
     Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes",
-                                   {{"changes", std::move(list)}, {"boot_id", boot_id}}, context));
+                                   NatChangesRequest::Encode(changes, boot_id), context));
     return Decode(http_, NatApplied::FromJson(answer));
   }
 
@@ -105,20 +95,17 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   }
 
   Result<int64_t> ReplaceAll(const NatTable& table) override {
-    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", table.ToJson()));
-    return DecodeGeneration(http_, answer);
+    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", NatReplaceRequest::Encode(table, {})));
+    return FP_TRY(Decode(http_, NatReplaced::FromJson(answer))).generation;
   }
 
   Result<std::optional<int64_t>> ReplaceAllIf(const NatTable& table,
                                               int64_t if_generation) override {
-    Json body = table.ToJson();
-    body["if_generation"] = if_generation;
-    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", body));
-    int64_t generation = FP_TRY(DecodeGeneration(http_, answer));
-    if (answer.is_object() && answer.value("replaced", true) == false) {
-      return std::optional<int64_t>();
-    }
-    return std::optional<int64_t>(generation);
+    Json answer =
+        FP_TRY(CallAgent(http_, "PUT", "/nat", NatReplaceRequest::Encode(table, if_generation)));
+    NatReplaced replaced = FP_TRY(Decode(http_, NatReplaced::FromJson(answer)));
+    if (!replaced.replaced) return std::optional<int64_t>();
+    return std::optional<int64_t>(replaced.generation);
   }
 
   const std::string& address() const override { return http_.base_url(); }

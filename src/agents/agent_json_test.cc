@@ -70,6 +70,68 @@ TEST(NatChangeJson, RoundTripsAndRequiresAPositiveGeneration) {
             std::string::npos);
 }
 
+// Each body and answer of the switch agent's NAT endpoints has one codec, which the client and
+// the agent both use: these are its wire shapes.
+TEST(NatWireJson, RequestsAndAnswersUseTheWireShapesAndRoundTrip) {
+  NatChange add{.entry = Entry(), .gen = 7, .deleted = false};
+  NatChangesRequest on_run{{add}, "boot-1"};
+  EXPECT_EQ(on_run.ToJson(), (Json{{"changes", {add.ToJson()}}, {"boot_id", "boot-1"}}));
+  EXPECT_EQ(NatChangesRequest::FromJson(on_run.ToJson()).value(), on_run);
+  NatChangesRequest any_run{{add}, std::nullopt};
+  EXPECT_FALSE(any_run.ToJson().contains("boot_id"));
+  EXPECT_EQ(NatChangesRequest::FromJson(any_run.ToJson()).value(), any_run);
+
+  NatApplied stopped{.generation = 6, .boot_id = "boot-1", .failed_gen = 7, .message = "full"};
+  EXPECT_EQ(stopped.ToJson(), Json::parse(R"({"generation": 6, "boot_id": "boot-1",
+      "failed_gen": 7, "message": "full"})"));
+  EXPECT_EQ(NatApplied::FromJson(stopped.ToJson()).value(), stopped);
+  NatApplied mismatch{.generation = 3, .boot_id = "boot-2", .boot_mismatch = true};
+  EXPECT_EQ(mismatch.ToJson(), Json::parse(R"({"generation": 3, "boot_id": "boot-2",
+      "boot_mismatch": true})"));
+  EXPECT_EQ(NatApplied::FromJson(mismatch.ToJson()).value(), mismatch);
+
+  NatReplaceRequest conditional{NatTable{.generation = 9, .entries = {Entry()}}, 8};
+  Json body = conditional.ToJson();
+  EXPECT_EQ(body["if_generation"], 8);
+  EXPECT_EQ(NatTable::FromJson(body).value(), conditional.table);  // a table with one more field
+  EXPECT_EQ(NatReplaceRequest::FromJson(body).value(), conditional);
+  NatReplaceRequest unconditional{conditional.table, std::nullopt};
+  EXPECT_FALSE(unconditional.ToJson().contains("if_generation"));
+
+  NatReplaced refused{.generation = 9, .replaced = false, .boot_id = "boot-1"};
+  EXPECT_EQ(refused.ToJson(), Json::parse(R"({"generation": 9, "replaced": false,
+      "boot_id": "boot-1"})"));
+  EXPECT_EQ(NatReplaced::FromJson(refused.ToJson()).value(), refused);
+
+  AgentError error{"req-1", "ServiceNotAvailable", "busy"};
+  EXPECT_EQ(error.ToJson(), Json::parse(R"({"request_id": "req-1",
+      "error_code": "ServiceNotAvailable", "message": "busy"})"));
+  EXPECT_EQ(AgentError::FromJson(error.ToJson()).value(), error);
+}
+
+TEST(NatWireJson, BadRequestsNameTheField) {
+  EXPECT_NE(NatChangesRequest::FromJson(Json{{"changes", 1}})
+                .error()
+                .message()
+                .find("field \"changes\": expected an array"),
+            std::string::npos);
+  EXPECT_NE(NatChangesRequest::FromJson(Json{{"changes", {Json{{"gen", 1}}}}})
+                .error()
+                .message()
+                .find("changes[0]"),
+            std::string::npos);
+  EXPECT_NE(NatChangesRequest::FromJson(Json{{"changes", Json::array()}, {"boot_id", 5}})
+                .error()
+                .message()
+                .find("field \"boot_id\": expected a string"),
+            std::string::npos);
+  Json table = NatTable{}.ToJson();
+  table["if_generation"] = "latest";
+  EXPECT_NE(NatReplaceRequest::FromJson(table).error().message().find(
+                "field \"if_generation\": expected an integer"),
+            std::string::npos);
+}
+
 TEST(VmStateNames, RoundTripEveryState) {
   for (VmState s : {VmState::kStarting, VmState::kRunning, VmState::kStopping, VmState::kStopped,
                     VmState::kMigrating, VmState::kFailed}) {

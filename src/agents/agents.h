@@ -105,17 +105,73 @@ struct NatStatus {
   static Result<NatStatus> FromJson(const nlohmann::json& j);
 };
 
-// What POST /nat/changes with a boot_id answered.
+// POST /nat/changes: the changes to install, in order; with a boot_id, on that run of the
+// agent only.
+struct NatChangesRequest {
+  std::vector<NatChange> changes;
+  std::optional<std::string> boot_id;
+
+  bool operator==(const NatChangesRequest&) const = default;
+  // {"changes": [NatChange...], "boot_id": B (absent: whichever run answers)}
+  nlohmann::json ToJson() const { return Encode(changes, boot_id); }
+  // The same without copying the changes into a request.
+  static nlohmann::json Encode(const std::vector<NatChange>& changes,
+                               const std::optional<std::string>& boot_id);
+  static Result<NatChangesRequest> FromJson(const nlohmann::json& j);
+};
+
+// What POST /nat/changes answered.
 struct NatApplied {
   int64_t generation = 0;
   std::string boot_id;         // the agent's run
   bool boot_mismatch = false;  // another run: nothing was applied
-  // {"generation": N, "boot_id": ..., "boot_mismatch": bool (absent: false)}
+  // The first change the switch did not install (it stopped before it), and why.
+  std::optional<int64_t> failed_gen;
+  std::string message;
+
+  bool operator==(const NatApplied&) const = default;
+  // {"generation": N, "boot_id": ..., "boot_mismatch": true (absent: false),
+  //  "failed_gen": G, "message": "..." (both absent: every change was installed)}
+  nlohmann::json ToJson() const;
   static Result<NatApplied> FromJson(const nlohmann::json& j);
 };
 
-// An agent's answer {"generation": N} (PUT /nat, POST /nat/changes without a boot id).
-Result<int64_t> GenerationFromJson(const nlohmann::json& j);
+// PUT /nat: the whole table; with if_generation, only if the switch is at that generation still.
+struct NatReplaceRequest {
+  NatTable table;
+  std::optional<int64_t> if_generation;
+
+  bool operator==(const NatReplaceRequest&) const = default;
+  // NatTable's {"generation", "entries"} and "if_generation": G (absent: unconditional)
+  nlohmann::json ToJson() const { return Encode(table, if_generation); }
+  // The same without copying the table into a request.
+  static nlohmann::json Encode(const NatTable& table, std::optional<int64_t> if_generation);
+  static Result<NatReplaceRequest> FromJson(const nlohmann::json& j);
+};
+
+// What PUT /nat answered.
+struct NatReplaced {
+  int64_t generation = 0;  // the switch's generation after the call
+  bool replaced = true;    // false: the switch was not at if_generation; nothing changed
+  std::string boot_id;
+
+  bool operator==(const NatReplaced&) const = default;
+  // {"generation": N, "replaced": bool, "boot_id": ...}
+  nlohmann::json ToJson() const;
+  static Result<NatReplaced> FromJson(const nlohmann::json& j);
+};
+
+// What an agent answers with any status that is not 2xx.
+struct AgentError {
+  std::string request_id;
+  std::string error_code;  // Error::ErrorCode()
+  std::string message;
+
+  bool operator==(const AgentError&) const = default;
+  // {"request_id": ..., "error_code": ..., "message": ...}
+  nlohmann::json ToJson() const;
+  static Result<AgentError> FromJson(const nlohmann::json& j);
+};
 
 class SwitchAgentClient {
  public:

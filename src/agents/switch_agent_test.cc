@@ -242,7 +242,7 @@ TEST_F(SwitchAgentTest, MalformedChangesAreRefusedNamingTheField) {
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->status, 400);
   EXPECT_NE(Json::parse(answer->body)["message"].get<std::string>().find(
-                "changes[0]: field \"entry.last_port\""),
+                "field \"changes[0].entry.last_port\""),
             std::string::npos)
       << answer->body;
   EXPECT_EQ(client_->GetNat().value().generation, 0);

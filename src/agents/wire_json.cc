@@ -398,18 +398,88 @@ Result<SledReport> SledReport::FromJson(const Json& j) {
   return r;
 }
 
+Json NatChangesRequest::Encode(const std::vector<NatChange>& changes,
+                               const std::optional<std::string>& boot_id) {
+  Json list = Json::array();
+  for (const NatChange& c : changes) list.push_back(c.ToJson());
+  Json j = {{"changes", std::move(list)}};
+  if (boot_id) j["boot_id"] = *boot_id;
+  return j;
+}
+
+Result<NatChangesRequest> NatChangesRequest::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  NatChangesRequest r;
+  for (const auto& [element, path] : FP_TRY(f.Array("changes"))) {
+    r.changes.push_back(FP_TRY(ParseNatChange(*element, path)));
+  }
+  r.boot_id = FP_TRY(f.OptString("boot_id"));
+  return r;
+}
+
+Json NatApplied::ToJson() const {
+  Json j = {{"generation", generation}, {"boot_id", boot_id}};
+  if (boot_mismatch) j["boot_mismatch"] = true;
+  if (failed_gen) {
+    j["failed_gen"] = *failed_gen;
+    j["message"] = message;
+  }
+  return j;
+}
+
 Result<NatApplied> NatApplied::FromJson(const Json& j) {
   JsonFields f = FP_TRY(JsonFields::Of(j, ""));
   NatApplied applied;
   applied.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
   applied.boot_id = FP_TRY(f.String("boot_id"));
   applied.boot_mismatch = !f.IsNullOrAbsent("boot_mismatch") && FP_TRY(f.Bool("boot_mismatch"));
+  if (!f.IsNullOrAbsent("failed_gen")) {
+    applied.failed_gen = FP_TRY(f.Int("failed_gen", 1, std::numeric_limits<int64_t>::max()));
+    applied.message = FP_TRY(f.OptString("message")).value_or("");
+  }
   return applied;
 }
 
-Result<int64_t> GenerationFromJson(const Json& j) {
+Json NatReplaceRequest::Encode(const NatTable& table, std::optional<int64_t> if_generation) {
+  Json j = table.ToJson();
+  if (if_generation) j["if_generation"] = *if_generation;
+  return j;
+}
+
+Result<NatReplaceRequest> NatReplaceRequest::FromJson(const Json& j) {
+  NatReplaceRequest r;
+  r.table = FP_TRY(NatTable::FromJson(j));
   JsonFields f = FP_TRY(JsonFields::Of(j, ""));
-  return f.Int("generation", 0, std::numeric_limits<int64_t>::max());
+  if (!f.IsNullOrAbsent("if_generation")) {
+    r.if_generation = FP_TRY(f.Int("if_generation", 0, std::numeric_limits<int64_t>::max()));
+  }
+  return r;
+}
+
+Json NatReplaced::ToJson() const {
+  return {{"generation", generation}, {"replaced", replaced}, {"boot_id", boot_id}};
+}
+
+Result<NatReplaced> NatReplaced::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  NatReplaced r;
+  r.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+  r.replaced = FP_TRY(f.Bool("replaced"));
+  r.boot_id = FP_TRY(f.String("boot_id"));
+  return r;
+}
+
+Json AgentError::ToJson() const {
+  return {{"request_id", request_id}, {"error_code", error_code}, {"message", message}};
+}
+
+Result<AgentError> AgentError::FromJson(const Json& j) {
+  JsonFields f = FP_TRY(JsonFields::Of(j, ""));
+  AgentError e;
+  e.request_id = FP_TRY(f.OptString("request_id")).value_or("");
+  e.error_code = FP_TRY(f.OptString("error_code")).value_or("");
+  e.message = FP_TRY(f.String("message"));
+  return e;
 }
 
 Json SledIdentity::ToJson() const {

@@ -196,9 +196,11 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
     }
     if (applied->generation < batch.back().gen) {
       refused_ = true;
+      // The switch says why when it knows (a full table, a dataplane that refused).
+      std::string why = applied->message.empty() ? "" : fmt::format(" ({})", applied->message);
       return Fail(Error::Unavailable(
-          fmt::format("switch agent at {} stopped at NAT generation {} of {}; retry later",
-                      client_->address(), applied->generation, batch.back().gen)));
+          fmt::format("switch agent at {} stopped at NAT generation {} of {}{}; retry later",
+                      client_->address(), applied->generation, batch.back().gen, why)));
     }
     at = applied->generation;
     if (at < desired) feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));

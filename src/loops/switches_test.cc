@@ -123,6 +123,9 @@ TEST_F(SwitchesTest, ASwitchThatAnswersButRefusesAChangeFailsSync) {
       << synced.error().message();
   EXPECT_NE(synced.error().message().find("stopped at NAT generation 0 of 1"), std::string::npos)
       << synced.error().message();
+  // With the switch's own reason.
+  EXPECT_NE(synced.error().message().find("(injected fault: apply_first 0"), std::string::npos)
+      << synced.error().message();
 }
 
 TEST_F(SwitchesTest, TheHeartbeatReloadsASwitchThatRestartedEmpty) {

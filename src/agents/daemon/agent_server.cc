@@ -22,10 +22,9 @@ constexpr size_t kBodyLimit = 64 << 20;
 http::HttpResponse ErrorAnswer(const Error& error, const std::string& request_id) {
   http::HttpResponse response;
   response.status = error.HttpStatus();
-  response.body = Json{{"request_id", request_id},
-                       {"error_code", error.ErrorCode()},
-                       {"message", error.message()}}
-                      .dump(-1, ' ', false, Json::error_handler_t::replace);
+  response.body =
+      AgentError{request_id, std::string(error.ErrorCode()), error.message()}.ToJson().dump(
+          -1, ' ', false, Json::error_handler_t::replace);
   if (error.kind() == ErrorKind::kServiceUnavailable) {
     response.headers.emplace_back("retry-after", std::to_string(error.retry_after_seconds()));
   }

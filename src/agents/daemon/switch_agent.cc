@@ -67,11 +67,12 @@ bool SwitchAgentDaemon::Install(std::map<EntryKey, NatEntry>& table, const NatEn
   return true;
 }
 
-SwitchAgentDaemon::ApplyOutcome SwitchAgentDaemon::Apply(
-    const std::vector<NatChange>& changes, std::optional<int64_t> limit,
-    std::string_view limit_reason, const std::optional<std::string>& boot_id) {
+NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
+                                    std::optional<int64_t> limit, std::string_view limit_reason,
+                                    const std::optional<std::string>& boot_id) {
   MutexLock lock(mu_);
-  ApplyOutcome outcome;
+  NatApplied outcome;
+  outcome.boot_id = boot_id_;
   if (boot_id && *boot_id != boot_id_) {
     outcome.generation = generation_;
     outcome.boot_mismatch = true;
@@ -168,46 +169,23 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
     return Result<Json>(CurrentStatus().ToJson());
   });
 
-  routes.Add(
-      "POST", "/nat/changes",
-      [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
-        Json body = FP_TRY(ParseBody(request));
-        auto list = body.find("changes");
-        if (list == body.end() || !list->is_array()) {
-          return Fail(Error::InvalidRequest("field \"changes\": expected an array"));
-        }
-        std::vector<NatChange> changes;
-        for (size_t i = 0; i < list->size(); ++i) {
-          auto change = NatChange::FromJson((*list)[i]);
-          if (!change) return Fail(change.error().WithContext(fmt::format("changes[{}]", i)));
-          changes.push_back(std::move(*change));
-        }
-        std::optional<std::string> boot_id;
-        if (auto b = body.find("boot_id"); b != body.end()) {
-          if (!b->is_string()) {
-            return Fail(Error::InvalidRequest("field \"boot_id\": expected a string"));
-          }
-          boot_id = b->get<std::string>();
-        }
-        std::optional<int64_t> limit = faults().ApplyFirst(request.method, request.path);
-        ApplyOutcome outcome =
-            Apply(changes, limit,
-                  fmt::format("injected fault: apply_first {} on \"POST /nat/changes\"",
-                              limit.value_or(0)),
-                  boot_id);
-        Json answer = {{"generation", outcome.generation}, {"boot_id", CurrentStatus().boot_id}};
-        if (outcome.boot_mismatch) answer["boot_mismatch"] = true;
-        if (outcome.failed_gen) {
-          answer["failed_gen"] = *outcome.failed_gen;
-          answer["message"] = outcome.message;
-        }
-        return answer;
-      });
+  routes.Add("POST", "/nat/changes",
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+               NatChangesRequest body =
+                   FP_TRY(NatChangesRequest::FromJson(FP_TRY(ParseBody(request))));
+               std::optional<int64_t> limit = faults().ApplyFirst(request.method, request.path);
+               NatApplied applied =
+                   Apply(body.changes, limit,
+                         fmt::format("injected fault: apply_first {} on \"POST /nat/changes\"",
+                                     limit.value_or(0)),
+                         body.boot_id);
+               return applied.ToJson();
+             });
 
   routes.Add(
       "PUT", "/nat", [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
-        Json body = FP_TRY(ParseBody(request));
-        NatTable table = FP_TRY(NatTable::FromJson(body));
+        NatReplaceRequest body = FP_TRY(NatReplaceRequest::FromJson(FP_TRY(ParseBody(request))));
+        const NatTable& table = body.table;
         std::map<EntryKey, NatEntry> replacement;
         for (const NatEntry& e : table.entries) {
           if (dataplane_) FP_CHECK_OK(dataplane_->Check(e));
@@ -218,9 +196,8 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
         }
         MutexLock lock(mu_);
         // A conditional replace: refused if the table moved on since it was read.
-        if (body.contains("if_generation") && body["if_generation"].is_number_integer() &&
-            body["if_generation"].get<int64_t>() != generation_) {
-          return Json{{"generation", generation_}, {"replaced", false}, {"boot_id", boot_id_}};
+        if (body.if_generation && *body.if_generation != generation_) {
+          return NatReplaced{generation_, false, boot_id_}.ToJson();
         }
         if (dataplane_) {
           std::vector<NatEntry> all;
@@ -237,7 +214,7 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
         entries_ = std::move(replacement);
         generation_ = table.generation;
         digest_ = digest;
-        return Json{{"generation", generation_}, {"replaced", true}, {"boot_id", boot_id_}};
+        return NatReplaced{generation_, true, boot_id_}.ToJson();
       });
   return routes;
 }

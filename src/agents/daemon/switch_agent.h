@@ -18,7 +18,11 @@
 //                      (the table is full) it stops without advancing past it, and the answer
 //                      adds {"failed_gen": G, "message": "..."}. Idempotent. (An
 //                      `apply_first` fault makes it stop the same way after K changes.)
-//   PUT  /nat          {"generation": G, "entries": [...]} → {"generation": G}
+//   PUT  /nat          {"generation": G, "entries": [...], "if_generation": I (optional)}
+//                      → {"generation": G, "replaced": true, "boot_id": ...}; with an
+//                      if_generation that is not the generation, replaces nothing and
+//                      answers "replaced": false. (Each body and answer is a type of
+//                      agents.h with its one JSON codec in wire_json.cc.)
 //                      Replaces the whole table (a full resync); 507 and no change if the
 //                      entries do not fit. Idempotent. A G below the generation starts a new
 //                      run (boot_id), as a restart would, without losing the table.
@@ -76,13 +80,6 @@ class SwitchAgentDaemon {
  private:
   using EntryKey = std::pair<IpAddr, int>;  // external_ip, first_port
 
-  struct ApplyOutcome {
-    int64_t generation = 0;
-    bool boot_mismatch = false;
-    std::optional<int64_t> failed_gen;
-    std::string message;
-  };
-
   SwitchAgentDaemon(const DaemonOptions& options, std::unique_ptr<NatDataplane> dataplane)
       : nat_capacity_(options.nat_capacity),
         random_(options.random_or_machine()),
@@ -92,10 +89,11 @@ class SwitchAgentDaemon {
   EndpointRoutes Routes();
   // Applies `changes` in order; with `limit`, only the first `limit` of them (the next one is
   // then reported as failed, with `limit_reason` as the message).
-  // With `boot_id`, nothing is applied unless it names this run.
-  ApplyOutcome Apply(const std::vector<NatChange>& changes, std::optional<int64_t> limit = {},
-                     std::string_view limit_reason = {},
-                     const std::optional<std::string>& boot_id = std::nullopt);
+  // With `boot_id`, nothing is applied unless it names this run. The answer names the run it
+  // was applied on.
+  NatApplied Apply(const std::vector<NatChange>& changes, std::optional<int64_t> limit = {},
+                   std::string_view limit_reason = {},
+                   const std::optional<std::string>& boot_id = std::nullopt);
   // Installs `entry` into `table`, replacing overlapping entries of the same address; false if
   // the table is full.
   // `touch` is called with every key it is about to change, first.
