@@ -557,6 +557,8 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
 
 }  // namespace
 
+std::string_view SqliteMigration(size_t version) { return kMigrations.at(version - 1); }
+
 Status MigrateSchema(sqlite::SqliteConnection& conn) {
   return MigrateSchemaTo(conn, kMigrations.size());
 }

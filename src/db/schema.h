@@ -3,6 +3,8 @@
 // The datastore's schema migrations (schema.cc: SQLite; schema_postgres.cc: PostgreSQL).
 
 #include <cstddef>
+#include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "db/postgres/connection.h"
@@ -11,9 +13,19 @@
 namespace fp::db {
 
 // The newest schema version this binary knows: both engines' migration lists (schema.cc for
-// SQLite, schema_postgres.cc for PostgreSQL) are this long, and a migration adds to both.
+// SQLite, schema_postgres.cc for PostgreSQL) are this long. A migration is written once, for
+// SQLite, and PostgreSQL runs it in its dialect (PostgresDialect) unless it needs its own.
 inline constexpr size_t kSchemaVersion = 13;
 inline size_t LatestSchemaVersion() { return kSchemaVersion; }
+
+// SQLite's migration to schema version `version` (1 to kSchemaVersion), as SQLite runs it.
+std::string_view SqliteMigration(size_t version);
+
+// A migration written for SQLite in PostgreSQL's dialect: INTEGER becomes BIGINT, BLOB BYTEA,
+// TEXT is compared byte by byte as SQLite compares it (COLLATE "C", unless a collation is
+// given), and a table's STRICT and WITHOUT ROWID go. Words in comments and string literals
+// stay as they are. Every other statement must mean the same on both engines.
+std::string PostgresDialect(std::string_view sqlite_sql);
 
 // Brings the database to the newest schema, one migration per transaction.
 Status MigrateSchema(sqlite::SqliteConnection& conn);

@@ -12,6 +12,47 @@
 namespace fp::db {
 namespace {
 
+// A migration is written once, for SQLite; PostgreSQL runs it in its own dialect.
+TEST(PostgresDialect, TranslatesTypesAndTableOptionsAndLeavesLiteralsAndCommentsAlone) {
+  EXPECT_EQ(PostgresDialect(R"(-- an INTEGER in a comment stays
+CREATE TABLE t (
+  id TEXT NOT NULL PRIMARY KEY,
+  name TEXT COLLATE NOCASE,
+  n INTEGER NOT NULL DEFAULT 0,
+  key BLOB,
+  kind TEXT CHECK (kind IN ('TEXT', 'INTEGER'))
+) STRICT, WITHOUT ROWID;
+CREATE TABLE u (v INTEGER) STRICT;
+ALTER TABLE t ADD COLUMN w TEXT;)"),
+            R"(-- an INTEGER in a comment stays
+CREATE TABLE t (
+  id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  name TEXT COLLATE NOCASE,
+  n BIGINT NOT NULL DEFAULT 0,
+  key BYTEA,
+  kind TEXT COLLATE "C" CHECK (kind IN ('TEXT', 'INTEGER'))
+);
+CREATE TABLE u (v BIGINT);
+ALTER TABLE t ADD COLUMN w TEXT COLLATE "C";)");
+}
+
+// Every SQLite migration PostgreSQL shares comes out free of SQLite's own words.
+TEST(PostgresDialect, NoMigrationKeepsASqliteOnlyWord) {
+  for (size_t v = 1; v <= kSchemaVersion; ++v) {
+    std::string sql = PostgresDialect(SqliteMigration(v));
+    std::string code;  // without comments
+    for (size_t i = 0; i < sql.size();) {
+      size_t dash = sql.find("--", i);
+      code += sql.substr(i, dash - i);
+      if (dash == std::string::npos) break;
+      i = sql.find('\n', dash);
+    }
+    for (const char* word : {"STRICT", "ROWID", " INTEGER", " BLOB"}) {
+      EXPECT_EQ(code.find(word), std::string::npos) << "migration " << v << ": " << word;
+    }
+  }
+}
+
 class SchemaUpgradeTest : public ::testing::Test {
  protected:
   void SetUp() override {
