@@ -108,5 +108,31 @@ TEST_F(DatastoreSagaTest, AFailedDatabaseNodesEffectRollsBackWithItsTransaction)
   EXPECT_EQ(SagaLoad(*ds, refused).error().kind(), ErrorKind::kNotFound);
 }
 
+// A plan's own exit (the simulation's throw) inside a database node's transaction: the
+// engine's write lane would turn a throw into the write's error (and the saga would unwind), so
+// the exit runs once the transaction rolled back. The server stops there: the caller sees the
+// throw, nothing of the node committed (its row nor its event), and recovery runs it again.
+TEST_F(DatastoreSagaTest, AnExitInsideADatabaseNodeStopsTheServerWithNothingOfItCommitted) {
+  struct ServerStopped {};
+  saga::FaultPlan plan{.exit_in_node = 1};
+  plan.exit = [] { throw ServerStopped{}; };
+  exec.SetFaultPlanForTest(plan);
+  Uuid id = Uuid::Random();
+  EXPECT_THROW((void)exec.Run(id, Rows(3)), ServerStopped);
+  EXPECT_EQ(ToyRows(), 1);  // r0's
+  auto log = SagaLoad(*ds, id);
+  ASSERT_TRUE(log) << log.error().message();
+  EXPECT_EQ(log->saga.state, SagaState::kRunning);
+  for (const saga::SagaEvent& e : log->events) EXPECT_EQ(e.node_index, 0) << "node 1's event";
+
+  // The server started again (an executor of the same id) finishes it.
+  saga::SagaExecutor restarted{store, registry, "sec-test", ds->clock(), ds->random()};
+  auto resumed = restarted.Resume(id);
+  ASSERT_TRUE(resumed) << resumed.error().message();
+  EXPECT_EQ(resumed->kind, saga::SagaResultKind::kDone);
+  EXPECT_EQ(SagaLoad(*ds, id)->saga.state, SagaState::kDone);
+  EXPECT_EQ(ToyRows(), 3);
+}
+
 }  // namespace
 }  // namespace fp::db

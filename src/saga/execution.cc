@@ -150,6 +150,7 @@ Result<Json> SagaExecutor::Execution::RunWithFaults(
   Result<Json> out = Fail(Error::Internal("not run"));
   for (int k = 0; k < Repeats(); ++k) out = run();
   if (out) ExitIf(&FaultPlan::exit_in_node, i);
+  if (exit_after_tx_) return Fail(Error::Internal("the process stops here (a test fault)"));
   if (out && faults_ && faults_->fail_node_after_effect == i) {
     return Fail(Error::Internal(fmt::format("injected failure after the effect of node {} ({})", i,
                                             dag_.nodes[static_cast<size_t>(i)].name)));
@@ -159,10 +160,21 @@ Result<Json> SagaExecutor::Execution::RunWithFaults(
 
 void SagaExecutor::Execution::ExitIf(const std::optional<int> FaultPlan::*point, int i) const {
   if (faults_ && (*faults_).*point == i) {
+    if (faults_->exit && in_tx_) {
+      exit_after_tx_ = true;
+      return;
+    }
     if (faults_->exit) faults_->exit();
     std::fflush(nullptr);
     raise(SIGKILL);
   }
+}
+
+void SagaExecutor::Execution::ExitAfterTx() const {
+  if (!exit_after_tx_) return;
+  faults_->exit();
+  std::fflush(nullptr);
+  raise(SIGKILL);
 }
 
 void SagaExecutor::Execution::AfterNodeLogged(int i) const {
@@ -215,6 +227,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   // The effect and its "succeeded" event (and "done" for the last node) commit together.
   bool id_taken = false;
   Json output;
+  in_tx_ = true;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
     id_taken = false;  // the store may run this body again (a retried transaction)
     if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
@@ -232,6 +245,8 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     output = std::move(*r);
     return Ok();
   });
+  in_tx_ = false;
+  ExitAfterTx();
   if (committed) {
     pending_.clear();
     create_with_first_node_ = false;
@@ -285,13 +300,17 @@ Result<bool> SagaExecutor::Execution::UndoNode(int i) {
   }
   Status undone = Ok();
   if (action->undo_in_tx && !inject_fail) {
+    in_tx_ = true;
     Status committed = store_.Write([&](StoreTx& tx) -> Status {
       for (int k = 0; k < runs; ++k) FP_CHECK_OK(action->undo_in_tx(tx, ctx));
       ExitIf(&FaultPlan::exit_in_undo_node, i);
+      if (exit_after_tx_) return Fail(Error::Internal("the process stops here (a test fault)"));
       return store_.RecordIn(tx, id_, owner_,
                              SagaEvent{i, SagaEventType::kUndoFinished, std::nullopt}, std::nullopt,
                              std::nullopt);
     });
+    in_tx_ = false;
+    ExitAfterTx();
     if (committed) {
       status_[static_cast<size_t>(i)] = NodeStatus::kUndoFinished;
       ExitIf(&FaultPlan::exit_after_undo_node, i);

@@ -48,8 +48,13 @@ class SagaExecutor::Execution {
   // Runs node i's action through the test faults: fail before it runs (fail_node), run it
   // twice (repeat_every_action), or fail after it applied its effect (fail_node_after_effect).
   Result<Json> RunWithFaults(int i, const std::function<Result<Json>()>& run) const;
-  // Test faults: dies by SIGKILL, as a crash would, if `point` names node i.
+  // Test faults: dies by SIGKILL, as a crash would, if `point` names node i (or calls the
+  // plan's `exit`). Inside a transaction's body (in_tx_) with a plan's own `exit`, which a
+  // throw could not leave through the engine's write lane, it only marks the exit (exit_after_tx_):
+  // the body then fails, so that nothing of the transaction commits, and ExitAfterTx stops the
+  // process once the store returned. To the database the two are the same.
   void ExitIf(const std::optional<int> FaultPlan::*point, int i) const;
+  void ExitAfterTx() const;
   void AfterNodeLogged(int i) const;
 
   // Runs node i forward. Returns true if it succeeded, false if it failed (the saga is then
@@ -85,6 +90,10 @@ class SagaExecutor::Execution {
   std::optional<std::string> origin_text_;
   // The first node of a new saga failed: the saga was never written (see RunNode).
   bool never_written_ = false;
+  // ExitIf's marks (see there): set and read on the thread that runs the transaction's body,
+  // read after the store's Write returned.
+  mutable bool in_tx_ = false;
+  mutable bool exit_after_tx_ = false;
   std::optional<int> failed_node_;
   Json failure_;
 };

@@ -66,9 +66,10 @@ struct FaultPlan {
   std::function<void()> after_node_call;
   // What "stop the process" above does: SIGKILL when unset; the simulation (src/sim/) throws
   // instead, so that its server stops there and the rest of the process goes on. Must not
-  // return. A throw stops the server only at exit_after_node and exit_after_undo_node: the
-  // in-node points run inside the engine's write lane, which turns any exception into the
-  // write's error.
+  // return. At a point inside a transaction (exit_in_node of a run_in_tx action,
+  // exit_in_undo_node of an undo_in_tx undo) it is called once the transaction rolled back: a
+  // throw cannot leave through the engine's write lane, and to the database a process that died
+  // inside the transaction is the same.
   std::function<void()> exit;
 };
 

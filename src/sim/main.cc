@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   int64_t crashes = 0;
   int64_t restarts = 0;
   int64_t faults = 0;
+  int64_t slow_syncs = 0;
   int64_t operations = 0;
   for (uint64_t s = first; s < first + static_cast<uint64_t>(seeds); ++s) {
     options.seed = s;
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     crashes += report.server_crashes;
     restarts += report.agent_restarts;
     faults += report.network_faults;
+    slow_syncs += report.slow_syncs;
     operations += report.operations;
     if (trace) {
       for (const auto& line : report.trace) std::printf("%s\n", line.c_str());
@@ -69,9 +71,9 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   std::printf(
       "%d seed(s), %d failed; %lld operations, %lld network faults, %lld agent restarts, "
-      "%lld server crashes; %.1f s (%.0f seeds/minute)\n",
+      "%lld server crashes, %lld slow log syncs; %.1f s (%.0f seeds/minute)\n",
       seeds, failed, static_cast<long long>(operations), static_cast<long long>(faults),
-      static_cast<long long>(restarts), static_cast<long long>(crashes), seconds,
-      seconds > 0 ? seeds * 60.0 / seconds : 0.0);
+      static_cast<long long>(restarts), static_cast<long long>(crashes),
+      static_cast<long long>(slow_syncs), seconds, seconds > 0 ? seeds * 60.0 / seconds : 0.0);
   return failed == 0 ? 0 : 1;
 }

@@ -125,20 +125,51 @@ void Rack::StartServer() {
   server_ = std::move(s);
 }
 
-void Rack::CrashAfterNode(int node) {
+void Rack::CrashAt(CrashPoint where, int node) {
   saga::FaultPlan plan;
-  plan.exit_after_node = node;
+  switch (where) {
+    case CrashPoint::kAfterNode:
+      plan.exit_after_node = node;
+      break;
+    case CrashPoint::kInNode:
+      plan.exit_in_node = node;
+      break;
+    case CrashPoint::kAfterUndo:
+      plan.exit_after_undo_node = node;
+      break;
+    case CrashPoint::kInUndo:
+      plan.exit_in_undo_node = node;
+      break;
+  }
   plan.exit = [] { throw ServerCrash{}; };
   server_->executor->SetFaultPlanForTest(plan);
 }
 
 void Rack::CrashAtNextLogSync() {
-  auto fired = std::make_shared<bool>(false);
-  ds_->TEST_SetSyncPoint([fired](std::string_view point) {
-    if (point != "group_commit:syncing" || *fired) return;
-    *fired = true;
-    throw ServerCrash{};
-  });
+  sync_faults_->crash = true;
+  ArmLogSyncFaults();
+}
+
+void Rack::SlowLogSyncs(int count, std::chrono::milliseconds each) {
+  sync_faults_->slow = count;
+  sync_faults_->slow_by = each;
+  ArmLogSyncFaults();
+}
+
+void Rack::ArmLogSyncFaults() {
+  ds_->TEST_SetSyncPoint(
+      [faults = sync_faults_, clock = clock_, slowed = slowed_syncs_](std::string_view point) {
+        if (point != "group_commit:syncing") return;
+        if (faults->slow > 0) {
+          --faults->slow;
+          clock->Advance(faults->slow_by);
+          ++*slowed;
+        }
+        if (faults->crash) {
+          faults->crash = false;
+          throw ServerCrash{};
+        }
+      });
 }
 
 Status Rack::Restart() {
@@ -146,6 +177,9 @@ Status Rack::Restart() {
   ds_.reset();
   // Opening again may fail (on PostgreSQL); then there is no server and the run ends.
   ds_ = FP_TRY(Open());
+  // The disk stays slow; a crash armed on the old server's syncs is gone with it.
+  sync_faults_->crash = false;
+  if (sync_faults_->slow > 0) ArmLogSyncFaults();
   StartServer();
   return Recover();
 }
@@ -162,6 +196,7 @@ Status Rack::Recover() {
 
 void Rack::Disarm() {
   if (server_) server_->executor->SetFaultPlanForTest(std::nullopt);
+  *sync_faults_ = LogSyncFaults{};
   if (ds_) ds_->TEST_SetSyncPoint(nullptr);
 }
 

@@ -7,6 +7,7 @@
 // can crash (a saga's node ends it by throwing ServerCrash) and be started again on the same
 // file, as a restarted process would be; the agents, other processes, live on.
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,12 +61,22 @@ class Rack {
   const app::Actor& actor() const { return actor_; }
   bool has_server() const { return server_ != nullptr; }
 
-  // The next saga that reaches node `node` (its "succeeded" event durable) stops the server.
-  void CrashAfterNode(int node);
+  // Where in a saga's node the server stops (saga::FaultPlan): once its "succeeded" event is
+  // durable; once its action applied its effect, before that event (for an action in a
+  // transaction: the transaction does not commit); the same two points of its undo.
+  enum class CrashPoint { kAfterNode, kInNode, kAfterUndo, kInUndo };
+  // The next saga that reaches `where` of node `node` stops the server.
+  void CrashAt(CrashPoint where, int node);
   // The next sync of the database's log fails, which stops the server (as a failed fdatasync
   // does: db/sqlite/engine.cc): what was committed but not yet answered is on the file or not
   // (here it is, the process's writes having reached the file), and nobody was told. SQLite only.
   void CrashAtNextLogSync();
+  // The next `count` syncs of the log each take `each` (a slow or overloaded disk): the clock
+  // moves on while the server waits for them, so leases, marks and timeouts measured from
+  // before a commit may have run out after it. SQLite only.
+  void SlowLogSyncs(int count, std::chrono::milliseconds each);
+  // How many syncs SlowLogSyncs slowed so far.
+  int64_t slowed_syncs() const { return slowed_syncs_->load(); }
   // Discards the server (what was not committed is lost), opens the database again and starts
   // a new server on it, which recovers the sagas left unfinished. Returns the recovery's error.
   // After an error opening the database there is no server: the run must end.
@@ -74,7 +85,7 @@ class Rack {
   // (SagaExecutor::RecoverAll would use threads: the run would not repeat, and a crash thrown
   // there would end the process). A crash may stop it: ServerCrash propagates.
   Status Recover();
-  // Disarms the crash faults that CrashAfterNode and CrashAtNextLogSync armed.
+  // Disarms the faults that CrashAt, CrashAtNextLogSync and SlowLogSyncs armed.
   void Disarm();
 
   testing::ManualClock& clock() { return *clock_; }
@@ -90,6 +101,16 @@ class Rack {
   void StartServer();
 
   Result<std::unique_ptr<db::Datastore>> Open();
+  // Installs the hook that carries out sync_faults_ on the datastore's log syncs.
+  void ArmLogSyncFaults();
+
+  // What the next syncs of the log do (the group commit's thread reads them while the driving
+  // thread waits for its commit).
+  struct LogSyncFaults {
+    bool crash = false;
+    int slow = 0;
+    std::chrono::milliseconds slow_by{0};
+  };
 
   const std::string path_;
   const std::string postgres_url_;
@@ -103,6 +124,8 @@ class Rack {
   std::vector<Uuid> sled_ids_;
   app::Actor actor_;
   std::unique_ptr<db::Datastore> ds_;
+  std::shared_ptr<LogSyncFaults> sync_faults_ = std::make_shared<LogSyncFaults>();
+  std::shared_ptr<std::atomic<int64_t>> slowed_syncs_ = std::make_shared<std::atomic<int64_t>>(0);
   std::unique_ptr<Server> server_;  // destroyed before ds_
 };
 

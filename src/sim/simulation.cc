@@ -65,6 +65,7 @@ class Simulation {
                               end.violations.end());
     for (const std::string& line : end.state) Record("state " + line);
     report_.network_faults = rack_.network().faults_injected();
+    report_.slow_syncs = rack_.slowed_syncs();
     return std::move(report_);
   }
 
@@ -224,8 +225,11 @@ class Simulation {
       rack_.CrashAtNextLogSync();
     } else if (roll < 4) {
       const int node = static_cast<int>(pick_.Below(4));
-      what = fmt::format("the next saga crashes the server after node {}", node);
-      rack_.CrashAfterNode(node);
+      static constexpr const char* kWhere[] = {"after node", "inside node",
+                                               "after the undo of node", "inside the undo of node"};
+      const uint64_t where = pick_.Below(4);
+      what = fmt::format("the next saga crashes the server {} {}", kWhere[where], node);
+      rack_.CrashAt(static_cast<Rack::CrashPoint>(where), node);
     } else if (roll < 7) {
       const bool sled = pick_.Below(2) == 0;
       const auto& urls = sled ? rack_.sled_urls() : rack_.switch_urls();
@@ -250,6 +254,11 @@ class Simulation {
       } else {
         hung_.erase(url);
       }
+    } else if (roll == 11 && options_.log_sync_faults && options_.postgres_url.empty()) {
+      const int count = 1 + static_cast<int>(pick_.Below(8));
+      const auto each = std::chrono::milliseconds(500 * (1 + pick_.Below(30)));  // to 15 s
+      what = fmt::format("the next {} syncs of the log take {} ms each", count, each.count());
+      rack_.SlowLogSyncs(count, each);
     } else {
       what = "time passes (5 s)";
       rack_.clock().Advance(5s);

@@ -33,8 +33,8 @@ struct RunOptions {
   std::string dir;
   // Run on this empty PostgreSQL database instead of SQLite (sim_test compares the two).
   std::string postgres_url;
-  // Failed syncs of SQLite's log among the faults (never on PostgreSQL, whose log is its own;
-  // off where a run is compared with one on PostgreSQL).
+  // Failed and slow syncs of SQLite's log among the faults (never on PostgreSQL, whose log is
+  // its own; off where a run is compared with one on PostgreSQL).
   bool log_sync_faults = true;
 };
 
@@ -46,6 +46,7 @@ struct RunReport {
   int server_crashes = 0;
   int agent_restarts = 0;
   int64_t network_faults = 0;
+  int64_t slow_syncs = 0;               // syncs of the log that took simulated seconds
   std::vector<std::string> violations;  // invariants that did not hold after quiescing
   std::vector<std::string> trace;       // one line per step, and the final state
   // Where the trace diverges from `other`'s: the first differing line of each, or empty.

@@ -32,16 +32,19 @@ TEST(Simulation, EverySeedKeepsTheInvariants) {
   if (const char* n = std::getenv("FLOATPLANE_SIM_SEEDS")) seeds = std::atoi(n);
   int crashes = 0;
   int restarts = 0;
+  int64_t slow_syncs = 0;
   for (int s = 1; s <= seeds; ++s) {
     RunOptions o{.seed = static_cast<uint64_t>(s)};
     RunReport r = sim::Run(o);
     crashes += r.server_crashes;
     restarts += r.agent_restarts;
+    slow_syncs += r.slow_syncs;
     EXPECT_TRUE(r.violations.empty()) << "seed " << s << "\n" << Describe(r, o);
   }
   // The faults really happen.
   EXPECT_GT(crashes, 0);
   EXPECT_GT(restarts, 0);
+  EXPECT_GT(slow_syncs, 0);
 }
 
 // One implementation of each rule (issue 27): PostgreSQL runs some of the datastore's decisions
