@@ -49,6 +49,9 @@ std::string TransactionMetrics(const app::StoreCounters& c) {
                   {{{{"outcome", "committed"}}, static_cast<double>(c.durable_commits)},
                    {{{"outcome", "refused"}}, static_cast<double>(c.refused_writes)},
                    {{{"outcome", "failed"}}, static_cast<double>(c.failed_writes)}});
+  metrics::Render(out, "floatplane_db_read_transactions_total",
+                  "Read transactions run (a request's reads, the control loops' reads).", "counter",
+                  {{{}, static_cast<double>(c.read_transactions)}});
   // A histogram of the writes each SQLite transaction carried (group commit).
   out +=
       "# HELP floatplane_db_write_batch_size Write transactions carried by each transaction "

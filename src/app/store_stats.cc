@@ -14,6 +14,7 @@ StoreCounters StoreStats::Counters() const {
                   ds_.round_trips(),     ds_.transaction_retries()};
   c.refused_writes = ds_.refused_writes();
   c.failed_writes = ds_.failed_writes();
+  c.read_transactions = ds_.read_transactions();
   db::EngineStats engine = ds_.engine_stats();
   std::copy(engine.batch_sizes.begin(), engine.batch_sizes.end(), c.batch_sizes.begin());
   c.batched_writes = engine.batched_writes;

@@ -23,6 +23,7 @@ struct StoreCounters {
   int64_t transaction_retries = 0;  // transactions run again after a conflict (PostgreSQL)
   int64_t refused_writes = 0;       // write transactions refused inside (4xx): no sync
   int64_t failed_writes = 0;        // write transactions that failed otherwise
+  int64_t read_transactions = 0;    // read transactions run
   // Engine transactions by writes carried: 1, 2, 3-4, ..., 65-128, more.
   std::array<int64_t, 9> batch_sizes{};
   int64_t batched_writes = 0;

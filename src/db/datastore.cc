@@ -92,6 +92,7 @@ Status Datastore::RecordAnswerIn(RequestEffect& effect, Tx& tx, const EffectAnsw
 Status Datastore::RunTransaction(bool write, const std::function<Status(Tx&)>& body,
                                  bool wait_durable, DeferredDurability* deferred) {
   if (write) return RunWrite(body);
+  read_transactions_.fetch_add(1, std::memory_order_relaxed);
   int64_t seen = 0;
   Status result = engine_->Read(
       [&](Connection& conn) {

@@ -288,6 +288,8 @@ class Datastore {
   // Write transactions whose body refused (a 4xx decided inside: rolled back, no sync), and
   // those that failed otherwise (the database's errors, 5xx), since open.
   int64_t refused_writes() const { return refused_writes_.load(); }
+  // Read transactions run (each a BEGIN..COMMIT on a reader connection, or its round trips).
+  int64_t read_transactions() const { return read_transactions_.load(); }
   int64_t failed_writes() const { return failed_writes_.load(); }
   EngineStats engine_stats() const { return engine_->stats(); }
 
@@ -334,6 +336,7 @@ class Datastore {
   std::shared_ptr<Random> engine_random_ = random_->Fork();
   SyncPoints sync_points_;
   std::atomic<int64_t> refused_writes_{0};
+  std::atomic<int64_t> read_transactions_{0};
   std::atomic<int64_t> failed_writes_{0};
   std::unique_ptr<Engine> engine_;  // group commit, checkpoints and readers: sqlite/engine.h
 };
