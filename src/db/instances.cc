@@ -74,6 +74,17 @@ Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
   });
 }
 
+Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id) {
+  return ds.Read<InstanceAndIps>([&](Tx& tx) -> Result<InstanceAndIps> {
+    auto row = FP_TRY(
+        tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
+    if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+    InstanceAndIps out{FP_TRY(InstanceFromRow(*row)), {}};
+    out.ips = FP_TRY(InstanceExternalIpsIn(tx, id));
+    return out;
+  });
+}
+
 Result<bool> VmRemovalBeginIf(
     Datastore& ds, const Uuid& instance_id, const std::string& holder, int64_t ttl_us,
     const std::function<bool(const std::optional<Instance>&)>& is_orphan) {

@@ -75,6 +75,12 @@ Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run
                                      const Effect<Instance>& effect = {});
 // The instance with this id, live or deleted (for reconciling sleds); NotFound if none.
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id);
+// The same and the instance's external IPs (InstanceExternalIpsIn), in one read.
+struct InstanceAndIps {
+  Instance instance;
+  std::vector<ExternalIp> ips;
+};
+Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id);
 
 // --- Removals of orphan VMs, ordered against placements on every server (migration 7) ---
 

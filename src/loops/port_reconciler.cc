@@ -17,19 +17,43 @@ void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
   ReconcilePort(instance, *ips, sled, vm);
 }
 
+namespace {
+
+// The port's addresses against the instance's: attached, being moved by a saga, on the port.
+struct PortAddresses {
+  std::set<IpAddr> attached, moving, on_port;
+  PortAddresses(const std::vector<model::ExternalIp>& ips, const agents::SledInstance& vm) {
+    for (const model::ExternalIp& e : ips) {
+      if (e.kind == model::IpKind::kSnat) continue;
+      (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
+    }
+    for (const IpAddr& ip : vm.external_ips) {
+      if (ip != vm.snat_ip && ip != vm.snat6_ip) on_port.insert(ip);
+    }
+  }
+  bool Unwanted(const IpAddr& ip) const { return !attached.count(ip) && !moving.count(ip); }
+};
+
+}  // namespace
+
+bool PortAgrees(const std::vector<model::ExternalIp>& ips, const agents::SledInstance& vm) {
+  PortAddresses a(ips, vm);
+  for (const IpAddr& ip : a.on_port) {
+    if (a.Unwanted(ip)) return false;
+  }
+  for (const IpAddr& ip : a.attached) {
+    if (!a.on_port.count(ip)) return false;
+  }
+  return true;
+}
+
 void ReconcilePort(const model::Instance& instance, const std::vector<model::ExternalIp>& ips,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm) {
-  std::set<IpAddr> attached, moving;
-  for (const model::ExternalIp& e : ips) {
-    if (e.kind == model::IpKind::kSnat) continue;
-    (e.state == model::AttachState::kAttached ? attached : moving).insert(e.ip);
-  }
-  std::set<IpAddr> on_port;
-  for (const IpAddr& ip : vm.external_ips) {
-    if (ip != vm.snat_ip && ip != vm.snat6_ip) on_port.insert(ip);
-  }
+  const PortAddresses a(ips, vm);
+  const std::set<IpAddr>& attached = a.attached;
+  const std::set<IpAddr>& on_port = a.on_port;
   for (const IpAddr& ip : on_port) {
-    if (attached.count(ip) || moving.count(ip)) continue;
+    if (!a.Unwanted(ip)) continue;
     LogEvent("warn", "removing an address the sled's port should not have",
              {{"instance", instance.id.ToString()}, {"ip", ip.ToString()}});
     if (auto s = sled.RemoveExternalIp(instance.id, ip); !s) {

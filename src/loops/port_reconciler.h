@@ -23,7 +23,12 @@ namespace fp::loops {
 void ReconcilePort(db::Datastore& ds, const model::Instance& instance,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm);
 // The same with the instance's external IPs already read (after `vm` was read from the sled).
+// ReconcilePort changes nothing exactly when PortAgrees.
 void ReconcilePort(const model::Instance& instance, const std::vector<model::ExternalIp>& ips,
                    agents::SledAgentClient& sled, const agents::SledInstance& vm);
+
+// Whether the port `vm` needs no repair against `ips`: every attached address is on it, and
+// every address on it (SNAT aside) is attached or being moved by a saga.
+bool PortAgrees(const std::vector<model::ExternalIp>& ips, const agents::SledInstance& vm);
 
 }  // namespace fp::loops

@@ -93,6 +93,7 @@ app::Instances& Rack::instances() { return *server_->instances; }
 app::FloatingIps& Rack::floating_ips() { return *server_->floating_ips; }
 app::IpPools& Rack::ip_pools() { return *server_->ip_pools; }
 loops::SledWatcher& Rack::watcher() { return *server_->watcher; }
+agents::SledAgentClient& Rack::sled_client(size_t i) { return *server_->sled_clients.at(i); }
 loops::NatReconciler& Rack::nat() { return *server_->nat; }
 saga::SagaExecutor& Rack::executor() { return *server_->executor; }
 

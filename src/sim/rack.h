@@ -56,6 +56,8 @@ class Rack {
   app::FloatingIps& floating_ips();
   app::IpPools& ip_pools();
   loops::SledWatcher& watcher();
+  // The server's client of sled `i` (in sled_ids() order).
+  agents::SledAgentClient& sled_client(size_t i);
   loops::NatReconciler& nat();
   saga::SagaExecutor& executor();
   const app::Actor& actor() const { return actor_; }

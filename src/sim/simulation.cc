@@ -196,9 +196,23 @@ class Simulation {
       what = "detach ephemeral of " + instance;
       outcome = Outcome(rack_.instances().DetachEphemeral(rq, ByName(instance), p1, std::nullopt));
     } else if (roll < 85) {
-      what = "sled watcher pass";
-      rack_.watcher().WatchOnce();
-      outcome = "ok";
+      if (pick_.Below(2) == 0) {
+        what = "sled watcher pass";
+        rack_.watcher().WatchOnce();
+        outcome = "ok";
+      } else {
+        // A sled's report of every VM it holds, judged as the watcher judges the reports it
+        // reads (most need no call back to the sled).
+        const size_t i = pick_.Below(rack_.sled_ids().size());
+        what = fmt::format("report of sled {}", i);
+        auto report = rack_.sled_client(i).Changes("", 0, 0ms);
+        if (report) {
+          (void)rack_.watcher().ApplyReport(rack_.sled_ids()[i], rack_.sled_client(i), *report);
+          outcome = "ok";
+        } else {
+          outcome = Outcome(report);
+        }
+      }
     } else if (roll < 88) {
       // The pool's second range comes and goes (refused while an address of it is in use).
       const IpRange extra =
