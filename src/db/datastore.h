@@ -288,9 +288,10 @@ class Datastore {
   // Write transactions whose body refused (a 4xx decided inside: rolled back, no sync), and
   // those that failed otherwise (the database's errors, 5xx), since open.
   int64_t refused_writes() const { return refused_writes_.load(); }
-  // Read transactions run (each a BEGIN..COMMIT on a reader connection, or its round trips).
-  int64_t read_transactions() const { return read_transactions_.load(); }
   int64_t failed_writes() const { return failed_writes_.load(); }
+  // Read transactions run since open (Read, ReadDeferred, ...: one each, however many
+  // statements it ran).
+  int64_t read_transactions() const { return read_transactions_.load(); }
   EngineStats engine_stats() const { return engine_->stats(); }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.

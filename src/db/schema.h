@@ -22,10 +22,12 @@ inline size_t LatestSchemaVersion() { return kSchemaVersion; }
 std::string_view SqliteMigration(size_t version);
 
 // A migration written for SQLite in PostgreSQL's dialect: INTEGER becomes BIGINT, BLOB BYTEA,
-// TEXT is compared byte by byte as SQLite compares it (COLLATE "C", unless a collation is
-// given), and a table's STRICT and WITHOUT ROWID go. Words in comments and string literals
-// stay as they are. Every other statement must mean the same on both engines.
-std::string PostgresDialect(std::string_view sqlite_sql);
+// TEXT is compared byte by byte as SQLite compares it (COLLATE "C"), and a table's STRICT and
+// ", WITHOUT ROWID" go; literals, quoted names and comments stay as they are. Internal for what
+// it cannot translate faithfully: types not in capitals, COLLATE, ROWID elsewhere,
+// AUTOINCREMENT, INTEGER PRIMARY KEY (SQLite assigns its ids), a cast to TEXT. Every other
+// statement must mean the same on both engines.
+Result<std::string> PostgresDialect(std::string_view sqlite_sql);
 
 // Brings the database to the newest schema, one migration per transaction.
 Status MigrateSchema(sqlite::SqliteConnection& conn);

@@ -158,7 +158,7 @@ static_assert(kPostgresMigrations.size() == kSchemaVersion,
 
 }  // namespace
 
-std::string PostgresDialect(std::string_view sqlite_sql) {
+Result<std::string> PostgresDialect(std::string_view sqlite_sql) {
   auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   auto next_word = [&](size_t at) {
     while (at < sqlite_sql.size() && std::isspace(static_cast<unsigned char>(sqlite_sql[at]))) {
@@ -168,22 +168,39 @@ std::string PostgresDialect(std::string_view sqlite_sql) {
     while (end < sqlite_sql.size() && word_char(sqlite_sql[end])) ++end;
     return std::pair(sqlite_sql.substr(at, end - at), end);
   };
+  auto upper = [](std::string_view w) {
+    std::string u(w);
+    for (char& ch : u) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return u;
+  };
+  auto refuse = [](std::string_view what) -> Result<std::string> {
+    return Fail(Error::Internal(
+        fmt::format("a migration shared with PostgreSQL cannot be translated: {}; give "
+                    "PostgreSQL its own text (Own) or write it in the translatable subset",
+                    what)));
+  };
   std::string out;
   out.reserve(sqlite_sql.size() * 5 / 4);
+  std::string_view previous;  // the last word written
   size_t i = 0;
   while (i < sqlite_sql.size()) {
     char c = sqlite_sql[i];
-    if (c == '\'' || (c == '-' && sqlite_sql.substr(i, 2) == "--")) {
-      // A string literal or a comment, as it is.
-      size_t end = c == '\'' ? sqlite_sql.find('\'', i + 1) : sqlite_sql.find('\n', i);
-      end = end == std::string_view::npos ? sqlite_sql.size() : end + 1;
+    if (c == '\'' || c == '"' || sqlite_sql.substr(i, 2) == "--" ||
+        sqlite_sql.substr(i, 2) == "/*") {
+      // A string literal, a quoted name or a comment, as it is.
+      size_t end = c == '\'' || c == '"' ? sqlite_sql.find(c, i + 1)
+                   : c == '-'            ? sqlite_sql.find('\n', i)
+                                         : sqlite_sql.find("*/", i + 2);
+      end = end == std::string_view::npos ? sqlite_sql.size() : end + (c == '/' ? 2 : 1);
       out.append(sqlite_sql.substr(i, end - i));
       i = end;
       continue;
     }
     if (c == ',' && next_word(i + 1).first == "WITHOUT") {
       // ", WITHOUT ROWID" after a table's definition: PostgreSQL tables have no rowid.
-      i = next_word(next_word(i + 1).second).second;
+      auto [rowid, after] = next_word(next_word(i + 1).second);
+      if (rowid != "ROWID") return refuse("WITHOUT without ROWID");
+      i = after;
       continue;
     }
     if (!word_char(c)) {
@@ -194,18 +211,30 @@ std::string PostgresDialect(std::string_view sqlite_sql) {
     size_t end = i;
     while (end < sqlite_sql.size() && word_char(sqlite_sql[end])) ++end;
     std::string_view word = sqlite_sql.substr(i, end - i);
+    const std::string big = upper(word);
+    if ((big == "INTEGER" || big == "TEXT" || big == "BLOB") && word != big) {
+      return refuse(fmt::format("the type \"{}\" (types are written in capitals)", word));
+    }
+    if (big == "COLLATE" || big == "ROWID" || big == "AUTOINCREMENT") {
+      return refuse(fmt::format("\"{}\" (SQLite's own)", word));
+    }
     if (word == "INTEGER") {
+      if (next_word(end).first == "PRIMARY") {
+        return refuse("INTEGER PRIMARY KEY (SQLite's rowid: assigned ids PostgreSQL would not)");
+      }
       out += "BIGINT";
     } else if (word == "BLOB") {
       out += "BYTEA";
-    } else if (word == "TEXT" && next_word(end).first != "COLLATE") {
+    } else if (word == "TEXT") {
+      if (upper(previous) == "AS") return refuse("a cast to TEXT");
       out += "TEXT COLLATE \"C\"";
     } else if (word == "STRICT") {
       // ") STRICT": PostgreSQL's columns are always of their declared type.
-      while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+      while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
     } else {
       out.append(word);
     }
+    previous = word;
     i = end;
   }
   return out;
@@ -235,7 +264,11 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target) {
     }
     for (size_t v = current; v < std::min(target, kPostgresMigrations.size()); ++v) {
       const PgMigration& m = kPostgresMigrations[v];
-      if (m.as_on_sqlite) FP_CHECK_OK(conn.Run(PostgresDialect(SqliteMigration(v + 1))));
+      if (m.as_on_sqlite) {
+        Result<std::string> sql = PostgresDialect(SqliteMigration(v + 1));
+        if (!sql) return Fail(sql.error().WithContext(fmt::format("migration {}", v + 1)));
+        FP_CHECK_OK(conn.Run(*sql));
+      }
       if (!m.sql.empty()) FP_CHECK_OK(conn.Run(m.sql));
       FP_CHECK_OK(conn.Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", v + 1)));
     }

@@ -5,8 +5,10 @@
 //
 // Each sled reports its changes (GET /changes, a long poll: agents.h SledReport), so an idle
 // rack costs one waiting call per sled, not a call per instance, and a change reaches the
-// datastore as soon as the sled makes it. Each reported VM is judged as a full pass judges it
-// (below), on the datastore read first and the sled asked again after. Every
+// datastore as soon as the sled makes it. A reported VM the datastore, read after the report
+// was taken, agrees with (most reports carry what the control plane itself just did) needs
+// nothing; any other is judged as a full pass judges it (below), on the datastore read first
+// and the sled asked again after. Every
 // `full_period` (and after the sled's agent restarted or the watcher fell behind its feed) a
 // full comparison of the sled (WatchSled) repairs what a report could not carry: a VM the
 // sled lost while no report was read, a port drifting from the datastore's addresses.
@@ -99,7 +101,8 @@ class SledWatcher {
   // then compares it again soon rather than a full period later. ApplyReport likewise.
   int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
   // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
-  // read then the sled's answer for it.
+  // read: one the read agrees with as reported is left alone (a later change comes with a
+  // later report); any other is judged on the sled's answer for it, asked after the read.
   int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
                   const agents::SledReport& report);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
