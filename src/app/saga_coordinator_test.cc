@@ -5,6 +5,7 @@
 
 #include "app/saga_coordinator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -161,7 +162,7 @@ class SagaCoordinatorTest : public ::testing::Test {
     saga::SagaDag dag;
     dag.name = "toy";
     for (size_t i = 0; i < actions.size(); ++i) {
-      dag.nodes.push_back({"n" + std::to_string(i), actions[i]});
+      dag.nodes.push_back({fmt::format("n{}", i), actions[i]});
     }
     return dag;
   }

@@ -324,7 +324,7 @@ TEST_F(AttachTest, TheInstanceMustBeStoppedOrRunningAndNotMigrating) {
 
 TEST_F(AttachTest, AnInstanceHoldsAtMost32AddressesOfItsNicsVersionsAndOneEphemeralPerVersion) {
   Uuid a = NewInstance("a");
-  for (int n = 0; n < 32; ++n) Attach(NewFip("f" + std::to_string(n)), a);
+  for (int n = 0; n < 32; ++n) Attach(NewFip(fmt::format("f{}", n)), a);
   Uuid extra = NewFip("extra");
   ExpectError(Begin(true, extra, a, Uuid::Random()), ErrorKind::kInvalidRequest,
               "an instance may not have more than 32 external IP addresses");

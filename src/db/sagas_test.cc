@@ -3,6 +3,7 @@
 
 #include "db/sagas.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "db/testing/temp_datastore.h"
@@ -64,7 +65,7 @@ class DatastoreSagaTest : public ::testing::Test {
   static saga::SagaDag Rows(int n) {
     saga::SagaDag dag;
     dag.name = "rows";
-    for (int i = 0; i < n; ++i) dag.nodes.push_back({"r" + std::to_string(i), "toy.row"});
+    for (int i = 0; i < n; ++i) dag.nodes.push_back({fmt::format("r{}", i), "toy.row"});
     return dag;
   }
 
