@@ -76,6 +76,7 @@ namespace {
 
 using fp::bench::Api;
 using fp::bench::Clock;
+using fp::bench::CpuSeconds;
 using fp::bench::Die;
 using fp::bench::Json;
 using fp::bench::Percentile;
@@ -238,26 +239,6 @@ double PgbenchRate(const std::string& url, const std::string& dbname, int client
   std::smatch m;
   if (!std::regex_search(out, m, std::regex(R"(tps = ([0-9.]+))"))) Die("pgbench: " + out);
   return std::stod(m[1]);
-}
-
-// The CPU time (user + system) the processes `pids` have used so far, in seconds.
-double CpuSeconds(const std::vector<pid_t>& pids) {
-  double total = 0;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (pid_t pid : pids) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // The fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) Die("cannot read /proc/" + std::to_string(pid) + "/stat");
-    std::istringstream fields(stat.substr(close + 2));
-    std::string field;
-    for (int i = 3; i < 14; ++i) fields >> field;
-    long long utime = 0, stime = 0;
-    fields >> utime >> stime;
-    total += static_cast<double>(utime + stime) / tick;
-  }
-  return total;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <variant>
@@ -128,6 +129,43 @@ inline std::pair<pid_t, std::string> StartListening(const std::vector<std::strin
     Die(argv[0] + " " + argv[1] + " did not start: \"" + line + "\"");
   }
   return {pid, line.substr(kListening.size())};
+}
+
+// The CPU time (user + system) the processes `pids` have used so far, in seconds.
+inline double CpuSeconds(const std::vector<pid_t>& pids) {
+  double total = 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (pid_t pid : pids) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The fields after the command's closing parenthesis: state is the 3rd, utime the 14th.
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) Die("cannot read /proc/" + std::to_string(pid) + "/stat");
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    for (int i = 3; i < 14; ++i) fields >> field;
+    long long utime = 0, stime = 0;
+    fields >> utime >> stime;
+    total += static_cast<double>(utime + stime) / tick;
+  }
+  return total;
+}
+
+// A process's resident memory now and at its peak (VmRSS, VmHWM), in MiB.
+struct Memory {
+  double rss_mib = 0, peak_mib = 0;
+};
+inline Memory MemoryOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  Memory m;
+  for (std::string line; std::getline(in, line);) {
+    auto kib = [&](std::string_view key) {
+      return static_cast<double>(std::atoll(line.c_str() + key.size())) / 1024;
+    };
+    if (line.rfind("VmRSS:", 0) == 0) m.rss_mib = kib("VmRSS:");
+    if (line.rfind("VmHWM:", 0) == 0) m.peak_mib = kib("VmHWM:");
+  }
+  return m;
 }
 
 inline uint16_t PortOf(const std::string& url) {

@@ -3,7 +3,10 @@
 // agents over HTTP on loopback, the server's NAT heartbeats and sled reports).
 //
 //   build/release/bench_rack [--instances 10000] [--sleds 32] [--nat 100000] [--idle-s 10]
-//                            [--samples 200]
+//                            [--samples 200] [--agents in-process|external [--binary PATH]]
+//
+// With --agents external every agent and the server are processes (rack_processes.h), and the
+// figures are the server's own; what follows describes the in-process rack.
 //
 // Prints:
 //  - idle CPU: the whole process's (the server's background work and the 34 agents serving
@@ -28,6 +31,7 @@
 #include "common/log.h"
 #include "db/instances.h"
 #include "http/client.h"
+#include "rack_processes.h"
 
 namespace {
 
@@ -62,16 +66,29 @@ void WaitEqual(RackWorld& rack, const char* what) {
 int main(int argc, char** argv) {
   fp::SetLogLevel(fp::LogLevel::kWarn);
   int instances = 10000, sleds = 32, nat = 100000, idle_s = 10, samples = 200;
+  std::string agents = "in-process", binary = "build/release/floatplane";
   fp::bench::ParseFlags(argc, argv,
                         {{"--instances", &instances},
                          {"--sleds", &sleds},
                          {"--nat", &nat},
                          {"--idle-s", &idle_s},
-                         {"--samples", &samples}},
+                         {"--samples", &samples},
+                         {"--agents", &agents},
+                         {"--binary", &binary}},
                         "bench_rack [--instances N] [--sleds N] [--nat N] [--idle-s S] "
-                        "[--samples N]");
+                        "[--samples N] [--agents in-process|external] [--binary PATH]");
   if (instances < 1 || sleds < 1 || samples < 1 || idle_s < 1) {
     fp::bench::Die("--instances, --sleds, --idle-s and --samples must be positive");
+  }
+  if (agents == "external") {
+    return fp::bench::RunRackAgainstProcesses({.binary = binary.c_str(),
+                                               .instances = instances,
+                                               .sleds = sleds,
+                                               .nat = nat,
+                                               .idle_s = idle_s});
+  }
+  if (agents != "in-process") {
+    fp::bench::Die("--agents must be in-process or external, not \"" + agents + "\"");
   }
 
   RackWorld rack({.sleds = sleds, .switches = 2, .heartbeat_ms = 100, .watch = {}});

@@ -42,6 +42,14 @@ model::RunState RunStateOf(agents::VmState s) {
 // as the instance is recorded running, and its port needs no repair (PortAgrees: an address a
 // saga is moving is left to the saga). An instance migrating or rebooting is its saga's or
 // request's: the watcher leaves it alone either way.
+// Whether recording `wanted` on the row judged as `judged` was declined because the row moved
+// on since (InstanceRecordRunState's `judged_on` rule), as the row `now` it returned shows.
+bool Outran(const model::Instance& judged, const model::Instance& now, model::RunState wanted) {
+  return now.state == model::InstanceState::kVmm && !now.migration_id && now.run_state != wanted &&
+         (now.sled_id != judged.sled_id || now.run_state != judged.run_state ||
+          now.start_saga_id != judged.start_saga_id);
+}
+
 bool Agrees(const model::Instance& i, const std::vector<model::ExternalIp>& ips,
             const agents::SledInstance& vm) {
   if (i.migration_id || i.run_state == model::RunState::kRebooting) return true;
@@ -52,11 +60,15 @@ bool Agrees(const model::Instance& i, const std::vector<model::ExternalIp>& ips,
 }  // namespace
 
 int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                               model::RunState run_state) {
+                               model::RunState run_state, bool* outran) {
   auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance);
   if (!recorded) {
     LogEvent("warn", "could not record run state",
              {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
+    return 0;
+  }
+  if (Outran(instance, *recorded, run_state)) {
+    if (outran) *outran = true;
     return 0;
   }
   if (auto s = nat_.Sync(); !s) {
@@ -155,7 +167,7 @@ bool SledWatcher::StartSagaAtRest(const model::Instance& i) {
 
 int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
                                const std::optional<agents::SledInstance>& vm,
-                               const std::vector<model::ExternalIp>* ips) {
+                               const std::vector<model::ExternalIp>* ips, bool* outran) {
   if (i.state != model::InstanceState::kVmm || i.migration_id ||
       i.run_state == model::RunState::kRebooting) {
     return 0;
@@ -169,15 +181,21 @@ int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient
       auto again = sled.Get(i.id);
       if (again || again.error().kind() != ErrorKind::kNotFound) return 0;  // the next look judges
     }
-    return SettleStopped(i, sled, model::RunState::kFailed);
+    return SettleStopped(i, sled, model::RunState::kFailed, outran);
   }
   model::RunState state = RunStateOf(vm->state);
   if (state == model::RunState::kStopped || state == model::RunState::kFailed) {
     if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i))
       return 0;  // the saga still owns it
-    return SettleStopped(i, sled, state);
+    return SettleStopped(i, sled, state, outran);
   }
-  if (state != i.run_state) (void)db::InstanceRecordRunState(ds_, i.id, state, &i);
+  if (state != i.run_state) {
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i);
+    if (recorded && Outran(i, *recorded, state)) {
+      if (outran) *outran = true;
+      return 0;
+    }
+  }
   if (state != model::RunState::kRunning) return 0;
   if (ips) {
     ReconcilePort(i, *ips, sled, *vm);
@@ -226,28 +244,36 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
   std::set<Uuid> ids;
   for (const agents::SledInstance& vm : report.instances) ids.insert(vm.id);
   ids.insert(report.removed.begin(), report.removed.end());
+  // A request may outrun a judgement again (each one that does made a change of its own), but
+  // not forever: after this many the next full comparison judges.
+  constexpr int kJudgements = 4;
   int failures = 0;
   for (const Uuid& id : ids) {
-    auto read = db::InstanceAnyStateWithIps(ds_, id);
-    if (!read && read.error().kind() != ErrorKind::kNotFound) continue;
-    const model::Instance* instance = read ? &read->instance : nullptr;
-    bool here =
-        instance && instance->sled_id == sled_id && instance->state == model::InstanceState::kVmm;
-    // Most reports carry what the control plane itself just did (a start, an address added):
-    // when the reported VM, taken before the read, already agrees with it, there is nothing to
-    // judge, and a later change on the sled comes with a later report.
-    if (auto r = reported.find(id);
-        here && r != reported.end() && Agrees(*instance, read->ips, *r->second)) {
-      continue;
-    }
-    // What the sled holds now, asked after the datastore read (see WatchSled).
-    auto vm = sled.Get(id);
-    if (!vm && vm.error().kind() != ErrorKind::kNotFound) continue;  // the next pass judges
-    if (here) {
-      failures += WatchInstance(*instance, sled,
-                                vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt);
-    } else if (vm) {
-      failures += ReapIfOrphan(sled_id, sled, *vm);
+    bool outran = true;
+    for (int judged = 0; outran && judged < kJudgements; ++judged) {
+      outran = false;
+      auto read = db::InstanceAnyStateWithIps(ds_, id);
+      if (!read && read.error().kind() != ErrorKind::kNotFound) break;
+      const model::Instance* instance = read ? &read->instance : nullptr;
+      bool here =
+          instance && instance->sled_id == sled_id && instance->state == model::InstanceState::kVmm;
+      // Most reports carry what the control plane itself just did (a start, an address
+      // added): when the reported VM, taken before the read, already agrees with it, there is
+      // nothing to judge, and a later change on the sled comes with a later report.
+      if (auto r = reported.find(id);
+          judged == 0 && here && r != reported.end() && Agrees(*instance, read->ips, *r->second)) {
+        break;
+      }
+      // What the sled holds now, asked after the datastore read (see WatchSled).
+      auto vm = sled.Get(id);
+      if (!vm && vm.error().kind() != ErrorKind::kNotFound) break;  // the next pass judges
+      if (here) {
+        failures += WatchInstance(*instance, sled,
+                                  vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt,
+                                  nullptr, &outran);
+      } else if (vm) {
+        failures += ReapIfOrphan(sled_id, sled, *vm);
+      }
     }
   }
   return failures;

@@ -102,7 +102,9 @@ class SledWatcher {
   int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
   // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
   // read: one the read agrees with as reported is left alone (a later change comes with a
-  // later report); any other is judged on the sled's answer for it, asked after the read.
+  // later report); any other is judged on the sled's answer for it, asked after the read, and
+  // judged again (a fresh read, a fresh answer) when a request changed the row in between:
+  // the report will not come again, so a declined judgement would wait for a full comparison.
   int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
                   const agents::SledReport& report);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
@@ -117,10 +119,12 @@ class SledWatcher {
   // Judges `instance` (read from the datastore) against its VM as the sled reported it after
   // that read (nullopt: the sled does not hold it).
   // `ips`: the instance's external IPs if already read (after `vm`), else read here.
-  // Returns the sled calls that failed, as WatchSled.
+  // Returns the sled calls that failed, as WatchSled. Sets `*outran` (if given) when the
+  // judgement was declined because the row changed after `instance` was read (a request wrote
+  // it meanwhile): the caller may judge again on a fresh read.
   int WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
                     const std::optional<agents::SledInstance>& vm,
-                    const std::vector<model::ExternalIp>* ips = nullptr);
+                    const std::vector<model::ExternalIp>* ips = nullptr, bool* outran = nullptr);
   // Whether the instance's start saga is at rest (or gone): a VM it registered is then on the
   // sled unless lost. False when the datastore cannot say.
   bool StartSagaAtRest(const model::Instance& instance);
@@ -139,9 +143,9 @@ class SledWatcher {
   // The loop of the thread for sleds no agent of this server serves (see Start).
   void WatchUnservedSleds(const std::vector<model::Sled>& unserved);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
-  // Returns the sled calls that failed (0 or 1).
+  // Returns the sled calls that failed (0 or 1); `outran` as WatchInstance's.
   int SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                    model::RunState run_state);
+                    model::RunState run_state, bool* outran);
   // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
   // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
   // datastore could not say), else the sled's answer to the unregister.

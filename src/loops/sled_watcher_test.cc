@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "app/testing/instance_world.h"
@@ -233,15 +234,16 @@ TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
   EXPECT_EQ(RunState(created->id), "failed");
 }
 
-// A sled agent's client over HTTP that counts the calls it makes.
-class CountingCaller final : public http::Caller {
+// A sled agent's client over HTTP that shows each call to `before_call` before making it.
+class ObservedCaller final : public http::Caller {
  public:
-  CountingCaller(const std::string& url, std::chrono::milliseconds timeout, std::atomic<int>& calls)
-      : inner_("sled agent", url, timeout), calls_(calls) {}
+  using Observer = std::function<void(std::string_view method, std::string_view target)>;
+  ObservedCaller(const std::string& url, std::chrono::milliseconds timeout, Observer before_call)
+      : inner_("sled agent", url, timeout), before_call_(std::move(before_call)) {}
   Result<http::HttpAnswer> Call(
       std::string_view method, std::string_view target, std::string_view body,
       const std::vector<std::pair<std::string, std::string>>& headers) override {
-    ++calls_;
+    before_call_(method, target);
     return inner_.Call(method, target, body, headers);
   }
   void Abandon() override { inner_.Abandon(); }
@@ -250,7 +252,7 @@ class CountingCaller final : public http::Caller {
 
  private:
   http::HttpClient inner_;
-  std::atomic<int>& calls_;
+  Observer before_call_;
 };
 
 // Most reports carry what the control plane itself just did. One the datastore agrees with
@@ -266,7 +268,9 @@ TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) 
   std::atomic<int> calls{0};
   auto sled = agents::MakeSledAgentClient(
       [&](std::chrono::milliseconds timeout) {
-        return std::make_unique<CountingCaller>(sled_sims_[k]->base_url(), timeout, calls);
+        return std::make_unique<ObservedCaller>(
+            sled_sims_[k]->base_url(), timeout,
+            [&](std::string_view, std::string_view) { ++calls; });
       },
       std::chrono::seconds(2));
   agents::SledReport report;
@@ -285,6 +289,39 @@ TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) 
   EXPECT_EQ(watcher_->ApplyReport(vm.sled_id.value(), *sled, report), 0);
   EXPECT_EQ(calls.load(), 1);  // GET /instances/{id}
   EXPECT_EQ(sled_sims_[k]->Instance(vm.id)->external_ips.size(), 2u);
+}
+
+// A stop tells the sled first, then records `stopping`; a sled without a stop delay reports
+// the VM stopped at once. When that record lands between the watcher's read of the report's
+// instance and its judgement, the judgement (made on `running`) is declined as stale, and the
+// report that carried the change will not come again: the watcher judges again on a fresh
+// read rather than leaving the instance `stopping` until the next full comparison (issue 26:
+// stops on one sled took 5 s at p99, the full period).
+TEST_F(SledReportsTest, AJudgementARequestOutranIsMadeAgainOnAFreshRead) {
+  model::Instance vm = Running("vm");
+  const size_t k = SledOf(vm);
+  std::function<void()> before_get;
+  auto sled = agents::MakeSledAgentClient(
+      [&](std::chrono::milliseconds timeout) {
+        return std::make_unique<ObservedCaller>(
+            sled_sims_[k]->base_url(), timeout,
+            [&](std::string_view method, std::string_view target) {
+              // Once, before the watcher's first GET of the instance.
+              if (method == "GET" && target.starts_with("/instances/") && before_get) {
+                std::exchange(before_get, nullptr)();
+              }
+            });
+      },
+      std::chrono::seconds(2));
+  ASSERT_TRUE(sled_sims_[k]->ForceState(vm.id, agents::VmState::kStopped));
+  agents::SledReport report;
+  report.instances.push_back(sled->Get(vm.id).value());
+  before_get = [&] {
+    ASSERT_TRUE(db::InstanceSetRunState(*ds, vm.id, model::RunState::kStopping));
+  };
+  EXPECT_EQ(watcher_->ApplyReport(vm.sled_id.value(), *sled, report), 0);
+  EXPECT_FALSE(before_get);  // the race ran
+  EXPECT_EQ(RunState(vm.id), "stopped");
 }
 
 TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {

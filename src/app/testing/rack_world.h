@@ -46,6 +46,33 @@ struct RackOptions {
   int agent_timeout_ms = 5000;
 };
 
+// Adds `n` NAT rows of no instance (addresses 100.64.0.0 + `first` onwards, outside any pool),
+// a transaction per 5,000, each at the next NAT version: the table a switch carries beyond the
+// instances' own entries.
+inline Status AddUnownedNatRows(db::Datastore& ds, int first, int n) {
+  for (int done = 0; done < n;) {
+    int batch = std::min(5000, n - done);
+    FP_CHECK_OK(ds.Write([&](db::Tx& tx) -> Status {
+      for (int i = done; i < done + batch; ++i) {
+        FP_TRY(
+            tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
+                    "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
+        IpAddr ip(IpVersion::kV4, (uint128{100} << 24) | (uint128{64} << 16) |
+                                      uint128(static_cast<uint32_t>(first + i)));
+        FP_TRY(tx.Exec(
+            "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, "
+            "vni, mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, "
+            "10, 'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = "
+            "'nat_version'), 1)",
+            Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
+      }
+      return Ok();
+    }));
+    done += batch;
+  }
+  return Ok();
+}
+
 class RackWorld {
  public:
   explicit RackWorld(RackOptions options) : options_(options) {
@@ -139,30 +166,9 @@ class RackWorld {
     return done.load();
   }
 
-  // Adds `n` NAT rows of no instance (addresses 100.64.0.0 onwards, outside the pool), a
-  // transaction per 5,000, each at the next NAT version: the table a switch carries beyond the
-  // instances' own entries.
+  // Adds `n` NAT rows of no instance (AddUnownedNatRows), after those added before.
   Status AddNatRows(int n) {
-    for (int done = 0; done < n;) {
-      int batch = std::min(5000, n - done);
-      FP_CHECK_OK(ds->Write([&](db::Tx& tx) -> Status {
-        for (int i = done; i < done + batch; ++i) {
-          FP_TRY(
-              tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                      "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
-          IpAddr ip(IpVersion::kV4, (uint128{100} << 24) | (uint128{64} << 16) |
-                                        uint128(static_cast<uint32_t>(extra_nat_ + i)));
-          FP_TRY(tx.Exec(
-              "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, "
-              "vni, mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, "
-              "10, 'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = "
-              "'nat_version'), 1)",
-              Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
-        }
-        return Ok();
-      }));
-      done += batch;
-    }
+    FP_CHECK_OK(AddUnownedNatRows(*ds, extra_nat_, n));
     extra_nat_ += n;
     return Ok();
   }
