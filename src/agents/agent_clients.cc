@@ -31,10 +31,9 @@ namespace {
 // Sends one request to an agent and returns its JSON answer (null for an empty 2xx body).
 // Maps the agent's answer to the errors agents.h promises: 5xx → ServiceUnavailable,
 // 404 → NotFound, any other non-2xx → Internal; each message names the agent.
-Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view target,
-                       const Json& body = nullptr, const CallContext& context = {}) {
-  std::string text =
-      body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace);
+// Calls with `text` as the body (JSON already written).
+Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
+                               std::string_view text, const CallContext& context = {}) {
   HttpAnswer answer = FP_TRY(http.Call(method, target, text, context.Headers()));
   Json parsed = answer.body.empty() ? Json(nullptr)
                                     : Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
@@ -53,6 +52,13 @@ Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view t
   if (answer.status >= 500) return Fail(Error::Unavailable(std::move(failure)));
   if (answer.status == 404) return Fail(Error(ErrorKind::kNotFound, std::move(failure)));
   return Fail(Error::Internal(std::move(failure)));
+}
+
+Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view target,
+                       const Json& body = nullptr, const CallContext& context = {}) {
+  return CallAgentWithText(
+      http, method, target,
+      body.is_null() ? "" : body.dump(-1, ' ', false, Json::error_handler_t::replace), context);
 }
 
 // Decodes an agent's answer; an answer that does not decode is the agent's bug: Internal.
@@ -95,14 +101,18 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   }
 
   Result<int64_t> ReplaceAll(const NatTable& table) override {
-    Json answer = FP_TRY(CallAgent(http_, "PUT", "/nat", NatReplaceRequest::Encode(table, {})));
+    Json answer =
+        FP_TRY(CallAgentWithText(http_, "PUT", "/nat", NatReplaceRequest::Encode(table, {})));
     return FP_TRY(Decode(http_, NatReplaced::FromJson(answer))).generation;
   }
 
   Result<std::optional<int64_t>> ReplaceAllIf(const NatTable& table,
                                               int64_t if_generation) override {
-    Json answer =
-        FP_TRY(CallAgent(http_, "PUT", "/nat", NatReplaceRequest::Encode(table, if_generation)));
+    return ReplaceAllIfWritten(NatReplaceRequest::Encode(table, if_generation));
+  }
+
+  Result<std::optional<int64_t>> ReplaceAllIfWritten(std::string body) override {
+    Json answer = FP_TRY(CallAgentWithText(http_, "PUT", "/nat", body));
     NatReplaced replaced = FP_TRY(Decode(http_, NatReplaced::FromJson(answer)));
     if (!replaced.replaced) return std::optional<int64_t>();
     return std::optional<int64_t>(replaced.generation);

@@ -98,6 +98,21 @@ TEST(NatWireJson, RequestsAndAnswersUseTheWireShapesAndRoundTrip) {
   NatReplaceRequest unconditional{conditional.table, std::nullopt};
   EXPECT_FALSE(unconditional.ToJson().contains("if_generation"));
 
+  // PUT /nat's body is written as text directly (a whole table is large): byte for byte what
+  // the table's JSON with its condition dumps to, with a MAC that needs escaping, an IPv4 and
+  // an IPv6 entry, and no entries at all.
+  NatEntry odd = Entry();
+  odd.external_ip = Ip("2001:db8::7");
+  odd.sled_address = Ip("10.1.2.3");
+  odd.mac = "a\"b\u00e9\n";
+  for (const NatTable& table : {NatTable{.generation = 9, .entries = {Entry(), odd}},
+                                NatTable{.generation = 0, .entries = {}}}) {
+    Json expected = table.ToJson();
+    EXPECT_EQ(NatReplaceRequest::Encode(table, std::nullopt), expected.dump());
+    expected["if_generation"] = 8;
+    EXPECT_EQ(NatReplaceRequest::Encode(table, 8), expected.dump());
+  }
+
   NatReplaced refused{.generation = 9, .replaced = false, .boot_id = "boot-1"};
   EXPECT_EQ(refused.ToJson(), Json::parse(R"({"generation": 9, "replaced": false,
       "boot_id": "boot-1"})"));

@@ -143,10 +143,28 @@ struct NatReplaceRequest {
 
   bool operator==(const NatReplaceRequest&) const = default;
   // NatTable's {"generation", "entries"} and "if_generation": G (absent: unconditional)
-  nlohmann::json ToJson() const { return Encode(table, if_generation); }
-  // The same without copying the table into a request.
-  static nlohmann::json Encode(const NatTable& table, std::optional<int64_t> if_generation);
+  nlohmann::json ToJson() const { return nlohmann::json::parse(Encode(table, if_generation)); }
+  // The same as JSON text, without copying the table into a request (NatReplaceWriter).
+  static std::string Encode(const NatTable& table, std::optional<int64_t> if_generation);
   static Result<NatReplaceRequest> FromJson(const nlohmann::json& j);
+};
+
+// A PUT /nat body (NatReplaceRequest's JSON) written entry by entry as text, for a caller that
+// reads its table a page at a time: a whole table is 100,000 entries at rack scale, about 13
+// MiB of text, which as entries would be 11 MiB more and as a JSON tree some 50 MiB.
+class NatReplaceWriter {
+ public:
+  // `expected_entries`: room is made for about that many at once (a text grown by doubling
+  // holds its old and new copies for a moment).
+  explicit NatReplaceWriter(int64_t expected_entries = 0);
+  void Add(const NatEntry& e);
+  int64_t entries() const { return entries_; }
+  // The body, with the table's generation and the condition (nullopt: unconditional).
+  std::string Finish(int64_t generation, std::optional<int64_t> if_generation) &&;
+
+ private:
+  std::string text_;
+  int64_t entries_ = 0;
 };
 
 // What PUT /nat answered.
@@ -202,6 +220,10 @@ class SwitchAgentClient {
   // replaced) if the switch is at another generation.
   virtual Result<std::optional<int64_t>> ReplaceAllIf(const NatTable& table,
                                                       int64_t if_generation) = 0;
+  // ReplaceAllIf with its request already written (NatReplaceWriter, condition included): a
+  // whole table sent without ever being held as entries. The HTTP client sends it as it is;
+  // by default (test doubles) it is decoded and given to ReplaceAllIf.
+  virtual Result<std::optional<int64_t>> ReplaceAllIfWritten(std::string body);
   virtual const std::string& address() const = 0;
 };
 

@@ -440,10 +440,44 @@ Result<NatApplied> NatApplied::FromJson(const Json& j) {
   return applied;
 }
 
-Json NatReplaceRequest::Encode(const NatTable& table, std::optional<int64_t> if_generation) {
-  Json j = table.ToJson();
-  if (if_generation) j["if_generation"] = *if_generation;
-  return j;
+NatReplaceWriter::NatReplaceWriter(int64_t expected_entries) {
+  // An entry is about 130 characters (an IPv4 address to a sled's IPv6 underlay address).
+  text_.reserve(64 + static_cast<size_t>(std::max<int64_t>(expected_entries, 0)) * 150);
+  text_ = R"({"entries":[)";
+}
+
+void NatReplaceWriter::Add(const NatEntry& e) {
+  // NatEntry::ToJson's fields, in the order nlohmann writes them (its objects are sorted).
+  fmt::format_to(std::back_inserter(text_),
+                 R"({}{{"external_ip":"{}","first_port":{},"last_port":{},"mac":{},)"
+                 R"("sled_address":"{}","vni":{}}})",
+                 entries_ == 0 ? "" : ",", e.external_ip.ToString(), e.first_port, e.last_port,
+                 Json(e.mac).dump(-1, ' ', false, Json::error_handler_t::replace),
+                 e.sled_address.ToString(), e.vni);
+  ++entries_;
+}
+
+std::string NatReplaceWriter::Finish(int64_t generation, std::optional<int64_t> if_generation) && {
+  fmt::format_to(std::back_inserter(text_), R"(],"generation":{})", generation);
+  if (if_generation)
+    fmt::format_to(std::back_inserter(text_), R"(,"if_generation":{})", *if_generation);
+  text_ += '}';
+  return std::move(text_);
+}
+
+std::string NatReplaceRequest::Encode(const NatTable& table, std::optional<int64_t> if_generation) {
+  NatReplaceWriter writer;
+  for (const NatEntry& e : table.entries) writer.Add(e);
+  return std::move(writer).Finish(table.generation, if_generation);
+}
+
+Result<std::optional<int64_t>> SwitchAgentClient::ReplaceAllIfWritten(std::string body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  NatReplaceRequest request = FP_TRY(NatReplaceRequest::FromJson(j));
+  if (!request.if_generation) {
+    return Fail(Error::Internal("ReplaceAllIfWritten: the request has no if_generation"));
+  }
+  return ReplaceAllIf(request.table, *request.if_generation);
 }
 
 Result<NatReplaceRequest> NatReplaceRequest::FromJson(const Json& j) {

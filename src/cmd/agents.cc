@@ -60,6 +60,7 @@ int RunAgent(
            {{"agent", command},
             {"address", fmt::format("{}:{}", http::UrlHost(address->host), (*agent)->port())}});
 
+  AllocatorTrimmer trimmer(options.clock_or_machine());
   WaitForStopSignal(stop_signals);
   (*agent)->Stop();
   LogEvent("info", "stopped");

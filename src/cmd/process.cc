@@ -28,6 +28,47 @@ void TuneAllocator() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+AllocatorTrimmer::Allocator AllocatorTrimmer::Glibc() {
+  return {.free_bytes = [] { return mallinfo2().fordblks; }, .trim = [] { malloc_trim(0); }};
+}
+
+AllocatorTrimmer::AllocatorTrimmer(const Clock& clock, std::chrono::milliseconds period,
+                                   size_t keep, Allocator allocator)
+    : clock_(clock), period_(period), keep_(keep), allocator_(std::move(allocator)) {
+  // The first look a period after construction, then one a period after each look.
+  thread_ = std::thread([this, next = clock_.Deadline(period_)]() mutable {
+    MutexLock lock(mu_);
+    while (!clock_.WaitUntil(lock, cv_, next, [&]() FP_REQUIRES(mu_) { return stop_; })) {
+      lock.Unlock();
+      TrimIfAbove();
+      lock.Lock();
+      next = clock_.Deadline(period_);
+    }
+  });
+}
+
+AllocatorTrimmer::~AllocatorTrimmer() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool AllocatorTrimmer::TrimIfAbove() {
+  if (allocator_.free_bytes() <= keep_) return false;
+  allocator_.trim();
+  MutexLock lock(mu_);
+  ++trims_;
+  return true;
+}
+
+int64_t AllocatorTrimmer::trims() const {
+  MutexLock lock(mu_);
+  return trims_;
+}
+
 void RaiseDescriptorLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {

@@ -6,12 +6,17 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "http/host_port.h"
 
 namespace fp::cmd {
@@ -22,6 +27,47 @@ namespace fp::cmd {
 // the server's CPU under load. Keep up to 64 MiB of free memory per arena instead, and serve
 // allocations below 16 MiB from the heap. GLIBC_TUNABLES that set malloc options win.
 void TuneAllocator();
+
+// Gives the kernel back the memory the allocator holds free, once that is more than `keep`
+// bytes, looked at every `period` on a thread of its own until destroyed. TuneAllocator keeps
+// freed memory for reuse; without this a burst of work (a switch's whole NAT table sent again,
+// thousands of creates) would hold its peak for the life of the process, each arena up to 64
+// MiB. `free_bytes` and `trim` are the allocator's (glibc's mallinfo2 and malloc_trim) unless
+// a test gives its own.
+class AllocatorTrimmer {
+ public:
+  // What every floatplane process runs with: a few requests' worth of free memory is kept.
+  static constexpr std::chrono::milliseconds kPeriod{5000};
+  static constexpr size_t kKeep = size_t{16} << 20;
+
+  struct Allocator {
+    std::function<size_t()> free_bytes;
+    std::function<void()> trim;
+  };
+  static Allocator Glibc();
+
+  explicit AllocatorTrimmer(const Clock& clock, std::chrono::milliseconds period = kPeriod,
+                            size_t keep = kKeep, Allocator allocator = Glibc());
+  ~AllocatorTrimmer();
+  AllocatorTrimmer(const AllocatorTrimmer&) = delete;
+  AllocatorTrimmer& operator=(const AllocatorTrimmer&) = delete;
+
+  // Looks once, as the thread does every period (for tests). Returns whether it trimmed.
+  bool TrimIfAbove();
+  // Trims so far.
+  int64_t trims() const;
+
+ private:
+  const Clock& clock_;
+  const std::chrono::milliseconds period_;
+  const size_t keep_;
+  const Allocator allocator_;
+  mutable Mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ FP_GUARDED_BY(mu_) = false;
+  int64_t trims_ FP_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
 
 // Each client connection (up to --max-connections), agent connection and read connection of
 // the datastore holds a descriptor; the usual soft limit of 1024 is below

@@ -459,6 +459,7 @@ int RunServer(const ServerFlags& flags) {
       fp::loops::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),
                                   .period = std::chrono::seconds(flags.history_prune_interval_s)});
   pruner.Start();
+  AllocatorTrimmer trimmer((*datastore)->clock());
 
   fp::http::HttpServerOptions options;
   options.host = address->host;

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+#include <optional>
+#include <tuple>
+
 #include "db/counters.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
@@ -153,14 +157,39 @@ Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestam
 }
 
 namespace {
+// The live rows in key order, a page at a time (keyset: after the last key of the page before,
+// along the nat_entry_live index), so that a whole table is never held as rows at once.
+Status NatLiveEachIn(Tx& tx, const std::function<Status(NatEntry&&)>& each) {
+  constexpr int kPage = 4096;
+  const std::string first = fmt::format(
+      "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
+      "first_port, last_port LIMIT {}",
+      kNatColumns, kPage);
+  const std::string next = fmt::format(
+      "SELECT {} FROM nat_entry WHERE version_removed IS NULL AND (external_ip, first_port, "
+      "last_port) > (?, ?, ?) ORDER BY external_ip, first_port, last_port LIMIT {}",
+      kNatColumns, kPage);
+  std::optional<std::tuple<IpAddr, int, int>> after;
+  for (;;) {
+    std::vector<Row> page =
+        after
+            ? FP_TRY(tx.Query(next, std::get<0>(*after), std::get<1>(*after), std::get<2>(*after)))
+            : FP_TRY(tx.Query(first));
+    for (size_t k = 0; k < page.size(); ++k) {
+      NatEntry e = FP_TRY(NatFromRow(page[k]));
+      if (k + 1 == page.size()) after.emplace(e.external_ip, e.first_port, e.last_port);
+      FP_CHECK_OK(each(std::move(e)));
+    }
+    if (page.size() < static_cast<size_t>(kPage)) return Ok();
+  }
+}
+
 Result<std::vector<NatEntry>> NatLiveIn(Tx& tx) {
   std::vector<NatEntry> out;
-  for (const Row& r : FP_TRY(tx.Query(fmt::format(
-           "SELECT {} FROM nat_entry WHERE version_removed IS NULL ORDER BY external_ip, "
-           "first_port",
-           kNatColumns)))) {
-    out.push_back(FP_TRY(NatFromRow(r)));
-  }
+  FP_CHECK_OK(NatLiveEachIn(tx, [&](NatEntry&& e) -> Status {
+    out.push_back(std::move(e));
+    return Ok();
+  }));
   return out;
 }
 }  // namespace
@@ -169,14 +198,21 @@ Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
   return ds.Read<std::vector<NatEntry>>(NatLiveIn);
 }
 
-Result<NatSnapshot> NatReadSnapshot(Datastore& ds) {
-  return ds.ReadLatest<NatSnapshot>([&](Tx& tx) -> Result<NatSnapshot> {
-    NatSnapshot out;
+Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<Status(NatEntry&&)>& each) {
+  return ds.ReadLatest<int64_t>([&](Tx& tx) -> Result<int64_t> {
     auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    out.version = row ? row->Int(0) : 0;
-    out.rows = FP_TRY(NatLiveIn(tx));
-    return out;
+    FP_CHECK_OK(NatLiveEachIn(tx, each));
+    return row ? row->Int(0) : 0;
   });
+}
+
+Result<NatSnapshot> NatReadSnapshot(Datastore& ds) {
+  NatSnapshot out;
+  out.version = FP_TRY(NatReadSnapshotEach(ds, [&](NatEntry&& e) -> Status {
+    out.rows.push_back(std::move(e));
+    return Ok();
+  }));
+  return out;
 }
 
 }  // namespace fp::db

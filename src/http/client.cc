@@ -13,7 +13,6 @@
 
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "common/mutex.h"
@@ -195,10 +194,11 @@ struct HttpClient::Impl {
 
   // One request/answer exchange on `conn`. `stale` is set when a reused connection turned out
   // to be closed by the peer before it read the request.
-  Result<HttpAnswer> Exchange(Connection& conn, std::string_view request, MonoTime deadline,
-                              bool& stale, bool& keep_alive) {
+  Result<HttpAnswer> Exchange(Connection& conn, std::string_view head, std::string_view body,
+                              MonoTime deadline, bool& stale, bool& keep_alive) {
     stale = false;
-    if (!socket_io::SendAll(clock, {.fd = conn.fd}, request, deadline)) {
+    if (!socket_io::SendAll(clock, {.fd = conn.fd}, head, deadline) ||
+        (!body.empty() && !socket_io::SendAll(clock, {.fd = conn.fd}, body, deadline))) {
       int err = errno;
       stale = conn.reused && IsStaleErrno(err);
       return Fail(StepFailed("connection lost while sending the request", err));
@@ -255,21 +255,33 @@ Result<HttpAnswer> HttpClient::Call(
     return Fail(
         Error::Internal(fmt::format("{}: unknown HTTP method {}", impl.description, method)));
   }
-  beast_http::request<beast_http::string_body> request{verb, target, 11};
-  request.set(beast_http::field::host, impl.address->host_header);
-  request.set(beast_http::field::user_agent, "floatplane");
-  if (!impl.authorization.empty()) {
-    request.set(beast_http::field::authorization, impl.authorization);
+  // The request's head written directly; a small body joins it (one send), a large one (a
+  // switch's whole NAT table) is sent from where it lies, never copied.
+  constexpr size_t kJoinedBody = 16 << 10;
+  const bool sends_body = !body.empty() || verb == beast_http::verb::post ||
+                          verb == beast_http::verb::put || verb == beast_http::verb::patch;
+  std::string head;
+  head.reserve(192 + impl.authorization.size() + (body.size() <= kJoinedBody ? body.size() : 0));
+  auto out = std::back_inserter(head);
+  fmt::format_to(out, "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: floatplane\r\n", method, target,
+                 impl.address->host_header);
+  if (!impl.authorization.empty()) fmt::format_to(out, "Authorization: {}\r\n", impl.authorization);
+  if (!body.empty()) head += "Content-Type: application/json\r\n";
+  if (sends_body) fmt::format_to(out, "Content-Length: {}\r\n", body.size());
+  for (const auto& [name, value] : headers) {
+    if (name.find_first_of("\r\n:") != std::string::npos ||
+        value.find_first_of("\r\n") != std::string::npos) {
+      return Fail(Error::Internal(
+          fmt::format("{}: header {} is not a valid HTTP header", impl.description, name)));
+    }
+    fmt::format_to(out, "{}: {}\r\n", name, value);
   }
-  if (!body.empty()) {
-    request.set(beast_http::field::content_type, "application/json");
-    request.body() = std::string(body);
+  head += "\r\n";
+  std::string_view rest = body;
+  if (body.size() <= kJoinedBody) {
+    head += body;
+    rest = {};
   }
-  for (const auto& [name, value] : headers) request.set(name, value);
-  request.keep_alive(true);
-  request.prepare_payload();
-  std::ostringstream wire;
-  wire << request;
 
   std::unique_ptr<Connection> conn = impl.TakeIdle();
   for (;;) {
@@ -277,7 +289,7 @@ Result<HttpAnswer> HttpClient::Call(
     if (!impl.BeginCall(conn->fd)) return Fail(impl.Abandoned());
     bool stale = false;
     bool keep_alive = false;
-    auto answer = impl.Exchange(*conn, wire.view(), deadline, stale, keep_alive);
+    auto answer = impl.Exchange(*conn, head, rest, deadline, stale, keep_alive);
     // Before the connection can be closed: Abandon shuts down only sockets still open.
     impl.EndCall(conn->fd);
     if (!answer) {

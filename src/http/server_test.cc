@@ -109,6 +109,39 @@ std::unique_ptr<HttpServer> StartServer(HttpServerOptions options) {
   return std::move(*server);
 }
 
+// The client writes the request's head itself: what arrives is what it was given, a body that
+// joins the head and one sent after it alike, over one keep-alive connection.
+TEST(HttpClientTest, ARequestArrivesAsGivenWithSmallAndLargeBodies) {
+  HttpServerOptions options;
+  options.body_limit = 4 << 20;
+  auto server = HttpServer::Start(options, [](const HttpRequest& r) {
+    HttpResponse answer;
+    answer.body = fmt::format("{} {} {} {} {} {}", r.method, r.path, r.query,
+                              r.Header("authorization"), r.Header("x-request-id"), r.body.size());
+    if (!r.body.empty()) answer.body += fmt::format(" {} {}", r.body.front(), r.body.back());
+    return answer;
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  HttpClient client("server", fmt::format("http://127.0.0.1:{}", (*server)->port()), 5s,
+                    "Bearer s3cret");
+  const std::vector<std::pair<std::string, std::string>> headers = {{"X-Request-Id", "r-1"}};
+  auto get = client.Call("GET", "/a/b?c=d", "", headers);
+  ASSERT_TRUE(get) << get.error().message();
+  EXPECT_EQ(get->body, "GET /a/b c=d Bearer s3cret r-1 0");
+  for (size_t size : {size_t{3}, size_t{16} << 10, (size_t{16} << 10) + 1, size_t{3} << 20}) {
+    std::string body(size, 'x');
+    body.front() = '[';
+    body.back() = ']';
+    auto put = client.Call("PUT", "/nat", body, headers);
+    ASSERT_TRUE(put) << put.error().message();
+    EXPECT_EQ(put->body, fmt::format("PUT /nat  Bearer s3cret r-1 {} [ ]", size));
+  }
+  auto empty_post = client.Call("POST", "/stop", "", {});
+  ASSERT_TRUE(empty_post) << empty_post.error().message();
+  EXPECT_EQ(empty_post->body, "POST /stop  Bearer s3cret  0");
+  EXPECT_FALSE(client.Call("GET", "/", "", {{"X-Bad", "a\r\nInjected: 1"}}));
+}
+
 TEST(HttpServerTest, IdleConnectionsHoldNoThread) {
   auto server = StartServer({});
   // Warm up the worker pool so that its threads are counted before and after alike.

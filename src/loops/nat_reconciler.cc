@@ -86,10 +86,12 @@ agents::NatEntry ToEntry(const model::NatEntry& row) {
 Result<DesiredNat::Point> DesiredNat::Current() {
   MutexLock lock(mu_);
   if (!at_) {
-    db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
-    Point p{.version = snapshot.version};
-    for (const auto& row : snapshot.rows) p.digest += agents::NatEntryHash(ToEntry(row));
-    p.entries = static_cast<int64_t>(snapshot.rows.size());
+    Point p;
+    p.version = FP_TRY(db::NatReadSnapshotEach(ds_, [&](model::NatEntry&& row) -> Status {
+      p.digest += agents::NatEntryHash(ToEntry(row));
+      ++p.entries;
+      return Ok();
+    }));
     at_ = p;
   }
   for (;;) {
@@ -108,17 +110,23 @@ Result<DesiredNat::Point> DesiredNat::Current() {
     if (feed.changes.empty() || at_->version >= feed.current_version) {
       at_->version = std::max(at_->version, feed.current_version);
       last_version_.store(at_->version);
+      last_entries_.store(at_->entries);
       return *at_;
     }
   }
 }
 
 void DesiredNat::Rebase(int64_t version, const std::vector<agents::NatEntry>& entries) {
+  uint64_t digest = 0;
+  for (const auto& e : entries) digest += agents::NatEntryHash(e);
+  Rebase(version, static_cast<int64_t>(entries.size()), digest);
+}
+
+void DesiredNat::Rebase(int64_t version, int64_t entries, uint64_t digest) {
   MutexLock lock(mu_);
   if (at_ && at_->version > version) return;
-  Point p{.version = version, .entries = static_cast<int64_t>(entries.size())};
-  for (const auto& e : entries) p.digest += agents::NatEntryHash(e);
-  at_ = p;
+  at_ = Point{.version = version, .digest = digest, .entries = entries};
+  last_entries_.store(entries);
 }
 
 // ---- NatReconciler: every switch ----

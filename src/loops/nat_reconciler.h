@@ -65,12 +65,17 @@ class DesiredNat {
   Result<Point> Current();
   // Sets it from a whole table read at `version`, unless it is newer already.
   void Rebase(int64_t version, const std::vector<agents::NatEntry>& entries);
+  // The same from the entries' count and the sum of their agents::NatEntryHash.
+  void Rebase(int64_t version, int64_t entries, uint64_t digest);
   // The version of the last Current().
   int64_t last_version() const { return last_version_.load(); }
+  // The entries of the last Current() or Rebase (what a whole table's size is expected to be).
+  int64_t last_entries() const { return last_entries_.load(); }
 
  private:
   db::Datastore& ds_;
   std::atomic<int64_t> last_version_{0};  // written under mu_, read without it
+  std::atomic<int64_t> last_entries_{0};  // likewise
   Mutex mu_;
   std::optional<Point> at_ FP_GUARDED_BY(mu_);
 };

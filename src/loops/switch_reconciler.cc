@@ -211,12 +211,20 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
 
 Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
   auto began = ds_.clock().Monotonic();
-  db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
-  std::vector<agents::NatEntry> desired = ToEntries(snapshot.rows);
-  desired_.Rebase(snapshot.version, desired);
-  const int64_t entries = static_cast<int64_t>(desired.size());
-  auto replaced = FP_TRY(
-      client_->ReplaceAllIf(agents::NatTable{snapshot.version, std::move(desired)}, at.generation));
+  // The table is written into the request as it is read: at rack scale (100,000 entries) a
+  // reload then holds the request's text only, not the rows and entries besides.
+  agents::NatReplaceWriter request(desired_.last_entries() + desired_.last_entries() / 16);
+  uint64_t digest = 0;
+  const int64_t version = FP_TRY(db::NatReadSnapshotEach(ds_, [&](model::NatEntry&& row) -> Status {
+    agents::NatEntry e = ToEntry(row);
+    digest += agents::NatEntryHash(e);
+    request.Add(e);
+    return Ok();
+  }));
+  const int64_t entries = request.entries();
+  desired_.Rebase(version, entries, digest);
+  auto replaced =
+      FP_TRY(client_->ReplaceAllIfWritten(std::move(request).Finish(version, at.generation)));
   if (!replaced) {
     known_boot_.reset();
     known_generation_.reset();
