@@ -157,6 +157,9 @@ int RunRackAgainstProcesses(const RackProcessOptions& o) {
               Seconds(Clock::now() - began));
 
   // The rest of the NAT table, written while the server is stopped; it reloads the switches.
+  Memory populating = MemoryOf(server);
+  std::printf("%-48s %8.1f MiB now %8.1f MiB peak\n", "memory: the server that populated",
+              populating.rss_mib, populating.peak_mib);
   StopProcess(server);
   {
     auto ds =
@@ -231,7 +234,7 @@ int RunRackAgainstProcesses(const RackProcessOptions& o) {
     Memory m = MemoryOf(pid);
     std::printf("%-48s %8.1f MiB now %8.1f MiB peak\n", what, m.rss_mib, m.peak_mib);
   };
-  memory("memory: the server", server);
+  memory("memory: the server (restarted, reloaded both)", server);
   memory("memory: switch agent 0", switches[0]);
   memory("memory: switch agent 1", switches[1]);
   pid_t largest = agents[2];

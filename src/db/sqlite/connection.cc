@@ -15,7 +15,8 @@ namespace {
 constexpr int kBusyTimeoutMs = 10000;
 }  // namespace
 
-Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path) {
+Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path,
+                                                                 int cache_kib) {
   static std::once_flag configured;
   std::call_once(configured, [] {
     // SQLite's memory statistics put every allocation of every connection behind one global
@@ -47,6 +48,8 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   FP_CHECK_OK(conn->ExecScript(
       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
       "PRAGMA temp_store=MEMORY;"));
+  if (cache_kib > 0)
+    FP_CHECK_OK(conn->ExecScript(fmt::format("PRAGMA cache_size=-{};", cache_kib)));
   return conn;
 }
 
@@ -121,27 +124,27 @@ Error SqliteConnection::SqlError(std::string_view what, int rc) {
 
 Status SqliteConnection::ExecScript(std::string_view sql) {
   last_error_busy_ = false;
-  std::string text(sql);
-  if (text.find(';') == std::string::npos) {
+  if (sql.find(';') == std::string_view::npos) {
     // One statement (BEGIN, COMMIT, SAVEPOINT, RELEASE ... run once or more per transaction):
     // prepared once and kept, instead of parsed again at every call.
-    auto it = statements_.find(text);
+    auto it = statements_.find(sql);
     if (it == statements_.end()) {
       sqlite3_stmt* stmt = nullptr;
-      int rc = sqlite3_prepare_v3(db_, text.data(), static_cast<int>(text.size()),
+      int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                                   SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-      if (rc != SQLITE_OK) return Fail(SqlError(text.substr(0, 80), rc));
+      if (rc != SQLITE_OK) return Fail(SqlError(sql.substr(0, 80), rc));
       if (stmt == nullptr) return Ok();  // only whitespace or a comment
-      it = statements_.emplace(text, stmt).first;
+      it = statements_.emplace(std::string(sql), stmt).first;
     }
     sqlite3_stmt* stmt = it->second;
     int rc = SQLITE_ROW;
     while (rc == SQLITE_ROW) rc = sqlite3_step(stmt);
     Status result = Ok();
-    if (rc != SQLITE_DONE) result = Fail(SqlError(text.substr(0, 80), rc));
+    if (rc != SQLITE_DONE) result = Fail(SqlError(sql.substr(0, 80), rc));
     sqlite3_reset(stmt);
     return result;
   }
+  const std::string text(sql);  // sqlite3_exec wants it terminated
   char* err = nullptr;
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
@@ -154,15 +157,14 @@ Status SqliteConnection::ExecScript(std::string_view sql) {
 Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
                                                  const std::vector<SqlValue>& params) {
   last_error_busy_ = false;
-  std::string key(sql);
   sqlite3_stmt* stmt = nullptr;
-  if (auto it = statements_.find(key); it != statements_.end()) {
+  if (auto it = statements_.find(sql); it != statements_.end()) {
     stmt = it->second;
   } else {
-    int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
+    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                                 SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) return Fail(SqlError(fmt::format("prepare {}", key), rc));
-    statements_.emplace(key, stmt);
+    if (rc != SQLITE_OK) return Fail(SqlError(fmt::format("prepare {}", sql), rc));
+    statements_.emplace(std::string(sql), stmt);
   }
   sqlite3_reset(stmt);
   sqlite3_clear_bindings(stmt);
@@ -189,7 +191,7 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
-      Error e = SqlError(key, rc);
+      Error e = SqlError(sql, rc);
       sqlite3_reset(stmt);
       return Fail(e);
     }

@@ -33,7 +33,8 @@ class SqliteConnection final : public Connection {
   // WAL is synced before each checkpoint (so the database file never gets ahead of a durable
   // log). The engine (sqlite/engine.h) makes each commit durable itself, syncing the WAL once for
   // every commit that finished while the previous sync ran (group commit).
-  static Result<std::unique_ptr<SqliteConnection>> Open(const std::string& path);
+  // `cache_kib`: its page cache's bound (SQLite's default, 2,000 KiB, when 0).
+  static Result<std::unique_ptr<SqliteConnection>> Open(const std::string& path, int cache_kib = 0);
   ~SqliteConnection();
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;
@@ -71,8 +72,13 @@ class SqliteConnection final : public Connection {
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
   Error SqlError(std::string_view what, int rc);
 
+  // Prepared statements by their text, found by a string_view of it (no copy per statement).
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
   sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+  std::unordered_map<std::string, sqlite3_stmt*, TextHash, std::equal_to<>> statements_;
   bool last_error_busy_ = false;
   std::function<void(int)> wal_hook_;
 };

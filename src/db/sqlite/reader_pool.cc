@@ -23,7 +23,7 @@ Result<std::unique_ptr<SqliteConnection>> ReaderPool::Acquire() {
     }
     ++open_readers_;
   }
-  auto opened = SqliteConnection::Open(path_);
+  auto opened = SqliteConnection::Open(path_, kReaderCacheKib);
   if (!opened) {
     {
       MutexLock lock(mu_);

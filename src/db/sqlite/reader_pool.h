@@ -20,6 +20,10 @@ namespace fp::db::sqlite {
 class ReaderPool {
  public:
   static constexpr int kMaxReaders = 64;
+  // Each one's page cache bound. A read after a write finds its cache stale and drops it, so
+  // under writes a reader's cache serves one transaction; idle, dozens of readers (a sled
+  // watcher per sled) at SQLite's default 2 MB would hold tens of MiB for little.
+  static constexpr int kReaderCacheKib = 512;
 
   explicit ReaderPool(std::string path) : path_(std::move(path)) {}
 

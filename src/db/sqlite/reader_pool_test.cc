@@ -103,3 +103,21 @@ TEST(ReaderPoolTest, AReadInsideAReadDoesNotWaitForTheExhaustedPool) {
 
 }  // namespace
 }  // namespace fp::db
+
+namespace fp::db {
+namespace {
+
+// A read connection's page cache is bounded at kReaderCacheKib (issue 26: 18 idle readers at
+// SQLite's default 2,000 KiB held most of a rack-scale server's memory); the writer keeps
+// SQLite's default.
+TEST(ReaderPoolTest, AReadConnectionsPageCacheIsBounded) {
+  testing::TempSqliteDatastore ds;
+  auto body = [](Tx& tx) -> Result<int64_t> {
+    return FP_TRY(tx.QueryRow("PRAGMA cache_size"))->Int(0);
+  };
+  EXPECT_EQ(ds->Read<int64_t>(body).value(), -sqlite::ReaderPool::kReaderCacheKib);
+  EXPECT_EQ(ds->Write<int64_t>(body).value(), -2000);
+}
+
+}  // namespace
+}  // namespace fp::db
