@@ -4,6 +4,8 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 namespace fp::db::postgres {
 
@@ -127,8 +129,11 @@ Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
 }
 
 Status PgConnection::Run(std::string_view sql) {
+  std::string text;
+  for (const std::string& s : std::exchange(pending_begin_, {})) text += s + "; ";
+  text += sql;
   RoundTrip();
-  PgResultPtr r(PQexec(conn_.get(), std::string(sql).c_str()));
+  PgResultPtr r(PQexec(conn_.get(), text.c_str()));
   ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
   return Ok();
@@ -159,19 +164,26 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
     key += sig;
   }
   auto it = prepared_.find(key);
+  std::string translated;  // set when the statement is to be prepared first
+  std::string name;
   if (it == prepared_.end()) {
     int count = 0;
-    std::string translated = TranslatePlaceholders(sql, count);
+    translated = TranslatePlaceholders(sql, count);
     if (static_cast<size_t>(count) != n) {
       return Fail(Error::Internal(
           fmt::format("postgres: {}: {} placeholders, {} parameters", Shorten(sql), count, n)));
     }
-    std::string name = fmt::format("fp{}", prepared_.size() + 1);
-    RoundTrip();
-    PgResultPtr r(PQprepare(conn_.get(), name.c_str(), translated.c_str(), static_cast<int>(n),
-                            n ? types.data() : nullptr));
-    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Fail(Failure(sql, r.get()));
-    it = prepared_.emplace(std::move(key), std::move(name)).first;
+    name = fmt::format("fp{}", prepared_.size() + 1);
+    if (pending_begin_.empty()) {
+      RoundTrip();
+      PgResultPtr r(PQprepare(conn_.get(), name.c_str(), translated.c_str(), static_cast<int>(n),
+                              n ? types.data() : nullptr));
+      if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Fail(Failure(sql, r.get()));
+      it = prepared_.emplace(std::move(key), name).first;
+      translated.clear();
+    }
+  } else {
+    name = it->second;
   }
   std::vector<std::string> text(n);
   std::vector<const char*> values(n, nullptr);
@@ -193,13 +205,83 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
       formats[i] = 1;
     }
   }
+  if (!pending_begin_.empty()) {
+    bool prepared = false;
+    auto r = ExecuteAfterBegin(sql, name, translated, types, values, lengths, formats, prepared);
+    if (prepared) prepared_.emplace(std::move(key), std::move(name));
+    return r;
+  }
   RoundTrip();
-  PgResultPtr r(PQexecPrepared(conn_.get(), it->second.c_str(), static_cast<int>(n),
+  PgResultPtr r(PQexecPrepared(conn_.get(), name.c_str(), static_cast<int>(n),
                                n ? values.data() : nullptr, n ? lengths.data() : nullptr,
                                n ? formats.data() : nullptr, /*resultFormat=*/0));
   ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
   return r;
+}
+
+Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
+    std::string_view sql, const std::string& name, const std::string& translated,
+    const std::vector<Oid>& types, const std::vector<const char*>& values,
+    const std::vector<int>& lengths, const std::vector<int>& formats, bool& prepared) {
+  PGconn* c = conn_.get();
+  const std::vector<std::string> begin = std::exchange(pending_begin_, {});
+  const int n = static_cast<int>(values.size());
+  if (PQenterPipelineMode(c) != 1) return Fail(Failure("enter pipeline mode", nullptr));
+  // What was sent, in order: the begin's statements, the prepare, the execution.
+  std::vector<std::string_view> sent;
+  bool queued = true;
+  for (const std::string& statement : begin) {
+    queued = queued &&
+             PQsendQueryParams(c, statement.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    sent.push_back(statement);
+  }
+  if (!translated.empty()) {
+    queued = queued &&
+             PQsendPrepare(c, name.c_str(), translated.c_str(), n, n ? types.data() : nullptr) == 1;
+    sent.push_back(sql);
+  }
+  queued = queued && PQsendQueryPrepared(c, name.c_str(), n, n ? values.data() : nullptr,
+                                         n ? lengths.data() : nullptr, n ? formats.data() : nullptr,
+                                         /*resultFormat=*/0) == 1;
+  sent.push_back(sql);
+  queued = queued && PQpipelineSync(c) == 1;
+  RoundTrip();
+  if (!queued) {
+    Error e = Failure(sql, nullptr);
+    (void)PQexitPipelineMode(c);
+    return Fail(e);
+  }
+  // One result per command, each followed by a null, then the sync's. After a failure the
+  // later commands answer "aborted"; the first failure is the answer.
+  std::optional<Error> failed;
+  PgResultPtr last;
+  for (size_t k = 0; k < sent.size(); ++k) {
+    PgResultPtr r(PQgetResult(c));
+    if (!r) {  // the connection broke mid-exchange
+      if (!failed) failed = Failure(sent[k], nullptr);
+      break;
+    }
+    while (PGresult* rest = PQgetResult(c)) PQclear(rest);
+    ExecStatusType s = PQresultStatus(r.get());
+    if (s == PGRES_PIPELINE_ABORTED) continue;
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+      if (!failed) failed = Failure(sent[k], r.get());
+      continue;
+    }
+    if (!translated.empty() && k + 2 == sent.size()) prepared = true;
+    if (k + 1 == sent.size()) last = std::move(r);
+  }
+  if (!broken()) {
+    for (PGresult* r = PQgetResult(c); r != nullptr; r = PQgetResult(c)) {
+      const bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+      PQclear(r);
+      if (sync) break;
+    }
+  }
+  if (PQexitPipelineMode(c) != 1 && !failed) failed = Failure("exit pipeline mode", nullptr);
+  if (failed) return Fail(*failed);
+  return last;
 }
 
 Result<std::vector<Row>> PgConnection::Query(std::string_view sql,

@@ -45,6 +45,14 @@ class PgConnection final : public Connection {
   // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
   // run in one round trip) through the simple query protocol. Internal on failure.
   Status Run(std::string_view sql);
+  // The statements that open a transaction (BEGIN ..., SET LOCAL ...; each without
+  // parameters), held back and sent with the transaction's first statement, in the same
+  // exchange (libpq's pipeline mode), instead of in an exchange of their own. Until that
+  // statement the server has not begun the transaction.
+  void DeferBegin(std::vector<std::string> statements) { pending_begin_ = std::move(statements); }
+  // DeferBegin's statements were never sent (no statement ran): there is nothing to end.
+  bool begin_pending() const { return !pending_begin_.empty(); }
+  void DropPendingBegin() { pending_begin_.clear(); }
 
   // The connection's socket, for tests that break it from outside.
   int TEST_socket() const { return PQsocket(conn_.get()); }
@@ -71,6 +79,15 @@ class PgConnection final : public Connection {
  private:
   explicit PgConnection(PgConnPtr conn) : conn_(std::move(conn)) {}
   Result<PgResultPtr> Execute(std::string_view sql, const std::vector<SqlValue>& params);
+  // The pending begin, then `name`'s prepare if `translated` is not empty, then its execution,
+  // in one exchange. Returns the execution's result or the first failure; `prepared` says
+  // whether the prepare succeeded (the server then holds `name`, whatever failed after it).
+  Result<PgResultPtr> ExecuteAfterBegin(std::string_view sql, const std::string& name,
+                                        const std::string& translated,
+                                        const std::vector<Oid>& types,
+                                        const std::vector<const char*>& values,
+                                        const std::vector<int>& lengths,
+                                        const std::vector<int>& formats, bool& prepared);
   Error Failure(std::string_view sql, const PGresult* r);
 
   PgConnPtr conn_;
@@ -84,6 +101,7 @@ class PgConnection final : public Connection {
   std::string backend_start_;
   // Prepared statement names by SQL text + parameter type signature.
   std::unordered_map<std::string, std::string> prepared_;
+  std::vector<std::string> pending_begin_;  // see DeferBegin
 };
 
 }  // namespace fp::db::postgres

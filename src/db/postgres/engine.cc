@@ -248,19 +248,23 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   // No statement, and no lock wait, outlasts the deadline: a blocked or lost one ends in a
   // timeout, retried and then answered 503, instead of holding the request (or the saga
   // coordinator's thread) for as long as it lasts.
+  // The transaction's opening statements, sent with its first statement (PgConnection::
+  // DeferBegin): one exchange for both.
   auto begin = [&](bool queued) {
     const int64_t left =
         std::max<int64_t>(1, duration_cast<milliseconds>(deadline - clock_.Monotonic()).count());
     // And a session left idle in the transaction (its client gone before COMMIT) is ended by
     // the server soon after the deadline, releasing what it holds.
-    std::string sql = fmt::format(
-        "BEGIN ISOLATION LEVEL SERIALIZABLE{}; SET LOCAL statement_timeout = {}; "
-        "SET LOCAL lock_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
-        write ? "" : " READ ONLY", left, left, left + 10000);
-    if (!write) return sql;
-    if (queued) sql += "; LOCK TABLE retry_queue IN EXCLUSIVE MODE";
-    return sql + fmt::format("; INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())",
-                             marker.ToString());
+    std::vector<std::string> statements = {
+        fmt::format("BEGIN ISOLATION LEVEL SERIALIZABLE{}", write ? "" : " READ ONLY"),
+        fmt::format("SET LOCAL statement_timeout = {}", left),
+        fmt::format("SET LOCAL lock_timeout = {}", left),
+        fmt::format("SET LOCAL idle_in_transaction_session_timeout = {}", left + 10000)};
+    if (!write) return statements;
+    if (queued) statements.push_back("LOCK TABLE retry_queue IN EXCLUSIVE MODE");
+    statements.push_back(fmt::format(
+        "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())", marker.ToString()));
+    return statements;
   };
   bool queued = false;
   // The server process of an attempt whose connection was lost before its COMMIT: it cannot
@@ -312,8 +316,8 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
             {int64_t{lost_pid}, lost_start});
         lost_pid = 0;
       }
-      done = conn->Run(begin(queued));
-      if (done) {
+      conn->DeferBegin(begin(queued));
+      {
         try {
           done = body(*conn);
         } catch (const std::exception& e) {
@@ -337,11 +341,21 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         lost_pid = conn->backend_pid();
         lost_start = conn->backend_start();
       }
-      if (!conn->broken()) (void)conn->Run("ROLLBACK");
+      if (conn->begin_pending()) {
+        conn->DropPendingBegin();  // nothing was sent
+      } else if (!conn->broken()) {
+        (void)conn->Run("ROLLBACK");
+      }
       Release(std::move(conn), overflow);
       if (!retry) return done;
       problem = done ? std::string("connection lost") : done.error().message();
       continue;
+    }
+    if (conn->begin_pending()) {
+      // The body ran no statement: nothing was begun, so there is nothing to commit.
+      conn->DropPendingBegin();
+      Release(std::move(conn), overflow);
+      return Ok();
     }
     // COMMIT. From here a lost connection leaves the outcome unknown.
     if (write) sync_points_.Pass("postgres:committing");
