@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "common/log.h"
 #include "loops/switch_reconciler.h"
@@ -203,6 +204,23 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
   }
   std::vector<char> unreachable(members.size(), 0);  // not vector<bool>: set concurrently
   std::vector<Status> results(members.size(), Ok());
+  // With several switches, one read of the feed serves them all (each read its own before:
+  // a read per switch per change), from the lowest position the answering ones acknowledged
+  // (one that does not answer would make it start far back, and fails fast anyway).
+  std::optional<SwitchReconciler::SharedFeed> shared;
+  if (members.size() > 1) {
+    std::optional<int64_t> after;
+    for (const auto& m : members) {
+      auto at = m->reconciler->answered_generation();
+      if (at) after = std::min(after.value_or(*at), *at);
+    }
+    if (after) {
+      if (auto read = db::NatChangesSince(ds_, *after, SwitchReconciler::kBatch); read) {
+        shared = SwitchReconciler::SharedFeed{*after, std::move(*read)};
+      }
+    }
+  }
+  const SwitchReconciler::SharedFeed* feed = shared ? &*shared : nullptr;
   {
     // The switches at once, so that one slow switch costs its own time, not the sum.
     std::vector<std::future<void>> others;
@@ -219,12 +237,12 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
     for (size_t i = 1; i < members.size(); ++i) {
       others.push_back(members[i]->sync.Run([&, i] {
         bool u = false;
-        results[i] = members[i]->reconciler->Sync(u, context);
+        results[i] = members[i]->reconciler->Sync(u, context, feed);
         unreachable[i] = u;
       }));
     }
     bool u = false;
-    results[0] = members[0]->reconciler->Sync(u, context);
+    results[0] = members[0]->reconciler->Sync(u, context, feed);
     unreachable[0] = u;
     for (auto& f : others) f.get();
   }

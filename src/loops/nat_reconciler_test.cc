@@ -418,3 +418,42 @@ TEST_F(NatReconcilerOnSwitchTest, AfterATimeoutTheSwitchIsNotCalledAgainForAsLon
 
 }  // namespace
 }  // namespace fp::loops
+
+namespace fp::loops {
+namespace {
+
+// With two switches, a Sync reads the NAT feed once for both (issue 26: each switch read its
+// own, a read per switch per attach and detach); a switch behind the shared read's start reads
+// its own and catches up all the same.
+TEST(NatReconcilerOnTwoSwitchesTest, ASyncReadsTheFeedOnceForBothSwitches) {
+  TempDatastore ds;
+  auto sim0 = agents::daemon::SwitchAgentDaemon::Start({}).value();
+  auto sim1 = agents::daemon::SwitchAgentDaemon::Start({}).value();
+  NatReconciler nat(*ds);
+  nat.AddSwitch(agents::MakeSwitchAgentClient(sim0->base_url(), 2000));
+  nat.AddSwitch(agents::MakeSwitchAgentClient(sim1->base_url(), 2000));
+  AddNatEntry(*ds, 1);
+  ASSERT_TRUE(nat.Sync());  // both asked where they are, and answered
+  for (int n = 2; n <= 4; ++n) {
+    AddNatEntry(*ds, n);
+    const int64_t reads = ds->read_transactions();
+    ASSERT_TRUE(nat.Sync());
+    EXPECT_EQ(ds->read_transactions() - reads, 1) << "change " << n;
+  }
+  EXPECT_EQ(sim0->Nat(), testing::DesiredTable(*ds));
+  EXPECT_EQ(sim1->Nat(), testing::DesiredTable(*ds));
+
+  // Switch 1 loses its table at the same generation's numbering (a reset): it is behind the
+  // shared read, which starts at the lowest answered position; the next Sync finds out, and
+  // the reconciler brings it back whole.
+  http::HttpClient control("switch agent", sim1->base_url(), std::chrono::milliseconds(2000));
+  ASSERT_EQ(control.Call("POST", "/reset").value().status, 200);
+  AddNatEntry(*ds, 5);
+  (void)nat.Sync();
+  ASSERT_TRUE(nat.Sync());
+  EXPECT_EQ(sim0->Nat(), testing::DesiredTable(*ds));
+  EXPECT_EQ(sim1->Nat(), testing::DesiredTable(*ds));
+}
+
+}  // namespace
+}  // namespace fp::loops

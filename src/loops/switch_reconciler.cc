@@ -13,8 +13,6 @@
 namespace fp::loops {
 
 namespace {
-constexpr int64_t kBatch = 500;
-
 bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
   return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
 }
@@ -39,16 +37,23 @@ SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
   status_.address = client_->address();
 }
 
-Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context) {
+Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context,
+                              const SharedFeed* shared) {
   waiting_syncs_.fetch_add(1);
   MutexLock lock(sync_mu_);
   waiting_syncs_.fetch_sub(1);
   refused_ = false;
-  Status s = UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) { return SyncLocked(context); });
+  Status s = UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) { return SyncLocked(context, shared); });
   // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
   // answer that refuses a change, a conflicting table, or anything else fails Sync.
   unreachable = !s && !refused_ && s.error().kind() == ErrorKind::kServiceUnavailable;
   return s;
+}
+
+std::optional<int64_t> SwitchReconciler::answered_generation() const {
+  MutexLock lock(status_mu_);
+  if (!status_.reachable) return std::nullopt;
+  return status_.applied_generation;
 }
 
 Result<bool> SwitchReconciler::Repair() {
@@ -153,7 +158,7 @@ Result<T> SwitchReconciler::UnlessHung(Exchange exchange) {
   return result;
 }
 
-Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
+Status SwitchReconciler::SyncLocked(const agents::CallContext& context, const SharedFeed* shared) {
   if (!known_generation_ || !known_boot_) {
     // Ask the switch where it is (after a start, or after an error: it may have restarted).
     int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
@@ -167,8 +172,18 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
     known_generation_ = at.generation;
   }
   int64_t at = *known_generation_;
-  // The current version and the first batch after the switch's position, in one read.
-  db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+  // The current version and the first batch after the switch's position, in one read: the
+  // shared one when it starts at or before that position and was not cut at kBatch (it then
+  // holds every change up to its current version).
+  db::NatFeed feed;
+  if (shared && shared->after <= at && static_cast<int64_t>(shared->feed.changes.size()) < kBatch) {
+    feed.current_version = shared->feed.current_version;
+    for (const db::NatFeedChange& c : shared->feed.changes) {
+      if (c.version > at) feed.changes.push_back(c);
+    }
+  } else {
+    feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
+  }
   const int64_t desired = feed.current_version;
   if (at >= desired) return Ok();  // nothing new
   // Any failure below leaves the switch's position unknown until it is asked again.
@@ -192,7 +207,7 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context) {
       known_boot_.reset();
       agents::NatStatus now = FP_TRY(Ask());  // counts the restart
       if (now.generation == 0 && desired > 0) return Reload(now, true);
-      return SyncLocked(context);
+      return SyncLocked(context);  // its own read from where it is
     }
     if (applied->generation < batch.back().gen) {
       refused_ = true;

@@ -30,11 +30,26 @@ size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit)
 
 class SwitchReconciler {
  public:
+  // The most changes one exchange with the switch carries.
+  static constexpr int64_t kBatch = 500;
+
   SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
                    std::shared_ptr<agents::SwitchAgentClient> client);
 
-  // Sync; `unreachable` tells a switch that did not answer from one that refused.
-  Status Sync(bool& unreachable, const agents::CallContext& context = {});
+  // The NAT feed after version `after`, read once for every switch of a Sync (NatReconciler):
+  // a switch at `after` or beyond takes its changes from it instead of reading its own.
+  struct SharedFeed {
+    int64_t after = 0;
+    db::NatFeed feed;
+  };
+
+  // Sync; `unreachable` tells a switch that did not answer from one that refused. `shared`:
+  // a feed read for every switch (used only when it covers this one's position and holds
+  // every change to its current version; otherwise this switch reads its own).
+  Status Sync(bool& unreachable, const agents::CallContext& context = {},
+              const SharedFeed* shared = nullptr);
+  // The generation the switch acknowledged at its last exchange, if that exchange answered.
+  std::optional<int64_t> answered_generation() const;
 
   Result<bool> Repair();
 
@@ -60,7 +75,8 @@ class SwitchReconciler {
   template <typename T, typename Exchange>
   Result<T> UnlessHung(Exchange exchange) FP_REQUIRES(sync_mu_);
 
-  Status SyncLocked(const agents::CallContext& context = {}) FP_REQUIRES(sync_mu_);
+  Status SyncLocked(const agents::CallContext& context = {}, const SharedFeed* shared = nullptr)
+      FP_REQUIRES(sync_mu_);
 
   // Replaces the table of a switch found at `at` (empty, or restarted) with the desired one.
   Status Reload(const agents::NatStatus& at, bool restarted) FP_REQUIRES(sync_mu_);
