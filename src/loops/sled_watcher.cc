@@ -238,7 +238,8 @@ int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
 }
 
 int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                             const agents::SledReport& report) {
+                             const agents::SledReport& report, bool* confirmed_only) {
+  if (confirmed_only) *confirmed_only = report.removed.empty();
   std::map<Uuid, const agents::SledInstance*> reported;
   for (const agents::SledInstance& vm : report.instances) reported.emplace(vm.id, &vm);
   std::set<Uuid> ids;
@@ -264,6 +265,7 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
           judged == 0 && here && r != reported.end() && Agrees(*instance, read->ips, *r->second)) {
         break;
       }
+      if (confirmed_only) *confirmed_only = false;
       // What the sled holds now, asked after the datastore read (see WatchSled).
       auto vm = sled.Get(id);
       if (!vm && vm.error().kind() != ErrorKind::kNotFound) break;  // the next pass judges
@@ -383,6 +385,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
     }
   };
+  bool confirmed_only = false;  // the last report only confirmed (see confirmation_linger)
   while (Pause(std::chrono::milliseconds(0))) {
     // With several servers, one watches at a time; the next holder starts from a full list.
     if (lease_ && !lease_->Held()) {
@@ -426,12 +429,16 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       // Judged as a full comparison does (the datastore read first): the report's list is older
       // than a read made now.
       schedule(WatchSled(sled_id, sled));
-    } else if (int failures = ApplyReport(sled_id, sled, *report); failures > 0) {
+    } else if (int failures = ApplyReport(sled_id, sled, *report, &confirmed_only); failures > 0) {
       schedule(failures);
     }
     boot = report->boot_id;
     since = report->generation;
     set_status(true, true);  // counted once applied
+    if (!report->full && confirmed_only && !report->instances.empty() &&
+        !Pause(options_.confirmation_linger)) {
+      break;
+    }
   }
 }
 

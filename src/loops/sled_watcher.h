@@ -54,6 +54,11 @@ struct SledWatchOptions {
   // they can be started again elsewhere (Oxide's failed state). Checked again every
   // full_period while it does not answer.
   std::chrono::milliseconds unresponsive_after{60'000};
+  // After a report that only confirmed what the control plane itself did (a start, an address
+  // added: every VM agreed with the datastore), before the next report call: under load the
+  // confirmations then come several to a report instead of one exchange each. A change the
+  // control plane did not make arrives at most this much later.
+  std::chrono::milliseconds confirmation_linger{20};
 };
 
 // Per sled, what the watcher last heard (for /metrics and the sled views). Whether it answers
@@ -105,8 +110,9 @@ class SledWatcher {
   // later report); any other is judged on the sled's answer for it, asked after the read, and
   // judged again (a fresh read, a fresh answer) when a request changed the row in between:
   // the report will not come again, so a declined judgement would wait for a full comparison.
+  // `confirmed_only` (if given): set to whether every VM of the report agreed as reported.
   int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                  const agents::SledReport& report);
+                  const agents::SledReport& report, bool* confirmed_only = nullptr);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
   // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
   // on another sled, or of no instance at all. A removal that fails is logged and tried again

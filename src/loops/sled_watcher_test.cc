@@ -324,6 +324,38 @@ TEST_F(SledReportsTest, AJudgementARequestOutranIsMadeAgainOnAFreshRead) {
   EXPECT_EQ(RunState(vm.id), "stopped");
 }
 
+// Under load most reports only confirm what the control plane did. After one such report the
+// watcher waits confirmation_linger before its next report call, so that the changes made
+// meanwhile come in one report instead of one exchange (and one read) each.
+TEST_F(SledReportsTest, ConfirmationsMadeWithinTheLingerComeInOneReport) {
+  model::Instance vm = Running("vm");
+  SledWatchOptions options = ReportsOnly();
+  options.confirmation_linger = std::chrono::milliseconds(400);
+  watcher_->Start(options);
+  auto reports = [&] { return StatusOf(vm).reports; };
+  ASSERT_TRUE(fp::testing::WaitFor(
+      [&] { return reports() > 0 && sled_sims_[SledOf(vm)]->waiting_reports() == 1; }));
+  auto change = [&](bool attach) {
+    if (attach) {
+      ASSERT_TRUE(
+          instances_->AttachEphemeral(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, {}));
+    } else {
+      ASSERT_TRUE(instances_->DetachEphemeral(app::Unrecorded{actor_}, NameOrId(vm.id),
+                                              std::nullopt, std::nullopt));
+    }
+  };
+  const int64_t before = reports();
+  change(true);  // its report confirms; the watcher lingers
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return reports() == before + 1; }));
+  change(false);
+  change(true);
+  change(false);
+  ASSERT_TRUE(fp::testing::WaitFor(
+      [&] { return sled_sims_[SledOf(vm)]->waiting_reports() == 1 && reports() > before + 1; }));
+  EXPECT_EQ(reports(), before + 2) << "the three changes made within the linger, in one report";
+  watcher_->Stop();
+}
+
 TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
   watcher_->Start(ReportsOnly());
   ASSERT_TRUE(fp::testing::WaitFor([&] {
