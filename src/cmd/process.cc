@@ -57,9 +57,17 @@ AllocatorTrimmer::~AllocatorTrimmer() {
 }
 
 bool AllocatorTrimmer::TrimIfAbove() {
-  if (allocator_.free_bytes() <= keep_) return false;
+  const size_t free = allocator_.free_bytes();
+  {
+    MutexLock lock(mu_);
+    // What a trim leaves counted as free (pages handed back inside a chunk still count, and
+    // some cannot be handed back) is the floor: only what grew beyond it is worth a trim.
+    if (free <= keep_ + after_last_trim_) return false;
+  }
   allocator_.trim();
+  const size_t left = allocator_.free_bytes();
   MutexLock lock(mu_);
+  after_last_trim_ = left;
   ++trims_;
   return true;
 }

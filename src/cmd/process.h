@@ -29,7 +29,9 @@ namespace fp::cmd {
 void TuneAllocator();
 
 // Gives the kernel back the memory the allocator holds free, once that is more than `keep`
-// bytes, looked at every `period` on a thread of its own until destroyed. TuneAllocator keeps
+// bytes beyond what the last trim left counted as free (the allocator still counts pages it
+// handed back, and fragments it cannot), looked at every `period` on a thread of its own until
+// destroyed. TuneAllocator keeps
 // freed memory for reuse; without this a burst of work (a switch's whole NAT table sent again,
 // thousands of creates) would hold its peak for the life of the process, each arena up to 64
 // MiB. `free_bytes` and `trim` are the allocator's (glibc's mallinfo2 and malloc_trim) unless
@@ -66,6 +68,7 @@ class AllocatorTrimmer {
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;
   int64_t trims_ FP_GUARDED_BY(mu_) = 0;
+  size_t after_last_trim_ FP_GUARDED_BY(mu_) = 0;  // free bytes counted right after it
   std::thread thread_;
 };
 

@@ -40,6 +40,21 @@ TEST_F(AllocatorTrimmerTest, TrimsOnlyWhenMoreThanItKeepsIsFree) {
   EXPECT_EQ(trimmer.trims(), 1);
 }
 
+// The allocator still counts as free what a trim handed back inside its chunks, and fragments
+// it could not: the next trim waits until that much and `keep` more is free, rather than
+// walking every arena each period for nothing.
+TEST_F(AllocatorTrimmerTest, AfterATrimOnlyWhatGrewBeyondWhatItLeftCounts) {
+  AllocatorTrimmer::Allocator sticky{.free_bytes = [this] { return free_.load(); },
+                                     .trim = [this] { ++trimmed_; }};  // frees nothing
+  AllocatorTrimmer trimmer(clock_, std::chrono::hours(1), 8 << 20, sticky);
+  free_ = 20 << 20;
+  EXPECT_TRUE(trimmer.TrimIfAbove());
+  EXPECT_FALSE(trimmer.TrimIfAbove());  // still 20 MiB counted free: nothing new
+  free_ = (28 << 20) + 1;
+  EXPECT_TRUE(trimmer.TrimIfAbove());
+  EXPECT_EQ(trimmed_.load(), 2);
+}
+
 TEST_F(AllocatorTrimmerTest, LooksEveryPeriodOnItsOwnThread) {
   AllocatorTrimmer trimmer(clock_, std::chrono::seconds(5), 1 << 20, Fake());
   free_ = 64 << 20;  // a burst's peak, freed

@@ -198,8 +198,10 @@ Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
   return ds.Read<std::vector<NatEntry>>(NatLiveIn);
 }
 
-Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<Status(NatEntry&&)>& each) {
+Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<void()>& restart,
+                                    const std::function<Status(NatEntry&&)>& each) {
   return ds.ReadLatest<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    restart();
     auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
     FP_CHECK_OK(NatLiveEachIn(tx, each));
     return row ? row->Int(0) : 0;
@@ -208,10 +210,12 @@ Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<Status(Na
 
 Result<NatSnapshot> NatReadSnapshot(Datastore& ds) {
   NatSnapshot out;
-  out.version = FP_TRY(NatReadSnapshotEach(ds, [&](NatEntry&& e) -> Status {
-    out.rows.push_back(std::move(e));
-    return Ok();
-  }));
+  out.version = FP_TRY(NatReadSnapshotEach(
+      ds, [&] { out.rows.clear(); },
+      [&](NatEntry&& e) -> Status {
+        out.rows.push_back(std::move(e));
+        return Ok();
+      }));
   return out;
 }
 

@@ -49,8 +49,11 @@ Result<NatSnapshot> NatReadSnapshot(Datastore& ds);
 // The same, each live row given to `each` as it is read (in key order: external_ip, first_port,
 // last_port) instead of kept: the rows are read a page at a time, so a whole table (100,000
 // rows at rack scale) is never held at once. Returns the NAT version they are at. An error
-// from `each` ends the read and is returned.
-Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<Status(NatEntry&&)>& each);
+// from `each` ends the read and is returned. `restart` is called before the first row of each
+// attempt: a read the engine runs again (PostgreSQL, after a conflict or a lost connection)
+// gives every row again, so whatever `each` gathered is to be dropped there.
+Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<void()>& restart,
+                                    const std::function<Status(NatEntry&&)>& each);
 // Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
 // installed) and before `removed_before`: the log keeps removals only as long as a switch may
 // still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.

@@ -88,11 +88,13 @@ Result<DesiredNat::Point> DesiredNat::Current() {
   MutexLock lock(mu_);
   if (!at_) {
     Point p;
-    p.version = FP_TRY(db::NatReadSnapshotEach(ds_, [&](model::NatEntry&& row) -> Status {
-      p.digest += agents::NatEntryHash(ToEntry(row));
-      ++p.entries;
-      return Ok();
-    }));
+    p.version = FP_TRY(db::NatReadSnapshotEach(
+        ds_, [&] { p = Point{}; },
+        [&](model::NatEntry&& row) -> Status {
+          p.digest += agents::NatEntryHash(ToEntry(row));
+          ++p.entries;
+          return Ok();
+        }));
     at_ = p;
   }
   for (;;) {

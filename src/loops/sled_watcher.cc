@@ -37,11 +37,6 @@ model::RunState RunStateOf(agents::VmState s) {
   return model::RunState::kFailed;
 }
 
-// Whether judging `vm` against the instance placed on its sled (WatchInstance, with the
-// instance's external IPs `ips` read after `vm` was taken) would change nothing: the VM runs
-// as the instance is recorded running, and its port needs no repair (PortAgrees: an address a
-// saga is moving is left to the saga). An instance migrating or rebooting is its saga's or
-// request's: the watcher leaves it alone either way.
 // Whether recording `wanted` on the row judged as `judged` was declined because the row moved
 // on since (InstanceRecordRunState's `judged_on` rule), as the row `now` it returned shows.
 bool Outran(const model::Instance& judged, const model::Instance& now, model::RunState wanted) {
@@ -50,6 +45,11 @@ bool Outran(const model::Instance& judged, const model::Instance& now, model::Ru
           now.start_saga_id != judged.start_saga_id);
 }
 
+// Whether judging `vm` against the instance placed on its sled (WatchInstance, with the
+// instance's external IPs `ips` read after `vm` was taken) would change nothing: the VM runs
+// as the instance is recorded running, and its port needs no repair (PortAgrees: an address a
+// saga is moving is left to the saga). An instance migrating or rebooting is its saga's or
+// request's: the watcher leaves it alone either way.
 bool Agrees(const model::Instance& i, const std::vector<model::ExternalIp>& ips,
             const agents::SledInstance& vm) {
   if (i.migration_id || i.run_state == model::RunState::kRebooting) return true;
@@ -239,7 +239,7 @@ int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
 
 int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
                              const agents::SledReport& report, bool* confirmed_only) {
-  if (confirmed_only) *confirmed_only = report.removed.empty();
+  bool confirmed = report.removed.empty();  // so far, every VM agreed as reported
   std::map<Uuid, const agents::SledInstance*> reported;
   for (const agents::SledInstance& vm : report.instances) reported.emplace(vm.id, &vm);
   std::set<Uuid> ids;
@@ -251,6 +251,7 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
   int failures = 0;
   for (const Uuid& id : ids) {
     bool outran = true;
+    bool agreed = false;
     for (int judged = 0; outran && judged < kJudgements; ++judged) {
       outran = false;
       auto read = db::InstanceAnyStateWithIps(ds_, id);
@@ -263,9 +264,9 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
       // nothing to judge, and a later change on the sled comes with a later report.
       if (auto r = reported.find(id);
           judged == 0 && here && r != reported.end() && Agrees(*instance, read->ips, *r->second)) {
+        agreed = true;
         break;
       }
-      if (confirmed_only) *confirmed_only = false;
       // What the sled holds now, asked after the datastore read (see WatchSled).
       auto vm = sled.Get(id);
       if (!vm && vm.error().kind() != ErrorKind::kNotFound) break;  // the next pass judges
@@ -277,7 +278,9 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
         failures += ReapIfOrphan(sled_id, sled, *vm);
       }
     }
+    confirmed = confirmed && agreed;
   }
+  if (confirmed_only) *confirmed_only = confirmed;
   return failures;
 }
 

@@ -228,14 +228,21 @@ Status SwitchReconciler::Reload(const agents::NatStatus& at, bool restarted) {
   auto began = ds_.clock().Monotonic();
   // The table is written into the request as it is read: at rack scale (100,000 entries) a
   // reload then holds the request's text only, not the rows and entries besides.
-  agents::NatReplaceWriter request(desired_.last_entries() + desired_.last_entries() / 16);
+  const int64_t expected = desired_.last_entries() + desired_.last_entries() / 16;
+  agents::NatReplaceWriter request(expected);
   uint64_t digest = 0;
-  const int64_t version = FP_TRY(db::NatReadSnapshotEach(ds_, [&](model::NatEntry&& row) -> Status {
-    agents::NatEntry e = ToEntry(row);
-    digest += agents::NatEntryHash(e);
-    request.Add(e);
-    return Ok();
-  }));
+  const int64_t version = FP_TRY(db::NatReadSnapshotEach(
+      ds_,
+      [&] {  // a read run again writes the request again
+        request = agents::NatReplaceWriter(expected);
+        digest = 0;
+      },
+      [&](model::NatEntry&& row) -> Status {
+        agents::NatEntry e = ToEntry(row);
+        digest += agents::NatEntryHash(e);
+        request.Add(e);
+        return Ok();
+      }));
   const int64_t entries = request.entries();
   desired_.Rebase(version, entries, digest);
   auto replaced =

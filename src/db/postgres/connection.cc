@@ -227,7 +227,15 @@ Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
   PGconn* c = conn_.get();
   const std::vector<std::string> begin = std::exchange(pending_begin_, {});
   const int n = static_cast<int>(values.size());
-  if (PQenterPipelineMode(c) != 1) return Fail(Failure("enter pipeline mode", nullptr));
+  // A pipeline that cannot be sent whole, or left, leaves the connection in a state no later
+  // statement can use (commands queued, or still in pipeline mode): it is given up, and the
+  // engine runs the transaction again on another (as after a lost connection).
+  auto give_up = [&](std::string_view what) {
+    Error e = Failure(what, nullptr);
+    unusable_ = true;
+    return Fail(e);
+  };
+  if (PQenterPipelineMode(c) != 1) return give_up("enter pipeline mode");
   // What was sent, in order: the begin's statements, the prepare, the execution.
   std::vector<std::string_view> sent;
   bool queued = true;
@@ -247,11 +255,7 @@ Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
   sent.push_back(sql);
   queued = queued && PQpipelineSync(c) == 1;
   RoundTrip();
-  if (!queued) {
-    Error e = Failure(sql, nullptr);
-    (void)PQexitPipelineMode(c);
-    return Fail(e);
-  }
+  if (!queued) return give_up(sql);
   // One result per command, each followed by a null, then the sync's. After a failure the
   // later commands answer "aborted"; the first failure is the answer.
   std::optional<Error> failed;
@@ -279,7 +283,13 @@ Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
       if (sync) break;
     }
   }
-  if (PQexitPipelineMode(c) != 1 && !failed) failed = Failure("exit pipeline mode", nullptr);
+  if (PQexitPipelineMode(c) != 1) {
+    if (failed) {
+      unusable_ = true;
+      return Fail(*failed);
+    }
+    return give_up("exit pipeline mode");
+  }
   if (failed) return Fail(*failed);
   return last;
 }

@@ -18,11 +18,12 @@
 namespace fp::db::postgres {
 
 // One libpq connection. The datastore's SQL text is SQLite's dialect with `?` placeholders: it
-// is translated to `$n` once and prepared (PQprepare) once per connection for each pair (SQL
-// text, parameter types), then run with PQexecPrepared. Parameters go as int8 (int64), float8
-// (double), text (std::string), bytea in binary (Blob), and untyped NULL; result columns come
-// back by type: int2/int4/int8, integral numeric and bool (0/1) as int64, float4/float8 and
-// other numeric as double, bytea as Blob, everything else as text.
+// is translated to `$n` once and prepared once per connection for each pair (SQL text,
+// parameter types), then run as a prepared statement (a transaction's first statement, and its
+// prepare, in one pipeline with the transaction's BEGIN: DeferBegin). Parameters go as int8
+// (int64), float8 (double), text (std::string), bytea in binary (Blob), and untyped NULL; result
+// columns come back by type: int2/int4/int8, integral numeric and bool (0/1) as int64,
+// float4/float8 and other numeric as double, bytea as Blob, everything else as text.
 //
 // Failures are remembered for the engine to decide on: broken() once the connection is lost,
 // retryable() once a statement failed with a serialization failure (40001), a deadlock (40P01)
@@ -43,7 +44,8 @@ class PgConnection final : public Connection {
   Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
   Dialect dialect() const override { return Dialect::kPostgres; }
   // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
-  // run in one round trip) through the simple query protocol. Internal on failure.
+  // run in one round trip) through the simple query protocol, after a pending begin
+  // (DeferBegin) in the same round trip. Internal on failure.
   Status Run(std::string_view sql);
   // The statements that open a transaction (BEGIN ..., SET LOCAL ...; each without
   // parameters), held back and sent with the transaction's first statement, in the same
@@ -58,8 +60,9 @@ class PgConnection final : public Connection {
   int TEST_socket() const { return PQsocket(conn_.get()); }
   // The value of a connection option in use (PQconninfo), e.g. "keepalives_idle"; "" if unset.
   std::string Option(std::string_view keyword) const;
-  // The connection was lost (libpq reports it bad): nothing more can run on it.
-  bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
+  // The connection was lost (libpq reports it bad), or left in a state no statement can follow
+  // (a pipeline it could not leave): nothing more can run on it.
+  bool broken() const { return unusable_ || PQstatus(conn_.get()) != CONNECTION_OK; }
   // A statement failed with 40001, 40P01, 57014 or 55P03 since ClearRetryable: the transaction
   // may be retried.
   bool retryable() const { return retryable_; }
@@ -102,6 +105,7 @@ class PgConnection final : public Connection {
   // Prepared statement names by SQL text + parameter type signature.
   std::unordered_map<std::string, std::string> prepared_;
   std::vector<std::string> pending_begin_;  // see DeferBegin
+  bool unusable_ = false;                   // see broken()
 };
 
 }  // namespace fp::db::postgres

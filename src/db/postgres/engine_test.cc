@@ -340,6 +340,31 @@ TEST_F(PgEngineTest, ConnectionsNoticeADeadNetworkInSeconds) {
   EXPECT_EQ(c->Option("connect_timeout"), "5");
 }
 
+// A first statement libpq refuses to send (more parameters than the protocol carries) after
+// the transaction's BEGIN was queued in the same pipeline: the connection cannot be used again
+// (its queue holds the BEGIN), so it is given up rather than pooled, and the next write runs
+// on a sound one.
+TEST_F(PgEngineTest, AConnectionLeftWithAHalfSentPipelineIsNeverReused) {
+  Open(PostgresOptions{.pool_size = 1, .retry_deadline = std::chrono::milliseconds(300)});
+  std::vector<SqlValue> params(70000, SqlValue(int64_t{1}));
+  std::string sql = "SELECT 1 WHERE 1 IN (?";
+  for (size_t i = 1; i < params.size(); ++i) sql += ", ?";
+  sql += ")";
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Query(sql, params));
+    return Ok();
+  });
+  ASSERT_FALSE(s);
+  for (int64_t k = 1; k <= 3; ++k) {
+    Status w = engine_->Write([&](Connection& c) -> Status {
+      EXPECT_EQ(c.Exec("INSERT INTO t (k, v) VALUES (?, 'after')", {k}).value(), 1);
+      return Ok();
+    });
+    ASSERT_TRUE(w) << w.error().message();
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE v = 'after'"), 3);
+}
+
 TEST_F(PgEngineTest, ABodyErrorIsReturnedAsItIsWithoutRetry) {
   int runs = 0;
   Status s = engine_->Write([&](Connection& c) -> Status {
