@@ -7,6 +7,8 @@
 //  - stops on one sled at 10 per second, and stops spread over the rack: from the API call to
 //    the datastore answering `stopped` (the sled reports the change; GET polled every 2 ms);
 //  - resident memory (now and peak) of the server, each switch agent and the largest sled agent.
+// With FP_BENCH_ALL set in the environment, every stop's latency too (stderr, in call order:
+// stops that finish together show as a falling run).
 
 #include "rack_processes.h"
 
