@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -110,6 +112,8 @@ inline std::pair<pid_t, std::string> StartListening(const std::vector<std::strin
   if (pipe(out) != 0) Die("pipe");
   pid_t pid = fork();
   if (pid == 0) {
+    // Ends with the benchmark, however it ends (a Die included): no server or agent outlives it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     dup2(out[1], 1);
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 2);
