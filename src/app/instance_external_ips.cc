@@ -38,13 +38,23 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
                                                     bool allow_reassociation) {
   const Actor& actor = rq.actor;
   db::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
-  FP_CHECK_OK(RequireWrite(actor));
-  // A parent named by name is looked up in the floating IP's project.
-  model::Instance i =
-      instance.is_id()
-          ? FP_TRY(Lookup(actor, instance, std::nullopt, &checks))
-          : FP_TRY(db::InstanceByName({ds_, &checks}, *ip.project_id, instance.name().str()));
+  model::ExternalIp ip;
+  model::Instance i;
+  if (fip.is_id() && !fip_project && instance.is_id()) {
+    // Both by id (the usual API call): one read for both, the errors in the same order.
+    db::AttachTargets both = FP_TRY(
+        db::FloatingIpAndInstanceById({ds_, &checks}, actor.silo_id, fip.id(), instance.id()));
+    ip = std::move(both.ip);
+    FP_CHECK_OK(RequireWrite(actor));
+    i = FP_TRY(std::move(both.instance));
+  } else {
+    ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
+    FP_CHECK_OK(RequireWrite(actor));
+    // A parent named by name is looked up in the floating IP's project.
+    i = instance.is_id()
+            ? FP_TRY(Lookup(actor, instance, std::nullopt, &checks))
+            : FP_TRY(db::InstanceByName({ds_, &checks}, *ip.project_id, instance.name().str()));
+  }
   if (i.project_id != *ip.project_id) {
     return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
   }

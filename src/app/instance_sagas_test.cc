@@ -313,6 +313,33 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
   EXPECT_NE(w.sled_vms[0].find(fip.ip.ToString()), std::string::npos);
 }
 
+// An attach naming both by id (the usual API call) reads the floating IP and the instance in
+// one read before its saga (issue 26: they were two; on PostgreSQL two round trips each); the
+// errors are as before, the IP's first.
+// Reads an attach makes: the IP and the instance, then the NAT feed for the switch.
+constexpr int64_t kAttachReads = 2;
+TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
+  int64_t reads = ds->read_transactions();
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  EXPECT_EQ(ds->read_transactions() - reads, kAttachReads);
+  ASSERT_TRUE(Detach("floating", vm, &fip));
+
+  const Uuid nobody = Uuid::Random();
+  auto unknown_vm = instances_->AttachFloating(Unrecorded{actor_}, NameOrId(fip.id), std::nullopt,
+                                               NameOrId(nobody));
+  ASSERT_FALSE(unknown_vm);
+  EXPECT_EQ(unknown_vm.error().kind(), ErrorKind::kNotFound);
+  EXPECT_NE(unknown_vm.error().message().find("instance"), std::string::npos)
+      << unknown_vm.error().message();
+  auto unknown_both = instances_->AttachFloating(Unrecorded{actor_}, NameOrId(nobody), std::nullopt,
+                                                 NameOrId(nobody));
+  ASSERT_FALSE(unknown_both);
+  EXPECT_NE(unknown_both.error().message().find("floating-ip"), std::string::npos)
+      << unknown_both.error().message();
+}
+
 TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");

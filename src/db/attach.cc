@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "db/external_ips.h"
+#include "db/instances.h"
 
 namespace fp::db {
 
@@ -393,6 +394,14 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
 }
 
 }  // namespace
+
+Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, const Uuid& ip_id,
+                                                const Uuid& instance_id) {
+  return ds.Read<AttachTargets>([&](Tx& tx) -> Result<AttachTargets> {
+    ExternalIp ip = FP_TRY(FloatingIpLookupByIdIn(tx, silo_id, ip_id));
+    return AttachTargets{std::move(ip), InstanceByIdIn(tx, silo_id, instance_id)};
+  });
+}
 
 Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, true); }
 

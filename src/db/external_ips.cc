@@ -220,17 +220,20 @@ Result<ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate
   });
 }
 
+Result<ExternalIp> FloatingIpLookupByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id) {
+  auto row = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
+                  "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
+                  "pr.silo_id = ? AND pr.time_deleted IS NULL",
+                  kExternalIpColumns),
+      id, silo_id));
+  if (!row) return Fail(Error::NotFoundById("floating-ip", id.ToString()));
+  return ExternalIpFromRow(*row);
+}
+
 Result<ExternalIp> FloatingIpLookupById(Reader ds, const Uuid& silo_id, const Uuid& id) {
-  return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
-    auto row = FP_TRY(tx.QueryRow(
-        fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
-                    "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
-                    "pr.silo_id = ? AND pr.time_deleted IS NULL",
-                    kExternalIpColumns),
-        id, silo_id));
-    if (!row) return Fail(Error::NotFoundById("floating-ip", id.ToString()));
-    return ExternalIpFromRow(*row);
-  });
+  return ds.Read<ExternalIp>(
+      [&](Tx& tx) -> Result<ExternalIp> { return FloatingIpLookupByIdIn(tx, silo_id, id); });
 }
 
 Result<ExternalIp> FloatingIpLookupByName(Reader ds, const Uuid& project_id,

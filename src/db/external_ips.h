@@ -20,6 +20,7 @@ namespace fp::db {
 Result<model::ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate& params,
                                            const Effect<model::ExternalIp>& effect = {});
 Result<model::ExternalIp> FloatingIpLookupById(Reader ds, const Uuid& silo_id, const Uuid& id);
+Result<model::ExternalIp> FloatingIpLookupByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id);
 Result<model::ExternalIp> FloatingIpLookupByName(Reader ds, const Uuid& project_id,
                                                  const std::string& name);
 Result<std::vector<model::ExternalIp>> FloatingIpList(Datastore& ds, const Uuid& project_id,

@@ -120,17 +120,20 @@ Result<bool> VmRemovalInProgress(Datastore& ds, const Uuid& instance_id) {
   });
 }
 
+Result<Instance> InstanceByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id) {
+  auto row = FP_TRY(tx.QueryRow(
+      fmt::format("SELECT {} FROM instance i JOIN project p ON p.id = i.project_id WHERE "
+                  "i.id = ? AND i.time_deleted IS NULL AND p.silo_id = ? AND "
+                  "p.time_deleted IS NULL",
+                  kInstanceColumns),
+      id, silo_id));
+  if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
+  return InstanceFromRow(*row);
+}
+
 Result<Instance> InstanceById(Reader ds, const Uuid& silo_id, const Uuid& id) {
-  return ds.Read<Instance>([&](Tx& tx) -> Result<Instance> {
-    auto row = FP_TRY(tx.QueryRow(
-        fmt::format("SELECT {} FROM instance i JOIN project p ON p.id = i.project_id WHERE "
-                    "i.id = ? AND i.time_deleted IS NULL AND p.silo_id = ? AND "
-                    "p.time_deleted IS NULL",
-                    kInstanceColumns),
-        id, silo_id));
-    if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));
-    return InstanceFromRow(*row);
-  });
+  return ds.Read<Instance>(
+      [&](Tx& tx) -> Result<Instance> { return InstanceByIdIn(tx, silo_id, id); });
 }
 
 Result<Instance> InstanceByName(Reader ds, const Uuid& project_id, const std::string& name) {

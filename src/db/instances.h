@@ -21,6 +21,7 @@ namespace fp::db {
 
 // --- Instances ---
 Result<Instance> InstanceById(Reader ds, const Uuid& silo_id, const Uuid& id);
+Result<Instance> InstanceByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id);
 Result<Instance> InstanceByName(Reader ds, const Uuid& project_id, const std::string& name);
 // An instance row's columns, the table aliased `i`, and their decoding: for statements that read
 // an instance beside other rows (db/attach.cc).
