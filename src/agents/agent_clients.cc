@@ -242,6 +242,16 @@ std::string AuthorizationOf(const std::optional<AgentSecret>& secret) {
 
 }  // namespace
 
+// The default for a client that is not HTTP (test doubles): the request decoded again.
+Result<std::optional<int64_t>> SwitchAgentClient::ReplaceAllIfWritten(std::string body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  NatReplaceRequest request = FP_TRY(NatReplaceRequest::FromJson(j));
+  if (!request.if_generation) {
+    return Fail(Error::Internal("ReplaceAllIfWritten: the request has no if_generation"));
+  }
+  return ReplaceAllIf(request.table, *request.if_generation);
+}
+
 std::unique_ptr<SwitchAgentClient> MakeSwitchAgentClient(std::string base_url, int timeout_ms,
                                                          const std::optional<AgentSecret>& secret) {
   return MakeSwitchAgentClient(std::make_unique<HttpClient>("switch agent", std::move(base_url),

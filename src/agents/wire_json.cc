@@ -471,15 +471,6 @@ std::string NatReplaceRequest::Encode(const NatTable& table, std::optional<int64
   return std::move(writer).Finish(table.generation, if_generation);
 }
 
-Result<std::optional<int64_t>> SwitchAgentClient::ReplaceAllIfWritten(std::string body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  NatReplaceRequest request = FP_TRY(NatReplaceRequest::FromJson(j));
-  if (!request.if_generation) {
-    return Fail(Error::Internal("ReplaceAllIfWritten: the request has no if_generation"));
-  }
-  return ReplaceAllIf(request.table, *request.if_generation);
-}
-
 Result<NatReplaceRequest> NatReplaceRequest::FromJson(const Json& j) {
   NatReplaceRequest r;
   r.table = FP_TRY(NatTable::FromJson(j));

@@ -1,0 +1,76 @@
+// The sled watcher's report path (sled_watcher.h): a sled's report of what changed, judged VM
+// by VM against the datastore; most reports only confirm what the control plane itself did.
+
+#include <map>
+#include <set>
+
+#include "db/instances.h"
+#include "loops/port_reconciler.h"
+#include "loops/sled_watcher.h"
+
+namespace fp::loops {
+
+namespace {
+
+// Whether judging `vm` against the instance placed on its sled (WatchInstance, with the
+// instance's external IPs `ips` read after `vm` was taken) would change nothing: the VM runs
+// as the instance is recorded running, and its port needs no repair (PortAgrees: an address a
+// saga is moving is left to the saga). An instance migrating or rebooting is its saga's or
+// request's: the watcher leaves it alone either way.
+bool Agrees(const model::Instance& i, const std::vector<model::ExternalIp>& ips,
+            const agents::SledInstance& vm) {
+  if (i.migration_id || i.run_state == model::RunState::kRebooting) return true;
+  return vm.state == agents::VmState::kRunning && i.run_state == model::RunState::kRunning &&
+         PortAgrees(ips, vm);
+}
+
+}  // namespace
+
+int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
+                             const agents::SledReport& report, bool* confirmed_only) {
+  bool confirmed = report.removed.empty();  // so far, every VM agreed as reported
+  std::map<Uuid, const agents::SledInstance*> reported;
+  for (const agents::SledInstance& vm : report.instances) reported.emplace(vm.id, &vm);
+  std::set<Uuid> ids;
+  for (const agents::SledInstance& vm : report.instances) ids.insert(vm.id);
+  ids.insert(report.removed.begin(), report.removed.end());
+  // A request may outrun a judgement again (each one that does made a change of its own), but
+  // not forever: after this many the next full comparison judges.
+  constexpr int kJudgements = 4;
+  int failures = 0;
+  for (const Uuid& id : ids) {
+    bool outran = true;
+    bool agreed = false;
+    for (int judged = 0; outran && judged < kJudgements; ++judged) {
+      outran = false;
+      auto read = db::InstanceAnyStateWithIps(ds_, id);
+      if (!read && read.error().kind() != ErrorKind::kNotFound) break;
+      const model::Instance* instance = read ? &read->instance : nullptr;
+      bool here =
+          instance && instance->sled_id == sled_id && instance->state == model::InstanceState::kVmm;
+      // Most reports carry what the control plane itself just did (a start, an address
+      // added): when the reported VM, taken before the read, already agrees with it, there is
+      // nothing to judge, and a later change on the sled comes with a later report.
+      if (auto r = reported.find(id);
+          judged == 0 && here && r != reported.end() && Agrees(*instance, read->ips, *r->second)) {
+        agreed = true;
+        break;
+      }
+      // What the sled holds now, asked after the datastore read (see WatchSled).
+      auto vm = sled.Get(id);
+      if (!vm && vm.error().kind() != ErrorKind::kNotFound) break;  // the next pass judges
+      if (here) {
+        failures += WatchInstance(*instance, sled,
+                                  vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt,
+                                  nullptr, &outran);
+      } else if (vm) {
+        failures += ReapIfOrphan(sled_id, sled, *vm);
+      }
+    }
+    confirmed = confirmed && agreed;
+  }
+  if (confirmed_only) *confirmed_only = confirmed;
+  return failures;
+}
+
+}  // namespace fp::loops
