@@ -80,8 +80,7 @@ Result<model::AuditEntry> EntryOf(const Row& row) {
 }  // namespace
 
 Status AuditInsertIn(Tx& tx, const model::AuditEntry& entry) {
-  FP_TRY(tx.QueryV(InsertSql(), Values(entry)));
-  return Ok();
+  return tx.ExecLaterV(InsertSql(), Values(entry));
 }
 
 Status AuditFinishIn(Tx& tx, const model::AuditEntry& entry) {
@@ -95,21 +94,19 @@ Status AuditFinishIn(Tx& tx, const model::AuditEntry& entry) {
 }
 
 Status AuditLinkSagaIn(Tx& tx, const Uuid& entry_id, const Uuid& saga_id, bool completes) {
-  FP_TRY(tx.Exec(
+  return tx.ExecLater(
       "UPDATE audit_log SET saga_id = ?, saga_completes = ? WHERE id = ? AND time_completed IS "
       "NULL",
-      saga_id, completes, entry_id));
-  return Ok();
+      saga_id, completes, entry_id);
 }
 
 Status AuditCompleteForSagaIn(Tx& tx, const Uuid& saga_id, saga::SagaState state,
                               const std::optional<std::string>& result) {
   if (state == saga::SagaState::kDone) {
-    FP_TRY(tx.Exec(
+    return tx.ExecLater(
         "UPDATE audit_log SET time_completed = ?, result_kind = 'success', http_status = "
         "success_status WHERE saga_id = ? AND saga_completes = 1 AND time_completed IS NULL",
-        tx.now(), saga_id));
-    return Ok();
+        tx.now(), saga_id);
   }
   Error error = saga::ErrorFromJson(saga::Json::parse(result.value_or("null"), nullptr, false));
   std::string message =
@@ -119,13 +116,12 @@ Status AuditCompleteForSagaIn(Tx& tx, const Uuid& saga_id, saga::SagaState state
         fmt::format("the operation stopped part-way and needs an operator (saga {} is stuck): {}",
                     saga_id.ToString(), message);
   }
-  FP_TRY(
-      tx.Exec("UPDATE audit_log SET time_completed = ?, result_kind = 'error', http_status = ?, "
-              "error_code = ?, error_message = ? WHERE saga_id = ? AND saga_completes = 1 AND "
-              "time_completed IS NULL",
-              tx.now(), state == saga::SagaState::kStuck ? 500 : error.HttpStatus(),
-              std::string(error.ErrorCode()), message, saga_id));
-  return Ok();
+  return tx.ExecLater(
+      "UPDATE audit_log SET time_completed = ?, result_kind = 'error', http_status = ?, "
+      "error_code = ?, error_message = ? WHERE saga_id = ? AND saga_completes = 1 AND "
+      "time_completed IS NULL",
+      tx.now(), state == saga::SagaState::kStuck ? 500 : error.HttpStatus(),
+      std::string(error.ErrorCode()), message, saga_id);
 }
 
 Result<std::vector<model::AuditEntry>> AuditList(Datastore& ds,

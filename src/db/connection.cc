@@ -29,4 +29,11 @@ const std::string& Row::Text(size_t i) const {
   return kEmpty;
 }
 
+Status Connection::ExecLater(std::string_view sql, const std::vector<SqlValue>& params,
+                             int64_t rows, const Error& otherwise) {
+  int64_t changed = FP_TRY(Exec(sql, params));
+  if (rows >= 0 && changed != rows) return Fail(otherwise);
+  return Ok();
+}
+
 }  // namespace fp::db

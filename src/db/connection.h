@@ -66,6 +66,16 @@ class Connection {
   // Runs one statement with `params` bound in order; returns the number of rows it inserted,
   // updated or deleted (meaningful after INSERT, UPDATE and DELETE only).
   virtual Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) = 0;
+  // A write whose result the transaction does not read: it must change exactly `rows` rows
+  // (any number when `rows` is negative), or the transaction fails with `otherwise`. An engine
+  // may hold it back and send it with the transaction's next statement or with its COMMIT, in
+  // one exchange (PostgreSQL's pipeline): its failure then comes back from that statement or
+  // from the commit, and the transaction rolls back. So nothing after it in the body may depend
+  // on its having run, and `otherwise` is what the write's caller is told, not the body.
+  // `sql` is one INSERT, UPDATE or DELETE without RETURNING. SQLite's (this default) runs it at
+  // once.
+  virtual Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
+                           const Error& otherwise);
   virtual Dialect dialect() const = 0;
 };
 

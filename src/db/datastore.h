@@ -70,6 +70,22 @@ class Tx : public saga::StoreTx {
   Result<int64_t> ExecV(std::string_view sql, const std::vector<SqlValue>& params) {
     return conn_.Exec(sql, params);
   }
+  // A write whose result the transaction does not read (Connection::ExecLater): on PostgreSQL
+  // it goes with the transaction's next statement or its COMMIT instead of in a round trip of
+  // its own, so its failure may come back from either. Nothing after it may depend on it.
+  template <typename... Args>
+  Status ExecLater(std::string_view sql, Args&&... args) {
+    return conn_.ExecLater(sql, {ToSql(std::forward<Args>(args))...}, -1, kNoCheck);
+  }
+  Status ExecLaterV(std::string_view sql, const std::vector<SqlValue>& params) {
+    return conn_.ExecLater(sql, params, -1, kNoCheck);
+  }
+  // The same for a write that must change exactly one row: else the transaction fails (rolls
+  // back) with `otherwise`, whichever later statement or commit the failure comes back from.
+  template <typename... Args>
+  Status ExecLaterOne(const Error& otherwise, std::string_view sql, Args&&... args) {
+    return conn_.ExecLater(sql, {ToSql(std::forward<Args>(args))...}, 1, otherwise);
+  }
 
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
   // on the thread that made the write, before Datastore::Write returns. A body run again (the
@@ -101,6 +117,7 @@ class Tx : public saga::StoreTx {
   static SqlValue ToSql(std::nullptr_t) { return nullptr; }
 
  private:
+  inline static const Error kNoCheck = Error::Internal("(no count to check)");
   Connection& conn_;
   Timestamp now_;
   Random& random_;

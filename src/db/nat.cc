@@ -35,11 +35,10 @@ Result<NatEntry> NatFromRow(const Row& r) {
 
 Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
   int64_t version = FP_TRY(CounterNextIn(tx, "nat_version", 1));
-  FP_TRY(
-      tx.Exec("UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
-              "version_removed IS NULL",
-              version, tx.now(), id));
-  return Ok();
+  return tx.ExecLater(
+      "UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
+      "version_removed IS NULL",
+      version, tx.now(), id);
 }
 
 }  // namespace
@@ -76,7 +75,7 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
   row.mac = nic->mac;
   row.instance_id = instance_id;
   row.version_added = FP_TRY(CounterNextIn(tx, "nat_version", 1));
-  FP_TRY(tx.Exec(
+  FP_CHECK_OK(tx.ExecLater(
       "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
       "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       row.id, row.external_ip, row.first_port, row.last_port, row.sled_address, row.vni, row.mac,

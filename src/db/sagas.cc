@@ -44,40 +44,44 @@ Result<bool> DatastoreSagaStore::MarkStuck(const Uuid& id, const SagaOwner& owne
 }
 
 Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row, const saga::SagaOrigin* origin) {
-  int64_t n = FP_TRY(tx.Exec(
+  // Held back (on PostgreSQL it goes with the first statement that needs an answer): an id
+  // taken already fails the transaction with SagaExistsError instead of answering false.
+  FP_CHECK_OK(tx.ExecLaterOne(
+      saga::SagaExistsError(row.id),
       "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
       "result, time_created, time_modified, origin) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?) "
       "ON CONFLICT (id) DO NOTHING",
       row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
       row.engine_version, tx.now(), tx.now(), row.origin));
   // A request's saga: its key's record and its audit entry commit with the saga's first commit.
-  if (n == 1 && origin != nullptr) FP_CHECK_OK(origin->RecordIn(tx, row.id));
-  return n == 1;
+  if (origin != nullptr) FP_CHECK_OK(origin->RecordIn(tx, row.id));
+  return true;
 }
 
 Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                     const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                     const std::optional<std::string>& result) {
   // Every write is conditional on the owner, checked by the write itself (one statement each,
-  // not a check and then a write: a round trip less on PostgreSQL). An event recorded already
-  // (a node run again) is kept as it was, and still returned, so that a write that returns
-  // nothing means only "not the owner".
+  // not a check and then a write), and held back: on PostgreSQL it goes with the transaction's
+  // next statement or its COMMIT, and the server fails the transaction when it changed no row.
+  // An event recorded already (a node run again) is kept as it was, and still counts as
+  // changed, so that a write that changes nothing means only "not the owner".
   if (event) {
-    auto recorded = FP_TRY(tx.QueryRow(
+    FP_CHECK_OK(tx.ExecLaterOne(
+        saga::LostSagaError(saga_id, owner),
         "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
         "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM saga WHERE id = ? AND current_sec = ? "
         "AND adopt_generation = ?) ON CONFLICT (saga_id, node_index, event_type) DO UPDATE SET "
-        "data = saga_node_event.data RETURNING 1",
+        "data = saga_node_event.data",
         saga_id, event->node_index, ToString(event->type), event->data, tx.now(), saga_id,
         owner.sec, owner.generation));
-    if (!recorded) return Fail(saga::LostSagaError(saga_id, owner));
   }
   if (new_state) {
-    int64_t n = FP_TRY(
-        tx.Exec("UPDATE saga SET state = ?, result = ?, time_modified = ? WHERE id = ? AND "
-                "current_sec = ? AND adopt_generation = ?",
-                ToString(*new_state), result, tx.now(), saga_id, owner.sec, owner.generation));
-    if (n != 1) return Fail(saga::LostSagaError(saga_id, owner));
+    FP_CHECK_OK(tx.ExecLaterOne(
+        saga::LostSagaError(saga_id, owner),
+        "UPDATE saga SET state = ?, result = ?, time_modified = ? WHERE id = ? AND "
+        "current_sec = ? AND adopt_generation = ?",
+        ToString(*new_state), result, tx.now(), saga_id, owner.sec, owner.generation));
     if (*new_state == SagaState::kDone || *new_state == SagaState::kUnwound ||
         *new_state == SagaState::kStuck) {
       // The request the saga carries ends with it: its audit entry completes in this commit.

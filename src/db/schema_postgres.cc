@@ -29,7 +29,7 @@ constexpr PgMigration Own(std::string_view sql) { return {false, sql}; }
 // PostgreSQL's schema (db/postgres/): one entry per SQLite version, so that a version number
 // means the same schema on both engines. A migration is written once, in SQLite's dialect
 // (schema.cc), unless PostgreSQL needs other statements (Own).
-constexpr std::array<PgMigration, 13> kPostgresMigrations = {
+constexpr std::array<PgMigration, 14> kPostgresMigrations = {
     // 1: as SQLite's, plus the PostgreSQL engine's own table: each write transaction inserts
     // a row with a UUID of its own, so that a COMMIT whose answer was lost can be resolved by
     // looking for it. Rows older than an hour are deleted by the engine.
@@ -152,6 +152,22 @@ CREATE INDEX saga_by_state ON saga (state, id) WHERE state IN ('running', 'unwin
     AsOnSqlite(),
     // 13: the instance a moving floating IP comes from, as on SQLite (schema.cc).
     AsOnSqlite(),
+    // 14: fp_expect_rows, which a write held back to go with a later statement or the COMMIT
+    // (PgConnection::ExecLater) uses to fail its own transaction when it changed another number
+    // of rows than it must: the check is the server's, so a COMMIT in the same pipeline never
+    // runs after a failed one. SQLSTATE FPX01 (floatplane's own class).
+    Own(R"sql(
+CREATE FUNCTION fp_expect_rows(actual BIGINT, expected BIGINT) RETURNS BIGINT
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF actual <> expected THEN
+    RAISE EXCEPTION USING ERRCODE = 'FPX01',
+      MESSAGE = format('the write changed %s rows, not %s', actual, expected);
+  END IF;
+  RETURN actual;
+END;
+$$;
+)sql"),
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,
               "a migration adds one entry to each engine's list");

@@ -68,5 +68,27 @@ TEST(Tx, QueryRowIsTheFirstRowOfOneQuery) {
   EXPECT_FALSE(tx.QueryRow("SELECT v FROM t")->has_value());
 }
 
+// A write held back (ExecLater) on an engine that does not hold writes back (SQLite's, the
+// Connection default) runs at once; a count other than one is the caller's error at once.
+TEST(Tx, ExecLaterRunsAtOnceWhereTheEngineHoldsNothingBackAndChecksTheCount) {
+  RecordingConnection conn;
+  conn.changes = 1;
+  SeededRandom random(1);
+  Tx tx(conn, 0, random);
+  ASSERT_TRUE(tx.ExecLater("UPDATE t SET a = ?", 5));
+  ASSERT_TRUE(tx.ExecLaterOne(Error::NotFound("t"), "UPDATE t SET a = ?", 6));
+  ASSERT_EQ(conn.calls.size(), 2u);
+  EXPECT_EQ(conn.calls[1].kind, "exec");
+  EXPECT_EQ(std::get<int64_t>(conn.calls[1].params[0]), 6);
+  conn.changes = 0;
+  EXPECT_TRUE(tx.ExecLater("UPDATE t SET a = ?", 7)) << "any count";
+  Status one = tx.ExecLaterOne(Error::NotFound("row 8"), "UPDATE t SET a = ?", 8);
+  ASSERT_FALSE(one);
+  EXPECT_EQ(one.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(one.error().message(), "not found: row 8");
+  conn.changes = 2;
+  EXPECT_FALSE(tx.ExecLaterOne(Error::NotFound("row 9"), "UPDATE t SET a = ?", 9));
+}
+
 }  // namespace
 }  // namespace fp::db

@@ -232,8 +232,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     id_taken = false;  // the store may run this body again (a retried transaction)
     if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
       id_taken = true;
-      return Fail(Error::Internal(
-          fmt::format("saga {} already exists: it cannot be created again", id_.ToString())));
+      return Fail(SagaExistsError(id_));
     }
     FP_CHECK_OK(RecordPendingIn(tx));
     Result<Json> r = RunWithFaults(i, [&] { return action.run_in_tx(tx, ctx); });
@@ -259,7 +258,8 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     AfterNodeLogged(i);
     return true;
   }
-  if (id_taken) return Fail(committed.error());  // another saga's log: touch nothing
+  // Another saga's log: touch nothing. (The datastore's store finds it at a later statement.)
+  if (id_taken || IsSagaExists(committed.error())) return Fail(committed.error());
   if (create_with_first_node_) {
     // The saga row was rolled back with the failed first node: nothing happened, so there
     // is nothing to undo and no history worth keeping. A refused operation (a name in use,

@@ -128,8 +128,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     return DriveCounted(run, dag.name);
   }
   if (!FP_TRY(store_.Create(row, origin))) {
-    return Fail(Error::Internal(
-        fmt::format("saga {} already exists: it cannot be created again", saga_id.ToString())));
+    return Fail(SagaExistsError(saga_id));
   }
   written = true;
   {

@@ -41,6 +41,18 @@ Error LostSagaError(const Uuid& saga_id, const SagaOwner& owner) {
       saga_id.ToString(), kLostMarker, owner.sec, owner.generation));
 }
 
+namespace {
+constexpr std::string_view kExistsMarker = "already exists: it cannot be created again";
+}  // namespace
+
+Error SagaExistsError(const Uuid& saga_id) {
+  return Error::Internal(fmt::format("saga {} {}", saga_id.ToString(), kExistsMarker));
+}
+
+bool IsSagaExists(const Error& e) {
+  return e.kind() == ErrorKind::kInternal && e.message().find(kExistsMarker) != std::string::npos;
+}
+
 bool IsLostSaga(const Error& e) {
   return e.kind() == ErrorKind::kServiceUnavailable &&
          e.message().find(kLostMarker) != std::string::npos;
@@ -48,10 +60,12 @@ bool IsLostSaga(const Error& e) {
 
 Result<bool> SagaStore::Create(const SagaRow& row, const SagaOrigin* origin) {
   bool created = false;
-  FP_CHECK_OK(Write([&](StoreTx& tx) -> Status {
+  Status written = Write([&](StoreTx& tx) -> Status {
     created = FP_TRY(CreateIn(tx, row, origin));
     return Ok();
-  }));
+  });
+  if (!written && IsSagaExists(written.error())) return false;  // found by a held-back insert
+  FP_CHECK_OK(written);
   return created;
 }
 

@@ -65,6 +65,10 @@ struct OwnedSaga {
 Error LostSagaError(const Uuid& saga_id, const SagaOwner& owner);
 // Whether `e` is LostSagaError's.
 bool IsLostSaga(const Error& e);
+// The error of a saga created under an id another saga's log has (Internal: ids are random, so
+// this is a bug or a corrupted log); a store's CreateIn may fail its transaction with it.
+Error SagaExistsError(const Uuid& saga_id);
+bool IsSagaExists(const Error& e);
 
 struct SagaRow {
   Uuid id;
@@ -133,7 +137,9 @@ class SagaStore {
   // --- Steps inside Write's transaction (`tx` is the one Write passed to the body) ---
 
   // Inserts the saga row unless a saga with this id exists, and then what `origin` (if any)
-  // records with it. Returns true if it inserted.
+  // records with it. Returns true if it inserted, false if the id is taken; or true, and the
+  // transaction fails later (at its next statement or its commit) with SagaExistsError when
+  // the store holds the insert back (the datastore's, Tx::ExecLater).
   virtual Result<bool> CreateIn(StoreTx& tx, const SagaRow& row, const SagaOrigin* origin) = 0;
   // Appends an event (idempotent: a duplicate of an existing event, same node and type, is
   // ignored) and, if given, moves the saga to `new_state` with `result`. LostSagaError if

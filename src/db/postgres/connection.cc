@@ -128,9 +128,41 @@ Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
                                      state.empty() ? "" : fmt::format(" (SQLSTATE {})", state)));
 }
 
+void PgConnection::DeferBegin(std::vector<std::string> statements) {
+  pending_.clear();
+  for (std::string& statement : statements) {
+    Command c;
+    c.simple = true;
+    c.text = std::move(statement);
+    pending_.push_back(std::move(c));
+  }
+  begin_count_ = pending_.size();
+  begin_pending_ = begin_count_ > 0;
+}
+
+void PgConnection::DropPending() {
+  // A held-back statement's optimistic prepare was never sent: forget it.
+  for (const Command& c : pending_) {
+    if (!c.prepare.empty()) prepared_.erase(c.key);
+  }
+  pending_.clear();
+  begin_count_ = 0;
+  begin_pending_ = false;
+}
+
 Status PgConnection::Run(std::string_view sql) {
+  if (writes_held_back()) {
+    Command c;
+    c.simple = true;
+    c.borrowed_sql = sql;
+    FP_TRY(Pipeline(c));
+    return Ok();
+  }
   std::string text;
-  for (const std::string& s : std::exchange(pending_begin_, {})) text += s + "; ";
+  for (const Command& c : pending_) text += c.text + "; ";
+  pending_.clear();
+  begin_count_ = 0;
+  begin_pending_ = false;
   text += sql;
   RoundTrip();
   PgResultPtr r(PQexec(conn_.get(), text.c_str()));
@@ -139,143 +171,207 @@ Status PgConnection::Run(std::string_view sql) {
   return Ok();
 }
 
-Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
-                                          const std::vector<SqlValue>& params) {
+namespace {
+
+// A statement's parameters as libpq takes them: text, except bytea in binary.
+struct Bound {
+  std::vector<std::string> text;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+
+  explicit Bound(const std::vector<SqlValue>& params)
+      : text(params.size()),
+        values(params.size(), nullptr),
+        lengths(params.size(), 0),
+        formats(params.size(), 0) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const SqlValue& p = params[i];
+      if (auto* v = std::get_if<int64_t>(&p)) {
+        text[i] = std::to_string(*v);
+        values[i] = text[i].c_str();
+      } else if (auto* d = std::get_if<double>(&p)) {
+        text[i] = fmt::format("{}", *d);  // shortest text that reads back as the same double
+        values[i] = text[i].c_str();
+      } else if (auto* s = std::get_if<std::string>(&p)) {
+        values[i] = s->c_str();
+      } else if (auto* b = std::get_if<Blob>(&p)) {
+        values[i] = b->bytes.data();
+        lengths[i] = static_cast<int>(b->bytes.size());
+        formats[i] = 1;
+      }
+    }
+  }
+  int count() const { return static_cast<int>(values.size()); }
+  const char* const* v() const { return values.empty() ? nullptr : values.data(); }
+  const int* l() const { return lengths.empty() ? nullptr : lengths.data(); }
+  const int* f() const { return formats.empty() ? nullptr : formats.data(); }
+};
+
+// The SQLSTATE fp_expect_rows raises (schema_postgres.cc, migration 14).
+constexpr std::string_view kExpectedRows = "FPX01";
+
+}  // namespace
+
+Status PgConnection::Resolve(std::string_view sql, const std::vector<SqlValue>& params,
+                             Command& c) {
   const size_t n = params.size();
-  std::string key(sql);
-  key += '\x01';
-  std::vector<Oid> types(n, 0);
+  c.key.assign(sql);
+  c.key += '\x01';
+  c.types.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const SqlValue& p = params[i];
     char sig = 'n';
     if (std::holds_alternative<int64_t>(p)) {
       sig = 'i';
-      types[i] = kInt8Oid;
+      c.types[i] = kInt8Oid;
     } else if (std::holds_alternative<double>(p)) {
       sig = 'd';
-      types[i] = kFloat8Oid;
+      c.types[i] = kFloat8Oid;
     } else if (std::holds_alternative<std::string>(p)) {
       sig = 't';
-      types[i] = kTextOid;
+      c.types[i] = kTextOid;
     } else if (std::holds_alternative<Blob>(p)) {
       sig = 'b';
-      types[i] = kByteaOid;
+      c.types[i] = kByteaOid;
     }
-    key += sig;
+    c.key += sig;
   }
-  auto it = prepared_.find(key);
-  std::string translated;  // set when the statement is to be prepared first
-  std::string name;
-  if (it == prepared_.end()) {
-    int count = 0;
-    translated = TranslatePlaceholders(sql, count);
-    if (static_cast<size_t>(count) != n) {
-      return Fail(Error::Internal(
-          fmt::format("postgres: {}: {} placeholders, {} parameters", Shorten(sql), count, n)));
-    }
-    name = fmt::format("fp{}", prepared_.size() + 1);
-    if (pending_begin_.empty()) {
-      RoundTrip();
-      PgResultPtr r(PQprepare(conn_.get(), name.c_str(), translated.c_str(), static_cast<int>(n),
-                              n ? types.data() : nullptr));
-      if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Fail(Failure(sql, r.get()));
-      it = prepared_.emplace(std::move(key), name).first;
-      translated.clear();
-    }
-  } else {
-    name = it->second;
+  auto it = prepared_.find(c.key);
+  if (it != prepared_.end()) {
+    c.name = it->second;
+    return Ok();
   }
-  std::vector<std::string> text(n);
-  std::vector<const char*> values(n, nullptr);
-  std::vector<int> lengths(n, 0);
-  std::vector<int> formats(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const SqlValue& p = params[i];
-    if (auto* v = std::get_if<int64_t>(&p)) {
-      text[i] = std::to_string(*v);
-      values[i] = text[i].c_str();
-    } else if (auto* d = std::get_if<double>(&p)) {
-      text[i] = fmt::format("{}", *d);  // shortest text that reads back as the same double
-      values[i] = text[i].c_str();
-    } else if (auto* s = std::get_if<std::string>(&p)) {
-      values[i] = s->c_str();
-    } else if (auto* b = std::get_if<Blob>(&p)) {
-      values[i] = b->bytes.data();
-      lengths[i] = static_cast<int>(b->bytes.size());
-      formats[i] = 1;
-    }
+  int count = 0;
+  c.prepare = TranslatePlaceholders(sql, count);
+  if (static_cast<size_t>(count) != n) {
+    return Fail(Error::Internal(
+        fmt::format("postgres: {}: {} placeholders, {} parameters", Shorten(sql), count, n)));
   }
-  if (!pending_begin_.empty()) {
-    bool prepared = false;
-    auto r = ExecuteAfterBegin(sql, name, translated, types, values, lengths, formats, prepared);
-    if (prepared) prepared_.emplace(std::move(key), std::move(name));
-    return r;
-  }
+  c.name = fmt::format("fp{}", next_name_++);
+  // Named now, so that a second statement like it in the same pipeline does not prepare again;
+  // forgotten if the prepare does not succeed.
+  prepared_.emplace(c.key, c.name);
+  return Ok();
+}
+
+Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
+                                          const std::vector<SqlValue>& params) {
+  Command c;
+  c.borrowed_sql = sql;
+  c.borrowed = &params;
+  FP_CHECK_OK(Resolve(sql, params, c));
+  // What is held back, and a first use's prepare, go in one exchange with the execution.
+  if (!pending_.empty() || !c.prepare.empty()) return Pipeline(c);
+  Bound b(params);
   RoundTrip();
-  PgResultPtr r(PQexecPrepared(conn_.get(), name.c_str(), static_cast<int>(n),
-                               n ? values.data() : nullptr, n ? lengths.data() : nullptr,
-                               n ? formats.data() : nullptr, /*resultFormat=*/0));
+  PgResultPtr r(PQexecPrepared(conn_.get(), c.name.c_str(), b.count(), b.v(), b.l(), b.f(),
+                               /*resultFormat=*/0));
   ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
   return r;
 }
 
-Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
-    std::string_view sql, const std::string& name, const std::string& translated,
-    const std::vector<Oid>& types, const std::vector<const char*>& values,
-    const std::vector<int>& lengths, const std::vector<int>& formats, bool& prepared) {
+Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>& params,
+                               int64_t rows, const Error& otherwise) {
+  Command c;
+  if (rows >= 0) {
+    c.text = fmt::format("WITH w AS ({} RETURNING 1) SELECT fp_expect_rows(count(*), {}) FROM w",
+                         sql, rows);
+    c.otherwise = otherwise;
+  } else {
+    c.text.assign(sql);
+  }
+  FP_CHECK_OK(Resolve(c.text, params, c));
+  c.owned = params;
+  pending_.push_back(std::move(c));
+  return Ok();
+}
+
+Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
   PGconn* c = conn_.get();
-  const std::vector<std::string> begin = std::exchange(pending_begin_, {});
-  const int n = static_cast<int>(values.size());
+  std::vector<Command> held = std::exchange(pending_, {});
+  begin_count_ = 0;
+  begin_pending_ = false;
+  std::vector<const Command*> commands;
+  commands.reserve(held.size() + 1);
+  for (const Command& h : held) commands.push_back(&h);
+  commands.push_back(&last);
+  // A prepare that is not known to have succeeded is forgotten (the server does not hold it).
+  std::vector<bool> prepare_ok(commands.size(), false);
+  auto forget_failed_prepares = [&] {
+    for (size_t i = 0; i < commands.size(); ++i) {
+      if (!commands[i]->prepare.empty() && !prepare_ok[i]) prepared_.erase(commands[i]->key);
+    }
+  };
   // A pipeline that cannot be sent whole, or left, leaves the connection in a state no later
   // statement can use (commands queued, or still in pipeline mode): it is given up, and the
   // engine runs the transaction again on another (as after a lost connection).
   auto give_up = [&](std::string_view what) {
     Error e = Failure(what, nullptr);
     unusable_ = true;
+    forget_failed_prepares();
     return Fail(e);
   };
   if (PQenterPipelineMode(c) != 1) return give_up("enter pipeline mode");
-  // What was sent, in order: the begin's statements, the prepare, the execution.
-  std::vector<std::string_view> sent;
+  // What was sent, in order: each command's prepare (if any) and its execution.
+  struct Sent {
+    size_t command;
+    bool prepare;
+  };
+  std::vector<Sent> sent;
   bool queued = true;
-  for (const std::string& statement : begin) {
-    queued = queued &&
-             PQsendQueryParams(c, statement.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
-    sent.push_back(statement);
+  for (size_t i = 0; i < commands.size() && queued; ++i) {
+    const Command& k = *commands[i];
+    if (k.simple) {
+      std::string text(k.sql());
+      queued = PQsendQueryParams(c, text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+      sent.push_back({i, false});
+      continue;
+    }
+    const int n = static_cast<int>(k.types.size());
+    if (!k.prepare.empty()) {
+      queued =
+          PQsendPrepare(c, k.name.c_str(), k.prepare.c_str(), n, n ? k.types.data() : nullptr) == 1;
+      sent.push_back({i, true});
+      if (!queued) break;
+    }
+    Bound b(k.params());
+    queued = PQsendQueryPrepared(c, k.name.c_str(), b.count(), b.v(), b.l(), b.f(),
+                                 /*resultFormat=*/0) == 1;
+    sent.push_back({i, false});
   }
-  if (!translated.empty()) {
-    queued = queued &&
-             PQsendPrepare(c, name.c_str(), translated.c_str(), n, n ? types.data() : nullptr) == 1;
-    sent.push_back(sql);
-  }
-  queued = queued && PQsendQueryPrepared(c, name.c_str(), n, n ? values.data() : nullptr,
-                                         n ? lengths.data() : nullptr, n ? formats.data() : nullptr,
-                                         /*resultFormat=*/0) == 1;
-  sent.push_back(sql);
   queued = queued && PQpipelineSync(c) == 1;
   RoundTrip();
-  if (!queued) return give_up(sql);
+  if (!queued) return give_up(last.sql());
   // One result per command, each followed by a null, then the sync's. After a failure the
   // later commands answer "aborted"; the first failure is the answer.
   std::optional<Error> failed;
-  PgResultPtr last;
-  for (size_t k = 0; k < sent.size(); ++k) {
+  PgResultPtr out;
+  for (const Sent& s : sent) {
+    const Command& k = *commands[s.command];
     PgResultPtr r(PQgetResult(c));
     if (!r) {  // the connection broke mid-exchange
-      if (!failed) failed = Failure(sent[k], nullptr);
+      if (!failed) failed = Failure(k.sql(), nullptr);
       break;
     }
     while (PGresult* rest = PQgetResult(c)) PQclear(rest);
-    ExecStatusType s = PQresultStatus(r.get());
-    if (s == PGRES_PIPELINE_ABORTED) continue;
-    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-      if (!failed) failed = Failure(sent[k], r.get());
+    ExecStatusType status = PQresultStatus(r.get());
+    if (status == PGRES_PIPELINE_ABORTED) continue;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      if (!failed) {
+        failed = Failure(k.sql(), r.get());
+        if (k.otherwise && SqlState(r.get()) == kExpectedRows) failed = *k.otherwise;
+      }
       continue;
     }
-    if (!translated.empty() && k + 2 == sent.size()) prepared = true;
-    if (k + 1 == sent.size()) last = std::move(r);
+    if (s.prepare) {
+      prepare_ok[s.command] = true;
+    } else if (s.command + 1 == commands.size()) {
+      out = std::move(r);
+    }
   }
+  forget_failed_prepares();
   if (!broken()) {
     for (PGresult* r = PQgetResult(c); r != nullptr; r = PQgetResult(c)) {
       const bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
@@ -291,7 +387,8 @@ Result<PgResultPtr> PgConnection::ExecuteAfterBegin(
     return give_up("exit pipeline mode");
   }
   if (failed) return Fail(*failed);
-  return last;
+  if (!out) return Fail(Failure(last.sql(), nullptr));
+  return out;
 }
 
 Result<std::vector<Row>> PgConnection::Query(std::string_view sql,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,19 +43,38 @@ class PgConnection final : public Connection {
                                  const std::vector<SqlValue>& params) override;
   // Returns the rows the statement affected (PQcmdTuples).
   Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
+  // Held back (with a copy of `params`) and sent in one pipeline with the next statement, or
+  // with Commit. With `rows` >= 0 the statement is sent as `WITH w AS (sql RETURNING 1) SELECT
+  // fp_expect_rows(count(*), rows) FROM w`, so that the server itself fails the transaction
+  // when the count differs (SQLSTATE FPX01, answered as `otherwise`): a COMMIT in the same
+  // pipeline is then never run.
+  Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
+                   const Error& otherwise) override;
   Dialect dialect() const override { return Dialect::kPostgres; }
   // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
   // run in one round trip) through the simple query protocol, after a pending begin
-  // (DeferBegin) in the same round trip. Internal on failure.
+  // (DeferBegin) in the same round trip. With statements held back (ExecLater), `sql` must be
+  // one statement: it goes in their pipeline. Internal on failure.
   Status Run(std::string_view sql);
+  // COMMIT, with whatever is held back (the begin, ExecLater's writes) in the same exchange.
+  // A held-back write that fails leaves the transaction open and failed (in_transaction()):
+  // the caller rolls it back.
+  Status Commit() { return Run("COMMIT"); }
   // The statements that open a transaction (BEGIN ..., SET LOCAL ...; each without
   // parameters), held back and sent with the transaction's first statement, in the same
   // exchange (libpq's pipeline mode), instead of in an exchange of their own. Until that
   // statement the server has not begun the transaction.
-  void DeferBegin(std::vector<std::string> statements) { pending_begin_ = std::move(statements); }
-  // DeferBegin's statements were never sent (no statement ran): there is nothing to end.
-  bool begin_pending() const { return !pending_begin_.empty(); }
-  void DropPendingBegin() { pending_begin_.clear(); }
+  void DeferBegin(std::vector<std::string> statements);
+  // DeferBegin's statements were never sent (no statement ran, not even one held back): there
+  // is nothing to end.
+  bool begin_pending() const { return begin_pending_; }
+  // ExecLater's writes are waiting for the next exchange.
+  bool writes_held_back() const { return pending_.size() > begin_count_; }
+  // Forgets everything held back (nothing of it was sent): before a ROLLBACK, or instead of
+  // one when the begin is still pending.
+  void DropPending();
+  // The server has a transaction open on this connection (in progress or failed).
+  bool in_transaction() const { return PQtransactionStatus(conn_.get()) != PQTRANS_IDLE; }
 
   // The connection's socket, for tests that break it from outside.
   int TEST_socket() const { return PQsocket(conn_.get()); }
@@ -80,17 +100,31 @@ class PgConnection final : public Connection {
   void CountRoundTripsIn(std::atomic<int64_t>* counter) { round_trips_ = counter; }
 
  private:
+  // One statement to send: a prepared statement's execution (preceded by its prepare when the
+  // server does not hold it yet), or a statement without parameters (BEGIN, SET LOCAL, COMMIT).
+  struct Command {
+    std::string_view borrowed_sql;  // the caller's text, for a command sent at once
+    std::string text;               // or a copy, for a held-back or simple command
+    bool simple = false;
+    std::string name;     // the prepared statement
+    std::string prepare;  // its translated text, when it must be prepared first
+    std::string key;      // prepared_'s key for it
+    std::vector<Oid> types;
+    const std::vector<SqlValue>* borrowed = nullptr;  // the caller's parameters, sent at once
+    std::vector<SqlValue> owned;                      // or a copy, for one held back
+    std::optional<Error> otherwise;                   // ExecLater's, when it checks a count
+    const std::vector<SqlValue>& params() const { return borrowed ? *borrowed : owned; }
+    std::string_view sql() const { return text.empty() ? borrowed_sql : std::string_view(text); }
+  };
+
   explicit PgConnection(PgConnPtr conn) : conn_(std::move(conn)) {}
+  // Names `sql` (prepared once per text and parameter types) and fills `c` but its parameters.
+  Status Resolve(std::string_view sql, const std::vector<SqlValue>& params, Command& c);
   Result<PgResultPtr> Execute(std::string_view sql, const std::vector<SqlValue>& params);
-  // The pending begin, then `name`'s prepare if `translated` is not empty, then its execution,
-  // in one exchange. Returns the execution's result or the first failure; `prepared` says
-  // whether the prepare succeeded (the server then holds `name`, whatever failed after it).
-  Result<PgResultPtr> ExecuteAfterBegin(std::string_view sql, const std::string& name,
-                                        const std::string& translated,
-                                        const std::vector<Oid>& types,
-                                        const std::vector<const char*>& values,
-                                        const std::vector<int>& lengths,
-                                        const std::vector<int>& formats, bool& prepared);
+  // Sends everything held back, then `last`, in one exchange (pipeline mode); returns last's
+  // result or the first failure (a held-back write's `otherwise` for its count check). A
+  // prepare that did not succeed is forgotten, so that the next use prepares again.
+  Result<PgResultPtr> Pipeline(const Command& last);
   Error Failure(std::string_view sql, const PGresult* r);
 
   PgConnPtr conn_;
@@ -102,10 +136,14 @@ class PgConnection final : public Connection {
   std::atomic<int64_t>* round_trips_ = nullptr;
   int backend_pid_ = 0;
   std::string backend_start_;
-  // Prepared statement names by SQL text + parameter type signature.
+  // Prepared statement names by SQL text + parameter type signature (a held-back statement's
+  // from when it is queued: a second one like it is not prepared twice).
   std::unordered_map<std::string, std::string> prepared_;
-  std::vector<std::string> pending_begin_;  // see DeferBegin
-  bool unusable_ = false;                   // see broken()
+  int64_t next_name_ = 1;
+  std::vector<Command> pending_;  // the begin's statements first, then ExecLater's writes
+  size_t begin_count_ = 0;        // how many of pending_ are the begin's
+  bool begin_pending_ = false;    // see begin_pending()
+  bool unusable_ = false;         // see broken()
 };
 
 }  // namespace fp::db::postgres

@@ -341,19 +341,17 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         lost_pid = conn->backend_pid();
         lost_start = conn->backend_start();
       }
-      if (conn->begin_pending()) {
-        conn->DropPendingBegin();  // nothing was sent
-      } else if (!conn->broken()) {
-        (void)conn->Run("ROLLBACK");
-      }
+      const bool begun = !conn->begin_pending();
+      conn->DropPending();  // what is still held back was never sent
+      if (begun && !conn->broken()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (!retry) return done;
       problem = done ? std::string("connection lost") : done.error().message();
       continue;
     }
-    if (conn->begin_pending()) {
+    if (conn->begin_pending() && !conn->writes_held_back()) {
       // The body ran no statement: nothing was begun, so there is nothing to commit.
-      conn->DropPendingBegin();
+      conn->DropPending();
       Release(std::move(conn), overflow);
       return Ok();
     }
@@ -367,13 +365,16 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     if (loss == CommitLoss::kBeforeCommit) {
       lost = true;
     } else {
-      commit = conn->Run("COMMIT");
+      // With the writes the body held back (ExecLater), in one exchange.
+      commit = conn->Commit();
       lost = conn->broken() || (commit && loss == CommitLoss::kAfterCommit);
     }
     last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;
     if (!lost) {
       bool retry = !commit && conn->retryable();
+      // A held-back write failed before the COMMIT, which then never ran.
+      if (!commit && conn->in_transaction()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (commit) {
         if (write) {

@@ -1,0 +1,141 @@
+// Writes held back (Connection::ExecLater) on the PostgreSQL engine, against the test cluster
+// (FLOATPLANE_TEST_POSTGRES; skipped without one): they ride with the transaction's next
+// statement or its COMMIT, and a count the server finds wrong fails the whole transaction
+// with the caller's error, even when it went in the same exchange as the COMMIT.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "db/postgres/engine.h"
+#include "db/schema.h"
+#include "db/testing/temp_datastore.h"
+
+namespace fp::db::postgres {
+namespace {
+
+using testing::OnPostgres;
+using testing::TempPostgresDatabase;
+
+constexpr std::string_view kInsert = "INSERT INTO t (k, v) VALUES (?, 'x')";
+constexpr std::string_view kUpdate = "UPDATE t SET v = 'y' WHERE k = ?";
+
+class PgHeldBackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
+    db_ = std::make_unique<TempPostgresDatabase>();
+    // One connection: every transaction below runs on the one the previous left.
+    auto e =
+        PgEngine::Open(db_->url(), PostgresOptions{.pool_size = 1}, sync_points_, MachineClock(),
+                       MachineRandom(), [](PgConnection& c) { return MigratePostgresSchema(c); });
+    ASSERT_TRUE(e) << e.error().message();
+    engine_ = std::move(*e);
+    ASSERT_TRUE(engine_->Write([](Connection& c) -> Status {
+      FP_TRY(c.Exec("CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT)", {}));
+      return Ok();
+    }));
+    // Every statement below prepared once, and the engine's once-a-minute chore (pruning old
+    // commit markers) done, so that the counts below are the transactions' own.
+    ASSERT_TRUE(engine_->Write([](Connection& c) -> Status {
+      FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{0}}, -1, Error::Internal("unused")));
+      FP_CHECK_OK(c.ExecLater(kUpdate, {int64_t{0}}, 1, Error::Internal("unused")));
+      FP_TRY(c.Exec(kUpdate, {int64_t{0}}));
+      FP_TRY(c.Query("SELECT count(*) FROM t", {}));
+      return Ok();
+    }));
+  }
+  int64_t Count(std::string_view sql) {
+    int64_t n = -1;
+    int64_t seen = 0;
+    EXPECT_TRUE(engine_->Read(
+        [&](Connection& c) -> Status {
+          n = FP_TRY(c.Query(sql, {})).front().Int(0);
+          return Ok();
+        },
+        seen));
+    return n;
+  }
+  int64_t RoundTrips() const { return engine_->stats().round_trips; }
+
+  SyncPoints sync_points_;
+  std::unique_ptr<TempPostgresDatabase> db_;
+  std::unique_ptr<PgEngine> engine_;
+};
+
+TEST_F(PgHeldBackTest, HeldBackWritesGoWithTheNextStatementOrWithTheCommit) {
+  int64_t before = RoundTrips();
+  int64_t seen_inside = -1;
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{1}}, -1, Error::Internal("unused")));
+    FP_CHECK_OK(c.ExecLater(kUpdate, {int64_t{1}}, 1, Error::Internal("unused")));
+    // Sent before this statement, in its exchange: it sees them.
+    seen_inside =
+        FP_TRY(c.Query("SELECT count(*) FROM t WHERE k = 1 AND v = 'y'", {})).front().Int(0);
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{2}}, -1, Error::Internal("unused")));
+    return Ok();
+  }));
+  EXPECT_EQ(RoundTrips() - before, 2)
+      << "BEGIN + the two held back + the count; the third held back + COMMIT";
+  EXPECT_EQ(seen_inside, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k IN (1, 2)"), 2);
+  // A body of held-back writes only: the begin, the writes and the COMMIT in one exchange.
+  before = RoundTrips();
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    return c.ExecLater(kInsert, {int64_t{3}}, -1, Error::Internal("unused"));
+  }));
+  EXPECT_EQ(RoundTrips() - before, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 3"), 1);
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
+// The count is checked by the server in the write's own statement, so a COMMIT sent in the
+// same exchange never runs after it: nothing of the transaction stays, and the caller gets the
+// error the write was held back with.
+TEST_F(PgHeldBackTest, AHeldBackWriteThatChangedTheWrongCountFailsItsTransactionWithItsError) {
+  int64_t before = RoundTrips();
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{10}}, -1, Error::Internal("unused")));
+    return c.ExecLater(kUpdate, {int64_t{999}}, 1, Error::NotFoundById("row", "999"));
+  });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(s.error().message(), "not found: row with id \"999\"");
+  EXPECT_EQ(RoundTrips() - before, 2) << "the begin, the writes and COMMIT; ROLLBACK";
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 10"), 0);
+  // Found at the next statement instead: that statement answers with the write's error.
+  Status at_next = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{11}}, -1, Error::Internal("unused")));
+    FP_CHECK_OK(c.ExecLater(kUpdate, {int64_t{999}}, 1, Error::NotFoundById("row", "999")));
+    auto rows = c.Query("SELECT count(*) FROM t", {});
+    EXPECT_FALSE(rows);
+    if (!rows) return Fail(rows.error());
+    return Ok();
+  });
+  ASSERT_FALSE(at_next);
+  EXPECT_EQ(at_next.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 11"), 0);
+  // The one connection is usable again, and a write that changed its one row commits.
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{12}}, -1, Error::Internal("unused")));
+    return c.ExecLater(kUpdate, {int64_t{12}}, 1, Error::NotFoundById("row", "12"));
+  }));
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 12 AND v = 'y'"), 1);
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
+// A body that fails after holding writes back sends none of them.
+TEST_F(PgHeldBackTest, WritesHeldBackByABodyThatFailsAreNeverSent) {
+  int64_t before = RoundTrips();
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{20}}, -1, Error::Internal("unused")));
+    return Fail(Error::InvalidRequest("refused"));
+  });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message(), "refused");
+  EXPECT_EQ(RoundTrips() - before, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 20"), 0);
+}
+
+}  // namespace
+}  // namespace fp::db::postgres
