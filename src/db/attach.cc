@@ -397,9 +397,26 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
 
 Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, const Uuid& ip_id,
                                                 const Uuid& instance_id) {
+  // One statement (one round trip on PostgreSQL): FloatingIpLookupByIdIn's row beside
+  // InstanceByIdIn's, each NULL when not found.
+  static const std::string kBoth = fmt::format(
+      "SELECT x.*, y.* FROM (SELECT 1) one LEFT JOIN (SELECT {} FROM external_ip e JOIN project "
+      "pr ON pr.id = e.project_id WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS "
+      "NULL AND pr.silo_id = ? AND pr.time_deleted IS NULL) x ON true LEFT JOIN (SELECT {} FROM "
+      "instance i JOIN project p ON p.id = i.project_id WHERE i.id = ? AND i.time_deleted IS "
+      "NULL AND p.silo_id = ? AND p.time_deleted IS NULL) y ON true",
+      kExternalIpColumns, kInstanceColumns);
   return ds.Read<AttachTargets>([&](Tx& tx) -> Result<AttachTargets> {
-    ExternalIp ip = FP_TRY(FloatingIpLookupByIdIn(tx, silo_id, ip_id));
-    return AttachTargets{std::move(ip), InstanceByIdIn(tx, silo_id, instance_id)};
+    auto rows = FP_TRY(tx.Query(kBoth, ip_id, silo_id, instance_id, silo_id));
+    const Row& row = rows.at(0);
+    if (row.IsNull(0)) return Fail(Error::NotFoundById("floating-ip", ip_id.ToString()));
+    ExternalIp ip = FP_TRY(ExternalIpFromRow(row.Slice(0, kExternalIpColumnCount)));
+    if (row.IsNull(kExternalIpColumnCount)) {
+      return AttachTargets{std::move(ip),
+                           Fail(Error::NotFoundById("instance", instance_id.ToString()))};
+    }
+    return AttachTargets{std::move(ip),
+                         InstanceFromRow(row.Slice(kExternalIpColumnCount, kInstanceColumnCount))};
   });
 }
 

@@ -72,6 +72,10 @@ Result<AttachStep> BeginDetachIn(Tx& tx, const AttachRequest& r);
 // attaching -> detached, detaching -> detached: floating IPs lose their parent; ephemeral IPs
 // are released back to their pool. detaching -> attached: restores the attachment.
 Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target);
+// CompleteOpIn, then the IP's row as the transaction leaves it (ExternalIpGetIn): what a saga's
+// last node answers with. One statement on PostgreSQL.
+Result<ExternalIp> CompleteOpAndGetIn(Tx& tx, const Uuid& ip_id, AttachState expected,
+                                      AttachState target);
 
 // Whether the attach or detach saga `saga_id` holds the IP (it is attaching or detaching under
 // that saga). False once that operation completed or was undone, whatever happened to the IP

@@ -17,36 +17,52 @@ namespace {
 // PostgreSQL: CompleteOpIn's read and change as one statement. It changes the row only when it
 // is live and in `expected`, returns its address to the pool when the change released it (an
 // ephemeral IP detached), and returns what it read (kind, state, deleted), whether it changed
-// the row, and fp_release_address's outcome when it released one. Parameters: IP id,
-// expected, target, now.
-constexpr std::string_view kCompleteStatement =
-    "WITH p AS (SELECT ?::text AS id, ?::text AS expected, ?::text AS target, ?::bigint AS now), "
-    "e AS (SELECT x.kind, x.state, x.time_deleted IS NOT NULL AS deleted FROM external_ip x, p "
-    "WHERE x.id = p.id), "
-    // As ExternalIpReleaseIn: a released ephemeral IP keeps its op_saga_id and time_modified.
-    "t AS (UPDATE external_ip u SET state = p.target, "
-    "parent_id = CASE WHEN p.target = 'detached' THEN NULL ELSE u.parent_id END, "
-    "op_saga_id = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN u.op_saga_id "
-    "END, op_from_parent_id = NULL, "
-    "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
-    "u.time_modified ELSE p.now END, "
-    "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
-    "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected AND "
-    "u.time_deleted IS NULL AND u.state = p.expected "
-    "RETURNING u.time_deleted IS NOT NULL AS released, u.ip_pool_id, u.ip_pool_range_id, u.ip, "
-    "u.first_port, u.last_port), "
-    "r AS MATERIALIZED (SELECT fp_release_address(t.ip_pool_id, t.ip_pool_range_id, t.ip, "
-    "t.first_port, t.last_port) AS outcome FROM t WHERE t.released) "
-    "SELECT e.kind, e.state, e.deleted, (SELECT count(*) FROM t), (SELECT outcome FROM r) "
-    "FROM e";
+// the row, fp_release_address's outcome when it released one, and then the row's columns
+// (kExternalIpColumns) as the change left it. Parameters: IP id, expected, target, now.
+std::string CompleteStatement() {
+  // kExternalIpColumns names its table `e`: the same columns of another.
+  auto columns_of = [](char alias) {
+    std::string out;
+    std::string_view in = kExternalIpColumns;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const bool prefix = in.substr(i, 2) == "e." && (i == 0 || in[i - 1] == ' ');
+      out += prefix ? alias : in[i];
+    }
+    return out;
+  };
+  return fmt::format(
+      "WITH p AS (SELECT ?::text AS id, ?::text AS expected, ?::text AS target, ?::bigint AS "
+      "now), "
+      "e AS (SELECT {0}, e.time_deleted IS NOT NULL AS deleted FROM external_ip e, p "
+      "WHERE e.id = p.id), "
+      // As ExternalIpReleaseIn: a released ephemeral IP keeps its op_saga_id and time_modified.
+      "t AS (UPDATE external_ip u SET state = p.target, "
+      "parent_id = CASE WHEN p.target = 'detached' THEN NULL ELSE u.parent_id END, "
+      "op_saga_id = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN u.op_saga_id "
+      "END, op_from_parent_id = NULL, "
+      "time_modified = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN "
+      "u.time_modified ELSE p.now END, "
+      "time_deleted = CASE WHEN u.kind = 'ephemeral' AND p.target = 'detached' THEN p.now END "
+      "FROM p, e WHERE u.id = p.id AND NOT e.deleted AND e.state = p.expected AND "
+      "u.time_deleted IS NULL AND u.state = p.expected "
+      "RETURNING u.time_deleted IS NOT NULL AS released, {1}), "
+      "r AS MATERIALIZED (SELECT fp_release_address(t.ip_pool_id, t.ip_pool_range_id, t.ip, "
+      "t.first_port, t.last_port) AS outcome FROM t WHERE t.released) "
+      "SELECT e.kind, e.state, e.deleted, (SELECT count(*) FROM t), (SELECT outcome FROM r), "
+      "x.* FROM e, LATERAL (SELECT {2} FROM t UNION ALL SELECT {0} WHERE NOT EXISTS "
+      "(SELECT 1 FROM t)) x",
+      kExternalIpColumns, columns_of('u'), columns_of('t'));
+}
+constexpr size_t kCompleteRowAt = 5;  // where the row's columns start
 
-}  // namespace
-
-Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target) {
+// CompleteOpIn; with `after`, also the row as the transaction leaves it.
+Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target,
+                           std::optional<ExternalIp>* after) {
   if (expected != AttachState::kAttaching && expected != AttachState::kDetaching) {
     return Fail(Error::Internal(
         fmt::format("{} is not a valid transition state for attach/detach", ToString(expected))));
   }
+  static const std::string kCompleteStatement = CompleteStatement();
   std::optional<Row> row;
   if (tx.postgres()) {
     row = FP_TRY(
@@ -66,6 +82,11 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
       return Fail(Error::NotFound(
           "instance (it was deleted while the external IP was being attached to it)"));
     }
+    if (after != nullptr) {
+      *after = tx.postgres()
+                   ? FP_TRY(ExternalIpFromRow(row->Slice(kCompleteRowAt, kExternalIpColumnCount)))
+                   : FP_TRY(ExternalIpGetIn(tx, ip_id));
+    }
     return int64_t{0};
   }
   if (tx.postgres()) {
@@ -74,8 +95,12 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
           fmt::format("completing the operation on external IP {} changed {} rows (release: {})",
                       ip_id.ToString(), row->Int(3), row->OptText(4).value_or("none"))));
     }
+    if (after != nullptr) {
+      *after = FP_TRY(ExternalIpFromRow(row->Slice(kCompleteRowAt, kExternalIpColumnCount)));
+    }
     return int64_t{1};
   }
+  int64_t changed = 1;
   if (target == AttachState::kDetached) {
     if (row->Text(0) == "ephemeral") {
       FP_CHECK_OK(ExternalIpReleaseIn(tx, ip_id));
@@ -85,12 +110,27 @@ Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, At
                   "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
                   tx.now(), ip_id));
     }
-    return int64_t{1};
+  } else {
+    changed = FP_TRY(
+        tx.Exec("UPDATE external_ip SET state = ?, op_saga_id = NULL, op_from_parent_id = NULL, "
+                "time_modified = ? WHERE id = ?",
+                ToString(target), tx.now(), ip_id));
   }
-  return tx.Exec(
-      "UPDATE external_ip SET state = ?, op_saga_id = NULL, op_from_parent_id = NULL, "
-      "time_modified = ? WHERE id = ?",
-      ToString(target), tx.now(), ip_id);
+  if (after != nullptr) *after = FP_TRY(ExternalIpGetIn(tx, ip_id));
+  return changed;
+}
+
+}  // namespace
+
+Result<int64_t> CompleteOpIn(Tx& tx, const Uuid& ip_id, AttachState expected, AttachState target) {
+  return CompleteOp(tx, ip_id, expected, target, nullptr);
+}
+
+Result<ExternalIp> CompleteOpAndGetIn(Tx& tx, const Uuid& ip_id, AttachState expected,
+                                      AttachState target) {
+  std::optional<ExternalIp> after;
+  FP_TRY(CompleteOp(tx, ip_id, expected, target, &after));
+  return std::move(*after);
 }
 
 Result<bool> IpHeldBySagaIn(Tx& tx, const Uuid& ip_id, const Uuid& saga_id) {

@@ -84,7 +84,72 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
   return out;
 }
 
+namespace {
+
+// PostgreSQL's forms of the NAT changes above, each one statement a transaction can hold back:
+// the counter's next version taken only when a row changes, as CounterNextIn takes it.
+constexpr std::string_view kNatVersionOfEach =
+    "v AS (INSERT INTO counter (name, value) SELECT 'nat_version', 1 FROM {} "
+    "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1 RETURNING value)";
+constexpr std::string_view kPrimaryNic =
+    "nic AS (SELECT n.mac, v.vni FROM network_interface n JOIN vpc v ON v.id = n.vpc_id WHERE "
+    "n.instance_id = ? AND n.is_primary = 1 AND n.time_deleted IS NULL)";
+// Parameters: address, first port, last port, now.
+const std::string& RemoveForIpOnPostgres() {
+  static const std::string kSql = fmt::format(
+      "WITH live AS (SELECT id FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
+      "last_port = ? AND version_removed IS NULL), {} "
+      "UPDATE nat_entry SET version_removed = v.value, time_deleted = ? FROM v WHERE "
+      "nat_entry.id IN (SELECT id FROM live)",
+      fmt::format(kNatVersionOfEach, "live"));
+  return kSql;
+}
+// The live row of an address that points elsewhere than (sled, the instance's primary NIC),
+// removed when the instance has one. Parameters: instance, address, first port, last port,
+// sled address, instance, now.
+const std::string& RemoveLeftoverOnPostgres() {
+  static const std::string kSql = fmt::format(
+      "WITH {}, live AS (SELECT l.id FROM nat_entry l, nic WHERE l.external_ip = ? AND "
+      "l.first_port = ? AND l.last_port = ? AND l.version_removed IS NULL AND NOT "
+      "(l.sled_address = ? AND l.vni = nic.vni AND l.mac = nic.mac AND l.instance_id = ?)), {} "
+      "UPDATE nat_entry SET version_removed = v.value, time_deleted = ? FROM v WHERE "
+      "nat_entry.id IN (SELECT id FROM live)",
+      kPrimaryNic, fmt::format(kNatVersionOfEach, "live"));
+  return kSql;
+}
+// The row, unless the address has a live one (after RemoveLeftoverOnPostgres: the right one).
+// Parameters: instance, address, first port, last port, id, address, first port, last port,
+// sled address, instance, now.
+const std::string& AddOnPostgres() {
+  static const std::string kSql = fmt::format(
+      "WITH {}, todo AS (SELECT 1 FROM nic WHERE NOT EXISTS (SELECT 1 FROM nat_entry WHERE "
+      "external_ip = ? AND first_port = ? AND last_port = ? AND version_removed IS NULL)), {} "
+      "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
+      "instance_id, version_added, time_created) SELECT ?, ?, ?, ?, ?, nic.vni, nic.mac, ?, "
+      "v.value, ? FROM nic, v",
+      kPrimaryNic, fmt::format(kNatVersionOfEach, "todo"));
+  return kSql;
+}
+
+}  // namespace
+
+Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
+                             const Sled& sled) {
+  if (!tx.postgres()) {
+    FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled));
+    return Ok();
+  }
+  FP_CHECK_OK(tx.ExecLater(RemoveLeftoverOnPostgres(), instance_id, e.ip, e.first_port, e.last_port,
+                           sled.underlay_address, instance_id, tx.now()));
+  return tx.ExecLater(AddOnPostgres(), instance_id, e.ip, e.first_port, e.last_port,
+                      tx.NewTimeOrderedId(), e.ip, e.first_port, e.last_port, sled.underlay_address,
+                      instance_id, tx.now());
+}
+
 Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
+  if (tx.postgres()) {
+    return tx.ExecLater(RemoveForIpOnPostgres(), e.ip, e.first_port, e.last_port, tx.now());
+  }
   for (const Row& r : FP_TRY(tx.Query(
            "SELECT id FROM nat_entry WHERE external_ip = ? AND first_port = ? AND last_port = ? "
            "AND version_removed IS NULL",
@@ -122,17 +187,33 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
   // Not waiting for durability: see Datastore::ReadLatest.
   return ds.ReadLatest<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
+    static const std::string kChanges = fmt::format(
+        "SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
+        "version_removed IS NULL AND version_added > ? "
+        "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+        "version_removed > ? ORDER BY v LIMIT ?",
+        kNatColumns);
     NatFeed out;
+    if (tx.postgres()) {
+      // One statement, one round trip: the version, then each change beside it (none: one row
+      // of NULLs beside it).
+      static const std::string kVersionAndChanges = fmt::format(
+          "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
+          "'nat_version'), 0) AS value) c LEFT JOIN ({}) x ON true ORDER BY x.v",
+          kChanges);
+      for (const Row& r : FP_TRY(tx.Query(kVersionAndChanges, after, after, limit))) {
+        out.current_version = r.Int(0);
+        if (r.IsNull(1)) break;
+        const Row change = r.Slice(1, 12);
+        out.changes.push_back(
+            NatFeedChange{FP_TRY(NatFromRow(change)), change.Int(10), change.Int(11) != 0});
+      }
+      return out;
+    }
     auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
     out.current_version = version ? version->Int(0) : 0;
     if (out.current_version <= after) return out;
-    for (const Row& r : FP_TRY(tx.Query(
-             fmt::format("SELECT {0}, version_added AS v, 0 FROM nat_entry WHERE "
-                         "version_removed IS NULL AND version_added > ? "
-                         "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
-                         "version_removed > ? ORDER BY v LIMIT ?",
-                         kNatColumns),
-             after, after, limit))) {
+    for (const Row& r : FP_TRY(tx.Query(kChanges, after, after, limit))) {
       out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
     }
     return out;

@@ -62,6 +62,12 @@ Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestam
 // NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
 Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
                                                const Uuid& instance_id, const Sled& sled);
+// NatEnsureForIpIn for a caller that does not read the rows: on PostgreSQL two statements that
+// go with the transaction's next statement or its COMMIT (Tx::ExecLater), no round trip of
+// their own.
+Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& ip, const Uuid& instance_id,
+                             const Sled& sled);
+// On PostgreSQL one statement, held back likewise.
 Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
 
 }  // namespace fp::db

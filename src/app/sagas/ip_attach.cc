@@ -49,7 +49,7 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
   if (step.do_saga && step.sled) {
     // A move's NAT row pointing at the old sled is replaced in this transaction: the switches
     // get the removal and the addition in one batch and retarget the address in one change.
-    FP_TRY(db::NatEnsureForIpIn(tx, step.ip, p.instance_id, *step.sled));
+    FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, step.ip, p.instance_id, *step.sled));
   } else if (step.do_saga && step.from_instance) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
   }
@@ -129,16 +129,16 @@ Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
 Result<Json> Complete(db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
-  if (begun.do_saga) {
-    auto done = db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kAttaching,
-                                 model::AttachState::kAttached);
-    if (!done && done.error().kind() == ErrorKind::kNotFound) {
-      // The instance was deleted underneath: answer as for a missing instance.
-      return Fail(Error::NotFoundById("instance", p.instance_id.ToString()));
-    }
-    FP_TRY(done);
+  if (!begun.do_saga) {
+    return Json(IpCompleted{begun.ip_id, FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id))});
   }
-  return Json(IpCompleted{begun.ip_id, FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id))});
+  auto done = db::CompleteOpAndGetIn(tx, begun.ip_id, model::AttachState::kAttaching,
+                                     model::AttachState::kAttached);
+  if (!done && done.error().kind() == ErrorKind::kNotFound) {
+    // The instance was deleted underneath: answer as for a missing instance.
+    return Fail(Error::NotFoundById("instance", p.instance_id.ToString()));
+  }
+  return Json(IpCompleted{begun.ip_id, FP_TRY(std::move(done))});
 }
 
 }  // namespace

@@ -51,12 +51,11 @@ Status UndoDetachBegin(SagaDeps& d, const ActionContext& ctx) {
 
 Result<Json> DetachComplete(db::Tx& tx, const ActionContext& ctx) {
   auto begun = FP_TRY(OutputOf<IpBegun>(ctx, "begin"));
-  if (begun.do_saga) {
-    FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kDetaching,
-                            model::AttachState::kDetached));
-  }
-  return Json(
-      IpDetachCompleted{begun.ip_id, begun.do_saga, FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id))});
+  model::ExternalIp ip =
+      begun.do_saga ? FP_TRY(db::CompleteOpAndGetIn(tx, begun.ip_id, model::AttachState::kDetaching,
+                                                    model::AttachState::kDetached))
+                    : FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
+  return Json(IpDetachCompleted{begun.ip_id, begun.do_saga, std::move(ip)});
 }
 
 }  // namespace
