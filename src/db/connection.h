@@ -76,6 +76,10 @@ class Connection {
   // once.
   virtual Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                            const Error& otherwise);
+  // The transaction joins the write queue (saga::StoreTx::JoinWriteQueue): before its first
+  // statement it waits for the transactions that joined before it to end. Nothing once a
+  // statement ran, or on an engine that runs writes one at a time (SQLite's: this default).
+  virtual void JoinWriteQueue() {}
   virtual Dialect dialect() const = 0;
 };
 

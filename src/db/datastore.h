@@ -87,6 +87,8 @@ class Tx : public saga::StoreTx {
     return conn_.ExecLater(sql, {ToSql(std::forward<Args>(args))...}, 1, otherwise);
   }
 
+  void JoinWriteQueue() override { conn_.JoinWriteQueue(); }
+
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
   // on the thread that made the write, before Datastore::Write returns. A body run again (the
   // engine retries a transaction) has the calls of its last run only: what an earlier run

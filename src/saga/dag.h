@@ -125,6 +125,9 @@ struct Action {
   // logged, and "succeeded" is written in the same transaction as the next node's commit.
   // After a crash such a node simply runs again. Saves two durable commits.
   bool unlogged = false;
+  // For `run_in_tx` actions whose transactions all change one row: the node's transaction joins
+  // the store's write queue (StoreTx::JoinWriteQueue) before anything else.
+  bool joins_write_queue = false;
 };
 
 // Actions by name. Build it once at start-up; it is read-only afterwards (thread-safe reads).

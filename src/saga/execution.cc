@@ -230,6 +230,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   in_tx_ = true;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
     id_taken = false;  // the store may run this body again (a retried transaction)
+    if (action.joins_write_queue) tx.JoinWriteQueue();
     if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
       id_taken = true;
       return Fail(SagaExistsError(id_));

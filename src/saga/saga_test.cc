@@ -102,6 +102,12 @@ ActionRegistry ToyRegistry(World& world) {
                  tx.rows().erase(ToyRow(ctx.saga_id(), ctx.node()));
                  return Ok();
                }});
+  r.Add(Action{.name = "toy.queued_row",
+               .run_in_tx = [](MemoryStore::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+                 tx.rows().insert(ToyRow(ctx.saga_id(), ctx.node()));
+                 return Json{{"row", ctx.node()}};
+               },
+               .joins_write_queue = true});
   return r;
 }
 
@@ -246,6 +252,18 @@ TEST_F(SagaTest, DatabaseActionsCommitEffectAndEventTogether) {
   // The saga row commits with the first node; each database node is one commit (the last also
   // marks the saga done).
   EXPECT_EQ(store.commits() - before, 2);
+}
+
+// A node whose action asks for the write queue has its own transaction join it (before it
+// writes anything: the saga's first transaction too), and no other node's.
+TEST_F(SagaTest, ADatabaseNodeThatAsksForTheWriteQueueJoinsItInItsTransactionOnly) {
+  SagaDag dag;
+  dag.name = "rows";
+  dag.nodes = {{"q1", "toy.queued_row"}, {"r", "toy.row"}, {"q2", "toy.queued_row"}};
+  auto out = exec.Run(Uuid::Random(), dag);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  EXPECT_EQ(store.write_queue_joins(), 2);
 }
 
 TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {

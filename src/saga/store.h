@@ -102,6 +102,13 @@ class StoreTx {
  public:
   virtual ~StoreTx() = default;
 
+  // Asks that this transaction wait, before it reads anything, for the transactions that asked
+  // the same before it to end, so that transactions that all change one row (the NAT version
+  // counter) never conflict with each other over it: they run one after the other instead of
+  // failing and running again. Only before the transaction's first statement; nothing on a
+  // store whose writes run one at a time anyway (this default).
+  virtual void JoinWriteQueue() {}
+
  protected:
   StoreTx() = default;
   StoreTx(const StoreTx&) = default;

@@ -73,9 +73,12 @@ saga::SagaDag IpDetachSaga(const IpDetachSagaParams& params) {
 void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
   r.Add(Action{.name = "ip_detach.begin",
                .run_in_tx = InTx<DetachBegin>,
-               .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); }});
+               .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); },
+               .joins_write_queue = true});  // as ip_attach.begin
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
-  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<DetachComplete>});
+  r.Add(Action{.name = "ip_detach.complete",
+               .run_in_tx = InTx<DetachComplete>,
+               .joins_write_queue = true});  // as ip_attach.complete
 }
 
 }  // namespace fp::app

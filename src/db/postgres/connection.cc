@@ -128,8 +128,10 @@ Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
                                      state.empty() ? "" : fmt::format(" (SQLSTATE {})", state)));
 }
 
-void PgConnection::DeferBegin(std::vector<std::string> statements) {
+void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapshot_at) {
   pending_.clear();
+  snapshot_at_ = std::min(snapshot_at, statements.size());
+  queued_ = false;
   for (std::string& statement : statements) {
     Command c;
     c.simple = true;
@@ -138,6 +140,17 @@ void PgConnection::DeferBegin(std::vector<std::string> statements) {
   }
   begin_count_ = pending_.size();
   begin_pending_ = begin_count_ > 0;
+}
+
+void PgConnection::JoinWriteQueue() {
+  if (!begin_pending_ || queued_) return;
+  Command c;
+  c.simple = true;
+  c.text = "LOCK TABLE retry_queue IN EXCLUSIVE MODE";
+  pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(snapshot_at_), std::move(c));
+  ++begin_count_;
+  ++snapshot_at_;
+  queued_ = true;
 }
 
 void PgConnection::DropPending() {

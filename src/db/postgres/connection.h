@@ -64,7 +64,12 @@ class PgConnection final : public Connection {
   // parameters), held back and sent with the transaction's first statement, in the same
   // exchange (libpq's pipeline mode), instead of in an exchange of their own. Until that
   // statement the server has not begun the transaction.
-  void DeferBegin(std::vector<std::string> statements);
+  // `snapshot_at`: the index of the first of them that takes the transaction's snapshot (a
+  // table lock asked for later, JoinWriteQueue, goes before it).
+  void DeferBegin(std::vector<std::string> statements, size_t snapshot_at);
+  // LOCK TABLE retry_queue IN EXCLUSIVE MODE before the snapshot, if the begin is still
+  // pending and has not queued already: the write queue that queued retries wait in too.
+  void JoinWriteQueue() override;
   // DeferBegin's statements were never sent (no statement ran, not even one held back): there
   // is nothing to end.
   bool begin_pending() const { return begin_pending_; }
@@ -142,6 +147,8 @@ class PgConnection final : public Connection {
   int64_t next_name_ = 1;
   std::vector<Command> pending_;  // the begin's statements first, then ExecLater's writes
   size_t begin_count_ = 0;        // how many of pending_ are the begin's
+  size_t snapshot_at_ = 0;        // see DeferBegin
+  bool queued_ = false;           // the pending begin waits in the write queue
   bool begin_pending_ = false;    // see begin_pending()
   bool unusable_ = false;         // see broken()
 };

@@ -250,7 +250,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
   // coordinator's thread) for as long as it lasts.
   // The transaction's opening statements, sent with its first statement (PgConnection::
   // DeferBegin): one exchange for both.
-  auto begin = [&](bool queued) {
+  auto begin = [&]() {
     const int64_t left =
         std::max<int64_t>(1, duration_cast<milliseconds>(deadline - clock_.Monotonic()).count());
     // And a session left idle in the transaction (its client gone before COMMIT) is ended by
@@ -261,7 +261,6 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         fmt::format("SET LOCAL lock_timeout = {}", left),
         fmt::format("SET LOCAL idle_in_transaction_session_timeout = {}", left + 10000)};
     if (!write) return statements;
-    if (queued) statements.push_back("LOCK TABLE retry_queue IN EXCLUSIVE MODE");
     statements.push_back(fmt::format(
         "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())", marker.ToString()));
     return statements;
@@ -316,7 +315,13 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
             {int64_t{lost_pid}, lost_start});
         lost_pid = 0;
       }
-      conn->DeferBegin(begin(queued));
+      std::vector<std::string> opening = begin();
+      // A write's snapshot is taken by its commit marker's INSERT, the last of them.
+      const size_t snapshot_at = write ? opening.size() - 1 : opening.size();
+      conn->DeferBegin(std::move(opening), snapshot_at);
+      // The write queue: transactions that change one row all (the body asks,
+      // Connection::JoinWriteQueue) and a retry after a conflict wait there.
+      if (queued) conn->JoinWriteQueue();
       {
         try {
           done = body(*conn);

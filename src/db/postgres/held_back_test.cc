@@ -1,11 +1,16 @@
 // Writes held back (Connection::ExecLater) on the PostgreSQL engine, against the test cluster
 // (FLOATPLANE_TEST_POSTGRES; skipped without one): they ride with the transaction's next
 // statement or its COMMIT, and a count the server finds wrong fails the whole transaction
-// with the caller's error, even when it went in the same exchange as the COMMIT.
+// with the caller's error, even when it went in the same exchange as the COMMIT. And the
+// write queue (Connection::JoinWriteQueue), which the same opening exchange carries.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "db/postgres/engine.h"
 #include "db/schema.h"
@@ -135,6 +140,43 @@ TEST_F(PgHeldBackTest, WritesHeldBackByABodyThatFailsAreNeverSent) {
   EXPECT_EQ(s.error().message(), "refused");
   EXPECT_EQ(RoundTrips() - before, 0);
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 20"), 0);
+}
+
+// Writes that all read and change one row, each holding its transaction open a moment in
+// between: concurrently they would fail each other (SERIALIZABLE) and run again; in the write
+// queue each waits for the one before it, so none runs twice and none is lost.
+TEST_F(PgHeldBackTest, WritesInTheWriteQueueTakeTurnsInsteadOfConflicting) {
+  auto e =
+      PgEngine::Open(db_->url(), PostgresOptions{.pool_size = 4}, sync_points_, MachineClock(),
+                     MachineRandom(), [](PgConnection& c) { return MigratePostgresSchema(c); });
+  ASSERT_TRUE(e) << e.error().message();
+  PgEngine& engine = **e;
+  ASSERT_TRUE(engine.Write([](Connection& c) -> Status {
+    FP_TRY(c.Exec("UPDATE t SET v = '0' WHERE k = 0", {}));
+    return Ok();
+  }));
+  constexpr int kWriters = 3;
+  constexpr int kEach = 10;
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        Status s = engine.Write([&](Connection& c) -> Status {
+          c.JoinWriteQueue();
+          int64_t v = FP_TRY(c.Query("SELECT v::bigint FROM t WHERE k = 0", {})).at(0).Int(0);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          FP_TRY(c.Exec("UPDATE t SET v = ?::text WHERE k = 0", {v + 1}));
+          return Ok();
+        });
+        if (!s) failed.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(Count("SELECT v::bigint FROM t WHERE k = 0"), kWriters * kEach);
+  EXPECT_EQ(engine.stats().retries, 0) << "a write in the queue collided with another";
 }
 
 }  // namespace

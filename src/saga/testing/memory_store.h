@@ -35,10 +35,13 @@ class MemoryStore final : public SagaStore {
    public:
     explicit Tx(State state) : state_(std::move(state)) {}
     std::set<std::string>& rows() { return state_.rows; }
+    // Writes run one at a time here anyway: only counted (write_queue_joins).
+    void JoinWriteQueue() override { joined_queue_ = true; }
 
    private:
     friend class MemoryStore;
     State state_;
+    bool joined_queue_ = false;
   };
 
   // Writes are serialised; a Write holds the store for its whole body.
@@ -48,6 +51,7 @@ class MemoryStore final : public SagaStore {
     FP_CHECK_OK(body(tx));
     state_ = std::move(tx.state_);
     ++commits_;
+    if (tx.joined_queue_) ++write_queue_joins_;
     return Ok();
   }
 
@@ -138,6 +142,11 @@ class MemoryStore final : public SagaStore {
   }
 
   // Committed Writes (and MarkStuck calls that changed a saga): the store's durable commits.
+  // Committed transactions whose body joined the write queue.
+  int64_t write_queue_joins() {
+    MutexLock lock(mu_);
+    return write_queue_joins_;
+  }
   int64_t commits() {
     MutexLock lock(mu_);
     return commits_;
@@ -168,6 +177,7 @@ class MemoryStore final : public SagaStore {
   Mutex mu_;
   State state_ FP_GUARDED_BY(mu_);
   int64_t commits_ FP_GUARDED_BY(mu_) = 0;
+  int64_t write_queue_joins_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::saga::testing
