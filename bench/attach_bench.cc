@@ -282,6 +282,11 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/floatplane-bench-XXXXXX";
     if (!mkdtemp(tmpl)) Die("cannot create a temporary directory");
     data_dir = tmpl;
+  } else {
+    // The agents' secret file is written there before any server would create it.
+    std::error_code ec;
+    std::filesystem::create_directories(data_dir, ec);
+    if (ec) Die("cannot create --data-dir " + data_dir + ": " + ec.message());
   }
 
   // The servers (and on PostgreSQL the agents they share), their stdout on a pipe (the first

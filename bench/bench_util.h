@@ -101,7 +101,9 @@ inline double Percentile(std::vector<double> v, double p) {
 // --agent-secret-file.
 inline std::string WriteAgentSecret(const std::string& dir) {
   std::string path = dir + "/agent-secret";
-  std::ofstream(path) << fp::Uuid::Random().ToString() << fp::Uuid::Random().ToString() << "\n";
+  std::ofstream file(path);
+  file << fp::Uuid::Random().ToString() << fp::Uuid::Random().ToString() << "\n";
+  if (!file.flush()) Die("cannot write the agent secret " + path);
   return path;
 }
 

@@ -72,8 +72,9 @@ class Connection {
   // one exchange (PostgreSQL's pipeline): its failure then comes back from that statement or
   // from the commit, and the transaction rolls back. So nothing after it in the body may depend
   // on its having run, and `otherwise` is what the write's caller is told, not the body.
-  // `sql` is one INSERT, UPDATE or DELETE without RETURNING. SQLite's (this default) runs it at
-  // once.
+  // `sql` is one INSERT, UPDATE or DELETE without RETURNING (with `rows` negative, also a WITH
+  // ... INSERT/UPDATE: a data-modifying WITH cannot be wrapped to count). SQLite's (this
+  // default) runs it at once.
   virtual Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                            const Error& otherwise);
   // The transaction joins the write queue (saga::StoreTx::JoinWriteQueue): before its first

@@ -119,8 +119,9 @@ TEST_F(HeldBackChangesTest, EnsureLaterAndRemoveChangeTheNatTableAsTheStepByStep
 }
 
 TEST_F(HeldBackChangesTest, CompleteOpAndGetAnswersTheRowAsTheTransactionLeavesIt) {
+  IpKind kind = IpKind::kFloating;
   auto begin = [&](bool attach) {
-    AttachRequest r{ip_.id, IpKind::kFloating, instance_, Uuid::Random(), false};
+    AttachRequest r{ip_.id, kind, instance_, Uuid::Random(), false};
     return ds_->Write<AttachStep>(
         [&](Tx& tx) { return attach ? BeginAttachIn(tx, r) : BeginDetachIn(tx, r); });
   };
@@ -157,6 +158,29 @@ TEST_F(HeldBackChangesTest, CompleteOpAndGetAnswersTheRowAsTheTransactionLeavesI
   EXPECT_EQ(detached->state, AttachState::kDetached);
   EXPECT_FALSE(detached->parent_id);
   EXPECT_EQ(trips, one);
+
+  // An ephemeral IP's detach releases its address in the same statement: the row answered is
+  // the released one, and the address can be allocated again.
+  PoolSelector selector;
+  selector.mode = PoolSelector::Mode::kExplicitPool;
+  selector.pool = testing::ByName("pool");
+  kind = IpKind::kEphemeral;
+  ip_ = ds_->Write<ExternalIp>([&](Tx& tx) {
+             return EphemeralAllocateIn(tx, Uuid::Random(), instance_, f_.silo.id, selector);
+           })
+            .value();
+  ASSERT_TRUE(begin(true));
+  ASSERT_TRUE(complete(AttachState::kAttaching, AttachState::kAttached, trips));
+  ASSERT_TRUE(begin(false));
+  auto released = complete(AttachState::kDetaching, AttachState::kDetached, trips);
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_EQ(released->state, AttachState::kDetached);
+  EXPECT_EQ(trips, one);
+  auto again_allocated = ds_->Write<ExternalIp>([&](Tx& tx) {
+    return EphemeralAllocateIn(tx, Uuid::Random(), instance_, f_.silo.id, selector);
+  });
+  ASSERT_TRUE(again_allocated) << again_allocated.error().message();
+  EXPECT_EQ(again_allocated->ip, released->ip) << "the lowest free address: the released one";
 }
 
 }  // namespace

@@ -128,10 +128,12 @@ Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
                                      state.empty() ? "" : fmt::format(" (SQLSTATE {})", state)));
 }
 
-void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapshot_at) {
-  pending_.clear();
+void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapshot_at, bool write) {
+  DropPending();
   snapshot_at_ = std::min(snapshot_at, statements.size());
   queued_ = false;
+  read_only_ = !write;
+  held_back_failure_.reset();
   for (std::string& statement : statements) {
     Command c;
     c.simple = true;
@@ -143,7 +145,7 @@ void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapsh
 }
 
 void PgConnection::JoinWriteQueue() {
-  if (!begin_pending_ || queued_) return;
+  if (!begin_pending_ || queued_ || read_only_) return;
   Command c;
   c.simple = true;
   c.text = "LOCK TABLE retry_queue IN EXCLUSIVE MODE";
@@ -327,6 +329,9 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
     return Fail(e);
   };
   if (PQenterPipelineMode(c) != 1) return give_up("enter pipeline mode");
+  // Until the pipeline is left: whatever ends this early (an exception too) leaves a
+  // connection no later statement can use.
+  unusable_ = true;
   // What was sent, in order: each command's prepare (if any) and its execution.
   struct Sent {
     size_t command;
@@ -375,6 +380,7 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
       if (!failed) {
         failed = Failure(k.sql(), r.get());
         if (k.otherwise && SqlState(r.get()) == kExpectedRows) failed = *k.otherwise;
+        if (s.command + 1 < commands.size()) held_back_failure_ = failed;
       }
       continue;
     }
@@ -385,7 +391,7 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
     }
   }
   forget_failed_prepares();
-  if (!broken()) {
+  if (PQstatus(c) == CONNECTION_OK) {
     for (PGresult* r = PQgetResult(c); r != nullptr; r = PQgetResult(c)) {
       const bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
       PQclear(r);
@@ -393,12 +399,10 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
     }
   }
   if (PQexitPipelineMode(c) != 1) {
-    if (failed) {
-      unusable_ = true;
-      return Fail(*failed);
-    }
+    if (failed) return Fail(*failed);
     return give_up("exit pipeline mode");
   }
+  unusable_ = false;
   if (failed) return Fail(*failed);
   if (!out) return Fail(Failure(last.sql(), nullptr));
   return out;

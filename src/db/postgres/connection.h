@@ -65,14 +65,17 @@ class PgConnection final : public Connection {
   // exchange (libpq's pipeline mode), instead of in an exchange of their own. Until that
   // statement the server has not begun the transaction.
   // `snapshot_at`: the index of the first of them that takes the transaction's snapshot (a
-  // table lock asked for later, JoinWriteQueue, goes before it).
-  void DeferBegin(std::vector<std::string> statements, size_t snapshot_at);
-  // LOCK TABLE retry_queue IN EXCLUSIVE MODE before the snapshot, if the begin is still
-  // pending and has not queued already: the write queue that queued retries wait in too.
+  // table lock asked for later, JoinWriteQueue, goes before it); `write`: a write transaction.
+  void DeferBegin(std::vector<std::string> statements, size_t snapshot_at, bool write);
+  // LOCK TABLE retry_queue IN EXCLUSIVE MODE before the snapshot, if the begin is a write's,
+  // still pending and not queued already: the write queue that queued retries wait in too.
   void JoinWriteQueue() override;
   // DeferBegin's statements were never sent (no statement ran, not even one held back): there
   // is nothing to end.
   bool begin_pending() const { return begin_pending_; }
+  // The failure of a held-back write (ExecLater) since DeferBegin, as the statement that carried
+  // it answered: for the engine, when a body did not pass that answer on.
+  const std::optional<Error>& held_back_failure() const { return held_back_failure_; }
   // ExecLater's writes are waiting for the next exchange.
   bool writes_held_back() const { return pending_.size() > begin_count_; }
   // Forgets everything held back (nothing of it was sent): before a ROLLBACK, or instead of
@@ -149,8 +152,10 @@ class PgConnection final : public Connection {
   size_t begin_count_ = 0;        // how many of pending_ are the begin's
   size_t snapshot_at_ = 0;        // see DeferBegin
   bool queued_ = false;           // the pending begin waits in the write queue
-  bool begin_pending_ = false;    // see begin_pending()
-  bool unusable_ = false;         // see broken()
+  bool read_only_ = false;        // the begin is a read's: it never queues
+  std::optional<Error> held_back_failure_;
+  bool begin_pending_ = false;  // see begin_pending()
+  bool unusable_ = false;       // see broken()
 };
 
 }  // namespace fp::db::postgres

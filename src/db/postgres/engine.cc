@@ -318,10 +318,11 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       std::vector<std::string> opening = begin();
       // A write's snapshot is taken by its commit marker's INSERT, the last of them.
       const size_t snapshot_at = write ? opening.size() - 1 : opening.size();
-      conn->DeferBegin(std::move(opening), snapshot_at);
+      conn->DeferBegin(std::move(opening), snapshot_at, write);
       // The write queue: transactions that change one row all (the body asks,
-      // Connection::JoinWriteQueue) and a retry after a conflict wait there.
-      if (queued) conn->JoinWriteQueue();
+      // Connection::JoinWriteQueue) and a write retried after a conflict wait there. Never a
+      // read: it would hold up every write in the queue for as long as it runs.
+      if (write && queued) conn->JoinWriteQueue();
       {
         try {
           done = body(*conn);
@@ -333,8 +334,10 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       }
       // A statement error the body did not pass on still aborted the transaction: COMMIT
       // would roll it back while answering "COMMIT" succeeded.
+      // A held-back write's own error (e.g. a saga write refused to a former owner) says more.
       if (done && !conn->broken() && conn->failed_transaction()) {
-        done = Fail(Error::Internal("a statement of the transaction failed; it was rolled back"));
+        done = Fail(conn->held_back_failure().value_or(
+            Error::Internal("a statement of the transaction failed; it was rolled back")));
       }
     }
     last_conflict = conn->retryable();

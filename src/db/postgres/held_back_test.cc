@@ -23,6 +23,8 @@ using testing::OnPostgres;
 using testing::TempPostgresDatabase;
 
 constexpr std::string_view kInsert = "INSERT INTO t (k, v) VALUES (?, 'x')";
+constexpr std::string_view kConflict40001 =
+    "DO $$BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '40001'; END$$";
 constexpr std::string_view kUpdate = "UPDATE t SET v = 'y' WHERE k = ?";
 
 class PgHeldBackTest : public ::testing::Test {
@@ -127,6 +129,71 @@ TEST_F(PgHeldBackTest, AHeldBackWriteThatChangedTheWrongCountFailsItsTransaction
   }));
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 12 AND v = 'y'"), 1);
   EXPECT_EQ(engine_->stats().retries, 0);
+}
+
+// A body that passes on nothing of a held-back write's failure still fails with that write's
+// own error, not a generic one (the saga engine tells a fenced write by it).
+TEST_F(PgHeldBackTest, AHeldBackFailureTheBodyDidNotPassOnIsStillTheAnswer) {
+  Status s = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kUpdate, {int64_t{999}}, 1, Error::NotFoundById("row", "999")));
+    (void)c.Query("SELECT count(*) FROM t", {});  // its answer, the failure, dropped
+    return Ok();
+  });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(s.error().message(), "not found: row with id \"999\"");
+}
+
+// A statement first used in an exchange that failed before its prepare ran, or held back by a
+// body that failed (never sent), is prepared again at its next use: the connection forgets
+// the names the server does not hold.
+TEST_F(PgHeldBackTest, AStatementWhosePrepareNeverRanIsPreparedAtItsNextUse) {
+  constexpr std::string_view kFirstUse = "UPDATE t SET v = 'z' WHERE k = ?";
+  constexpr std::string_view kNeverSent = "DELETE FROM t WHERE k = ?";
+  Status aborted = engine_->Write([&](Connection& c) -> Status {
+    // Fails in the COMMIT's exchange before kFirstUse's prepare: that prepare is skipped.
+    FP_CHECK_OK(c.ExecLater("UPDATE t SET v = (1 / (k - k))::text WHERE k = ?", {int64_t{0}}, -1,
+                            Error::Internal("unused")));
+    return c.ExecLater(kFirstUse, {int64_t{0}}, -1, Error::Internal("unused"));
+  });
+  ASSERT_FALSE(aborted);
+  EXPECT_NE(aborted.error().message().find("division by zero"), std::string::npos)
+      << aborted.error().message();
+  Status failed = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kNeverSent, {int64_t{0}}, -1, Error::Internal("unused")));
+    return Fail(Error::InvalidRequest("refused"));
+  });
+  ASSERT_FALSE(failed);
+  // The one connection again: both statements are prepared, then run.
+  Status again = engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec(kFirstUse, {int64_t{0}}));
+    FP_TRY(c.Exec(kNeverSent, {int64_t{0}}));
+    return Ok();
+  });
+  EXPECT_TRUE(again) << again.error().message();
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 0"), 0);
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
+// A read run again after a conflict never waits in the write queue, which a write run again
+// does: it would hold up every write there for as long as it runs. The queue is held from
+// outside throughout.
+TEST_F(PgHeldBackTest, AReadRunAgainAfterAConflictDoesNotWaitInTheWriteQueue) {
+  auto outside = PgConnection::Open(db_->url());
+  ASSERT_TRUE(outside) << outside.error().message();
+  ASSERT_TRUE((*outside)->Run("BEGIN; LOCK TABLE retry_queue IN EXCLUSIVE MODE"));
+  int runs = 0;
+  int64_t seen = 0;
+  Status read = engine_->Read(
+      [&](Connection& c) -> Status {
+        if (++runs == 1) FP_TRY(c.Exec(kConflict40001, {}));
+        FP_TRY(c.Query("SELECT count(*) FROM t", {}));
+        return Ok();
+      },
+      seen);
+  EXPECT_TRUE(read) << read.error().message();
+  EXPECT_EQ(runs, 2);
+  ASSERT_TRUE((*outside)->Run("ROLLBACK"));
 }
 
 // A body that fails after holding writes back sends none of them.
