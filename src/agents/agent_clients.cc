@@ -28,30 +28,46 @@ std::vector<std::pair<std::string, std::string>> CallContext::Headers() const {
 
 namespace {
 
-// Sends one request to an agent and returns its JSON answer (null for an empty 2xx body).
-// Maps the agent's answer to the errors agents.h promises: 5xx → ServiceUnavailable,
-// 404 → NotFound, any other non-2xx → Internal; each message names the agent.
-// Calls with `text` as the body (JSON already written).
-Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
-                               std::string_view text, const CallContext& context = {}) {
-  HttpAnswer answer = FP_TRY(http.Call(method, target, text, context.Headers()));
-  Json parsed = answer.body.empty() ? Json(nullptr)
-                                    : Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
-  if (answer.status >= 200 && answer.status < 300) {
-    if (parsed.is_discarded()) {
-      return Fail(Error::Internal(fmt::format("{}: {} {} answered with malformed JSON",
-                                              http.description(), method, target)));
-    }
-    return parsed;
-  }
+// The error an agent's non-2xx answer is, as agents.h promises: 5xx → ServiceUnavailable,
+// 404 → NotFound, any other → Internal; each message names the agent.
+Error AgentFailure(const Caller& http, std::string_view method, std::string_view target,
+                   const HttpAnswer& answer) {
+  Json parsed = Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
   // An agent's refusal is an AgentError; anything else (a proxy's page) is quoted as it came.
   auto refusal = AgentError::FromJson(parsed);
   std::string message = refusal ? refusal->message : answer.body.substr(0, 200);
   std::string failure = fmt::format("{}: {} {} answered {}: {}", http.description(), method, target,
                                     answer.status, message);
-  if (answer.status >= 500) return Fail(Error::Unavailable(std::move(failure)));
-  if (answer.status == 404) return Fail(Error(ErrorKind::kNotFound, std::move(failure)));
-  return Fail(Error::Internal(std::move(failure)));
+  if (answer.status >= 500) return Error::Unavailable(std::move(failure));
+  if (answer.status == 404) return Error(ErrorKind::kNotFound, std::move(failure));
+  return Error::Internal(std::move(failure));
+}
+
+// Sends one request to an agent (`text` as the body: JSON already written) and returns its
+// JSON answer (null for an empty 2xx body), or AgentFailure.
+Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
+                               std::string_view text, const CallContext& context = {}) {
+  HttpAnswer answer = FP_TRY(http.Call(method, target, text, context.Headers()));
+  if (answer.status < 200 || answer.status >= 300) {
+    return Fail(AgentFailure(http, method, target, answer));
+  }
+  if (answer.body.empty()) return Json(nullptr);
+  Json parsed = Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return Fail(Error::Internal(
+        fmt::format("{}: {} {} answered with malformed JSON", http.description(), method, target)));
+  }
+  return parsed;
+}
+
+// The same, answering a 2xx body's text as it came, for the caller to decode.
+Result<std::string> CallAgentForText(Caller& http, std::string_view method,
+                                     std::string_view target) {
+  HttpAnswer answer = FP_TRY(http.Call(method, target, "", {}));
+  if (answer.status < 200 || answer.status >= 300) {
+    return Fail(AgentFailure(http, method, target, answer));
+  }
+  return std::move(answer.body);
 }
 
 Result<Json> CallAgent(Caller& http, std::string_view method, std::string_view target,
@@ -76,8 +92,9 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   explicit HttpSwitchAgentClient(std::unique_ptr<Caller> caller) : caller_(std::move(caller)) {}
 
   Result<NatTable> GetNat() override {
-    Json answer = FP_TRY(CallAgent(http_, "GET", "/nat"));
-    return Decode(http_, NatTable::FromJson(answer));
+    // The whole table (a drift repair): decoded from the text, never held as a JSON tree.
+    std::string text = FP_TRY(CallAgentForText(http_, "GET", "/nat"));
+    return Decode(http_, NatTable::Parse(text));
   }
 
   Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) override {

@@ -56,6 +56,28 @@ TEST(NatTableJson, NamesTheEntryByItsIndex) {
             std::string::npos);
 }
 
+// The text form decodes as the tree form does, entry by entry, with the same errors.
+TEST(NatTableJson, ParsingTheTextGivesWhatTheTreeGives) {
+  NatTable table{.generation = 9, .entries = {Entry(), Entry(), Entry()}};
+  table.entries[1].first_port = 16384;
+  table.entries[1].last_port = 32767;
+  Json j = table.ToJson();
+  j["unknown"] = Json{{"entries", Json::array({1, 2})}};  // an unknown field is ignored
+  EXPECT_EQ(NatTable::Parse(j.dump()).value(), table);
+  EXPECT_EQ(NatTable::Parse(NatTable{.generation = 3}.ToJson().dump()).value(),
+            NatTable{.generation = 3});
+  j["entries"][1]["first_port"] = -1;
+  auto bad = NatTable::Parse(j.dump());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(), NatTable::FromJson(j).error().message());
+  EXPECT_NE(bad.error().message().find("field \"entries[1].first_port\""), std::string::npos);
+  EXPECT_FALSE(NatTable::Parse(R"({"generation": 1, "entries": [5]})"));
+  EXPECT_FALSE(NatTable::Parse(R"({"generation": 1, "entries": {}})"));
+  EXPECT_FALSE(NatTable::Parse(R"({"entries": []})"));
+  EXPECT_FALSE(NatTable::Parse(R"({"generation": 1, "entries": [)"));
+  EXPECT_FALSE(NatTable::Parse(""));
+}
+
 TEST(NatChangeJson, RoundTripsAndRequiresAPositiveGeneration) {
   NatChange change{.entry = Entry(), .gen = 12, .deleted = true};
   Json j = change.ToJson();

@@ -82,6 +82,10 @@ struct NatTable {
   // {"generation": N, "entries": [...]}
   nlohmann::json ToJson() const;
   static Result<NatTable> FromJson(const nlohmann::json& j);
+  // FromJson of the JSON text, without its tree: each entry is decoded as the parser finishes it
+  // and then dropped, so a table of 100,000 entries costs its entries, not a JSON tree of them
+  // (a few hundred bytes each). Errors as FromJson's; InvalidRequest for text that is no JSON.
+  static Result<NatTable> Parse(std::string_view text);
 };
 
 // A digest of a NAT table that the switch agent and the control plane compute alike: the sum

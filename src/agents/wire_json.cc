@@ -243,6 +243,39 @@ Result<NatTable> NatTable::FromJson(const Json& j) {
   return t;
 }
 
+Result<NatTable> NatTable::Parse(std::string_view text) {
+  NatTable t;
+  std::optional<Error> failed;
+  bool in_entries = false;  // inside the top-level object's "entries" array
+  // Depths as nlohmann counts them: the top-level object's keys at 1, an element of one of
+  // its arrays at 2.
+  auto each = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    if (depth == 1 && event == E::key) in_entries = parsed == "entries";
+    if (depth == 1 && event == E::array_end) in_entries = false;
+    const bool element_done = event == E::object_end || event == E::array_end || event == E::value;
+    if (!in_entries || depth != 2 || !element_done) return true;
+    if (!failed) {
+      auto entry = ParseNatEntry(parsed, fmt::format("entries[{}]", t.entries.size()));
+      if (entry) {
+        t.entries.push_back(std::move(*entry));
+      } else {
+        failed = entry.error();
+      }
+    }
+    return false;  // decoded: not kept in the tree
+  };
+  Json rest = Json::parse(text.begin(), text.end(), each, /*allow_exceptions=*/false);
+  if (rest.is_discarded()) return Fail(Error::InvalidRequest("the NAT table is not valid JSON"));
+  if (failed) return Fail(*failed);
+  JsonFields f = FP_TRY(JsonFields::Of(rest, ""));
+  t.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
+  // What the parser left of "entries" (nothing when every element was decoded above): it must
+  // still be an array.
+  FP_TRY(f.Array("entries"));
+  return t;
+}
+
 uint64_t NatEntryHash(const NatEntry& e) {
   // FNV-1a over a canonical text of the entry, then a finalizer that spreads every input bit
   // over the word (a sum of raw FNV values would let similar entries cancel out less evenly).

@@ -16,13 +16,6 @@ namespace {
 bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
   return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
 }
-
-std::vector<agents::NatEntry> ToEntries(const std::vector<model::NatEntry>& rows) {
-  std::vector<agents::NatEntry> out;
-  out.reserve(rows.size());
-  for (const auto& row : rows) out.push_back(ToEntry(row));
-  return out;
-}
 }  // namespace
 
 size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit) {
@@ -282,9 +275,16 @@ Result<bool> SwitchReconciler::RepairLocked() {
   // it was sent, so the datastore read after it holds it too (other servers' Syncs included).
   agents::NatStatus before = FP_TRY(Ask());
   agents::NatTable installed = FP_TRY(client_->GetNat());
-  db::NatSnapshot snapshot = FP_TRY(db::NatReadSnapshot(ds_));
-  const int64_t version = snapshot.version;
-  std::vector<agents::NatEntry> desired = ToEntries(snapshot.rows);
+  // The datastore's rows become entries as they are read (at 100,000 entries the rows
+  // besides would be as much again as both tables).
+  std::vector<agents::NatEntry> desired;
+  desired.reserve(static_cast<size_t>(desired_.last_entries()));
+  const int64_t version = FP_TRY(db::NatReadSnapshotEach(
+      ds_, [&] { desired.clear(); },  // a read run again reads them again
+      [&](model::NatEntry&& row) -> Status {
+        desired.push_back(ToEntry(row));
+        return Ok();
+      }));
   std::sort(desired.begin(), desired.end(), EntryLess);
   desired_.Rebase(version, desired);
   std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
@@ -315,6 +315,9 @@ Result<bool> SwitchReconciler::RepairLocked() {
     }
   }
   known_generation_.reset();
+  // Compared: the switch's table goes before the replacement is written.
+  const size_t installed_entries = installed.entries.size();
+  std::vector<agents::NatEntry>().swap(installed.entries);
   // Only over the table just compared: another server's Sync may have sent a newer change
   // since, which this replacement would take away; the next pass compares again.
   const size_t desired_entries = desired.size();
@@ -346,7 +349,7 @@ Result<bool> SwitchReconciler::RepairLocked() {
   }
   LogEvent("warn", "NAT drift repaired",
            {{"switch_agent", client_->address()},
-            {"installed_entries", installed.entries.size()},
+            {"installed_entries", installed_entries},
             {"desired_entries", desired_entries},
             {"missing", missing},
             {"extra", extra},
