@@ -278,7 +278,7 @@ Result<bool> SwitchReconciler::RepairLocked() {
   // The datastore's rows become entries as they are read (at 100,000 entries the rows
   // besides would be as much again as both tables).
   std::vector<agents::NatEntry> desired;
-  desired.reserve(static_cast<size_t>(desired_.last_entries()));
+  desired.reserve(static_cast<size_t>(std::max<int64_t>(0, desired_.last_entries())));
   const int64_t version = FP_TRY(db::NatReadSnapshotEach(
       ds_, [&] { desired.clear(); },  // a read run again reads them again
       [&](model::NatEntry&& row) -> Status {
