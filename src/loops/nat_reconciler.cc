@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "common/log.h"
 #include "loops/switch_reconciler.h"
@@ -97,12 +98,19 @@ Result<DesiredNat::Point> DesiredNat::Current() {
         }));
     at_ = p;
   }
+  // Where the digest stood, whole: every row live there is counted in it.
+  const int64_t from = at_->version;
+  // Rows added after `from` whose addition a read of this call listed, and so counted.
+  std::set<Uuid> added;
   for (;;) {
     db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at_->version, kDigestBatch));
     for (const auto& c : feed.changes) {
-      // The feed lists a row's addition only while the row is live: a row added and removed
-      // after our position shows only its removal, and was never counted.
-      bool counted = !c.deleted || c.row.version_added <= at_->version;
+      // The feed lists a row's addition only while the row is live: a row added after `from`
+      // and removed before a read listed it shows only as its removal, and was never counted,
+      // even when a change between the two was counted first (the position has passed the
+      // addition's version by then, so that position cannot tell).
+      bool counted = !c.deleted || c.row.version_added <= from || added.count(c.row.id) != 0;
+      if (!c.deleted && c.row.version_added > from) added.insert(c.row.id);
       if (counted) {
         uint64_t h = agents::NatEntryHash(ToEntry(c.row));
         at_->digest += c.deleted ? -h : h;

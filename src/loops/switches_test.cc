@@ -208,6 +208,31 @@ TEST_F(SwitchesTest, TheDesiredDigestFollowsARowAddedAndRemovedBetweenTwoReads) 
   EXPECT_EQ(followed->digest, whole->digest);
 }
 
+// The same when a change after the row's addition comes before its removal: by the removal,
+// the position has passed the row's addition, which was still never counted.
+TEST_F(SwitchesTest, TheDesiredDigestIgnoresTheRemovalOfARowItNeverCounted) {
+  AddNatEntry(*ds_, 1);
+  DesiredNat desired(*ds_);
+  ASSERT_TRUE(desired.Current());
+  AddNatEntry(*ds_, 2);  // version 2, removed at 4 before the next read
+  AddNatEntry(*ds_, 3);  // version 3
+  auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
+    FP_TRY(tx.Exec(
+        "UPDATE nat_entry SET version_removed = 4, time_deleted = 1 WHERE version_added = 2"));
+    return true;
+  });
+  ASSERT_TRUE(removed);
+  auto followed = desired.Current();
+  ASSERT_TRUE(followed) << followed.error().message();
+  DesiredNat fresh(*ds_);
+  auto whole = fresh.Current();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(followed->version, 4);
+  EXPECT_EQ(followed->entries, 2);
+  EXPECT_EQ(followed->digest, whole->digest);
+}
+
 // A crash undid a commit the switches already had: they are ahead of the datastore. Their
 // tables are put back at the datastore's version (not left labelled with their own), so the
 // next commit, which takes the version again, is installed rather than skipped as installed.
