@@ -12,6 +12,7 @@
 
 #include "agents/daemon/switch_agent.h"
 #include "common/testing/wait_for.h"
+#include "db/counters.h"
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
@@ -183,29 +184,42 @@ TEST_F(SwitchesTest, DriftAtTheSameGenerationIsFoundByDigestAndRepaired) {
   nat_.StopBackground();
 }
 
+// Removes the live row added at version `added` at the next version, as a detach does.
+void RemoveRowAddedAt(db::Datastore& ds, int64_t added) {
+  auto removed = ds.Write<bool>([&](db::Tx& tx) -> Result<bool> {
+    int64_t at = FP_TRY(db::CounterNextIn(tx, "nat_version", 1));
+    FP_TRY(
+        tx.Exec("UPDATE nat_entry SET version_removed = ?, time_deleted = 1 WHERE "
+                "version_added = ?",
+                at, added));
+    return true;
+  });
+  ASSERT_TRUE(removed) << removed.error().message();
+}
+
+// What `desired` follows to through the feed is what a whole read of the table gives.
+void ExpectFollowsTheWholeTable(db::Datastore& ds, DesiredNat& desired, int64_t version,
+                                int64_t entries) {
+  auto followed = desired.Current();
+  ASSERT_TRUE(followed) << followed.error().message();
+  DesiredNat fresh(ds);
+  auto whole = fresh.Current();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(followed->version, version);
+  EXPECT_EQ(followed->entries, entries);
+  EXPECT_EQ(followed->digest, whole->digest);
+}
+
 // A row added and removed between two reads shows in the feed only as its removal: the digest
 // followed through the feed stays the whole table's.
 TEST_F(SwitchesTest, TheDesiredDigestFollowsARowAddedAndRemovedBetweenTwoReads) {
   AddNatEntry(*ds_, 1);
   DesiredNat desired(*ds_);
   ASSERT_TRUE(desired.Current());
-  AddNatEntry(*ds_, 2);  // version 2, removed at 3 before the next read
-  auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
-    FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
-    FP_TRY(tx.Exec(
-        "UPDATE nat_entry SET version_removed = 3, time_deleted = 1 WHERE version_added = 2"));
-    return true;
-  });
-  ASSERT_TRUE(removed);
-  AddNatEntry(*ds_, 3);  // version 4
-  auto followed = desired.Current();
-  ASSERT_TRUE(followed) << followed.error().message();
-  DesiredNat fresh(*ds_);
-  auto whole = fresh.Current();
-  ASSERT_TRUE(whole);
-  EXPECT_EQ(followed->version, 4);
-  EXPECT_EQ(followed->entries, 2);
-  EXPECT_EQ(followed->digest, whole->digest);
+  AddNatEntry(*ds_, 2);       // version 2
+  RemoveRowAddedAt(*ds_, 2);  // at 3, before the next read
+  AddNatEntry(*ds_, 3);       // version 4
+  ExpectFollowsTheWholeTable(*ds_, desired, 4, 2);
 }
 
 // The same when a change after the row's addition comes before its removal: by the removal,
@@ -214,23 +228,10 @@ TEST_F(SwitchesTest, TheDesiredDigestIgnoresTheRemovalOfARowItNeverCounted) {
   AddNatEntry(*ds_, 1);
   DesiredNat desired(*ds_);
   ASSERT_TRUE(desired.Current());
-  AddNatEntry(*ds_, 2);  // version 2, removed at 4 before the next read
-  AddNatEntry(*ds_, 3);  // version 3
-  auto removed = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
-    FP_TRY(tx.Exec("UPDATE counter SET value = value + 1 WHERE name = 'nat_version'"));
-    FP_TRY(tx.Exec(
-        "UPDATE nat_entry SET version_removed = 4, time_deleted = 1 WHERE version_added = 2"));
-    return true;
-  });
-  ASSERT_TRUE(removed);
-  auto followed = desired.Current();
-  ASSERT_TRUE(followed) << followed.error().message();
-  DesiredNat fresh(*ds_);
-  auto whole = fresh.Current();
-  ASSERT_TRUE(whole);
-  EXPECT_EQ(followed->version, 4);
-  EXPECT_EQ(followed->entries, 2);
-  EXPECT_EQ(followed->digest, whole->digest);
+  AddNatEntry(*ds_, 2);       // version 2
+  AddNatEntry(*ds_, 3);       // version 3
+  RemoveRowAddedAt(*ds_, 2);  // at 4, before the next read
+  ExpectFollowsTheWholeTable(*ds_, desired, 4, 2);
 }
 
 // A crash undid a commit the switches already had: they are ahead of the datastore. Their
