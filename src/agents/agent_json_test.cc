@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "agents/agents.h"
@@ -71,6 +72,10 @@ TEST(NatTableJson, ParsingTheTextGivesWhatTheTreeGives) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message(), NatTable::FromJson(j).error().message());
   EXPECT_NE(bad.error().message().find("field \"entries[1].first_port\""), std::string::npos);
+  // "entries" twice: the last stands, as in the tree.
+  const std::string twice = fmt::format(R"({{"generation": 9, "entries": [5], "entries": {}}})",
+                                        table.ToJson()["entries"].dump());
+  EXPECT_EQ(NatTable::Parse(twice).value(), NatTable::FromJson(Json::parse(twice)).value());
   EXPECT_FALSE(NatTable::Parse(R"({"generation": 1, "entries": [5]})"));
   EXPECT_FALSE(NatTable::Parse(R"({"generation": 1, "entries": {}})"));
   EXPECT_FALSE(NatTable::Parse(R"({"entries": []})"));

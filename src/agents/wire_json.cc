@@ -251,7 +251,14 @@ Result<NatTable> NatTable::Parse(std::string_view text) {
   // its arrays at 2.
   auto each = [&](int depth, Json::parse_event_t event, Json& parsed) {
     using E = Json::parse_event_t;
-    if (depth == 1 && event == E::key) in_entries = parsed == "entries";
+    if (depth == 1 && event == E::key) {
+      in_entries = parsed == "entries";
+      // A field given twice: the last one stands, as in the tree FromJson reads.
+      if (in_entries) {
+        t.entries.clear();
+        failed.reset();
+      }
+    }
     if (depth == 1 && event == E::array_end) in_entries = false;
     const bool element_done = event == E::object_end || event == E::array_end || event == E::value;
     if (!in_entries || depth != 2 || !element_done) return true;

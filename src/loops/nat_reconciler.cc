@@ -98,12 +98,16 @@ Result<DesiredNat::Point> DesiredNat::Current() {
         }));
     at_ = p;
   }
-  // Where the digest stood, whole: every row live there is counted in it.
-  const int64_t from = at_->version;
+  // Where the digest stood, whole: every row live there is counted in it. Followed on a copy,
+  // kept only when this call reaches the end of the feed: a read that fails between two pages
+  // leaves a position where the digest is not whole (a row live there may be one whose
+  // addition no page listed), which must not become the next call's `from`.
+  Point at = *at_;
+  const int64_t from = at.version;
   // Rows added after `from` whose addition a read of this call listed, and so counted.
   std::set<Uuid> added;
   for (;;) {
-    db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at_->version, kDigestBatch));
+    db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at.version, kDigestBatch));
     for (const auto& c : feed.changes) {
       // The feed lists a row's addition only while the row is live: a row added after `from`
       // and removed before a read listed it shows only as its removal, and was never counted,
@@ -113,16 +117,17 @@ Result<DesiredNat::Point> DesiredNat::Current() {
       if (!c.deleted && c.row.version_added > from) added.insert(c.row.id);
       if (counted) {
         uint64_t h = agents::NatEntryHash(ToEntry(c.row));
-        at_->digest += c.deleted ? -h : h;
-        at_->entries += c.deleted ? -1 : 1;
+        at.digest += c.deleted ? -h : h;
+        at.entries += c.deleted ? -1 : 1;
       }
-      at_->version = c.version;
+      at.version = c.version;
     }
-    if (feed.changes.empty() || at_->version >= feed.current_version) {
-      at_->version = std::max(at_->version, feed.current_version);
-      last_version_.store(at_->version);
-      last_entries_.store(at_->entries);
-      return *at_;
+    if (feed.changes.empty() || at.version >= feed.current_version) {
+      at.version = std::max(at.version, feed.current_version);
+      at_ = at;
+      last_version_.store(at.version);
+      last_entries_.store(at.entries);
+      return at;
     }
   }
 }

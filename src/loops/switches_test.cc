@@ -216,10 +216,10 @@ TEST_F(SwitchesTest, TheDesiredDigestFollowsARowAddedAndRemovedBetweenTwoReads) 
   AddNatEntry(*ds_, 1);
   DesiredNat desired(*ds_);
   ASSERT_TRUE(desired.Current());
-  AddNatEntry(*ds_, 2);       // version 2
-  RemoveRowAddedAt(*ds_, 2);  // at 3, before the next read
-  AddNatEntry(*ds_, 3);       // version 4
-  ExpectFollowsTheWholeTable(*ds_, desired, 4, 2);
+  AddNatEntry(*ds_, 2);                                // version 2
+  ASSERT_NO_FATAL_FAILURE(RemoveRowAddedAt(*ds_, 2));  // at 3, before the next read
+  AddNatEntry(*ds_, 3);                                // version 4
+  ASSERT_NO_FATAL_FAILURE(ExpectFollowsTheWholeTable(*ds_, desired, 4, 2));
 }
 
 // The same when a change after the row's addition comes before its removal: by the removal,
@@ -228,10 +228,10 @@ TEST_F(SwitchesTest, TheDesiredDigestIgnoresTheRemovalOfARowItNeverCounted) {
   AddNatEntry(*ds_, 1);
   DesiredNat desired(*ds_);
   ASSERT_TRUE(desired.Current());
-  AddNatEntry(*ds_, 2);       // version 2
-  AddNatEntry(*ds_, 3);       // version 3
-  RemoveRowAddedAt(*ds_, 2);  // at 4, before the next read
-  ExpectFollowsTheWholeTable(*ds_, desired, 4, 2);
+  AddNatEntry(*ds_, 2);                                // version 2
+  AddNatEntry(*ds_, 3);                                // version 3
+  ASSERT_NO_FATAL_FAILURE(RemoveRowAddedAt(*ds_, 2));  // at 4, before the next read
+  ASSERT_NO_FATAL_FAILURE(ExpectFollowsTheWholeTable(*ds_, desired, 4, 2));
 }
 
 // A crash undid a commit the switches already had: they are ahead of the datastore. Their
