@@ -135,6 +135,16 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
     return std::optional<int64_t>(replaced.generation);
   }
 
+  Result<NatBuckets> GetNatBuckets(uint32_t count) override {
+    Json answer = FP_TRY(CallAgent(http_, "GET", fmt::format("/nat/buckets?count={}", count)));
+    return Decode(http_, NatBuckets::FromJson(answer));
+  }
+
+  Result<NatBucketsRepaired> RepairBucketsWritten(std::string body) override {
+    Json answer = FP_TRY(CallAgentWithText(http_, "POST", "/nat/buckets", body));
+    return Decode(http_, NatBucketsRepaired::FromJson(answer));
+  }
+
   const std::string& address() const override { return http_.base_url(); }
 
  private:

@@ -165,6 +165,10 @@ class NatReplaceWriter {
   int64_t entries() const { return entries_; }
   // The body, with the table's generation and the condition (nullopt: unconditional).
   std::string Finish(int64_t generation, std::optional<int64_t> if_generation) &&;
+  // A POST /nat/buckets body (NatBucketsRepair) instead: the entries added are those of
+  // `buckets` (of `count`).
+  std::string FinishBuckets(uint32_t count, const std::vector<uint32_t>& buckets,
+                            int64_t generation, int64_t if_generation) &&;
 
  private:
   std::string text_;
@@ -181,6 +185,60 @@ struct NatReplaced {
   // {"generation": N, "replaced": bool, "boot_id": ...}
   nlohmann::json ToJson() const;
   static Result<NatReplaced> FromJson(const nlohmann::json& j);
+};
+
+// A drift repair that moves only what differs (GET and POST /nat/buckets): the switch and the
+// control plane both split a table into `count` buckets by a hash of each entry's key
+// (external_ip, first_port), compare a digest per bucket (NatEntryHash summed, as the table's
+// digest), and only the buckets that differ are sent. At rack scale (100,000 entries in 4,096
+// buckets) one lost entry is repaired by sending its bucket's 25 entries, not the whole table.
+inline constexpr uint32_t kMaxNatBuckets = 65536;
+// The bucket of `e` (0 <= bucket < count); count >= 1.
+uint32_t NatEntryBucket(const NatEntry& e, uint32_t count);
+
+// GET /nat/buckets?count=N: where the switch is, and per bucket its digest and entry count.
+struct NatBuckets {
+  std::string boot_id;
+  int64_t generation = 0;
+  std::vector<uint64_t> digests;  // one per bucket
+  std::vector<int64_t> entries;   // one per bucket
+
+  // The buckets of `entries` (count of them).
+  static NatBuckets Of(const std::vector<NatEntry>& entries, uint32_t count);
+  bool operator==(const NatBuckets&) const = default;
+  // {"boot_id", "generation", "digests": ["16 hex digits", ...], "entries": [N, ...]}
+  nlohmann::json ToJson() const;
+  static Result<NatBuckets> FromJson(const nlohmann::json& j);
+};
+
+// POST /nat/buckets: the entries of `buckets` (of `count`) become `entries`, each of which falls
+// in one of them, only if the switch is at if_generation still; its generation becomes
+// `generation` (below the current one: a new run, as PUT /nat).
+struct NatBucketsRepair {
+  uint32_t count = 1;
+  std::vector<uint32_t> buckets;
+  std::vector<NatEntry> entries;
+  int64_t generation = 0;
+  int64_t if_generation = 0;
+
+  bool operator==(const NatBucketsRepair&) const = default;
+  // {"count", "buckets": [...], "entries": [...], "generation", "if_generation"}; written by
+  // NatReplaceWriter::FinishBuckets.
+  static Result<NatBucketsRepair> FromJson(const nlohmann::json& j);
+};
+
+// What POST /nat/buckets answered: as NatReplaced, and what the repair changed.
+struct NatBucketsRepaired {
+  int64_t generation = 0;
+  bool replaced = true;  // false: the switch was not at if_generation; nothing changed
+  std::string boot_id;
+  int64_t added = 0;    // keys it lacked
+  int64_t removed = 0;  // keys it held that the repair does not want
+  int64_t changed = 0;  // keys it held with another entry
+
+  bool operator==(const NatBucketsRepaired&) const = default;
+  nlohmann::json ToJson() const;
+  static Result<NatBucketsRepaired> FromJson(const nlohmann::json& j);
 };
 
 // What an agent answers with any status that is not 2xx.
@@ -228,6 +286,11 @@ class SwitchAgentClient {
   // whole table sent without ever being held as entries. The HTTP client sends it as it is;
   // by default (test doubles) it is decoded and given to ReplaceAllIf.
   virtual Result<std::optional<int64_t>> ReplaceAllIfWritten(std::string body);
+  // GET /nat/buckets?count=N. By default (test doubles) computed from GetStatus and GetNat.
+  virtual Result<NatBuckets> GetNatBuckets(uint32_t count);
+  // POST /nat/buckets with its request already written (NatReplaceWriter::FinishBuckets). By
+  // default decoded, applied to GetNat's table and given to ReplaceAllIf.
+  virtual Result<NatBucketsRepaired> RepairBucketsWritten(std::string body);
   virtual const std::string& address() const = 0;
 };
 

@@ -288,6 +288,20 @@ Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<void()>& 
   });
 }
 
+Result<int64_t> NatReadSnapshotTwice(Datastore& ds, const std::function<void()>& restart,
+                                     const std::function<Status(NatEntry&&)>& first,
+                                     const std::function<Result<bool>(int64_t version)>& between,
+                                     const std::function<Status(NatEntry&&)>& second) {
+  return ds.ReadLatest<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    restart();
+    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+    const int64_t version = row ? row->Int(0) : 0;
+    FP_CHECK_OK(NatLiveEachIn(tx, first));
+    if (FP_TRY(between(version))) FP_CHECK_OK(NatLiveEachIn(tx, second));
+    return version;
+  });
+}
+
 Result<NatSnapshot> NatReadSnapshot(Datastore& ds) {
   NatSnapshot out;
   out.version = FP_TRY(NatReadSnapshotEach(

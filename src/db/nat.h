@@ -54,6 +54,13 @@ Result<NatSnapshot> NatReadSnapshot(Datastore& ds);
 // gives every row again, so whatever `each` gathered is to be dropped there.
 Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<void()>& restart,
                                     const std::function<Status(NatEntry&&)>& each);
+// NatReadSnapshotEach in two passes over the same rows (one read, so one snapshot): `first`
+// is given every row, then `between` is called with the version (false: no second pass), then
+// `second` is given every row again. `restart` is called before each attempt's first pass.
+Result<int64_t> NatReadSnapshotTwice(Datastore& ds, const std::function<void()>& restart,
+                                     const std::function<Status(NatEntry&&)>& first,
+                                     const std::function<Result<bool>(int64_t version)>& between,
+                                     const std::function<Status(NatEntry&&)>& second);
 // Deletes the NAT rows removed at a version below `below_version` (a removal every switch has
 // installed) and before `removed_before`: the log keeps removals only as long as a switch may
 // still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.

@@ -132,12 +132,6 @@ Result<DesiredNat::Point> DesiredNat::Current() {
   }
 }
 
-void DesiredNat::Rebase(int64_t version, const std::vector<agents::NatEntry>& entries) {
-  uint64_t digest = 0;
-  for (const auto& e : entries) digest += agents::NatEntryHash(e);
-  Rebase(version, static_cast<int64_t>(entries.size()), digest);
-}
-
 void DesiredNat::Rebase(int64_t version, int64_t entries, uint64_t digest) {
   MutexLock lock(mu_);
   if (at_ && at_->version > version) return;

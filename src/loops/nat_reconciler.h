@@ -63,9 +63,8 @@ class DesiredNat {
   };
   // Brings the digest to the datastore's current version (the whole table the first time).
   Result<Point> Current();
-  // Sets it from a whole table read at `version`, unless it is newer already.
-  void Rebase(int64_t version, const std::vector<agents::NatEntry>& entries);
-  // The same from the entries' count and the sum of their agents::NatEntryHash.
+  // Sets it from a whole table read at `version` (its entries' count and the sum of their
+  // agents::NatEntryHash), unless it is newer already.
   void Rebase(int64_t version, int64_t entries, uint64_t digest);
   // The version of the last Current().
   int64_t last_version() const { return last_version_.load(); }

@@ -308,7 +308,8 @@ TEST_F(NatReconcilerOnSwitchTest, RepairRestoresTheTableAndGenerationOfASwitchTh
   EXPECT_EQ(sim->Nat().generation, 4);
 }
 
-// A switch client that runs a hook (another server's work) before it forwards a replacement.
+// A switch client that runs a hook (another server's work) before it forwards a replacement or
+// a repair.
 class HookedSwitch : public agents::SwitchAgentClient {
  public:
   explicit HookedSwitch(agents::SwitchAgentClient& inner) : inner_(inner) {}
@@ -331,6 +332,13 @@ class HookedSwitch : public agents::SwitchAgentClient {
                                               int64_t if_generation) override {
     RunHook();
     return inner_.ReplaceAllIf(table, if_generation);
+  }
+  Result<agents::NatBuckets> GetNatBuckets(uint32_t count) override {
+    return inner_.GetNatBuckets(count);
+  }
+  Result<agents::NatBucketsRepaired> RepairBucketsWritten(std::string body) override {
+    RunHook();
+    return inner_.RepairBucketsWritten(std::move(body));
   }
   const std::string& address() const override { return inner_.address(); }
   std::function<void()> before_replace;

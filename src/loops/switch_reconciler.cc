@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <tuple>
 #include <vector>
 
 #include "common/log.h"
@@ -12,11 +11,10 @@
 
 namespace fp::loops {
 
-namespace {
-bool EntryLess(const agents::NatEntry& a, const agents::NatEntry& b) {
-  return std::tie(a.external_ip, a.first_port) < std::tie(b.external_ip, b.first_port);
+uint32_t NatBucketCount(int64_t entries) {
+  return static_cast<uint32_t>(
+      std::clamp<int64_t>(entries / 24, 1, static_cast<int64_t>(agents::kMaxNatBuckets)));
 }
-}  // namespace
 
 size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit) {
   const size_t n = changes.size();
@@ -274,60 +272,77 @@ Result<bool> SwitchReconciler::RepairLocked() {
   // The switch first, then the datastore: every change the switch holds was committed before
   // it was sent, so the datastore read after it holds it too (other servers' Syncs included).
   agents::NatStatus before = FP_TRY(Ask());
-  agents::NatTable installed = FP_TRY(client_->GetNat());
-  // The datastore's rows become entries as they are read (at 100,000 entries the rows
-  // besides would be as much again as both tables).
-  std::vector<agents::NatEntry> desired;
-  desired.reserve(static_cast<size_t>(std::max<int64_t>(0, desired_.last_entries())));
-  const int64_t version = FP_TRY(db::NatReadSnapshotEach(
-      ds_, [&] { desired.clear(); },  // a read run again reads them again
+  const uint32_t count = NatBucketCount(std::max(before.entries, desired_.last_entries()));
+  agents::NatBuckets installed = FP_TRY(client_->GetNatBuckets(count));
+  if (installed.digests.size() != count) {
+    return Fail(Error::Internal(fmt::format("switch agent at {} answered {} NAT buckets for {}",
+                                            client_->address(), installed.digests.size(), count)));
+  }
+  // The datastore's table at one version, read twice: its buckets' digests first, and once
+  // they are compared with the switch's, the entries of the buckets that differ, written into
+  // the request as they are read. The whole table is never held: at 100,000 entries it would
+  // be some 25 MiB as entries and 13 MiB as text, for a drift that is often one entry.
+  std::vector<uint64_t> digests;
+  std::vector<int64_t> counts;
+  uint64_t digest = 0;
+  int64_t entries = 0;
+  std::vector<uint32_t> differ;
+  std::vector<bool> wanted;
+  int64_t sending = 0;
+  agents::NatReplaceWriter request;
+  const int64_t version = FP_TRY(db::NatReadSnapshotTwice(
+      ds_,
+      [&] {  // a read run again reads everything again
+        digests.assign(count, 0);
+        counts.assign(count, 0);
+        digest = 0;
+        entries = 0;
+      },
       [&](model::NatEntry&& row) -> Status {
-        desired.push_back(ToEntry(row));
+        agents::NatEntry e = ToEntry(row);
+        const uint64_t h = agents::NatEntryHash(e);
+        const uint32_t b = agents::NatEntryBucket(e, count);
+        digests[b] += h;
+        ++counts[b];
+        digest += h;
+        ++entries;
+        return Ok();
+      },
+      [&](int64_t) -> Result<bool> {
+        differ.clear();
+        wanted.assign(count, false);
+        sending = 0;
+        for (uint32_t b = 0; b < count; ++b) {
+          if (digests[b] == installed.digests[b] && counts[b] == installed.entries[b]) continue;
+          differ.push_back(b);
+          wanted[b] = true;
+          sending += counts[b];
+        }
+        request = agents::NatReplaceWriter(sending);
+        return !differ.empty();
+      },
+      [&](model::NatEntry&& row) -> Status {
+        agents::NatEntry e = ToEntry(row);
+        if (wanted[agents::NatEntryBucket(e, count)]) request.Add(e);
         return Ok();
       }));
-  std::sort(desired.begin(), desired.end(), EntryLess);
-  desired_.Rebase(version, desired);
-  std::sort(installed.entries.begin(), installed.entries.end(), EntryLess);
-  if (installed.entries == desired && installed.generation >= version) {
-    known_boot_ = before.boot_id;
+  desired_.Rebase(version, entries, digest);
+  if (differ.empty() && installed.generation >= version) {
+    known_boot_ = installed.boot_id;
     known_generation_ = installed.generation;
     MutexLock s(status_mu_);
     status_.last_full_reconcile = ds_.clock().Now();
     return false;
   }
-  // What differs, by key.
-  int64_t missing = 0, extra = 0, wrong = 0;
-  {
-    auto i = installed.entries.begin();
-    auto d = desired.begin();
-    while (i != installed.entries.end() || d != desired.end()) {
-      if (d == desired.end() || (i != installed.entries.end() && EntryLess(*i, *d))) {
-        ++extra;
-        ++i;
-      } else if (i == installed.entries.end() || EntryLess(*d, *i)) {
-        ++missing;
-        ++d;
-      } else {
-        if (!(*i == *d)) ++wrong;
-        ++i;
-        ++d;
-      }
-    }
-  }
   known_generation_.reset();
-  // Compared: the switch's table goes before the replacement is written.
-  const size_t installed_entries = installed.entries.size();
-  std::vector<agents::NatEntry>().swap(installed.entries);
-  // Only over the table just compared: another server's Sync may have sent a newer change
-  // since, which this replacement would take away; the next pass compares again.
-  const size_t desired_entries = desired.size();
-  // Labelled with the datastore's version even when the switch was ahead (a crash undid
-  // commits already sent): the agent then starts a new run (boot id), so every server's
-  // next change is refused until it asks where the switch is, and none is skipped as
-  // already installed.
-  auto replaced = FP_TRY(
-      client_->ReplaceAllIf(agents::NatTable{version, std::move(desired)}, installed.generation));
-  if (!replaced) {
+  // Only over the buckets just compared: another server's Sync may have sent a newer change
+  // since, which this repair would take away; the next pass compares again. Labelled with the
+  // datastore's version even when the switch was ahead (a crash undid commits already sent):
+  // the agent then starts a new run (boot id), so every server's next change is refused until
+  // it asks where the switch is, and none is skipped as already installed.
+  agents::NatBucketsRepaired repaired = FP_TRY(client_->RepairBucketsWritten(
+      std::move(request).FinishBuckets(count, differ, version, installed.generation)));
+  if (!repaired.replaced) {
     refused_ = true;
     return Fail(Error::Unavailable(fmt::format(
         "switch agent at {}: its NAT table changed during the repair; the next pass compares "
@@ -339,21 +354,23 @@ Result<bool> SwitchReconciler::RepairLocked() {
   known_boot_.reset();
   known_generation_.reset();
   if (version < installed.generation) last_boot_seen_.reset();
-  Answered(*replaced, nullptr);
+  Answered(repaired.generation, nullptr);
   {
     MutexLock s(status_mu_);
-    status_.repaired_missing += missing;
-    status_.repaired_extra += extra;
-    status_.repaired_wrong += wrong;
+    status_.repaired_missing += repaired.added;
+    status_.repaired_extra += repaired.removed;
+    status_.repaired_wrong += repaired.changed;
     status_.last_full_reconcile = ds_.clock().Now();
   }
   LogEvent("warn", "NAT drift repaired",
            {{"switch_agent", client_->address()},
-            {"installed_entries", installed_entries},
-            {"desired_entries", desired_entries},
-            {"missing", missing},
-            {"extra", extra},
-            {"wrong", wrong},
+            {"desired_entries", entries},
+            {"buckets_sent", differ.size()},
+            {"buckets", count},
+            {"entries_sent", sending},
+            {"missing", repaired.added},
+            {"extra", repaired.removed},
+            {"wrong", repaired.changed},
             {"generation", version}});
   return true;
 }

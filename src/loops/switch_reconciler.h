@@ -28,6 +28,10 @@ namespace fp::loops {
 // absent in between: that removal waits for the next batch.
 size_t BatchLength(const std::vector<db::NatFeedChange>& changes, int64_t limit);
 
+// How many buckets a drift repair splits a table of about `entries` into (agents.h:
+// NatEntryBucket): some 24 entries each, so that a lost entry costs its bucket's few.
+uint32_t NatBucketCount(int64_t entries);
+
 class SwitchReconciler {
  public:
   // The most changes one exchange with the switch carries.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "agents/agents.h"
 #include "common/log.h"
@@ -71,6 +72,20 @@ Result<Json> ParseBody(const http::HttpRequest& request) {
   }
   if (!body.is_object()) return Fail(Error::InvalidRequest("expected a JSON object"));
   return body;
+}
+
+Result<int64_t> QueryInt(const std::map<std::string, std::string, std::less<>>& query,
+                         std::string_view name, int64_t min, int64_t max, int64_t absent) {
+  auto it = query.find(name);
+  if (it == query.end()) return absent;
+  const std::string& text = it->second;
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("query parameter \"{}\": expected an integer from {} to {}", name, min, max)));
+  }
+  return n;
 }
 
 AgentServer::AgentServer(std::string host, std::string agent, EndpointRoutes routes,

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -90,6 +91,10 @@ using EndpointRoutes = http::Router<EndpointHandler>;
 
 // Parses a request body that must be a JSON object; InvalidRequest otherwise.
 Result<nlohmann::json> ParseBody(const http::HttpRequest& request);
+// The integer query parameter `name` of `query` (http::ParseQuery), `absent` when not given;
+// InvalidRequest naming it unless it is an integer from min to max.
+Result<int64_t> QueryInt(const std::map<std::string, std::string, std::less<>>& query,
+                         std::string_view name, int64_t min, int64_t max, int64_t absent);
 
 class AgentServer {
  public:

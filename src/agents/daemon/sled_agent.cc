@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 
 #include "http/url.h"
@@ -338,21 +337,9 @@ EndpointRoutes SledAgentDaemon::Routes() {
   routes.Add("GET", "/changes",
              [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
                http::QueryParams query = FP_TRY(http::ParseQuery(request.query));
-               auto number = [&](std::string_view name, int64_t max) -> Result<int64_t> {
-                 auto it = query.find(name);
-                 if (it == query.end()) return 0;
-                 int64_t n = -1;
-                 auto [end, ec] =
-                     std::from_chars(it->second.data(), it->second.data() + it->second.size(), n);
-                 if (ec != std::errc() || end != it->second.data() + it->second.size() || n < 0 ||
-                     n > max) {
-                   return Fail(Error::InvalidRequest(fmt::format(
-                       "query parameter \"{}\": expected an integer from 0 to {}", name, max)));
-                 }
-                 return n;
-               };
-               int64_t since = FP_TRY(number("since", std::numeric_limits<int64_t>::max()));
-               int64_t wait_ms = FP_TRY(number("wait_ms", kMaxReportWaitMs));
+               int64_t since =
+                   FP_TRY(QueryInt(query, "since", 0, std::numeric_limits<int64_t>::max(), 0));
+               int64_t wait_ms = FP_TRY(QueryInt(query, "wait_ms", 0, kMaxReportWaitMs, 0));
                auto boot = query.find("boot");
                return Changes(boot == query.end() ? "" : boot->second, since,
                               std::chrono::milliseconds(wait_ms))

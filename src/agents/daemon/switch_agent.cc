@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "http/url.h"
+
 namespace fp::agents::daemon {
 
 using Json = nlohmann::json;
@@ -82,12 +84,8 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
   std::optional<int64_t> first_applied;
   // Each key's entry before this request first touched it: to tell the dataplane what changed,
   // and to put the table back if the dataplane refuses.
-  std::map<EntryKey, std::optional<NatEntry>> before;
-  auto touch = [&](const EntryKey& key) FP_REQUIRES(mu_) {
-    if (before.count(key) != 0) return;
-    auto it = entries_.find(key);
-    before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<NatEntry>(it->second));
-  };
+  Before before;
+  auto touch = [&](const EntryKey& key) FP_REQUIRES(mu_) { Touch(before, key); };
   for (size_t i = 0; i < changes.size(); ++i) {
     const NatChange& change = changes[i];
     if (change.gen <= generation_) continue;
@@ -123,6 +121,35 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
     if (!first_applied) first_applied = change.gen;
     generation_ = change.gen;
   }
+  if (Status settled = Settle(before); !settled) {
+    generation_ = generation_before;
+    outcome.failed_gen = first_applied;
+    outcome.message = fmt::format("the dataplane refused the changes from generation {}: {}",
+                                  first_applied.value_or(0), settled.error().message());
+    outcome.generation = generation_;
+    return outcome;
+  }
+  outcome.generation = generation_;
+  return outcome;
+}
+
+void SwitchAgentDaemon::Touch(Before& before, const EntryKey& key) const {
+  if (before.count(key) != 0) return;
+  auto it = entries_.find(key);
+  before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<NatEntry>(it->second));
+}
+
+void SwitchAgentDaemon::PutBack(const Before& before) {
+  for (const auto& [key, old] : before) {
+    if (old) {
+      entries_[key] = *old;
+    } else {
+      entries_.erase(key);
+    }
+  }
+}
+
+Status SwitchAgentDaemon::Settle(const Before& before) {
   if (dataplane_ && !before.empty()) {
     std::vector<NatEntry> removed, installed;
     for (const auto& [key, old] : before) {
@@ -135,19 +162,8 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
       if (now != entries_.end()) installed.push_back(now->second);
     }
     if (Status applied = dataplane_->Apply(removed, installed); !applied) {
-      for (const auto& [key, old] : before) {
-        if (old) {
-          entries_[key] = *old;
-        } else {
-          entries_.erase(key);
-        }
-      }
-      generation_ = generation_before;
-      outcome.failed_gen = first_applied;
-      outcome.message = fmt::format("the dataplane refused the changes from generation {}: {}",
-                                    first_applied.value_or(0), applied.error().message());
-      outcome.generation = generation_;
-      return outcome;
+      PutBack(before);
+      return applied;
     }
   }
   for (const auto& [key, old] : before) {
@@ -155,8 +171,70 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
     auto now = entries_.find(key);
     if (now != entries_.end()) digest_ += NatEntryHash(now->second);
   }
-  outcome.generation = generation_;
-  return outcome;
+  return Ok();
+}
+
+NatBuckets SwitchAgentDaemon::Buckets(uint32_t count) const {
+  MutexLock lock(mu_);
+  NatBuckets b;
+  b.boot_id = boot_id_;
+  b.generation = generation_;
+  b.digests.assign(count, 0);
+  b.entries.assign(count, 0);
+  for (const auto& [key, e] : entries_) {
+    uint32_t k = NatEntryBucket(e, count);
+    b.digests[k] += NatEntryHash(e);
+    ++b.entries[k];
+  }
+  return b;
+}
+
+Result<NatBucketsRepaired> SwitchAgentDaemon::RepairBuckets(const NatBucketsRepair& repair) {
+  if (dataplane_) {
+    for (const NatEntry& e : repair.entries) FP_CHECK_OK(dataplane_->Check(e));
+  }
+  MutexLock lock(mu_);
+  NatBucketsRepaired answer{.generation = generation_, .replaced = false, .boot_id = boot_id_};
+  // Judged on buckets read at another generation: the table moved on since.
+  if (repair.if_generation != generation_) return answer;
+  std::vector<bool> listed(repair.count, false);
+  for (uint32_t b : repair.buckets) listed[b] = true;
+  Before before;
+  auto touch = [&](const EntryKey& key) FP_REQUIRES(mu_) { Touch(before, key); };
+  // The listed buckets' entries out, the repair's in.
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (listed[NatEntryBucket(it->second, repair.count)]) {
+      touch(it->first);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const NatEntry& e : repair.entries) {
+    if (!Install(entries_, e, touch)) {
+      PutBack(before);
+      return Fail(Error::InsufficientCapacity(
+          fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
+    }
+  }
+  FP_CHECK_OK(Settle(before));
+  for (const auto& [key, old] : before) {
+    auto now = entries_.find(key);
+    if (now == entries_.end()) {
+      answer.removed += old ? 1 : 0;
+    } else if (!old) {
+      ++answer.added;
+    } else if (!(*old == now->second)) {
+      ++answer.changed;
+    }
+  }
+  // As PUT /nat: a lower generation starts a new run.
+  if (repair.generation < generation_) boot_id_ = random_.NewUuid().ToString();
+  generation_ = repair.generation;
+  answer.generation = generation_;
+  answer.replaced = true;
+  answer.boot_id = boot_id_;
+  return answer;
 }
 
 EndpointRoutes SwitchAgentDaemon::Routes() {
@@ -168,6 +246,20 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
   routes.Add("GET", "/nat/status", [this](const http::HttpRequest&, const PathParams&) {
     return Result<Json>(CurrentStatus().ToJson());
   });
+
+  routes.Add("GET", "/nat/buckets",
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+               http::QueryParams query = FP_TRY(http::ParseQuery(request.query));
+               int64_t count = FP_TRY(QueryInt(query, "count", 1, kMaxNatBuckets, 1));
+               return Buckets(static_cast<uint32_t>(count)).ToJson();
+             });
+
+  routes.Add("POST", "/nat/buckets",
+             [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
+               NatBucketsRepair body =
+                   FP_TRY(NatBucketsRepair::FromJson(FP_TRY(ParseBody(request))));
+               return FP_TRY(RepairBuckets(body)).ToJson();
+             });
 
   routes.Add("POST", "/nat/changes",
              [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {

@@ -18,6 +18,16 @@
 //                      (the table is full) it stops without advancing past it, and the answer
 //                      adds {"failed_gen": G, "message": "..."}. Idempotent. (An
 //                      `apply_first` fault makes it stop the same way after K changes.)
+//   GET  /nat/buckets?count=N  NatBuckets: {"boot_id", "generation", "digests": [...],
+//                      "entries": [...]}, the table split into N buckets (agents.h:
+//                      NatEntryBucket), each bucket's digest and entry count
+//   POST /nat/buckets  {"count": N, "buckets": [B...], "entries": [...], "generation": G,
+//                      "if_generation": I} → {"generation", "replaced", "boot_id", "added",
+//                      "removed", "changed"}: the entries of the listed buckets become the
+//                      given ones (each of which falls in one of them) and the generation G,
+//                      only if the generation is I ("replaced": false otherwise). A drift
+//                      repair that sends only the buckets that differ. 507 if they do not fit;
+//                      a G below the generation starts a new run, as PUT does.
 //   PUT  /nat          {"generation": G, "entries": [...], "if_generation": I (optional)}
 //                      → {"generation": G, "replaced": true, "boot_id": ...}; with an
 //                      if_generation that is not the generation, replaces nothing and
@@ -79,6 +89,8 @@ class SwitchAgentDaemon {
 
  private:
   using EntryKey = std::pair<IpAddr, int>;  // external_ip, first_port
+  // The keys a request touched, each with its entry before it did (nullopt: none).
+  using Before = std::map<EntryKey, std::optional<NatEntry>>;
 
   SwitchAgentDaemon(const DaemonOptions& options, std::unique_ptr<NatDataplane> dataplane)
       : nat_capacity_(options.nat_capacity),
@@ -100,6 +112,16 @@ class SwitchAgentDaemon {
   bool Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
                const std::function<void(const EntryKey&)>& touch = {}) const;
   void Reset();
+  // Notes `key`'s entry in `before` unless it is there already.
+  void Touch(Before& before, const EntryKey& key) const FP_REQUIRES(mu_);
+  // Puts the keys of `before` back as they were.
+  void PutBack(const Before& before) FP_REQUIRES(mu_);
+  // Takes what changed in the table since `before` to the dataplane (in one step) and to the
+  // digest. If the dataplane refuses, the table is put back and its error returned.
+  Status Settle(const Before& before) FP_REQUIRES(mu_);
+  // GET and POST /nat/buckets.
+  NatBuckets Buckets(uint32_t count) const;
+  Result<NatBucketsRepaired> RepairBuckets(const NatBucketsRepair& repair);
 
   const size_t nat_capacity_;
   Random& random_;
