@@ -68,7 +68,7 @@ Result<NatBuckets> NatBuckets::FromJson(const Json& j) {
     b.digests.push_back(d);
   }
   for (const auto& [element, path] : FP_TRY(f.Array("entries"))) {
-    if (!element->is_number_unsigned()) {
+    if (!element->is_number_integer() || element->get<int64_t>() < 0) {
       return Fail(Error::InvalidRequest(
           fmt::format("field \"{}\": expected a count (a non-negative integer)", path)));
     }
@@ -89,7 +89,8 @@ Result<NatBucketsRepair> NatBucketsRepair::FromJson(const Json& j) {
   NatBucketsRepair r;
   r.count = FP_TRY(BucketCount(f));
   for (const auto& [element, path] : FP_TRY(f.Array("buckets"))) {
-    if (!element->is_number_unsigned() || element->get<uint64_t>() >= r.count) {
+    if (!element->is_number_integer() || element->get<int64_t>() < 0 ||
+        element->get<int64_t>() >= r.count) {
       return Fail(Error::InvalidRequest(
           fmt::format("field \"{}\": expected a bucket from 0 to {}", path, r.count - 1)));
     }

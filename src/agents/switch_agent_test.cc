@@ -268,6 +268,8 @@ class RecordingDataplane final : public NatDataplane {
     if (refuse) return Fail(Error::Internal("the kernel said no"));
     for (const NatEntry& e : removed) held.erase(e.external_ip.ToString());
     for (const NatEntry& e : installed) held[e.external_ip.ToString()] = e;
+    last_removed = removed;
+    last_installed = installed;
     ++batches;
     return Ok();
   }
@@ -279,6 +281,7 @@ class RecordingDataplane final : public NatDataplane {
   }
   bool refuse = false;
   int batches = 0;
+  std::vector<NatEntry> last_removed, last_installed;
   std::map<std::string, NatEntry> held;
 };
 
@@ -315,6 +318,39 @@ TEST(SwitchAgentWithADataplane, EachRequestIsOneStepThereAndARefusalChangesNothi
             4);
   EXPECT_EQ(dataplane->held.count("203.0.113.4"), 1u);
   EXPECT_EQ(dataplane->held.count("203.0.113.5"), 0u);
+}
+
+// A bucket repair reaches the dataplane as what it changed, in one step; refused there, it
+// changes nothing (table, digest, generation).
+TEST(SwitchAgentWithADataplane, ABucketRepairTakesOnlyWhatChangedThereInOneStep) {
+  auto owned = std::make_unique<RecordingDataplane>();
+  RecordingDataplane* dataplane = owned.get();
+  auto agent = SwitchAgentDaemon::Start(DaemonOptions{}, std::move(owned)).value();
+  auto client = MakeSwitchAgentClient(agent->base_url(), 2000);
+  const NatEntry kept = Entry("203.0.113.1", 0, 65535), lost = Entry("203.0.113.2", 0, 65535);
+  ASSERT_EQ(client->ReplaceAll(NatTable{4, {kept}}).value(), 4);
+  const NatStatus before = agent->CurrentStatus();
+  // One bucket: everything is listed.
+  NatReplaceWriter writer;
+  writer.Add(kept);
+  writer.Add(lost);
+  const std::string body = std::move(writer).FinishBuckets(1, {0}, 5, 4);
+
+  dataplane->refuse = true;
+  EXPECT_FALSE(client->RepairBucketsWritten(body));
+  EXPECT_EQ(agent->CurrentStatus(), before);
+  EXPECT_EQ(agent->Nat(), (NatTable{4, {kept}}));
+
+  dataplane->refuse = false;
+  const int batches = dataplane->batches;
+  NatBucketsRepaired repaired = client->RepairBucketsWritten(body).value();
+  EXPECT_EQ(repaired.added, 1);
+  EXPECT_EQ(repaired.changed + repaired.removed, 0);
+  EXPECT_EQ(dataplane->batches, batches + 1);
+  EXPECT_EQ(dataplane->last_installed, std::vector<NatEntry>{lost}) << "the unchanged entry too";
+  EXPECT_TRUE(dataplane->last_removed.empty());
+  EXPECT_EQ(dataplane->held.size(), 2u);
+  EXPECT_EQ(agent->CurrentStatus().digest, NatEntryHash(kept) + NatEntryHash(lost));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "db/nat.h"
 #include "db/testing/temp_datastore.h"
 #include "http/client.h"
+#include "loops/switch_reconciler.h"
 #include "loops/testing/nat_rows.h"
 
 namespace fp::loops {
@@ -338,10 +339,12 @@ class HookedSwitch : public agents::SwitchAgentClient {
   }
   Result<agents::NatBucketsRepaired> RepairBucketsWritten(std::string body) override {
     RunHook();
+    repairs_sent.push_back(body);
     return inner_.RepairBucketsWritten(std::move(body));
   }
   const std::string& address() const override { return inner_.address(); }
   std::function<void()> before_replace;
+  std::vector<std::string> repairs_sent;  // POST /nat/buckets bodies
 
  private:
   void RunHook() {
@@ -379,6 +382,32 @@ TEST_F(NatReconcilerOnSwitchTest, ARepairNeverOverwritesAChangeAnotherServerSync
   // reloaded the whole table, B's change included: nothing is left to repair.
   EXPECT_FALSE(*repaired);
   EXPECT_EQ(sim->Nat(), Desired());
+}
+
+// A switch that lost one entry of 1,000 behind the control plane's back is repaired by sending
+// the bucket of that entry, not the table.
+TEST_F(NatReconcilerOnSwitchTest, ARepairSendsOnlyTheBucketThatDiffers) {
+  for (int n = 1; n <= 1000; ++n) AddNatEntry(*ds, n);
+  ASSERT_TRUE(nat.Sync());
+  agents::NatTable drifted = Desired();
+  const agents::NatEntry lost = drifted.entries[500];
+  drifted.entries.erase(drifted.entries.begin() + 500);
+  ASSERT_TRUE(client->ReplaceAllIf(drifted, drifted.generation).value());
+
+  HookedSwitch hooked(*client);
+  NatReconciler a{*ds, hooked};
+  auto repaired = a.Repair();
+  ASSERT_TRUE(repaired) << repaired.error().message();
+  EXPECT_TRUE(*repaired);
+  EXPECT_EQ(sim->Nat(), Desired());
+  ASSERT_EQ(hooked.repairs_sent.size(), 1u);
+  auto sent = agents::NatBucketsRepair::FromJson(nlohmann::json::parse(hooked.repairs_sent[0]));
+  ASSERT_TRUE(sent) << sent.error().message();
+  EXPECT_EQ(sent->count, NatBucketCount(999));
+  EXPECT_EQ(sent->buckets, std::vector<uint32_t>{agents::NatEntryBucket(lost, sent->count)});
+  EXPECT_LT(sent->entries.size(), 100u);
+  EXPECT_EQ(std::count(sent->entries.begin(), sent->entries.end(), lost), 1);
+  EXPECT_FALSE(a.Repair().value()) << "nothing left to repair";
 }
 
 // The server's background reconciler (Sync, then Repair, every period) restores a reset switch
