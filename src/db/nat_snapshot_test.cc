@@ -17,6 +17,25 @@ namespace {
 
 using testing::TempDatastore;
 
+// Commits `n` live NAT rows for 100.0.0.<from>.. at versions from + 1.., and the version.
+void AddRows(TempDatastore& ds, int from, int n) {
+  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
+    for (int a = from; a < from + n; ++a) {
+      IpAddr ip(IpVersion::kV4, (uint128{100} << 24) | uint128(static_cast<uint32_t>(a)));
+      FP_TRY(tx.Exec(
+          "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
+          "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
+          "'a8:40:25:00:00:01', ?, ?, 1)",
+          Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random(), a + 1));
+    }
+    FP_TRY(
+        tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', ?) ON CONFLICT "
+                "(name) DO UPDATE SET value = excluded.value",
+                from + n));
+    return Ok();
+  }));
+}
+
 TEST(NatSnapshot, AWholeTableIsReadInPagesInKeyOrderEachLiveRowOnce) {
   TempDatastore ds;
   // 3,001 addresses with three port ranges each: 9,003 rows, more than two pages of 4,096, and
@@ -73,6 +92,46 @@ TEST(NatSnapshot, AWholeTableIsReadInPagesInKeyOrderEachLiveRowOnce) {
   EXPECT_EQ(seen, 5000);
 }
 
+// A drift repair compares the buckets of a first pass and sends rows of a second: both passes
+// are of one snapshot, whatever commits between them.
+TEST(NatSnapshot, TwoPassesReadTheSameRowsWhateverCommitsBetweenThem) {
+  TempDatastore ds;
+  AddRows(ds, 0, 5000);  // two pages
+  int first = 0, second = 0, betweens = 0;
+  auto at = NatReadSnapshotTwice(
+      *ds, [&] { first = second = 0; },
+      [&](NatEntry&&) -> Status {
+        ++first;
+        return Ok();
+      },
+      [&](int64_t version) -> Result<bool> {
+        ++betweens;
+        EXPECT_EQ(version, 5000);
+        AddRows(ds, 5000, 10);  // committed between the passes
+        return true;
+      },
+      [&](NatEntry&&) -> Status {
+        ++second;
+        return Ok();
+      });
+  ASSERT_TRUE(at) << at.error().message();
+  EXPECT_EQ(*at, 5000);
+  EXPECT_EQ(betweens, 1);
+  EXPECT_EQ(first, 5000);
+  EXPECT_EQ(second, 5000);
+
+  // `between` saying no: there is no second pass.
+  second = 0;
+  ASSERT_TRUE(NatReadSnapshotTwice(
+      *ds, [] {}, [](NatEntry&&) -> Status { return Ok(); },
+      [](int64_t) -> Result<bool> { return false; },
+      [&](NatEntry&&) -> Status {
+        ++second;
+        return Ok();
+      }));
+  EXPECT_EQ(second, 0);
+}
+
 }  // namespace
 }  // namespace fp::db
 
@@ -85,17 +144,7 @@ namespace {
 TEST(NatSnapshot, AReadRunAgainGivesEachRowOnceAfterItsRestart) {
   if (!testing::OnPostgres()) GTEST_SKIP() << "only PostgreSQL runs a read again";
   TempDatastore ds;
-  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
-    for (int a = 0; a < 5000; ++a) {  // two pages
-      IpAddr ip(IpVersion::kV4, (uint128{100} << 24) | uint128(static_cast<uint32_t>(a)));
-      FP_TRY(tx.Exec(
-          "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
-          "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
-          "'a8:40:25:00:00:01', ?, ?, 1)",
-          Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random(), a + 1));
-    }
-    return Ok();
-  }));
+  AddRows(ds, 0, 5000);  // two pages
   auto outside = postgres::PgConnection::Open(ds.postgres_url());
   ASSERT_TRUE(outside) << outside.error().message();
   int attempts = 0;
@@ -121,6 +170,46 @@ TEST(NatSnapshot, AReadRunAgainGivesEachRowOnceAfterItsRestart) {
   EXPECT_EQ(attempts, 2);
   EXPECT_EQ(read.size(), 5000u);
   EXPECT_TRUE(std::is_sorted(read.begin(), read.end()));
+}
+
+// The same for two passes, the session ended in the second: the read starts over from the first
+// pass, and `between` is asked again.
+TEST(NatSnapshot, TwoPassesRunAgainStartOverFromTheFirst) {
+  if (!testing::OnPostgres()) GTEST_SKIP() << "only PostgreSQL runs a read again";
+  TempDatastore ds;
+  AddRows(ds, 0, 5000);
+  auto outside = postgres::PgConnection::Open(ds.postgres_url());
+  ASSERT_TRUE(outside) << outside.error().message();
+  int attempts = 0, betweens = 0, first = 0, second = 0;
+  auto at = NatReadSnapshotTwice(
+      *ds,
+      [&] {
+        ++attempts;
+        first = second = 0;
+      },
+      [&](NatEntry&&) -> Status {
+        ++first;
+        return Ok();
+      },
+      [&](int64_t) -> Result<bool> {
+        ++betweens;
+        return true;
+      },
+      [&](NatEntry&&) -> Status {
+        if (attempts == 1 && second == 0) {
+          EXPECT_TRUE((*outside)->Run(
+              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+              "current_database() AND pid <> pg_backend_pid() AND state = 'idle in "
+              "transaction'"));
+        }
+        ++second;
+        return Ok();
+      });
+  ASSERT_TRUE(at) << at.error().message();
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(betweens, 2);
+  EXPECT_EQ(first, 5000);
+  EXPECT_EQ(second, 5000);
 }
 
 }  // namespace
