@@ -166,9 +166,10 @@ class NatReplaceWriter {
   // The body, with the table's generation and the condition (nullopt: unconditional).
   std::string Finish(int64_t generation, std::optional<int64_t> if_generation) &&;
   // A POST /nat/buckets body (NatBucketsRepair) instead: the entries added are those of
-  // `buckets` (of `count`).
+  // `buckets` (of `count`), judged against the switch's `compared` (its run, generation and
+  // whole digest are the condition).
   std::string FinishBuckets(uint32_t count, const std::vector<uint32_t>& buckets,
-                            int64_t generation, int64_t if_generation) &&;
+                            int64_t generation, const struct NatBuckets& compared) &&;
 
  private:
   std::string text_;
@@ -205,6 +206,8 @@ struct NatBuckets {
 
   // The buckets of `entries` (count of them).
   static NatBuckets Of(const std::vector<NatEntry>& entries, uint32_t count);
+  // The whole table's digest (NatStatus's): the sum of the buckets'.
+  uint64_t digest() const;
   bool operator==(const NatBuckets&) const = default;
   // {"boot_id", "generation", "digests": ["16 hex digits", ...], "entries": [N, ...]}
   nlohmann::json ToJson() const;
@@ -212,25 +215,30 @@ struct NatBuckets {
 };
 
 // POST /nat/buckets: the entries of `buckets` (of `count`) become `entries`, each of which falls
-// in one of them, only if the switch is at if_generation still; its generation becomes
-// `generation` (below the current one: a new run, as PUT /nat).
+// in one of them, only if the switch's table is the one compared still: the same run
+// (if_boot_id), generation (if_generation) and whole digest (if_digest). The generation alone
+// would not do: a repair by another server at the same generation changes buckets without
+// changing it, and this repair's unchanged buckets were judged on what it replaced. Its
+// generation becomes `generation` (below the current one: a new run, as PUT /nat).
 struct NatBucketsRepair {
   uint32_t count = 1;
   std::vector<uint32_t> buckets;
   std::vector<NatEntry> entries;
   int64_t generation = 0;
   int64_t if_generation = 0;
+  uint64_t if_digest = 0;
+  std::string if_boot_id;
 
   bool operator==(const NatBucketsRepair&) const = default;
-  // {"count", "buckets": [...], "entries": [...], "generation", "if_generation"}; written by
-  // NatReplaceWriter::FinishBuckets.
+  // {"count", "buckets": [...], "entries": [...], "generation", "if_generation", "if_digest":
+  // "16 hex digits", "if_boot_id"}; written by NatReplaceWriter::FinishBuckets.
   static Result<NatBucketsRepair> FromJson(const nlohmann::json& j);
 };
 
 // What POST /nat/buckets answered: as NatReplaced, and what the repair changed.
 struct NatBucketsRepaired {
   int64_t generation = 0;
-  bool replaced = true;  // false: the switch was not at if_generation; nothing changed
+  bool replaced = true;  // false: the table was not the one compared; nothing changed
   std::string boot_id;
   int64_t added = 0;    // keys it lacked
   int64_t removed = 0;  // keys it held that the repair does not want

@@ -23,6 +23,18 @@ constexpr int64_t kMaxGeneration = std::numeric_limits<int64_t>::max();
 Result<uint32_t> BucketCount(const JsonFields& f) {
   return static_cast<uint32_t>(FP_TRY(f.Int("count", 1, kMaxNatBuckets)));
 }
+
+// A digest as the wire carries it (FormatNatDigest), at field `path`.
+Result<uint64_t> Digest(const Json& j, std::string_view path) {
+  std::string text = j.is_string() ? j.get<std::string>() : "";
+  uint64_t d = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d, 16);
+  if (text.size() != 16 || ec != std::errc() || end != text.data() + text.size()) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("field \"{}\": expected a digest of 16 hex digits", path)));
+  }
+  return d;
+}
 }  // namespace
 
 uint32_t NatEntryBucket(const NatEntry& e, uint32_t count) {
@@ -43,6 +55,12 @@ NatBuckets NatBuckets::Of(const std::vector<NatEntry>& entries, uint32_t count) 
   return b;
 }
 
+uint64_t NatBuckets::digest() const {
+  uint64_t sum = 0;
+  for (uint64_t d : digests) sum += d;
+  return sum;
+}
+
 Json NatBuckets::ToJson() const {
   Json digest_list = Json::array();
   for (uint64_t d : digests) digest_list.push_back(FormatNatDigest(d));
@@ -58,14 +76,7 @@ Result<NatBuckets> NatBuckets::FromJson(const Json& j) {
   b.boot_id = FP_TRY(f.String("boot_id"));
   b.generation = FP_TRY(f.Int("generation", 0, kMaxGeneration));
   for (const auto& [element, path] : FP_TRY(f.Array("digests"))) {
-    std::string text = element->is_string() ? element->get<std::string>() : "";
-    uint64_t d = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d, 16);
-    if (text.size() != 16 || ec != std::errc() || end != text.data() + text.size()) {
-      return Fail(Error::InvalidRequest(
-          fmt::format("field \"{}\": expected a digest of 16 hex digits", path)));
-    }
-    b.digests.push_back(d);
+    b.digests.push_back(FP_TRY(Digest(*element, path)));
   }
   for (const auto& [element, path] : FP_TRY(f.Array("entries"))) {
     if (!element->is_number_integer() || element->get<int64_t>() < 0) {
@@ -110,14 +121,19 @@ Result<NatBucketsRepair> NatBucketsRepair::FromJson(const Json& j) {
   }
   r.generation = FP_TRY(f.Int("generation", 0, kMaxGeneration));
   r.if_generation = FP_TRY(f.Int("if_generation", 0, kMaxGeneration));
+  r.if_digest = FP_TRY(Digest(*FP_TRY(f.Get("if_digest")), "if_digest"));
+  r.if_boot_id = FP_TRY(f.String("if_boot_id"));
   return r;
 }
 
 std::string NatReplaceWriter::FinishBuckets(uint32_t count, const std::vector<uint32_t>& buckets,
-                                            int64_t generation, int64_t if_generation) && {
+                                            int64_t generation, const NatBuckets& compared) && {
   fmt::format_to(std::back_inserter(text_),
-                 R"(],"count":{},"buckets":[{}],"generation":{},"if_generation":{}}})", count,
-                 fmt::join(buckets, ","), generation, if_generation);
+                 R"(],"count":{},"buckets":[{}],"generation":{},"if_generation":{},)"
+                 R"("if_digest":"{}","if_boot_id":{}}})",
+                 count, fmt::join(buckets, ","), generation, compared.generation,
+                 FormatNatDigest(compared.digest()),
+                 Json(compared.boot_id).dump(-1, ' ', false, Json::error_handler_t::replace));
   return std::move(text_);
 }
 
@@ -149,8 +165,19 @@ Result<NatBuckets> SwitchAgentClient::GetNatBuckets(uint32_t count) {
 
 Result<NatBucketsRepaired> SwitchAgentClient::RepairBucketsWritten(std::string body) {
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Fail(Error::InvalidRequest("the request body is not valid JSON"));
   NatBucketsRepair repair = FP_TRY(NatBucketsRepair::FromJson(j));
+  // Not atomic (a double's doubles do not race): the condition as the agent checks it.
+  NatStatus status = FP_TRY(GetStatus());
   NatTable table = FP_TRY(GetNat());
+  NatBucketsRepaired answer{
+      .generation = table.generation, .replaced = false, .boot_id = status.boot_id};
+  uint64_t digest = 0;
+  for (const NatEntry& e : table.entries) digest += NatEntryHash(e);
+  if (status.boot_id != repair.if_boot_id || table.generation != repair.if_generation ||
+      digest != repair.if_digest) {
+    return answer;
+  }
   std::vector<bool> listed(repair.count, false);
   for (uint32_t b : repair.buckets) listed[b] = true;
   using Key = std::tuple<IpAddr, int>;
@@ -163,7 +190,6 @@ Result<NatBucketsRepaired> SwitchAgentClient::RepairBucketsWritten(std::string b
       replacement.entries.push_back(std::move(e));
     }
   }
-  NatBucketsRepaired answer;
   for (const NatEntry& e : repair.entries) {
     auto old = before.find(Key(e.external_ip, e.first_port));
     if (old == before.end()) {
@@ -176,11 +202,11 @@ Result<NatBucketsRepaired> SwitchAgentClient::RepairBucketsWritten(std::string b
   }
   answer.removed = static_cast<int64_t>(before.size());
   std::optional<int64_t> replaced = FP_TRY(ReplaceAllIf(replacement, repair.if_generation));
-  NatStatus now = FP_TRY(GetStatus());
-  answer.boot_id = now.boot_id;
-  answer.replaced = replaced.has_value();
-  answer.generation = replaced.value_or(now.generation);
-  if (!answer.replaced) answer.added = answer.removed = answer.changed = 0;
+  if (!replaced) return NatBucketsRepaired{table.generation, false, status.boot_id};
+  answer.replaced = true;
+  answer.generation = *replaced;
+  // A lower generation starts a new run.
+  if (*replaced < table.generation) answer.boot_id = FP_TRY(GetStatus()).boot_id;
   return answer;
 }
 

@@ -47,11 +47,11 @@ std::vector<NatEntry> InBuckets(const std::vector<NatEntry>& all, uint32_t count
 
 std::string RepairBody(uint32_t count, const std::set<uint32_t>& buckets,
                        const std::vector<NatEntry>& entries, int64_t generation,
-                       int64_t if_generation) {
+                       const NatBuckets& compared) {
   NatReplaceWriter writer;
   for (const NatEntry& e : entries) writer.Add(e);
   return std::move(writer).FinishBuckets(count, {buckets.begin(), buckets.end()}, generation,
-                                         if_generation);
+                                         compared);
 }
 
 TEST(NatEntryBucket, DependsOnTheKeyOnlyAndSpreadsATable) {
@@ -93,13 +93,19 @@ TEST(NatBucketsJson, AWrittenRepairDecodesToWhatWasWritten) {
   std::vector<NatEntry> all = Entries(0, 39);
   std::set<uint32_t> buckets = {NatEntryBucket(all[0], kCount), NatEntryBucket(all[1], kCount)};
   std::vector<NatEntry> sent = InBuckets(all, kCount, buckets);
-  Json body = Json::parse(RepairBody(kCount, buckets, sent, 12, 11));
+  NatBuckets compared{.boot_id = "run-\"1\"",
+                      .generation = 11,
+                      .digests = {0xfedcba9876543210, 1},
+                      .entries = {3, 1}};
+  Json body = Json::parse(RepairBody(kCount, buckets, sent, 12, compared));
   NatBucketsRepair repair = NatBucketsRepair::FromJson(body).value();
   EXPECT_EQ(repair.count, kCount);
   EXPECT_EQ(repair.buckets, std::vector<uint32_t>(buckets.begin(), buckets.end()));
   EXPECT_EQ(repair.entries, sent);
   EXPECT_EQ(repair.generation, 12);
   EXPECT_EQ(repair.if_generation, 11);
+  EXPECT_EQ(repair.if_digest, 0xfedcba9876543211u);
+  EXPECT_EQ(repair.if_boot_id, "run-\"1\"");
 
   // An entry outside the listed buckets would be installed where nothing is taken out.
   NatEntry outside = *std::find_if(all.begin(), all.end(), [&](const NatEntry& e) {
@@ -113,7 +119,7 @@ TEST(NatBucketsJson, AWrittenRepairDecodesToWhatWasWritten) {
                 sent.size(), outside.external_ip.ToString(), NatEntryBucket(outside, kCount))),
             std::string::npos)
       << refused.error().message();
-  body = Json::parse(RepairBody(kCount, {}, {}, 1, 1));
+  body = Json::parse(RepairBody(kCount, {}, {}, 1, compared));
   body["buckets"] = {8};
   EXPECT_EQ(NatBucketsRepair::FromJson(body).error().message(),
             "field \"buckets[0]\": expected a bucket from 0 to 7");
@@ -131,6 +137,9 @@ class NatBucketsOnSwitchTest : public ::testing::Test {
     });
     return NatTable{generation, std::move(entries)};
   }
+
+  // The switch's table as a repair is judged on it.
+  NatBuckets Compared() { return client_->GetNatBuckets(1).value(); }
 
   std::unique_ptr<SwitchAgentDaemon> agent_ = SwitchAgentDaemon::Start(DaemonOptions{}).value();
   std::unique_ptr<SwitchAgentClient> client_ = MakeSwitchAgentClient(agent_->base_url(), 2000);
@@ -175,7 +184,7 @@ TEST_F(NatBucketsOnSwitchTest, ARepairReplacesOnlyTheListedBucketsAndSaysWhatCha
   const std::vector<NatEntry> sent = InBuckets(desired, kCount, buckets);
   ASSERT_LT(sent.size(), desired.size()) << "every bucket listed: choose other entries";
   NatBucketsRepaired answer =
-      client_->RepairBucketsWritten(RepairBody(kCount, buckets, sent, 41, 40)).value();
+      client_->RepairBucketsWritten(RepairBody(kCount, buckets, sent, 41, Compared())).value();
   EXPECT_TRUE(answer.replaced);
   EXPECT_EQ(answer.generation, 41);
   EXPECT_EQ(answer.boot_id, agent_->CurrentStatus().boot_id);
@@ -191,18 +200,28 @@ TEST_F(NatBucketsOnSwitchTest, ARepairReplacesOnlyTheListedBucketsAndSaysWhatCha
   EXPECT_EQ(agent_->CurrentStatus().entries, static_cast<int64_t>(expected.size()));
 }
 
-TEST_F(NatBucketsOnSwitchTest, ARepairAtAnotherGenerationChangesNothing) {
+// A repair judged on another table than the switch holds now changes nothing: another
+// generation, another run, or the same generation with other entries (another server's repair
+// changed buckets this one judged equal to the datastore's).
+TEST_F(NatBucketsOnSwitchTest, ARepairJudgedOnAnotherTableChangesNothing) {
   Hold(Entries(1, 39));
   const NatTable before = agent_->Nat();
   const std::set<uint32_t> buckets = {NatEntryBucket(Entry(0), 8)};
-  NatBucketsRepaired answer = client_
-                                  ->RepairBucketsWritten(RepairBody(
-                                      8, buckets, InBuckets(Entries(0, 39), 8, buckets), 41, 39))
-                                  .value();
-  EXPECT_FALSE(answer.replaced);
-  EXPECT_EQ(answer.generation, 40);
-  EXPECT_EQ(answer.added + answer.removed + answer.changed, 0);
-  EXPECT_EQ(agent_->Nat(), before);
+  const std::vector<NatEntry> sent = InBuckets(Entries(0, 39), 8, buckets);
+  NatBuckets generation = Compared(), run = Compared(), digest = Compared();
+  generation.generation = 39;
+  run.boot_id = "another run";
+  digest.digests[0] += 1;
+  for (const NatBuckets& compared : {generation, run, digest}) {
+    NatBucketsRepaired answer =
+        client_->RepairBucketsWritten(RepairBody(8, buckets, sent, 41, compared)).value();
+    EXPECT_FALSE(answer.replaced) << compared.ToJson().dump();
+    EXPECT_EQ(answer.generation, 40);
+    EXPECT_EQ(answer.added + answer.removed + answer.changed, 0);
+    EXPECT_EQ(agent_->Nat(), before);
+  }
+  EXPECT_TRUE(
+      client_->RepairBucketsWritten(RepairBody(8, buckets, sent, 41, Compared())).value().replaced);
 }
 
 // As PUT /nat: the control plane labels a switch ahead of the datastore with the datastore's
@@ -210,9 +229,12 @@ TEST_F(NatBucketsOnSwitchTest, ARepairAtAnotherGenerationChangesNothing) {
 TEST_F(NatBucketsOnSwitchTest, ARepairToALowerGenerationStartsANewRun) {
   Hold(Entries(0, 39));
   const std::string run = agent_->CurrentStatus().boot_id;
-  NatBucketsRepaired same = client_->RepairBucketsWritten(RepairBody(8, {}, {}, 40, 40)).value();
+  NatBucketsRepaired same =
+      client_->RepairBucketsWritten(RepairBody(8, {}, {}, 40, Compared())).value();
+  EXPECT_TRUE(same.replaced);
   EXPECT_EQ(same.boot_id, run);
-  NatBucketsRepaired lower = client_->RepairBucketsWritten(RepairBody(8, {}, {}, 35, 40)).value();
+  NatBucketsRepaired lower =
+      client_->RepairBucketsWritten(RepairBody(8, {}, {}, 35, Compared())).value();
   EXPECT_TRUE(lower.replaced);
   EXPECT_EQ(lower.generation, 35);
   EXPECT_NE(lower.boot_id, run);

@@ -334,7 +334,8 @@ TEST(SwitchAgentWithADataplane, ABucketRepairTakesOnlyWhatChangedThereInOneStep)
   NatReplaceWriter writer;
   writer.Add(kept);
   writer.Add(lost);
-  const std::string body = std::move(writer).FinishBuckets(1, {0}, 5, 4);
+  const std::string body =
+      std::move(writer).FinishBuckets(1, {0}, 5, client->GetNatBuckets(1).value());
 
   dataplane->refuse = true;
   EXPECT_FALSE(client->RepairBucketsWritten(body));
@@ -347,7 +348,7 @@ TEST(SwitchAgentWithADataplane, ABucketRepairTakesOnlyWhatChangedThereInOneStep)
   EXPECT_EQ(repaired.added, 1);
   EXPECT_EQ(repaired.changed + repaired.removed, 0);
   EXPECT_EQ(dataplane->batches, batches + 1);
-  EXPECT_EQ(dataplane->last_installed, std::vector<NatEntry>{lost}) << "the unchanged entry too";
+  EXPECT_EQ(dataplane->last_installed, std::vector<NatEntry>{lost}) << "only what changed";
   EXPECT_TRUE(dataplane->last_removed.empty());
   EXPECT_EQ(dataplane->held.size(), 2u);
   EXPECT_EQ(agent->CurrentStatus().digest, NatEntryHash(kept) + NatEntryHash(lost));

@@ -14,6 +14,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <semaphore>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -403,11 +405,61 @@ TEST_F(NatReconcilerOnSwitchTest, ARepairSendsOnlyTheBucketThatDiffers) {
   ASSERT_EQ(hooked.repairs_sent.size(), 1u);
   auto sent = agents::NatBucketsRepair::FromJson(nlohmann::json::parse(hooked.repairs_sent[0]));
   ASSERT_TRUE(sent) << sent.error().message();
-  EXPECT_EQ(sent->count, NatBucketCount(999));
+  EXPECT_EQ(sent->count, NatBucketCount(999));  // the switch's 999: a new server knows no more
   EXPECT_EQ(sent->buckets, std::vector<uint32_t>{agents::NatEntryBucket(lost, sent->count)});
   EXPECT_LT(sent->entries.size(), 100u);
   EXPECT_EQ(std::count(sent->entries.begin(), sent->entries.end(), lost), 1);
+  const SwitchNatStatus status = a.SwitchStatuses().at(0);
+  EXPECT_EQ(status.repaired_missing, 1);
+  EXPECT_EQ(status.repaired_extra + status.repaired_wrong, 0);
   EXPECT_FALSE(a.Repair().value()) << "nothing left to repair";
+}
+
+// Two servers repair one switch at the same generation G: B judged the datastore at G, A at
+// G+1 after a commit that adds exactly the stray entry the switch holds, so A finds nothing
+// differing and only relabels the switch G+1. B's repair lands first and takes the stray entry
+// away without changing the generation; A's must then be refused (its unchanged buckets were
+// judged on what B replaced), or the switch would claim G+1 without G+1's entry and no Sync
+// would ever send it (found by review).
+TEST_F(NatReconcilerOnSwitchTest, ARepairJudgedOnATableAnotherRepairChangedIsRefused) {
+  for (int n = 1; n <= 100; ++n) AddNatEntry(*ds, n);
+  ASSERT_TRUE(nat.Sync());
+  agents::NatTable next;  // the table at version 101, as the datastore will have it
+  {
+    TempDatastore other;
+    for (int n = 1; n <= 101; ++n) AddNatEntry(*other, n);
+    next = testing::DesiredTable(*other);
+  }
+  ASSERT_TRUE(client->ReplaceAllIf(agents::NatTable{100, next.entries}, 100).value());
+
+  std::binary_semaphore b_judged{0}, a_judged{0}, b_repaired{0};
+  HookedSwitch b_switch(*client), a_switch(*client);
+  NatReconciler b{*ds, b_switch}, a{*ds, a_switch};
+  b_switch.before_replace = [&] {
+    b_judged.release();
+    a_judged.acquire();
+  };
+  a_switch.before_replace = [&] {
+    a_judged.release();
+    b_repaired.acquire();
+  };
+  auto b_done = std::async(std::launch::async, [&] {
+    auto r = b.Repair();
+    b_repaired.release();
+    return r;
+  });
+  b_judged.acquire();
+  AddNatEntry(*ds, 101);  // committed; its Sync has not reached the switch
+  auto a_result = a.Repair();
+  auto b_result = b_done.get();
+  ASSERT_TRUE(b_result) << b_result.error().message();
+  EXPECT_TRUE(*b_result);
+  ASSERT_FALSE(a_result) << "relabelled a table another repair had changed";
+  EXPECT_NE(a_result.error().message().find("changed during the repair"), std::string::npos)
+      << a_result.error().message();
+  EXPECT_EQ(sim->Nat().generation, 100);
+  ASSERT_TRUE(nat.Sync());
+  EXPECT_EQ(sim->Nat(), Desired());
 }
 
 // The server's background reconciler (Sync, then Repair, every period) restores a reset switch

@@ -335,13 +335,14 @@ Result<bool> SwitchReconciler::RepairLocked() {
     return false;
   }
   known_generation_.reset();
-  // Only over the buckets just compared: another server's Sync may have sent a newer change
-  // since, which this repair would take away; the next pass compares again. Labelled with the
+  // Only over the table just compared (its run, generation and digest): another server's Sync
+  // may have sent a newer change since, or another server's repair changed buckets this one
+  // judged equal, at the same generation; the next pass compares again. Labelled with the
   // datastore's version even when the switch was ahead (a crash undid commits already sent):
   // the agent then starts a new run (boot id), so every server's next change is refused until
   // it asks where the switch is, and none is skipped as already installed.
   agents::NatBucketsRepaired repaired = FP_TRY(client_->RepairBucketsWritten(
-      std::move(request).FinishBuckets(count, differ, version, installed.generation)));
+      std::move(request).FinishBuckets(count, differ, version, installed)));
   if (!repaired.replaced) {
     refused_ = true;
     return Fail(Error::Unavailable(fmt::format(

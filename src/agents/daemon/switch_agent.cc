@@ -195,8 +195,12 @@ Result<NatBucketsRepaired> SwitchAgentDaemon::RepairBuckets(const NatBucketsRepa
   }
   MutexLock lock(mu_);
   NatBucketsRepaired answer{.generation = generation_, .replaced = false, .boot_id = boot_id_};
-  // Judged on buckets read at another generation: the table moved on since.
-  if (repair.if_generation != generation_) return answer;
+  // Judged on another table than this one: it moved on since (a change, another server's
+  // repair at the same generation, a restart).
+  if (repair.if_boot_id != boot_id_ || repair.if_generation != generation_ ||
+      repair.if_digest != digest_) {
+    return answer;
+  }
   std::vector<bool> listed(repair.count, false);
   for (uint32_t b : repair.buckets) listed[b] = true;
   Before before;
@@ -217,7 +221,11 @@ Result<NatBucketsRepaired> SwitchAgentDaemon::RepairBuckets(const NatBucketsRepa
           fmt::format("the NAT table holds at most {} entries", nat_capacity_)));
     }
   }
-  FP_CHECK_OK(Settle(before));
+  if (Status settled = Settle(before); !settled) {
+    return Fail(Error(settled.error().kind(),
+                      fmt::format("the dataplane refused the repair of {} NAT buckets: {}",
+                                  repair.buckets.size(), settled.error().message())));
+  }
   for (const auto& [key, old] : before) {
     auto now = entries_.find(key);
     if (now == entries_.end()) {

@@ -22,10 +22,12 @@
 //                      "entries": [...]}, the table split into N buckets (agents.h:
 //                      NatEntryBucket), each bucket's digest and entry count
 //   POST /nat/buckets  {"count": N, "buckets": [B...], "entries": [...], "generation": G,
-//                      "if_generation": I} → {"generation", "replaced", "boot_id", "added",
+//                      "if_generation": I, "if_digest", "if_boot_id"}
+//                      → {"generation", "replaced", "boot_id", "added",
 //                      "removed", "changed"}: the entries of the listed buckets become the
 //                      given ones (each of which falls in one of them) and the generation G,
-//                      only if the generation is I ("replaced": false otherwise). A drift
+//                      only if the generation is I, the digest "if_digest" and the run
+//                      "if_boot_id" ("replaced": false otherwise). A drift
 //                      repair that sends only the buckets that differ. 507 if they do not fit;
 //                      a G below the generation starts a new run, as PUT does.
 //   PUT  /nat          {"generation": G, "entries": [...], "if_generation": I (optional)}
