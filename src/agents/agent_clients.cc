@@ -43,11 +43,9 @@ Error AgentFailure(const Caller& http, std::string_view method, std::string_view
   return Error::Internal(std::move(failure));
 }
 
-// Sends one request to an agent (`text` as the body: JSON already written) and returns its
-// JSON answer (null for an empty 2xx body), or AgentFailure.
-Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
-                               std::string_view text, const CallContext& context = {}) {
-  HttpAnswer answer = FP_TRY(http.Call(method, target, text, context.Headers()));
+// An agent's answer to `method target` as JSON (null for an empty 2xx body), or AgentFailure.
+Result<Json> JsonAnswer(Caller& http, std::string_view method, std::string_view target,
+                        HttpAnswer answer) {
   if (answer.status < 200 || answer.status >= 300) {
     return Fail(AgentFailure(http, method, target, answer));
   }
@@ -59,6 +57,34 @@ Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::strin
   }
   return parsed;
 }
+
+// Sends one request to an agent (`text` as the body: JSON already written) and returns
+// JsonAnswer's.
+Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
+                               std::string_view text, const CallContext& context = {}) {
+  return JsonAnswer(http, method, target,
+                    FP_TRY(http.Call(method, target, text, context.Headers())));
+}
+
+// A call to an agent sent and not yet answered (Caller::Start), whose answer is a status only.
+class PendingAgentCall final : public SledAgentClient::PendingPortChange {
+ public:
+  PendingAgentCall(Caller& http, std::string method, std::string target, const CallContext& context)
+      : http_(http),
+        method_(std::move(method)),
+        target_(std::move(target)),
+        call_(http.Start(method_, target_, "", context.Headers())) {}
+  Status Finish() override {
+    FP_CHECK_OK(JsonAnswer(http_, method_, target_, FP_TRY(call_->Finish())));
+    return Ok();
+  }
+
+ private:
+  Caller& http_;
+  const std::string method_;
+  const std::string target_;
+  std::unique_ptr<http::PendingCall> call_;
+};
 
 // The same, answering a 2xx body's text as it came, for the caller to decode.
 Result<std::string> CallAgentForText(Caller& http, std::string_view method,
@@ -237,6 +263,13 @@ class HttpSledAgentClient final : public SledAgentClient {
   Status RemoveExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) override {
     FP_CHECK_OK(CallAgent(http_, "DELETE", ExternalIpPath(id, ip), nullptr, context));
     return Ok();
+  }
+
+  std::unique_ptr<PendingPortChange> StartExternalIpChange(bool add, const Uuid& id,
+                                                           const IpAddr& ip,
+                                                           const CallContext& context) override {
+    return std::make_unique<PendingAgentCall>(http_, add ? "PUT" : "DELETE", ExternalIpPath(id, ip),
+                                              context);
   }
 
   const std::string& address() const override { return http_.base_url(); }

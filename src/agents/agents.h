@@ -428,6 +428,16 @@ class SledAgentClient {
     return AddExternalIp(id, ip, CallContext{});
   }
   virtual Status RemoveExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) = 0;
+  // AddExternalIp (`add`) or RemoveExternalIp in two steps: sent here, answered at Finish (with
+  // those calls' errors), so that the caller tells the switches while the sled works.
+  class PendingPortChange {
+   public:
+    virtual ~PendingPortChange() = default;
+    virtual Status Finish() = 0;
+  };
+  virtual std::unique_ptr<PendingPortChange> StartExternalIpChange(bool add, const Uuid& id,
+                                                                   const IpAddr& ip,
+                                                                   const CallContext& context) = 0;
   Status RemoveExternalIp(const Uuid& id, const IpAddr& ip) {
     return RemoveExternalIp(id, ip, CallContext{});
   }

@@ -367,6 +367,41 @@ TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
   EXPECT_EQ(detached.switch_nat, detached.nat_rows);
 }
 
+// The sled's port and the switches are told at once (ip_steps.cc): when either fails, what was
+// asked of the sled is undone, whether the sled refused after applying it or the switch refused.
+TEST_F(AttachSagaTest, AnAgentFailingMidAttachOrDetachLeavesThePortAsTheDatastore) {
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
+  const size_t on = static_cast<size_t>(std::find(sled_ids_.begin(), sled_ids_.end(), *vm.sled_id) -
+                                        sled_ids_.begin());
+  ASSERT_LT(on, sled_sims_.size());
+  agents::daemon::FaultInjector& sw = switch_sim_->faults();
+  agents::daemon::FaultInjector& sled = sled_sims_[on]->faults();
+  using Rule = agents::daemon::FaultRule;
+  const Rule switch_refuses{.endpoint = "POST /nat/changes", .fail_next = 1};
+  const std::pair<agents::daemon::FaultInjector*, Rule> attach_faults[] = {
+      {&sw, switch_refuses},
+      {&sled, Rule{.endpoint = "PUT /instances/*/external-ips/*", .apply_then_fail = 1}}};
+  World before = Observe();
+  for (const auto& [agent, rule] : attach_faults) {
+    agent->Add(rule);
+    ASSERT_FALSE(Attach("floating", vm, &fip)) << rule.endpoint;
+    EXPECT_EQ(Observe(), before) << "attach, " << rule.endpoint;
+  }
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  World attached = Observe();
+  ASSERT_NE(attached.sled_vms.at(0).find(fip.ip.ToString()), std::string::npos);
+  const std::pair<agents::daemon::FaultInjector*, Rule> detach_faults[] = {
+      {&sw, switch_refuses},
+      {&sled, Rule{.endpoint = "DELETE /instances/*/external-ips/*", .apply_then_fail = 1}}};
+  for (const auto& [agent, rule] : detach_faults) {
+    agent->Add(rule);
+    ASSERT_FALSE(Detach("floating", vm, &fip)) << rule.endpoint;
+    EXPECT_EQ(Observe(), attached) << "detach, " << rule.endpoint;
+  }
+  ExpectNoSagaStuckOrUnfinished();
+}
+
 TEST_F(AttachSagaTest, CreateWithExternalIpsFailingAtEachNodeLeavesACleanSlate) {
   model::ExternalIp fip = Fip("web");
   InstanceCreateParams p = Params("vm", false);

@@ -192,10 +192,10 @@ struct HttpClient::Impl {
     return conn;
   }
 
-  // One request/answer exchange on `conn`. `stale` is set when a reused connection turned out
-  // to be closed by the peer before it read the request.
-  Result<HttpAnswer> Exchange(Connection& conn, std::string_view head, std::string_view body,
-                              MonoTime deadline, bool& stale, bool& keep_alive) {
+  // Sends a request on `conn`. `stale` is set when a reused connection turned out to be closed
+  // by the peer before it read the request.
+  Status Send(Connection& conn, std::string_view head, std::string_view body, MonoTime deadline,
+              bool& stale) {
     stale = false;
     if (!socket_io::SendAll(clock, {.fd = conn.fd}, head, deadline) ||
         (!body.empty() && !socket_io::SendAll(clock, {.fd = conn.fd}, body, deadline))) {
@@ -203,6 +203,12 @@ struct HttpClient::Impl {
       stale = conn.reused && IsStaleErrno(err);
       return Fail(StepFailed("connection lost while sending the request", err));
     }
+    return Ok();
+  }
+
+  // Reads the answer to the request sent on `conn`; `stale` as Send's.
+  Result<HttpAnswer> Receive(Connection& conn, MonoTime deadline, bool& stale, bool& keep_alive) {
+    stale = false;
     beast_http::response_parser<beast_http::string_body> parser;
     parser.body_limit(kAnswerBodyLimit);
     beast::error_code ec;
@@ -222,6 +228,78 @@ struct HttpClient::Impl {
     return HttpAnswer{static_cast<int>(response.result_int()), std::move(response.body())};
   }
 };
+
+namespace client_impl {
+
+// One call: sent when made (HttpClient::Start), answered by Finish. A reused connection the peer
+// had closed, found so while sending or by an answer that never began, is replaced once by a new
+// one and the request sent again, within the same deadline.
+class HttpPendingCall final : public PendingCall {
+ public:
+  HttpPendingCall(HttpClient::Impl& impl, std::string head, std::string_view rest,
+                  MonoTime deadline)
+      : impl_(impl), head_(std::move(head)), rest_(rest), deadline_(deadline) {
+    sent_ = SendRequest();
+  }
+  ~HttpPendingCall() override { Drop(); }
+
+  Result<HttpAnswer> Finish() override {
+    if (!sent_) return Fail(sent_.error());
+    for (;;) {
+      bool stale = false;
+      bool keep_alive = false;
+      auto answer = impl_.Receive(*conn_, deadline_, stale, keep_alive);
+      if (answer) {
+        // Before the connection can be closed or reused: Abandon shuts down only sockets
+        // still open.
+        impl_.EndCall(conn_->fd);
+        if (keep_alive) {
+          impl_.ReturnIdle(std::move(conn_));
+        } else {
+          conn_.reset();
+        }
+        return answer;
+      }
+      Drop();
+      if (!stale) return answer;
+      FP_CHECK_OK(SendRequest());
+    }
+  }
+
+ private:
+  // Takes or opens a connection and sends the request on it.
+  Status SendRequest() {
+    if (!conn_) conn_ = impl_.TakeIdle();
+    for (;;) {
+      if (!conn_) conn_ = FP_TRY(impl_.Connect(deadline_));
+      if (!impl_.BeginCall(conn_->fd)) {
+        conn_.reset();
+        return Fail(impl_.Abandoned());
+      }
+      bool stale = false;
+      Status sent = impl_.Send(*conn_, head_, rest_, deadline_, stale);
+      if (sent) return Ok();
+      Drop();
+      if (!stale) return sent;
+    }
+  }
+
+  // Ends the call on its connection, which is closed (an answer may be on its way).
+  void Drop() {
+    if (!conn_) return;
+    impl_.EndCall(conn_->fd);
+    conn_.reset();
+  }
+
+  HttpClient::Impl& impl_;
+  const std::string head_;
+  const std::string_view rest_;
+  const MonoTime deadline_;
+  std::unique_ptr<Connection> conn_;
+  Status sent_ = Ok();
+};
+
+}  // namespace client_impl
 
 HttpClient::HttpClient(std::string peer, std::string base_url, std::chrono::milliseconds timeout,
                        std::string authorization, const Clock* clock)
@@ -246,13 +324,22 @@ const std::string& HttpClient::description() const { return impl_->description; 
 Result<HttpAnswer> HttpClient::Call(
     std::string_view method, std::string_view target, std::string_view body,
     const std::vector<std::pair<std::string, std::string>>& headers) {
+  return Start(method, target, body, headers)->Finish();
+}
+
+std::unique_ptr<PendingCall> HttpClient::Start(
+    std::string_view method, std::string_view target, std::string_view body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  auto failed = [](Error e) {
+    return std::make_unique<caller_detail::Answered>(Fail(std::move(e)));
+  };
   Impl& impl = *impl_;
-  if (!impl.address) return Fail(impl.address.error());
+  if (!impl.address) return failed(impl.address.error());
   auto deadline = impl.clock.Deadline(impl.timeout);
 
   beast_http::verb verb = beast_http::string_to_verb(method);
   if (verb == beast_http::verb::unknown) {
-    return Fail(
+    return failed(
         Error::Internal(fmt::format("{}: unknown HTTP method {}", impl.description, method)));
   }
   // The request's head written directly; a small body joins it (one send), a large one (a
@@ -271,7 +358,7 @@ Result<HttpAnswer> HttpClient::Call(
   for (const auto& [name, value] : headers) {
     if (name.find_first_of("\r\n:") != std::string::npos ||
         value.find_first_of("\r\n") != std::string::npos) {
-      return Fail(Error::Internal(
+      return failed(Error::Internal(
           fmt::format("{}: header {} is not a valid HTTP header", impl.description, name)));
     }
     fmt::format_to(out, "{}: {}\r\n", name, value);
@@ -283,25 +370,7 @@ Result<HttpAnswer> HttpClient::Call(
     rest = {};
   }
 
-  std::unique_ptr<Connection> conn = impl.TakeIdle();
-  for (;;) {
-    if (!conn) conn = FP_TRY(impl.Connect(deadline));
-    if (!impl.BeginCall(conn->fd)) return Fail(impl.Abandoned());
-    bool stale = false;
-    bool keep_alive = false;
-    auto answer = impl.Exchange(*conn, head, rest, deadline, stale, keep_alive);
-    // Before the connection can be closed: Abandon shuts down only sockets still open.
-    impl.EndCall(conn->fd);
-    if (!answer) {
-      if (stale) {
-        conn.reset();
-        continue;
-      }
-      return answer;
-    }
-    if (keep_alive) impl.ReturnIdle(std::move(conn));
-    return answer;
-  }
+  return std::make_unique<HttpPendingCall>(impl, std::move(head), rest, deadline);
 }
 
 }  // namespace fp::http

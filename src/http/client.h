@@ -16,6 +16,10 @@
 
 namespace fp::http {
 
+namespace client_impl {
+class HttpPendingCall;
+}  // namespace client_impl
+
 // Sends requests to the server at `base_url` ("http://HOST:PORT", HOST a name, an IPv4
 // address or a bracketed IPv6 address; a trailing "/" is accepted). Connections are kept alive
 // and reused between calls; a reused connection that the peer closed in the meantime is
@@ -50,6 +54,11 @@ class HttpClient final : public Caller {
       std::string_view method, std::string_view target, std::string_view body = {},
       const std::vector<std::pair<std::string, std::string>>& headers = {}) override;
 
+  // Call's request sent now, its answer read at Finish (Caller::Start).
+  std::unique_ptr<PendingCall> Start(
+      std::string_view method, std::string_view target, std::string_view body = {},
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) override;
+
   // Ends every call in progress at once (each fails with ServiceUnavailable `<peer> at <url>:
   // the call was abandoned`), and every later call likewise: for an owner that is stopping
   // while a thread of its waits on a long call. Thread-safe; permanent.
@@ -59,6 +68,7 @@ class HttpClient final : public Caller {
   const std::string& description() const override;
 
  private:
+  friend class client_impl::HttpPendingCall;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

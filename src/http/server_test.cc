@@ -142,6 +142,55 @@ TEST(HttpClientTest, ARequestArrivesAsGivenWithSmallAndLargeBodies) {
   EXPECT_FALSE(client.Call("GET", "/", "", {{"X-Bad", "a\r\nInjected: 1"}}));
 }
 
+// Start sends a call and returns; its answer is read at Finish. Two calls started one after the
+// other are at the server together: its handler answers each only once both have arrived (or
+// after 5 s alone, which the test would see).
+TEST(HttpClientTest, StartedCallsAreAtThePeerTogetherAndAnsweredAtFinish) {
+  Mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  auto server = HttpServer::Start({}, [&](const HttpRequest& r) {
+    MutexLock lock(mu);
+    ++arrived;
+    cv.notify_all();
+    bool together =
+        MachineClock().WaitFor(lock, cv, 5s, [&]() FP_REQUIRES(mu) { return arrived >= 2; });
+    HttpResponse answer;
+    answer.body = fmt::format("{} {}", r.path, together ? "together" : "alone");
+    return answer;
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  HttpClient client("server", fmt::format("http://127.0.0.1:{}", (*server)->port()), 10s);
+  auto first = client.Start("PUT", "/first");
+  auto second = client.Start("DELETE", "/second");
+  auto second_answer = second->Finish();
+  auto first_answer = first->Finish();
+  ASSERT_TRUE(first_answer) << first_answer.error().message();
+  ASSERT_TRUE(second_answer) << second_answer.error().message();
+  EXPECT_EQ(first_answer->body, "/first together");
+  EXPECT_EQ(second_answer->body, "/second together");
+}
+
+// A started call dropped without Finish ends there: its answer, still on its way, is never
+// taken for the answer to a later call.
+TEST(HttpClientTest, ACallDroppedBeforeItsAnswerLeavesNothingForTheNext) {
+  auto server = HttpServer::Start({}, [](const HttpRequest& r) {
+    if (r.path == "/slow") std::this_thread::sleep_for(100ms);
+    HttpResponse answer;
+    answer.body = r.path;
+    return answer;
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  HttpClient client("server", fmt::format("http://127.0.0.1:{}", (*server)->port()), 5s);
+  ASSERT_EQ(client.Call("GET", "/warm").value().body, "/warm");  // a keep-alive connection
+  client.Start("GET", "/slow").reset();
+  for (const char* path : {"/next", "/after"}) {
+    auto answer = client.Call("GET", path);
+    ASSERT_TRUE(answer) << answer.error().message();
+    EXPECT_EQ(answer->body, path);
+  }
+}
+
 TEST(HttpServerTest, IdleConnectionsHoldNoThread) {
   auto server = StartServer({});
   // Warm up the worker pool so that its threads are counted before and after alike.

@@ -9,35 +9,24 @@ namespace fp::app {
 
 namespace {
 
-// Tells the switch, then the sled. On failure undoes what it did on the sled.
-Status ProgramAttach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
-                     const Uuid& sled_id, const IpAddr& ip) {
+// The sled's port and the switches at once: the sled's call is sent, the switches are told, then
+// the sled's answer is read, so that an attach or a detach waits for the slower of the two, not
+// for both one after the other. Nothing is promised before the saga answers, so the order in
+// which they take effect does not matter (a move's does: ProgramMove). If either fails, what
+// was asked of the sled is undone (a call that failed may have been applied); the switches'
+// side is the saga's undo (the NAT row).
+Status ProgramPortAndNat(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
+                         const Uuid& sled_id, const IpAddr& ip, bool attach) {
   const agents::CallContext call = CallFor(ctx);
-  FP_CHECK_OK(d.nat.Sync(call));
   agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
-  Status added = sled->AddExternalIp(instance_id, ip, call);
-  if (!added) {
-    if (auto s = sled->RemoveExternalIp(instance_id, ip, call); !s) {
-      LogBestEffort(ctx, "sled remove", s.error());
-    }
-    return added;
-  }
-  return Ok();
-}
-
-Status ProgramDetach(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& instance_id,
-                     const Uuid& sled_id, const IpAddr& ip) {
-  const agents::CallContext call = CallFor(ctx);
-  FP_CHECK_OK(d.nat.Sync(call));
-  agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
-  Status removed = sled->RemoveExternalIp(instance_id, ip, call);
-  if (!removed) {
-    if (auto s = sled->AddExternalIp(instance_id, ip, call); !s) {
-      LogBestEffort(ctx, "sled re-add", s.error());
-    }
-    return removed;
-  }
-  return Ok();
+  auto port = sled->StartExternalIpChange(attach, instance_id, ip, call);
+  Status synced = d.nat.Sync(call);
+  Status changed = port->Finish();
+  if (synced && changed) return Ok();
+  Status undone = attach ? sled->RemoveExternalIp(instance_id, ip, call)
+                         : sled->AddExternalIp(instance_id, ip, call);
+  if (!undone) LogBestEffort(ctx, attach ? "sled remove" : "sled re-add", undone.error());
+  return !synced ? synced : changed;
 }
 
 // A move: the new instance's port gains the address before the switches send it there, and
@@ -103,8 +92,7 @@ Result<saga::Json> RunDataplane(SagaDeps& d, const saga::ActionContext& ctx,
     return saga::Json::object();
   }
   if (!begun.do_saga || !begun.sled_id) return saga::Json::object();
-  FP_CHECK_OK(attach ? ProgramAttach(d, ctx, instance_id, *begun.sled_id, begun.ip)
-                     : ProgramDetach(d, ctx, instance_id, *begun.sled_id, begun.ip));
+  FP_CHECK_OK(ProgramPortAndNat(d, ctx, instance_id, *begun.sled_id, begun.ip, attach));
   return saga::Json::object();
 }
 
