@@ -194,8 +194,15 @@ struct NatReplaced {
 // digest), and only the buckets that differ are sent. At rack scale (100,000 entries in 4,096
 // buckets) one lost entry is repaired by sending its bucket's 25 entries, not the whole table.
 inline constexpr uint32_t kMaxNatBuckets = 65536;
-// The bucket of `e` (0 <= bucket < count); count >= 1.
-uint32_t NatEntryBucket(const NatEntry& e, uint32_t count);
+// A hash of `e`'s key (external_ip, first_port) that every build computes alike; its bucket of
+// `count` (>= 1) is NatKeyHash(e) % count.
+uint64_t NatKeyHash(const NatEntry& e);
+inline uint32_t NatEntryBucket(uint64_t key_hash, uint32_t count) {
+  return static_cast<uint32_t>(key_hash % (count == 0 ? 1 : count));
+}
+inline uint32_t NatEntryBucket(const NatEntry& e, uint32_t count) {
+  return NatEntryBucket(NatKeyHash(e), count);
+}
 
 // GET /nat/buckets?count=N: where the switch is, and per bucket its digest and entry count.
 struct NatBuckets {

@@ -37,10 +37,9 @@ Result<uint64_t> Digest(const Json& j, std::string_view path) {
 }
 }  // namespace
 
-uint32_t NatEntryBucket(const NatEntry& e, uint32_t count) {
+uint64_t NatKeyHash(const NatEntry& e) {
   // Of the key only: an entry and a wrong entry for the same key fall in the same bucket.
-  uint64_t h = wire::HashText(fmt::format("{}|{}", e.external_ip.ToString(), e.first_port));
-  return static_cast<uint32_t>(h % std::max<uint32_t>(count, 1));
+  return wire::HashText(fmt::format("{}|{}", e.external_ip.ToString(), e.first_port));
 }
 
 NatBuckets NatBuckets::Of(const std::vector<NatEntry>& entries, uint32_t count) {

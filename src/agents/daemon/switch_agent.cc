@@ -28,7 +28,7 @@ NatTable SwitchAgentDaemon::Nat() const {
   NatTable table;
   table.generation = generation_;
   table.entries.reserve(entries_.size());
-  for (const auto& [key, entry] : entries_) table.entries.push_back(entry);
+  for (const auto& [key, held] : entries_) table.entries.push_back(held.entry);
   return table;
 }
 
@@ -49,12 +49,13 @@ void SwitchAgentDaemon::Reset() {
   boot_id_ = random_.NewUuid().ToString();
 }
 
-bool SwitchAgentDaemon::Install(std::map<EntryKey, NatEntry>& table, const NatEntry& entry,
+bool SwitchAgentDaemon::Install(Table& table, const NatEntry& entry,
                                 const std::function<void(const EntryKey&)>& touch) const {
   std::vector<EntryKey> overlapping;
   for (auto it = table.lower_bound({entry.external_ip, 0});
        it != table.end() && it->first.first == entry.external_ip; ++it) {
-    if (it->second.first_port <= entry.last_port && entry.first_port <= it->second.last_port) {
+    const NatEntry& held = it->second.entry;
+    if (held.first_port <= entry.last_port && entry.first_port <= held.last_port) {
       overlapping.push_back(it->first);
     }
   }
@@ -65,7 +66,7 @@ bool SwitchAgentDaemon::Install(std::map<EntryKey, NatEntry>& table, const NatEn
     touch(key);
   }
   for (const EntryKey& k : overlapping) table.erase(k);
-  table.insert_or_assign(key, entry);
+  table.insert_or_assign(key, Held(entry));
   return true;
 }
 
@@ -97,7 +98,7 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
     const NatEntry& e = change.entry;
     if (change.deleted) {
       auto it = entries_.find({e.external_ip, e.first_port});
-      if (it != entries_.end() && it->second.last_port == e.last_port) {
+      if (it != entries_.end() && it->second.entry.last_port == e.last_port) {
         touch(it->first);
         entries_.erase(it);
       }
@@ -136,13 +137,13 @@ NatApplied SwitchAgentDaemon::Apply(const std::vector<NatChange>& changes,
 void SwitchAgentDaemon::Touch(Before& before, const EntryKey& key) const {
   if (before.count(key) != 0) return;
   auto it = entries_.find(key);
-  before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<NatEntry>(it->second));
+  before.emplace(key, it == entries_.end() ? std::nullopt : std::optional<Held>(it->second));
 }
 
 void SwitchAgentDaemon::PutBack(const Before& before) {
   for (const auto& [key, old] : before) {
     if (old) {
-      entries_[key] = *old;
+      entries_.insert_or_assign(key, *old);
     } else {
       entries_.erase(key);
     }
@@ -154,12 +155,12 @@ Status SwitchAgentDaemon::Settle(const Before& before) {
     std::vector<NatEntry> removed, installed;
     for (const auto& [key, old] : before) {
       auto now = entries_.find(key);
-      bool same = old && now != entries_.end() && *old == now->second;
+      bool same = old && now != entries_.end() && old->entry == now->second.entry;
       if (same) continue;
       // A replaced entry is also removed: the dataplane may file the two under different keys
       // (a full range and a port block of one address live in different maps).
-      if (old) removed.push_back(*old);
-      if (now != entries_.end()) installed.push_back(now->second);
+      if (old) removed.push_back(old->entry);
+      if (now != entries_.end()) installed.push_back(now->second.entry);
     }
     if (Status applied = dataplane_->Apply(removed, installed); !applied) {
       PutBack(before);
@@ -167,9 +168,9 @@ Status SwitchAgentDaemon::Settle(const Before& before) {
     }
   }
   for (const auto& [key, old] : before) {
-    if (old) digest_ -= NatEntryHash(*old);
+    if (old) digest_ -= old->hash;
     auto now = entries_.find(key);
-    if (now != entries_.end()) digest_ += NatEntryHash(now->second);
+    if (now != entries_.end()) digest_ += now->second.hash;
   }
   return Ok();
 }
@@ -181,9 +182,9 @@ NatBuckets SwitchAgentDaemon::Buckets(uint32_t count) const {
   b.generation = generation_;
   b.digests.assign(count, 0);
   b.entries.assign(count, 0);
-  for (const auto& [key, e] : entries_) {
-    uint32_t k = NatEntryBucket(e, count);
-    b.digests[k] += NatEntryHash(e);
+  for (const auto& [key, held] : entries_) {
+    uint32_t k = NatEntryBucket(held.key_hash, count);
+    b.digests[k] += held.hash;
     ++b.entries[k];
   }
   return b;
@@ -207,7 +208,7 @@ Result<NatBucketsRepaired> SwitchAgentDaemon::RepairBuckets(const NatBucketsRepa
   auto touch = [&](const EntryKey& key) FP_REQUIRES(mu_) { Touch(before, key); };
   // The listed buckets' entries out, the repair's in.
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (listed[NatEntryBucket(it->second, repair.count)]) {
+    if (listed[NatEntryBucket(it->second.key_hash, repair.count)]) {
       touch(it->first);
       it = entries_.erase(it);
     } else {
@@ -232,7 +233,7 @@ Result<NatBucketsRepaired> SwitchAgentDaemon::RepairBuckets(const NatBucketsRepa
       answer.removed += old ? 1 : 0;
     } else if (!old) {
       ++answer.added;
-    } else if (!(*old == now->second)) {
+    } else if (!(old->entry == now->second.entry)) {
       ++answer.changed;
     }
   }
@@ -286,7 +287,7 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
       "PUT", "/nat", [this](const http::HttpRequest& request, const PathParams&) -> Result<Json> {
         NatReplaceRequest body = FP_TRY(NatReplaceRequest::FromJson(FP_TRY(ParseBody(request))));
         const NatTable& table = body.table;
-        std::map<EntryKey, NatEntry> replacement;
+        Table replacement;
         for (const NatEntry& e : table.entries) {
           if (dataplane_) FP_CHECK_OK(dataplane_->Check(e));
           if (!Install(replacement, e)) {
@@ -302,11 +303,11 @@ EndpointRoutes SwitchAgentDaemon::Routes() {
         if (dataplane_) {
           std::vector<NatEntry> all;
           all.reserve(replacement.size());
-          for (const auto& [key, e] : replacement) all.push_back(e);
+          for (const auto& [key, held] : replacement) all.push_back(held.entry);
           FP_CHECK_OK(dataplane_->ReplaceAll(all));
         }
         uint64_t digest = 0;
-        for (const auto& [key, e] : replacement) digest += NatEntryHash(e);
+        for (const auto& [key, held] : replacement) digest += held.hash;
         // A lower generation (the control plane took back changes a crash undid) starts a new
         // run: changes meant for the old one, at generations this table no longer has, are
         // refused rather than skipped as installed.
