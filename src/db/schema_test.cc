@@ -204,6 +204,47 @@ TEST_F(SchemaUpgradeTest, Version5To6CountsTheSagasAlreadyThere) {
             1);
 }
 
+// Migration 15 puts saga back in a rowid table: every row, its node events (whose foreign key
+// names it) and the row counter stay, the indexes and triggers come back, and a row the size
+// of an attach's (about 1.2 KB) stays in its b-tree page instead of an overflow page of its own.
+TEST_F(SchemaUpgradeTest, Version14To15KeepsSagasAndTheirRowsFitTheirPages) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 14));
+  const std::string big(1200, 'x');
+  auto insert_sagas = [&](int from, int to) {
+    for (int n = from; n < to; ++n) {
+      ASSERT_TRUE(conn_->ExecScript(fmt::format(
+          "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, "
+          "engine_version, result, time_created, time_modified, origin) VALUES ('s-{:03}', "
+          "'ip_attach', '{}', '{}', 'sec-a', 1, 1, NULL, {}, {}, '{{}}')",
+          n, big, n % 3 == 0 ? "running" : "done", n, n)));
+    }
+  };
+  insert_sagas(0, 60);
+  ASSERT_TRUE(conn_->ExecScript(
+      "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
+      "VALUES ('s-003', 0, 'started', '{}', 3)"));
+  auto overflow = [&] {
+    return Count("SELECT count(*) FROM dbstat WHERE name = 'saga' AND pagetype = 'overflow'");
+  };
+  ASSERT_GT(overflow(), 50) << "the old table spills each such row";
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 15));
+  EXPECT_EQ(Count("SELECT count(*) FROM saga"), 60);
+  EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 60);
+  EXPECT_EQ(Count("SELECT count(*) FROM saga_node_event WHERE saga_id = 's-003'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM saga INDEXED BY saga_unfinished WHERE current_sec = "
+                  "'sec-a' AND state IN ('running', 'unwinding')"),
+            20);
+  insert_sagas(60, 120);
+  EXPECT_EQ(overflow(), 0);
+  EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 120);
+  ASSERT_TRUE(conn_->ExecScript("DELETE FROM saga WHERE id = 's-100'"));
+  EXPECT_EQ(Count("SELECT value FROM counter WHERE name = 'saga_rows'"), 119);
+  EXPECT_FALSE(conn_->ExecScript(
+      "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
+      "time_created, time_modified) VALUES ('s-001', 'x', '{}', 'done', 'sec-a', 1, 1, 1, 1)"))
+      << "the id stays unique";
+}
+
 // Migration 12 (quotas) names, on every live external IP, the project and silo its address
 // counts against: a floating IP's own project, an SNAT or ephemeral IP's instance's project.
 TEST_F(SchemaUpgradeTest, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) {
