@@ -166,7 +166,8 @@ Result<NatBucketsRepaired> SwitchAgentClient::RepairBucketsWritten(std::string b
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Fail(Error::InvalidRequest("the request body is not valid JSON"));
   NatBucketsRepair repair = FP_TRY(NatBucketsRepair::FromJson(j));
-  // Not atomic (a double's doubles do not race): the condition as the agent checks it.
+  // The condition as the agent checks it, in three calls rather than one step: for test
+  // doubles, whose tables nothing else changes meanwhile.
   NatStatus status = FP_TRY(GetStatus());
   NatTable table = FP_TRY(GetNat());
   NatBucketsRepaired answer{
