@@ -191,8 +191,9 @@ struct NatReplaced {
 // A drift repair that moves only what differs (GET and POST /nat/buckets): the switch and the
 // control plane both split a table into `count` buckets by a hash of each entry's key
 // (external_ip, first_port), compare a digest per bucket (NatEntryHash summed, as the table's
-// digest), and only the buckets that differ are sent. At rack scale (100,000 entries in 4,096
-// buckets) one lost entry is repaired by sending its bucket's 25 entries, not the whole table.
+// digest), and only the buckets that differ are sent. At rack scale (100,000 entries in some
+// 4,000 buckets: loops::NatBucketCount) one lost entry is repaired by sending its bucket's two
+// dozen entries, not the whole table.
 inline constexpr uint32_t kMaxNatBuckets = 65536;
 // A hash of `e`'s key (external_ip, first_port) that every build computes alike; its bucket of
 // `count` (>= 1) is NatKeyHash(e) % count.
