@@ -245,6 +245,9 @@ class HttpPendingCall final : public PendingCall {
 
   Result<HttpAnswer> Finish() override {
     if (!sent_) return Fail(sent_.error());
+    if (!conn_) {
+      return Fail(Error::Internal(fmt::format("{}: a call was finished twice", impl_.description)));
+    }
     for (;;) {
       bool stale = false;
       bool keep_alive = false;

@@ -182,7 +182,11 @@ TEST(HttpClientTest, ACallDroppedBeforeItsAnswerLeavesNothingForTheNext) {
   });
   ASSERT_TRUE(server) << server.error().message();
   HttpClient client("server", fmt::format("http://127.0.0.1:{}", (*server)->port()), 5s);
-  ASSERT_EQ(client.Call("GET", "/warm").value().body, "/warm");  // a keep-alive connection
+  auto warm = client.Start("GET", "/warm");  // leaves a keep-alive connection
+  ASSERT_EQ(warm->Finish().value().body, "/warm");
+  auto again = warm->Finish();
+  ASSERT_FALSE(again) << "a call answered twice";
+  EXPECT_EQ(again.error().kind(), ErrorKind::kInternal);
   client.Start("GET", "/slow").reset();
   for (const char* path : {"/next", "/after"}) {
     auto answer = client.Call("GET", path);
