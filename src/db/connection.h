@@ -5,7 +5,8 @@
 // Two implementations: SQLite's (db/sqlite/) and PostgreSQL's (db/postgres/). There is one SQL
 // text per statement, written in what both accept (`?` placeholders, ON CONFLICT, columns
 // qualified in DO UPDATE, no SQLite-only functions); the PostgreSQL connection turns `?` into
-// `$n`. Only the schema migrations differ per engine (db/schema.cc).
+// `$n`. Only the schema migrations differ per engine (db/schema_sqlite_migrations.cc,
+// db/schema_postgres.cc).
 
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,7 @@
 #pragma once
 
-// The datastore's schema migrations (schema.cc: SQLite; schema_postgres.cc: PostgreSQL).
+// The datastore's schema migrations (SQLite's: schema_sqlite_migrations.cc, applied by
+// schema.cc; PostgreSQL's: schema_postgres.cc).
 
 #include <cstddef>
 #include <string>
@@ -12,8 +13,8 @@
 
 namespace fp::db {
 
-// The newest schema version this binary knows: both engines' migration lists (schema.cc for
-// SQLite, schema_postgres.cc for PostgreSQL) are this long. A migration is written once, for
+// The newest schema version this binary knows: both engines' migration lists
+// (schema_sqlite_migrations.cc, schema_postgres.cc) are this long. A migration is written once, for
 // SQLite, and PostgreSQL runs it in its dialect (PostgresDialect) unless it needs its own.
 inline constexpr size_t kSchemaVersion = 15;
 inline size_t LatestSchemaVersion() { return kSchemaVersion; }

@@ -1,5 +1,6 @@
-// PostgreSQL's schema and its migrations: the same versions as SQLite's (schema.cc), in
-// PostgreSQL's dialect. Every pending migration runs in one transaction under a lock.
+// PostgreSQL's schema and its migrations: the same versions as SQLite's
+// (schema_sqlite_migrations.cc), in PostgreSQL's dialect. Every pending migration runs in one
+// transaction under a lock.
 
 #include <fmt/format.h>
 
@@ -28,7 +29,7 @@ constexpr PgMigration Own(std::string_view sql) { return {false, sql}; }
 
 // PostgreSQL's schema (db/postgres/): one entry per SQLite version, so that a version number
 // means the same schema on both engines. A migration is written once, in SQLite's dialect
-// (schema.cc), unless PostgreSQL needs other statements (Own).
+// (schema_sqlite_migrations.cc), unless PostgreSQL needs other statements (Own).
 constexpr std::array<PgMigration, 15> kPostgresMigrations = {
     // 1: as SQLite's, plus the PostgreSQL engine's own table: each write transaction inserts
     // a row with a UUID of its own, so that a COMMIT whose answer was lost can be resolved by
@@ -108,7 +109,8 @@ CREATE TRIGGER saga_rows_on_delete AFTER DELETE ON saga
     // fp_addr_step: the address key (db/datastore.h: version byte, then the address big-endian)
     // one above (step 1) or one below (step -1) `k`.
     Own(kPostgresMigration8),
-    // 9: the audit log, as on SQLite (schema.cc) but for its text columns' collation: written
+    // 9: the audit log, as on SQLite (schema_sqlite_migrations.cc) but for its text columns'
+    // collation: written
     // before TEXT meant COLLATE "C" here, and kept so, so that every database has one schema.
     Own(R"sql(
 CREATE TABLE audit_log (
@@ -146,11 +148,11 @@ CREATE INDEX saga_by_state ON saga (state, id) WHERE state IN ('running', 'unwin
     // (expunged: out of service for good) and whether the sled's agent answers, since when
     // (written when that changes, by the server that watches the sleds; NULL: not yet known).
     AsOnSqlite(),
-    // 11: local users and their console sessions, as on SQLite (schema.cc).
+    // 11: local users and their console sessions, as on SQLite (schema_sqlite_migrations.cc).
     AsOnSqlite(),
-    // 12: quotas, as on SQLite (schema.cc).
+    // 12: quotas, as on SQLite (schema_sqlite_migrations.cc).
     AsOnSqlite(),
-    // 13: the instance a moving floating IP comes from, as on SQLite (schema.cc).
+    // 13: the instance a moving floating IP comes from, as on SQLite (schema_sqlite_migrations.cc).
     AsOnSqlite(),
     // 14: fp_expect_rows, which a write held back to go with a later statement or the COMMIT
     // (PgConnection::ExecLater) uses to fail its own transaction when it changed another number
