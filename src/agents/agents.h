@@ -153,6 +153,8 @@ struct NatReplaceRequest {
   static Result<NatReplaceRequest> FromJson(const nlohmann::json& j);
 };
 
+struct NatBuckets;
+
 // A PUT /nat body (NatReplaceRequest's JSON) written entry by entry as text, for a caller that
 // reads its table a page at a time: a whole table is 100,000 entries at rack scale, about 13
 // MiB of text, which as entries would be 11 MiB more and as a JSON tree some 50 MiB.
@@ -169,7 +171,7 @@ class NatReplaceWriter {
   // `buckets` (of `count`), judged against the switch's `compared` (its run, generation and
   // whole digest are the condition).
   std::string FinishBuckets(uint32_t count, const std::vector<uint32_t>& buckets,
-                            int64_t generation, const struct NatBuckets& compared) &&;
+                            int64_t generation, const NatBuckets& compared) &&;
 
  private:
   std::string text_;

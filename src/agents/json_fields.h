@@ -21,6 +21,12 @@ using Json = nlohmann::json;
 
 constexpr int64_t kMaxVni = (int64_t{1} << 24) - 1;
 
+// A 64-bit hash of `text` that every build computes alike (it is on the wire: digests).
+uint64_t HashText(std::string_view text);
+
+// A digest as the wire carries it (FormatNatDigest: 16 hex digits), at field `path`.
+Result<uint64_t> ParseDigest(const Json& j, std::string_view path);
+
 // Typed access to the fields of one JSON object; every error is InvalidRequest and names the
 // field by its full path (e.g. `field "entries[2].first_port": expected an integer`).
 class JsonFields {
@@ -110,6 +116,10 @@ class JsonFields {
     return *id;
   }
 
+  Result<uint64_t> Digest(std::string_view field) const {
+    return ParseDigest(*FP_TRY(Get(field)), PathOf(field));
+  }
+
   Result<std::string> Mac(std::string_view field) const {
     std::string text = FP_TRY(String(field));
     bool ok = text.size() == 17;
@@ -159,9 +169,6 @@ class JsonFields {
   const Json& obj_;
   std::string path_;
 };
-
-// A 64-bit hash of `text` that every build computes alike (it is on the wire: digests).
-uint64_t HashText(std::string_view text);
 
 // A NatEntry at `path` ("entries[2]"; "" at the top).
 Result<NatEntry> ParseNatEntry(const Json& j, std::string path);

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -22,18 +21,6 @@ constexpr int64_t kMaxGeneration = std::numeric_limits<int64_t>::max();
 
 Result<uint32_t> BucketCount(const JsonFields& f) {
   return static_cast<uint32_t>(FP_TRY(f.Int("count", 1, kMaxNatBuckets)));
-}
-
-// A digest as the wire carries it (FormatNatDigest), at field `path`.
-Result<uint64_t> Digest(const Json& j, std::string_view path) {
-  std::string text = j.is_string() ? j.get<std::string>() : "";
-  uint64_t d = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d, 16);
-  if (text.size() != 16 || ec != std::errc() || end != text.data() + text.size()) {
-    return Fail(Error::InvalidRequest(
-        fmt::format("field \"{}\": expected a digest of 16 hex digits", path)));
-  }
-  return d;
 }
 }  // namespace
 
@@ -75,7 +62,7 @@ Result<NatBuckets> NatBuckets::FromJson(const Json& j) {
   b.boot_id = FP_TRY(f.String("boot_id"));
   b.generation = FP_TRY(f.Int("generation", 0, kMaxGeneration));
   for (const auto& [element, path] : FP_TRY(f.Array("digests"))) {
-    b.digests.push_back(FP_TRY(Digest(*element, path)));
+    b.digests.push_back(FP_TRY(wire::ParseDigest(*element, path)));
   }
   for (const auto& [element, path] : FP_TRY(f.Array("entries"))) {
     if (!element->is_number_integer() || element->get<int64_t>() < 0) {
@@ -120,7 +107,7 @@ Result<NatBucketsRepair> NatBucketsRepair::FromJson(const Json& j) {
   }
   r.generation = FP_TRY(f.Int("generation", 0, kMaxGeneration));
   r.if_generation = FP_TRY(f.Int("if_generation", 0, kMaxGeneration));
-  r.if_digest = FP_TRY(Digest(*FP_TRY(f.Get("if_digest")), "if_digest"));
+  r.if_digest = FP_TRY(f.Digest("if_digest"));
   r.if_boot_id = FP_TRY(f.String("if_boot_id"));
   return r;
 }

@@ -167,6 +167,17 @@ uint64_t wire::HashText(std::string_view text) {
   return h;
 }
 
+Result<uint64_t> wire::ParseDigest(const Json& j, std::string_view path) {
+  std::string text = j.is_string() ? j.get<std::string>() : "";
+  uint64_t d = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d, 16);
+  if (text.size() != 16 || ec != std::errc() || end != text.data() + text.size()) {
+    return Fail(Error::InvalidRequest(
+        fmt::format("field \"{}\": expected a digest of 16 hex digits", path)));
+  }
+  return d;
+}
+
 uint64_t NatEntryHash(const NatEntry& e) {
   // Over a canonical text of the entry.
   return wire::HashText(fmt::format("{}|{}|{}|{}|{}|{}", e.external_ip.ToString(), e.first_port,
@@ -188,11 +199,7 @@ Result<NatStatus> NatStatus::FromJson(const Json& j) {
   s.boot_id = FP_TRY(f.String("boot_id"));
   s.generation = FP_TRY(f.Int("generation", 0, std::numeric_limits<int64_t>::max()));
   s.entries = FP_TRY(f.Int("entries", 0, std::numeric_limits<int64_t>::max()));
-  std::string digest = FP_TRY(f.String("digest"));
-  auto [end, ec] = std::from_chars(digest.data(), digest.data() + digest.size(), s.digest, 16);
-  if (digest.size() != 16 || ec != std::errc() || end != digest.data() + digest.size()) {
-    return Fail(f.Invalid("digest", "expected 16 hex digits"));
-  }
+  s.digest = FP_TRY(f.Digest("digest"));
   return s;
 }
 

@@ -280,12 +280,9 @@ Result<std::vector<NatEntry>> NatLive(Datastore& ds) {
 
 Result<int64_t> NatReadSnapshotEach(Datastore& ds, const std::function<void()>& restart,
                                     const std::function<Status(NatEntry&&)>& each) {
-  return ds.ReadLatest<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    restart();
-    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    FP_CHECK_OK(NatLiveEachIn(tx, each));
-    return row ? row->Int(0) : 0;
-  });
+  return NatReadSnapshotTwice(
+      ds, restart, each, [](int64_t) -> Result<bool> { return false; },
+      [](NatEntry&&) -> Status { return Ok(); });
 }
 
 Result<int64_t> NatReadSnapshotTwice(Datastore& ds, const std::function<void()>& restart,

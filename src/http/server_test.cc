@@ -171,11 +171,17 @@ TEST(HttpClientTest, StartedCallsAreAtThePeerTogetherAndAnsweredAtFinish) {
   EXPECT_EQ(second_answer->body, "/second together");
 }
 
-// A started call dropped without Finish ends there: its answer, still on its way, is never
-// taken for the answer to a later call.
+// A started call dropped without Finish ends there: its answer, which the peer writes only
+// after the drop, is never taken for the answer to a later call.
 TEST(HttpClientTest, ACallDroppedBeforeItsAnswerLeavesNothingForTheNext) {
-  auto server = HttpServer::Start({}, [](const HttpRequest& r) {
-    if (r.path == "/slow") std::this_thread::sleep_for(100ms);
+  Mutex mu;
+  std::condition_variable cv;
+  bool dropped = false;
+  auto server = HttpServer::Start({}, [&](const HttpRequest& r) {
+    if (r.path == "/slow") {
+      MutexLock lock(mu);
+      MachineClock().WaitFor(lock, cv, 5s, [&]() FP_REQUIRES(mu) { return dropped; });
+    }
     HttpResponse answer;
     answer.body = r.path;
     return answer;
@@ -188,6 +194,11 @@ TEST(HttpClientTest, ACallDroppedBeforeItsAnswerLeavesNothingForTheNext) {
   ASSERT_FALSE(again) << "a call answered twice";
   EXPECT_EQ(again.error().kind(), ErrorKind::kInternal);
   client.Start("GET", "/slow").reset();
+  {
+    MutexLock lock(mu);
+    dropped = true;
+  }
+  cv.notify_all();
   for (const char* path : {"/next", "/after"}) {
     auto answer = client.Call("GET", path);
     ASSERT_TRUE(answer) << answer.error().message();
