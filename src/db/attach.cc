@@ -397,7 +397,7 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
 
 Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, const Uuid& ip_id,
                                                 const Uuid& instance_id) {
-  // One statement (one round trip on PostgreSQL): FloatingIpLookupByIdIn's row beside
+  // On PostgreSQL one statement (one round trip): FloatingIpLookupByIdIn's row beside
   // InstanceByIdIn's, each NULL when not found.
   static const std::string kBoth = fmt::format(
       "SELECT x.*, y.* FROM (SELECT 1) one LEFT JOIN (SELECT {} FROM external_ip e JOIN project "
@@ -407,6 +407,16 @@ Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, 
       "NULL AND p.silo_id = ? AND p.time_deleted IS NULL) y ON true",
       kExternalIpColumns, kInstanceColumns);
   return ds.Read<AttachTargets>([&](Tx& tx) -> Result<AttachTargets> {
+    if (!tx.postgres()) {
+      // SQLite would build a temporary b-tree for each side of the join; two lookups by key
+      // cost less, and a statement more is no round trip in the process.
+      ExternalIp ip = FP_TRY(FloatingIpLookupByIdIn(tx, silo_id, ip_id));
+      Result<Instance> instance = InstanceByIdIn(tx, silo_id, instance_id);
+      if (!instance && instance.error().kind() != ErrorKind::kNotFound) {
+        return Fail(instance.error());
+      }
+      return AttachTargets{std::move(ip), std::move(instance)};
+    }
     auto rows = FP_TRY(tx.Query(kBoth, ip_id, silo_id, instance_id, silo_id));
     const Row& row = rows.at(0);
     if (row.IsNull(0)) return Fail(Error::NotFoundById("floating-ip", ip_id.ToString()));

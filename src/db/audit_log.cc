@@ -100,13 +100,43 @@ Status AuditLinkSagaIn(Tx& tx, const Uuid& entry_id, const Uuid& saga_id, bool c
       saga_id, completes, entry_id);
 }
 
+namespace {
+
+// Completes the entry that `saga_id` completes (`set`: the assignments, their values first in
+// `params`, then the saga's id).
+Status CompleteForSaga(Tx& tx, std::string_view set, std::vector<SqlValue> params,
+                       const Uuid& saga_id) {
+  if (tx.postgres()) {
+    params.emplace_back(saga_id.ToString());
+    return tx.ExecLaterV(fmt::format("UPDATE audit_log SET {} WHERE saga_id = ? AND "
+                                     "saga_completes = 1 AND time_completed IS NULL",
+                                     set),
+                         params);
+  }
+  // SQLite would copy the rows it finds through audit_log_in_progress, whose condition the
+  // update changes, into a temporary b-tree first; found first and updated by rowid, it does not.
+  auto rows =
+      FP_TRY(tx.Query("SELECT rowid FROM audit_log WHERE saga_id = ? AND saga_completes = 1 AND "
+                      "time_completed IS NULL",
+                      saga_id));
+  const std::string sql = fmt::format("UPDATE audit_log SET {} WHERE rowid = ?", set);
+  for (const Row& row : rows) {
+    std::vector<SqlValue> values = params;
+    values.emplace_back(row.Int(0));
+    FP_TRY(tx.ExecV(sql, values));
+  }
+  return Ok();
+}
+
+}  // namespace
+
 Status AuditCompleteForSagaIn(Tx& tx, const Uuid& saga_id, saga::SagaState state,
                               const std::optional<std::string>& result) {
   if (state == saga::SagaState::kDone) {
-    return tx.ExecLater(
-        "UPDATE audit_log SET time_completed = ?, result_kind = 'success', http_status = "
-        "success_status WHERE saga_id = ? AND saga_completes = 1 AND time_completed IS NULL",
-        tx.now(), saga_id);
+    return CompleteForSaga(tx,
+                           "time_completed = ?, result_kind = 'success', http_status = "
+                           "success_status",
+                           {tx.now()}, saga_id);
   }
   Error error = saga::ErrorFromJson(saga::Json::parse(result.value_or("null"), nullptr, false));
   std::string message =
@@ -116,12 +146,13 @@ Status AuditCompleteForSagaIn(Tx& tx, const Uuid& saga_id, saga::SagaState state
         fmt::format("the operation stopped part-way and needs an operator (saga {} is stuck): {}",
                     saga_id.ToString(), message);
   }
-  return tx.ExecLater(
-      "UPDATE audit_log SET time_completed = ?, result_kind = 'error', http_status = ?, "
-      "error_code = ?, error_message = ? WHERE saga_id = ? AND saga_completes = 1 AND "
-      "time_completed IS NULL",
-      tx.now(), state == saga::SagaState::kStuck ? 500 : error.HttpStatus(),
-      std::string(error.ErrorCode()), message, saga_id);
+  return CompleteForSaga(
+      tx,
+      "time_completed = ?, result_kind = 'error', http_status = ?, error_code = ?, "
+      "error_message = ?",
+      {tx.now(), int64_t{state == saga::SagaState::kStuck ? 500 : error.HttpStatus()},
+       std::string(error.ErrorCode()), std::move(message)},
+      saga_id);
 }
 
 Result<std::vector<model::AuditEntry>> AuditList(Datastore& ds,

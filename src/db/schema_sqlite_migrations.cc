@@ -13,7 +13,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-constexpr std::array<std::string_view, 15> kMigrations = {
+constexpr std::array<std::string_view, 16> kMigrations = {
     R"sql(
 CREATE TABLE silo (
   id TEXT PRIMARY KEY,
@@ -549,6 +549,49 @@ END;
 CREATE TRIGGER saga_rows_on_delete AFTER DELETE ON saga BEGIN
   UPDATE counter SET value = value - 1 WHERE name = 'saga_rows';
 END;
+)sql",
+    // 16: every CHECK and partial-index condition that listed three or more values with IN
+    // says the same with ORs. SQLite evaluates `x IN (a, b, c)` by building a temporary b-tree
+    // of the list at each run of a statement (two values or fewer it compares in turn), and it
+    // evaluates a table's CHECKs and its partial indexes' conditions at every row it writes: an
+    // attach's and a detach's writes built some fifteen such b-trees. The conditions accept the
+    // same rows, so the tables' and the index's pages stay as they are and only their
+    // definitions change, in place (writable_schema; RESET reloads this connection's schema;
+    // no other connection is open while the migrations run).
+    R"sql(
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema SET sql = replace(replace(sql,
+    'kind IN (''snat'', ''ephemeral'', ''floating'')',
+    'kind = ''snat'' OR kind = ''ephemeral'' OR kind = ''floating'''),
+    'state IN (''detached'', ''attaching'', ''attached'', ''detaching'')',
+    'state = ''detached'' OR state = ''attaching'' OR state = ''attached'' OR ' ||
+    'state = ''detaching''')
+  WHERE type = 'table' AND name = 'external_ip';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'event_type IN
+    (''started'', ''succeeded'', ''failed'', ''undo_started'', ''undo_finished'', ''undo_failed'')',
+    'event_type = ''started'' OR event_type = ''succeeded'' OR event_type = ''failed'' OR
+    event_type = ''undo_started'' OR event_type = ''undo_finished'' OR event_type = ''undo_failed''')
+  WHERE type = 'table' AND name = 'saga_node_event';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'state IN (''creating'', ''no_vmm'', ''vmm'', ''failed'', ''destroyed'')',
+    'state = ''creating'' OR state = ''no_vmm'' OR state = ''vmm'' OR state = ''failed'' OR ' ||
+    'state = ''destroyed''')
+  WHERE type = 'table' AND name = 'instance';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'result_kind IN (''success'', ''error'', ''unknown'')',
+    'result_kind = ''success'' OR result_kind = ''error'' OR result_kind = ''unknown''')
+  WHERE type = 'table' AND name = 'audit_log';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'state IN (''running'', ''unwinding'', ''done'', ''unwound'', ''stuck'')',
+    'state = ''running'' OR state = ''unwinding'' OR state = ''done'' OR state = ''unwound'' OR ' ||
+    'state = ''stuck''')
+  WHERE type = 'table' AND name = 'saga';
+UPDATE sqlite_schema SET sql = replace(sql,
+    'WHERE state IN (''running'', ''unwinding'', ''stuck'')',
+    'WHERE state = ''running'' OR state = ''unwinding'' OR state = ''stuck''')
+  WHERE type = 'index' AND name = 'saga_by_state';
+PRAGMA writable_schema = RESET;
 )sql",
 };
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace fp::db {
 namespace {
@@ -243,6 +244,68 @@ TEST_F(SchemaUpgradeTest, Version14To15KeepsSagasAndTheirRowsFitTheirPages) {
       "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
       "time_created, time_modified) VALUES ('s-001', 'x', '{}', 'done', 'sec-a', 1, 1, 1, 1)"))
       << "the id stays unique";
+}
+
+// Migration 16 writes the IN lists of CHECKs and of saga_by_state's condition as ORs: the
+// statements an attach and a detach run build no temporary b-tree, and the same rows are
+// accepted, refused and indexed as before.
+TEST_F(SchemaUpgradeTest, Version15To16WritesWithoutTemporaryTreesAndChecksTheSame) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 15));
+  auto insert_saga = [&](const std::string& id, const std::string& state) {
+    return conn_->ExecScript(fmt::format(
+        "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
+        "time_created, time_modified) VALUES ('{}', 'ip_attach', '{{}}', '{}', 'sec-a', 1, 1, 1, "
+        "1)",
+        id, state));
+  };
+  ASSERT_TRUE(insert_saga("s-stuck", "stuck"));
+  ASSERT_TRUE(insert_saga("s-done", "done"));
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 16));
+  // Each statement's program, as SQLite compiles it: no OpenEphemeral (a temporary b-tree).
+  const std::vector<std::string> writes = {
+      "UPDATE external_ip SET state = 'detaching', op_saga_id = 'x', time_modified = 1 "
+      "WHERE id = 'y'",
+      "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
+      "time_created, time_modified) VALUES ('s', 'n', '{}', 'running', 'a', 1, 1, 1, 1)",
+      "UPDATE saga SET state = 'done', result = 'r', time_modified = 1 WHERE id = 'x'",
+      "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
+      "VALUES ('s', 1, 'started', '', 1)",
+      "UPDATE instance SET state = 'vmm', time_modified = 1 WHERE id = 'x'",
+      "INSERT INTO audit_log (id, time_started, request_id, request_uri, operation_id, "
+      "source_ip, success_status, result_kind) VALUES ('a', 1, 'r', '/', 'o', 'ip', 200, "
+      "'success')",
+  };
+  for (const std::string& sql : writes) {
+    auto program = conn_->Query("EXPLAIN " + sql, {});
+    ASSERT_TRUE(program) << program.error().message();
+    for (const Row& op : *program) EXPECT_NE(op.Text(1), "OpenEphemeral") << sql;
+  }
+  // The same values refused.
+  EXPECT_FALSE(insert_saga("s-bad", "finished"));
+  EXPECT_FALSE(conn_->ExecScript(
+      "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
+      "VALUES ('s-done', 1, 'begun', '', 1)"));
+  EXPECT_TRUE(conn_->ExecScript(
+      "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) "
+      "VALUES ('s-done', 1, 'undo_failed', '', 1)"));
+  EXPECT_FALSE(conn_->ExecScript(
+      "INSERT INTO audit_log (id, time_started, request_id, request_uri, operation_id, "
+      "source_ip, success_status, result_kind) VALUES ('a', 1, 'r', '/', 'o', 'ip', 200, "
+      "'fine')"));
+  // The index holds the same rows: the stuck saga from before, a running one after, no other.
+  ASSERT_TRUE(insert_saga("s-running", "running"));
+  EXPECT_EQ(Count("SELECT count(*) FROM saga INDEXED BY saga_by_state WHERE state = 'stuck'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM saga INDEXED BY saga_by_state WHERE state = 'running'"), 1);
+  // And a connection opened afterwards reads the same definitions; the file is sound.
+  conn_.reset();
+  conn_ = std::move(*sqlite::SqliteConnection::Open(dir_ + "/floatplane.db"));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlite_schema WHERE sql LIKE '% IN (''running'', "
+                  "''unwinding'', ''stuck'')%' OR sql LIKE '%state IN (''detached''%'"),
+            0);
+  EXPECT_FALSE(insert_saga("s-bad", "finished"));
+  auto check = conn_->Query("PRAGMA integrity_check", {});
+  ASSERT_TRUE(check);
+  EXPECT_EQ(check->front().Text(0), "ok");
 }
 
 // Migration 12 (quotas) names, on every live external IP, the project and silo its address
