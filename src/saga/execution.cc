@@ -210,9 +210,11 @@ Result<bool> SagaExecutor::Execution::RunNode(int i) {
     }
     out = RunWithFaults(i, [&] { return action->run(ctx); });
     if (out) {
-      FP_CHECK_OK(Record(SagaEvent{i, SagaEventType::kSucceeded, out->dump()},
+      std::string text = out->dump();
+      FP_CHECK_OK(Record(SagaEvent{i, SagaEventType::kSucceeded, text},
                          IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
-                         IsLast(i) ? std::optional<std::string>(out->dump()) : std::nullopt));
+                         IsLast(i) ? std::optional<std::string>(std::move(text)) : std::nullopt));
+      if (IsLast(i)) done_output_ = *out;
       outputs_[name] = *out;
       status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
       AfterNodeLogged(i);
@@ -227,6 +229,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   // The effect and its "succeeded" event (and "done" for the last node) commit together.
   bool id_taken = false;
   Json output;
+  std::string output_text;
   in_tx_ = true;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
     id_taken = false;  // the store may run this body again (a retried transaction)
@@ -238,10 +241,11 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     FP_CHECK_OK(RecordPendingIn(tx));
     Result<Json> r = RunWithFaults(i, [&] { return action.run_in_tx(tx, ctx); });
     if (!r) return Fail(r.error());
+    output_text = r->dump();  // once: the event's data and, for the last node, the result
     FP_CHECK_OK(
-        store_.RecordIn(tx, id_, owner_, SagaEvent{i, SagaEventType::kSucceeded, r->dump()},
+        store_.RecordIn(tx, id_, owner_, SagaEvent{i, SagaEventType::kSucceeded, output_text},
                         IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
-                        IsLast(i) ? std::optional<std::string>(r->dump()) : std::nullopt));
+                        IsLast(i) ? std::optional<std::string>(output_text) : std::nullopt));
     output = std::move(*r);
     return Ok();
   });
@@ -250,12 +254,13 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   if (committed) {
     pending_.clear();
     create_with_first_node_ = false;
-    outputs_[dag_.nodes[static_cast<size_t>(i)].name] = output;
     status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
     if (IsLast(i)) {
       state_ = SagaState::kDone;
-      result_ = output.dump();
+      result_ = std::move(output_text);
+      done_output_ = output;
     }
+    outputs_[dag_.nodes[static_cast<size_t>(i)].name] = std::move(output);
     AfterNodeLogged(i);
     return true;
   }
@@ -359,6 +364,12 @@ Result<SagaOutcome> SagaExecutor::Execution::Stuck(int i, const Error& e) {
 
 SagaOutcome SagaExecutor::Execution::Rested() const {
   SagaOutcome out;
+  if (state_ == SagaState::kDone && done_output_) {
+    // Finished in this run: its result is the output at hand, not its text parsed again.
+    out.kind = SagaResultKind::kDone;
+    out.output = *done_output_;
+    return out;
+  }
   Json result = result_ ? Json::parse(*result_, nullptr, false) : Json();
   switch (state_) {
     case SagaState::kDone:

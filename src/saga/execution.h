@@ -75,6 +75,8 @@ class SagaExecutor::Execution {
   SagaOwner owner_;
   SagaState state_;
   std::optional<std::string> result_;
+  // The last node's output when it succeeded in this run (result_ is its text).
+  std::optional<Json> done_output_;
   SagaDag dag_;
   std::vector<SagaEvent> events_;
   std::optional<FaultPlan> faults_;

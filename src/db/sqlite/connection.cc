@@ -166,8 +166,16 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
     if (rc != SQLITE_OK) return Fail(SqlError(fmt::format("prepare {}", sql), rc));
     statements_.emplace(std::string(sql), stmt);
   }
+  // The values are bound without a copy (SQLITE_STATIC): `params` outlives the statement's
+  // run, and the statement lets go of them on every way out of this function.
+  struct Unbind {
+    sqlite3_stmt* stmt;
+    ~Unbind() {
+      sqlite3_reset(stmt);
+      sqlite3_clear_bindings(stmt);
+    }
+  } unbind{stmt};
   sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
   for (size_t i = 0; i < params.size(); ++i) {
     int idx = static_cast<int>(i) + 1;
     const SqlValue& p = params[i];
@@ -179,10 +187,10 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
     } else if (auto* d = std::get_if<double>(&p)) {
       rc = sqlite3_bind_double(stmt, idx, *d);
     } else if (auto* s = std::get_if<std::string>(&p)) {
-      rc = sqlite3_bind_text(stmt, idx, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+      rc = sqlite3_bind_text(stmt, idx, s->data(), static_cast<int>(s->size()), SQLITE_STATIC);
     } else if (auto* b = std::get_if<Blob>(&p)) {
       rc = sqlite3_bind_blob(stmt, idx, b->bytes.data(), static_cast<int>(b->bytes.size()),
-                             SQLITE_TRANSIENT);
+                             SQLITE_STATIC);
     }
     if (rc != SQLITE_OK) return Fail(SqlError("bind", rc));
   }
@@ -190,11 +198,7 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
   for (;;) {
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) {
-      Error e = SqlError(sql, rc);
-      sqlite3_reset(stmt);
-      return Fail(e);
-    }
+    if (rc != SQLITE_ROW) return Fail(SqlError(sql, rc));
     int n = sqlite3_column_count(stmt);
     std::vector<SqlValue> values;
     values.reserve(static_cast<size_t>(n));
@@ -223,7 +227,6 @@ Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
     }
     rows.emplace_back(std::move(values));
   }
-  sqlite3_reset(stmt);
   return rows;
 }
 
