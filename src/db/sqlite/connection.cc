@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "common/log.h"
-#include "db/sqlite/log_vfs.h"
 
 namespace fp::db::sqlite {
 
@@ -31,11 +30,10 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   // lock already keeps any other server out), so the connections of this process coordinate
   // in memory: the log's index lives on the heap instead of a shared -shm file, and a read
   // transaction takes no file lock. With the default VFS every read and write transaction
-  // took and dropped fcntl locks, system calls that a virtual machine makes costly. Wrapped
-  // so that a log frame is one write, not two (sqlite/log_vfs.h).
+  // took and dropped fcntl locks, system calls that a virtual machine makes costly.
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           LogVfsName());
+                           "unix-excl");
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
