@@ -47,6 +47,9 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
     if (applied) applied = conn.ExecScript("COMMIT");
     if (!applied) {
       (void)conn.ExecScript("ROLLBACK");
+      // A migration that edits sqlite_schema (16) and failed before its own RESET: schema
+      // writing off again, and the schema as the rollback left it.
+      (void)conn.ExecScript("PRAGMA writable_schema = RESET");
       return applied;
     }
   }

@@ -265,6 +265,9 @@ TEST_F(SchemaUpgradeTest, Version15To16WritesWithoutTemporaryTreesAndChecksTheSa
   const std::vector<std::string> writes = {
       "UPDATE external_ip SET state = 'detaching', op_saga_id = 'x', time_modified = 1 "
       "WHERE id = 'y'",
+      "INSERT INTO external_ip (id, ip_pool_id, ip_pool_range_id, parent_id, kind, ip, "
+      "first_port, last_port, state, time_created, time_modified) VALUES ('e', 'p', 'r', 'i', "
+      "'snat', x'04', 0, 1, 'attached', 1, 1)",
       "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
       "time_created, time_modified) VALUES ('s', 'n', '{}', 'running', 'a', 1, 1, 1, 1)",
       "UPDATE saga SET state = 'done', result = 'r', time_modified = 1 WHERE id = 'x'",

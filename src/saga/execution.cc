@@ -210,10 +210,13 @@ Result<bool> SagaExecutor::Execution::RunNode(int i) {
     }
     out = RunWithFaults(i, [&] { return action->run(ctx); });
     if (out) {
-      std::string text = out->dump();
-      FP_CHECK_OK(Record(SagaEvent{i, SagaEventType::kSucceeded, text},
+      // Dumped once; the event gets a copy first (arguments are evaluated in no set order).
+      SagaEvent succeeded{i, SagaEventType::kSucceeded, out->dump()};
+      std::optional<std::string> result;
+      if (IsLast(i)) result = succeeded.data;
+      FP_CHECK_OK(Record(std::move(succeeded),
                          IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
-                         IsLast(i) ? std::optional<std::string>(std::move(text)) : std::nullopt));
+                         std::move(result)));
       if (IsLast(i)) done_output_ = *out;
       outputs_[name] = *out;
       status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;

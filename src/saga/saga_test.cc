@@ -154,6 +154,14 @@ TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   EXPECT_EQ(out->output["key"], "c:" + new_id);
   EXPECT_EQ(ToyRows(), 1);
   EXPECT_EQ(StateOf(id), SagaState::kDone);
+  // The last node's output is both its event's data and the saga's result, in the log.
+  const SagaEvent& last = log.events.back();
+  ASSERT_EQ(last.node_index, 4);
+  ASSERT_EQ(last.type, SagaEventType::kSucceeded);
+  ASSERT_TRUE(last.data.has_value());
+  EXPECT_EQ(Json::parse(*last.data, nullptr, false), out->output) << *last.data;
+  ASSERT_TRUE(log.saga.result.has_value());
+  EXPECT_EQ(Json::parse(*log.saga.result, nullptr, false), out->output);
 }
 
 TEST_F(SagaTest, FailureUnwindsCompletedNodesInReverseOrder) {
