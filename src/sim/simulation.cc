@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "sim/invariants.h"
 
@@ -175,7 +176,14 @@ class Simulation {
       // another instance is refused and stays where it is.
       const bool elsewhere = !move && AttachedElsewhere(fip, instance);
       if (elsewhere) what += " (attached to another)";
-      auto attached = rack_.instances().AttachFloating(rq, ByName(fip), p1, ByName(instance), move);
+      // Every other attach names both by id, as API clients usually do (the server then reads
+      // the IP and the instance in one go), the others by name: both paths keep one promise.
+      std::optional<std::pair<Uuid, Uuid>> ids;
+      if (report_.operations % 2 == 0) ids = Ids(fip, instance);
+      auto attached =
+          ids ? rack_.instances().AttachFloating(rq, NameOrId(ids->first), std::nullopt,
+                                                 NameOrId(ids->second), move)
+              : rack_.instances().AttachFloating(rq, ByName(fip), p1, ByName(instance), move);
       if (elsewhere && attached) {
         report_.violations.push_back(fmt::format(
             "step {}: attach of {} to {} answered {} while it was attached to another instance",
@@ -348,6 +356,23 @@ class Simulation {
       return row && row->Text(0) == "attached" && row->Text(1) != instance;
     });
     return holder && *holder;
+  }
+
+  // The ids of the live floating IP `fip` and instance `instance`, if both exist.
+  std::optional<std::pair<Uuid, Uuid>> Ids(const std::string& fip, const std::string& instance) {
+    using Pair = std::optional<std::pair<Uuid, Uuid>>;
+    auto ids = rack_.ds().Read<Pair>([&](db::Tx& tx) -> Result<Pair> {
+      auto row = FP_TRY(tx.QueryRow(
+          "SELECT e.id, i.id FROM external_ip e, instance i WHERE e.kind = 'floating' AND "
+          "e.name = ? AND e.time_deleted IS NULL AND i.name = ? AND i.time_deleted IS NULL",
+          fip, instance));
+      if (!row) return Pair();
+      auto fip_id = Uuid::Parse(row->Text(0));
+      auto instance_id = Uuid::Parse(row->Text(1));
+      if (!fip_id || !instance_id) return Pair();
+      return Pair(std::make_pair(*fip_id, *instance_id));
+    });
+    return ids ? *ids : std::nullopt;
   }
 
   const RunOptions options_;

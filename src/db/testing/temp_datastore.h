@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/uuid.h"
 #include "db/datastore.h"
 #include "db/external_ips.h"
@@ -38,7 +38,7 @@ class TestClusterAdmin {
  public:
   static Status Run(const std::string& sql) {
     static TestClusterAdmin admin;
-    std::lock_guard<std::mutex> lock(admin.mu_);
+    MutexLock lock(admin.mu_);
     Status done = Fail(Error::Internal("not sent"));
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (!admin.conn_ || admin.conn_->broken()) {
@@ -53,8 +53,8 @@ class TestClusterAdmin {
   }
 
  private:
-  std::mutex mu_;
-  std::unique_ptr<postgres::PgConnection> conn_;
+  Mutex mu_;
+  std::unique_ptr<postgres::PgConnection> conn_ FP_GUARDED_BY(mu_);
 };
 
 // A fresh database of the test cluster, dropped when destroyed (connections to it included):
