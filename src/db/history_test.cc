@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "common/testing/manual_clock.h"
+#include "db/audit_log.h"
 #include "db/idempotency.h"
+#include "db/saga_history.h"
 #include "db/sagas.h"
+#include "db/testing/statement_trace.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -25,10 +28,11 @@ constexpr int64_t kRetention = 3 * kDay;
 class HistoryTest : public ::testing::Test {
  protected:
   // A saga with two node events that comes to rest in `state` (running: never) now.
-  Uuid MakeSaga(SagaState state) {
+  Uuid MakeSaga(SagaState state) { return MakeSagaIn(*ds, state); }
+  static Uuid MakeSagaIn(Datastore& store, SagaState state) {
     Uuid id = Uuid::TimeOrdered();
     SagaOwner owner{"sec", 1};
-    auto made = ds->Write<bool>([&](Tx& tx) -> Result<bool> {
+    auto made = store.Write<bool>([&](Tx& tx) -> Result<bool> {
       FP_TRY(SagaCreateIn(tx, SagaRow{id, "toy", "{}", SagaState::kRunning, owner}));
       FP_CHECK_OK(SagaRecordIn(tx, id, owner, SagaEvent{0, SagaEventType::kSucceeded, "{}"},
                                std::nullopt, std::nullopt));
@@ -59,12 +63,16 @@ class HistoryTest : public ::testing::Test {
         .value();
   }
 
+  // SQLite's plan of `sql` (its parameters unbound), one step a line; "" for no statement.
   std::string Plan(const std::string& sql) {
+    EXPECT_FALSE(sql.empty()) << "no such statement ran, or several did";
+    if (sql.empty()) return "";
     return ds
         ->Read<std::string>([&](Tx& tx) -> Result<std::string> {
           std::string plan;
-          for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql, int64_t{0}, 10)))
+          for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql))) {
             plan += r.Text(3) + "\n";
+          }
           return plan;
         })
         .value();
@@ -187,25 +195,46 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   if (testing::OnPostgres()) {
     GTEST_SKIP() << "reads SQLite's EXPLAIN QUERY PLAN; PostgreSQL's planner chooses by statistics";
   }
-  std::string sagas = Plan(
-      "SELECT id FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
-      "ORDER BY time_modified LIMIT ?");
+  // The statements the prunes and the operators' list of stuck sagas run, as they ran: each
+  // prune has something old to delete, so that it gets past its first look.
+  testing::StatementTrace trace;
+  TempDatastore traced{clock_, {}, testing::TestEngine::kSqlite};
+  MakeSagaIn(*traced, SagaState::kDone);
+  ASSERT_TRUE(IdempotencyFinish(*traced, Uuid::Random(), "k", "hash", 201, "{}"));
+  model::AuditEntry entry;
+  entry.id = Uuid::TimeOrdered();
+  entry.time_started = clock_->Now();
+  entry.time_completed = clock_->Now();
+  entry.request_id = "r";
+  entry.request_uri = "/v1/projects";
+  entry.operation_id = "project_create";
+  entry.source_ip = "127.0.0.1";
+  entry.result = model::AuditResultKind::kSuccess;
+  entry.http_status = 201;
+  entry.success_status = 201;
+  ASSERT_TRUE(traced->Write<bool>([&](Tx& tx) -> Result<bool> {
+    FP_CHECK_OK(AuditFinishIn(tx, entry));
+    return true;
+  }));
+  clock_->Advance(kRetention + kSecond);
+  EXPECT_EQ(SagaPruneFinished(*traced, kRetention, 10).value(), 1);
+  EXPECT_EQ(IdempotencyPrune(*traced, kRetention, 10).value(), 1);
+  EXPECT_EQ(AuditPrune(*traced, kRetention, 10).value(), 1);
+  ASSERT_TRUE(SagaListPage(*traced, {.state = SagaState::kStuck}, std::nullopt, 10));
+
+  std::string sagas =
+      Plan(trace.Only("FROM saga WHERE state IN ('done', 'unwound') AND "
+                      "time_modified < ? ORDER BY"));
   EXPECT_NE(sagas.find("INDEX saga_finished"), std::string::npos) << sagas;
   EXPECT_EQ(sagas.find("TEMP B-TREE"), std::string::npos) << sagas;
-  std::string keys = Plan(
-      "SELECT token_id, key FROM idempotency_key WHERE time_created < ? ORDER BY time_created "
-      "LIMIT ?");
+  std::string keys = Plan(trace.Only("DELETE FROM idempotency_key"));
   EXPECT_NE(keys.find("INDEX idempotency_key_by_age"), std::string::npos) << keys;
   EXPECT_EQ(keys.find("TEMP B-TREE"), std::string::npos) << keys;
-  std::string entries = Plan(
-      "SELECT id FROM audit_log WHERE time_completed IS NOT NULL AND time_completed < ? ORDER "
-      "BY time_completed, id LIMIT ?");
+  std::string entries = Plan(trace.Only("DELETE FROM audit_log"));
   EXPECT_NE(entries.find("INDEX audit_log_by_completion"), std::string::npos) << entries;
   EXPECT_EQ(entries.find("TEMP B-TREE"), std::string::npos) << entries;
-  // The operators' list of stuck sagas reads its index, not every saga (its first page; `? = 0`
-  // only takes Plan's first parameter).
-  std::string stuck = Plan(
-      "SELECT id FROM saga WHERE 1 = 1 AND state = 'stuck' AND ? = 0 ORDER BY id DESC LIMIT ?");
+  // The operators' list of stuck sagas reads its index, not every saga.
+  std::string stuck = Plan(trace.Only("FROM saga WHERE 1 = 1"));
   EXPECT_NE(stuck.find("INDEX saga_by_state"), std::string::npos) << stuck;
 }
 

@@ -1,16 +1,15 @@
 #include "sim/simulation.h"
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
 
-#include "common/mutex.h"
 #include "db/schema.h"
 #include "db/sqlite/connection.h"
+#include "db/testing/statement_trace.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::sim {
@@ -74,36 +73,6 @@ TEST(Simulation, PostgreSqlAnswersEveryStepAsSqliteDoes) {
   }
 }
 
-// The text of every statement run on the SQLite connections opened while a StatementTrace
-// lives: SQLite's automatic extension installs a trace on each connection as it opens.
-class StatementTrace {
- public:
-  StatementTrace() {
-    MutexLock lock(mu_);
-    texts_.clear();
-    sqlite3_auto_extension(reinterpret_cast<void (*)()>(&Install));
-  }
-  ~StatementTrace() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&Install)); }
-  std::set<std::string> texts() const {
-    MutexLock lock(mu_);
-    return texts_;
-  }
-
- private:
-  static int Install(sqlite3* db, const char**, const sqlite3_api_routines*) {
-    sqlite3_trace_v2(db, SQLITE_TRACE_STMT, &Traced, nullptr);
-    return SQLITE_OK;
-  }
-  static int Traced(unsigned, void*, void* stmt, void*) {
-    const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
-    MutexLock lock(mu_);
-    if (sql != nullptr) texts_.insert(sql);
-    return 0;
-  }
-  static inline Mutex mu_;
-  static inline std::set<std::string> texts_ FP_GUARDED_BY(mu_);
-};
-
 // SQLite builds a temporary b-tree (OpenEphemeral in a statement's program) for an IN list of
 // three values or more, a CHECK or partial index written with one, RETURNING, an UPDATE of the
 // index its WHERE searches, and a join of materialised subqueries: at every run of the
@@ -129,7 +98,7 @@ TEST(Simulation, NoStatementOfTheControlPlaneBuildsATemporaryTree) {
   }
   std::set<std::string> texts;
   {
-    StatementTrace trace;
+    db::testing::StatementTrace trace;
     RunReport r = sim::Run({.seed = 3, .faults = false, .dir = dir});
     EXPECT_TRUE(r.violations.empty()) << Describe(r, {.seed = 3, .faults = false});
     texts = trace.texts();

@@ -1,0 +1,59 @@
+#pragma once
+
+// Test helper: the text of every statement SQLite runs on the connections opened while a
+// StatementTrace lives (SQLite's automatic extension installs a trace on each as it opens), so
+// that a test can read the plans of the statements the code really ran, not hand copies.
+
+#include <sqlite3.h>
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "common/mutex.h"
+
+namespace fp::db::testing {
+
+class StatementTrace {
+ public:
+  // One at a time per process: the trace is SQLite's, process-wide.
+  StatementTrace() {
+    MutexLock lock(mu_);
+    texts_.clear();
+    sqlite3_auto_extension(reinterpret_cast<void (*)()>(&Install));
+  }
+  ~StatementTrace() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&Install)); }
+  StatementTrace(const StatementTrace&) = delete;
+  StatementTrace& operator=(const StatementTrace&) = delete;
+
+  std::set<std::string> texts() const {
+    MutexLock lock(mu_);
+    return texts_;
+  }
+  // The one statement run whose text contains `fragment`, or "" if none or several did.
+  std::string Only(std::string_view fragment) const {
+    std::string found;
+    for (const std::string& text : texts()) {
+      if (text.find(fragment) == std::string::npos) continue;
+      if (!found.empty()) return "";
+      found = text;
+    }
+    return found;
+  }
+
+ private:
+  static int Install(sqlite3* db, const char**, const sqlite3_api_routines*) {
+    sqlite3_trace_v2(db, SQLITE_TRACE_STMT, &Traced, nullptr);
+    return SQLITE_OK;
+  }
+  static int Traced(unsigned, void*, void* stmt, void*) {
+    const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
+    MutexLock lock(mu_);
+    if (sql != nullptr) texts_.insert(sql);
+    return 0;
+  }
+  static inline Mutex mu_;
+  static inline std::set<std::string> texts_ FP_GUARDED_BY(mu_);
+};
+
+}  // namespace fp::db::testing
