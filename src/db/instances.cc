@@ -300,10 +300,21 @@ Result<Instance> InstanceCreateRecordIn(Tx& tx, const InstanceCreate& p) {
 }
 
 Status InstanceDeleteRecordIn(Tx& tx, const Uuid& id) {
-  FP_TRY(
-      tx.Exec("UPDATE network_interface SET time_deleted = ? WHERE instance_id = ? AND "
-              "time_deleted IS NULL",
-              tx.now(), id));
+  if (tx.postgres()) {
+    FP_TRY(
+        tx.Exec("UPDATE network_interface SET time_deleted = ? WHERE instance_id = ? AND "
+                "time_deleted IS NULL",
+                tx.now(), id));
+  } else {
+    // SQLite would collect the rows in a temporary b-tree first: the update takes them out of
+    // nic_by_instance, the index its search reads. By key instead (an instance has one).
+    for (const Row& nic : FP_TRY(tx.Query(
+             "SELECT id FROM network_interface WHERE instance_id = ? AND time_deleted IS NULL",
+             id))) {
+      FP_TRY(tx.Exec("UPDATE network_interface SET time_deleted = ? WHERE id = ?", tx.now(),
+                     nic.Text(0)));
+    }
+  }
   FP_TRY(
       tx.Exec("UPDATE instance SET time_deleted = ?, state = 'destroyed', run_state = "
               "'destroyed' WHERE id = ? AND time_deleted IS NULL",
