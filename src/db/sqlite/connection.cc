@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "db/sqlite/log_vfs.h"
 
 namespace fp::db::sqlite {
 
@@ -30,10 +31,11 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   // lock already keeps any other server out), so the connections of this process coordinate
   // in memory: the log's index lives on the heap instead of a shared -shm file, and a read
   // transaction takes no file lock. With the default VFS every read and write transaction
-  // took and dropped fcntl locks, system calls that a virtual machine makes costly.
+  // took and dropped fcntl locks, system calls that a virtual machine makes costly. Wrapped
+  // so that a log frame is one write, not two (sqlite/log_vfs.h).
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           "unix-excl");
+                           LogVfsName());
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
