@@ -80,7 +80,9 @@ TEST(Simulation, PostgreSqlAnswersEveryStepAsSqliteDoes) {
 // shapes of counters.cc, audit_log.cc, attach.cc and instances.cc took them out). Every
 // statement a run of the whole control plane executes is compiled again here and read for one,
 // but for two reads that sort, off the attach and detach path: the check's own saga list and a
-// page of who holds a pool's addresses.
+// page of who holds a pool's addresses. (Sorts that use SQLite's sorter, SorterOpen, and
+// automatic indexes, OpenAutoindex, are not looked for: small sorted reads use them, an
+// instance's addresses and a sled's instances among them.)
 TEST(Simulation, NoStatementOfTheControlPlaneBuildsATemporaryTree) {
   const std::vector<std::string> allowed = {
       "SELECT id, name, state FROM saga ORDER BY time_created DESC",

@@ -10,13 +10,13 @@ namespace fp::db::sqlite {
 
 namespace {
 
-// The longest write held: a frame's header (24 bytes) or the log's own header (32) followed by
-// the first frame's.
+// The longest write held: a frame's header (24 bytes). The log's own header (32, at offset 0)
+// continues no write and is never held.
 constexpr int kHeld = 64;
 
 std::atomic<int64_t> asked_writes{0};
 std::atomic<int64_t> made_writes{0};
-std::atomic<int64_t> held_flushed_alone{0};
+std::atomic<int64_t> held_sent_alone{0};
 
 // An open file of this VFS: the wrapped VFS's file lives in the memory right after it.
 struct alignas(8) LogFile {
@@ -47,7 +47,7 @@ int Flushed(sqlite3_file* file) {
   LogFile* f = Of(file);
   f->write_end = -1;
   if (f->held_len == 0) return SQLITE_OK;
-  held_flushed_alone.fetch_add(1, std::memory_order_relaxed);
+  held_sent_alone.fetch_add(1, std::memory_order_relaxed);
   int len = f->held_len;
   f->held_len = 0;
   return Made(f, f->held, len, f->held_at);
@@ -92,6 +92,7 @@ int Write(sqlite3_file* file, const void* data, int amt, sqlite3_int64 at) {
   if (f->held_len > 0) {
     // Not joined (not contiguous, which SQLite never writes, or no memory): what is held goes
     // first, as SQLite asked.
+    held_sent_alone.fetch_add(1, std::memory_order_relaxed);
     const int held = f->held_len;
     f->held_len = 0;
     if (int rc = Made(f, f->held, held, f->held_at); rc != SQLITE_OK) return rc;
@@ -316,7 +317,7 @@ const char* LogVfsName() {
 LogVfsWrites LogVfsWriteCounts() {
   return LogVfsWrites{asked_writes.load(std::memory_order_relaxed),
                       made_writes.load(std::memory_order_relaxed),
-                      held_flushed_alone.load(std::memory_order_relaxed)};
+                      held_sent_alone.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fp::db::sqlite

@@ -19,12 +19,15 @@ namespace fp::db::sqlite {
 const char* LogVfsName();
 
 // Counted since the process started, for tests and measurements: writes SQLite asked of the
-// write-ahead logs, writes that reached them, and held writes that went alone because another
-// call on the file came before the write they continue (SQLite's order makes that never).
+// write-ahead logs, writes that reached them, and held writes that went out alone, not joined
+// with the write they continue (another call on the file came first, a write elsewhere, or no
+// memory). SQLite's order makes that none, except where it pads the log to a sector boundary
+// before a sync (synchronous = FULL on a device without powersafe overwrite; not the datastore's
+// settings), where the sync sends a held header out alone, correctly, before syncing.
 struct LogVfsWrites {
   int64_t asked = 0;
   int64_t made = 0;
-  int64_t held_flushed_alone = 0;
+  int64_t held_sent_alone = 0;
 };
 LogVfsWrites LogVfsWriteCounts();
 

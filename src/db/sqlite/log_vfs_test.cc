@@ -67,7 +67,7 @@ TEST_F(LogVfsTest, AFrameIsOneWriteAndACommitIsInTheFilesWhenItReturns) {
     EXPECT_EQ((LogBytes() - log_before) % frame, 0) << "whole frames";
     EXPECT_EQ(after.asked - before.asked, 2 * frames) << "SQLite writes a header, then a page";
     EXPECT_EQ(after.made - before.made, frames) << "one write reached the file per frame";
-    EXPECT_EQ(after.held_flushed_alone, before.held_flushed_alone) << "every header joined";
+    EXPECT_EQ(after.held_sent_alone, before.held_sent_alone) << "every header joined";
   }
   // Another connection of this process reads through its own handle on the log.
   auto reader = std::move(*SqliteConnection::Open(dir_ + "/t.db"));
@@ -104,7 +104,7 @@ TEST_F(LogVfsTest, HeadersRewrittenAfterASpillAreInTheFilesWhenTheCommitReturns)
   // The case at hand: more writes than two per frame, the rewritten headers.
   const int64_t frames = (LogBytes() - log_before) / frame;
   ASSERT_GT(after.asked - before.asked, 2 * frames) << "no header was rewritten";
-  EXPECT_EQ(after.held_flushed_alone, before.held_flushed_alone) << "every held header joined";
+  EXPECT_EQ(after.held_sent_alone, before.held_sent_alone) << "every held header joined";
   // The files as a crash would leave them, the writer still open.
   auto recovered = CopiedAsACrashLeavesThem();
   EXPECT_EQ(One(*recovered, "SELECT count(*) FROM t WHERE v = printf('%.*c', 500, 'b')"), 200);
