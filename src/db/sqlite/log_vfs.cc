@@ -116,118 +116,60 @@ int Close(sqlite3_file* file) {
   return flushed != SQLITE_OK ? flushed : closed;
 }
 
-int Read(sqlite3_file* file, void* out, int amt, sqlite3_int64 at) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xRead(Real(file), out, amt, at);
-}
+// Every other method of the wrapped file, `kMethod`, called after what is held is written:
+// Flushing<&sqlite3_io_methods::xRead>::Call reads, and so on.
+template <auto kMethod>
+struct Flushing;
+template <typename... Args, int (*sqlite3_io_methods::*kMethod)(sqlite3_file*, Args...)>
+struct Flushing<kMethod> {
+  static int Call(sqlite3_file* file, Args... args) {
+    if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
+    return (Real(file)->pMethods->*kMethod)(Real(file), args...);
+  }
+};
 
-int Truncate(sqlite3_file* file, sqlite3_int64 size) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xTruncate(Real(file), size);
-}
-
-int Sync(sqlite3_file* file, int flags) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xSync(Real(file), flags);
-}
-
-int FileSize(sqlite3_file* file, sqlite3_int64* size) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xFileSize(Real(file), size);
-}
-
-int Lock(sqlite3_file* file, int level) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xLock(Real(file), level);
-}
-
-int Unlock(sqlite3_file* file, int level) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xUnlock(Real(file), level);
-}
-
-int CheckReservedLock(sqlite3_file* file, int* out) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xCheckReservedLock(Real(file), out);
-}
-
-int FileControl(sqlite3_file* file, int op, void* arg) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xFileControl(Real(file), op, arg);
-}
-
+// These neither read nor change the file's bytes: nothing to flush first.
 int SectorSize(sqlite3_file* file) { return Real(file)->pMethods->xSectorSize(Real(file)); }
-
 int DeviceCharacteristics(sqlite3_file* file) {
   return Real(file)->pMethods->xDeviceCharacteristics(Real(file));
 }
-
-int ShmMap(sqlite3_file* file, int region, int size, int extend, void volatile** out) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xShmMap(Real(file), region, size, extend, out);
-}
-
-int ShmLock(sqlite3_file* file, int offset, int n, int flags) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xShmLock(Real(file), offset, n, flags);
-}
-
 void ShmBarrier(sqlite3_file* file) { Real(file)->pMethods->xShmBarrier(Real(file)); }
-
-int ShmUnmap(sqlite3_file* file, int delete_flag) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xShmUnmap(Real(file), delete_flag);
-}
-
-int Fetch(sqlite3_file* file, sqlite3_int64 at, int amt, void** out) {
-  if (int rc = Flushed(file); rc != SQLITE_OK) return rc;
-  return Real(file)->pMethods->xFetch(Real(file), at, amt, out);
-}
-
 int Unfetch(sqlite3_file* file, sqlite3_int64 at, void* p) {
   return Real(file)->pMethods->xUnfetch(Real(file), at, p);
 }
 
 // The same methods at version 3 (shared memory, memory-mapped reads: the unix VFS's) and at
 // version 1, for a wrapped file that has only those.
-const sqlite3_io_methods kMethods3 = {3,
-                                      Close,
-                                      Read,
-                                      Write,
-                                      Truncate,
-                                      Sync,
-                                      FileSize,
-                                      Lock,
-                                      Unlock,
-                                      CheckReservedLock,
-                                      FileControl,
-                                      SectorSize,
-                                      DeviceCharacteristics,
-                                      ShmMap,
-                                      ShmLock,
-                                      ShmBarrier,
-                                      ShmUnmap,
-                                      Fetch,
-                                      Unfetch};
-const sqlite3_io_methods kMethods1 = {1,
-                                      Close,
-                                      Read,
-                                      Write,
-                                      Truncate,
-                                      Sync,
-                                      FileSize,
-                                      Lock,
-                                      Unlock,
-                                      CheckReservedLock,
-                                      FileControl,
-                                      SectorSize,
-                                      DeviceCharacteristics,
-                                      nullptr,
-                                      nullptr,
-                                      nullptr,
-                                      nullptr,
-                                      nullptr,
-                                      nullptr};
+constexpr sqlite3_io_methods kMethods3 = {3,
+                                          Close,
+                                          Flushing<&sqlite3_io_methods::xRead>::Call,
+                                          Write,
+                                          Flushing<&sqlite3_io_methods::xTruncate>::Call,
+                                          Flushing<&sqlite3_io_methods::xSync>::Call,
+                                          Flushing<&sqlite3_io_methods::xFileSize>::Call,
+                                          Flushing<&sqlite3_io_methods::xLock>::Call,
+                                          Flushing<&sqlite3_io_methods::xUnlock>::Call,
+                                          Flushing<&sqlite3_io_methods::xCheckReservedLock>::Call,
+                                          Flushing<&sqlite3_io_methods::xFileControl>::Call,
+                                          SectorSize,
+                                          DeviceCharacteristics,
+                                          Flushing<&sqlite3_io_methods::xShmMap>::Call,
+                                          Flushing<&sqlite3_io_methods::xShmLock>::Call,
+                                          ShmBarrier,
+                                          Flushing<&sqlite3_io_methods::xShmUnmap>::Call,
+                                          Flushing<&sqlite3_io_methods::xFetch>::Call,
+                                          Unfetch};
+constexpr sqlite3_io_methods Version1(sqlite3_io_methods methods) {
+  methods.iVersion = 1;
+  methods.xShmMap = nullptr;
+  methods.xShmLock = nullptr;
+  methods.xShmBarrier = nullptr;
+  methods.xShmUnmap = nullptr;
+  methods.xFetch = nullptr;
+  methods.xUnfetch = nullptr;
+  return methods;
+}
+constexpr sqlite3_io_methods kMethods1 = Version1(kMethods3);
 
 int Open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   LogFile* f = Of(file);
