@@ -75,9 +75,8 @@ def agent_request(url, path, secret_path, method="GET", body=None):
         return json.load(reply)
 
 
-def metric(server, name):
-    """The value of metric `name` in the server's GET /metrics (Prometheus text); `name` may
-    carry labels, e.g. 'floatplane_http_refused_total{reason="busy"}'."""
+def metrics_text(server):
+    """The server's GET /metrics (Prometheus text)."""
     if server.tls is not None:
         connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=5,
                                                  context=server.tls)
@@ -85,9 +84,15 @@ def metric(server, name):
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
         connection.request("GET", "/metrics")
-        text = connection.getresponse().read().decode()
+        return connection.getresponse().read().decode()
     finally:
         connection.close()
+
+
+def metric(server, name):
+    """The value of metric `name` in the server's GET /metrics (Prometheus text); `name` may
+    carry labels, e.g. 'floatplane_http_refused_total{reason="busy"}'."""
+    text = metrics_text(server)
     for line in text.splitlines():
         if line.startswith(name + " "):
             return int(line.split()[1])
@@ -357,6 +362,23 @@ def running_vm_with_fip(rack, pool, first, last, project):
 # operation's NAT rows committed, its switch node not yet run) pushed first and took the
 # faults, or installed the change, and the operation succeeded (seen on PostgreSQL under load).
 QUIET_SWITCH = ("--nat-heartbeat-ms", "3600000")
+
+
+def wait_switches_checked(server, timeout=10.0):
+    """Waits until the server's first heartbeat has checked every switch agent (its table found
+    or made equal to the datastore's: floatplane_nat_last_full_reconcile_timestamp_seconds above
+    0). A test with QUIET_SWITCH calls it before it adds a switch fault: that heartbeat runs when
+    the server starts, and one that came late, after the operation under test had committed its
+    NAT rows, loaded the switch whole (PUT /nat), so the operation's own push had nothing to send
+    and met no fault (seen on PostgreSQL under load)."""
+    name = "floatplane_nat_last_full_reconcile_timestamp_seconds"
+
+    def checked():
+        values = [float(line.split()[-1]) for line in metrics_text(server).splitlines()
+                  if line.startswith(name + "{")]
+        return bool(values) and all(v > 0 for v in values)
+
+    wait_until(checked, timeout, "every switch agent checked by the server's first heartbeat")
 
 
 # -- sagas (extension endpoint) ----------------------------------------------------------------

@@ -34,7 +34,7 @@ from e2e_helpers import (QUIET_SWITCH, assert_retry_later, attach_ephemeral, att
                          detach_ephemeral, detach_fip, expect, instance_external_ips, link,
                          list_sagas, make_fip, make_instance, make_pool, make_project, nat_key,
                          same_ip, utilization, wait_external_ip_agreement, wait_run_state,
-                         wait_sagas_settled, wait_until)
+                         wait_sagas_settled, wait_switches_checked, wait_until)
 
 POOL = "attach-crash-pool"
 POOL_FIRST, POOL_LAST = "198.51.100.10", "198.51.100.17"
@@ -330,6 +330,8 @@ def test_agent_fault_unwinds_the_operation_and_a_retry_succeeds(start_rack, op, 
     hang = rule.get("hang", False)
     args = ["--agent-timeout-ms", "500"] if hang else []
     rack = prepare(start_rack(server_args=args + list(QUIET_SWITCH if where == "switch" else ())))
+    if where == "switch":
+        wait_switches_checked(rack.server)
     case = Case(rack, kind, None)
     if op == "detach":
         case.succeed("attach")

@@ -13,7 +13,7 @@ import pytest
 
 from e2e_helpers import (QUIET_SWITCH, assert_error, expect, is_uuid, link, list_all, make_pool,
                          make_project, metric, running_vm_with_fip, wait_sagas_settled,
-                         wait_until)
+                         wait_switches_checked, wait_until)
 
 EPOCH = "1970-01-01T00:00:00Z"
 
@@ -139,6 +139,7 @@ def test_the_request_id_reaches_the_agents_and_the_log_lines_about_the_request(s
     # request and the saga it was made for, and so does the server's line about a step that
     # failed on the way. The heartbeat is quiet: every NAT push is a saga's.
     rack = start_rack(server_args=QUIET_SWITCH)
+    wait_switches_checked(rack.server)
     admin = rack.admin
     vm, fip, sled = running_vm_with_fip(rack, "trace-pool", "198.51.100.60", "198.51.100.69",
                                         "trace")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import QUIET_SWITCH, agent_request
+from e2e_helpers import QUIET_SWITCH, agent_request, wait_switches_checked
 
 pytestmark = pytest.mark.engine_independent(
     "the CLI's output and exit codes; the API answers it reads are checked on both engines by "
@@ -195,6 +195,7 @@ def test_a_failed_attach_is_explained_from_the_cli_alone(floatplane_bin, start_s
     # Issue 23 item 3: the error names a request id; the saga list finds the saga by it, and
     # the saga's view says which node failed and why.
     server = start_server(extra_args=["--enable-test-faults", *QUIET_SWITCH])
+    wait_switches_checked(server)
     cli = Cli(floatplane_bin, tmp_path, server)
     prepare(cli)
     for args in (["instance", "create", "--project", "web", "--name", "vm", "--description", "",

@@ -17,7 +17,7 @@ import pytest
 from e2e_helpers import (QUIET_SWITCH, assert_error, create_instance, disagreement, expect,
                          instance_action, link, make_instance, make_pool, make_project, migrate,
                          nat_keys, snat_block, utilization, view_instance, wait_agreement,
-                         wait_run_state, wait_sagas_settled, wait_until)
+                         wait_run_state, wait_sagas_settled, wait_switches_checked, wait_until)
 
 POOL = "crash-pool"
 POOL_FIRST, POOL_LAST = "192.0.2.10", "192.0.2.13"
@@ -172,6 +172,7 @@ SWITCH_FAULTS = {
 @pytest.mark.parametrize("fault", SWITCH_FAULTS.values(), ids=SWITCH_FAULTS.keys())
 def test_switch_failing_the_nat_change_unwinds_the_start(start_rack, fault):
     rack = prepare(start_rack(server_args=QUIET_SWITCH))
+    wait_switches_checked(rack.server)
     admin = rack.admin
     instance_id = make_instance(admin, PROJECT, "no-switch", start=False)["id"]
     rack.switch.add_fault("POST /nat/changes", **fault)

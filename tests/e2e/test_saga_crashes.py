@@ -26,7 +26,7 @@ import pytest
 
 from e2e_helpers import (QUIET_SWITCH, assert_retry_later, expect, instance_external_ips, make_fip,
                          make_instance, migrate, utilization, view_instance, wait_agreement,
-                         wait_run_state, wait_sagas_settled, wait_until)
+                         wait_run_state, wait_sagas_settled, wait_switches_checked, wait_until)
 from test_attach_crashes import Case, ORIGIN, converge
 from test_attach_crashes import prepare as prepare_attach
 from test_instance_crashes import (POOL, PROJECT, SNAT, assert_usable_afterwards,
@@ -328,6 +328,7 @@ def test_destination_applying_the_migration_then_failing_leaves_no_vm_there(star
 
 def test_switch_applying_the_migration_then_failing_points_back_at_the_source(start_rack):
     rack = prepare(start_rack(server_args=QUIET_SWITCH))
+    wait_switches_checked(rack.server)
     mover = running_instance(rack, "rerouted")
 
     # Twice: the migration's own push and its undo's are each applied, then answered 503.
