@@ -362,11 +362,14 @@ class Simulation {
   std::optional<std::pair<Uuid, Uuid>> Ids(const std::string& fip, const std::string& instance) {
     using Pair = std::optional<std::pair<Uuid, Uuid>>;
     auto ids = rack_.ds().Read<Pair>([&](db::Tx& tx) -> Result<Pair> {
-      auto row = FP_TRY(tx.QueryRow(
-          "SELECT e.id, i.id FROM external_ip e, instance i WHERE e.kind = 'floating' AND "
-          "e.name = ? AND e.time_deleted IS NULL AND i.name = ? AND i.time_deleted IS NULL",
-          fip, instance));
-      if (!row) return Pair();
+      // Two lookups, not a join of the two tables: SQLite answered the join by building an
+      // automatic index of one of them at every run.
+      auto row = FP_TRY(
+          tx.QueryRow("SELECT (SELECT id FROM external_ip WHERE kind = 'floating' AND name = ? AND "
+                      "time_deleted IS NULL), (SELECT id FROM instance WHERE name = ? AND "
+                      "time_deleted IS NULL)",
+                      fip, instance));
+      if (!row || row->IsNull(0) || row->IsNull(1)) return Pair();
       auto fip_id = Uuid::Parse(row->Text(0));
       auto instance_id = Uuid::Parse(row->Text(1));
       if (!fip_id || !instance_id) return Pair();
