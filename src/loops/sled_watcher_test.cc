@@ -330,7 +330,9 @@ TEST_F(SledReportsTest, AJudgementARequestOutranIsMadeAgainOnAFreshRead) {
 TEST_F(SledReportsTest, ConfirmationsMadeWithinTheLingerComeInOneReport) {
   model::Instance vm = Running("vm");
   SledWatchOptions options = ReportsOnly();
-  options.confirmation_linger = std::chrono::milliseconds(400);
+  // Three attaches and detaches must fit in it: each is a saga with its agent calls, 150-200 ms
+  // apiece under ASan on PostgreSQL with six tests at once on 2 cores, where 400 ms failed.
+  options.confirmation_linger = std::chrono::milliseconds(1500);
   watcher_->Start(options);
   auto reports = [&] { return StatusOf(vm).reports; };
   ASSERT_TRUE(fp::testing::WaitFor(
