@@ -84,7 +84,7 @@ TEST(Simulation, PostgreSqlAnswersEveryStepAsSqliteDoes) {
 // (OpenAutoindex): SQLite makes one by reading a whole table when no index serves a join, at
 // every run, so its cost grows with the table. (Sorts with SQLite's sorter, SorterOpen, are not
 // looked for: small sorted reads use them, an instance's addresses and a sled's instances.)
-TEST(Simulation, NoStatementOfTheControlPlaneBuildsATemporaryTree) {
+TEST(Simulation, NoStatementOfTheControlPlaneBuildsATemporaryTreeOrIndex) {
   const std::vector<std::string> allowed = {
       "SELECT id, name, state FROM saga ORDER BY time_created DESC",
       "SELECT e.id, e.ip, e.kind, e.first_port, e.last_port, e.ip_pool_range_id, e.name,",

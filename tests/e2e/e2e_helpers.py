@@ -361,6 +361,8 @@ def running_vm_with_fip(rack, pool, first, last, project):
 # meet the faults. At the default 100 ms a heartbeat that found the switch behind (an
 # operation's NAT rows committed, its switch node not yet run) pushed first and took the
 # faults, or installed the change, and the operation succeeded (seen on PostgreSQL under load).
+# The first heartbeat still runs at the server's start: such a test calls wait_switches_checked
+# (below) before it adds a fault.
 QUIET_SWITCH = ("--nat-heartbeat-ms", "3600000")
 
 
