@@ -103,7 +103,7 @@ TEST_F(ExecScriptTest, OnlyThisProcessReadsTheDatabaseWhileItIsOpen) {
   ASSERT_TRUE(rows) << rows.error().message();
   EXPECT_EQ((*rows)[0].Int(0), 1);
   const std::string other_process =
-      "python3 -c \"import sqlite3, sys; sqlite3.connect(sys.argv[1], "
+      "/usr/bin/python3 -c \"import sqlite3, sys; sqlite3.connect(sys.argv[1], "
       "timeout=0).execute('SELECT count(*) FROM t')\" " +
       dir_ + "/t.db 2>/dev/null";
   EXPECT_NE(std::system(other_process.c_str()), 0) << "another process read the open database";
