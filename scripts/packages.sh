@@ -10,6 +10,7 @@ FLOATPLANE_PACKAGES=(
   postgresql postgresql-client  # the engine's tests start a throwaway PostgreSQL 15 cluster
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-jsonschema
+  python3-psycopg2  # the PostgreSQL e2e run creates and drops its databases on one kept connection
   python3-pytest-xdist  # the end-to-end suites run on four workers (-n 4): most of a test is waiting
   iproute2 iputils-ping  # scripts/lab: the dataplane's network namespaces
   pkg-config libnftables-dev nftables  # the Linux agents' NAT tables (nft: for looking at them by hand)
