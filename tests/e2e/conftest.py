@@ -487,7 +487,7 @@ class PostgresDatabases:
         self._names = {}  # data dir -> database name
         self._count = 0
         self._lock = threading.Lock()
-        self._maintenance = None  # the kept connection; opened again if it broke
+        self._maintenance = None  # the kept connection; replaced when it stops answering
         self._maintenance_lock = threading.Lock()
 
     def url_of(self, name):
@@ -500,14 +500,27 @@ class PostgresDatabases:
         values as strings (booleans 't' and 'f'), NULL as None."""
         connection = self._psycopg2.connect(url, connect_timeout=10,
                                             options="-c statement_timeout=60000")
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT oid FROM pg_type")
-            oids = tuple(row[0] for row in cursor.fetchall())
-        extensions = self._psycopg2.extensions
-        as_text = extensions.new_type(oids, "FLOATPLANE_TEST_TEXT", lambda value, _cursor: value)
-        extensions.register_type(as_text, connection)
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT oid FROM pg_type")
+                oids = tuple(row[0] for row in cursor.fetchall())
+            extensions = self._psycopg2.extensions
+            as_text = extensions.new_type(oids, "FLOATPLANE_TEST_TEXT",
+                                          lambda value, _cursor: value)
+            extensions.register_type(as_text, connection)
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _answers(self, connection):
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except self._psycopg2.Error:
+            return False
 
     def run(self, sql, database=None):
         """Runs `sql` (one statement) on the cluster's maintenance database or `database`;
@@ -527,14 +540,16 @@ class PostgresDatabases:
                 finally:
                     connection.close()
             with self._maintenance_lock:
-                if self._maintenance is None or self._maintenance.closed:
-                    self._maintenance = self._connect(self.cluster_url)
-                try:
-                    return execute(self._maintenance)
-                except self._psycopg2.OperationalError:
-                    # Most likely the connection itself: the next call opens another.
+                # A kept connection that does not answer a probe (the cluster restarted) is
+                # replaced before the statement goes; the statement itself is sent once (a
+                # CREATE DATABASE sent again after its reply was lost would find it made).
+                if self._maintenance is not None and not (
+                        not self._maintenance.closed and self._answers(self._maintenance)):
                     self._maintenance.close()
-                    raise
+                    self._maintenance = None
+                if self._maintenance is None:
+                    self._maintenance = self._connect(self.cluster_url)
+                return execute(self._maintenance)
         except self._psycopg2.Error as error:
             raise AssertionError(f"PostgreSQL refused {sql!r}: {str(error).strip()}") from None
 
@@ -643,8 +658,10 @@ def pytest_report_header(config):
 
 def pytest_unconfigure(config):
     if POSTGRES is not None:
-        POSTGRES.drop_all()
-        POSTGRES.close()
+        try:
+            POSTGRES.drop_all()
+        finally:
+            POSTGRES.close()
 
 
 def pytest_runtest_setup(item):
