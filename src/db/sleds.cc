@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "db/nat.h"
 
 namespace fp::db {
@@ -78,15 +80,19 @@ Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds) {
 }
 
 Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates) {
+  // One statement for every sled in service whose agent answers, not one per candidate: on
+  // PostgreSQL each is a round trip, and a rack has 32 sleds. A rack's sled table is small, so
+  // counting a sled that is not a candidate costs less than naming the candidates (an IN list
+  // of three or more values makes SQLite build a temporary b-tree at each run).
+  const std::set<Uuid> wanted(candidates.begin(), candidates.end());
   std::optional<std::pair<int64_t, Uuid>> best;
-  for (const Uuid& sled : candidates) {
-    auto row = FP_TRY(tx.QueryRow(
-        "SELECT (SELECT count(*) FROM instance WHERE sled_id = s.id AND state = 'vmm' AND "
-        "time_deleted IS NULL) FROM sled s WHERE s.id = ? AND s.policy = 'in_service' AND "
-        "(s.agent_answers IS NULL OR s.agent_answers = 1)",
-        sled));
-    if (!row) continue;  // expunged, or its agent does not answer
-    std::pair<int64_t, Uuid> load{row->Int(0), sled};
+  for (const Row& r : FP_TRY(tx.Query(
+           "SELECT s.id, (SELECT count(*) FROM instance WHERE sled_id = s.id AND state = 'vmm' "
+           "AND time_deleted IS NULL) FROM sled s WHERE s.policy = 'in_service' AND "
+           "(s.agent_answers IS NULL OR s.agent_answers = 1)"))) {
+    Uuid sled = FP_TRY(UuidColumn(r, 0));
+    if (!wanted.contains(sled)) continue;
+    std::pair<int64_t, Uuid> load{r.Int(1), sled};
     if (!best || load < *best) best = load;
   }
   if (!best) {
