@@ -543,9 +543,9 @@ class PostgresDatabases:
                 # A kept connection that does not answer a probe (the cluster restarted) is
                 # replaced before the statement goes; the statement itself is sent once (a
                 # CREATE DATABASE sent again after its reply was lost would find it made).
-                if self._maintenance is not None and not (
-                        not self._maintenance.closed and self._answers(self._maintenance)):
-                    self._maintenance.close()
+                kept = self._maintenance
+                if kept is not None and (kept.closed or not self._answers(kept)):
+                    kept.close()
                     self._maintenance = None
                 if self._maintenance is None:
                     self._maintenance = self._connect(self.cluster_url)
