@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <set>
+#include <utility>
 
 #include "db/nat.h"
 
@@ -64,19 +65,6 @@ Result<Sled> SledGetIn(Tx& tx, const Uuid& id) {
 
 Result<Sled> SledGet(Datastore& ds, const Uuid& id) {
   return ds.Read<Sled>([&](Tx& tx) { return SledGetIn(tx, id); });
-}
-
-Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds) {
-  using Out = std::vector<std::pair<Uuid, int64_t>>;
-  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
-    Out out;
-    for (const Row& r : FP_TRY(
-             tx.Query("SELECT s.id, (SELECT count(*) FROM instance i WHERE i.sled_id = s.id AND "
-                      "i.time_deleted IS NULL AND i.state = 'vmm') FROM sled s ORDER BY s.id"))) {
-      out.emplace_back(FP_TRY(UuidColumn(r, 0)), r.Int(1));
-    }
-    return out;
-  });
 }
 
 Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates) {

@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "common/ip.h"
@@ -46,8 +45,6 @@ Result<bool> SledRecordAgent(Datastore& ds, const Uuid& sled_id, bool answers);
 // while an instance on the sled is starting or rebooting, or any migration is in progress
 // (retry when it is done). NotFound for an unknown sled.
 Result<Sled> SledExpunge(Datastore& ds, const Uuid& sled_id, const Effect<Sled>& effect);
-// Running (vmm) instances per sled, for placement.
-Result<std::vector<std::pair<Uuid, int64_t>>> SledLoad(Datastore& ds);
 // The least loaded of `candidates` (fewest instances with a VMM), ties broken by id, leaving
 // out expunged sleds and sleds whose agent does not answer. ServiceUnavailable if none is left.
 Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates);

@@ -458,16 +458,6 @@ def _import_psycopg2():
     return psycopg2
 
 
-def _sql_literal(value):
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 class PostgresDatabases:
     """Fresh databases on the test cluster, one per data directory, created on first use.
 
@@ -522,12 +512,13 @@ class PostgresDatabases:
         except self._psycopg2.Error:
             return False
 
-    def run(self, sql, database=None):
-        """Runs `sql` (one statement) on the cluster's maintenance database or `database`;
-        returns the rows as lists of strings (NULL as None)."""
+    def run(self, sql, database=None, params=None):
+        """Runs `sql` (one statement) on the cluster's maintenance database or `database`, with
+        `params` bound to its %s placeholders if given; returns the rows as lists of strings
+        (NULL as None)."""
         def execute(connection):
             with connection.cursor() as cursor:
-                cursor.execute(sql)
+                cursor.execute(sql, params)
                 if cursor.description is None:
                     return []
                 return [list(row) for row in cursor.fetchall()]
@@ -856,10 +847,11 @@ class FloatplaneServer:
                     return [tuple(r) for r in connection.execute(query, tuple(params)).fetchall()]
             finally:
                 connection.close()
-        pieces = query.split("?")
-        assert len(pieces) == len(params) + 1, f"{len(params)} parameters for {query!r}"
-        text = pieces[0] + "".join(_sql_literal(p) + rest for p, rest in zip(params, pieces[1:]))
-        return [tuple(r) for r in POSTGRES.run(text, POSTGRES.database_for(self.data_dir))]
+        assert query.count("?") == len(params), f"{len(params)} parameters for {query!r}"
+        # psycopg2's placeholders are %s, and a literal % is written %%.
+        text = query.replace("%", "%%").replace("?", "%s")
+        rows = POSTGRES.run(text, POSTGRES.database_for(self.data_dir), tuple(params))
+        return [tuple(r) for r in rows]
 
     # -- talking to it --
 
