@@ -3,12 +3,22 @@
 //
 //   floatplane-sim --seeds 500              seeds 1..500, a line per failure, a summary
 //   floatplane-sim --seed 42 --trace        one run, every step printed
+//
+// Seeds run on --jobs threads at once (default: one per core). A run shares nothing with
+// another (its own rack, clock, randomness and database), so its outcome and trace hash do not
+// depend on the threads; the output is printed in seed order as the runs finish.
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "sim/simulation.h"
@@ -29,6 +39,9 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", trace, "Print every step of each run and its final state");
   bool logs = false;
   app.add_flag("--logs", logs, "Print the server's and the agents' log lines (stderr)");
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--jobs", jobs, "Seeds run at once, each on a thread (default: one per core)")
+      ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   // The runs' own log lines are noise unless asked for: errors only.
   fp::SetLogLevel(logs ? fp::LogLevel::kDebug : fp::LogLevel::kError);
@@ -46,9 +59,41 @@ int main(int argc, char** argv) {
   int64_t faults = 0;
   int64_t slow_syncs = 0;
   int64_t operations = 0;
-  for (uint64_t s = first; s < first + static_cast<uint64_t>(seeds); ++s) {
+  // Workers take the next seed and leave its report in its slot; this thread prints the slots
+  // in order as they fill.
+  std::mutex mu;
+  std::condition_variable filled;
+  std::vector<std::optional<fp::sim::RunReport>> reports(static_cast<size_t>(std::max(seeds, 0)));
+  size_t next = 0;
+  std::vector<std::thread> workers;
+  for (int j = 0; j < std::min(jobs, seeds); ++j) {
+    workers.emplace_back([&, options] {
+      fp::sim::RunOptions mine = options;
+      for (;;) {
+        size_t k;
+        {
+          std::lock_guard lock(mu);
+          if (next == reports.size()) return;
+          k = next++;
+        }
+        mine.seed = first + k;
+        fp::sim::RunReport report = fp::sim::Run(mine);
+        std::lock_guard lock(mu);
+        reports[k] = std::move(report);
+        filled.notify_one();
+      }
+    });
+  }
+  for (size_t k = 0; k < reports.size(); ++k) {
+    const uint64_t s = first + k;
     options.seed = s;
-    fp::sim::RunReport report = fp::sim::Run(options);
+    fp::sim::RunReport report;
+    {
+      std::unique_lock lock(mu);
+      filled.wait(lock, [&] { return reports[k].has_value(); });
+      report = std::move(*reports[k]);
+      reports[k].reset();
+    }
     crashes += report.server_crashes;
     restarts += report.agent_restarts;
     faults += report.network_faults;
@@ -67,6 +112,7 @@ int main(int argc, char** argv) {
     for (const auto& v : report.violations) std::printf("  %s\n", v.c_str());
     std::fflush(stdout);
   }
+  for (std::thread& w : workers) w.join();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   std::printf(

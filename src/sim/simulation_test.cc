@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "db/schema.h"
 #include "db/sqlite/connection.h"
@@ -28,7 +29,15 @@ TEST(Simulation, TheSameSeedGivesTheSameRunAndAnotherSeedAnother) {
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.trace, b.trace);
   o.seed = 8;
-  EXPECT_NE(sim::Run(o).trace_hash, a.trace_hash);
+  RunReport c = sim::Run(o);
+  EXPECT_NE(c.trace_hash, a.trace_hash);
+  // Runs share nothing, so two at once on two threads (floatplane-sim --jobs) are the same runs.
+  RunReport a_beside;
+  std::thread beside([&] { a_beside = sim::Run({.seed = 7, .operations = 40}); });
+  RunReport c_beside = sim::Run(o);
+  beside.join();
+  EXPECT_EQ(a_beside.trace, a.trace);
+  EXPECT_EQ(c_beside.trace, c.trace);
 }
 
 // Seeds in CI: FLOATPLANE_SIM_SEEDS (default 100) runs of 60 steps with every fault.
