@@ -73,7 +73,8 @@ std::string TransactionMetrics(const app::StoreCounters& c) {
 std::string HistoryMetrics(const app::HistoryCounters& h) {
   return fmt::format(
       "# HELP floatplane_saga_rows Sagas in the datastore, in any state (finished ones are "
-      "pruned after the history retention).\n# TYPE floatplane_saga_rows gauge\n"
+      "pruned after the history retention; on PostgreSQL, past 100000 the planner's "
+      "estimate).\n# TYPE floatplane_saga_rows gauge\n"
       "floatplane_saga_rows {}\n"
       "# HELP floatplane_sagas_pruned_total Finished sagas deleted, with their node events, "
       "after the history retention.\n# TYPE floatplane_sagas_pruned_total counter\n"

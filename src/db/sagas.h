@@ -100,8 +100,12 @@ struct SagaHistoryStats {
 };
 // One read of two counter rows, whatever the size of the tables (SQLite), or of a counter row
 // and the saga table's row count (PostgreSQL, where one row updated by every saga insert would
-// serialize them). For metrics: it does not wait for the log's sync, so it may count commits a
-// crash would still undo.
-Result<SagaHistoryStats> SagaHistory(Datastore& ds);
+// serialize them). On PostgreSQL the rows are counted while the planner's statistics put the
+// table at `exact_up_to` rows or fewer (or it has none yet); past that, saga_rows is the
+// planner's estimate scaled to the table's current size, as the planner makes it (within a few
+// percent), so that a metrics scrape never reads a history of millions of rows. For metrics:
+// it does not wait for the log's sync, so it may count commits a crash would still undo.
+inline constexpr int64_t kExactSagaRows = 100'000;
+Result<SagaHistoryStats> SagaHistory(Datastore& ds, int64_t exact_up_to = kExactSagaRows);
 
 }  // namespace fp::db
