@@ -38,6 +38,7 @@
 #include "db/datastore.h"
 #include "db/leases.h"
 #include "db/sagas.h"
+#include "db/schema.h"
 #include "db/sleds.h"
 #include "http/host_port.h"
 #include "http/server.h"
@@ -248,12 +249,14 @@ int RunServer(const ServerFlags& flags) {
   const std::string& data_dir = flags.data_dir;
   const std::string& listen = flags.listen;
   if (!dev) {
-    // A production server names what it runs on; only --dev makes things up.
+    // A production server names what it runs on; only --dev makes things up. A migration
+    // alone needs only the database.
     for (auto [missing, name] :
          {std::pair{flags.database.empty(), "--database"},
-          std::pair{flags.switch_agents.empty(), "--switch-agent"},
-          std::pair{flags.sled_agents.empty(), "--sled-agent"},
-          std::pair{flags.agent_secret_file.empty(), "--agent-secret-file"}}) {
+          std::pair{flags.switch_agents.empty() && !flags.migrate_only, "--switch-agent"},
+          std::pair{flags.sled_agents.empty() && !flags.migrate_only, "--sled-agent"},
+          std::pair{flags.agent_secret_file.empty() && !flags.migrate_only,
+                    "--agent-secret-file"}}) {
       if (missing) {
         std::cerr << "floatplane server: " << name << " (or `" << std::string_view(name).substr(2)
                   << "` in the config file's [server] section) is required without --dev; "
@@ -336,6 +339,11 @@ int RunServer(const ServerFlags& flags) {
   fp::LogEvent("info", "datastore open",
                {{"engine", database->engine == DatabaseEngine::kSqlite ? "sqlite" : "postgres"},
                 {"database", DescribeDatabase(*database)}});
+  if (flags.migrate_only) {
+    std::cout << "schema at version " << fp::db::LatestSchemaVersion() << ": "
+              << DescribeDatabase(*database) << std::endl;
+    return 0;
+  }
   // The application services (the API's and the instances service's).
   fp::app::TokenCache token_cache(**datastore, (*datastore)->clock());
   fp::app::Tokens tokens(**datastore, token_cache);

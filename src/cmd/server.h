@@ -31,6 +31,9 @@ struct ServerFlags {
   // Mint a new fleet admin token into DATA_DIR/admin-token at start even though the database
   // was bootstrapped already (the operator's way back in after losing the token).
   bool mint_admin_token = false;
+  // Bring the database's schema up to this version, print the version, and exit: nothing else
+  // is written (no bootstrap, no admin token), no agent is needed and nothing listens.
+  bool migrate_only = false;
   std::string listen = "127.0.0.1:12220";
   // PEM files: serve HTTPS with them (both or neither); read again on SIGHUP.
   std::string tls_cert;

@@ -8,8 +8,9 @@ against `Error`. The check lives inside the client, so no test can forget it.
 
 The engine: SQLite (the file in the data directory) unless FLOATPLANE_TEST_POSTGRES holds the
 libpq URL of a running PostgreSQL cluster (scripts/pg-cluster); then every data directory gets
-a fresh database of its own on that cluster (CREATE DATABASE through psycopg2), passed to the
-server as `--database`, kept across restarts of the server and dropped when the fixture that
+a fresh database of its own on that cluster (CREATE DATABASE through psycopg2, a copy of one
+the worker migrated once with `floatplane server --migrate-only`), passed to the server as
+`--database`, kept across restarts of the server and dropped when the fixture that
 started it tears down. Tests marked `sqlite_only(reason)` are skipped on PostgreSQL and tests
 marked `postgres_only(reason)` on SQLite; modules marked `engine_independent(reason)` (what they
 check lives above the datastore) run on SQLite only and are skipped on PostgreSQL.
@@ -469,13 +470,19 @@ class PostgresDatabases:
     to the WAL (PostgreSQL 15's default), cost its backend 31 ms of CPU instead of 88 (two
     checkpoints each, cheap on a cluster without fsync). The suite on PostgreSQL, four workers
     (2026-12-04): 195 s and 383 CPU-seconds with psql, 182 and 351 on the kept connection,
-    165 and 320 with FILE_COPY too."""
+    165 and 320 with FILE_COPY too.
+
+    Each is a copy of a database this process migrated once (`floatplane server
+    --migrate-only`), as the C++ tests' are (db/testing/temp_datastore.h), so that a server's
+    first start does not migrate a schema of its own: that cost PostgreSQL some 100 ms of CPU
+    per test."""
 
     def __init__(self, cluster_url):
         self._psycopg2 = _import_psycopg2()
         self.cluster_url = cluster_url
         self._names = {}  # data dir -> database name
         self._count = 0
+        self._template = None  # the migrated database copied, once made
         self._lock = threading.Lock()
         self._maintenance = None  # the kept connection; replaced when it stops answering
         self._maintenance_lock = threading.Lock()
@@ -550,15 +557,37 @@ class PostgresDatabases:
                 self._maintenance.close()
                 self._maintenance = None
 
+    def _migrated_template(self):
+        """The name of this process's migrated database, made on the first call (with
+        self._lock held); without FLOATPLANE_BIN, PostgreSQL's own empty template."""
+        if self._template is None:
+            binary = os.environ.get("FLOATPLANE_BIN")
+            if not binary:
+                return "template1"
+            name = f"fp_e2e_{os.getpid()}_migrated"
+            self.run(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
+            with tempfile.TemporaryDirectory(prefix="fp-migrate-") as data_dir:
+                done = subprocess.run(
+                    [binary, "server", "--migrate-only", "--database", self.url_of(name),
+                     "--data-dir", data_dir],
+                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                self.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                raise AssertionError(f"floatplane server --migrate-only exited with "
+                                     f"{done.returncode}: {done.stderr.strip()}")
+            self._template = name
+        return self._template
+
     def database_for(self, data_dir):
         """The name of the database of `data_dir`, created on the first call."""
         key = str(Path(data_dir).resolve())
         with self._lock:
             name = self._names.get(key)
             if name is None:
+                template = self._migrated_template()
                 self._count += 1
                 name = f"fp_e2e_{os.getpid()}_{self._count}"
-                self.run(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
+                self.run(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
                 self._names[key] = name
             return name
 
@@ -584,6 +613,10 @@ class PostgresDatabases:
         with self._lock:
             keys = list(self._names)
         self.drop(keys)
+        with self._lock:
+            template, self._template = self._template, None
+        if template is not None:
+            self.run(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
 
 
 def _postgres_from_environment():

@@ -3,6 +3,7 @@ flags winning over the file, the engine named in the startup log with no passwor
 without --dev is required, and the bootstrap of the first fleet admin token when several
 servers share one PostgreSQL database (README "Configuration")."""
 
+import re
 import subprocess
 import threading
 import urllib.parse
@@ -84,6 +85,31 @@ def test_without_dev_the_database_and_agents_are_required(floatplane_bin, tmp_pa
         floatplane_bin, "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:0", *args)
     assert code == 2, stderr
     assert named in stderr and "--dev" in stderr, stderr
+
+
+def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, start_server,
+                                                            server_database_args, tmp_path):
+    """`server --migrate-only`, a deployment's schema step: it needs the database alone (no
+    agents, no secret), prints the schema version and exits, bootstrapping nothing and listening
+    on nothing; the first server started on the database afterwards bootstraps it."""
+    data_dir = tmp_path / "migrated"
+    database = server_database_args(data_dir) or ["--database",
+                                                  f"sqlite:{data_dir / 'floatplane.db'}"]
+    done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", "--data-dir",
+                           str(data_dir), *database], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    match = re.fullmatch(r"schema at version (\d+): (sqlite|postgres) .*\n", done.stdout)
+    assert match, done.stdout
+    assert not (data_dir / "admin-token").exists()
+
+    server = start_server(data_dir=data_dir, start=False)
+    [[version]] = server.sql("SELECT max(version) FROM schema_version")
+    assert int(version) == int(match.group(1))
+    [[silos]] = server.sql("SELECT count(*) FROM silo")
+    assert int(silos) == 0
+    server.start()
+    expect(server.admin.get("/v1/system/silos/default"), 200)
 
 
 @pytest.mark.parametrize("config_text, named", [
