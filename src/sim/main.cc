@@ -15,12 +15,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "sim/simulation.h"
 
 int main(int argc, char** argv) {
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   int64_t operations = 0;
   // Workers take the next seed and leave its report in its slot; this thread prints the slots
   // in order as they fill.
-  std::mutex mu;
+  fp::Mutex mu;
   std::condition_variable filled;
   std::vector<std::optional<fp::sim::RunReport>> reports(static_cast<size_t>(std::max(seeds, 0)));
   size_t next = 0;
@@ -72,13 +72,13 @@ int main(int argc, char** argv) {
       for (;;) {
         size_t k;
         {
-          std::lock_guard lock(mu);
+          fp::MutexLock lock(mu);
           if (next == reports.size()) return;
           k = next++;
         }
         mine.seed = first + k;
         fp::sim::RunReport report = fp::sim::Run(mine);
-        std::lock_guard lock(mu);
+        fp::MutexLock lock(mu);
         reports[k] = std::move(report);
         filled.notify_one();
       }
@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
     options.seed = s;
     fp::sim::RunReport report;
     {
-      std::unique_lock lock(mu);
-      filled.wait(lock, [&] { return reports[k].has_value(); });
+      fp::MutexLock lock(mu);
+      lock.Wait(filled, [&] { return reports[k].has_value(); });
       report = std::move(*reports[k]);
       reports[k].reset();
     }
