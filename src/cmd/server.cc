@@ -265,6 +265,12 @@ int RunServer(const ServerFlags& flags) {
       }
     }
   }
+  if (flags.migrate_only && flags.mint_admin_token) {
+    std::cerr << "floatplane server: --mint-admin-token needs a server start; --migrate-only "
+                 "bootstraps nothing: run the migration, then start the server with "
+                 "--mint-admin-token\n";
+    return 2;
+  }
   auto address = ParseListen(listen);
   if (!address) {
     std::cerr << "floatplane server: --listen: " << address.error().message() << "\n";

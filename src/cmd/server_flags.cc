@@ -45,10 +45,13 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   server->add_flag("--mint-admin-token", flags.mint_admin_token,
                    "Mint a new fleet admin token into DATA_DIR/admin-token at start, even though "
                    "the database has one (when the token the bootstrap wrote is lost)");
-  server->add_flag("--migrate-only", flags.migrate_only,
-                   "Bring the database's schema up to this version (as every start does), print "
-                   "the version and exit: no bootstrap, no agents, nothing listens. For a "
-                   "deployment that upgrades the schema as a step of its own");
+  // Not a config file key: a deployment's file would turn every start into a migration.
+  server
+      ->add_flag("--migrate-only", flags.migrate_only,
+                 "Bring the database's schema up to this version (as every start does), print "
+                 "the version and exit: no bootstrap, no agents, nothing listens. For a "
+                 "deployment that upgrades the schema as a step of its own")
+      ->configurable(false);
   server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

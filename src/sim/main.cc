@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   bool no_faults = false;
   bool trace = false;
   app.add_option("--seed", seed, "Run this one seed (replays a failure)");
-  app.add_option("--seeds", seeds, "How many seeds to run, from --first (default 100)");
+  app.add_option("--seeds", seeds, "How many seeds to run, from --first (default 100)")
+      ->check(CLI::Range(0, 1000000000));
   app.add_option("--first", first, "The first seed of --seeds (default 1)");
   app.add_option("--operations", options.operations, "Operations per run (default 60)");
   app.add_flag("--no-faults", no_faults, "No network faults, agent restarts or server crashes");

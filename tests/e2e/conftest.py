@@ -566,33 +566,37 @@ class PostgresDatabases:
                 return "template1"
             name = f"fp_e2e_{os.getpid()}_migrated"
             self.run(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
-            with tempfile.TemporaryDirectory(prefix="fp-migrate-") as data_dir:
-                done = subprocess.run(
-                    [binary, "server", "--migrate-only", "--database", self.url_of(name),
-                     "--data-dir", data_dir],
-                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:
+            try:
+                with tempfile.TemporaryDirectory(prefix="fp-migrate-") as data_dir:
+                    done = subprocess.run(
+                        [binary, "server", "--migrate-only", "--database", self.url_of(name),
+                         "--data-dir", data_dir],
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+                if done.returncode != 0:
+                    raise AssertionError(f"floatplane server --migrate-only exited with "
+                                         f"{done.returncode}: {done.stderr.strip()}")
+            except BaseException:
                 self.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                raise AssertionError(f"floatplane server --migrate-only exited with "
-                                     f"{done.returncode}: {done.stderr.strip()}")
+                raise
             self._template = name
         return self._template
 
-    def database_for(self, data_dir):
-        """The name of the database of `data_dir`, created on the first call."""
+    def database_for(self, data_dir, migrated=True):
+        """The name of the database of `data_dir`, created on the first call: a copy of the
+        migrated one, or with `migrated=False` an empty one."""
         key = str(Path(data_dir).resolve())
         with self._lock:
             name = self._names.get(key)
             if name is None:
-                template = self._migrated_template()
+                template = self._migrated_template() if migrated else "template1"
                 self._count += 1
                 name = f"fp_e2e_{os.getpid()}_{self._count}"
                 self.run(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
                 self._names[key] = name
             return name
 
-    def url_for(self, data_dir):
-        return self.url_of(self.database_for(data_dir))
+    def url_for(self, data_dir, migrated=True):
+        return self.url_of(self.database_for(data_dir, migrated))
 
     def share(self, data_dir, with_data_dir):
         """Makes `data_dir` use the database of `with_data_dir` (servers on one database)."""
@@ -612,11 +616,13 @@ class PostgresDatabases:
     def drop_all(self):
         with self._lock:
             keys = list(self._names)
-        self.drop(keys)
-        with self._lock:
-            template, self._template = self._template, None
-        if template is not None:
-            self.run(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+        try:
+            self.drop(keys)
+        finally:
+            with self._lock:
+                template, self._template = self._template, None
+            if template is not None:
+                self.run(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
 
 
 def _postgres_from_environment():
@@ -640,11 +646,12 @@ def engine_name():
     return "postgres" if POSTGRES is not None else "sqlite"
 
 
-def database_args(data_dir):
-    """The `--database` flag for a server on `data_dir` ([] on SQLite: the default file)."""
+def database_args(data_dir, migrated=True):
+    """The `--database` flag for a server on `data_dir` ([] on SQLite: the default file); on
+    PostgreSQL a database already migrated, or with `migrated=False` an empty one."""
     if POSTGRES is None:
         return []
-    return ["--database", POSTGRES.url_for(data_dir)]
+    return ["--database", POSTGRES.url_for(data_dir, migrated)]
 
 
 def pytest_configure(config):

@@ -93,8 +93,8 @@ def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, star
     agents, no secret), prints the schema version and exits, bootstrapping nothing and listening
     on nothing; the first server started on the database afterwards bootstraps it."""
     data_dir = tmp_path / "migrated"
-    database = server_database_args(data_dir) or ["--database",
-                                                  f"sqlite:{data_dir / 'floatplane.db'}"]
+    database = server_database_args(data_dir, migrated=False) or [
+        "--database", f"sqlite:{data_dir / 'floatplane.db'}"]
     done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", "--data-dir",
                            str(data_dir), *database], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL, check=False)
