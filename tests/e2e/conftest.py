@@ -474,8 +474,9 @@ class PostgresDatabases:
 
     Each is a copy of a database this process migrated once (`floatplane server
     --migrate-only`), as the C++ tests' are (db/testing/temp_datastore.h), so that a server's
-    first start does not migrate a schema of its own: that cost PostgreSQL some 100 ms of CPU
-    per test."""
+    first start does not migrate a schema of its own. PostgreSQL's CPU over the suite, four
+    workers (2026-12-05): 198 s migrating a database per test, 179 s copying; the suite in CI's
+    rehearsals 163-187 s before, 134-145 s after."""
 
     def __init__(self, cluster_url):
         self._psycopg2 = _import_psycopg2()
