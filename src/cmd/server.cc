@@ -245,30 +245,10 @@ void ReloadTlsCertificate(fp::http::TlsCertificate& tls) {
 
 int RunServer(const ServerFlags& flags) {
   ApplyLogLevel(flags.log_level);
-  const bool dev = flags.dev;
   const std::string& data_dir = flags.data_dir;
   const std::string& listen = flags.listen;
-  if (!dev) {
-    // A production server names what it runs on; only --dev makes things up. A migration
-    // alone needs only the database.
-    for (auto [missing, name] :
-         {std::pair{flags.database.empty(), "--database"},
-          std::pair{flags.switch_agents.empty() && !flags.migrate_only, "--switch-agent"},
-          std::pair{flags.sled_agents.empty() && !flags.migrate_only, "--sled-agent"},
-          std::pair{flags.agent_secret_file.empty() && !flags.migrate_only,
-                    "--agent-secret-file"}}) {
-      if (missing) {
-        std::cerr << "floatplane server: " << name << " (or `" << std::string_view(name).substr(2)
-                  << "` in the config file's [server] section) is required without --dev; "
-                     "--dev runs on embedded defaults (see README.md, Configuration)\n";
-        return 2;
-      }
-    }
-  }
-  if (flags.migrate_only && flags.mint_admin_token) {
-    std::cerr << "floatplane server: --mint-admin-token needs a server start; --migrate-only "
-                 "bootstraps nothing: run the migration, then start the server with "
-                 "--mint-admin-token\n";
+  if (std::optional<std::string> refused = RefusedFlags(flags)) {
+    std::cerr << "floatplane server: " << *refused << "\n";
     return 2;
   }
   auto address = ParseListen(listen);
@@ -277,12 +257,6 @@ int RunServer(const ServerFlags& flags) {
     return 2;
   }
   std::shared_ptr<fp::http::TlsCertificate> tls;
-  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
-    std::cerr << "floatplane server: " << (flags.tls_cert.empty() ? "--tls-key" : "--tls-cert")
-              << " needs " << (flags.tls_cert.empty() ? "--tls-cert" : "--tls-key")
-              << ": HTTPS takes a certificate and its private key\n";
-    return 2;
-  }
   if (!flags.tls_cert.empty()) {
     auto loaded = fp::http::TlsCertificate::Load(flags.tls_cert, flags.tls_key);
     if (!loaded) {

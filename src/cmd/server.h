@@ -91,6 +91,11 @@ struct ServerFlags {
 // the subcommand passes --config on to `app`. Returns the subcommand (to ask whether it ran).
 CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
 
+// Why these flags, together, cannot start a server (a usage error, exit 2), as the message to
+// print after "floatplane server: "; nullopt when they can. Only what needs no file or network:
+// what is required without --dev, flags that exclude each other, --tls-cert without --tls-key.
+std::optional<std::string> RefusedFlags(const ServerFlags& flags);
+
 // The `switch-agent` setting of the [server] section of the config file at `path` (a URL or a
 // list of them), or nullopt if it has none. InvalidRequest naming the file for a file that is
 // not TOML or a setting that is not strings.

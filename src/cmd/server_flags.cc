@@ -188,6 +188,36 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   return server;
 }
 
+std::optional<std::string> RefusedFlags(const ServerFlags& flags) {
+  if (!flags.dev) {
+    // A production server names what it runs on; only --dev makes things up. A migration
+    // alone needs only the database.
+    for (auto [missing, name] :
+         {std::pair{flags.database.empty(), "--database"},
+          std::pair{flags.switch_agents.empty() && !flags.migrate_only, "--switch-agent"},
+          std::pair{flags.sled_agents.empty() && !flags.migrate_only, "--sled-agent"},
+          std::pair{flags.agent_secret_file.empty() && !flags.migrate_only,
+                    "--agent-secret-file"}}) {
+      if (missing) {
+        return fmt::format(
+            "{} (or `{}` in the config file's [server] section) is required without --dev; "
+            "--dev runs on embedded defaults (see README.md, Configuration)",
+            name, std::string_view(name).substr(2));
+      }
+    }
+  }
+  if (flags.migrate_only && flags.mint_admin_token) {
+    return "--mint-admin-token needs a server start; --migrate-only bootstraps nothing: run the "
+           "migration, then start the server with --mint-admin-token";
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return fmt::format("{} needs {}: HTTPS takes a certificate and its private key",
+                       flags.tls_cert.empty() ? "--tls-key" : "--tls-cert",
+                       flags.tls_cert.empty() ? "--tls-cert" : "--tls-key");
+  }
+  return std::nullopt;
+}
+
 Result<std::optional<std::vector<std::string>>> ReadSwitchAgents(const std::string& path) {
   using Out = std::optional<std::vector<std::string>>;
   toml::table parsed;

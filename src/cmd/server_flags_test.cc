@@ -122,5 +122,25 @@ TEST_F(ServerFlagsTest, AMissingConfigFileIsAnErrorNamingIt) {
   EXPECT_NE(error.find("absent.toml"), std::string::npos) << error;
 }
 
+// What cannot start a server, refused before anything is opened (exit 2).
+TEST(RefusedFlagsTest, AMigrationNeedsOnlyTheDatabaseAndMintsNoToken) {
+  ServerFlags production{.database = "sqlite:x.db"};
+  EXPECT_EQ(RefusedFlags(production).value_or(""),
+            "--switch-agent (or `switch-agent` in the config file's [server] section) is "
+            "required without --dev; --dev runs on embedded defaults (see README.md, "
+            "Configuration)");
+  ServerFlags migration{.database = "sqlite:x.db", .migrate_only = true};
+  EXPECT_EQ(RefusedFlags(migration), std::nullopt);
+  migration.database.clear();
+  EXPECT_EQ(RefusedFlags(migration).value_or("").substr(0, 10), "--database");
+  ServerFlags mint{.dev = true, .mint_admin_token = true, .migrate_only = true};
+  EXPECT_NE(RefusedFlags(mint).value_or("").find("--mint-admin-token needs a server start"),
+            std::string::npos);
+  ServerFlags half_tls{.dev = true, .tls_cert = "cert.pem"};
+  EXPECT_EQ(RefusedFlags(half_tls).value_or(""),
+            "--tls-cert needs --tls-key: HTTPS takes a certificate and its private key");
+  EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace fp::cmd
