@@ -30,7 +30,7 @@ constexpr PgMigration Own(std::string_view sql) { return {false, sql}; }
 // PostgreSQL's schema (db/postgres/): one entry per SQLite version, so that a version number
 // means the same schema on both engines. A migration is written once, in SQLite's dialect
 // (schema_sqlite_migrations.cc), unless PostgreSQL needs other statements (Own).
-constexpr std::array<PgMigration, 16> kPostgresMigrations = {
+constexpr std::array<PgMigration, 17> kPostgresMigrations = {
     // 1: as SQLite's, plus the PostgreSQL engine's own table: each write transaction inserts
     // a row with a UUID of its own, so that a COMMIT whose answer was lost can be resolved by
     // looking for it. Rows older than an hour are deleted by the engine.
@@ -176,6 +176,10 @@ $$;
     // 16: nothing here (SQLite's IN lists in CHECKs written as ORs: PostgreSQL compares an
     // IN list's values in turn).
     Own(""),
+    // 17: instance_by_sled by sled and state, as on SQLite (schema_sqlite_migrations.cc): the
+    // placement's count reads only the running instances' entries (and, where the visibility
+    // map allows, no row at all).
+    AsOnSqlite(),
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,
               "a migration adds one entry to each engine's list");

@@ -74,6 +74,15 @@ TEST(PostgresDialect, EveryMigrationTranslatesWithoutASqliteOnlyWord) {
   }
 }
 
+// A silo and a project in it, for the migrations' tests that need rows owned by a project.
+constexpr const char* kSiloAndProject = R"sql(
+    INSERT INTO silo (id, name, description, discoverable, identity_mode, time_created,
+                      time_modified)
+      VALUES ('silo-1', 's1', '', 1, 'local_only', 1, 1);
+    INSERT INTO project (id, silo_id, name, description, time_created, time_modified)
+      VALUES ('proj-1', 'silo-1', 'p1', '', 1, 1);
+)sql";
+
 class SchemaUpgradeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,6 +101,13 @@ class SchemaUpgradeTest : public ::testing::Test {
     auto rows = conn_->Query(sql, {});
     EXPECT_TRUE(rows) << rows.error().message();
     return rows && !rows->empty() ? rows->front().Int(0) : -1;
+  }
+
+  // The file passes SQLite's own check: every index holds exactly its table's rows.
+  void ExpectSound() {
+    auto check = conn_->Query("PRAGMA integrity_check", {});
+    ASSERT_TRUE(check) << check.error().message();
+    EXPECT_EQ(check->front().Text(0), "ok");
   }
 
   std::string dir_;
@@ -306,21 +322,47 @@ TEST_F(SchemaUpgradeTest, Version15To16WritesWithoutTemporaryTreesAndChecksTheSa
                   "''unwinding'', ''stuck'')%' OR sql LIKE '%state IN (''detached''%'"),
             0);
   EXPECT_FALSE(insert_saga("s-bad", "finished"));
-  auto check = conn_->Query("PRAGMA integrity_check", {});
-  ASSERT_TRUE(check);
-  EXPECT_EQ(check->front().Text(0), "ok");
+  ExpectSound();
+}
+
+// Migration 17 keys instance_by_sled by sled and state (the placement's count reads the index
+// alone): the index holds the same live instances, now with their states.
+TEST_F(SchemaUpgradeTest, Version16To17KeysInstancesBySledAndThenState) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 16));
+  ASSERT_TRUE(conn_->ExecScript(kSiloAndProject));
+  ASSERT_TRUE(conn_->ExecScript(R"sql(
+    INSERT INTO sled (id, serial, agent_url, underlay_address, time_created, time_modified)
+      VALUES ('s-1', 'BRM1', 'http://a', x'00', 1, 1), ('s-2', 'BRM2', 'http://b', x'00', 1, 1);
+    INSERT INTO instance (id, project_id, name, description, hostname, ncpus, memory, state,
+                          run_state, sled_id, time_run_state_updated, time_created,
+                          time_modified, time_deleted)
+      VALUES ('i-1', 'proj-1', 'a', '', 'h', 1, 1, 'vmm', 'running', 's-1', 1, 1, 1, NULL),
+             ('i-2', 'proj-1', 'b', '', 'h', 1, 1, 'vmm', 'running', 's-1', 1, 1, 1, NULL),
+             ('i-3', 'proj-1', 'c', '', 'h', 1, 1, 'failed', 'failed', 's-1', 1, 1, 1, NULL),
+             ('i-4', 'proj-1', 'd', '', 'h', 1, 1, 'vmm', 'running', 's-2', 1, 1, 1, 5),
+             ('i-5', 'proj-1', 'e', '', 'h', 1, 1, 'no_vmm', 'stopped', NULL, 1, 1, 1, NULL);
+  )sql"));
+  Status migrated = MigrateSchemaTo(*conn_, 17);
+  ASSERT_TRUE(migrated) << migrated.error().message();
+  EXPECT_EQ(Count("SELECT count(*) FROM pragma_index_info('instance_by_sled') WHERE "
+                  "(seqno = 0 AND name = 'sled_id') OR (seqno = 1 AND name = 'state')"),
+            2);
+  EXPECT_EQ(Count("SELECT count(*) FROM pragma_index_info('instance_by_sled')"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM instance INDEXED BY instance_by_sled WHERE sled_id = "
+                  "'s-1' AND state = 'vmm' AND time_deleted IS NULL"),
+            2);
+  EXPECT_EQ(Count("SELECT count(*) FROM instance INDEXED BY instance_by_sled WHERE sled_id = "
+                  "'s-1' AND time_deleted IS NULL"),
+            3);
+  ExpectSound();
 }
 
 // Migration 12 (quotas) names, on every live external IP, the project and silo its address
 // counts against: a floating IP's own project, an SNAT or ephemeral IP's instance's project.
 TEST_F(SchemaUpgradeTest, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) {
   ASSERT_TRUE(MigrateSchemaTo(*conn_, 11));
+  ASSERT_TRUE(conn_->ExecScript(kSiloAndProject));
   ASSERT_TRUE(conn_->ExecScript(R"sql(
-    INSERT INTO silo (id, name, description, discoverable, identity_mode, time_created,
-                      time_modified)
-      VALUES ('silo-1', 's1', '', 1, 'local_only', 1, 1);
-    INSERT INTO project (id, silo_id, name, description, time_created, time_modified)
-      VALUES ('proj-1', 'silo-1', 'p1', '', 1, 1);
     INSERT INTO ip_pool (id, name, description, ip_version, pool_type, assignment, time_created,
                          time_modified)
       VALUES ('pool-1', 'pool', '', 'v4', 'unicast', 'silos', 1, 1);
