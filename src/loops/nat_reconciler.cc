@@ -207,6 +207,9 @@ std::vector<std::shared_ptr<NatReconciler::Member>> NatReconciler::Members() con
 }
 
 Status NatReconciler::Sync(const agents::CallContext& context) {
+  // Taken first, after the caller's commits: each switch's sync then counts only a read of the
+  // feed begun after this as one that carried them (its own sync may start later, queued).
+  const int64_t came = desired_.feed_reads_begun();
   auto members = Members();
   if (members.empty()) {
     return Fail(Error::Unavailable("no switch agent is configured; NAT changes wait for one"));
@@ -216,20 +219,22 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
   // With several switches, one read of the feed serves them all (each read its own before:
   // a read per switch per change), from the lowest position the answering ones acknowledged
   // (one that does not answer would make it start far back, and fails fast anyway).
-  std::optional<SwitchReconciler::SharedFeed> shared;
-  if (members.size() > 1) {
-    std::optional<int64_t> after;
-    for (const auto& m : members) {
-      auto at = m->reconciler->answered_generation();
-      if (at) after = std::min(after.value_or(*at), *at);
-    }
-    if (after) {
-      if (auto read = db::NatChangesSince(ds_, *after, SwitchReconciler::kBatch); read) {
-        shared = SwitchReconciler::SharedFeed{*after, std::move(*read)};
-      }
-    }
-  }
-  const SwitchReconciler::SharedFeed* feed = shared ? &*shared : nullptr;
+  // Read when the first switch that needs it asks (after its wait for the exchange in flight):
+  // when every switch was brought to this caller's changes meanwhile, nothing is read.
+  SwitchReconciler::SharedFeedOnce shared_once(
+      [&]() -> std::optional<SwitchReconciler::SharedFeed> {
+        std::optional<int64_t> after;
+        for (const auto& m : members) {
+          auto at = m->reconciler->answered_generation();
+          if (at) after = std::min(after.value_or(*at), *at);
+        }
+        if (!after) return std::nullopt;
+        const int64_t number = desired_.BeginFeedRead();
+        auto read = db::NatChangesSince(ds_, *after, SwitchReconciler::kBatch);
+        if (!read) return std::nullopt;
+        return SwitchReconciler::SharedFeed{*after, std::move(*read), number};
+      });
+  SwitchReconciler::SharedFeedOnce* feed = members.size() > 1 ? &shared_once : nullptr;
   {
     // The switches at once, so that one slow switch costs its own time, not the sum.
     std::vector<std::future<void>> others;
@@ -246,12 +251,12 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
     for (size_t i = 1; i < members.size(); ++i) {
       others.push_back(members[i]->sync.Run([&, i] {
         bool u = false;
-        results[i] = members[i]->reconciler->Sync(u, context, feed);
+        results[i] = members[i]->reconciler->Sync(u, context, feed, came);
         unreachable[i] = u;
       }));
     }
     bool u = false;
-    results[0] = members[0]->reconciler->Sync(u, context, feed);
+    results[0] = members[0]->reconciler->Sync(u, context, feed, came);
     unreachable[0] = u;
     for (auto& f : others) f.get();
   }

@@ -71,8 +71,16 @@ class DesiredNat {
   // The entries of the last Current() or Rebase (what a whole table's size is expected to be).
   int64_t last_entries() const { return last_entries_.load(); }
 
+  // The syncs' reads of the change feed, numbered in the order they begin (taken just before
+  // the read's transaction; a read shared by several switches takes one number). A read
+  // numbered above what feed_reads_begun() said when a caller came began after the caller's
+  // commits, so it holds them (SwitchReconciler's group sync).
+  int64_t BeginFeedRead() { return feed_reads_.fetch_add(1) + 1; }
+  int64_t feed_reads_begun() const { return feed_reads_.load(); }
+
  private:
   db::Datastore& ds_;
+  std::atomic<int64_t> feed_reads_{0};
   std::atomic<int64_t> last_version_{0};  // written under mu_, read without it
   std::atomic<int64_t> last_entries_{0};  // likewise
   Mutex mu_;

@@ -40,6 +40,7 @@ using testing::AddNatEntry;
 class FakeSwitch : public agents::SwitchAgentClient {
  public:
   static constexpr std::string_view kBoot = "fake-boot";
+  explicit FakeSwitch(std::string address = "fake") : address_(std::move(address)) {}
   Result<agents::NatTable> GetNat() override {
     MutexLock lock(mu_);
     return agents::NatTable{generation_, {}};
@@ -116,7 +117,7 @@ class FakeSwitch : public agents::SwitchAgentClient {
   bool held_ FP_GUARDED_BY(mu_) = false;
   bool released_ FP_GUARDED_BY(mu_) = false;
   bool fail_first_ FP_GUARDED_BY(mu_) = false;
-  std::string address_ = "fake";
+  std::string address_;
 };
 
 class NatReconcilerTest : public ::testing::Test {
@@ -139,6 +140,27 @@ class NatReconcilerTest : public ::testing::Test {
       return true;
     });
     ASSERT_TRUE(removed) << removed.error().message();
+  }
+
+  // A first caller's exchange is held on each of `held`; eight callers commit a change each
+  // and sync meanwhile; then the switches answer. The reads of the datastore from then until
+  // every caller returned.
+  int64_t ReadsOfEightCallersWaitingOut(const std::vector<FakeSwitch*>& held) {
+    for (FakeSwitch* s : held) s->HoldFirstApply();
+    std::thread first([&] { ExpectSyncOk(); });
+    for (FakeSwitch* s : held) s->WaitUntilHeld();
+    std::vector<std::thread> later;
+    for (int i = 0; i < 8; ++i) {
+      AddEntry();
+      later.emplace_back([&] { ExpectSyncOk(); });
+    }
+    // Each caller queues its syncs of the other switches before it waits for the first.
+    EXPECT_TRUE(WaitFor([&] { return nat.SwitchStatuses().at(0).waiting_syncs == 8; }));
+    const int64_t reads = ds->read_transactions();
+    for (FakeSwitch* s : held) s->Release(false);
+    first.join();
+    for (auto& t : later) t.join();
+    return ds->read_transactions() - reads;
   }
 
   std::vector<int64_t> RowsLeft() {
@@ -187,6 +209,47 @@ TEST_F(NatReconcilerTest, CallersArrivingDuringAnExchangeWaitForOneThatCoversThe
   // One exchange for the first caller, then one (or, if a caller was slow to arrive, a few)
   // for the eight: not one each.
   EXPECT_LE(sw.apply_calls(), 4);
+}
+
+// Group sync: the exchange after the one in flight carries every waiting caller's changes,
+// read once; the callers whose changes it carried read nothing more.
+TEST_F(NatReconcilerTest, CallersCarriedByTheNextExchangeReadTheFeedNoMore) {
+  AddEntry();
+  EXPECT_EQ(ReadsOfEightCallersWaitingOut({&sw}), 1);  // the first of the eight to get the switch
+  EXPECT_EQ(sw.apply_calls(), 2);
+  EXPECT_EQ(sw.generation(), 9);
+}
+
+// The same with two switches, each held: the read the switches share is made only when one of
+// them needs it, so the callers carried on both read nothing either.
+TEST_F(NatReconcilerTest, WithTwoSwitchesCarriedCallersReadTheFeedNoMore) {
+  auto second_switch = std::make_shared<FakeSwitch>("fake-2");
+  nat.AddSwitch(second_switch);
+  AddEntry();
+  // One read for each switch's next exchange, or one between them when the same caller made
+  // both; eight before (each caller read the shared feed before it waited).
+  EXPECT_LE(ReadsOfEightCallersWaitingOut({&sw, second_switch.get()}), 2);
+  EXPECT_EQ(sw.generation(), 9);
+  EXPECT_EQ(second_switch->generation(), 9);
+}
+
+// An exchange carries only the callers that came before its read of the feed began, whatever
+// reads began while it was in flight: here the second switch's read for the later caller.
+TEST_F(NatReconcilerTest, AnExchangeWhoseReadBeganBeforeACallerCameDoesNotCarryIt) {
+  auto second_switch = std::make_shared<FakeSwitch>("fake-2");
+  nat.AddSwitch(second_switch);
+  AddEntry();
+  sw.HoldFirstApply();
+  std::thread first([&] { ExpectSyncOk(); });  // its read holds version 1 only
+  sw.WaitUntilHeld();
+  AddEntry();
+  std::thread later([&] { ExpectSyncOk(); });
+  // The later caller's read for the second switch, made while the first switch is held.
+  ASSERT_TRUE(WaitFor([&] { return second_switch->generation() == 2; }));
+  sw.Release(false);
+  first.join();
+  later.join();
+  EXPECT_EQ(sw.generation(), 2);  // the later caller's change reached the first switch too
 }
 
 TEST_F(NatReconcilerTest, AFailedExchangeFailsOnlyTheCallersItCovered) {

@@ -28,11 +28,21 @@ SwitchReconciler::SwitchReconciler(db::Datastore& ds, DesiredNat& desired,
   status_.address = client_->address();
 }
 
+const SwitchReconciler::SharedFeed* SwitchReconciler::SharedFeedOnce::Get() {
+  std::call_once(once_, [this] { feed_ = read_(); });
+  return feed_ ? &*feed_ : nullptr;
+}
+
 Status SwitchReconciler::Sync(bool& unreachable, const agents::CallContext& context,
-                              const SharedFeed* shared) {
+                              SharedFeedOnce* shared, std::optional<int64_t> came) {
+  // After this caller's commits (it calls once they are made): a read numbered above it holds
+  // them.
+  if (!came) came = desired_.feed_reads_begun();
   waiting_syncs_.fetch_add(1);
   MutexLock lock(sync_mu_);
   waiting_syncs_.fetch_sub(1);
+  unreachable = false;
+  if (covered_ > *came) return Ok();  // an exchange since this caller came carried its changes
   refused_ = false;
   Status s = UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) { return SyncLocked(context, shared); });
   // Not answering (refused connections, timeouts, 5xx): the switch catches up later. An
@@ -149,7 +159,8 @@ Result<T> SwitchReconciler::UnlessHung(Exchange exchange) {
   return result;
 }
 
-Status SwitchReconciler::SyncLocked(const agents::CallContext& context, const SharedFeed* shared) {
+Status SwitchReconciler::SyncLocked(const agents::CallContext& context,
+                                    SharedFeedOnce* shared_once) {
   if (!known_generation_ || !known_boot_) {
     // Ask the switch where it is (after a start, or after an error: it may have restarted).
     int64_t desired = FP_TRY(db::NatCurrentVersion(ds_));
@@ -167,16 +178,23 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context, const Sh
   // shared one when it starts at or before that position and was not cut at kBatch (it then
   // holds every change up to its current version).
   db::NatFeed feed;
+  int64_t read = 0;  // its number: what the switch is brought to covers the callers before it
+  const SharedFeed* shared = shared_once ? shared_once->Get() : nullptr;
   if (shared && shared->after <= at && static_cast<int64_t>(shared->feed.changes.size()) < kBatch) {
     feed.current_version = shared->feed.current_version;
     for (const db::NatFeedChange& c : shared->feed.changes) {
       if (c.version > at) feed.changes.push_back(c);
     }
+    read = shared->read;
   } else {
+    read = desired_.BeginFeedRead();
     feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
   }
   const int64_t desired = feed.current_version;
-  if (at >= desired) return Ok();  // nothing new
+  if (at >= desired) {  // nothing new
+    covered_ = std::max(covered_, read);
+    return Ok();
+  }
   // Any failure below leaves the switch's position unknown until it is asked again.
   known_generation_.reset();
   while (at < desired) {
@@ -212,6 +230,7 @@ Status SwitchReconciler::SyncLocked(const agents::CallContext& context, const Sh
     if (at < desired) feed = FP_TRY(db::NatChangesSince(ds_, at, kBatch));
   }
   known_generation_ = at;
+  if (at >= desired) covered_ = std::max(covered_, read);
   return Ok();
 }
 

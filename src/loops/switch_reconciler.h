@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,16 +44,37 @@ class SwitchReconciler {
 
   // The NAT feed after version `after`, read once for every switch of a Sync (NatReconciler):
   // a switch at `after` or beyond takes its changes from it instead of reading its own.
+  // `read`: its number (DesiredNat::BeginFeedRead).
   struct SharedFeed {
     int64_t after = 0;
     db::NatFeed feed;
+    int64_t read = 0;
+  };
+  // That read, made when the first switch of the Sync needs it, at most once; never if none
+  // does. Thread-safe (the switches sync at once).
+  class SharedFeedOnce {
+   public:
+    explicit SharedFeedOnce(std::function<std::optional<SharedFeed>()> read)
+        : read_(std::move(read)) {}
+    const SharedFeed* Get();
+
+   private:
+    std::function<std::optional<SharedFeed>()> read_;
+    std::once_flag once_;
+    std::optional<SharedFeed> feed_;
   };
 
   // Sync; `unreachable` tells a switch that did not answer from one that refused. `shared`:
   // a feed read for every switch (used only when it covers this one's position and holds
   // every change to its current version; otherwise this switch reads its own).
+  //
+  // Group sync: a caller that waited for the exchange in flight returns at once, reading
+  // nothing, if a sync whose read of the feed began after the caller came (and so after its
+  // commits) has since brought the switch to everything that read held. `came`: what
+  // DesiredNat::feed_reads_begun() said when the caller came, after its commits (by default,
+  // when this is called).
   Status Sync(bool& unreachable, const agents::CallContext& context = {},
-              const SharedFeed* shared = nullptr);
+              SharedFeedOnce* shared = nullptr, std::optional<int64_t> came = std::nullopt);
   // The generation the switch acknowledged at its last exchange, if that exchange answered.
   std::optional<int64_t> answered_generation() const;
 
@@ -79,7 +102,7 @@ class SwitchReconciler {
   template <typename T, typename Exchange>
   Result<T> UnlessHung(Exchange exchange) FP_REQUIRES(sync_mu_);
 
-  Status SyncLocked(const agents::CallContext& context = {}, const SharedFeed* shared = nullptr)
+  Status SyncLocked(const agents::CallContext& context = {}, SharedFeedOnce* shared = nullptr)
       FP_REQUIRES(sync_mu_);
 
   // Replaces the table of a switch found at `at` (empty, or restarted) with the desired one.
@@ -109,7 +132,10 @@ class SwitchReconciler {
   // counted however it is found.
   std::optional<std::string> last_boot_seen_ FP_GUARDED_BY(sync_mu_);
   bool refused_ FP_GUARDED_BY(sync_mu_) = false;  // the last Sync's failure was the switch refusing
-  std::atomic<int64_t> waiting_syncs_{0};         // Sync callers waiting for sync_mu_
+  // The number of the last read of the feed (DesiredNat::BeginFeedRead) whose every change the
+  // switch acknowledged: the group sync's test.
+  int64_t covered_ FP_GUARDED_BY(sync_mu_) = 0;
+  std::atomic<int64_t> waiting_syncs_{0};  // Sync callers waiting for sync_mu_
   mutable Mutex status_mu_;
   SwitchNatStatus status_ FP_GUARDED_BY(status_mu_);
   bool ever_answered_ FP_GUARDED_BY(status_mu_) = false;
