@@ -76,7 +76,9 @@ class DesiredNat {
   // numbered above what feed_reads_begun() said when a caller came began after the caller's
   // commits, so it holds them (SwitchReconciler's group sync).
   int64_t BeginFeedRead() { return feed_reads_.fetch_add(1) + 1; }
-  int64_t feed_reads_begun() const { return feed_reads_.load(); }
+  // A read-modify-write, not a load: a read that takes a later number then synchronises with
+  // it, so what the caller did before (its commits) happens before that read begins.
+  int64_t feed_reads_begun() { return feed_reads_.fetch_add(0); }
 
  private:
   db::Datastore& ds_;
