@@ -64,19 +64,7 @@ class HistoryTest : public ::testing::Test {
   }
 
   // SQLite's plan of `sql` (its parameters unbound), one step a line; "" for no statement.
-  std::string Plan(const std::string& sql) {
-    EXPECT_FALSE(sql.empty()) << "no such statement ran, or several did";
-    if (sql.empty()) return "";
-    return ds
-        ->Read<std::string>([&](Tx& tx) -> Result<std::string> {
-          std::string plan;
-          for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql))) {
-            plan += r.Text(3) + "\n";
-          }
-          return plan;
-        })
-        .value();
-  }
+  std::string Plan(const std::string& sql) { return testing::QueryPlan(*ds, sql); }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   TempDatastore ds{clock_};

@@ -121,17 +121,8 @@ TEST_F(PlacementTest, TheCountOfEachSledReadsTheIndexBySledAndState) {
   ASSERT_TRUE(sled) << sled.error().message();
   AddInstance(traced, f.project, &*sled, "vmm");
   ASSERT_EQ(Pick(traced, {sled->id}).value(), sled->id);
-  std::string sql = trace.Only("count(*) FROM instance WHERE sled_id");
-  ASSERT_FALSE(sql.empty()) << "no such statement ran, or several did";
-  std::string plan = traced
-                         ->Read<std::string>([&](Tx& tx) -> Result<std::string> {
-                           std::string out;
-                           for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql))) {
-                             out += r.Text(3) + "\n";
-                           }
-                           return out;
-                         })
-                         .value();
+  std::string plan =
+      testing::QueryPlan(*traced, trace.Only("count(*) FROM instance WHERE sled_id"));
   EXPECT_NE(plan.find("INDEX instance_by_sled (sled_id=? AND state=?)"), std::string::npos) << plan;
 }
 

@@ -4,6 +4,7 @@
 // StatementTrace lives (SQLite's automatic extension installs a trace on each as it opens), so
 // that a test can read the plans of the statements the code really ran, not hand copies.
 
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 
 #include <set>
@@ -11,6 +12,7 @@
 #include <string_view>
 
 #include "common/mutex.h"
+#include "db/datastore.h"
 
 namespace fp::db::testing {
 
@@ -55,5 +57,20 @@ class StatementTrace {
   static inline Mutex mu_;
   static inline std::set<std::string> texts_ FP_GUARDED_BY(mu_);
 };
+
+// SQLite's plan of `sql` on `ds` (EXPLAIN QUERY PLAN), a line per step: for a text that
+// StatementTrace::Only gave. Fails the test, and answers "", when `sql` is "" (no such
+// statement ran, or several did).
+inline std::string QueryPlan(Datastore& ds, const std::string& sql) {
+  EXPECT_FALSE(sql.empty()) << "no such statement ran, or several did";
+  if (sql.empty()) return "";
+  auto plan = ds.Read<std::string>([&](Tx& tx) -> Result<std::string> {
+    std::string out;
+    for (const Row& r : FP_TRY(tx.Query("EXPLAIN QUERY PLAN " + sql))) out += r.Text(3) + "\n";
+    return out;
+  });
+  EXPECT_TRUE(plan) << plan.error().message();
+  return plan ? *plan : "";
+}
 
 }  // namespace fp::db::testing
