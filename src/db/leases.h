@@ -89,6 +89,7 @@ class TaskLeaseKeeper {
   // Gives the task up (at shutdown), so another server takes it at once.
   void Release();
   const std::string& task() const { return task_; }
+  int64_t ttl_us() const { return ttl_us_; }
 
  private:
   Datastore& ds_;

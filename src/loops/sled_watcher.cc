@@ -262,6 +262,45 @@ bool SledWatcher::Pause(std::chrono::milliseconds d) {
   return !stop_;
 }
 
+void SledWatcher::KeepLease() {
+  const auto period =
+      std::max(std::chrono::milliseconds(10), std::chrono::milliseconds(lease_->ttl_us() / 4000));
+  bool held = false;
+  do {
+    const bool now_held = lease_->Held();
+    if (now_held != held) {
+      held = now_held;
+      LogEvent("info",
+               held ? "this server watches the sleds now (it holds the sled-watcher lease)"
+                    : "this server no longer watches the sleds (it lost the sled-watcher lease)",
+               {{"lease_ttl_ms", lease_->ttl_us() / 1000}});
+    }
+    if (held) {
+      {
+        MutexLock lock(mu_);
+        ++lease_held_looks_;
+      }
+      cv_.notify_all();
+    }
+  } while (Pause(period));
+}
+
+bool SledWatcher::MayWatch() {
+  if (!lease_) return true;
+  int64_t looks;
+  {
+    MutexLock lock(mu_);
+    looks = lease_held_looks_;
+  }
+  if (lease_->Held()) return true;
+  // Counted before the look above: a KeepLease look that found the lease held since ends the
+  // wait, however close behind this one it came.
+  MutexLock lock(mu_);
+  ds_.clock().WaitFor(lock, cv_, options_.full_period,
+                      [&]() FP_REQUIRES(mu_) { return stop_ || lease_held_looks_ != looks; });
+  return false;
+}
+
 void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled) {
   const Clock& clock = ds_.clock();
   std::string boot;   // the run of the sled's agent the feed follows; empty: none yet
@@ -332,12 +371,11 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
   bool confirmed_only = false;  // the last report only confirmed (see confirmation_linger)
   while (Pause(std::chrono::milliseconds(0))) {
     // With several servers, one watches at a time; the next holder starts from a full list.
-    if (lease_ && !lease_->Held()) {
+    if (!MayWatch()) {
       boot.clear();
-      // Another server watches meanwhile, and records what it sees: judged afresh on return.
+      // Another server watched meanwhile, and recorded what it saw: judged afresh on return.
       recorded.reset();
       silent_since.reset();
-      Pause(options_.full_period);
       continue;
     }
     if (clock.Monotonic() >= next_full) schedule(WatchSled(sled_id, sled));
@@ -392,9 +430,8 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
   // that waits for the task lease does not fail instances the moment it gets it.
   std::map<Uuid, MonoTime> silent_from;
   while (Pause(std::chrono::milliseconds(0))) {
-    if (lease_ && !lease_->Held()) {
+    if (!MayWatch()) {
       silent_from.clear();  // another server may have judged them meanwhile
-      Pause(options_.full_period);
       continue;
     }
     auto wait = MonoDuration(options_.full_period);
@@ -419,6 +456,7 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
 void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   options_ = options;
   lease_ = lease;
+  if (lease_) threads_.emplace_back([this] { KeepLease(); });
   // Sleds the datastore knows that no agent of this server serves (an agent retired, or
   // moved without a --serial): nothing will ever report their instances, so they are silent
   // from now on, and their instances are failed after unresponsive_after like a silent

@@ -91,6 +91,10 @@ class SledWatcher {
   // instances failed after unresponsive_after). Call once.
   // With `lease` (several servers on one database), the sleds are watched only while this
   // server holds it, so one server watches them at a time; `lease` must outlive the watcher.
+  // A thread of the watcher keeps the lease (KeepLease): a holder's sled threads wait in report
+  // calls far longer than a lease lasts. A report call already waiting when the lease is lost
+  // (this server paused, or cut off from the database) is still applied: each step of a
+  // judgement is idempotent and made on a fresh read.
   void Start(SledWatchOptions options, db::TaskLeaseKeeper* lease = nullptr);
   // Stops and joins the threads (idempotent; no effect without threads). A report call in
   // progress ends within the agent timeout plus its wait.
@@ -138,6 +142,14 @@ class SledWatcher {
   // Returns the sled calls that failed (0 or 1).
   int ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                    const agents::SledInstance& vm);
+  // The lease's own thread: acquires or renews the lease every quarter of its TTL (so a holder
+  // keeps it whatever its sled threads wait for, and a server takes it within a quarter TTL of
+  // its running out), and wakes the threads waiting for it (MayWatch) while it is held.
+  void KeepLease();
+  // Whether this server may watch the sleds now (always, without a lease). If not, first waits
+  // until the lease is held, the watcher stops, or a full period passed: a thread that finds
+  // another server watching then starts again as soon as this one holds the lease.
+  bool MayWatch();
   // The loop of one sled's thread.
   void WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgentClient& sled);
   // Waits up to `d` or until Stop; false once stopping.
@@ -172,6 +184,7 @@ class SledWatcher {
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;
   bool now_ FP_GUARDED_BY(mu_) = false;
+  int64_t lease_held_looks_ FP_GUARDED_BY(mu_) = 0;         // KeepLease's looks that found it held
   std::vector<SledWatchStatus> status_ FP_GUARDED_BY(mu_);  // one per sled, in sled_agents order
   std::vector<std::thread> threads_;
 };

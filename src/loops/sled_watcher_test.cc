@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "app/testing/instance_world.h"
+#include "db/leases.h"
 #include "http/client.h"
 
 namespace fp::loops {
@@ -371,6 +372,67 @@ TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
   auto began = std::chrono::steady_clock::now();
   watcher_->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));
+}
+
+// --- Several servers: one watches the sleds at a time (the sled-watcher lease) ---
+
+// A lease shorter than any wait of the watcher's threads: a report call waits up to 10 s and
+// no full comparison comes within the test (ReportsOnly).
+constexpr int64_t kLeaseTtlUs = 300'000;
+
+// Whether the sled-watcher lease is free for a newcomer now: taking it and giving it back.
+bool LeaseTakenBy(db::Datastore& ds, const std::string& holder) {
+  bool taken = db::TaskLeaseAcquire(ds, "sled-watcher", holder, kLeaseTtlUs).value();
+  if (taken) {
+    EXPECT_TRUE(db::TaskLeaseRelease(ds, "sled-watcher", holder));
+  }
+  return taken;
+}
+
+// The holder's threads wait in their sleds' report calls far longer than the lease lasts; it
+// must not lose the lease meanwhile, or the servers hand it round, each new holder's threads
+// asleep until their next look (the flaky three-server e2e test: an instance never recorded
+// running for 10 s).
+TEST_F(SledReportsTest, AWatcherWhoseSledsAreQuietKeepsItsLease) {
+  db::TaskLeaseKeeper lease(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  watcher_->Start(ReportsOnly(), &lease);
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    return sled_sims_[0]->waiting_reports() == 1 && sled_sims_[1]->waiting_reports() == 1;
+  }));
+  // Three lease times of quiet: any of them without a renewal lets a newcomer in.
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(kLeaseTtlUs / 2));
+    ASSERT_FALSE(LeaseTakenBy(*ds, "server-b")) << "the quiet holder lost its lease";
+  }
+  watcher_->Stop();
+}
+
+// The server watching the sleds dies (its threads stop, nobody releases the lease): another
+// server's watcher takes over once the lease ran out, not at its next full comparison, and the
+// next change on a sled reaches the datastore.
+TEST_F(SledReportsTest, AnotherServerWatchesOnceTheWatchingServerStopsRenewing) {
+  model::Instance vm = Running("vm");
+  db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  db::TaskLeaseKeeper lease_b(*ds, "sled-watcher", "server-b", kLeaseTtlUs);
+  watcher_->Start(ReportsOnly(), &lease_a);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > 0; }));
+  // Server B: its own clients of the same sleds (a stopping watcher abandons its clients'
+  // report calls for good).
+  std::vector<std::unique_ptr<agents::SledAgentClient>> clients_b;
+  SledAgents agents_b;
+  for (size_t k = 0; k < sled_sims_.size(); ++k) {
+    clients_b.push_back(agents::MakeSledAgentClient(sled_sims_[k]->base_url(), 2000));
+    agents_b.sleds[sled_ids_[k]] = clients_b.back().get();
+  }
+  SledWatcher other(*ds, agents_b, *nat_);
+  other.Start(ReportsOnly(), &lease_b);
+  std::this_thread::sleep_for(std::chrono::microseconds(kLeaseTtlUs));
+  // Server A's threads are gone; its lease is left to run out.
+  watcher_->Stop();
+  ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return RunState(vm.id) == "failed"; }))
+      << "no server recorded the sled's change: " << RunState(vm.id);
+  other.Stop();
 }
 
 }  // namespace
