@@ -21,6 +21,9 @@ inline size_t LatestSchemaVersion() { return kSchemaVersion; }
 
 // SQLite's migration to schema version `version` (1 to kSchemaVersion), as SQLite runs it.
 std::string_view SqliteMigration(size_t version);
+// Migration 1's text: the tables of silos, projects, IP pools (their ranges and silo links),
+// external IPs, the allocator's free spans and SNAT addresses, and tokens.
+std::string_view SqliteFirstSchema();
 
 // A migration written for SQLite in PostgreSQL's dialect: INTEGER becomes BIGINT, BLOB BYTEA,
 // TEXT is compared byte by byte as SQLite compares it (COLLATE "C"), and a table's STRICT and
