@@ -260,14 +260,19 @@ int RunServer(const ServerFlags& flags) {
   // The NAT reconciler's first pass runs at once, off the start path. With several servers on
   // one database, one at a time watches the sleds and repairs the switch's table (a lease
   // each); every server syncs NAT changes (see README, "Several servers").
-  // Taken (or found held by another server) now, before the server serves: its commits then
-  // come every half lease, never amid the first requests.
-  (void)watcher_lease.Held();
-  (void)nat_lease.Held();
+  // Taken (or found held by another server) now, before the server serves: its renewals then
+  // come every half lease, never amid the first requests. On SQLite this server holds the
+  // database alone (the file's lock): its tasks need no lease, and renewing one would cost an
+  // idle server a durable commit every few seconds.
+  const bool shared = database->engine != DatabaseEngine::kSqlite;
+  if (shared) {
+    (void)watcher_lease.Held();
+    (void)nat_lease.Held();
+  }
   watcher.Start(fp::loops::SledWatchOptions{.unresponsive_after = std::chrono::seconds(
                                                 flags.sled_unresponsive_after_s)},
-                &watcher_lease);
-  nat.StartBackground(flags.nat_heartbeat_ms, &nat_lease);
+                shared ? &watcher_lease : nullptr);
+  nat.StartBackground(flags.nat_heartbeat_ms, shared ? &nat_lease : nullptr);
   fp::loops::HistoryPruner pruner(
       **datastore,
       fp::loops::HistoryRetention{.retention = std::chrono::seconds(flags.history_retention_s),

@@ -119,6 +119,16 @@ Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std:
   });
 }
 
+Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
+                                    const std::string& holder) {
+  return ds.Read<bool>([&](Tx& tx) -> Result<bool> {
+    auto row = FP_TRY(
+        tx.QueryRow("SELECT 1 FROM task_lease WHERE task = ? AND holder != ? AND expires_at >= ?",
+                    task, holder, tx.now()));
+    return row.has_value();
+  });
+}
+
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder) {
   return ds.Write([&](Tx& tx) -> Status {
     FP_TRY(tx.Exec("DELETE FROM task_lease WHERE task = ? AND holder = ?", task, holder));
@@ -130,6 +140,15 @@ bool TaskLeaseKeeper::Held() {
   MutexLock lock(mu_);
   Timestamp now = ds_.clock().Now();
   if (held_until_ - now > ttl_us_ / 2) return true;
+  if (held_until_ <= now) {
+    // Not holding it: most looks find another server holding it, which a read tells without
+    // the durable commit of a write.
+    auto other = TaskLeaseHeldByAnother(ds_, task_, holder_);
+    if (!other || *other) {
+      held_until_ = 0;
+      return false;
+    }
+  }
   auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_);
   held_until_ = acquired && *acquired ? now + ttl_us_ : 0;
   return held_until_ > now;

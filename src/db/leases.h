@@ -72,12 +72,18 @@ Result<std::vector<SecLease>> SecLeaseList(Datastore& ds);
 // durable commit.
 Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std::string& holder,
                               int64_t ttl_us);
+// Whether another holder than `holder` holds task `task` now (its lease has not run out by this
+// server's clock): what TaskLeaseAcquire would refuse, told by a read, without a commit.
+Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
+                                    const std::string& holder);
 // Gives the task up if `holder` holds it (at shutdown, so another server takes it at once).
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder);
 
 // One server's hold on one background task's lease: Held() says whether this server may run
 // the task's next pass, acquiring or renewing the lease when less than half of it is left (so
-// at most one commit per half TTL). A holder stops holding once its lease ran out by its own
+// at most one commit per half TTL while it holds it; a server that does not hold it reads who
+// does first, and writes only when the lease is free or ran out). A holder stops holding once
+// its lease ran out by its own
 // clock, before any other server can take it (that one waits for the expiry by its own clock;
 // clocks must agree within the TTL's other half). Thread-safe; `ds` must outlive it.
 class TaskLeaseKeeper {

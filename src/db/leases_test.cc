@@ -180,6 +180,22 @@ TEST_F(LeasesTest, ATaskLeaseKeeperHoldsUntilItsLeaseRunsOutAndRenewsInTime) {
   EXPECT_TRUE(a.Held());
 }
 
+// A server waiting for a lease looks often (the sled watcher's keeper, every eighth of a TTL):
+// while another server holds it, a look is a read, not a durable commit.
+TEST_F(LeasesTest, AKeeperWaitingForALeaseHeldElsewhereLooksWithoutCommitting) {
+  TaskLeaseKeeper a(*ds, "watch", "a", 4 * kSecond);
+  TaskLeaseKeeper b(*ds, "watch", "b", 4 * kSecond);
+  ASSERT_TRUE(a.Held());
+  const int64_t commits = ds->durable_commits();
+  EXPECT_FALSE(b.Held());
+  EXPECT_FALSE(b.Held());
+  EXPECT_EQ(ds->durable_commits(), commits);
+  clock->Advance(4 * kSecond + 1);  // a's lease ran out (a was paused): b takes it over
+  EXPECT_TRUE(b.Held());
+  EXPECT_EQ(ds->durable_commits(), commits + 1);
+  EXPECT_FALSE(a.Held());
+}
+
 TEST_F(LeasesTest, AVmRemovalMarkHoldsPlacementsBackUntilItEndsOrExpires) {
   Uuid instance = Uuid::Random();  // no such instance: an orphan
   auto orphan = [](const std::optional<Instance>& i) { return !i.has_value(); };

@@ -49,7 +49,7 @@ bool SledWatcher::Pause(std::chrono::milliseconds d) {
 
 void SledWatcher::KeepLease() {
   const auto period =
-      std::max(std::chrono::milliseconds(10), std::chrono::milliseconds(lease_->ttl_us() / 4000));
+      std::max(std::chrono::milliseconds(10), std::chrono::milliseconds(lease_->ttl_us() / 8000));
   bool held = false;
   do {
     const bool now_held = lease_->Held();

@@ -142,9 +142,11 @@ class SledWatcher {
   // Returns the sled calls that failed (0 or 1).
   int ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
                    const agents::SledInstance& vm);
-  // The lease's own thread: acquires or renews the lease every quarter of its TTL (so a holder
-  // keeps it whatever its sled threads wait for, and a server takes it within a quarter TTL of
-  // its running out), and wakes the threads waiting for it (MayWatch) while it is held.
+  // The lease's own thread: looks at the lease every eighth of its TTL (TaskLeaseKeeper::Held,
+  // which renews it once half is left, so a renewal starts with at least 3/8 of the TTL to
+  // spare, and takes it once it is free or ran out), so that a holder keeps it whatever its sled
+  // threads wait for and another server takes over within an eighth of a TTL of its running
+  // out; and wakes the threads waiting for it (MayWatch) while it is held.
   void KeepLease();
   // Whether this server may watch the sleds now (always, without a lease). If not, first waits
   // until the lease is held, the watcher stops, or a full period passed: a thread that finds

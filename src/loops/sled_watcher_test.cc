@@ -377,8 +377,21 @@ TEST_F(SledReportsTest, StopEndsTheWaitingReportCallsAtOnce) {
 // --- Several servers: one watches the sleds at a time (the sled-watcher lease) ---
 
 // A lease shorter than any wait of the watcher's threads: a report call waits up to 10 s and
-// no full comparison comes within the test (ReportsOnly).
-constexpr int64_t kLeaseTtlUs = 300'000;
+// no full comparison comes within the test (ReportsOnly). Long enough that a renewal, which
+// starts with at least 3/8 of it to spare, lands in time on a loaded machine.
+constexpr int64_t kLeaseTtlUs = 500'000;
+
+// Stops a watcher when the test ends, failed or not: before the lease it was given goes.
+class StopAtEnd {
+ public:
+  explicit StopAtEnd(SledWatcher& watcher) : watcher_(watcher) {}
+  ~StopAtEnd() { watcher_.Stop(); }
+  StopAtEnd(const StopAtEnd&) = delete;
+  StopAtEnd& operator=(const StopAtEnd&) = delete;
+
+ private:
+  SledWatcher& watcher_;
+};
 
 // Whether the sled-watcher lease is free for a newcomer now: taking it and giving it back.
 bool LeaseTakenBy(db::Datastore& ds, const std::string& holder) {
@@ -395,16 +408,16 @@ bool LeaseTakenBy(db::Datastore& ds, const std::string& holder) {
 // running for 10 s).
 TEST_F(SledReportsTest, AWatcherWhoseSledsAreQuietKeepsItsLease) {
   db::TaskLeaseKeeper lease(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  StopAtEnd stop(*watcher_);
   watcher_->Start(ReportsOnly(), &lease);
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     return sled_sims_[0]->waiting_reports() == 1 && sled_sims_[1]->waiting_reports() == 1;
   }));
-  // Three lease times of quiet: any of them without a renewal lets a newcomer in.
-  for (int i = 0; i < 6; ++i) {
+  // Two lease times of quiet: any of them without a renewal lets a newcomer in.
+  for (int i = 0; i < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(kLeaseTtlUs / 2));
     ASSERT_FALSE(LeaseTakenBy(*ds, "server-b")) << "the quiet holder lost its lease";
   }
-  watcher_->Stop();
 }
 
 // The server watching the sleds dies (its threads stop, nobody releases the lease): another
@@ -414,6 +427,7 @@ TEST_F(SledReportsTest, AnotherServerWatchesOnceTheWatchingServerStopsRenewing) 
   model::Instance vm = Running("vm");
   db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
   db::TaskLeaseKeeper lease_b(*ds, "sled-watcher", "server-b", kLeaseTtlUs);
+  StopAtEnd stop(*watcher_);
   watcher_->Start(ReportsOnly(), &lease_a);
   ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > 0; }));
   // Server B: its own clients of the same sleds (a stopping watcher abandons its clients'
