@@ -402,6 +402,17 @@ bool LeaseTakenBy(db::Datastore& ds, const std::string& holder) {
   return taken;
 }
 
+// When the sled-watcher lease runs out as the datastore has it (0: nobody holds it).
+Timestamp LeaseExpiry(db::Datastore& ds) {
+  return ds
+      .Read<Timestamp>([](db::Tx& tx) -> Result<Timestamp> {
+        auto row = FP_TRY(tx.QueryRow("SELECT expires_at FROM task_lease WHERE task = ?",
+                                      std::string("sled-watcher")));
+        return row ? row->Int(0) : 0;
+      })
+      .value();
+}
+
 // The holder's threads wait in their sleds' report calls far longer than the lease lasts; it
 // must not lose the lease meanwhile, or the servers hand it round, each new holder's threads
 // asleep until their next look (the flaky three-server e2e test: an instance never recorded
@@ -413,11 +424,19 @@ TEST_F(SledReportsTest, AWatcherWhoseSledsAreQuietKeepsItsLease) {
   ASSERT_TRUE(fp::testing::WaitFor([&] {
     return sled_sims_[0]->waiting_reports() == 1 && sled_sims_[1]->waiting_reports() == 1;
   }));
-  // Two lease times of quiet: any of them without a renewal lets a newcomer in.
-  for (int i = 0; i < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(kLeaseTtlUs / 2));
-    ASSERT_FALSE(LeaseTakenBy(*ds, "server-b")) << "the quiet holder lost its lease";
-  }
+  // Until the holder has renewed past two lease times from its first expiry (the first lease
+  // long run out), a newcomer, trying all along, never finds the lease free.
+  const Timestamp first = LeaseExpiry(*ds);
+  ASSERT_GT(first, 0);
+  bool lost = false;
+  const bool renewed = fp::testing::WaitFor(
+      [&] {
+        lost = lost || LeaseTakenBy(*ds, "server-b");
+        return lost || LeaseExpiry(*ds) >= first + 2 * kLeaseTtlUs;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(25));
+  EXPECT_FALSE(lost) << "the quiet holder lost its lease";
+  EXPECT_TRUE(renewed) << "the quiet holder did not renew its lease";
 }
 
 // The server watching the sleds dies (its threads stop, nobody releases the lease): another
@@ -440,8 +459,8 @@ TEST_F(SledReportsTest, AnotherServerWatchesOnceTheWatchingServerStopsRenewing) 
   }
   SledWatcher other(*ds, agents_b, *nat_);
   other.Start(ReportsOnly(), &lease_b);
-  std::this_thread::sleep_for(std::chrono::microseconds(kLeaseTtlUs));
-  // Server A's threads are gone; its lease is left to run out.
+  // Server A's threads are gone; its lease is left to run out (B's threads, starting, find it
+  // held: it lasts up to a lease time more).
   watcher_->Stop();
   ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
   EXPECT_TRUE(fp::testing::WaitFor([&] { return RunState(vm.id) == "failed"; }))
