@@ -184,40 +184,53 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
   return Ok();
 }
 
-Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
-  // Not waiting for durability: see Datastore::ReadLatest.
-  return ds.ReadLatest<NatFeed>([&](Tx& tx) -> Result<NatFeed> {
-    static const std::string kChanges = fmt::format(
-        "SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
-        "version_removed IS NULL AND version_added > ? "
-        "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
-        "version_removed > ? ORDER BY v LIMIT ?",
+Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
+  NatFeed out;
+  if (tx.postgres()) {
+    // One statement, one round trip: the version, then each change beside it (none: one row
+    // of NULLs beside it). Each half is ordered and limited along its own index, so that the
+    // plan walks the index from `after` whatever the table's statistics say. As one union
+    // ordered as a whole (SQLite's kChanges below), planned once for any `after` (a prepared
+    // statement's generic plan) on a table not yet analysed, it read every removed row in a
+    // sequential scan (3,194 rows, 96 pages, 6 ms a read, 2026-12-05) and held a predicate
+    // lock on the whole table.
+    static const std::string kVersionAndChanges = fmt::format(
+        "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
+        "'nat_version'), 0) AS value) c LEFT JOIN (SELECT * FROM ("
+        "(SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
+        "version_removed IS NULL AND version_added > ? ORDER BY version_added LIMIT ?) "
+        "UNION ALL (SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+        "version_removed > ? ORDER BY version_removed LIMIT ?)) u ORDER BY v LIMIT ?) x ON "
+        "true ORDER BY x.v",
         kNatColumns);
-    NatFeed out;
-    if (tx.postgres()) {
-      // One statement, one round trip: the version, then each change beside it (none: one row
-      // of NULLs beside it).
-      static const std::string kVersionAndChanges = fmt::format(
-          "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
-          "'nat_version'), 0) AS value) c LEFT JOIN ({}) x ON true ORDER BY x.v",
-          kChanges);
-      for (const Row& r : FP_TRY(tx.Query(kVersionAndChanges, after, after, limit))) {
-        out.current_version = r.Int(0);
-        if (r.IsNull(1)) break;
-        const Row change = r.Slice(1, 12);
-        out.changes.push_back(
-            NatFeedChange{FP_TRY(NatFromRow(change)), change.Int(10), change.Int(11) != 0});
-      }
-      return out;
-    }
-    auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    out.current_version = version ? version->Int(0) : 0;
-    if (out.current_version <= after) return out;
-    for (const Row& r : FP_TRY(tx.Query(kChanges, after, after, limit))) {
-      out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
+    for (const Row& r : FP_TRY(tx.Query(kVersionAndChanges, after, limit, after, limit, limit))) {
+      out.current_version = r.Int(0);
+      if (r.IsNull(1)) break;
+      const Row change = r.Slice(1, 12);
+      out.changes.push_back(
+          NatFeedChange{FP_TRY(NatFromRow(change)), change.Int(10), change.Int(11) != 0});
     }
     return out;
-  });
+  }
+  static const std::string kChanges = fmt::format(
+      "SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
+      "version_removed IS NULL AND version_added > ? "
+      "UNION ALL SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+      "version_removed > ? ORDER BY v LIMIT ?",
+      kNatColumns);
+  auto version = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
+  out.current_version = version ? version->Int(0) : 0;
+  if (out.current_version <= after) return out;
+  for (const Row& r : FP_TRY(tx.Query(kChanges, after, after, limit))) {
+    out.changes.push_back(NatFeedChange{FP_TRY(NatFromRow(r)), r.Int(10), r.Int(11) != 0});
+  }
+  return out;
+}
+
+Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
+  // Not waiting for durability: see Datastore::ReadLatest.
+  return ds.ReadLatest<NatFeed>(
+      [&](Tx& tx) -> Result<NatFeed> { return NatChangesSinceIn(tx, after, limit); });
 }
 
 Result<int64_t> NatCurrentVersion(Datastore& ds) {

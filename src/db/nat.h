@@ -37,6 +37,8 @@ struct NatFeed {
   std::vector<NatFeedChange> changes;
 };
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
+// The same, in a transaction of the caller's.
+Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatEntry>> NatLive(Datastore& ds);
 // The live rows and the NAT version they are at, in one read (which, as the feed's, may

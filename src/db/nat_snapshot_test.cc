@@ -212,5 +212,49 @@ TEST(NatSnapshot, TwoPassesRunAgainStartOverFromTheFirst) {
   EXPECT_EQ(second, 5000);
 }
 
+// The switches' change feed on PostgreSQL reads the changes after a version along the
+// indexes, not the whole table: a sequential scan costs a read of every removed row kept (the
+// feed is read several times per attach and detach) and, under SERIALIZABLE, a predicate lock
+// on the whole table, which every concurrent write to it then conflicts with. The table is
+// fresh (never analysed) and the read runs more than five times, so that a prepared
+// statement's generic plan is the one checked last.
+TEST(NatFeed, OnPostgresRecentChangesAreReadAlongTheIndexesNotTheWholeTable) {
+  if (!testing::OnPostgres()) GTEST_SKIP() << "PostgreSQL's predicate locks";
+  TempDatastore ds;
+  AddRows(ds, 0, 2000);
+  // Every other row removed, at versions after the additions.
+  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
+    FP_TRY(tx.Exec(
+        "UPDATE nat_entry SET version_removed = 2000 + version_added / 2, time_deleted = 1 WHERE "
+        "version_added % 2 = 0"));
+    FP_TRY(tx.Exec("UPDATE counter SET value = 3000 WHERE name = 'nat_version'"));
+    return Ok();
+  }));
+  // A read-only transaction takes no predicate locks while no writable one is open (its
+  // snapshot is safe): this one stays open for the reads to run beside.
+  auto outside = postgres::PgConnection::Open(ds.postgres_url());
+  ASSERT_TRUE(outside) << outside.error().message();
+  ASSERT_TRUE((*outside)->Run("BEGIN ISOLATION LEVEL SERIALIZABLE"));
+  ASSERT_TRUE((*outside)->Run("SELECT 1"));
+  for (int i = 0; i < 7; ++i) {
+    int64_t whole_table_locks = -1;
+    NatFeed feed;
+    ASSERT_TRUE(ds->Read<bool>([&](Tx& tx) -> Result<bool> {
+      feed = FP_TRY(NatChangesSinceIn(tx, 2996, 100));
+      auto row = FP_TRY(tx.QueryRow(
+          "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND mode = 'SIReadLock' "
+          "AND locktype = 'relation' AND relation = 'nat_entry'::regclass"));
+      whole_table_locks = row->Int(0);
+      return true;
+    }));
+    EXPECT_EQ(feed.current_version, 3000);
+    ASSERT_EQ(feed.changes.size(), 4u);  // the removals at 2997-3000
+    EXPECT_TRUE(feed.changes[0].deleted);
+    EXPECT_EQ(feed.changes[0].version, 2997);
+    EXPECT_EQ(whole_table_locks, 0) << "read " << i;
+  }
+  ASSERT_TRUE((*outside)->Run("ROLLBACK"));
+}
+
 }  // namespace
 }  // namespace fp::db
