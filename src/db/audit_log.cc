@@ -219,7 +219,7 @@ Result<int64_t> AuditPrune(Datastore& ds, int64_t retention_us, int64_t limit) {
   bool any = FP_TRY(ds.ReadLatest<bool>([&](Tx& tx) -> Result<bool> {
     auto row =
         FP_TRY(tx.QueryRow("SELECT 1 FROM audit_log WHERE time_completed IS NOT NULL AND "
-                           "time_completed < ? LIMIT 1",
+                           "time_completed < ? ORDER BY time_completed LIMIT 1",
                            tx.now() - retention_us));
     return row.has_value();
   }));

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/testing/manual_clock.h"
 #include "db/audit_log.h"
 #include "db/idempotency.h"
+#include "db/postgres/connection.h"
 #include "db/saga_history.h"
 #include "db/sagas.h"
 #include "db/testing/statement_trace.h"
@@ -61,6 +63,22 @@ class HistoryTest : public ::testing::Test {
     return ds
         ->Read<int64_t>([&](Tx& tx) -> Result<int64_t> { return FP_TRY(tx.QueryRow(sql))->Int(0); })
         .value();
+  }
+
+  // An audit entry of a request that started and completed now.
+  model::AuditEntry CompletedNow() {
+    model::AuditEntry entry;
+    entry.id = Uuid::TimeOrdered();
+    entry.time_started = clock_->Now();
+    entry.time_completed = clock_->Now();
+    entry.request_id = "r";
+    entry.request_uri = "/v1/projects";
+    entry.operation_id = "project_create";
+    entry.source_ip = "127.0.0.1";
+    entry.result = model::AuditResultKind::kSuccess;
+    entry.http_status = 201;
+    entry.success_status = 201;
+    return entry;
   }
 
   // SQLite's plan of `sql` (its parameters unbound), one step a line; "" for no statement.
@@ -207,17 +225,7 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   TempDatastore traced{clock_, {}, testing::TestEngine::kSqlite};
   MakeSagaIn(*traced, SagaState::kDone);
   ASSERT_TRUE(IdempotencyFinish(*traced, Uuid::Random(), "k", "hash", 201, "{}"));
-  model::AuditEntry entry;
-  entry.id = Uuid::TimeOrdered();
-  entry.time_started = clock_->Now();
-  entry.time_completed = clock_->Now();
-  entry.request_id = "r";
-  entry.request_uri = "/v1/projects";
-  entry.operation_id = "project_create";
-  entry.source_ip = "127.0.0.1";
-  entry.result = model::AuditResultKind::kSuccess;
-  entry.http_status = 201;
-  entry.success_status = 201;
+  model::AuditEntry entry = CompletedNow();
   ASSERT_TRUE(traced->Write<bool>([&](Tx& tx) -> Result<bool> {
     FP_CHECK_OK(AuditFinishIn(tx, entry));
     return true;
@@ -229,7 +237,7 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   ASSERT_TRUE(SagaListPage(*traced, {.state = SagaState::kStuck}, std::nullopt, 10));
 
   std::string sagas =
-      Plan(trace.Only("FROM saga WHERE state IN ('done', 'unwound') AND "
+      Plan(trace.Only("SELECT id FROM saga WHERE state IN ('done', 'unwound') AND "
                       "time_modified < ? ORDER BY"));
   EXPECT_NE(sagas.find("INDEX saga_finished"), std::string::npos) << sagas;
   EXPECT_EQ(sagas.find("TEMP B-TREE"), std::string::npos) << sagas;
@@ -239,9 +247,71 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   std::string entries = Plan(trace.Only("DELETE FROM audit_log"));
   EXPECT_NE(entries.find("INDEX audit_log_by_completion"), std::string::npos) << entries;
   EXPECT_EQ(entries.find("TEMP B-TREE"), std::string::npos) << entries;
+  // And so do their first looks (is anything old enough?).
+  for (const auto& [look, index] : std::vector<std::pair<std::string, std::string>>{
+           {"SELECT 1 FROM saga WHERE state IN ('done'", "INDEX saga_finished"},
+           {"SELECT 1 FROM idempotency_key WHERE", "INDEX idempotency_key_by_age"},
+           {"SELECT 1 FROM audit_log WHERE", "INDEX audit_log_by_completion"}}) {
+    std::string plan = Plan(trace.Only(look));
+    EXPECT_NE(plan.find(index), std::string::npos) << look << ": " << plan;
+    EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << look << ": " << plan;
+  }
   // The operators' list of stuck sagas reads its index, not every saga.
   std::string stuck = Plan(trace.Only("FROM saga WHERE 1 = 1"));
   EXPECT_NE(stuck.find("INDEX saga_by_state"), std::string::npos) << stuck;
+}
+
+// On PostgreSQL too, the prunes' first look (is anything old enough?) reads an index: planned
+// once for any cutoff (a prepared statement's generic plan, from its sixth run), an unordered
+// "< ? LIMIT 1" was a sequential scan expected to stop at its first row, which read the whole
+// table whenever nothing was old enough: every second, on every server. Seen through the
+// predicate lock such a scan holds on its whole table (kept after the read's commit while a
+// writable transaction that began before it is open).
+TEST_F(HistoryTest, OnPostgresTheLooksForSomethingToPruneReadIndexesNotTables) {
+  if (!testing::OnPostgres()) GTEST_SKIP() << "PostgreSQL's generic plans";
+  TempDatastore one_connection{clock_, PostgresOptions{.pool_size = 1}};
+  Datastore& store = *one_connection;
+  model::AuditEntry entry = CompletedNow();
+  // 2,000 recent rows in each table, and statistics that say so.
+  ASSERT_TRUE(store.Write<bool>([&](Tx& tx) -> Result<bool> {
+    for (int i = 0; i < 2000; ++i) {
+      entry.id = Uuid::TimeOrdered();
+      FP_CHECK_OK(AuditFinishIn(tx, entry));
+      FP_TRY(tx.Exec(
+          "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
+          "time_created) VALUES ('t', ?, 'h', 'done', 201, '{}', ?)",
+          std::to_string(i), tx.now()));
+      FP_TRY(tx.Exec(
+          "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, "
+          "engine_version, time_created, time_modified) VALUES (?, 'toy', '{}', 'done', 'sec', "
+          "1, 1, ?, ?)",
+          Uuid::TimeOrdered(), tx.now(), tx.now()));
+    }
+    return true;
+  }));
+  ASSERT_TRUE(store.Write<bool>([&](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("ANALYZE audit_log"));
+    FP_TRY(tx.Exec("ANALYZE idempotency_key"));
+    FP_TRY(tx.Exec("ANALYZE saga"));
+    return true;
+  }));
+  auto outside = postgres::PgConnection::Open(one_connection.postgres_url());
+  ASSERT_TRUE(outside) << outside.error().message();
+  ASSERT_TRUE((*outside)->Run("BEGIN ISOLATION LEVEL SERIALIZABLE"));
+  ASSERT_TRUE((*outside)->Run("SELECT 1"));
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(AuditPrune(store, kRetention, 100).value(), 0);
+    EXPECT_EQ(IdempotencyPrune(store, kRetention, 100).value(), 0);
+    EXPECT_EQ(SagaPruneFinished(store, kRetention, 100).value(), 0);
+  }
+  auto whole = (*outside)->Query(
+      "SELECT coalesce(string_agg(relation::regclass::text, ', ' ORDER BY "
+      "relation::regclass::text), '') FROM pg_locks "
+      "WHERE mode = 'SIReadLock' AND locktype = 'relation'",
+      {});
+  ASSERT_TRUE(whole) << whole.error().message();
+  EXPECT_EQ(whole->front().Text(0), "") << "tables read whole";
+  ASSERT_TRUE((*outside)->Run("ROLLBACK"));
 }
 
 }  // namespace

@@ -196,7 +196,7 @@ Result<int64_t> SagaPruneFinished(Datastore& ds, int64_t retention_us, int64_t l
   bool any = FP_TRY(ds.ReadLatest<bool>([&](Tx& tx) -> Result<bool> {
     auto row = FP_TRY(
         tx.QueryRow("SELECT 1 FROM saga WHERE state IN ('done', 'unwound') AND time_modified < ? "
-                    "LIMIT 1",
+                    "ORDER BY time_modified LIMIT 1",
                     tx.now() - retention_us));
     return row.has_value();
   }));
