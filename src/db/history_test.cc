@@ -304,10 +304,12 @@ TEST_F(HistoryTest, OnPostgresTheLooksForSomethingToPruneReadIndexesNotTables) {
     EXPECT_EQ(IdempotencyPrune(store, kRetention, 100).value(), 0);
     EXPECT_EQ(SagaPruneFinished(store, kRetention, 100).value(), 0);
   }
+  // In this database: pg_locks is the cluster's, and other tests run beside this one.
   auto whole = (*outside)->Query(
       "SELECT coalesce(string_agg(relation::regclass::text, ', ' ORDER BY "
-      "relation::regclass::text), '') FROM pg_locks "
-      "WHERE mode = 'SIReadLock' AND locktype = 'relation'",
+      "relation::regclass::text), '') FROM pg_locks WHERE mode = 'SIReadLock' AND locktype = "
+      "'relation' AND database = (SELECT oid FROM pg_database WHERE datname = "
+      "current_database())",
       {});
   ASSERT_TRUE(whole) << whole.error().message();
   EXPECT_EQ(whole->front().Text(0), "") << "tables read whole";
