@@ -65,22 +65,6 @@ class HistoryTest : public ::testing::Test {
         .value();
   }
 
-  // An audit entry of a request that started and completed now.
-  model::AuditEntry CompletedNow() {
-    model::AuditEntry entry;
-    entry.id = Uuid::TimeOrdered();
-    entry.time_started = clock_->Now();
-    entry.time_completed = clock_->Now();
-    entry.request_id = "r";
-    entry.request_uri = "/v1/projects";
-    entry.operation_id = "project_create";
-    entry.source_ip = "127.0.0.1";
-    entry.result = model::AuditResultKind::kSuccess;
-    entry.http_status = 201;
-    entry.success_status = 201;
-    return entry;
-  }
-
   // SQLite's plan of `sql` (its parameters unbound), one step a line; "" for no statement.
   std::string Plan(const std::string& sql) { return testing::QueryPlan(*ds, sql); }
 
@@ -225,7 +209,17 @@ TEST_F(HistoryTest, ThePruneQueriesReadIndexesNotTables) {
   TempDatastore traced{clock_, {}, testing::TestEngine::kSqlite};
   MakeSagaIn(*traced, SagaState::kDone);
   ASSERT_TRUE(IdempotencyFinish(*traced, Uuid::Random(), "k", "hash", 201, "{}"));
-  model::AuditEntry entry = CompletedNow();
+  model::AuditEntry entry;
+  entry.id = Uuid::TimeOrdered();
+  entry.time_started = clock_->Now();
+  entry.time_completed = clock_->Now();
+  entry.request_id = "r";
+  entry.request_uri = "/v1/projects";
+  entry.operation_id = "project_create";
+  entry.source_ip = "127.0.0.1";
+  entry.result = model::AuditResultKind::kSuccess;
+  entry.http_status = 201;
+  entry.success_status = 201;
   ASSERT_TRUE(traced->Write<bool>([&](Tx& tx) -> Result<bool> {
     FP_CHECK_OK(AuditFinishIn(tx, entry));
     return true;
@@ -271,22 +265,24 @@ TEST_F(HistoryTest, OnPostgresTheLooksForSomethingToPruneReadIndexesNotTables) {
   if (!testing::OnPostgres()) GTEST_SKIP() << "PostgreSQL's generic plans";
   TempDatastore one_connection{clock_, PostgresOptions{.pool_size = 1}};
   Datastore& store = *one_connection;
-  model::AuditEntry entry = CompletedNow();
   // 2,000 recent rows in each table, and statistics that say so.
   ASSERT_TRUE(store.Write<bool>([&](Tx& tx) -> Result<bool> {
-    for (int i = 0; i < 2000; ++i) {
-      entry.id = Uuid::TimeOrdered();
-      FP_CHECK_OK(AuditFinishIn(tx, entry));
-      FP_TRY(tx.Exec(
-          "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
-          "time_created) VALUES ('t', ?, 'h', 'done', 201, '{}', ?)",
-          std::to_string(i), tx.now()));
-      FP_TRY(tx.Exec(
-          "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, "
-          "engine_version, time_created, time_modified) VALUES (?, 'toy', '{}', 'done', 'sec', "
-          "1, 1, ?, ?)",
-          Uuid::TimeOrdered(), tx.now(), tx.now()));
-    }
+    FP_TRY(tx.Exec(
+        "INSERT INTO audit_log (id, time_started, time_completed, request_id, request_uri, "
+        "operation_id, source_ip, result_kind, http_status, success_status) SELECT 'a' || g, "
+        "?, ?, 'r', '/v1/projects', 'project_create', '127.0.0.1', 'success', 201, 201 FROM "
+        "generate_series(1, 2000) g",
+        tx.now(), tx.now()));
+    FP_TRY(
+        tx.Exec("INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
+                "time_created) SELECT 't', g::text, 'h', 'done', 201, '{}', ? FROM "
+                "generate_series(1, 2000) g",
+                tx.now()));
+    FP_TRY(tx.Exec(
+        "INSERT INTO saga (id, name, dag, state, current_sec, adopt_generation, engine_version, "
+        "time_created, time_modified) SELECT 's' || g, 'toy', '{}', 'done', 'sec', 1, 1, ?, ? "
+        "FROM generate_series(1, 2000) g",
+        tx.now(), tx.now()));
     return true;
   }));
   ASSERT_TRUE(store.Write<bool>([&](Tx& tx) -> Result<bool> {

@@ -223,13 +223,13 @@ TEST(NatFeed, OnPostgresRecentChangesAreReadAlongTheIndexesNotTheWholeTable) {
   if (!testing::OnPostgres()) GTEST_SKIP() << "PostgreSQL's predicate locks";
   // One connection, so that the reads share its prepared statement.
   TempDatastore ds{std::make_shared<SystemClock>(), PostgresOptions{.pool_size = 1}};
-  AddRows(ds, 0, 2000);
+  AddRows(ds, 0, 600);
   // Every other row removed, at versions after the additions.
   ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
     FP_TRY(tx.Exec(
-        "UPDATE nat_entry SET version_removed = 2000 + version_added / 2, time_deleted = 1 WHERE "
+        "UPDATE nat_entry SET version_removed = 600 + version_added / 2, time_deleted = 1 WHERE "
         "version_added % 2 = 0"));
-    FP_TRY(tx.Exec("UPDATE counter SET value = 3000 WHERE name = 'nat_version'"));
+    FP_TRY(tx.Exec("UPDATE counter SET value = 900 WHERE name = 'nat_version'"));
     return Ok();
   }));
   // A read-only transaction takes no predicate locks while no writable one is open (its
@@ -242,7 +242,7 @@ TEST(NatFeed, OnPostgresRecentChangesAreReadAlongTheIndexesNotTheWholeTable) {
     int64_t whole_table_locks = -1;
     NatFeed feed;
     ASSERT_TRUE(ds->Read<bool>([&](Tx& tx) -> Result<bool> {
-      feed = FP_TRY(NatChangesSinceIn(tx, 2996, 100));
+      feed = FP_TRY(NatChangesSinceIn(tx, 896, 100));
       // This transaction's own (pg_locks is the cluster's: tables copied from one template
       // share their OIDs across the test databases, and a backend's pid can be an exited
       // one's whose committed locks are still kept).
@@ -254,10 +254,10 @@ TEST(NatFeed, OnPostgresRecentChangesAreReadAlongTheIndexesNotTheWholeTable) {
       whole_table_locks = row->Int(0);
       return true;
     }));
-    EXPECT_EQ(feed.current_version, 3000);
-    ASSERT_EQ(feed.changes.size(), 4u);  // the removals at 2997-3000
+    EXPECT_EQ(feed.current_version, 900);
+    ASSERT_EQ(feed.changes.size(), 4u);  // the removals at 897-900
     EXPECT_TRUE(feed.changes[0].deleted);
-    EXPECT_EQ(feed.changes[0].version, 2997);
+    EXPECT_EQ(feed.changes[0].version, 897);
     EXPECT_EQ(whole_table_locks, 0) << "read " << i;
   }
   ASSERT_TRUE((*outside)->Run("ROLLBACK"));
