@@ -300,7 +300,9 @@ TEST_F(HistoryTest, OnPostgresTheLooksForSomethingToPruneReadIndexesNotTables) {
     EXPECT_EQ(IdempotencyPrune(store, kRetention, 100).value(), 0);
     EXPECT_EQ(SagaPruneFinished(store, kRetention, 100).value(), 0);
   }
-  // In this database: pg_locks is the cluster's, and other tests run beside this one.
+  // In this database: pg_locks is the cluster's, and other tests run beside this one. Every
+  // such lock here is a look's: the setup above reads no table (inserts from generate_series,
+  // ANALYZE).
   auto whole = (*outside)->Query(
       "SELECT coalesce(string_agg(relation::regclass::text, ', ' ORDER BY "
       "relation::regclass::text), '') FROM pg_locks WHERE mode = 'SIReadLock' AND locktype = "

@@ -215,7 +215,7 @@ TEST(NatSnapshot, TwoPassesRunAgainStartOverFromTheFirst) {
 
 // The switches' change feed on PostgreSQL reads the changes after a version along the
 // indexes, not the whole table: a sequential scan costs a read of every removed row kept (the
-// feed is read several times per attach and detach) and, under SERIALIZABLE, a predicate lock
+// feed is read twice per attach and detach cycle) and, under SERIALIZABLE, a predicate lock
 // on the whole table, which every concurrent write to it then conflicts with. The table is
 // fresh (never analysed) and the read runs more than five times, so that a prepared
 // statement's generic plan is the one checked last.
