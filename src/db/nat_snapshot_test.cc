@@ -250,7 +250,7 @@ TEST(NatFeed, OnPostgresRecentChangesAreReadAlongTheIndexesNotTheWholeTable) {
           "SELECT count(*) FROM pg_locks WHERE mode = 'SIReadLock' AND locktype = 'relation' "
           "AND relation = 'nat_entry'::regclass AND virtualtransaction = (SELECT "
           "virtualtransaction FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = "
-          "'virtualxid')"));
+          "'virtualxid' AND mode = 'ExclusiveLock')"));
       whole_table_locks = row->Int(0);
       return true;
     }));
