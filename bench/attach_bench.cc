@@ -31,9 +31,11 @@
 // raw commit rate it reports pgbench's rate on the same cluster in the same run (`pgbench -N`,
 // the TPC-B-like script without the contended branch and teller updates, with the same client
 // counts), and per cycle the database round trips the servers made (their /metrics, less the
-// rate their background work makes when idle, measured first). A last phase splits them by
-// operation: one client, the servers' counters read between every attach and detach, less what
-// reading them costs (measured by reading them back to back).
+// rate their background work makes when idle, measured first), and, when the cluster runs on
+// this machine, PostgreSQL's CPU per cycle (its postmaster's process tree, from /proc). A last
+// phase splits the round trips by operation: one client, the servers' counters read between
+// every attach and detach, less what reading them costs (measured by reading them back to
+// back).
 //
 // With --agents external (always on PostgreSQL) the agents are processes of their own, so that
 // the server CPU per cycle printed for each run (user + system time of the server processes,
@@ -82,6 +84,8 @@ using fp::bench::Json;
 using fp::bench::Percentile;
 using fp::bench::PortOf;
 using fp::bench::StartListening;
+using fp::bench::StatFields;
+using fp::bench::TreeCpuSeconds;
 using fp::bench::WriteAgentSecret;
 using fp::http::HttpClient;
 
@@ -203,6 +207,29 @@ std::string WithDatabase(const std::string& url, const std::string& dbname) {
   std::string head = url.substr(0, std::min(path, query));
   std::string tail = query == std::string::npos ? "" : url.substr(query);
   return head + "/" + dbname + tail;
+}
+
+// The cluster's postmaster when it runs on this machine (the parent of the backend that
+// answers a connection, a process named "postgres"), else 0.
+pid_t LocalPostmaster(const std::string& url) {
+  // A backend's pid only means something here when the server is on a loopback address.
+  size_t at = url.find("://");
+  std::string host = at == std::string::npos ? "" : url.substr(at + 3);
+  if (size_t user = host.find('@'); user != std::string::npos) host = host.substr(user + 1);
+  host = host.substr(0, host.find_first_of(":/?,"));
+  if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") return 0;
+  PGconn* conn = PQconnectdb(url.c_str());
+  pid_t backend = PQstatus(conn) == CONNECTION_OK ? PQbackendPID(conn) : 0;
+  pid_t postmaster = 0;
+  if (backend > 0) {
+    std::vector<long long> f = StatFields(backend);
+    std::ifstream comm("/proc/" + std::to_string(backend) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (f.size() > 1 && name == "postgres") postmaster = static_cast<pid_t>(f[1]);
+  }
+  PQfinish(conn);
+  return postmaster;
 }
 
 // Runs `sql` on the cluster's maintenance database.
@@ -417,6 +444,9 @@ int main(int argc, char** argv) {
   // The servers' background work (lease renewals, NAT sync, the sled watcher) talks to the
   // database too: its idle rate is measured first and taken out of the per-cycle figures.
   double idle_round_trips_per_s = 0;
+  // On a cluster on this machine, its CPU per cycle too: its backends' and its background
+  // processes' (other databases' work on the cluster counts as well).
+  const pid_t postmaster = pg ? LocalPostmaster(postgres) : 0;
   if (pg) {
     Counters idle_before = metrics();
     auto idle_start = Clock::now();
@@ -443,6 +473,7 @@ int main(int argc, char** argv) {
     std::mutex mu;
     Counters before = metrics();
     const double cpu_before = CpuSeconds(servers);
+    const double db_cpu_before = postmaster ? TreeCpuSeconds(postmaster) : 0;
     auto start = Clock::now();
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
@@ -468,6 +499,7 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     const double cpu = CpuSeconds(servers) - cpu_before;
+    const double db_cpu = postmaster ? TreeCpuSeconds(postmaster) - db_cpu_before : 0;
     Counters after = metrics();
     int done = clients * per_client;
     auto per_cycle = [&](int64_t Counters::*field) {
@@ -482,9 +514,11 @@ int main(int argc, char** argv) {
         1000 * cpu / done, external_agents ? "" : " (agents included)", per_cycle(&Counters::reads),
         per_cycle(&Counters::commits));
     if (pg) {
-      std::printf("(database round trips %.2f, retried transactions %.2f)\n",
+      std::printf("(database round trips %.2f, retried transactions %.2f",
                   per_cycle(&Counters::round_trips) - idle_round_trips_per_s * elapsed / done,
                   per_cycle(&Counters::retries));
+      if (postmaster) std::printf(", PostgreSQL's CPU per cycle %.3f ms", 1000 * db_cpu / done);
+      std::printf(")\n");
     } else {
       std::printf("(SQLite commits %.2f, log syncs %.2f)\n", per_cycle(&Counters::sqlite_commits),
                   per_cycle(&Counters::syncs));

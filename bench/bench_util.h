@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -135,6 +136,40 @@ inline std::pair<pid_t, std::string> StartListening(const std::vector<std::strin
     Die(argv[0] + " " + argv[1] + " did not start: \"" + line + "\"");
   }
   return {pid, line.substr(kListening.size())};
+}
+
+// The fields of /proc/PID/stat after the command's closing parenthesis (the 3rd field, the
+// state, first), or none if the process is gone.
+inline std::vector<long long> StatFields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream fields(stat.substr(close + 2));
+  std::vector<long long> out;
+  std::string field;
+  while (fields >> field) out.push_back(std::atoll(field.c_str()));  // the state reads as 0
+  return out;
+}
+
+// The CPU seconds (user + system) of the process tree under `parent` so far: its own, that of
+// its children alive now, and that of the children it has waited for (a PostgreSQL
+// postmaster's backends, which come and go). 0 when `parent` is gone.
+inline double TreeCpuSeconds(pid_t parent) {
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  // utime, stime, cutime, cstime are fields 14-17; the 4th is the parent's pid.
+  std::vector<long long> own = StatFields(parent);
+  if (own.size() < 15) return 0;
+  double total = static_cast<double>(own[11] + own[12] + own[13] + own[14]) / tick;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::vector<long long> f = StatFields(static_cast<pid_t>(std::atoll(name.c_str())));
+    if (f.size() < 13 || f[1] != parent) continue;
+    total += static_cast<double>(f[11] + f[12]) / tick;
+  }
+  return total;
 }
 
 // The CPU time (user + system) the processes `pids` have used so far, in seconds.
