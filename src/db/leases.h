@@ -83,9 +83,9 @@ Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::strin
 // the task's next pass, acquiring or renewing the lease when less than half of it is left (so
 // at most one commit per half TTL while it holds it; a server that does not hold it reads who
 // does first, and writes only when the lease is free or ran out). A holder stops holding once
-// its lease ran out by its own
-// clock, before any other server can take it (that one waits for the expiry by its own clock;
-// clocks must agree within the TTL's other half). Thread-safe; `ds` must outlive it.
+// its lease ran out by its own clock, before any other server can take it (that one waits for
+// the expiry by its own clock; clocks must agree within the TTL's other half). Thread-safe;
+// `ds` must outlive it.
 class TaskLeaseKeeper {
  public:
   TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us)
