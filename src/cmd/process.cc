@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -167,6 +170,49 @@ sigset_t BlockStopSignals(bool reload) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return stop_signals;
+}
+
+StopSignalWatch::StopSignalWatch(std::function<void()> on_signal)
+    : on_signal_(std::move(on_signal)) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  signals_ = ::signalfd(-1, &stop, SFD_CLOEXEC);
+  wake_ = ::eventfd(0, EFD_CLOEXEC);
+  // Without them the signals stay pending, as before the watch: WaitForStopSignal takes them.
+  if (signals_ >= 0 && wake_ >= 0) thread_ = std::thread([this] { Run(); });
+}
+
+void StopSignalWatch::Run() {
+  pollfd fds[2] = {{.fd = signals_, .events = POLLIN}, {.fd = wake_, .events = POLLIN}};
+  for (;;) {
+    // Once a signal came, on_signal_ runs again every 50 ms until Stop.
+    const int ready = ::poll(fds, 2, taken_ != 0 ? 50 : -1);
+    if (ready < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents != 0) {
+      signalfd_siginfo info{};
+      if (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info) &&
+          taken_ == 0) {
+        taken_ = static_cast<int>(info.ssi_signo);
+      }
+    }
+    if (taken_ != 0) on_signal_();
+  }
+}
+
+int StopSignalWatch::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)::write(wake_, &one, sizeof one);
+    thread_.join();
+  }
+  for (int* fd : {&signals_, &wake_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  return taken_;
 }
 
 void WaitForStopSignal(const sigset_t& stop_signals, const std::function<void()>& on_reload) {

@@ -113,6 +113,28 @@ sigset_t BlockStopSignals(bool reload = false);
 void WaitForStopSignal(const sigset_t& stop_signals,
                        const std::function<void()>& on_reload = nullptr);
 
+// While the caller does what a stop must cut short rather than wait for (the schema migration
+// at start, which can take minutes), a thread of its own takes SIGINT and SIGTERM (blocked by
+// BlockStopSignals) in WaitForStopSignal's stead: at the signal, and every 50 ms after it until
+// Stop (a cancel may miss a statement that had not begun), it runs `on_signal`.
+class StopSignalWatch {
+ public:
+  explicit StopSignalWatch(std::function<void()> on_signal);
+  ~StopSignalWatch() { Stop(); }
+  StopSignalWatch(const StopSignalWatch&) = delete;
+  StopSignalWatch& operator=(const StopSignalWatch&) = delete;
+  // Ends the watch (at once): the signal it took (SIGINT or SIGTERM), or 0.
+  int Stop();
+
+ private:
+  void Run();
+  std::function<void()> on_signal_;
+  int signals_ = -1;  // signalfd
+  int wake_ = -1;     // eventfd: Stop
+  int taken_ = 0;     // written by the thread, read after it ended
+  std::thread thread_;
+};
+
 // Adds `--log-level debug|info|warn|error` (default: `level`'s value) to `command`;
 // `what_info_omits` says what the default level leaves out. Apply it with ApplyLogLevel once
 // parsed.

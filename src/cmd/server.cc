@@ -1,6 +1,7 @@
 #include "cmd/server.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/leases.h"
+#include "db/open_interrupt.h"
 #include "db/sagas.h"
 #include "db/schema.h"
 #include "db/sleds.h"
@@ -135,9 +137,22 @@ int RunServer(const ServerFlags& flags) {
   }
   // Before the datastore starts its checkpointer thread: a thread started earlier would not
   // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
-  // signal during startup stays pending and stops the server as soon as it is up.
+  // signal during startup stays pending and stops the server as soon as it is up; but one
+  // during the open (a schema migration may copy a table for minutes, or wait for another
+  // server's) cancels the migration, which rolls back, and the process ends at once.
   sigset_t stop_signals = BlockStopSignals(/*reload=*/true);
-  auto datastore = OpenDatastore(*database);
+  fp::db::OpenInterrupt open_interrupt;
+  StopSignalWatch watch([&open_interrupt] { open_interrupt.Interrupt(); });
+  auto datastore = OpenDatastore(*database, &open_interrupt);
+  if (const int signal = watch.Stop(); signal != 0) {
+    if (!datastore) {
+      std::cerr << "floatplane server: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+                << " while opening the database: " << datastore.error().message()
+                << "; the next start takes it up from there\n";
+      return 128 + signal;
+    }
+    ::kill(::getpid(), signal);  // came as the open ended: pending again, as any other
+  }
   if (!datastore) {
     std::cerr << "floatplane server: " << datastore.error().message() << "\n";
     return 1;

@@ -19,6 +19,7 @@
 
 namespace fp::db {
 class Datastore;
+class OpenInterrupt;
 }  // namespace fp::db
 
 namespace fp::cmd {
@@ -41,8 +42,10 @@ void LogRecovery(const fp::saga::RecoveryEvent& e);
 
 // Opens the datastore `database` names, migrating it. Errors name the --database setting.
 // The composition root's choice of time and randomness (the machine's) starts here: every part
-// of the server reads them from the datastore (clock(), random()).
-Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database);
+// of the server reads them from the datastore (clock(), random()). `interrupt` stops the
+// migration from another thread (db::OpenInterrupt).
+Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database,
+                                                         fp::db::OpenInterrupt* interrupt);
 
 // Makes sure the operator holds a fleet admin token: the first server on a database creates
 // silo `default` and mints one into DATA_DIR/admin-token (only one of several servers starting

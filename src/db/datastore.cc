@@ -38,23 +38,27 @@ Datastore::~Datastore() = default;
 
 Result<std::unique_ptr<Datastore>> Datastore::OpenSqlite(const std::string& path,
                                                          std::shared_ptr<const Clock> clock,
-                                                         std::shared_ptr<Random> random) {
+                                                         std::shared_ptr<Random> random,
+                                                         OpenInterrupt* interrupt) {
   std::unique_ptr<Datastore> ds(new Datastore(path, std::move(clock), std::move(random)));
   ds->engine_ = FP_TRY(sqlite::SqliteEngine::Open(
       path, ds->sync_points_, *ds->clock_, *ds->engine_random_,
-      [](sqlite::SqliteConnection& conn) { return MigrateSchema(conn); }));
+      [interrupt](sqlite::SqliteConnection& conn) { return MigrateSchema(conn, interrupt); }));
   return ds;
 }
 
 Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& url,
                                                            std::shared_ptr<const Clock> clock,
                                                            std::shared_ptr<Random> random,
-                                                           PostgresOptions options) {
+                                                           PostgresOptions options,
+                                                           OpenInterrupt* interrupt) {
   // Not the URL: it may carry a password, and path_ is only for messages.
   std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock), std::move(random)));
-  ds->engine_ = FP_TRY(postgres::PgEngine::Open(
-      url, options, ds->sync_points_, *ds->clock_, *ds->engine_random_,
-      [](postgres::PgConnection& conn) { return MigratePostgresSchema(conn); }));
+  ds->engine_ = FP_TRY(postgres::PgEngine::Open(url, options, ds->sync_points_, *ds->clock_,
+                                                *ds->engine_random_,
+                                                [interrupt](postgres::PgConnection& conn) {
+                                                  return MigratePostgresSchema(conn, interrupt);
+                                                }));
   return ds;
 }
 

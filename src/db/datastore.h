@@ -19,6 +19,7 @@
 #include "common/time.h"
 #include "db/connection.h"
 #include "db/engine.h"
+#include "db/open_interrupt.h"
 #include "model/page.h"
 #include "saga/store.h"
 
@@ -205,17 +206,22 @@ class Datastore {
   // Opens (creating and migrating as needed) the SQLite database at `path`.
   // `clock` and `random` are the time and randomness of every part that uses this datastore
   // (clock(), random()): the machine's in the server, a test's or the simulation's otherwise.
+  // `interrupt` (when given) stops the schema migration from another thread: the open then
+  // fails Unavailable, the migration under way rolled back (OpenInterrupt).
   static Result<std::unique_ptr<Datastore>> OpenSqlite(const std::string& path,
                                                        std::shared_ptr<const Clock> clock,
-                                                       std::shared_ptr<Random> random);
+                                                       std::shared_ptr<Random> random,
+                                                       OpenInterrupt* interrupt = nullptr);
 
   // Opens a PostgreSQL database by libpq connection URL or keyword string (multi-host with
   // target_session_attrs=read-write included), migrating its schema under a lock so that
   // servers starting together do not race. Errors: Unavailable when no server answers.
+  // `interrupt`: as OpenSqlite's (here every migration of this start rolls back together).
   static Result<std::unique_ptr<Datastore>> OpenPostgres(const std::string& url,
                                                          std::shared_ptr<const Clock> clock,
                                                          std::shared_ptr<Random> random,
-                                                         PostgresOptions options = {});
+                                                         PostgresOptions options = {},
+                                                         OpenInterrupt* interrupt = nullptr);
   ~Datastore();
 
   // Runs `fn` in a write transaction of the engine (Engine::Write: for SQLite, BEGIN IMMEDIATE

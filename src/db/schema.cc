@@ -12,7 +12,16 @@ namespace fp::db {
 
 namespace {
 
-Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) {
+// The migration to `version` was stopped by OpenInterrupt and rolled back.
+Error Interrupted(size_t version) {
+  return Error::Unavailable(fmt::format(
+      "interrupted while migrating the schema to version {}: that migration was rolled back",
+      version));
+}
+
+Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target,
+                                 const OpenInterrupt* interrupt) {
+  const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
   for (;;) {
     FP_CHECK_OK(conn.ExecScript("BEGIN IMMEDIATE"));
     auto rows = conn.Query("SELECT max(version) FROM schema_version", {});
@@ -29,7 +38,8 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
                       kSchemaVersion)));
     }
     if (current >= target) return conn.ExecScript("COMMIT");
-    Status applied = conn.ExecScript(SqliteMigration(current + 1));
+    Status applied =
+        stopped() ? Fail(Interrupted(current + 1)) : conn.ExecScript(SqliteMigration(current + 1));
     if (applied) {
       auto broken = conn.Query("PRAGMA foreign_key_check", {});
       if (!broken) {
@@ -44,12 +54,16 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
       applied = conn.ExecScript(
           fmt::format("INSERT INTO schema_version (version) VALUES ({})", current + 1));
     }
+    // Past this point the migration commits: an interrupt now is too late for it.
+    if (applied && stopped()) applied = Fail(Interrupted(current + 1));
     if (applied) applied = conn.ExecScript("COMMIT");
     if (!applied) {
       (void)conn.ExecScript("ROLLBACK");
       // A migration that edits sqlite_schema (16) and failed before its own RESET: schema
       // writing off again, and the schema as the rollback left it.
       (void)conn.ExecScript("PRAGMA writable_schema = RESET");
+      // A statement the interrupt cancelled fails as SQLite says ("interrupted").
+      if (stopped()) return Fail(Interrupted(current + 1));
       return applied;
     }
   }
@@ -57,17 +71,18 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target) 
 
 }  // namespace
 
-Status MigrateSchema(sqlite::SqliteConnection& conn) {
-  return MigrateSchemaTo(conn, kSchemaVersion);
+Status MigrateSchema(sqlite::SqliteConnection& conn, OpenInterrupt* interrupt) {
+  return MigrateSchemaTo(conn, kSchemaVersion, interrupt);
 }
 
-Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target) {
+Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target, OpenInterrupt* interrupt) {
+  OpenInterrupt::Armed armed(interrupt, [&conn] { conn.Interrupt(); });
   FP_CHECK_OK(conn.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT"));
   // Rebuilding a table (create, copy, drop, rename) needs foreign keys off, which SQLite only
   // allows outside a transaction; each migration checks them itself before it commits.
   FP_CHECK_OK(conn.ExecScript("PRAGMA foreign_keys=OFF"));
-  Status migrated = MigrateWithForeignKeysOff(conn, std::min(target, kSchemaVersion));
+  Status migrated = MigrateWithForeignKeysOff(conn, std::min(target, kSchemaVersion), interrupt);
   Status restored = conn.ExecScript("PRAGMA foreign_keys=ON");
   FP_CHECK_OK(migrated);
   return restored;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "db/open_interrupt.h"
 #include "db/postgres/connection.h"
 #include "db/sqlite/connection.h"
 
@@ -33,15 +34,21 @@ std::string_view SqliteFirstSchema();
 // statement must mean the same on both engines.
 Result<std::string> PostgresDialect(std::string_view sqlite_sql);
 
-// Brings the database to the newest schema, one migration per transaction.
-Status MigrateSchema(sqlite::SqliteConnection& conn);
+// Brings the database to the newest schema, one migration per transaction. With `interrupt`,
+// Interrupt() cancels the statement running (the connection is armed with it) and no
+// migration begins after it: the one under way rolls back, those before it stay, and the call
+// fails Unavailable.
+Status MigrateSchema(sqlite::SqliteConnection& conn, OpenInterrupt* interrupt = nullptr);
 // Up to schema version `target` only (tests: build an old database to upgrade).
-Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target);
+Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target,
+                       OpenInterrupt* interrupt = nullptr);
 
 // The same for PostgreSQL, all pending migrations in one transaction under an advisory lock
 // (servers starting together do not race). Errors: Internal when the database's schema is
-// newer than this binary knows, or a statement failed (nothing is applied then).
-Status MigratePostgresSchema(postgres::PgConnection& conn);
-Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target);
+// newer than this binary knows, or a statement failed (nothing is applied then); Unavailable
+// when `interrupt` stopped it (nothing is applied either).
+Status MigratePostgresSchema(postgres::PgConnection& conn, OpenInterrupt* interrupt = nullptr);
+Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
+                               OpenInterrupt* interrupt = nullptr);
 
 }  // namespace fp::db

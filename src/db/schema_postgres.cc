@@ -268,11 +268,16 @@ Result<std::string> PostgresDialect(std::string_view sqlite_sql) {
   return out;
 }
 
-Status MigratePostgresSchema(postgres::PgConnection& conn) {
-  return MigratePostgresSchemaTo(conn, kPostgresMigrations.size());
+Status MigratePostgresSchema(postgres::PgConnection& conn, OpenInterrupt* interrupt) {
+  return MigratePostgresSchemaTo(conn, kPostgresMigrations.size(), interrupt);
 }
 
-Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target) {
+Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
+                               OpenInterrupt* interrupt) {
+  // Cancelled, a statement fails (57014) and the transaction rolls back whole; so does a wait
+  // for the lock below while another server migrates.
+  OpenInterrupt::Armed armed(interrupt, interrupt != nullptr ? conn.Canceller() : nullptr);
+  const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
   // DDL is transactional in PostgreSQL: every pending migration and its schema_version row
   // commit together, under a lock held to the end of the transaction, so that servers starting
   // together apply each migration once and the later ones find the schema up to date.
@@ -291,6 +296,7 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target) {
                       current, kPostgresMigrations.size())));
     }
     for (size_t v = current; v < std::min(target, kPostgresMigrations.size()); ++v) {
+      if (stopped()) break;
       const PgMigration& m = kPostgresMigrations[v];
       if (m.as_on_sqlite) {
         Result<std::string> sql = PostgresDialect(SqliteMigration(v + 1));
@@ -300,9 +306,14 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target) {
       if (!m.sql.empty()) FP_CHECK_OK(conn.Run(m.sql));
       FP_CHECK_OK(conn.Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", v + 1)));
     }
+    if (stopped()) return Fail(Error::Unavailable("interrupted"));
     return conn.Run("COMMIT");
   }();
   if (!migrated) (void)conn.Run("ROLLBACK");
+  if (!migrated && stopped()) {
+    return Fail(Error::Unavailable(
+        "interrupted while migrating the schema: the migrations of this start were rolled back"));
+  }
   return migrated;
 }
 

@@ -7,8 +7,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "db/datastore.h"
 
 namespace fp::db {
 namespace {
@@ -398,6 +401,31 @@ TEST_F(SchemaUpgradeTest, Version11To12NamesTheProjectAndSiloEachLiveAddressCoun
                   "cpus_quota = 0"),
             1);
   EXPECT_EQ(Count("SELECT count(*) FROM project WHERE ipv4_quota IS NULL"), 1);
+}
+
+// A migration interrupted (a signal at start, db::OpenInterrupt) is rolled back and the
+// migrations after it do not begin; those before it stay, and the next open finishes the work.
+// The interrupt here comes before the first migration: its statement-level cancel is
+// ExecScriptTest.InterruptFromAnotherThreadStopsTheStatementRunning.
+TEST_F(SchemaUpgradeTest, AnInterruptedMigrationStopsAndTheNextOpenFinishesIt) {
+  ASSERT_TRUE(MigrateSchemaTo(*conn_, 14));
+  OpenInterrupt interrupt;
+  interrupt.Interrupt();
+  Status migrated = MigrateSchema(*conn_, &interrupt);
+  ASSERT_FALSE(migrated);
+  EXPECT_EQ(migrated.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(migrated.error().message(),
+            "interrupted while migrating the schema to version 15: that migration was rolled "
+            "back");
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 14);
+  EXPECT_EQ(Count("PRAGMA foreign_keys"), 1) << "the connection's setting restored";
+  conn_.reset();
+  auto reopened = Datastore::OpenSqlite(dir_ + "/floatplane.db", std::make_shared<SystemClock>(),
+                                        std::make_shared<SystemRandom>());
+  ASSERT_TRUE(reopened) << reopened.error().message();
+  reopened->reset();
+  conn_ = std::move(sqlite::SqliteConnection::Open(dir_ + "/floatplane.db").value());
+  EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), static_cast<int64_t>(kSchemaVersion));
 }
 
 }  // namespace

@@ -4,13 +4,14 @@ without --dev is required, and the bootstrap of the first fleet admin token when
 servers share one PostgreSQL database (README "Configuration")."""
 
 import re
+import signal
 import subprocess
 import threading
 import urllib.parse
 
 import pytest
 
-from e2e_helpers import expect
+from e2e_helpers import expect, wait_until
 
 SECRET = "hunter2-not-for-logs"
 
@@ -110,6 +111,62 @@ def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, star
     assert int(silos) == 0
     server.start()
     expect(server.admin.get("/v1/system/silos/default"), 200)
+
+
+@pytest.mark.postgres_only("another server's migration holds PostgreSQL's schema lock")
+def test_a_stop_signal_ends_a_migration_that_waits_instead_of_waiting_with_it(
+        floatplane_bin, server_database_args, tmp_path):
+    """Ctrl-C during the schema migration stops it then, not when the migration ends (which may
+    take minutes: a table copied, or here another server's migration to wait out): the wait is
+    cancelled, the process exits 130 saying what it did, nothing of the migration is applied,
+    and the next run migrates."""
+    import psycopg2  # pylint: disable=import-outside-toplevel
+    data_dir = tmp_path / "interrupted"
+    database = server_database_args(data_dir, migrated=False)
+    url = database[1]
+    # Another server migrating: it holds the schema lock (db/schema_postgres.cc) in a transaction.
+    holder = psycopg2.connect(url)
+    watcher = psycopg2.connect(url)
+    watcher.autocommit = True
+    migrating = None
+    try:
+        holder.cursor().execute("SELECT pg_advisory_xact_lock(7236828283516204641)")
+        migrating = subprocess.Popen(
+            [str(floatplane_bin), "server", "--migrate-only", "--data-dir", str(data_dir),
+             *database], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+
+        def waits_for_the_lock():
+            with watcher.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                               "NOT granted AND database = (SELECT oid FROM pg_database WHERE "
+                               "datname = current_database())")
+                return cursor.fetchone()[0] == 1
+        wait_until(waits_for_the_lock, timeout=20, what="the migration waiting for the lock")
+        migrating.send_signal(signal.SIGINT)
+        try:
+            _, stderr = migrating.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGINT did not end the migration waiting for the schema lock")
+        assert migrating.returncode == 130, stderr
+        assert stderr == (
+            "floatplane server: stopped by SIGINT while opening the database: cannot open the "
+            f"database postgres {url} (--database): interrupted while migrating the schema: the "
+            "migrations of this start were rolled back; the next start takes it up from there\n")
+        with watcher.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('schema_version') IS NULL")
+            assert cursor.fetchone()[0], "the interrupted migration left its tables"
+    finally:
+        if migrating is not None and migrating.poll() is None:
+            migrating.kill()
+            migrating.communicate()
+        holder.close()  # the lock goes with it
+        watcher.close()
+    done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", "--data-dir",
+                           str(data_dir), *database], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("schema at version "), done.stdout
 
 
 @pytest.mark.parametrize("config_text, named", [

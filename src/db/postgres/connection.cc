@@ -105,6 +105,15 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url)
   return out;
 }
 
+std::function<void()> PgConnection::Canceller() {
+  std::shared_ptr<PGcancel> cancel(PQgetCancel(conn_.get()), &PQfreeCancel);
+  return [cancel] {
+    if (cancel == nullptr) return;
+    char why[256];
+    (void)PQcancel(cancel.get(), why, sizeof why);  // best effort: the caller asks again
+  };
+}
+
 std::string PgConnection::Option(std::string_view keyword) const {
   std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(PQconninfo(conn_.get()),
                                                                        &PQconninfoFree);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,11 @@ class PgConnection final : public Connection {
   void DropPending();
   // The server has a transaction open on this connection (in progress or failed).
   bool in_transaction() const { return PQtransactionStatus(conn_.get()) != PQTRANS_IDLE; }
+
+  // A function that asks the server to cancel the statement this connection runs at the time
+  // (it then fails with 57014), callable from any thread while the connection lives; it does
+  // nothing when none runs. Made on the connection's own thread.
+  std::function<void()> Canceller();
 
   // The connection's socket, for tests that break it from outside.
   int TEST_socket() const { return PQsocket(conn_.get()); }

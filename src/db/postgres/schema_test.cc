@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -110,6 +111,64 @@ TEST(PgSchema, NoServerIsUnavailable) {
                               std::make_shared<SystemClock>(), std::make_shared<SystemRandom>());
   ASSERT_FALSE(ds);
   EXPECT_EQ(ds.error().kind(), ErrorKind::kServiceUnavailable);
+}
+
+// Interrupted (a signal at start, db::OpenInterrupt), the migration stops, here while it waits
+// for the schema lock another server holds as it migrates: the wait is cancelled at once, and
+// none of this start's migrations is applied. The next open migrates everything.
+TEST(PgSchema, AnInterruptStopsAMigrationWaitingForTheLockAndLeavesNothingApplied) {
+  if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
+  TempPostgresDatabase db;
+  auto other = std::move(PgConnection::Open(db.url()).value());
+  ASSERT_TRUE(other->Run("BEGIN; SELECT pg_advisory_xact_lock(7236828283516204641)"));
+  OpenInterrupt interrupt;
+  std::atomic<bool> ended{false};
+  std::atomic<bool> holder_ended{false};
+  std::thread stopper([&] {
+    // Once the migration waits for the lock, and again until it has ended.
+    auto watcher = std::move(PgConnection::Open(db.url()).value());
+    for (;;) {
+      auto waiting = watcher->Query(
+          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
+          "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+          {});
+      if (ended.load()) return;
+      if (waiting && !waiting->empty() && waiting->front().Int(0) > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // Not stopped within 10 s (a cancel that does nothing): the lock's holder is ended, so that
+    // the migration runs to its end and the test fails instead of waiting forever.
+    for (int asked = 0; !ended.load(); ++asked) {
+      if (asked == 500) {
+        holder_ended = true;
+        (void)watcher->Query("SELECT pg_terminate_backend(?::integer)", {other->backend_pid()});
+      }
+      interrupt.Interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto opened = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
+                                        std::make_shared<SystemRandom>(), {}, &interrupt);
+  ended = true;
+  stopper.join();
+  ASSERT_FALSE(holder_ended.load()) << "the cancel did not stop the wait for the lock";
+  ASSERT_FALSE(opened) << "the migration was not stopped";
+  EXPECT_EQ(opened.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(opened.error().message(),
+            "interrupted while migrating the schema: the migrations of this start were rolled "
+            "back");
+  ASSERT_TRUE(other->Run("ROLLBACK"));
+  auto tables = other->Query(
+      "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'schema_version'",
+      {});
+  ASSERT_TRUE(tables);
+  EXPECT_EQ(tables->front().Int(0), 0) << "nothing of the migrations is left";
+  auto ds = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
+                                    std::make_shared<SystemRandom>());
+  ASSERT_TRUE(ds) << ds.error().message();
+  auto version = other->Query("SELECT max(version) FROM schema_version", {});
+  ASSERT_TRUE(version);
+  EXPECT_EQ(version->front().Int(0), static_cast<int64_t>(kSchemaVersion));
 }
 
 }  // namespace

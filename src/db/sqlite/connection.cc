@@ -55,6 +55,8 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   return conn;
 }
 
+void SqliteConnection::Interrupt() { sqlite3_interrupt(db_); }
+
 SqliteConnection::~SqliteConnection() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);

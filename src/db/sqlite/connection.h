@@ -64,6 +64,10 @@ class SqliteConnection final : public Connection {
   // beginning instead of appending. Fails busy (the log left as it is) when a reader or another
   // writer outlasts the budget. The connection must not be in a transaction.
   Status CheckpointRestart(std::chrono::microseconds budget, const Clock& clock);
+  // Stops the statement running on this connection now (it fails "interrupted", and a write
+  // inside a transaction rolls the transaction back): the one call that is safe from another
+  // thread while the connection lives. Does nothing when no statement runs.
+  void Interrupt();
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace fp::db::sqlite {
 namespace {
@@ -115,6 +118,30 @@ TEST_F(ExecScriptTest, OnlyThisProcessReadsTheDatabaseWhileItIsOpen) {
 TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
   ASSERT_TRUE(conn_->ExecScript("INSERT INTO t VALUES (5); INSERT INTO t VALUES (6);"));
   EXPECT_EQ(Count(), 3);
+}
+
+// Another thread stops a statement that runs for a long time (how a signal cancels the schema
+// migration at start: db::OpenInterrupt). It fails "interrupted", and the connection runs the
+// next statement. The stopper asks until the statement has ended: an interrupt while none runs
+// does nothing. (Not stopped, the count ends after some 10 s, and the test fails.)
+TEST_F(ExecScriptTest, InterruptFromAnotherThreadStopsTheStatementRunning) {
+  std::atomic<bool> ended{false};
+  std::thread stopper([&] {
+    while (!ended.load()) {
+      conn_->Interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto endless = conn_->Query(
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+      "SELECT count(*) FROM n",
+      {});
+  ended = true;
+  stopper.join();
+  ASSERT_FALSE(endless);
+  EXPECT_NE(endless.error().message().find("interrupted"), std::string::npos)
+      << endless.error().message();
+  EXPECT_EQ(Count(), 1);
 }
 
 }  // namespace

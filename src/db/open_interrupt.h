@@ -1,0 +1,56 @@
+#pragma once
+
+// Stopping a datastore's open from another thread: the schema migration of a start can run for
+// minutes (a table copied whole), and an operator's Ctrl-C must end it then, not after it.
+
+#include <atomic>
+#include <functional>
+#include <utility>
+
+#include "common/mutex.h"
+
+namespace fp::db {
+
+// Given to Datastore::OpenSqlite or OpenPostgres. Interrupt() (from any thread: a signal's
+// watcher) marks the open interrupted and cancels the statement the migrating connection runs;
+// the migration stops at its next step as well, rolls back what it has not committed, and the
+// open fails. A statement that begins after a cancel may still run: call Interrupt() again
+// until the open returns.
+class OpenInterrupt {
+ public:
+  void Interrupt() {
+    interrupted_.store(true);
+    MutexLock lock(mu_);
+    if (cancel_) cancel_();
+  }
+  bool interrupted() const { return interrupted_.load(); }
+
+  // The opener, while a connection runs what Interrupt() must cut short: `cancel` stops the
+  // statement running on it (safe from another thread while the connection lives). Disarmed
+  // when this ends, after any cancel under way: the connection may then go.
+  class Armed {
+   public:
+    Armed(OpenInterrupt* interrupt, std::function<void()> cancel) : interrupt_(interrupt) {
+      if (interrupt_ == nullptr) return;
+      MutexLock lock(interrupt_->mu_);
+      interrupt_->cancel_ = std::move(cancel);
+    }
+    ~Armed() {
+      if (interrupt_ == nullptr) return;
+      MutexLock lock(interrupt_->mu_);
+      interrupt_->cancel_ = nullptr;
+    }
+    Armed(const Armed&) = delete;
+    Armed& operator=(const Armed&) = delete;
+
+   private:
+    OpenInterrupt* interrupt_;
+  };
+
+ private:
+  std::atomic<bool> interrupted_{false};
+  Mutex mu_;
+  std::function<void()> cancel_ FP_GUARDED_BY(mu_);
+};
+
+}  // namespace fp::db
