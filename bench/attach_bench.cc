@@ -3,7 +3,7 @@
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
 //                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
 //                              [--history-retention 3d] [--agents in-process|external]
-//                              [--postgres URL [--servers 3]]
+//                              [--postgres URL [--servers 3]] [--others 30]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
 // every attach and detach also makes real HTTP calls to the switch and sled agents), creates one
@@ -41,6 +41,13 @@
 // the server CPU per cycle printed for each run (user + system time of the server processes,
 // from /proc) counts the control plane alone; in process (`--dev`, the default) it includes
 // the simulated agents.
+//
+// With --others N, before each client's instance and floating IP it creates N more of each,
+// the instances stopped and each holding its floating IP, which the cycles never touch: the
+// clients' rows then lie among others in every table and index, as a rack's few addresses
+// changing at once lie among its many, instead of side by side in the same pages as rows
+// created together do (on PostgreSQL, SERIALIZABLE's predicate locks are taken on an index's
+// pages, so neighbours in one page collide where rows far apart would not).
 //
 // The load generator is C++ so that on a small machine the clients' own CPU does not decide the
 // result; it shares the machine's cores with the server all the same.
@@ -280,6 +287,7 @@ int main(int argc, char** argv) {
   std::string postgres;
   int server_count = 1;
   std::string agents = "in-process";
+  int others = 0;
   fp::bench::ParseFlags(
       argc, argv,
       {{"--binary", &binary},
@@ -290,14 +298,16 @@ int main(int argc, char** argv) {
        {"--idle-connections", &idle_connections},
        {"--postgres", &postgres},
        {"--servers", &server_count},
-       {"--agents", &agents}},
+       {"--agents", &agents},
+       {"--others", &others}},
       "bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
       "[--idle-connections N] [--history-retention DURATION] [--agents in-process|external] "
-      "[--postgres URL [--servers N]]");
+      "[--postgres URL [--servers N]] [--others N]");
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
   if (cycles < concurrent) Die("--cycles must be at least --clients");
   if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");
   if (server_count > 1 && postgres.empty()) Die("--servers above 1 needs --postgres");
+  if (others < 0 || others > 1000) Die("--others must be between 0 and 1000");
   const bool pg = !postgres.empty();
   if (agents != "in-process" && agents != "external") {
     Die("--agents must be in-process or external, not \"" + agents + "\"");
@@ -379,13 +389,28 @@ int main(int argc, char** argv) {
 
   Api admin(port, token);
   admin.Expect(201, "POST", "/v1/system/ip-pools", {{"name", "bench"}, {"description", ""}});
+  // 1,024 addresses, or with --others a /16 (65,536) for theirs too.
   admin.Expect(201, "POST", "/v1/system/ip-pools/bench/ranges/add",
-               {{"first", "10.0.0.0"}, {"last", "10.0.3.255"}});
+               {{"first", "10.0.0.0"}, {"last", others > 0 ? "10.0.255.255" : "10.0.3.255"}});
   admin.Expect(201, "POST", "/v1/system/ip-pools/bench/silos",
                {{"silo", "default"}, {"is_default", true}});
   admin.Expect(201, "POST", "/v1/projects", {{"name", "bench"}, {"description", ""}});
   std::vector<std::pair<std::string, std::string>> pairs;  // (instance id, floating IP id)
   for (int k = 0; k < concurrent; ++k) {
+    for (int o = 0; o < others; ++o) {
+      std::string other = "other-" + std::to_string(k) + "-" + std::to_string(o);
+      Json vm = admin.Expect(201, "POST", "/v1/instances?project=bench",
+                             {{"name", other},
+                              {"description", ""},
+                              {"hostname", other},
+                              {"ncpus", 1},
+                              {"memory", int64_t{1} << 30},
+                              {"start", false}});
+      Json fip = admin.Expect(201, "POST", "/v1/floating-ips?project=bench",
+                              {{"name", "fip-" + other}, {"description", ""}});
+      admin.Expect(202, "POST", "/v1/floating-ips/" + fip["id"].get<std::string>() + "/attach",
+                   {{"kind", "instance"}, {"parent", vm["id"]}});
+    }
     std::string name = "vm-" + std::to_string(k);
     Json vm = admin.Expect(201, "POST", "/v1/instances?project=bench",
                            {{"name", name},
@@ -405,6 +430,10 @@ int main(int argc, char** argv) {
     if (all) break;
     if (Clock::now() > deadline) Die("instances did not reach running within 30 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (others > 0) {
+    std::printf("the clients' rows among %d other instances (stopped), each with a floating IP\n",
+                others * concurrent);
   }
 
   struct Counters {
