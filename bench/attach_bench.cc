@@ -3,7 +3,7 @@
 //   build/release/bench_attach [--binary build/release/floatplane] [--cycles 640]
 //                              [--clients 16] [--data-dir DIR] [--idle-connections 5000]
 //                              [--history-retention 3d] [--agents in-process|external]
-//                              [--postgres URL [--servers 3]] [--others 30]
+//                              [--postgres URL [--servers 3] [--pool-size 2]] [--others 30]
 //
 // Starts `floatplane server --dev` on a fresh data directory (in-process simulated agents:
 // every attach and detach also makes real HTTP calls to the switch and sled agents), creates one
@@ -36,6 +36,8 @@
 // phase splits the round trips by operation: one client, the servers' counters read between
 // every attach and detach, less what reading them costs (measured by reading them back to
 // back).
+//
+// --pool-size N passes --postgres-pool-size N to the servers on PostgreSQL.
 //
 // With --agents external (always on PostgreSQL) the agents are processes of their own, so that
 // the server CPU per cycle printed for each run (user + system time of the server processes,
@@ -288,6 +290,7 @@ int main(int argc, char** argv) {
   int server_count = 1;
   std::string agents = "in-process";
   int others = 0;
+  int pool_size = 0;  // the server's default
   fp::bench::ParseFlags(
       argc, argv,
       {{"--binary", &binary},
@@ -299,15 +302,17 @@ int main(int argc, char** argv) {
        {"--postgres", &postgres},
        {"--servers", &server_count},
        {"--agents", &agents},
-       {"--others", &others}},
+       {"--others", &others},
+       {"--pool-size", &pool_size}},
       "bench_attach [--binary PATH] [--cycles N] [--clients N] [--data-dir DIR] "
       "[--idle-connections N] [--history-retention DURATION] [--agents in-process|external] "
-      "[--postgres URL [--servers N]] [--others N]");
+      "[--postgres URL [--servers N] [--pool-size N]] [--others N]");
   if (concurrent < 2 || concurrent > 256) Die("--clients must be between 2 and 256");
   if (cycles < concurrent) Die("--cycles must be at least --clients");
   if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");
   if (server_count > 1 && postgres.empty()) Die("--servers above 1 needs --postgres");
   if (others < 0 || others > 1000) Die("--others must be between 0 and 1000");
+  if (pool_size != 0 && postgres.empty()) Die("--pool-size needs --postgres");
   const bool pg = !postgres.empty();
   if (agents != "in-process" && agents != "external") {
     Die("--agents must be in-process or external, not \"" + agents + "\"");
@@ -375,6 +380,8 @@ int main(int argc, char** argv) {
       args.insert(args.end(), {"--database", pg ? WithDatabase(postgres, database)
                                                 : "sqlite:" + dir + "/floatplane.db"});
       args.insert(args.end(), agents_args.begin(), agents_args.end());
+      if (pool_size > 0)
+        args.insert(args.end(), {"--postgres-pool-size", std::to_string(pool_size)});
       auto [pid, url] = StartListening(args);
       children.push_back(pid);
       servers.push_back(pid);

@@ -143,7 +143,8 @@ int RunServer(const ServerFlags& flags) {
   sigset_t stop_signals = BlockStopSignals(/*reload=*/true);
   fp::db::OpenInterrupt open_interrupt;
   StopSignalWatch watch([&open_interrupt] { open_interrupt.Interrupt(); });
-  auto datastore = OpenDatastore(*database, &open_interrupt);
+  auto datastore =
+      OpenDatastore(*database, {.pool_size = flags.postgres_pool_size}, &open_interrupt);
   if (const int signal = watch.Stop(); signal != 0) {
     if (!datastore) {
       std::cerr << "floatplane server: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")

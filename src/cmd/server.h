@@ -78,6 +78,9 @@ struct ServerFlags {
   std::string coordinator_id;
   int lease_ttl_ms = 5000;
   int lease_grace_ms = 2000;
+  // On PostgreSQL, the connections this server's transactions run on at once
+  // (db::PostgresOptions::pool_size, whose default this is).
+  int postgres_pool_size = 16;
   // debug, info, warn or error (fp::LogLevel). At info, routine exchanges with the agents are
   // not logged (they show in /metrics); what changes something, fails or repairs drift is.
   std::string log_level = "info";

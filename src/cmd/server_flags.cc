@@ -180,6 +180,14 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                    "Wait after a lease expired before adopting its sagas (covers clock skew)")
       ->check(CLI::Range(0, 600'000))
       ->capture_default_str();
+  server
+      ->add_option("--postgres-pool-size", flags.postgres_pool_size,
+                   "PostgreSQL connections this server runs its transactions on at once (more "
+                   "wait for one). Their sum over the servers must stay under the database's "
+                   "max_connections; a database with few cores does best with about as many "
+                   "in use as it has cores (README, Configuration)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   AddLogLevelOption(*server, flags.log_level,
                     "routine polls of the agents, which show in /metrics instead");
   server->add_flag("--enable-test-faults", flags.enable_test_faults,

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cmd/server.h"
+#include "db/datastore.h"
 
 namespace fp::cmd {
 namespace {
@@ -80,6 +81,18 @@ mint-admin-token = true
   EXPECT_EQ(flags_.history_retention_s, 12 * 3600);
   EXPECT_TRUE(flags_.mint_admin_token);
   EXPECT_FALSE(flags_.dev);
+}
+
+// The pool's size: a flag and a config key, 16 (the engine's own default) unless given, and
+// refused outside 1-256 naming the flag.
+TEST_F(ServerFlagsTest, PostgresPoolSizeFromAFlagOrTheFileWithinItsRange) {
+  EXPECT_EQ(ServerFlags{}.postgres_pool_size, db::PostgresOptions{}.pool_size);
+  ASSERT_EQ(Parse({"server", "--postgres-pool-size", "4"}), "");
+  EXPECT_EQ(flags_.postgres_pool_size, 4);
+  ASSERT_EQ(Parse({"server", "--config", WriteConfig("[server]\npostgres-pool-size = 2\n")}), "");
+  EXPECT_EQ(flags_.postgres_pool_size, 2);
+  std::string refused = Parse({"server", "--postgres-pool-size", "0"});
+  EXPECT_NE(refused.find("--postgres-pool-size"), std::string::npos) << refused;
 }
 
 TEST_F(ServerFlagsTest, FlagsOverrideTheConfigFile) {

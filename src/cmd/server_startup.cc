@@ -77,13 +77,14 @@ void LogRecovery(const fp::saga::RecoveryEvent& e) {
 }
 
 Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database,
+                                                         const fp::db::PostgresOptions& postgres,
                                                          fp::db::OpenInterrupt* interrupt) {
   auto clock = std::make_shared<fp::SystemClock>();
   auto random = std::make_shared<fp::SystemRandom>();
   auto opened =
       database.engine == DatabaseEngine::kSqlite
           ? fp::db::Datastore::OpenSqlite(database.target, clock, random, interrupt)
-          : fp::db::Datastore::OpenPostgres(database.target, clock, random, {}, interrupt);
+          : fp::db::Datastore::OpenPostgres(database.target, clock, random, postgres, interrupt);
   if (!opened) {
     return Fail(Error(opened.error().kind(),
                       fmt::format("cannot open the database {} (--database): {}",

@@ -20,6 +20,7 @@
 namespace fp::db {
 class Datastore;
 class OpenInterrupt;
+struct PostgresOptions;
 }  // namespace fp::db
 
 namespace fp::cmd {
@@ -42,9 +43,10 @@ void LogRecovery(const fp::saga::RecoveryEvent& e);
 
 // Opens the datastore `database` names, migrating it. Errors name the --database setting.
 // The composition root's choice of time and randomness (the machine's) starts here: every part
-// of the server reads them from the datastore (clock(), random()). `interrupt` stops the
-// migration from another thread (db::OpenInterrupt).
+// of the server reads them from the datastore (clock(), random()). `postgres` applies on
+// PostgreSQL only; `interrupt` stops the migration from another thread (db::OpenInterrupt).
 Result<std::unique_ptr<fp::db::Datastore>> OpenDatastore(const DatabaseSetting& database,
+                                                         const fp::db::PostgresOptions& postgres,
                                                          fp::db::OpenInterrupt* interrupt);
 
 // Makes sure the operator holds a fleet admin token: the first server on a database creates

@@ -169,6 +169,28 @@ def test_a_stop_signal_ends_a_migration_that_waits_instead_of_waiting_with_it(
     assert done.stdout.startswith("schema at version "), done.stdout
 
 
+@pytest.mark.postgres_only("the PostgreSQL connection pool")
+def test_the_postgres_pool_size_bounds_the_connections_a_server_keeps(start_server):
+    """--postgres-pool-size N: the server runs its transactions on at most N connections to the
+    database; here 2, kept after a burst of 16 writes at once (with the default, 16, the burst
+    leaves more open)."""
+    server = start_server(extra_args=["--postgres-pool-size", "2"])
+
+    def create(n):
+        expect(server.admin.post("/v1/projects", {"name": f"burst-{n}", "description": ""}), 201)
+    burst = [threading.Thread(target=create, args=(n,)) for n in range(16)]
+    for thread in burst:
+        thread.start()
+    for thread in burst:
+        thread.join()
+    [[projects]] = server.sql("SELECT count(*) FROM project WHERE name LIKE 'burst-%'")
+    assert int(projects) == 16
+    [[connections]] = server.sql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+        "pid <> pg_backend_pid()")
+    assert int(connections) <= 2, f"{connections} connections open"
+
+
 @pytest.mark.parametrize("config_text, named", [
     ("[server]\ndatabse = \"sqlite:x.db\"\n", "server.databse"),
     ("database = \"sqlite:x.db\"\n", "database"),
