@@ -312,6 +312,8 @@ int main(int argc, char** argv) {
   if (server_count < 1 || server_count > 16) Die("--servers must be between 1 and 16");
   if (server_count > 1 && postgres.empty()) Die("--servers above 1 needs --postgres");
   if (others < 0 || others > 1000) Die("--others must be between 0 and 1000");
+  // Their floating IPs and the clients', with room for the instances' SNAT blocks, in a /16.
+  if ((others + 1) * concurrent > 60'000) Die("--others times --clients must stay under 60,000");
   if (pool_size != 0 && postgres.empty()) Die("--pool-size needs --postgres");
   const bool pg = !postgres.empty();
   if (agents != "in-process" && agents != "external") {
@@ -403,6 +405,7 @@ int main(int argc, char** argv) {
                {{"silo", "default"}, {"is_default", true}});
   admin.Expect(201, "POST", "/v1/projects", {{"name", "bench"}, {"description", ""}});
   std::vector<std::pair<std::string, std::string>> pairs;  // (instance id, floating IP id)
+  std::vector<std::string> others_ips;                     // attached as they are made
   for (int k = 0; k < concurrent; ++k) {
     for (int o = 0; o < others; ++o) {
       std::string other = "other-" + std::to_string(k) + "-" + std::to_string(o);
@@ -417,6 +420,7 @@ int main(int argc, char** argv) {
                               {{"name", "fip-" + other}, {"description", ""}});
       admin.Expect(202, "POST", "/v1/floating-ips/" + fip["id"].get<std::string>() + "/attach",
                    {{"kind", "instance"}, {"parent", vm["id"]}});
+      others_ips.push_back(fip["id"].get<std::string>());
     }
     std::string name = "vm-" + std::to_string(k);
     Json vm = admin.Expect(201, "POST", "/v1/instances?project=bench",
@@ -434,8 +438,17 @@ int main(int argc, char** argv) {
     for (const auto& [vm, fip] : pairs) {
       all = all && admin.Expect(200, "GET", "/v1/instances/" + vm)["run_state"] == "running";
     }
+    if (all) {
+      std::erase_if(others_ips, [&](const std::string& id) {
+        return !admin.Expect(200, "GET", "/v1/floating-ips/" + id)["instance_id"].is_null();
+      });
+      all = others_ips.empty();
+    }
     if (all) break;
-    if (Clock::now() > deadline) Die("instances did not reach running within 30 s");
+    if (Clock::now() > deadline) {
+      Die("instances did not reach running, or the others' floating IPs their instances, within "
+          "30 s");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (others > 0) {

@@ -193,9 +193,14 @@ void StopSignalWatch::Run() {
     if (fds[1].revents != 0) return;
     if (fds[0].revents != 0) {
       signalfd_siginfo info{};
-      if (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info) &&
-          taken_ == 0) {
-        taken_ = static_cast<int>(info.ssi_signo);
+      if (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        const int signal = static_cast<int>(info.ssi_signo);
+        if (taken_ != 0) {
+          std::fprintf(stderr, "floatplane: a second %s: stopping at once\n",
+                       signal == SIGINT ? "SIGINT" : "SIGTERM");
+          DieBySignal(signal);
+        }
+        taken_ = signal;
       }
     }
     if (taken_ != 0) on_signal_();
@@ -205,7 +210,8 @@ void StopSignalWatch::Run() {
 int StopSignalWatch::Stop() {
   if (thread_.joinable()) {
     const uint64_t one = 1;
-    (void)::write(wake_, &one, sizeof one);
+    const ssize_t written = ::write(wake_, &one, sizeof one);
+    (void)written;  // an eventfd's counter takes it
     thread_.join();
   }
   for (int* fd : {&signals_, &wake_}) {
@@ -213,6 +219,17 @@ int StopSignalWatch::Stop() {
     *fd = -1;
   }
   return taken_;
+}
+
+void DieBySignal(int signal) {
+  std::fflush(nullptr);
+  ::signal(signal, SIG_DFL);
+  sigset_t just;
+  sigemptyset(&just);
+  sigaddset(&just, signal);
+  pthread_sigmask(SIG_UNBLOCK, &just, nullptr);
+  ::raise(signal);
+  std::_Exit(128 + signal);  // not reached: the default action of SIGINT and SIGTERM ends it
 }
 
 void WaitForStopSignal(const sigset_t& stop_signals, const std::function<void()>& on_reload) {

@@ -104,8 +104,8 @@ class ExclusiveHold {
 };
 
 // Blocks SIGINT and SIGTERM (and SIGHUP with `reload`) in the calling thread and in every
-// thread it starts afterwards, so that only WaitForStopSignal sees them; ignores SIGPIPE. Call
-// before any thread starts.
+// thread it starts afterwards, so that only WaitForStopSignal (or a StopSignalWatch) sees them;
+// ignores SIGPIPE. Call before any thread starts.
 sigset_t BlockStopSignals(bool reload = false);
 
 // Waits until SIGINT or SIGTERM arrives, and logs it. A SIGHUP (if blocked) runs `on_reload`
@@ -116,14 +116,18 @@ void WaitForStopSignal(const sigset_t& stop_signals,
 // While the caller does what a stop must cut short rather than wait for (the schema migration
 // at start, which can take minutes), a thread of its own takes SIGINT and SIGTERM (blocked by
 // BlockStopSignals) in WaitForStopSignal's stead: at the signal, and every 50 ms after it until
-// Stop (a cancel may miss a statement that had not begun), it runs `on_signal`.
+// Stop (a cancel may miss a statement that had not begun), it runs `on_signal`. A second signal
+// ends the process at once (DieBySignal), for when the first cannot take effect. Without a
+// signalfd or an eventfd (descriptors exhausted) it watches nothing: the signals stay pending
+// for WaitForStopSignal, as before a watch.
 class StopSignalWatch {
  public:
   explicit StopSignalWatch(std::function<void()> on_signal);
   ~StopSignalWatch() { Stop(); }
   StopSignalWatch(const StopSignalWatch&) = delete;
   StopSignalWatch& operator=(const StopSignalWatch&) = delete;
-  // Ends the watch (at once): the signal it took (SIGINT or SIGTERM), or 0.
+  // Ends the watch, after an `on_signal` under way: the signal it took (SIGINT or SIGTERM), or
+  // 0. A signal that comes as it ends stays pending.
   int Stop();
 
  private:
@@ -134,6 +138,10 @@ class StopSignalWatch {
   int taken_ = 0;     // written by the thread, read after it ended
   std::thread thread_;
 };
+
+// Ends the process by `signal` (SIGINT, SIGTERM) with its default action, as if it had never
+// been blocked: a shell shows 128 + signal, and a supervisor sees a stop by that signal.
+[[noreturn]] void DieBySignal(int signal);
 
 // Adds `--log-level debug|info|warn|error` (default: `level`'s value) to `command`;
 // `what_info_omits` says what the default level leaves out. Apply it with ApplyLogLevel once

@@ -146,13 +146,14 @@ int RunServer(const ServerFlags& flags) {
   auto datastore =
       OpenDatastore(*database, {.pool_size = flags.postgres_pool_size}, &open_interrupt);
   if (const int signal = watch.Stop(); signal != 0) {
-    if (!datastore) {
+    if (!datastore && open_interrupt.honoured()) {
       std::cerr << "floatplane server: stopped by " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
-                << " while opening the database: " << datastore.error().message()
-                << "; the next start takes it up from there\n";
-      return 128 + signal;
+                << ": " << datastore.error().message() << "; the next start migrates again\n";
+      DieBySignal(signal);
     }
-    ::kill(::getpid(), signal);  // came as the open ended: pending again, as any other
+    // The open ended first, opened or failed on its own (reported below): the signal is
+    // pending again and stops the server once it is up, as any other during startup.
+    ::kill(::getpid(), signal);
   }
   if (!datastore) {
     std::cerr << "floatplane server: " << datastore.error().message() << "\n";

@@ -183,9 +183,9 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   server
       ->add_option("--postgres-pool-size", flags.postgres_pool_size,
                    "PostgreSQL connections this server runs its transactions on at once (more "
-                   "wait for one). Their sum over the servers must stay under the database's "
-                   "max_connections; a database with few cores does best with about as many "
-                   "in use as it has cores (README, Configuration)")
+                   "wait for one); leave room under the database's max_connections for every "
+                   "server's. More connections than the database has cores take turns there "
+                   "(README, Configuration)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   AddLogLevelOption(*server, flags.log_level,

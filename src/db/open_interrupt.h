@@ -14,16 +14,21 @@ namespace fp::db {
 // Given to Datastore::OpenSqlite or OpenPostgres. Interrupt() (from any thread: a signal's
 // watcher) marks the open interrupted and cancels the statement the migrating connection runs;
 // the migration stops at its next step as well, rolls back what it has not committed, and the
-// open fails. A statement that begins after a cancel may still run: call Interrupt() again
-// until the open returns.
+// open fails Unavailable ("interrupted while migrating the schema..."), honoured() then true.
+// A statement that begins after a cancel may still run: call Interrupt() again until the open
+// returns. Opening the connection itself is not cut short.
 class OpenInterrupt {
  public:
-  void Interrupt() {
+  void Interrupt() FP_EXCLUDES(mu_) {
     interrupted_.store(true);
     MutexLock lock(mu_);
     if (cancel_) cancel_();
   }
   bool interrupted() const { return interrupted_.load(); }
+  // The open failed because of the interrupt (not an error of its own that came meanwhile).
+  bool honoured() const { return honoured_.load(); }
+  // The migration: it stopped for the interrupt.
+  void Honour() { honoured_.store(true); }
 
   // The opener, while a connection runs what Interrupt() must cut short: `cancel` stops the
   // statement running on it (safe from another thread while the connection lives). Disarmed
@@ -49,6 +54,7 @@ class OpenInterrupt {
 
  private:
   std::atomic<bool> interrupted_{false};
+  std::atomic<bool> honoured_{false};
   Mutex mu_;
   std::function<void()> cancel_ FP_GUARDED_BY(mu_);
 };

@@ -19,9 +19,15 @@ Error Interrupted(size_t version) {
       version));
 }
 
+// Stops at a migration's edge once `interrupt` fired (honouring it); a statement it cancelled
+// fails, and that is reported as the interrupt too.
 Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target,
-                                 const OpenInterrupt* interrupt) {
-  const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
+                                 OpenInterrupt* interrupt) {
+  const auto stop_at_edge = [interrupt](size_t version) -> Status {
+    if (interrupt == nullptr || !interrupt->interrupted()) return Ok();
+    interrupt->Honour();
+    return Fail(Interrupted(version));
+  };
   for (;;) {
     FP_CHECK_OK(conn.ExecScript("BEGIN IMMEDIATE"));
     auto rows = conn.Query("SELECT max(version) FROM schema_version", {});
@@ -38,8 +44,8 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target,
                       kSchemaVersion)));
     }
     if (current >= target) return conn.ExecScript("COMMIT");
-    Status applied =
-        stopped() ? Fail(Interrupted(current + 1)) : conn.ExecScript(SqliteMigration(current + 1));
+    Status applied = stop_at_edge(current + 1);
+    if (applied) applied = conn.ExecScript(SqliteMigration(current + 1));
     if (applied) {
       auto broken = conn.Query("PRAGMA foreign_key_check", {});
       if (!broken) {
@@ -55,15 +61,17 @@ Status MigrateWithForeignKeysOff(sqlite::SqliteConnection& conn, size_t target,
           fmt::format("INSERT INTO schema_version (version) VALUES ({})", current + 1));
     }
     // Past this point the migration commits: an interrupt now is too late for it.
-    if (applied && stopped()) applied = Fail(Interrupted(current + 1));
+    if (applied) applied = stop_at_edge(current + 1);
     if (applied) applied = conn.ExecScript("COMMIT");
     if (!applied) {
       (void)conn.ExecScript("ROLLBACK");
       // A migration that edits sqlite_schema (16) and failed before its own RESET: schema
       // writing off again, and the schema as the rollback left it.
       (void)conn.ExecScript("PRAGMA writable_schema = RESET");
-      // A statement the interrupt cancelled fails as SQLite says ("interrupted").
-      if (stopped()) return Fail(Interrupted(current + 1));
+      if (interrupt != nullptr && conn.interrupted_ever()) {
+        interrupt->Honour();
+        return Fail(Interrupted(current + 1));  // SQLite says only "interrupted"
+      }
       return applied;
     }
   }
@@ -84,8 +92,14 @@ Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target, OpenInterr
   FP_CHECK_OK(conn.ExecScript("PRAGMA foreign_keys=OFF"));
   Status migrated = MigrateWithForeignKeysOff(conn, std::min(target, kSchemaVersion), interrupt);
   Status restored = conn.ExecScript("PRAGMA foreign_keys=ON");
-  FP_CHECK_OK(migrated);
-  return restored;
+  Status done = !migrated ? migrated : restored;
+  if (!done && interrupt != nullptr && !interrupt->honoured() && conn.interrupted_ever()) {
+    // The statement cancelled was one between migrations (a BEGIN, a PRAGMA).
+    interrupt->Honour();
+    return Fail(Error::Unavailable(
+        "interrupted while migrating the schema, between two migrations: none was under way"));
+  }
+  return done;
 }
 
 }  // namespace fp::db

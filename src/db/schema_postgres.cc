@@ -278,6 +278,7 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
   // for the lock below while another server migrates.
   OpenInterrupt::Armed armed(interrupt, interrupt != nullptr ? conn.Canceller() : nullptr);
   const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
+  bool cut = false;  // stopped at a migration's edge
   // DDL is transactional in PostgreSQL: every pending migration and its schema_version row
   // commit together, under a lock held to the end of the transaction, so that servers starting
   // together apply each migration once and the later ones find the schema up to date.
@@ -296,7 +297,7 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
                       current, kPostgresMigrations.size())));
     }
     for (size_t v = current; v < std::min(target, kPostgresMigrations.size()); ++v) {
-      if (stopped()) break;
+      if ((cut = stopped())) break;
       const PgMigration& m = kPostgresMigrations[v];
       if (m.as_on_sqlite) {
         Result<std::string> sql = PostgresDialect(SqliteMigration(v + 1));
@@ -306,13 +307,14 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
       if (!m.sql.empty()) FP_CHECK_OK(conn.Run(m.sql));
       FP_CHECK_OK(conn.Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", v + 1)));
     }
-    if (stopped()) return Fail(Error::Unavailable("interrupted"));
+    if ((cut = cut || stopped())) return Fail(Error::Unavailable("interrupted"));
     return conn.Run("COMMIT");
   }();
   if (!migrated) (void)conn.Run("ROLLBACK");
-  if (!migrated && stopped()) {
+  if (!migrated && stopped() && (cut || conn.cancelled_ever())) {
+    interrupt->Honour();
     return Fail(Error::Unavailable(
-        "interrupted while migrating the schema: the migrations of this start were rolled back"));
+        "interrupted while migrating the schema: none of this start's migrations was applied"));
   }
   return migrated;
 }

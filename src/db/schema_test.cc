@@ -417,6 +417,7 @@ TEST_F(SchemaUpgradeTest, AnInterruptedMigrationStopsAndTheNextOpenFinishesIt) {
   EXPECT_EQ(migrated.error().message(),
             "interrupted while migrating the schema to version 15: that migration was rolled "
             "back");
+  EXPECT_TRUE(interrupt.honoured());
   EXPECT_EQ(Count("SELECT max(version) FROM schema_version"), 14);
   EXPECT_EQ(Count("PRAGMA foreign_keys"), 1) << "the connection's setting restored";
   conn_.reset();

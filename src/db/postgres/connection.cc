@@ -125,6 +125,7 @@ std::string PgConnection::Option(std::string_view keyword) const {
 
 Error PgConnection::Failure(std::string_view sql, const PGresult* r) {
   std::string state = SqlState(r);
+  if (state == kQueryCanceled) cancelled_ever_ = true;
   // A timeout is retried too: the engine then finds its deadline passed and answers 503.
   if (state == kSerializationFailure || state == kDeadlockDetected || state == kQueryCanceled ||
       state == kLockNotAvailable) {

@@ -100,6 +100,9 @@ class PgConnection final : public Connection {
   // A statement failed with 40001, 40P01, 57014 or 55P03 since ClearRetryable: the transaction
   // may be retried.
   bool retryable() const { return retryable_; }
+  // A statement on this connection was cancelled since it opened (57014: Canceller's doing, or
+  // a statement timeout).
+  bool cancelled_ever() const { return cancelled_ever_; }
   void ClearRetryable() { retryable_ = false; }
   // Inside a transaction that a failed statement aborted (every statement but ROLLBACK fails,
   // and COMMIT rolls back).
@@ -147,6 +150,7 @@ class PgConnection final : public Connection {
   }
 
   bool retryable_ = false;
+  bool cancelled_ever_ = false;
   std::atomic<int64_t>* round_trips_ = nullptr;
   int backend_pid_ = 0;
   std::string backend_start_;

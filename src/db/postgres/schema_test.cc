@@ -155,8 +155,9 @@ TEST(PgSchema, AnInterruptStopsAMigrationWaitingForTheLockAndLeavesNothingApplie
   ASSERT_FALSE(opened) << "the migration was not stopped";
   EXPECT_EQ(opened.error().kind(), ErrorKind::kServiceUnavailable);
   EXPECT_EQ(opened.error().message(),
-            "interrupted while migrating the schema: the migrations of this start were rolled "
-            "back");
+            "interrupted while migrating the schema: none of this start's migrations was "
+            "applied");
+  EXPECT_TRUE(interrupt.honoured());
   ASSERT_TRUE(other->Run("ROLLBACK"));
   auto tables = other->Query(
       "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'schema_version'",

@@ -106,6 +106,7 @@ Status SqliteConnection::CheckpointRestart(std::chrono::microseconds budget, con
 Error SqliteConnection::SqlError(std::string_view what, int rc) {
   const int primary = rc & 0xff;
   last_error_busy_ = primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+  if (primary == SQLITE_INTERRUPT) interrupted_ever_ = true;
   std::string detail = fmt::format("sqlite: {}: {} ({})", what, sqlite3_errmsg(db_), rc);
   // A disk that does not take writes: a full one, or one failing to write or sync. Nothing
   // was written, and the same request succeeds once the disk takes writes again: 503 (retry),

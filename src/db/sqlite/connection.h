@@ -71,6 +71,9 @@ class SqliteConnection final : public Connection {
   // True if the last failed call failed because the database was locked (SQLITE_BUSY): the
   // whole transaction may be retried.
   bool last_error_was_busy() const { return last_error_busy_; }
+  // A statement on this connection was stopped by Interrupt() (SQLITE_INTERRUPT) since it
+  // opened.
+  bool interrupted_ever() const { return interrupted_ever_; }
 
  private:
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
@@ -84,6 +87,7 @@ class SqliteConnection final : public Connection {
   sqlite3* db_;
   std::unordered_map<std::string, sqlite3_stmt*, TextHash, std::equal_to<>> statements_;
   bool last_error_busy_ = false;
+  bool interrupted_ever_ = false;
   std::function<void(int)> wal_hook_;
 };
 
