@@ -178,7 +178,7 @@ StopSignalWatch::StopSignalWatch(std::function<void()> on_signal)
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
-  signals_ = ::signalfd(-1, &stop, SFD_CLOEXEC);
+  signals_ = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
   wake_ = ::eventfd(0, EFD_CLOEXEC);
   // Without them the signals stay pending, as before the watch: WaitForStopSignal takes them.
   if (signals_ >= 0 && wake_ >= 0) thread_ = std::thread([this] { Run(); });
@@ -188,8 +188,10 @@ void StopSignalWatch::Run() {
   pollfd fds[2] = {{.fd = signals_, .events = POLLIN}, {.fd = wake_, .events = POLLIN}};
   for (;;) {
     // Once a signal came, on_signal_ runs again every 50 ms until Stop.
-    const int ready = ::poll(fds, 2, taken_ != 0 ? 50 : -1);
-    if (ready < 0 && errno != EINTR) return;
+    if (::poll(fds, 2, taken_ != 0 ? 50 : -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
     if (fds[1].revents != 0) return;
     if (fds[0].revents != 0) {
       signalfd_siginfo info{};

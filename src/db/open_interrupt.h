@@ -21,8 +21,19 @@ class OpenInterrupt {
  public:
   void Interrupt() FP_EXCLUDES(mu_) {
     interrupted_.store(true);
-    MutexLock lock(mu_);
-    if (cancel_) cancel_();
+    std::function<void()> standalone;
+    {
+      MutexLock lock(mu_);
+      if (!cancel_) return;
+      if (!standalone_) {
+        cancel_();
+        return;
+      }
+      standalone = cancel_;
+    }
+    // Outside the lock: such a cancel may take long (PQcancel connects to the server, and a
+    // host that is gone makes it wait for TCP), and the opener's Armed must not wait for it.
+    standalone();
   }
   bool interrupted() const { return interrupted_.load(); }
   // The open failed because of the interrupt (not an error of its own that came meanwhile).
@@ -30,15 +41,21 @@ class OpenInterrupt {
   // The migration: it stopped for the interrupt.
   void Honour() { honoured_.store(true); }
 
+  // What a cancel needs: the connection itself (it must not outlive it: sqlite3_interrupt), or
+  // only what it holds (PostgreSQL's cancel object, which stays valid after the connection).
+  enum class Needs { kConnection, kItself };
+
   // The opener, while a connection runs what Interrupt() must cut short: `cancel` stops the
   // statement running on it (safe from another thread while the connection lives). Disarmed
-  // when this ends, after any cancel under way: the connection may then go.
+  // when this ends, after any cancel of kConnection under way: the connection may then go.
   class Armed {
    public:
-    Armed(OpenInterrupt* interrupt, std::function<void()> cancel) : interrupt_(interrupt) {
+    Armed(OpenInterrupt* interrupt, std::function<void()> cancel, Needs needs)
+        : interrupt_(interrupt) {
       if (interrupt_ == nullptr) return;
       MutexLock lock(interrupt_->mu_);
       interrupt_->cancel_ = std::move(cancel);
+      interrupt_->standalone_ = needs == Needs::kItself;
     }
     ~Armed() {
       if (interrupt_ == nullptr) return;
@@ -57,6 +74,7 @@ class OpenInterrupt {
   std::atomic<bool> honoured_{false};
   Mutex mu_;
   std::function<void()> cancel_ FP_GUARDED_BY(mu_);
+  bool standalone_ FP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fp::db

@@ -84,7 +84,8 @@ Status MigrateSchema(sqlite::SqliteConnection& conn, OpenInterrupt* interrupt) {
 }
 
 Status MigrateSchemaTo(sqlite::SqliteConnection& conn, size_t target, OpenInterrupt* interrupt) {
-  OpenInterrupt::Armed armed(interrupt, [&conn] { conn.Interrupt(); });
+  OpenInterrupt::Armed armed(
+      interrupt, [&conn] { conn.Interrupt(); }, OpenInterrupt::Needs::kConnection);
   FP_CHECK_OK(conn.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT"));
   // Rebuilding a table (create, copy, drop, rename) needs foreign keys off, which SQLite only

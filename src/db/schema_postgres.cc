@@ -276,7 +276,8 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
                                OpenInterrupt* interrupt) {
   // Cancelled, a statement fails (57014) and the transaction rolls back whole; so does a wait
   // for the lock below while another server migrates.
-  OpenInterrupt::Armed armed(interrupt, interrupt != nullptr ? conn.Canceller() : nullptr);
+  OpenInterrupt::Armed armed(interrupt, interrupt != nullptr ? conn.Canceller() : nullptr,
+                             OpenInterrupt::Needs::kItself);
   const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
   bool cut = false;  // stopped at a migration's edge
   // DDL is transactional in PostgreSQL: every pending migration and its schema_version row

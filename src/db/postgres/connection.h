@@ -86,8 +86,10 @@ class PgConnection final : public Connection {
   bool in_transaction() const { return PQtransactionStatus(conn_.get()) != PQTRANS_IDLE; }
 
   // A function that asks the server to cancel the statement this connection runs at the time
-  // (it then fails with 57014), callable from any thread while the connection lives; it does
-  // nothing when none runs. Made on the connection's own thread.
+  // (it then fails with 57014), callable from any thread, even after the connection closed (it
+  // holds libpq's cancel object of its own; the server then finds nothing to cancel); it does
+  // nothing when no statement runs. Made on the connection's own thread. It connects to the
+  // server to ask: a host that is gone keeps it waiting for TCP.
   std::function<void()> Canceller();
 
   // The connection's socket, for tests that break it from outside.
