@@ -201,7 +201,10 @@ def test_the_postgres_pool_size_bounds_the_transactions_a_server_runs_at_once(
                 return cursor.fetchone()[0]
         wait_until(lambda: waiting_for_the_table() >= 2, timeout=10,
                    what="two creations waiting for the table")
-        time.sleep(0.5)  # the other fourteen have had the time to reach the database
+        # An absence (no third waiter) can only be watched for a while: half a second, where
+        # the other fourteen need milliseconds when the pool lets them through (with the
+        # default size all sixteen wait there).
+        time.sleep(0.5)
         assert waiting_for_the_table() == 2
     finally:
         holder.close()  # the table goes free: the creations finish

@@ -12,12 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_for.h"
 #include "db/postgres/connection.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db::postgres {
 namespace {
 
+using fp::testing::WaitFor;
 using testing::OnPostgres;
 using testing::TempPostgresDatabase;
 
@@ -127,25 +129,27 @@ TEST(PgSchema, AnInterruptStopsAMigrationWaitingForTheLockAndLeavesNothingApplie
   std::thread stopper([&] {
     // Once the migration waits for the lock, and again until it has ended.
     auto watcher = std::move(PgConnection::Open(db.url()).value());
-    for (;;) {
-      auto waiting = watcher->Query(
-          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
-          "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-          {});
-      if (ended.load()) return;
-      if (waiting && !waiting->empty() && waiting->front().Int(0) > 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    WaitFor(
+        [&] {
+          auto waiting = watcher->Query(
+              "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
+              "database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+              {});
+          return ended.load() || (waiting && !waiting->empty() && waiting->front().Int(0) > 0);
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(10));
+    const auto interrupted_and_ended = [&] {
+      interrupt.Interrupt();
+      return ended.load();
+    };
+    if (WaitFor(interrupted_and_ended, std::chrono::seconds(10), std::chrono::milliseconds(20))) {
+      return;
     }
     // Not stopped within 10 s (a cancel that does nothing): the lock's holder is ended, so that
     // the migration runs to its end and the test fails instead of waiting forever.
-    for (int asked = 0; !ended.load(); ++asked) {
-      if (asked == 500) {
-        holder_ended = true;
-        (void)watcher->Query("SELECT pg_terminate_backend(?::integer)", {other->backend_pid()});
-      }
-      interrupt.Interrupt();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    holder_ended = true;
+    (void)watcher->Query("SELECT pg_terminate_backend(?::integer)", {other->backend_pid()});
+    WaitFor(interrupted_and_ended, std::chrono::seconds(60), std::chrono::milliseconds(20));
   });
   auto opened = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
                                         std::make_shared<SystemRandom>(), {}, &interrupt);

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "common/testing/wait_for.h"
+
 namespace fp::db::sqlite {
 namespace {
 
@@ -127,10 +129,12 @@ TEST_F(ExecScriptTest, AScriptRunsEveryStatement) {
 TEST_F(ExecScriptTest, InterruptFromAnotherThreadStopsTheStatementRunning) {
   std::atomic<bool> ended{false};
   std::thread stopper([&] {
-    while (!ended.load()) {
-      conn_->Interrupt();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    fp::testing::WaitFor(
+        [&] {
+          conn_->Interrupt();
+          return ended.load();
+        },
+        std::chrono::seconds(60), std::chrono::milliseconds(5));
   });
   auto endless = conn_->Query(
       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
