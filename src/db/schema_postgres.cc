@@ -279,7 +279,7 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
   OpenInterrupt::Armed armed(interrupt, interrupt != nullptr ? conn.Canceller() : nullptr,
                              OpenInterrupt::Needs::kItself);
   const auto stopped = [interrupt] { return interrupt != nullptr && interrupt->interrupted(); };
-  bool cut = false;  // stopped at a migration's edge
+  bool cut = false;  // stopped here before COMMIT (stopped() stays true once it is)
   // DDL is transactional in PostgreSQL: every pending migration and its schema_version row
   // commit together, under a lock held to the end of the transaction, so that servers starting
   // together apply each migration once and the later ones find the schema up to date.
@@ -298,7 +298,7 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
                       current, kPostgresMigrations.size())));
     }
     for (size_t v = current; v < std::min(target, kPostgresMigrations.size()); ++v) {
-      if ((cut = stopped())) break;
+      if (stopped()) break;
       const PgMigration& m = kPostgresMigrations[v];
       if (m.as_on_sqlite) {
         Result<std::string> sql = PostgresDialect(SqliteMigration(v + 1));
@@ -308,7 +308,10 @@ Status MigratePostgresSchemaTo(postgres::PgConnection& conn, size_t target,
       if (!m.sql.empty()) FP_CHECK_OK(conn.Run(m.sql));
       FP_CHECK_OK(conn.Run(fmt::format("INSERT INTO schema_version (version) VALUES ({})", v + 1)));
     }
-    if ((cut = cut || stopped())) return Fail(Error::Unavailable("interrupted"));
+    if (stopped()) {
+      cut = true;
+      return Fail(Error::Unavailable("interrupted"));
+    }
     return conn.Run("COMMIT");
   }();
   if (!migrated) (void)conn.Run("ROLLBACK");
