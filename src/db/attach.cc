@@ -417,7 +417,7 @@ Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, 
       }
       return AttachTargets{std::move(ip), std::move(instance)};
     }
-    auto rows = FP_TRY(tx.Query(kBoth, ip_id, silo_id, instance_id, silo_id));
+    auto rows = FP_TRY(tx.QueryLast(kBoth, ip_id, silo_id, instance_id, silo_id));
     const Row& row = rows.at(0);
     if (row.IsNull(0)) return Fail(Error::NotFoundById("floating-ip", ip_id.ToString()));
     ExternalIp ip = FP_TRY(ExternalIpFromRow(row.Slice(0, kExternalIpColumnCount)));

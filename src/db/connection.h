@@ -78,6 +78,15 @@ class Connection {
   // default) runs it at once.
   virtual Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                            const Error& otherwise);
+  // The transaction's last statement, in a read: an engine may end the transaction in the same
+  // exchange (PostgreSQL's sends COMMIT in one pipeline with it), so that a read of one
+  // statement costs one round trip, not two. Its rows are returned only once the transaction
+  // ended well (a COMMIT that fails is this statement's failure). Nothing may run after it. In
+  // a write, or on an engine without the exchange to save (SQLite's: this default), Query.
+  virtual Result<std::vector<Row>> QueryLast(std::string_view sql,
+                                             const std::vector<SqlValue>& params) {
+    return Query(sql, params);
+  }
   // The transaction joins the write queue (saga::StoreTx::JoinWriteQueue): before its first
   // statement it waits for the transactions that joined before it to end. Nothing once a
   // statement ran, or on an engine that runs writes one at a time (SQLite's: this default).

@@ -59,6 +59,18 @@ class Tx : public saga::StoreTx {
     if (rows.empty()) return std::optional<Row>();
     return std::optional<Row>(std::move(rows.front()));
   }
+  // A read's last statement (Connection::QueryLast): on PostgreSQL the transaction's COMMIT
+  // goes in the same exchange. Nothing may run after it in the transaction.
+  template <typename... Args>
+  Result<std::vector<Row>> QueryLast(std::string_view sql, Args&&... args) {
+    return conn_.QueryLast(sql, {ToSql(std::forward<Args>(args))...});
+  }
+  template <typename... Args>
+  Result<std::optional<Row>> QueryRowLast(std::string_view sql, Args&&... args) {
+    auto rows = FP_TRY(QueryLast(sql, std::forward<Args>(args)...));
+    if (rows.empty()) return std::optional<Row>();
+    return std::optional<Row>(std::move(rows.front()));
+  }
   // Same with a parameter list built at run time.
   Result<std::vector<Row>> QueryV(std::string_view sql, const std::vector<SqlValue>& params) {
     return conn_.Query(sql, params);

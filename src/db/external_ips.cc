@@ -220,30 +220,39 @@ Result<ExternalIp> FloatingIpCreate(Datastore& ds, const model::FloatingIpCreate
   });
 }
 
-Result<ExternalIp> FloatingIpLookupByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id) {
-  auto row = FP_TRY(tx.QueryRow(
-      fmt::format("SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
-                  "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
-                  "pr.silo_id = ? AND pr.time_deleted IS NULL",
-                  kExternalIpColumns),
-      id, silo_id));
+namespace {
+
+// `last`: the transaction's last statement (Tx::QueryLast: one round trip on PostgreSQL).
+Result<ExternalIp> FloatingIpLookupByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id, bool last) {
+  static const std::string kSql = fmt::format(
+      "SELECT {} FROM external_ip e JOIN project pr ON pr.id = e.project_id "
+      "WHERE e.id = ? AND e.kind = 'floating' AND e.time_deleted IS NULL AND "
+      "pr.silo_id = ? AND pr.time_deleted IS NULL",
+      kExternalIpColumns);
+  auto row = FP_TRY(last ? tx.QueryRowLast(kSql, id, silo_id) : tx.QueryRow(kSql, id, silo_id));
   if (!row) return Fail(Error::NotFoundById("floating-ip", id.ToString()));
   return ExternalIpFromRow(*row);
 }
 
+}  // namespace
+
+Result<ExternalIp> FloatingIpLookupByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id) {
+  return FloatingIpLookupByIdIn(tx, silo_id, id, false);
+}
+
 Result<ExternalIp> FloatingIpLookupById(Reader ds, const Uuid& silo_id, const Uuid& id) {
   return ds.Read<ExternalIp>(
-      [&](Tx& tx) -> Result<ExternalIp> { return FloatingIpLookupByIdIn(tx, silo_id, id); });
+      [&](Tx& tx) -> Result<ExternalIp> { return FloatingIpLookupByIdIn(tx, silo_id, id, true); });
 }
 
 Result<ExternalIp> FloatingIpLookupByName(Reader ds, const Uuid& project_id,
                                           const std::string& name) {
+  static const std::string kSql = fmt::format(
+      "SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.name = ? AND "
+      "e.kind = 'floating' AND e.time_deleted IS NULL",
+      kExternalIpColumns);
   return ds.Read<ExternalIp>([&](Tx& tx) -> Result<ExternalIp> {
-    auto row = FP_TRY(tx.QueryRow(
-        fmt::format("SELECT {} FROM external_ip e WHERE e.project_id = ? AND e.name = ? AND "
-                    "e.kind = 'floating' AND e.time_deleted IS NULL",
-                    kExternalIpColumns),
-        project_id, name));
+    auto row = FP_TRY(tx.QueryRowLast(kSql, project_id, name));
     if (!row) return Fail(Error::NotFoundByName("floating-ip", name));
     return ExternalIpFromRow(*row);
   });

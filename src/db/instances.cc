@@ -75,7 +75,26 @@ Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
 }
 
 Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id) {
+  // On PostgreSQL one statement, which carries the COMMIT (one round trip, not three): the
+  // instance's row beside each of its IPs (NULLs beside it when it has none), in
+  // InstanceExternalIpsIn's order.
+  static const std::string kBoth = fmt::format(
+      "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ?) i LEFT JOIN (SELECT {} "
+      "FROM external_ip e WHERE e.parent_id = ? AND e.time_deleted IS NULL) e ON true ORDER BY "
+      "e.kind DESC, e.ip",
+      kInstanceColumns, kExternalIpColumns);
   return ds.Read<InstanceAndIps>([&](Tx& tx) -> Result<InstanceAndIps> {
+    if (tx.postgres()) {
+      auto rows = FP_TRY(tx.QueryLast(kBoth, id, id));
+      if (rows.empty()) return Fail(Error::NotFoundById("instance", id.ToString()));
+      InstanceAndIps out{FP_TRY(InstanceFromRow(rows.front().Slice(0, kInstanceColumnCount))), {}};
+      for (const Row& r : rows) {
+        if (r.IsNull(kInstanceColumnCount)) break;
+        out.ips.push_back(
+            FP_TRY(ExternalIpFromRow(r.Slice(kInstanceColumnCount, kExternalIpColumnCount))));
+      }
+      return out;
+    }
     auto row = FP_TRY(
         tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
     if (!row) return Fail(Error::NotFoundById("instance", id.ToString()));

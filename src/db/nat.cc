@@ -184,7 +184,10 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
   return Ok();
 }
 
-Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
+namespace {
+
+// `last`: the read is the transaction's last statement (Tx::QueryLast), on PostgreSQL.
+Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit, bool last) {
   NatFeed out;
   if (tx.postgres()) {
     // One statement, one round trip: the version, then each change beside it (none: one row
@@ -203,7 +206,10 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
         "version_removed > ? ORDER BY version_removed LIMIT ?)) u ORDER BY v LIMIT ?) x ON "
         "true ORDER BY x.v",
         kNatColumns);
-    for (const Row& r : FP_TRY(tx.Query(kVersionAndChanges, after, limit, after, limit, limit))) {
+    const std::vector<Row> rows =
+        FP_TRY(last ? tx.QueryLast(kVersionAndChanges, after, limit, after, limit, limit)
+                    : tx.Query(kVersionAndChanges, after, limit, after, limit, limit));
+    for (const Row& r : rows) {
       out.current_version = r.Int(0);
       if (r.IsNull(1)) break;
       const Row change = r.Slice(1, 12);
@@ -227,10 +233,16 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
   return out;
 }
 
+}  // namespace
+
+Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
+  return NatChangesSinceIn(tx, after, limit, false);
+}
+
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
-  // Not waiting for durability: see Datastore::ReadLatest.
+  // Not waiting for durability: see Datastore::ReadLatest. One round trip on PostgreSQL.
   return ds.ReadLatest<NatFeed>(
-      [&](Tx& tx) -> Result<NatFeed> { return NatChangesSinceIn(tx, after, limit); });
+      [&](Tx& tx) -> Result<NatFeed> { return NatChangesSinceIn(tx, after, limit, true); });
 }
 
 Result<int64_t> NatCurrentVersion(Datastore& ds) {

@@ -142,6 +142,7 @@ void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapsh
   DropPending();
   snapshot_at_ = std::min(snapshot_at, statements.size());
   queued_ = false;
+  ended_ = false;
   read_only_ = !write;
   held_back_failure_.reset();
   for (std::string& statement : statements) {
@@ -280,8 +281,18 @@ Status PgConnection::Resolve(std::string_view sql, const std::vector<SqlValue>& 
   return Ok();
 }
 
+namespace {
+
+Error AfterTheLast(std::string_view sql) {
+  return Error::Internal(
+      fmt::format("postgres: {}: a statement after the transaction's last (QueryLast)", sql));
+}
+
+}  // namespace
+
 Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
                                           const std::vector<SqlValue>& params) {
+  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
   Command c;
   c.borrowed_sql = sql;
   c.borrowed = &params;
@@ -299,6 +310,7 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
 
 Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>& params,
                                int64_t rows, const Error& otherwise) {
+  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
   Command c;
   if (rows >= 0) {
     c.text = fmt::format("WITH w AS ({} RETURNING 1) SELECT fp_expect_rows(count(*), {}) FROM w",
@@ -313,15 +325,17 @@ Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>
   return Ok();
 }
 
-Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
+Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* then) {
   PGconn* c = conn_.get();
   std::vector<Command> held = std::exchange(pending_, {});
   begin_count_ = 0;
   begin_pending_ = false;
   std::vector<const Command*> commands;
-  commands.reserve(held.size() + 1);
+  commands.reserve(held.size() + 2);
   for (const Command& h : held) commands.push_back(&h);
   commands.push_back(&last);
+  const size_t last_at = commands.size() - 1;
+  if (then != nullptr) commands.push_back(then);
   // A prepare that is not known to have succeeded is forgotten (the server does not hold it).
   std::vector<bool> prepare_ok(commands.size(), false);
   auto forget_failed_prepares = [&] {
@@ -390,13 +404,13 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
       if (!failed) {
         failed = Failure(k.sql(), r.get());
         if (k.otherwise && SqlState(r.get()) == kExpectedRows) failed = *k.otherwise;
-        if (s.command + 1 < commands.size()) held_back_failure_ = failed;
+        if (s.command < last_at) held_back_failure_ = failed;
       }
       continue;
     }
     if (s.prepare) {
       prepare_ok[s.command] = true;
-    } else if (s.command + 1 == commands.size()) {
+    } else if (s.command == last_at) {
       out = std::move(r);
     }
   }
@@ -420,7 +434,26 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last) {
 
 Result<std::vector<Row>> PgConnection::Query(std::string_view sql,
                                              const std::vector<SqlValue>& params) {
-  PgResultPtr r = FP_TRY(Execute(sql, params));
+  return Rows(FP_TRY(Execute(sql, params)));
+}
+
+Result<std::vector<Row>> PgConnection::QueryLast(std::string_view sql,
+                                                 const std::vector<SqlValue>& params) {
+  if (!read_only_) return Query(sql, params);
+  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  Command c;
+  c.borrowed_sql = sql;
+  c.borrowed = &params;
+  FP_CHECK_OK(Resolve(sql, params, c));
+  Command commit;
+  commit.simple = true;
+  commit.borrowed_sql = "COMMIT";
+  PgResultPtr r = FP_TRY(Pipeline(c, &commit));
+  ended_ = true;
+  return Rows(r);
+}
+
+Result<std::vector<Row>> PgConnection::Rows(const PgResultPtr& r) {
   const int rows = PQntuples(r.get());
   const int cols = PQnfields(r.get());
   std::vector<Oid> types(static_cast<size_t>(cols));

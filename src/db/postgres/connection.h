@@ -51,7 +51,13 @@ class PgConnection final : public Connection {
   // pipeline is then never run.
   Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                    const Error& otherwise) override;
+  // In a read transaction: the statement, then COMMIT, in one pipeline with whatever is held
+  // back (the begin); the transaction has then ended (ended()). In a write: Query.
+  Result<std::vector<Row>> QueryLast(std::string_view sql,
+                                     const std::vector<SqlValue>& params) override;
   Dialect dialect() const override { return Dialect::kPostgres; }
+  // QueryLast committed the transaction: there is nothing left to commit or roll back.
+  bool ended() const { return ended_; }
   // Runs statements that take no parameters (BEGIN ..., COMMIT, DDL; several separated by ';'
   // run in one round trip) through the simple query protocol, after a pending begin
   // (DeferBegin) in the same round trip. With statements held back (ExecLater), `sql` must be
@@ -143,7 +149,10 @@ class PgConnection final : public Connection {
   // Sends everything held back, then `last`, in one exchange (pipeline mode); returns last's
   // result or the first failure (a held-back write's `otherwise` for its count check). A
   // prepare that did not succeed is forgotten, so that the next use prepares again.
-  Result<PgResultPtr> Pipeline(const Command& last);
+  // `then`, if given, is sent after `last` in the same exchange (QueryLast's COMMIT); its
+  // failure is the answer, last's result is still what is returned.
+  Result<PgResultPtr> Pipeline(const Command& last, const Command* then = nullptr);
+  Result<std::vector<Row>> Rows(const PgResultPtr& r);
   Error Failure(std::string_view sql, const PGresult* r);
 
   PgConnPtr conn_;
@@ -167,6 +176,7 @@ class PgConnection final : public Connection {
   bool read_only_ = false;        // the begin is a read's: it never queues
   std::optional<Error> held_back_failure_;
   bool begin_pending_ = false;  // see begin_pending()
+  bool ended_ = false;          // see ended()
   bool unusable_ = false;       // see broken()
 };
 

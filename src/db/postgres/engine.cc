@@ -351,7 +351,8 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       }
       const bool begun = !conn->begin_pending();
       conn->DropPending();  // what is still held back was never sent
-      if (begun && !conn->broken()) (void)conn->Run("ROLLBACK");
+      // Not after a failed COMMIT (QueryLast's), which ended the transaction itself.
+      if (begun && !conn->broken() && conn->in_transaction()) (void)conn->Run("ROLLBACK");
       Release(std::move(conn), overflow);
       if (!retry) return done;
       problem = done ? std::string("connection lost") : done.error().message();
@@ -372,6 +373,8 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     bool lost = false;
     if (loss == CommitLoss::kBeforeCommit) {
       lost = true;
+    } else if (conn->ended()) {
+      // A read's last statement (QueryLast) carried its COMMIT, which succeeded.
     } else {
       // With the writes the body held back (ExecLater), in one exchange.
       commit = conn->Commit();

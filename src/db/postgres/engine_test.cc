@@ -108,6 +108,78 @@ TEST_F(PgEngineTest, EveryExchangeWithTheServerCountsAsARoundTrip) {
   EXPECT_EQ(engine_->stats().retries, 0);
 }
 
+// A read's last statement (QueryLast) carries its COMMIT: one exchange for a read of one
+// statement, and nothing after it.
+TEST_F(PgEngineTest, AReadsLastStatementCarriesItsCommitInTheSameExchange) {
+  Open(PostgresOptions{.pool_size = 1});
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (1, 'one')", {}));
+    FP_TRY(
+        c.Exec("CREATE FUNCTION conflict() RETURNS int LANGUAGE plpgsql AS $$BEGIN RAISE "
+               "EXCEPTION 'injected' USING ERRCODE = '40001'; END$$",
+               {}));
+    return Ok();
+  }));
+  int64_t seen = 0;
+  auto read = [&](const std::function<Status(Connection&)>& body) {
+    const int64_t before = engine_->stats().round_trips;
+    Status s = engine_->Read(body, seen);
+    return std::make_pair(std::move(s), engine_->stats().round_trips - before);
+  };
+  for (int run = 0; run < 2; ++run) {  // with the prepare, then without
+    auto [s, trips] = read([&](Connection& c) -> Status {
+      auto rows = FP_TRY(c.QueryLast("SELECT v FROM t WHERE k = ?", {int64_t{1}}));
+      EXPECT_EQ(rows.size(), 1u);
+      if (!rows.empty()) {
+        EXPECT_EQ(rows.front().Text(0), "one");
+      }
+      return Ok();
+    });
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(trips, 1) << "BEGIN, (prepare,) execute and COMMIT in one pipeline; run " << run;
+  }
+  // After another statement too: the last one carries the COMMIT.
+  auto [two, two_trips] = read([&](Connection& c) -> Status {
+    FP_TRY(c.Query("SELECT 1", {}));
+    FP_TRY(c.QueryLast("SELECT 2", {}));
+    return Ok();
+  });
+  ASSERT_TRUE(two) << two.error().message();
+  EXPECT_EQ(two_trips, 2);
+
+  // Nothing runs after it: the transaction has ended.
+  auto [after, after_trips] = read([&](Connection& c) -> Status {
+    FP_TRY(c.QueryLast("SELECT 1", {}));
+    FP_TRY(c.Query("SELECT 2", {}));
+    return Ok();
+  });
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().kind(), ErrorKind::kInternal);
+  EXPECT_NE(after.error().message().find("after the transaction's last"), std::string::npos)
+      << after.error().message();
+  EXPECT_EQ(after_trips, 1) << "neither the statement after it nor a ROLLBACK was sent";
+
+  // A conflict in it runs the body again, which then succeeds on the same (only) connection.
+  int runs = 0;
+  auto [retried, retried_trips] = read([&](Connection& c) -> Status {
+    FP_TRY(c.QueryLast(++runs == 1 ? "SELECT conflict()" : "SELECT 1", {}));
+    return Ok();
+  });
+  ASSERT_TRUE(retried) << retried.error().message();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(retried_trips, 3) << "the failed pipeline, its ROLLBACK, the second run";
+
+  // In a write it is an ordinary statement: the COMMIT follows (with the body's writes).
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (2, 'two')", {}));
+    auto rows = FP_TRY(c.QueryLast("SELECT count(*) FROM t", {}));
+    EXPECT_EQ(rows.front().Int(0), 2);
+    FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (3, 'three')", {}));
+    return Ok();
+  }));
+  EXPECT_EQ(Count("SELECT count(*) FROM t"), 3);
+}
+
 TEST_F(PgEngineTest, ASerializationFailureRunsTheWholeBodyAgain) {
   for (std::string_view code : {"40001", "40P01"}) {
     int runs = 0;
