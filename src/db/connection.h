@@ -9,6 +9,7 @@
 // db/schema_postgres.cc).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +79,18 @@ class Connection {
   // default) runs it at once.
   virtual Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                            const Error& otherwise);
+  // A read whose rows the transaction's body does not need: `sink` gets them, on an engine that
+  // holds it back (PostgreSQL's) when it goes with the transaction's next statement or with its
+  // COMMIT, in one exchange; SQLite's (this default) runs it at once. So it sees the writes held
+  // back before it, and its rows are to be trusted only once the transaction committed (the
+  // caller learns that through Tx::OnOutcome). A read the database fails fails the
+  // transaction; rows the connection cannot decode go to `sink` as that error, the transaction
+  // going on.
+  virtual Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
+                            std::function<void(Result<std::vector<Row>>)> sink) {
+    sink(FP_TRY(Query(sql, params)));
+    return Ok();
+  }
   // The transaction's last statement, in a read: an engine may end the transaction in the same
   // exchange (PostgreSQL's sends COMMIT in one pipeline with it), so that a read of one
   // statement costs one round trip, not two. Its rows are returned only once the transaction

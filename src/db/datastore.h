@@ -100,6 +100,14 @@ class Tx : public saga::StoreTx {
     return conn_.ExecLater(sql, {ToSql(std::forward<Args>(args))...}, 1, otherwise);
   }
 
+  // A read whose rows go to `sink` rather than to the body (Connection::QueryLater): on
+  // PostgreSQL with the transaction's next statement or its COMMIT, no round trip of its own.
+  template <typename... Args>
+  Status QueryLater(std::function<void(Result<std::vector<Row>>)> sink, std::string_view sql,
+                    Args&&... args) {
+    return conn_.QueryLater(sql, {ToSql(std::forward<Args>(args))...}, std::move(sink));
+  }
+
   void JoinWriteQueue() override { conn_.JoinWriteQueue(); }
 
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -186,37 +187,45 @@ Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
 
 namespace {
 
+// The feed on PostgreSQL: one statement, one round trip: the version, then each change beside
+// it (none: one row of NULLs beside it). Each half is ordered and limited along its own index,
+// so that a walk of each index from `after` is the cheap plan, with statistics or without
+// (both checked). As one union ordered as a whole (SQLite's kChanges below), planned once for
+// any `after` (a prepared statement's generic plan) on a table not yet analysed, it read every
+// removed row in a sequential scan (0.70 ms and 132 buffers a read in a benchmark, 2026-12-05)
+// and held a predicate lock on the whole table. Parameters: after, limit, after, limit, limit.
+const std::string& VersionAndChanges() {
+  static const std::string kSql = fmt::format(
+      "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
+      "'nat_version'), 0) AS value) c LEFT JOIN (SELECT * FROM ("
+      "(SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
+      "version_removed IS NULL AND version_added > ? ORDER BY version_added LIMIT ?) "
+      "UNION ALL (SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
+      "version_removed > ? ORDER BY version_removed LIMIT ?)) u ORDER BY v LIMIT ?) x ON "
+      "true ORDER BY x.v",
+      kNatColumns);
+  return kSql;
+}
+
+Result<NatFeed> FeedOfRows(const std::vector<Row>& rows) {
+  NatFeed out;
+  for (const Row& r : rows) {
+    out.current_version = r.Int(0);
+    if (r.IsNull(1)) break;
+    const Row change = r.Slice(1, 12);
+    out.changes.push_back(
+        NatFeedChange{FP_TRY(NatFromRow(change)), change.Int(10), change.Int(11) != 0});
+  }
+  return out;
+}
+
 // `last`: the read is the transaction's last statement (Tx::QueryLast), on PostgreSQL.
 Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit, bool last) {
   NatFeed out;
   if (tx.postgres()) {
-    // One statement, one round trip: the version, then each change beside it (none: one row
-    // of NULLs beside it). Each half is ordered and limited along its own index, so that a
-    // walk of each index from `after` is the cheap plan, with statistics or without (both
-    // checked). As one union ordered as a whole (SQLite's kChanges below), planned once for
-    // any `after` (a prepared statement's generic plan) on a table not yet analysed, it read
-    // every removed row in a sequential scan (0.70 ms and 132 buffers a read in a benchmark,
-    // 2026-12-05) and held a predicate lock on the whole table.
-    static const std::string kVersionAndChanges = fmt::format(
-        "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
-        "'nat_version'), 0) AS value) c LEFT JOIN (SELECT * FROM ("
-        "(SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
-        "version_removed IS NULL AND version_added > ? ORDER BY version_added LIMIT ?) "
-        "UNION ALL (SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
-        "version_removed > ? ORDER BY version_removed LIMIT ?)) u ORDER BY v LIMIT ?) x ON "
-        "true ORDER BY x.v",
-        kNatColumns);
-    const std::vector<Row> rows =
-        FP_TRY(last ? tx.QueryLast(kVersionAndChanges, after, limit, after, limit, limit)
-                    : tx.Query(kVersionAndChanges, after, limit, after, limit, limit));
-    for (const Row& r : rows) {
-      out.current_version = r.Int(0);
-      if (r.IsNull(1)) break;
-      const Row change = r.Slice(1, 12);
-      out.changes.push_back(
-          NatFeedChange{FP_TRY(NatFromRow(change)), change.Int(10), change.Int(11) != 0});
-    }
-    return out;
+    return FeedOfRows(
+        FP_TRY(last ? tx.QueryLast(VersionAndChanges(), after, limit, after, limit, limit)
+                    : tx.Query(VersionAndChanges(), after, limit, after, limit, limit)));
   }
   static const std::string kChanges = fmt::format(
       "SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
@@ -237,6 +246,26 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit, bool las
 
 Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
   return NatChangesSinceIn(tx, after, limit, false);
+}
+
+Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
+                            std::function<void(NatFeed)> committed) {
+  auto feed = std::make_shared<std::optional<NatFeed>>();
+  if (tx.postgres()) {
+    FP_CHECK_OK(tx.QueryLater(
+        [feed](Result<std::vector<Row>> rows) {
+          if (!rows) return;
+          if (auto read = FeedOfRows(*rows)) *feed = std::move(*read);
+        },
+        VersionAndChanges(), after, limit, after, limit, limit));
+  } else {
+    // SQLite writes one transaction at a time: what it reads now is what it commits.
+    *feed = FP_TRY(NatChangesSinceIn(tx, after, limit, false));
+  }
+  tx.OnOutcome([feed, committed = std::move(committed)](bool ok) {
+    if (ok && *feed) committed(std::move(**feed));
+  });
+  return Ok();
 }
 
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {

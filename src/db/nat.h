@@ -39,6 +39,14 @@ struct NatFeed {
 Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 // The same, in a transaction of the caller's.
 Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
+// The same read in a write, after its NAT changes, as the transaction commits them: `committed`
+// gets it once the transaction committed (not at all otherwise). On PostgreSQL it goes with the
+// COMMIT (Tx::QueryLater), no round trip of its own. Every NAT change takes the next version
+// of one counter, so a transaction that commits one saw every change of a lower version (on
+// PostgreSQL an earlier one committed after its snapshot fails it on the counter's row): the
+// feed holds every change after `after` to this transaction's own.
+Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
+                            std::function<void(NatFeed)> committed);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatEntry>> NatLive(Datastore& ds);
 // The live rows and the NAT version they are at, in one read (which, as the feed's, may

@@ -206,7 +206,54 @@ std::vector<std::shared_ptr<NatReconciler::Member>> NatReconciler::Members() con
   return members_;
 }
 
+std::optional<int64_t> NatReconciler::FeedStart() const {
+  std::optional<int64_t> after;
+  for (const auto& m : Members()) {
+    auto at = m->reconciler->answered_generation();
+    if (at) after = std::min(after.value_or(*at), *at);
+  }
+  return after;
+}
+
+Status NatReconciler::ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key) {
+  const std::optional<int64_t> after = FeedStart();
+  if (!after) return Ok();
+  // Numbered now, inside the transaction and before its changes are committed: a caller that
+  // came before this (its commits made) had them committed before this transaction's NAT
+  // version was taken, so this read holds them (db::NatChangesAtCommitIn).
+  const int64_t number = desired_.BeginFeedRead();
+  return db::NatChangesAtCommitIn(
+      tx, *after, static_cast<int64_t>(kKeptChanges), [this, key, after, number](db::NatFeed feed) {
+        // Cut at its limit: the Sync reads the rest itself (a switch takes a shared read only
+        // when it was not cut).
+        if (feed.changes.size() >= kKeptChanges) return;
+        MutexLock lock(kept_mu_);
+        if (kept_.size() >= kKeptFeeds) kept_.pop_front();
+        kept_.emplace_back(key, FeedRead{*after, std::move(feed), number});
+      });
+}
+
+Status NatReconciler::SyncWith(const agents::CallContext& context, const Uuid& key) {
+  std::optional<FeedRead> kept;
+  {
+    MutexLock lock(kept_mu_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->first == key) {
+        kept = std::move(it->second);
+        kept_.erase(it);
+        break;
+      }
+    }
+  }
+  return SyncFrom(context, std::move(kept));
+}
+
 Status NatReconciler::Sync(const agents::CallContext& context) {
+  return SyncFrom(context, std::nullopt);
+}
+
+Status NatReconciler::SyncFrom(const agents::CallContext& context,
+                               std::optional<FeedRead> prefetched) {
   // Taken first, after the caller's commits: each switch's sync then counts only a read of the
   // feed begun after this as one that carried them (its own sync may start later, queued).
   const int64_t came = desired_.feed_reads_begun();
@@ -220,21 +267,20 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
   // a read per switch per change), from the lowest position the answering ones acknowledged
   // (one that does not answer would make it start far back, and fails fast anyway).
   // Read when the first switch that needs it asks (after its wait for the exchange in flight):
-  // when every switch was brought to this caller's changes meanwhile, nothing is read.
-  SwitchReconciler::SharedFeedOnce shared_once(
-      [&]() -> std::optional<SwitchReconciler::SharedFeed> {
-        std::optional<int64_t> after;
-        for (const auto& m : members) {
-          auto at = m->reconciler->answered_generation();
-          if (at) after = std::min(after.value_or(*at), *at);
-        }
-        if (!after) return std::nullopt;
-        const int64_t number = desired_.BeginFeedRead();
-        auto read = db::NatChangesSince(ds_, *after, SwitchReconciler::kBatch);
-        if (!read) return std::nullopt;
-        return SwitchReconciler::SharedFeed{*after, std::move(*read), number};
-      });
-  SwitchReconciler::SharedFeedOnce* feed = members.size() > 1 ? &shared_once : nullptr;
+  // when every switch was brought to this caller's changes meanwhile, nothing is read. A read
+  // made in the caller's own transaction (ReadFeedAtCommitIn) serves instead, one switch or
+  // several.
+  SwitchReconciler::SharedFeedOnce shared_once([&]() -> std::optional<FeedRead> {
+    if (prefetched) return std::move(prefetched);
+    std::optional<int64_t> after = FeedStart();
+    if (!after) return std::nullopt;
+    const int64_t number = desired_.BeginFeedRead();
+    auto read = db::NatChangesSince(ds_, *after, SwitchReconciler::kBatch);
+    if (!read) return std::nullopt;
+    return FeedRead{*after, std::move(*read), number};
+  });
+  SwitchReconciler::SharedFeedOnce* feed =
+      members.size() > 1 || prefetched ? &shared_once : nullptr;
   {
     // The switches at once, so that one slow switch costs its own time, not the sum.
     std::vector<std::future<void>> others;

@@ -33,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,15 @@ class DesiredNat {
   std::optional<Point> at_ FP_GUARDED_BY(mu_);
 };
 
+// A read of the NAT feed after version `after`, and its number (DesiredNat::BeginFeedRead): one
+// made for every switch of a Sync, or inside the transaction that made the changes it carries
+// (NatReconciler::ReadFeedAtCommitIn).
+struct FeedRead {
+  int64_t after = 0;
+  db::NatFeed feed;
+  int64_t read = 0;
+};
+
 // What the reconciler knows about one switch (for /metrics).
 struct SwitchNatStatus {
   std::string address;
@@ -127,6 +137,18 @@ class NatReconciler {
   // serialized per switch). `context`: whom the pushes are made for (sent to the switches).
   Status Sync(const agents::CallContext& context);
   Status Sync() { return Sync(agents::CallContext{}); }
+  // In the body of a write that changed NAT rows, after those changes: reads the change feed
+  // from where the answering switches are, in that transaction (db::NatChangesAtCommitIn: on
+  // PostgreSQL with its COMMIT), and once it committed keeps that read under `key` for the
+  // Sync that pushes the changes (SyncWith), which then reads nothing itself. Nothing when no
+  // switch answered yet. At most kKeptFeeds are kept (the oldest goes first: a saga that
+  // failed or a server that died before its Sync), each of at most kKeptChanges changes.
+  Status ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key);
+  static constexpr size_t kKeptFeeds = 64;
+  static constexpr size_t kKeptChanges = 64;
+  // Sync, from the read kept under `key` when there is one (and it suits the switches: one
+  // behind where it starts reads its own), which it then forgets.
+  Status SyncWith(const agents::CallContext& context, const Uuid& key);
   // Full comparison on every switch; replaces a switch's table if it differs. Returns true if
   // it repaired any. Errors: the first switch's that failed.
   Result<bool> Repair();
@@ -156,6 +178,10 @@ class NatReconciler {
  private:
   struct Member;
   std::vector<std::shared_ptr<Member>> Members() const;
+  Status SyncFrom(const agents::CallContext& context, std::optional<FeedRead> prefetched);
+  // Where a read of the feed for every switch starts: the lowest generation the answering
+  // switches acknowledged; none if none answers.
+  std::optional<int64_t> FeedStart() const;
   void StartHeartbeat(Member& m) FP_REQUIRES(mu_);
   void RunHeartbeat(Member& m);
 
@@ -163,6 +189,9 @@ class NatReconciler {
   DesiredNat desired_;
   mutable Mutex mu_;
   std::vector<std::shared_ptr<Member>> members_ FP_GUARDED_BY(mu_);
+  // ReadFeedAtCommitIn's reads, oldest first.
+  mutable Mutex kept_mu_;
+  std::deque<std::pair<Uuid, FeedRead>> kept_ FP_GUARDED_BY(kept_mu_);
   bool background_ FP_GUARDED_BY(mu_) = false;
   int heartbeat_ms_ FP_GUARDED_BY(mu_) = 100;
   db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background starts

@@ -35,6 +35,7 @@ namespace {
 using db::testing::TempDatastore;
 using fp::testing::WaitFor;
 using testing::AddNatEntry;
+using testing::AddNatEntryIn;
 
 // A switch that records what it was sent; the first ApplyChanges can be held until released.
 class FakeSwitch : public agents::SwitchAgentClient {
@@ -56,7 +57,10 @@ class FakeSwitch : public agents::SwitchAgentClient {
     if (fail_first_ && apply_calls_ == 1) {
       return Fail(Error::Unavailable("switch agent at fake refused the change"));
     }
-    for (const auto& c : changes) generation_ = std::max(generation_, c.gen);
+    for (const auto& c : changes) {
+      generation_ = std::max(generation_, c.gen);
+      applied_.push_back(c.gen);
+    }
     return generation_;
   }
   using agents::SwitchAgentClient::ApplyChangesOn;
@@ -107,12 +111,18 @@ class FakeSwitch : public agents::SwitchAgentClient {
     MutexLock lock(mu_);
     return generation_;
   }
+  // The version of every change it was sent, in order.
+  std::vector<int64_t> applied() {
+    MutexLock lock(mu_);
+    return applied_;
+  }
 
  private:
   Mutex mu_;
   std::condition_variable cv_;
   int64_t generation_ FP_GUARDED_BY(mu_) = 0;
   int apply_calls_ FP_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> applied_ FP_GUARDED_BY(mu_);
   bool hold_first_ FP_GUARDED_BY(mu_) = false;
   bool held_ FP_GUARDED_BY(mu_) = false;
   bool released_ FP_GUARDED_BY(mu_) = false;
@@ -231,6 +241,51 @@ TEST_F(NatReconcilerTest, WithTwoSwitchesCarriedCallersReadTheFeedNoMore) {
   EXPECT_LE(ReadsOfEightCallersWaitingOut({&sw, second_switch.get()}), 2);
   EXPECT_EQ(sw.generation(), 9);
   EXPECT_EQ(second_switch->generation(), 9);
+}
+
+// A change's transaction reads the feed as it commits (ReadFeedAtCommitIn): the Sync given its
+// key pushes from that read and reads nothing, once; a key with no read kept reads the feed.
+TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
+  AddEntry();
+  ExpectSyncOk();  // the switch answered, at 1: where the reads start
+  auto commit = [&](const Uuid& key) {
+    Status s = ds->Write([&](db::Tx& tx) -> Status {
+      FP_CHECK_OK(AddNatEntryIn(tx, ++entries_));
+      return nat.ReadFeedAtCommitIn(tx, key);
+    });
+    ASSERT_TRUE(s) << s.error().message();
+  };
+  const Uuid key = Uuid::Random();
+  commit(key);
+  int64_t reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, key));
+  EXPECT_EQ(ds->read_transactions() - reads, 0);
+  EXPECT_EQ(sw.generation(), 2);
+
+  // Another change, and a third whose read (kept, then used) starts from 2: one read for the
+  // Sync of the second, none for the third's.
+  AddEntry();
+  const Uuid third = Uuid::Random();
+  commit(third);
+  reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, Uuid::Random()));
+  EXPECT_EQ(ds->read_transactions() - reads, 1) << "no read kept under that key";
+  EXPECT_EQ(sw.generation(), 4);
+  reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, third));
+  EXPECT_EQ(ds->read_transactions() - reads, 0) << "the switch is at 4 already";
+
+  // A read kept from behind where the switch is serves for what it holds beyond it.
+  const Uuid fifth = Uuid::Random();
+  commit(fifth);  // read from 4: holds 5
+  AddEntry();     // 6
+  const Uuid seventh = Uuid::Random();
+  commit(seventh);  // read from 4: holds 5, 6, 7
+  reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, seventh));
+  EXPECT_EQ(ds->read_transactions() - reads, 0);
+  EXPECT_EQ(sw.generation(), 7);
+  EXPECT_EQ(sw.applied(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7})) << "each change once";
 }
 
 // An exchange carries only the callers that came before its read of the feed began, whatever

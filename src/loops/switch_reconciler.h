@@ -44,12 +44,7 @@ class SwitchReconciler {
 
   // The NAT feed after version `after`, read once for every switch of a Sync (NatReconciler):
   // a switch at `after` or beyond takes its changes from it instead of reading its own.
-  // `read`: its number (DesiredNat::BeginFeedRead).
-  struct SharedFeed {
-    int64_t after = 0;
-    db::NatFeed feed;
-    int64_t read = 0;
-  };
+  using SharedFeed = FeedRead;
   // That read, made when the first switch of the Sync needs it, at most once; never if none
   // does. Thread-safe (the switches sync at once).
   class SharedFeedOnce {

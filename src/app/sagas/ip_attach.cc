@@ -16,7 +16,7 @@ using saga::Action;
 using saga::ActionContext;
 using saga::Json;
 
-Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
+Result<Json> Begin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<IpAttachSagaParams>(ctx));
   db::AttachRequest req;
   req.instance_id = p.instance_id;
@@ -52,6 +52,10 @@ Result<Json> Begin(db::Tx& tx, const ActionContext& ctx) {
     FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, step.ip, p.instance_id, *step.sled));
   } else if (step.do_saga && step.from_instance) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
+  }
+  // The dataplane node pushes the changes from this read instead of reading the feed.
+  if (step.do_saga && (step.sled || step.from_instance)) {
+    FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
   }
   return Json(BegunOf(step));
 }
@@ -155,10 +159,11 @@ saga::SagaDag IpAttachSaga(const IpAttachSagaParams& params) {
 
 void RegisterIpAttachActions(saga::ActionRegistry& r, SagaDeps& d) {
   // Every attach's first transaction takes the NAT version: they queue instead of colliding.
-  r.Add(Action{.name = "ip_attach.begin",
-               .run_in_tx = InTx<Begin>,
-               .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); },
-               .joins_write_queue = true});
+  r.Add(
+      Action{.name = "ip_attach.begin",
+             .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) { return Begin(d, tx, ctx); },
+             .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); },
+             .joins_write_queue = true});
   r.Add(DataplaneAction<IpAttachSagaParams>("ip_attach.dataplane", d, true));
   // And its last: on PostgreSQL the completing statements of concurrent sagas collide under
   // SERIALIZABLE (their predicate locks share index pages), about one retry per cycle at 16

@@ -15,7 +15,7 @@ using saga::Action;
 using saga::ActionContext;
 using saga::Json;
 
-Result<Json> DetachBegin(db::Tx& tx, const ActionContext& ctx) {
+Result<Json> DetachBegin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   auto p = FP_TRY(ParamsOf<IpDetachSagaParams>(ctx));
   db::AttachRequest req;
   req.instance_id = p.instance_id;
@@ -24,7 +24,11 @@ Result<Json> DetachBegin(db::Tx& tx, const ActionContext& ctx) {
       p.kind == model::IpKind::kEphemeral ? model::IpKind::kEphemeral : model::IpKind::kFloating;
   req.ip_id = p.ip_id;
   db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
-  if (step.do_saga && step.sled) FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
+  if (step.do_saga && step.sled) {
+    FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
+    // The dataplane node pushes the removal from this read instead of reading the feed.
+    FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
+  }
   return Json(BegunOf(step));
 }
 
@@ -71,10 +75,11 @@ saga::SagaDag IpDetachSaga(const IpDetachSagaParams& params) {
 }
 
 void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
-  r.Add(Action{.name = "ip_detach.begin",
-               .run_in_tx = InTx<DetachBegin>,
-               .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); },
-               .joins_write_queue = true});  // as ip_attach.begin
+  r.Add(Action{
+      .name = "ip_detach.begin",
+      .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) { return DetachBegin(d, tx, ctx); },
+      .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); },
+      .joins_write_queue = true});  // as ip_attach.begin
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
   r.Add(Action{.name = "ip_detach.complete",
                .run_in_tx = InTx<DetachComplete>,

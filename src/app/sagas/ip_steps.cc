@@ -20,7 +20,7 @@ Status ProgramPortAndNat(SagaDeps& d, const saga::ActionContext& ctx, const Uuid
   const agents::CallContext call = CallFor(ctx);
   agents::SledAgentClient* sled = FP_TRY(d.sled_agents.Sled(sled_id));
   auto port = sled->StartExternalIpChange(attach, instance_id, ip, call);
-  Status synced = d.nat.Sync(call);
+  Status synced = d.nat.SyncWith(call, ctx.saga_id());  // from the begin node's read
   Status changed = port->Finish();
   if (synced && changed) return Ok();
   Status undone = attach ? sled->RemoveExternalIp(instance_id, ip, call)
@@ -45,7 +45,7 @@ Status ProgramMove(SagaDeps& d, const saga::ActionContext& ctx, const Uuid& inst
       return added;
     }
   }
-  if (Status synced = d.nat.Sync(call); !synced) {
+  if (Status synced = d.nat.SyncWith(call, ctx.saga_id()); !synced) {
     if (sled) {
       if (auto s = sled->RemoveExternalIp(instance_id, begun.ip, call); !s) {
         LogBestEffort(ctx, "sled remove", s.error());

@@ -325,6 +325,18 @@ Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>
   return Ok();
 }
 
+Status PgConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
+                                std::function<void(Result<std::vector<Row>>)> sink) {
+  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  Command c;
+  c.text.assign(sql);
+  FP_CHECK_OK(Resolve(c.text, params, c));
+  c.owned = params;
+  c.sink = std::move(sink);
+  pending_.push_back(std::move(c));
+  return Ok();
+}
+
 Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* then) {
   PGconn* c = conn_.get();
   std::vector<Command> held = std::exchange(pending_, {});
@@ -412,6 +424,8 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
       prepare_ok[s.command] = true;
     } else if (s.command == last_at) {
       out = std::move(r);
+    } else if (k.sink) {
+      k.sink(Rows(r));
     }
   }
   forget_failed_prepares();

@@ -51,6 +51,10 @@ class PgConnection final : public Connection {
   // pipeline is then never run.
   Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                    const Error& otherwise) override;
+  // Held back like ExecLater's writes; `sink` gets its rows when the exchange that carries it
+  // answers (not if that exchange fails before it).
+  Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
+                    std::function<void(Result<std::vector<Row>>)> sink) override;
   // In a read transaction: the statement, then COMMIT, in one pipeline with whatever is held
   // back (the begin); the transaction has then ended (ended()). In a write: Query.
   Result<std::vector<Row>> QueryLast(std::string_view sql,
@@ -135,9 +139,10 @@ class PgConnection final : public Connection {
     std::string prepare;  // its translated text, when it must be prepared first
     std::string key;      // prepared_'s key for it
     std::vector<Oid> types;
-    const std::vector<SqlValue>* borrowed = nullptr;  // the caller's parameters, sent at once
-    std::vector<SqlValue> owned;                      // or a copy, for one held back
-    std::optional<Error> otherwise;                   // ExecLater's, when it checks a count
+    const std::vector<SqlValue>* borrowed = nullptr;     // the caller's parameters, sent at once
+    std::vector<SqlValue> owned;                         // or a copy, for one held back
+    std::optional<Error> otherwise;                      // ExecLater's, when it checks a count
+    std::function<void(Result<std::vector<Row>>)> sink;  // QueryLater's
     const std::vector<SqlValue>& params() const { return borrowed ? *borrowed : owned; }
     std::string_view sql() const { return text.empty() ? borrowed_sql : std::string_view(text); }
   };
