@@ -249,21 +249,36 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
 }
 
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
-                            std::function<void(NatFeed)> committed) {
-  auto feed = std::make_shared<std::optional<NatFeed>>();
+                            std::function<void(NatFeed, bool)> committed) {
+  struct Read {
+    std::optional<NatFeed> feed;
+    bool holds_all = false;
+  };
+  auto read = std::make_shared<Read>();
   if (tx.postgres()) {
     FP_CHECK_OK(tx.QueryLater(
-        [feed](Result<std::vector<Row>> rows) {
+        [read](Result<std::vector<Row>> rows) {
           if (!rows) return;
-          if (auto read = FeedOfRows(*rows)) *feed = std::move(*read);
+          if (auto feed = FeedOfRows(*rows)) read->feed = std::move(*feed);
         },
         VersionAndChanges(), after, limit, after, limit, limit));
+    // Whether this transaction took a NAT version itself: the counter's row is then its own
+    // (xmin), and the read holds every change committed before it (else its snapshot may have
+    // been taken before a change that committed while it ran).
+    FP_CHECK_OK(tx.QueryLater(
+        [read](Result<std::vector<Row>> rows) {
+          read->holds_all = rows && !rows->empty() && rows->front().Int(0) == 1;
+        },
+        "SELECT CASE WHEN xmin = pg_current_xact_id()::xid THEN 1 ELSE 0 END FROM counter "
+        "WHERE name = 'nat_version'"));
   } else {
-    // SQLite writes one transaction at a time: what it reads now is what it commits.
-    *feed = FP_TRY(NatChangesSinceIn(tx, after, limit, false));
+    // SQLite writes one transaction at a time: what it reads now is what it commits, and no
+    // other commit comes in between.
+    read->feed = FP_TRY(NatChangesSinceIn(tx, after, limit, false));
+    read->holds_all = true;
   }
-  tx.OnOutcome([feed, committed = std::move(committed)](bool ok) {
-    if (ok && *feed) committed(std::move(**feed));
+  tx.OnOutcome([read, committed = std::move(committed)](bool ok) {
+    if (ok && read->feed) committed(std::move(*read->feed), read->holds_all);
   });
   return Ok();
 }

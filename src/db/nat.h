@@ -44,9 +44,13 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
 // COMMIT (Tx::QueryLater), no round trip of its own. Every NAT change takes the next version
 // of one counter, so a transaction that commits one saw every change of a lower version (on
 // PostgreSQL an earlier one committed after its snapshot fails it on the counter's row): the
-// feed holds every change after `after` to this transaction's own.
+// feed holds every change after `after` to this transaction's own. `holds_all` says so: every
+// NAT change committed before this transaction committed is in the read. It is false on
+// PostgreSQL when the transaction took no NAT version (its changes found the rows as they
+// were): the read is then a consistent one, but of the table as it was at the transaction's
+// snapshot.
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
-                            std::function<void(NatFeed)> committed);
+                            std::function<void(NatFeed feed, bool holds_all)> committed);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatEntry>> NatLive(Datastore& ds);
 // The live rows and the NAT version they are at, in one read (which, as the feed's, may

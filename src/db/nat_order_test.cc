@@ -200,7 +200,8 @@ TEST(NatOrder, AFeedReadAtCommitHoldsEveryChangeUpToItsTransactionsVersion) {
         Status s = ds->Write([&](Tx& tx) -> Status {
           FP_CHECK_OK(ChangeIn(tx, wr, w, i, 1));
           std::this_thread::sleep_for(std::chrono::microseconds(hold_us(rng)));
-          return NatChangesAtCommitIn(tx, start, 100000, [&](NatFeed feed) {
+          return NatChangesAtCommitIn(tx, start, 100000, [&](NatFeed feed, bool holds_all) {
+            EXPECT_TRUE(holds_all) << "the transaction took a version";
             std::lock_guard<std::mutex> lock(mu);
             reads.push_back(std::move(feed));
           });
@@ -267,10 +268,14 @@ TEST(NatOrder, AFeedReadAtCommitIsHandedOverOnlyWhenItsTransactionCommits) {
   const int64_t start = NatCurrentVersion(*ds).value();
 
   std::optional<NatFeed> got;
+  std::optional<bool> holds_all;
   auto write = [&](bool fail) {
     return ds->Write([&](Tx& tx) -> Status {
       FP_CHECK_OK(NatEnsureForIpLaterIn(tx, *ip, *instance, *sled));
-      FP_CHECK_OK(NatChangesAtCommitIn(tx, start, 100, [&](NatFeed feed) { got = feed; }));
+      FP_CHECK_OK(NatChangesAtCommitIn(tx, start, 100, [&](NatFeed feed, bool all) {
+        got = feed;
+        holds_all = all;
+      }));
       if (fail) return Fail(Error::InvalidRequest("changed my mind"));
       return Ok();
     });
@@ -288,9 +293,18 @@ TEST(NatOrder, AFeedReadAtCommitIsHandedOverOnlyWhenItsTransactionCommits) {
   EXPECT_EQ(got->changes[0].version, start + 1);
   EXPECT_FALSE(got->changes[0].deleted);
   EXPECT_EQ(got->changes[0].row.instance_id, *instance);
+  EXPECT_EQ(holds_all, true);
   if (ds.postgres()) {
     EXPECT_EQ(trips, 1) << "BEGIN, the held-back writes, the read and COMMIT in one exchange";
   }
+
+  // The same change again finds its row as it is and takes no version: on PostgreSQL its read
+  // is then of the table at its snapshot, and says so.
+  got.reset();
+  ASSERT_TRUE(write(false));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->current_version, start + 1);
+  EXPECT_EQ(holds_all, !ds.postgres());
 }
 
 }  // namespace

@@ -220,16 +220,18 @@ Status NatReconciler::ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key) {
   if (!after) return Ok();
   // Numbered now, inside the transaction and before its changes are committed: a caller that
   // came before this (its commits made) had them committed before this transaction's NAT
-  // version was taken, so this read holds them (db::NatChangesAtCommitIn).
+  // version was taken, so this read holds them (db::NatChangesAtCommitIn). A read that may
+  // not hold them (the transaction took no version) carries no other caller: numbered 0.
   const int64_t number = desired_.BeginFeedRead();
   return db::NatChangesAtCommitIn(
-      tx, *after, static_cast<int64_t>(kKeptChanges), [this, key, after, number](db::NatFeed feed) {
+      tx, *after, static_cast<int64_t>(kKeptChanges),
+      [this, key, after, number](db::NatFeed feed, bool holds_all) {
         // Cut at its limit: the Sync reads the rest itself (a switch takes a shared read only
         // when it was not cut).
         if (feed.changes.size() >= kKeptChanges) return;
         MutexLock lock(kept_mu_);
         if (kept_.size() >= kKeptFeeds) kept_.pop_front();
-        kept_.emplace_back(key, FeedRead{*after, std::move(feed), number});
+        kept_.emplace_back(key, FeedRead{*after, std::move(feed), holds_all ? number : 0});
       });
 }
 

@@ -56,11 +56,13 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                  return db::InstanceUndoStartIn(tx, p.instance_id, placed.sled_id);
                }});
   r.Add(Action{.name = "instance_start.nat",
-               .run_in_tx = [](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
+               .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) -> Result<Json> {
                  auto p = FP_TRY(ParamsOf<InstanceStartSagaParams>(ctx));
                  auto placed = FP_TRY(OutputOf<InstancePlaced>(ctx, "place"));
                  model::Sled sled = FP_TRY(db::SledGetIn(tx, placed.sled_id));
                  auto rows = FP_TRY(db::NatEnsureForInstanceIn(tx, p.instance_id, sled));
+                 // The switch node pushes the changes from this read (SyncWith).
+                 if (!rows.empty()) FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
                  return Json(NatWritten{rows.size()});
                },
                .undo = [&d](const ActionContext& ctx) -> Status {
@@ -86,7 +88,7 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                }});
   r.Add(Action{.name = "instance_start.switch",
                .run = [&d](const ActionContext& ctx) -> Result<Json> {
-                 FP_CHECK_OK(d.nat.Sync(CallFor(ctx)));
+                 FP_CHECK_OK(d.nat.SyncWith(CallFor(ctx), ctx.saga_id()));
                  return Json::object();
                }});
 }
