@@ -147,7 +147,10 @@ class NatReconciler {
   static constexpr size_t kKeptFeeds = 64;
   static constexpr size_t kKeptChanges = 64;
   // Sync, from the read kept under `key` when there is one (and it suits the switches: one
-  // behind where it starts reads its own), which it then forgets.
+  // behind where it starts reads its own), which it then forgets. It promises less than Sync:
+  // the switches get every change that read holds, i.e. those of the transaction that made it
+  // (and of every one committed before, when it took a NAT version), not a change the caller
+  // committed after it.
   Status SyncWith(const agents::CallContext& context, const Uuid& key);
   // Full comparison on every switch; replaces a switch's table if it differs. Returns true if
   // it repaired any. Errors: the first switch's that failed.

@@ -29,7 +29,7 @@ namespace fp::db::postgres {
 //
 // Failures are remembered for the engine to decide on: broken() once the connection is lost,
 // retryable() once a statement failed with a serialization failure (40001), a deadlock (40P01)
-// or a timeout (57014, 55P03) since ClearRetryable(). Not thread-safe: one transaction uses it at a
+// or a timeout (57014, 55P03) since StartAttempt(). Not thread-safe: one transaction uses it at a
 // time.
 class PgConnection final : public Connection {
  public:
@@ -109,13 +109,19 @@ class PgConnection final : public Connection {
   // The connection was lost (libpq reports it bad), or left in a state no statement can follow
   // (a pipeline it could not leave): nothing more can run on it.
   bool broken() const { return unusable_ || PQstatus(conn_.get()) != CONNECTION_OK; }
-  // A statement failed with 40001, 40P01, 57014 or 55P03 since ClearRetryable: the transaction
+  // A statement failed with 40001, 40P01, 57014 or 55P03 since StartAttempt: the transaction
   // may be retried.
   bool retryable() const { return retryable_; }
   // A statement on this connection was cancelled since it opened (57014: Canceller's doing, or
   // a statement timeout).
   bool cancelled_ever() const { return cancelled_ever_; }
-  void ClearRetryable() { retryable_ = false; }
+  // A transaction's attempt begins on this connection (before anything it runs, the engine's
+  // own statements included): the last attempt's retryable failure and its end (QueryLast,
+  // ended()) are forgotten.
+  void StartAttempt() {
+    retryable_ = false;
+    ended_ = false;
+  }
   // Inside a transaction that a failed statement aborted (every statement but ROLLBACK fails,
   // and COMMIT rolls back).
   bool failed_transaction() const { return PQtransactionStatus(conn_.get()) == PQTRANS_INERROR; }

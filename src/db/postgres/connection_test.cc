@@ -131,6 +131,25 @@ TEST_F(PgConnectionTest, ExecCountsRowsAndStatementsArePreparedPerTypeSignature)
   EXPECT_EQ((*rows)[0].Int(0), 2);
 }
 
+// A read's last statement ends its transaction: nothing more runs in that attempt, but the
+// connection, back in the pool, serves the next one, whose engine may run a statement of its
+// own before it begins (ending a lost attempt's server process).
+TEST_F(PgConnectionTest, AReadsLastStatementEndsItsAttemptNotTheConnection) {
+  conn_->StartAttempt();
+  conn_->DeferBegin({"BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"}, 1, false);
+  auto last = conn_->QueryLast("SELECT 1", {});
+  ASSERT_TRUE(last) << last.error().message();
+  EXPECT_TRUE(conn_->ended());
+  EXPECT_FALSE(conn_->in_transaction()) << "committed in the same exchange";
+  EXPECT_FALSE(conn_->Query("SELECT 2", {})) << "a statement after the transaction's last";
+
+  conn_->StartAttempt();
+  EXPECT_FALSE(conn_->ended());
+  auto next = conn_->Query("SELECT 3", {});
+  ASSERT_TRUE(next) << next.error().message();
+  EXPECT_EQ(next->front().Int(0), 3);
+}
+
 TEST_F(PgConnectionTest, ReportsErrorsWithSqlStateAndRemembersRetryableOnes) {
   auto bad = conn_->Query("SELECT * FROM no_such_table WHERE a = ?", {int64_t{1}});
   ASSERT_FALSE(bad);
@@ -140,7 +159,7 @@ TEST_F(PgConnectionTest, ReportsErrorsWithSqlStateAndRemembersRetryableOnes) {
   Status conflict = conn_->Run("DO $$BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END$$");
   ASSERT_FALSE(conflict);
   EXPECT_TRUE(conn_->retryable());
-  conn_->ClearRetryable();
+  conn_->StartAttempt();
   EXPECT_FALSE(conn_->retryable());
   EXPECT_FALSE(conn_->broken());
   (void)conn_->Query("SELECT pg_terminate_backend(pg_backend_pid())", {});

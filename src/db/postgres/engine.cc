@@ -305,7 +305,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     Status done = Ok();
     {
       HeldMark held(this);
-      conn->ClearRetryable();
+      conn->StartAttempt();
       if (write) write_attempts_.fetch_add(1);
       if (lost_pid != 0) {
         // No match (it is gone, or this is another server after a failover) is fine.
