@@ -55,9 +55,7 @@ class Tx : public saga::StoreTx {
   }
   template <typename... Args>
   Result<std::optional<Row>> QueryRow(std::string_view sql, Args&&... args) {
-    auto rows = FP_TRY(Query(sql, std::forward<Args>(args)...));
-    if (rows.empty()) return std::optional<Row>();
-    return std::optional<Row>(std::move(rows.front()));
+    return FirstRow(FP_TRY(Query(sql, std::forward<Args>(args)...)));
   }
   // A read's last statement (Connection::QueryLast): on PostgreSQL the transaction's COMMIT
   // goes in the same exchange. Nothing may run after it in the transaction.
@@ -67,9 +65,7 @@ class Tx : public saga::StoreTx {
   }
   template <typename... Args>
   Result<std::optional<Row>> QueryRowLast(std::string_view sql, Args&&... args) {
-    auto rows = FP_TRY(QueryLast(sql, std::forward<Args>(args)...));
-    if (rows.empty()) return std::optional<Row>();
-    return std::optional<Row>(std::move(rows.front()));
+    return FirstRow(FP_TRY(QueryLast(sql, std::forward<Args>(args)...)));
   }
   // Same with a parameter list built at run time.
   Result<std::vector<Row>> QueryV(std::string_view sql, const std::vector<SqlValue>& params) {
@@ -140,6 +136,10 @@ class Tx : public saga::StoreTx {
   static SqlValue ToSql(std::nullptr_t) { return nullptr; }
 
  private:
+  static std::optional<Row> FirstRow(std::vector<Row> rows) {
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
   inline static const Error kNoCheck = Error::Internal("(no count to check)");
   Connection& conn_;
   Timestamp now_;

@@ -283,6 +283,19 @@ TEST(NatOrder, AFeedReadAtCommitIsHandedOverOnlyWhenItsTransactionCommits) {
   ASSERT_FALSE(write(true));
   EXPECT_FALSE(got) << "handed over from a transaction that rolled back";
   EXPECT_EQ(NatCurrentVersion(*ds).value(), start);
+  // A write held back after the read fails its count as the transaction commits: on
+  // PostgreSQL the read has answered by then (its rows reached the sink), and is still not
+  // handed over.
+  Status late = ds->Write([&](Tx& tx) -> Status {
+    FP_CHECK_OK(NatEnsureForIpLaterIn(tx, *ip, *instance, *sled));
+    FP_CHECK_OK(NatChangesAtCommitIn(tx, start, 100, [&](NatFeed feed, bool) { got = feed; }));
+    return tx.ExecLaterOne(Error::InvalidRequest("no such row"),
+                           "UPDATE nat_entry SET time_deleted = time_deleted WHERE 1 = 0");
+  });
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().message(), "no such row");
+  EXPECT_FALSE(got) << "handed over from a transaction whose commit failed";
+  EXPECT_EQ(NatCurrentVersion(*ds).value(), start);
 
   const int64_t before = ds->round_trips();
   ASSERT_TRUE(write(false));
