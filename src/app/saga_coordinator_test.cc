@@ -77,6 +77,10 @@ class FlakyStore final : public saga::SagaStore {
                   const std::optional<std::string>& result) override {
     return real_.RecordIn(tx, saga_id, owner, event, new_state, result);
   }
+  Status RecordAllIn(saga::StoreTx& tx, const Uuid& saga_id, const saga::SagaOwner& owner,
+                     const saga::SagaRecord& record) override {
+    return real_.RecordAllIn(tx, saga_id, owner, record);
+  }
   Result<saga::SagaLog> Load(const Uuid& id) override { return real_.Load(id); }
   Result<std::vector<saga::OwnedSaga>> ListUnfinished(const std::string& sec) override {
     return real_.ListUnfinished(sec);

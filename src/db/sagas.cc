@@ -14,6 +14,12 @@ Status DatastoreSagaStore::Write(const std::function<Status(saga::StoreTx&)>& bo
 namespace {
 // The engine hands back the transaction Write gave its body: a db::Tx.
 Tx& TxOf(saga::StoreTx& tx) { return static_cast<Tx&>(tx); }
+
+// The record's transaction writes the saga's row, which checks the owner: the insert that
+// created it, or the update to its new state.
+bool OwnerCheckedBy(const saga::SagaRecord& record) {
+  return record.created_in_tx || record.new_state.has_value();
+}
 }  // namespace
 
 Result<bool> DatastoreSagaStore::CreateIn(saga::StoreTx& tx, const SagaRow& row,
@@ -26,6 +32,16 @@ Status DatastoreSagaStore::RecordIn(saga::StoreTx& tx, const Uuid& saga_id, cons
                                     std::optional<SagaState> new_state,
                                     const std::optional<std::string>& result) {
   return SagaRecordIn(TxOf(tx), saga_id, owner, event, new_state, result);
+}
+
+Status DatastoreSagaStore::RecordAllIn(saga::StoreTx& tx, const Uuid& saga_id,
+                                       const SagaOwner& owner, const saga::SagaRecord& record) {
+  // Each event's own look at the saga's owner is needed only where nothing else in the
+  // transaction checks it: else the events go in one statement, without that look.
+  if (record.events.empty() || !OwnerCheckedBy(record)) {
+    return SagaStore::RecordAllIn(tx, saga_id, owner, record);
+  }
+  return SagaRecordAllIn(TxOf(tx), saga_id, owner, record);
 }
 
 Result<SagaLog> DatastoreSagaStore::Load(const Uuid& id) { return SagaLoad(ds_, id); }
@@ -95,6 +111,34 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
     if (!owned) return Fail(saga::LostSagaError(saga_id, owner));
   }
   return Ok();
+}
+
+Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                       const saga::SagaRecord& record) {
+  if (!OwnerCheckedBy(record) || record.events.empty()) {
+    return Fail(
+        Error::Internal("SagaRecordAllIn: a record with events whose owner nothing checks"));
+  }
+  if (record.new_state) {
+    // First, so that a lost owner fails the transaction with LostSagaError before the events.
+    FP_CHECK_OK(SagaRecordIn(tx, saga_id, owner, std::nullopt, record.new_state, record.result));
+  }
+  std::string sql =
+      "INSERT INTO saga_node_event (saga_id, node_index, event_type, data, time_created) VALUES ";
+  std::vector<SqlValue> params;
+  params.reserve(record.events.size() * 5);
+  for (size_t i = 0; i < record.events.size(); ++i) {
+    const SagaEvent& e = record.events[i];
+    sql += i == 0 ? "(?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?)";
+    params.push_back(Tx::ToSql(saga_id));
+    params.push_back(int64_t{e.node_index});
+    params.push_back(Tx::ToSql(ToString(e.type)));
+    params.push_back(Tx::ToSql(e.data));
+    params.push_back(Tx::ToSql(tx.now()));
+  }
+  // As SagaRecordIn's: an event recorded already (a node run again) is kept as it was.
+  sql += " ON CONFLICT (saga_id, node_index, event_type) DO UPDATE SET data = saga_node_event.data";
+  return tx.ExecLaterV(sql, params);
 }
 
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id) {

@@ -39,6 +39,8 @@ class DatastoreSagaStore final : public saga::SagaStore {
   Status RecordIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
                   const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                   const std::optional<std::string>& result) override;
+  Status RecordAllIn(saga::StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                     const saga::SagaRecord& record) override;
   Result<SagaLog> Load(const Uuid& id) override;
   Result<std::vector<saga::OwnedSaga>> ListUnfinished(const std::string& sec) override;
   Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) override;
@@ -59,6 +61,13 @@ Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row, const saga::SagaOrigin* or
 Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                     const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                     const std::optional<std::string>& result);
+
+// What one transaction records at once (saga::SagaStore::RecordAllIn), for a record with
+// events whose transaction checks the owner by writing the saga's row (the new state's update
+// here, or the insert that created it; Internal otherwise): the events go in one statement,
+// without a look of their own at the row.
+Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                       const saga::SagaRecord& record);
 
 // NotFound if no such saga.
 Result<SagaLog> SagaLoad(Datastore& ds, const Uuid& id);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "db/testing/statement_trace.h"
 #include "db/testing/temp_datastore.h"
 #include "saga/saga.h"
 #include "saga/testing/store_contract.h"
@@ -133,6 +134,51 @@ TEST_F(DatastoreSagaTest, AnExitInsideADatabaseNodeStopsTheServerWithNothingOfIt
   EXPECT_EQ(resumed->kind, saga::SagaResultKind::kDone);
   EXPECT_EQ(SagaLoad(*ds, id)->saga.state, SagaState::kDone);
   EXPECT_EQ(ToyRows(), 3);
+}
+
+// The events of one transaction go in one statement, and where the transaction writes the
+// saga's row (the insert that creates it, the update to its new state) without a look of their
+// own at the owner: an attach's two transactions write three events in two plain inserts.
+TEST_F(DatastoreSagaTest, ATransactionsEventsAreOneInsertWhereTheSagasRowChecksTheOwner) {
+  testing::StatementTrace trace;
+  TempDatastore traced{std::make_shared<SystemClock>(), {}, testing::TestEngine::kSqlite};
+  DatastoreSagaStore traced_store{*traced};
+  ASSERT_TRUE(traced->Write<bool>([](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("CREATE TABLE toy (saga TEXT, node TEXT, PRIMARY KEY (saga, node))"));
+    return true;
+  }));
+  registry.Add(saga::Action{.name = "toy.unlogged",
+                            .run = [](const ActionContext&) -> Result<Json> {
+                              return Json{{"told", true}};
+                            },
+                            .unlogged = true});
+  saga::SagaExecutor traced_exec{traced_store, registry, "sec-test", traced->clock(),
+                                 traced->random()};
+  saga::SagaDag dag = Rows(1);
+  dag.nodes.push_back({"told", "toy.unlogged"});
+  dag.nodes.push_back({"r1", "toy.row"});
+  int64_t before = traced->durable_commits();
+  Uuid id = Uuid::Random();
+  auto out = traced_exec.Run(id, dag);
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, saga::SagaResultKind::kDone);
+  EXPECT_EQ(traced->durable_commits() - before, 2);
+  auto log = SagaLoad(*traced, id);
+  ASSERT_TRUE(log) << log.error().message();
+  ASSERT_EQ(log->events.size(), 3u);
+  EXPECT_EQ(log->events[1].data, R"({"told":true})");
+
+  std::vector<std::string> inserts;
+  for (const std::string& text : trace.texts()) {
+    if (text.find("INSERT INTO saga_node_event") != std::string::npos) inserts.push_back(text);
+  }
+  ASSERT_EQ(inserts.size(), 2u);  // one row (r0's), two rows (told's and r1's)
+  int of_two_rows = 0;
+  for (const std::string& text : inserts) {
+    EXPECT_EQ(text.find("EXISTS"), std::string::npos) << text;
+    of_two_rows += text.find("), (") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(of_two_rows, 1);
 }
 
 }  // namespace

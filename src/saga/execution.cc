@@ -113,25 +113,15 @@ Json SagaExecutor::Execution::FailureJson() const {
 Status SagaExecutor::Execution::Record(std::optional<SagaEvent> event,
                                        std::optional<SagaState> state,
                                        std::optional<std::string> result) {
-  FP_CHECK_OK(FlushPending());
-  FP_CHECK_OK(store_.Record(id_, owner_, event, state, result));
+  // The unlogged nodes' events waiting for a commit go in this one, before the new event.
+  SagaRecord record{.events = pending_, .new_state = state, .result = std::move(result)};
+  if (event) record.events.push_back(std::move(*event));
+  FP_CHECK_OK(
+      store_.Write([&](StoreTx& tx) { return store_.RecordAllIn(tx, id_, owner_, record); }));
+  pending_.clear();
   if (state) {
     state_ = *state;
-    result_ = result;
-  }
-  return Ok();
-}
-
-Status SagaExecutor::Execution::FlushPending() {
-  if (pending_.empty()) return Ok();
-  FP_CHECK_OK(store_.Write([&](StoreTx& tx) { return RecordPendingIn(tx); }));
-  pending_.clear();
-  return Ok();
-}
-
-Status SagaExecutor::Execution::RecordPendingIn(StoreTx& tx) {
-  for (const auto& e : pending_) {
-    FP_CHECK_OK(store_.RecordIn(tx, id_, owner_, e, std::nullopt, std::nullopt));
+    result_ = std::move(record.result);
   }
   return Ok();
 }
@@ -241,14 +231,17 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
       id_taken = true;
       return Fail(SagaExistsError(id_));
     }
-    FP_CHECK_OK(RecordPendingIn(tx));
     Result<Json> r = RunWithFaults(i, [&] { return action.run_in_tx(tx, ctx); });
     if (!r) return Fail(r.error());
     output_text = r->dump();  // once: the event's data and, for the last node, the result
-    FP_CHECK_OK(
-        store_.RecordIn(tx, id_, owner_, SagaEvent{i, SagaEventType::kSucceeded, output_text},
-                        IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
-                        IsLast(i) ? std::optional<std::string>(output_text) : std::nullopt));
+    // The unlogged nodes' events before this one's, all in one record (one statement).
+    SagaRecord record{
+        .events = pending_,
+        .new_state = IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
+        .result = IsLast(i) ? std::optional<std::string>(output_text) : std::nullopt,
+        .created_in_tx = create_with_first_node_ && i == 0};
+    record.events.push_back(SagaEvent{i, SagaEventType::kSucceeded, output_text});
+    FP_CHECK_OK(store_.RecordAllIn(tx, id_, owner_, record));
     output = std::move(*r);
     return Ok();
   });

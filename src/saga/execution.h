@@ -35,13 +35,10 @@ class SagaExecutor::Execution {
   Json LastOutput() const;
   Json FailureJson() const;
 
-  // Writes an event and/or a state change in a transaction of its own (after any pending
-  // events of unlogged nodes).
+  // Writes an event and/or a state change in a transaction of its own, with the pending
+  // events of unlogged nodes before it (one record: SagaStore::RecordAllIn).
   Status Record(std::optional<SagaEvent> event, std::optional<SagaState> state,
                 std::optional<std::string> result);
-  // Writes the "succeeded" events of unlogged nodes that no later commit carried yet.
-  Status FlushPending();
-  Status RecordPendingIn(StoreTx& tx);
 
   std::optional<Error> InjectedFailure(int i) const;
   int Repeats() const { return faults_ && faults_->repeat_every_action ? 2 : 1; }

@@ -280,12 +280,15 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
   dag.nodes = {
       {"new_id", "toy.new_id"}, {"r1", "toy.row"}, {"a", "toy.put_unlogged"}, {"r2", "toy.row"}};
   int64_t before = store.commits();
+  int64_t records_before = store.records();
   Uuid id = Uuid::Random();
   auto out = exec.Run(id, dag);
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, SagaResultKind::kDone);
-  // create, new_id started, new_id succeeded, r1, r2 (+ a's succeeded): five commits.
+  // create, new_id started, new_id succeeded, r1, r2 (+ a's succeeded): five commits, and a's
+  // event is in r2's record (one statement in the datastore), not one of its own.
   EXPECT_EQ(store.commits() - before, 5);
+  EXPECT_EQ(store.records() - records_before, 4);
   EXPECT_EQ(world.Keys().size(), 1u);
   // The unlogged node's success is in the log all the same.
   int succeeded = 0;
@@ -294,6 +297,17 @@ TEST_F(SagaTest, UnloggedActionsRideOnTheNextCommit) {
     succeeded += e.type == SagaEventType::kSucceeded ? 1 : 0;
   }
   EXPECT_EQ(succeeded, 4);
+
+  // Followed by a node that logs its start: a's event goes in the same commit as that start.
+  dag.nodes = {{"new_id", "toy.new_id"}, {"a", "toy.put_unlogged"}, {"b", "toy.put"}};
+  before = store.commits();
+  Uuid second = Uuid::Random();
+  out = exec.Run(second, dag);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, SagaResultKind::kDone);
+  // create, new_id started, new_id succeeded, b started (+ a's succeeded), b succeeded.
+  EXPECT_EQ(store.commits() - before, 5);
+  EXPECT_EQ(store.Load(second)->events.size(), 5u);
 }
 
 // A first database node that fails (a refused operation: a name in use, an address held

@@ -69,6 +69,20 @@ Result<bool> SagaStore::Create(const SagaRow& row, const SagaOrigin* origin) {
   return created;
 }
 
+Status SagaStore::RecordAllIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                              const SagaRecord& record) {
+  if (record.events.empty()) {
+    return RecordIn(tx, saga_id, owner, std::nullopt, record.new_state, record.result);
+  }
+  for (size_t i = 0; i < record.events.size(); ++i) {
+    bool last = i + 1 == record.events.size();
+    FP_CHECK_OK(RecordIn(tx, saga_id, owner, record.events[i],
+                         last ? record.new_state : std::nullopt,
+                         last ? record.result : std::nullopt));
+  }
+  return Ok();
+}
+
 Status SagaStore::Record(const Uuid& saga_id, const SagaOwner& owner,
                          const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                          const std::optional<std::string>& result) {

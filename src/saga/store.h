@@ -89,6 +89,17 @@ struct SagaEvent {
   std::optional<std::string> data;  // JSON output or error
 };
 
+// What one transaction records of a saga at once (SagaStore::RecordAllIn): its events, in
+// order, and, if given, the saga's new state with its result.
+struct SagaRecord {
+  std::vector<SagaEvent> events;
+  std::optional<SagaState> new_state;
+  std::optional<std::string> result;
+  // The transaction created the saga's row (CreateIn, earlier in the same body): the owner is
+  // the one it was created with, so the store need not look it up for the events.
+  bool created_in_tx = false;
+};
+
 struct SagaLog {
   SagaRow saga;
   std::vector<SagaEvent> events;  // in node_index order
@@ -156,6 +167,14 @@ class SagaStore {
   virtual Status RecordIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
                           const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                           const std::optional<std::string>& result) = 0;
+
+  // RecordIn for what one transaction records at once, with the same guarantees (idempotent
+  // events, LostSagaError and nothing written when `owner` no longer owns the saga). A store may
+  // write the events in one statement and leave their owner check to a write of the saga's row
+  // in the same transaction (the state's, or CreateIn's). The default calls RecordIn per
+  // event, the state with the last one.
+  virtual Status RecordAllIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                             const SagaRecord& record);
 
   // --- One transaction each ---
 

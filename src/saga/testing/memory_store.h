@@ -42,6 +42,8 @@ class MemoryStore final : public SagaStore {
     friend class MemoryStore;
     State state_;
     bool joined_queue_ = false;
+    std::set<Uuid> created_;  // sagas whose row this transaction created
+    int64_t records_ = 0;
   };
 
   // Writes are serialised; a Write holds the store for its whole body.
@@ -52,6 +54,7 @@ class MemoryStore final : public SagaStore {
     state_ = std::move(tx.state_);
     ++commits_;
     if (tx.joined_queue_) ++write_queue_joins_;
+    records_ += tx.records_;
     return Ok();
   }
 
@@ -61,6 +64,7 @@ class MemoryStore final : public SagaStore {
     Saga saga{row, {}};
     saga.row.time_created = ++s.clock;
     s.sagas.emplace(row.id, std::move(saga));
+    static_cast<Tx&>(stx).created_.insert(row.id);
     if (origin) FP_CHECK_OK(origin->RecordIn(stx, row.id));
     return true;
   }
@@ -85,6 +89,18 @@ class MemoryStore final : public SagaStore {
       saga.row.state = *new_state;
       saga.row.result = result;
     }
+    return Ok();
+  }
+
+  // As the datastore's, one record at a time (records()); it holds the engine to its word
+  // that the transaction created the saga when it says so.
+  Status RecordAllIn(StoreTx& stx, const Uuid& saga_id, const SagaOwner& owner,
+                     const SagaRecord& record) override {
+    if (record.created_in_tx && static_cast<Tx&>(stx).created_.count(saga_id) == 0) {
+      return Fail(Error::Internal("a record said its transaction created a saga it did not"));
+    }
+    FP_CHECK_OK(SagaStore::RecordAllIn(stx, saga_id, owner, record));
+    ++static_cast<Tx&>(stx).records_;
     return Ok();
   }
 
@@ -151,6 +167,12 @@ class MemoryStore final : public SagaStore {
     MutexLock lock(mu_);
     return commits_;
   }
+  // RecordAllIn calls in committed transactions (the datastore writes each one's events in one
+  // statement).
+  int64_t records() {
+    MutexLock lock(mu_);
+    return records_;
+  }
   // The actions' "table", as last committed.
   std::set<std::string> rows() {
     MutexLock lock(mu_);
@@ -178,6 +200,7 @@ class MemoryStore final : public SagaStore {
   State state_ FP_GUARDED_BY(mu_);
   int64_t commits_ FP_GUARDED_BY(mu_) = 0;
   int64_t write_queue_joins_ FP_GUARDED_BY(mu_) = 0;
+  int64_t records_ FP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fp::saga::testing

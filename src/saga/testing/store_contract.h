@@ -6,6 +6,7 @@
 //
 //   INSTANTIATE_TYPED_TEST_SUITE_P(Memory, SagaStoreContract, MemoryStoreFixture);
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "saga/store.h"
@@ -101,6 +102,65 @@ TYPED_TEST_P(SagaStoreContract, AFailedWriteLeavesNothingOfItsTransaction) {
   EXPECT_EQ(this->store().Load(id).value().events.size(), 1u);
 }
 
+// What one transaction records at once (RecordAllIn): every event and the state, or nothing
+// when the owner is not the caller; events recorded already keep their first data.
+TYPED_TEST_P(SagaStoreContract, ARecordOfSeveralEventsIsWhollyWrittenOrFenced) {
+  Uuid id = Uuid::Random();
+  SagaRow row = this->Row(id, "sec-a", 2);
+  auto record = [&](const SagaOwner& owner, const SagaRecord& r) {
+    return this->store().Write(
+        [&](StoreTx& tx) { return this->store().RecordAllIn(tx, id, owner, r); });
+  };
+  // Created and recorded in one transaction, the owner taken as created.
+  ASSERT_TRUE(this->store().Write([&](StoreTx& tx) -> Status {
+    FP_CHECK_OK(this->store().CreateIn(tx, row, nullptr));
+    return this->store().RecordAllIn(
+        tx, id, row.owner,
+        SagaRecord{.events = {SagaEvent{0, SagaEventType::kSucceeded, R"({"n":0})"}},
+                   .created_in_tx = true});
+  }));
+  const SagaRecord two{.events = {SagaEvent{1, SagaEventType::kSucceeded, R"({"n":1})"},
+                                  SagaEvent{2, SagaEventType::kSucceeded, R"({"n":2})"}},
+                       .new_state = SagaState::kDone,
+                       .result = R"({"n":2})"};
+  // A former owner (an older generation, another server) writes nothing, with or without a
+  // state to move to.
+  SagaRecord no_state = two;
+  no_state.new_state.reset();
+  no_state.result.reset();
+  for (const SagaOwner& stale : {SagaOwner{"sec-a", 1}, SagaOwner{"sec-b", 2}}) {
+    for (const SagaRecord* r : {&two, static_cast<const SagaRecord*>(&no_state)}) {
+      Status written = record(stale, *r);
+      ASSERT_FALSE(written);
+      EXPECT_TRUE(IsLostSaga(written.error())) << written.error().message();
+    }
+  }
+  auto log = this->store().Load(id).value();
+  ASSERT_EQ(log.events.size(), 1u);
+  EXPECT_EQ(log.saga.state, SagaState::kRunning);
+
+  ASSERT_TRUE(record(row.owner, two));
+  log = this->store().Load(id).value();
+  ASSERT_EQ(log.events.size(), 3u);
+  for (int n = 0; n < 3; ++n) {
+    EXPECT_EQ(log.events[static_cast<size_t>(n)].node_index, n);
+    EXPECT_EQ(log.events[static_cast<size_t>(n)].data, fmt::format(R"({{"n":{}}})", n));
+  }
+  EXPECT_EQ(log.saga.state, SagaState::kDone);
+  EXPECT_EQ(log.saga.result, R"({"n":2})");
+
+  // Run again (a node's transaction retried after its commit's answer was lost): the events
+  // recorded already keep their data.
+  SagaRecord again = two;
+  again.events[1].data = R"({"n":"again"})";
+  again.events.push_back(SagaEvent{3, SagaEventType::kStarted, std::nullopt});
+  ASSERT_TRUE(record(row.owner, again));
+  log = this->store().Load(id).value();
+  ASSERT_EQ(log.events.size(), 4u);
+  EXPECT_EQ(log.events[2].data, R"({"n":2})");
+  EXPECT_EQ(log.events[3].type, SagaEventType::kStarted);
+}
+
 TYPED_TEST_P(SagaStoreContract, ListsTheUnfinishedSagasOfOneOwnerOldestFirst) {
   std::vector<Uuid> ours;
   for (int i = 0; i < 3; ++i) {
@@ -156,6 +216,7 @@ TYPED_TEST_P(SagaStoreContract, MarkStuckMovesOnlyAnUnfinishedSagaOfItsOwner) {
 REGISTER_TYPED_TEST_SUITE_P(SagaStoreContract, CreateInsertsOnceAndLoadReturnsTheRow,
                             EventsAreIdempotentAndLoadedInNodeOrder, WritesOfAFormerOwnerAreFenced,
                             AFailedWriteLeavesNothingOfItsTransaction,
+                            ARecordOfSeveralEventsIsWhollyWrittenOrFenced,
                             ListsTheUnfinishedSagasOfOneOwnerOldestFirst,
                             ClaimBumpsTheGenerationAndFencesTheFormerOne,
                             MarkStuckMovesOnlyAnUnfinishedSagaOfItsOwner);
