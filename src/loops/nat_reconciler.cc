@@ -226,11 +226,17 @@ Status NatReconciler::ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key) {
   return db::NatChangesAtCommitIn(
       tx, *after, static_cast<int64_t>(kKeptChanges),
       [this, key, after, number](db::NatFeed feed, bool holds_all) {
+        MutexLock lock(kept_mu_);
         // Cut at its limit: the Sync reads the rest itself (a switch takes a shared read only
         // when it was not cut).
-        if (feed.changes.size() >= kKeptChanges) return;
-        MutexLock lock(kept_mu_);
-        if (kept_.size() >= kKeptFeeds) kept_.pop_front();
+        if (feed.changes.size() >= kKeptChanges) {
+          ++kept_counts_.dropped;
+          return;
+        }
+        if (kept_.size() >= kKeptFeeds) {
+          kept_.pop_front();
+          ++kept_counts_.dropped;
+        }
         kept_.emplace_back(key, FeedRead{*after, std::move(feed), holds_all ? number : 0});
       });
 }
@@ -246,8 +252,14 @@ Status NatReconciler::SyncWith(const agents::CallContext& context, const Uuid& k
         break;
       }
     }
+    ++(kept ? kept_counts_.used : kept_counts_.missed);
   }
   return SyncFrom(context, std::move(kept));
+}
+
+NatReconciler::KeptReadCounts NatReconciler::KeptReads() const {
+  MutexLock lock(kept_mu_);
+  return kept_counts_;
 }
 
 Status NatReconciler::Sync(const agents::CallContext& context) {

@@ -152,6 +152,17 @@ class NatReconciler {
   // (and of every one committed before, when it took a NAT version), not a change the caller
   // committed after it.
   Status SyncWith(const agents::CallContext& context, const Uuid& key);
+  // What became of the reads ReadFeedAtCommitIn made, since the reconciler was made: used by
+  // a SyncWith; dropped unused (the oldest past kKeptFeeds, or one cut at kKeptChanges); and
+  // the SyncWith calls that found none kept under their key and read the feed themselves (a
+  // read dropped, or never made: a saga resumed after a restart). Drops under load say that
+  // more sagas are between their first step and their push than kKeptFeeds.
+  struct KeptReadCounts {
+    int64_t used = 0;
+    int64_t dropped = 0;
+    int64_t missed = 0;
+  };
+  KeptReadCounts KeptReads() const;
   // Full comparison on every switch; replaces a switch's table if it differs. Returns true if
   // it repaired any. Errors: the first switch's that failed.
   Result<bool> Repair();
@@ -195,6 +206,7 @@ class NatReconciler {
   // ReadFeedAtCommitIn's reads, oldest first.
   mutable Mutex kept_mu_;
   std::deque<std::pair<Uuid, FeedRead>> kept_ FP_GUARDED_BY(kept_mu_);
+  KeptReadCounts kept_counts_ FP_GUARDED_BY(kept_mu_);
   bool background_ FP_GUARDED_BY(mu_) = false;
   int heartbeat_ms_ FP_GUARDED_BY(mu_) = 100;
   db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background starts

@@ -261,6 +261,7 @@ TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
   ASSERT_TRUE(nat.SyncWith({}, key));
   EXPECT_EQ(ds->read_transactions() - reads, 0);
   EXPECT_EQ(sw.generation(), 2);
+  EXPECT_EQ(nat.KeptReads().used, 1);
 
   // Another change, and a third whose read (kept, then used) starts from 2: one read for the
   // Sync of the second, none for the third's.
@@ -270,6 +271,7 @@ TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
   reads = ds->read_transactions();
   ASSERT_TRUE(nat.SyncWith({}, Uuid::Random()));
   EXPECT_EQ(ds->read_transactions() - reads, 1) << "no read kept under that key";
+  EXPECT_EQ(nat.KeptReads().missed, 1);
   EXPECT_EQ(sw.generation(), 4);
   reads = ds->read_transactions();
   ASSERT_TRUE(nat.SyncWith({}, third));
@@ -286,6 +288,42 @@ TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
   EXPECT_EQ(ds->read_transactions() - reads, 0);
   EXPECT_EQ(sw.generation(), 7);
   EXPECT_EQ(sw.applied(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7})) << "each change once";
+}
+
+// Reads kept past kKeptFeeds push out the oldest, and a read of more than kKeptChanges is not
+// kept: each is counted dropped (a metric), and its Sync reads the feed itself.
+TEST_F(NatReconcilerTest, KeptReadsPastTheirLimitsAreDroppedAndCounted) {
+  AddEntry();
+  ExpectSyncOk();
+  auto commit = [&](const Uuid& key, int entries) {
+    Status s = ds->Write([&](db::Tx& tx) -> Status {
+      for (int k = 0; k < entries; ++k) FP_CHECK_OK(AddNatEntryIn(tx, ++entries_));
+      return nat.ReadFeedAtCommitIn(tx, key);
+    });
+    ASSERT_TRUE(s) << s.error().message();
+  };
+  std::vector<Uuid> keys;
+  for (size_t i = 0; i <= NatReconciler::kKeptFeeds; ++i) {
+    keys.push_back(Uuid::Random());
+    commit(keys.back(), 1);
+    if (i % 30 == 29) ExpectSyncOk();  // so that each read holds at most 30 changes
+  }
+  EXPECT_EQ(nat.KeptReads().dropped, 1);
+  int64_t reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, keys.front()));
+  EXPECT_EQ(ds->read_transactions() - reads, 1) << "the oldest read was dropped";
+  ASSERT_TRUE(nat.SyncWith({}, keys.back()));
+  EXPECT_EQ(nat.KeptReads().missed, 1);
+  EXPECT_EQ(nat.KeptReads().used, 1);
+
+  const Uuid large = Uuid::Random();
+  commit(large, static_cast<int>(NatReconciler::kKeptChanges));
+  EXPECT_EQ(nat.KeptReads().dropped, 2);
+  reads = ds->read_transactions();
+  ASSERT_TRUE(nat.SyncWith({}, large));
+  EXPECT_GE(ds->read_transactions() - reads, 1);
+  EXPECT_EQ(nat.KeptReads().missed, 2);
+  EXPECT_EQ(sw.generation(), entries_);
 }
 
 // An exchange carries only the callers that came before its read of the feed began, whatever

@@ -85,6 +85,9 @@ def test_metrics_move_with_what_happens(start_rack):
     assert by_label(before, "floatplane_nat_switch_waiting_syncs", "switch") == \
         {s: 0 for s in switches}
     assert len(by_label(before, "floatplane_sled_up", "sled")) == 2
+    for outcome in ("used", "dropped"):
+        assert value(before, "floatplane_nat_feed_reads_at_commit_total", outcome=outcome) == 0
+    assert value(before, "floatplane_nat_pushes_without_kept_read_total") == 0
 
     make_pool(admin, POOL, "10.88.0.0", "10.88.0.255")
     link(admin, POOL, default=True)
@@ -126,6 +129,9 @@ def test_metrics_move_with_what_happens(start_rack):
         assert value(after, "floatplane_sagas_started_total", saga=saga) == 1, saga
         assert value(after, "floatplane_sagas_finished_total", saga=saga, outcome="done") == 1
         assert value(after, "floatplane_sagas_in_flight", saga=saga) == 0
+    # The attach pushed its change from the feed read at its first step's commit.
+    assert value(after, "floatplane_nat_feed_reads_at_commit_total", outcome="used") >= 1
+    assert value(after, "floatplane_nat_feed_reads_at_commit_total", outcome="dropped") == 0
     # NAT on both switches: no lag, a recent complete reconciliation.
     for switch in switches:
         assert value(after, "floatplane_nat_lag_versions", switch=switch) == 0
