@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -180,19 +181,31 @@ StopSignalWatch::StopSignalWatch(std::function<void()> on_signal)
   sigaddset(&stop, SIGTERM);
   signals_ = ::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
   wake_ = ::eventfd(0, EFD_CLOEXEC);
+  halt_ = ::eventfd(0, EFD_CLOEXEC);
+  done_ = ::eventfd(0, EFD_CLOEXEC);
   // Without them the signals stay pending, as before the watch: WaitForStopSignal takes them.
-  if (signals_ >= 0 && wake_ >= 0) thread_ = std::thread([this] { Run(); });
+  if (signals_ >= 0 && wake_ >= 0 && halt_ >= 0 && done_ >= 0) {
+    thread_ = std::thread([this] { Run(); });
+  }
 }
 
+namespace {
+void Post(int eventfd) {
+  const uint64_t one = 1;
+  const ssize_t written = ::write(eventfd, &one, sizeof one);
+  (void)written;  // an eventfd's counter takes it
+}
+}  // namespace
+
 void StopSignalWatch::Run() {
+  // The second descriptor: Stop's, then (once Stop came with the interrupter running) the
+  // interrupter's end, waited for while a second signal still counts.
   pollfd fds[2] = {{.fd = signals_, .events = POLLIN}, {.fd = wake_, .events = POLLIN}};
   for (;;) {
-    // Once a signal came, on_signal_ runs again every 50 ms until Stop.
-    if (::poll(fds, 2, taken_ != 0 ? 50 : -1) < 0) {
+    if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      return;
+      break;
     }
-    if (fds[1].revents != 0) return;
     if (fds[0].revents != 0) {
       signalfd_siginfo info{};
       if (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -203,20 +216,36 @@ void StopSignalWatch::Run() {
           DieBySignal(signal);
         }
         taken_ = signal;
+        interrupter_ = std::thread([this] { Interrupt(); });
       }
     }
-    if (taken_ != 0) on_signal_();
+    if (fds[1].revents == 0) continue;
+    if (fds[1].fd == done_ || !interrupter_.joinable()) break;
+    Post(halt_);
+    fds[1].fd = done_;
   }
+  if (interrupter_.joinable()) {
+    Post(halt_);
+    interrupter_.join();
+  }
+}
+
+void StopSignalWatch::Interrupt() {
+  pollfd halt{.fd = halt_, .events = POLLIN};
+  for (;;) {
+    on_signal_();
+    const int ready = ::poll(&halt, 1, 50);
+    if (ready > 0 || (ready < 0 && errno != EINTR)) break;
+  }
+  Post(done_);
 }
 
 int StopSignalWatch::Stop() {
   if (thread_.joinable()) {
-    const uint64_t one = 1;
-    const ssize_t written = ::write(wake_, &one, sizeof one);
-    (void)written;  // an eventfd's counter takes it
+    Post(wake_);
     thread_.join();
   }
-  for (int* fd : {&signals_, &wake_}) {
+  for (int* fd : {&signals_, &wake_, &halt_, &done_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }

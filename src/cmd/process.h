@@ -116,27 +116,34 @@ void WaitForStopSignal(const sigset_t& stop_signals,
 // While the caller does what a stop must cut short rather than wait for (the schema migration
 // at start, which can take minutes), a thread of its own takes SIGINT and SIGTERM (blocked by
 // BlockStopSignals) in WaitForStopSignal's stead: at the signal, and every 50 ms after it until
-// Stop (a cancel may miss a statement that had not begun), it runs `on_signal`. A second signal
-// ends the process at once (DieBySignal), for when the first cannot take effect. Without a
-// signalfd or an eventfd (descriptors exhausted) it watches nothing: the signals stay pending
-// for WaitForStopSignal, as before a watch.
+// Stop (a cancel may miss a statement that had not begun), `on_signal` runs, on a thread of its
+// own. A second signal ends the process at once (DieBySignal), for when the first cannot take
+// effect, even while `on_signal` blocks (a cancel request waits for a database host that is
+// gone). Without a signalfd or an eventfd (descriptors exhausted) it watches nothing: the
+// signals stay pending for WaitForStopSignal, as before a watch.
 class StopSignalWatch {
  public:
   explicit StopSignalWatch(std::function<void()> on_signal);
   ~StopSignalWatch() { Stop(); }
   StopSignalWatch(const StopSignalWatch&) = delete;
   StopSignalWatch& operator=(const StopSignalWatch&) = delete;
-  // Ends the watch, after an `on_signal` under way: the signal it took (SIGINT or SIGTERM), or
-  // 0. A signal that comes as it ends stays pending.
+  // Ends the watch, after an `on_signal` under way (a second signal meanwhile still ends the
+  // process): the signal it took (SIGINT or SIGTERM), or 0. A signal that comes as it ends
+  // stays pending.
   int Stop();
 
  private:
   void Run();
+  // The interrupter's thread: `on_signal_` now and every 50 ms until halted.
+  void Interrupt();
   std::function<void()> on_signal_;
   int signals_ = -1;  // signalfd
   int wake_ = -1;     // eventfd: Stop
+  int halt_ = -1;     // eventfd: the interrupter is to end
+  int done_ = -1;     // eventfd: the interrupter ended
   int taken_ = 0;     // written by the thread, read after it ended
   std::thread thread_;
+  std::thread interrupter_;  // started and joined by thread_
 };
 
 // Ends the process by `signal` (SIGINT, SIGTERM) with its default action, as if it had never

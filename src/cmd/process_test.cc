@@ -1,11 +1,14 @@
 // The allocator trimmer: it hands free memory back only above its threshold, and looks every
-// period on its own thread.
+// period on its own thread. The stop-signal watch: a second signal ends the process.
 
 #include "cmd/process.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
@@ -63,6 +66,28 @@ TEST_F(AllocatorTrimmerTest, LooksEveryPeriodOnItsOwnThread) {
   clock_.Advance(std::chrono::seconds(1));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return trimmed_ > 0; }));
   EXPECT_EQ(trimmer.trims(), 1);
+}
+
+// A first signal's work that blocks (a cancel request sent to a database host that is gone
+// waits for that host) does not keep a second signal from ending the process at once. In a
+// process of its own (a death test): the signals are the process's.
+TEST(StopSignalWatchDeathTest, ASecondSignalEndsTheProcessWhileTheFirstsWorkBlocks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        BlockStopSignals();
+        std::atomic<bool> blocked{false};
+        StopSignalWatch watch([&blocked] {
+          blocked = true;
+          for (;;) ::pause();  // the stop signals are blocked here: it never returns
+        });
+        ::kill(::getpid(), SIGINT);
+        fp::testing::WaitFor([&] { return blocked.load(); }, std::chrono::seconds(10));
+        ::kill(::getpid(), SIGINT);
+        ::sleep(10);
+        std::_Exit(0);  // not reached when the second signal ends the process
+      },
+      ::testing::KilledBySignal(SIGINT), "a second SIGINT: stopping at once");
 }
 
 }  // namespace
