@@ -166,6 +166,27 @@ TEST_F(InstanceSagaTest, StartFailingAtEachNodeLeavesACleanSlate) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
+// A start's push to the switches goes from the read its NAT step made at commit; a start
+// that wrote no NAT rows (no address: nothing to push) made none, and its plain Sync counts
+// as no missed read (the metric of pushes that found theirs gone).
+TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMissesNone) {
+  ASSERT_TRUE(nat_->Sync());  // the switch answered: reads start from where it is
+  auto lit = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("lit", false));
+  ASSERT_TRUE(lit) << lit.error().message();
+  ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(lit->id), std::nullopt));
+  EXPECT_EQ(nat_->KeptReads().used, 1);
+  auto dark = Params("dark", false);
+  dark.snat = false;
+  dark.nic = model::NicKind::kIpv4;
+  auto none = instances_->Create(Unrecorded{actor_}, ByName("p1"), dark);
+  ASSERT_TRUE(none) << none.error().message();
+  EXPECT_TRUE(db::InstanceExternalIps(*ds, none->id)->empty());
+  ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(none->id), std::nullopt));
+  EXPECT_EQ(nat_->KeptReads().used, 1);
+  EXPECT_EQ(nat_->KeptReads().missed, 0);
+  EXPECT_EQ(nat_->KeptReads().dropped, 0);
+}
+
 TEST_F(InstanceSagaTest, StartWithEveryActionTwiceRunsOnceEverywhere) {
   auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   Faults("instance_start", {.repeat_every_action = true});

@@ -206,6 +206,13 @@ void StopSignalWatch::Run() {
       if (errno == EINTR) continue;
       break;
     }
+    if (fds[1].revents != 0) {
+      // Stop, with no signal taken: one that comes with it stays pending. Or the interrupter
+      // ended after Stop.
+      if (fds[1].fd == done_ || !interrupter_.joinable()) break;
+      Post(halt_);
+      fds[1].fd = done_;
+    }
     if (fds[0].revents != 0) {
       signalfd_siginfo info{};
       if (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -219,10 +226,6 @@ void StopSignalWatch::Run() {
         interrupter_ = std::thread([this] { Interrupt(); });
       }
     }
-    if (fds[1].revents == 0) continue;
-    if (fds[1].fd == done_ || !interrupter_.joinable()) break;
-    Post(halt_);
-    fds[1].fd = done_;
   }
   if (interrupter_.joinable()) {
     Post(halt_);

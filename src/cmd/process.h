@@ -119,8 +119,8 @@ void WaitForStopSignal(const sigset_t& stop_signals,
 // Stop (a cancel may miss a statement that had not begun), `on_signal` runs, on a thread of its
 // own. A second signal ends the process at once (DieBySignal), for when the first cannot take
 // effect, even while `on_signal` blocks (a cancel request waits for a database host that is
-// gone). Without a signalfd or an eventfd (descriptors exhausted) it watches nothing: the
-// signals stay pending for WaitForStopSignal, as before a watch.
+// gone). Without its descriptors (a signalfd and three eventfds: descriptors exhausted) it
+// watches nothing: the signals stay pending for WaitForStopSignal, as before a watch.
 class StopSignalWatch {
  public:
   explicit StopSignalWatch(std::function<void()> on_signal);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -114,6 +115,13 @@ class Tx : public saga::StoreTx {
     if (outcome_hooks_ != nullptr) outcome_hooks_->push_back(std::move(fn));
   }
 
+  // The sagas whose rows this transaction inserted (SagaCreateIn): their owner is the one it
+  // wrote, so their events need no look at the row (SagaRecordAllIn).
+  void NoteSagaCreated(const Uuid& id) { created_sagas_.push_back(id); }
+  bool SagaCreatedHere(const Uuid& id) const {
+    return std::find(created_sagas_.begin(), created_sagas_.end(), id) != created_sagas_.end();
+  }
+
   static SqlValue ToSql(const Uuid& u) { return u.ToString(); }
   static SqlValue ToSql(const std::optional<Uuid>& u) {
     return u ? SqlValue(u->ToString()) : SqlValue(nullptr);
@@ -145,6 +153,7 @@ class Tx : public saga::StoreTx {
   Timestamp now_;
   Random& random_;
   std::vector<std::function<void(bool committed)>>* outcome_hooks_;
+  std::vector<Uuid> created_sagas_;
 };
 
 class RequestEffect;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "db/audit_log.h"
 #include "db/counters.h"
 
@@ -69,6 +71,7 @@ Result<bool> SagaCreateIn(Tx& tx, const SagaRow& row, const saga::SagaOrigin* or
       "ON CONFLICT (id) DO NOTHING",
       row.id, row.name, row.dag, ToString(row.state), row.owner.sec, row.owner.generation,
       row.engine_version, tx.now(), tx.now(), row.origin));
+  tx.NoteSagaCreated(row.id);
   // A request's saga: its key's record and its audit entry commit with the saga's first commit.
   if (origin != nullptr) FP_CHECK_OK(origin->RecordIn(tx, row.id));
   return true;
@@ -119,6 +122,11 @@ Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
     return Fail(
         Error::Internal("SagaRecordAllIn: a record with events whose owner nothing checks"));
   }
+  if (record.created_in_tx && !tx.SagaCreatedHere(saga_id)) {
+    return Fail(Error::Internal(
+        fmt::format("saga {}: a record said its transaction created the saga; it did not",
+                    saga_id.ToString())));
+  }
   if (record.new_state) {
     // First, so that a lost owner fails the transaction with LostSagaError before the events.
     FP_CHECK_OK(SagaRecordIn(tx, saga_id, owner, std::nullopt, record.new_state, record.result));
@@ -129,7 +137,16 @@ Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
   params.reserve(record.events.size() * 5);
   for (size_t i = 0; i < record.events.size(); ++i) {
     const SagaEvent& e = record.events[i];
-    sql += i == 0 ? "(?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?)";
+    // An event twice in one record is written once, the first (as two records would): one
+    // INSERT may not change a row twice on PostgreSQL.
+    auto same = [&e](const SagaEvent& o) {
+      return o.node_index == e.node_index && o.type == e.type;
+    };
+    if (std::any_of(record.events.begin(), record.events.begin() + static_cast<std::ptrdiff_t>(i),
+                    same)) {
+      continue;
+    }
+    sql += params.empty() ? "(?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?)";
     params.push_back(Tx::ToSql(saga_id));
     params.push_back(int64_t{e.node_index});
     params.push_back(Tx::ToSql(ToString(e.type)));

@@ -155,8 +155,9 @@ class NatReconciler {
   // What became of the reads ReadFeedAtCommitIn made, since the reconciler was made: used by
   // a SyncWith; dropped unused (the oldest past kKeptFeeds, or one cut at kKeptChanges); and
   // the SyncWith calls that found none kept under their key and read the feed themselves (a
-  // read dropped, or never made: a saga resumed after a restart). Drops under load say that
-  // more sagas are between their first step and their push than kKeptFeeds.
+  // read dropped, or never made: a saga resumed after a restart, or no switch had answered
+  // yet). Drops under load say that more sagas are between their first step and their push
+  // than kKeptFeeds.
   struct KeptReadCounts {
     int64_t used = 0;
     int64_t dropped = 0;

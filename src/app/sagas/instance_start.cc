@@ -88,7 +88,11 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                }});
   r.Add(Action{.name = "instance_start.switch",
                .run = [&d](const ActionContext& ctx) -> Result<Json> {
-                 FP_CHECK_OK(d.nat.SyncWith(CallFor(ctx), ctx.saga_id()));
+                 // From the nat node's read when it wrote rows (and so made one); else a Sync of
+                 // its own, as the push of an instance without addresses always was.
+                 auto written = FP_TRY(OutputOf<NatWritten>(ctx, "nat"));
+                 FP_CHECK_OK(written.nat_entries > 0 ? d.nat.SyncWith(CallFor(ctx), ctx.saga_id())
+                                                     : d.nat.Sync(CallFor(ctx)));
                  return Json::object();
                }});
 }

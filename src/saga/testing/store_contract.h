@@ -159,6 +159,26 @@ TYPED_TEST_P(SagaStoreContract, ARecordOfSeveralEventsIsWhollyWrittenOrFenced) {
   ASSERT_EQ(log.events.size(), 4u);
   EXPECT_EQ(log.events[2].data, R"({"n":2})");
   EXPECT_EQ(log.events[3].type, SagaEventType::kStarted);
+
+  // An event twice in one record is written once, the first.
+  const SagaEvent first{4, SagaEventType::kSucceeded, R"({"n":4})"};
+  SagaEvent second = first;
+  second.data = R"({"n":"second"})";
+  ASSERT_TRUE(record(
+      row.owner,
+      SagaRecord{.events = {first, second}, .new_state = SagaState::kDone, .result = "null"}));
+  log = this->store().Load(id).value();
+  ASSERT_EQ(log.events.size(), 5u);
+  EXPECT_EQ(log.events[4].data, first.data);
+
+  // A record that says its transaction created the saga when it did not is refused, and
+  // writes nothing.
+  Status claimed =
+      record(row.owner, SagaRecord{.events = {SagaEvent{5, SagaEventType::kStarted, std::nullopt}},
+                                   .created_in_tx = true});
+  ASSERT_FALSE(claimed);
+  EXPECT_EQ(claimed.error().kind(), ErrorKind::kInternal) << claimed.error().message();
+  EXPECT_EQ(this->store().Load(id).value().events.size(), 5u);
 }
 
 TYPED_TEST_P(SagaStoreContract, ListsTheUnfinishedSagasOfOneOwnerOldestFirst) {
