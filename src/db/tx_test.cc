@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "db/datastore.h"
+#include "db/testing/temp_datastore.h"
 
 namespace fp::db {
 namespace {
@@ -88,6 +89,39 @@ TEST(Tx, ExecLaterRunsAtOnceWhereTheEngineHoldsNothingBackAndChecksTheCount) {
   EXPECT_EQ(one.error().message(), "not found: row 8");
   conn.changes = 2;
   EXPECT_FALSE(tx.ExecLaterOne(Error::NotFound("row 9"), "UPDATE t SET a = ?", 9));
+}
+
+// A read's last statement (QueryLast) ends what the read may run, on either engine (on
+// PostgreSQL it carries the COMMIT): a statement after it fails, naming QueryLast, and the
+// read still answers what it read; the next reads run as usual; in a write, QueryLast is an
+// ordinary statement.
+TEST(Tx, NothingRunsAfterAReadsLastStatementOnEitherEngine) {
+  testing::TempDatastore ds;
+  auto read = ds->Read<int64_t>([](Tx& tx) -> Result<int64_t> {
+    auto last = FP_TRY(tx.QueryRowLast("SELECT 1"));
+    auto after = tx.QueryRow("SELECT 2");
+    EXPECT_FALSE(after) << "a statement ran after the read's last";
+    if (!after) {
+      EXPECT_NE(after.error().message().find("QueryLast"), std::string::npos);
+    }
+    return last->Int(0);
+  });
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(*read, 1);
+  for (int k = 0; k < 3; ++k) {
+    auto next = ds->Read<int64_t>([](Tx& tx) -> Result<int64_t> {
+      FP_TRY(tx.QueryRow("SELECT 1"));
+      return FP_TRY(tx.QueryRow("SELECT 3"))->Int(0);
+    });
+    ASSERT_TRUE(next) << next.error().message();
+    EXPECT_EQ(*next, 3);
+  }
+  auto write = ds->Write<int64_t>([](Tx& tx) -> Result<int64_t> {
+    FP_TRY(tx.QueryRowLast("SELECT 1"));
+    return FP_TRY(tx.QueryRow("SELECT 4"))->Int(0);
+  });
+  ASSERT_TRUE(write) << write.error().message();
+  EXPECT_EQ(*write, 4);
 }
 
 }  // namespace

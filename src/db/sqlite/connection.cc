@@ -159,8 +159,27 @@ Status SqliteConnection::ExecScript(std::string_view sql) {
   return Ok();
 }
 
+Status SqliteConnection::BeginRead() {
+  reading_ = true;
+  ended_ = false;
+  return ExecScript("BEGIN");
+}
+
+Status SqliteConnection::AfterTheLast(std::string_view sql) const {
+  return Fail(Error::Internal(fmt::format(
+      "sqlite: {}: a statement after the transaction's last (QueryLast)", sql.substr(0, 80))));
+}
+
+Result<std::vector<Row>> SqliteConnection::QueryLast(std::string_view sql,
+                                                     const std::vector<SqlValue>& params) {
+  auto rows = FP_TRY(Query(sql, params));
+  if (reading_) ended_ = true;
+  return rows;
+}
+
 Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
                                                  const std::vector<SqlValue>& params) {
+  if (ended_) FP_CHECK_OK(AfterTheLast(sql));
   last_error_busy_ = false;
   sqlite3_stmt* stmt = nullptr;
   if (auto it = statements_.find(sql); it != statements_.end()) {

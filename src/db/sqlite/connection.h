@@ -48,6 +48,12 @@ class SqliteConnection final : public Connection {
                                  const std::vector<SqlValue>& params) override;
   // Query, then Changes().
   Result<int64_t> Exec(std::string_view sql, const std::vector<SqlValue>& params) override;
+  // Query; in a read begun by BeginRead, nothing may run after it in the transaction (a
+  // statement after it fails Internal), as on PostgreSQL, where it carries the COMMIT.
+  Result<std::vector<Row>> QueryLast(std::string_view sql,
+                                     const std::vector<SqlValue>& params) override;
+  // BEGIN of a read transaction (the engine's Read), where QueryLast ends what may run.
+  Status BeginRead();
   Dialect dialect() const override { return Dialect::kSqlite; }
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
@@ -88,6 +94,9 @@ class SqliteConnection final : public Connection {
   std::unordered_map<std::string, sqlite3_stmt*, TextHash, std::equal_to<>> statements_;
   bool last_error_busy_ = false;
   bool interrupted_ever_ = false;
+  bool reading_ = false;  // since BeginRead: the connection runs reads only
+  bool ended_ = false;    // QueryLast ran in this read
+  Status AfterTheLast(std::string_view sql) const;
   std::function<void(int)> wal_hook_;
 };
 

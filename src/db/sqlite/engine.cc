@@ -309,7 +309,7 @@ Status SqliteEngine::Read(const std::function<Status(Connection&)>& body, int64_
   auto backoff = milliseconds(1);
   for (;;) {
     auto conn = FP_TRY(readers_.Acquire());
-    Status result = conn->ExecScript("BEGIN");
+    Status result = conn->BeginRead();
     bool began = static_cast<bool>(result);
     if (began) {
       result = body(*conn);
