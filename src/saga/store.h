@@ -6,9 +6,9 @@
 // in db/sagas.h), and the engine's tests over memory (saga/testing/memory_store.h).
 //
 // Transactions. The engine writes through Write(): the store opens one write transaction, the
-// engine's body runs in it, calling CreateIn/RecordIn to write the log and the action's
-// `run_in_tx`/`undo_in_tx` for the node's effect, all on the same StoreTx, and the whole
-// commits durably or not at all. So the guarantees of one transaction hold across the engine
+// engine's body runs in it, calling CreateIn, RecordIn and RecordAllIn to write the log and
+// the action's `run_in_tx`/`undo_in_tx` for the node's effect, all on the same StoreTx, and the
+// whole commits durably or not at all. So the guarantees of one transaction hold across the engine
 // and the actions without the engine knowing what a transaction is: a database node's effect
 // and its "succeeded" event commit together, and a new saga's row commits with its first
 // database node. Whoever starts a saga may add writes of its own to the transaction that
@@ -171,8 +171,8 @@ class SagaStore {
   // RecordIn for what one transaction records at once, with the same guarantees (idempotent
   // events, LostSagaError and nothing written when `owner` no longer owns the saga). A store may
   // write the events in one statement and leave their owner check to a write of the saga's row
-  // in the same transaction (the state's, or CreateIn's). The default calls RecordIn per
-  // event, the state with the last one.
+  // in the same transaction (the state's, or CreateIn's). An event twice in one record is
+  // written once, the first. The default calls RecordIn per event, the state with the last one.
   virtual Status RecordAllIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
                              const SagaRecord& record);
 
