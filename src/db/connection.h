@@ -86,6 +86,8 @@ class Connection {
   // caller learns that through Tx::OnOutcome). A read the database fails fails the
   // transaction; rows the connection cannot decode go to `sink` as that error, the transaction
   // going on.
+  // In a write only: a read transaction has no OnOutcome to learn whether it committed, so a
+  // read's is refused (Internal, HeldBackReadInARead) on every engine.
   virtual Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                             std::function<void(Result<std::vector<Row>>)> sink) {
     sink(FP_TRY(Query(sql, params)));
@@ -106,5 +108,12 @@ class Connection {
   virtual void JoinWriteQueue() {}
   virtual Dialect dialect() const = 0;
 };
+
+// The error of QueryLater in a read transaction, `engine` ("sqlite", "postgres") naming the
+// connection's.
+inline Error HeldBackReadInARead(std::string_view engine, std::string_view sql) {
+  return Error::Internal(std::string(engine) + ": " + std::string(sql) +
+                         ": a held-back read (QueryLater) in a read transaction");
+}
 
 }  // namespace fp::db

@@ -124,5 +124,32 @@ TEST(Tx, NothingRunsAfterAReadsLastStatementOnEitherEngine) {
   EXPECT_EQ(*write, 4);
 }
 
+// A held-back read (QueryLater) is a write's: in a read, whose commit no OnOutcome reports,
+// it is refused on either engine; in a write its rows reach the sink.
+TEST(Tx, AHeldBackReadIsRefusedInAReadOnEitherEngine) {
+  testing::TempDatastore ds;
+  bool sunk = false;
+  auto read = ds->Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    Status later = tx.QueryLater([&](Result<std::vector<Row>>) { sunk = true; }, "SELECT 1");
+    EXPECT_FALSE(later) << "a held-back read ran in a read transaction";
+    if (!later) {
+      EXPECT_NE(later.error().message().find("QueryLater"), std::string::npos);
+    }
+    return FP_TRY(tx.QueryRow("SELECT 2"))->Int(0);
+  });
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(*read, 2);
+  EXPECT_FALSE(sunk);
+  int64_t got = 0;
+  ASSERT_TRUE(ds->Write([&](Tx& tx) -> Status {
+    return tx.QueryLater(
+        [&](Result<std::vector<Row>> rows) {
+          if (rows && !rows->empty()) got = rows->front().Int(0);
+        },
+        "SELECT 5");
+  }));
+  EXPECT_EQ(got, 5);
+}
+
 }  // namespace
 }  // namespace fp::db

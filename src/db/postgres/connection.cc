@@ -328,6 +328,7 @@ Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>
 Status PgConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                                 std::function<void(Result<std::vector<Row>>)> sink) {
   if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  if (read_only_) return Fail(HeldBackReadInARead("postgres", Shorten(sql)));
   Command c;
   c.text.assign(sql);
   FP_CHECK_OK(Resolve(c.text, params, c));

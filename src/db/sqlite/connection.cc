@@ -170,6 +170,12 @@ Status SqliteConnection::AfterTheLast(std::string_view sql) const {
       "sqlite: {}: a statement after the transaction's last (QueryLast)", sql.substr(0, 80))));
 }
 
+Status SqliteConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
+                                    std::function<void(Result<std::vector<Row>>)> sink) {
+  if (reading_) return Fail(HeldBackReadInARead("sqlite", sql.substr(0, 80)));
+  return Connection::QueryLater(sql, params, std::move(sink));
+}
+
 Result<std::vector<Row>> SqliteConnection::QueryLast(std::string_view sql,
                                                      const std::vector<SqlValue>& params) {
   auto rows = FP_TRY(Query(sql, params));

@@ -54,6 +54,9 @@ class SqliteConnection final : public Connection {
                                      const std::vector<SqlValue>& params) override;
   // BEGIN of a read transaction (the engine's Read), where QueryLast ends what may run.
   Status BeginRead();
+  // Connection's, refused in a read (as on PostgreSQL).
+  Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
+                    std::function<void(Result<std::vector<Row>>)> sink) override;
   Dialect dialect() const override { return Dialect::kSqlite; }
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
