@@ -109,8 +109,12 @@ class Connection {
   virtual Dialect dialect() const = 0;
 };
 
-// The error of QueryLater in a read transaction, `engine` ("sqlite", "postgres") naming the
-// connection's.
+// The errors of the misuses every engine refuses, `engine` ("sqlite", "postgres") naming the
+// connection's: a statement after a read's last (QueryLast), and QueryLater in a read.
+inline Error StatementAfterTheLast(std::string_view engine, std::string_view sql) {
+  return Error::Internal(std::string(engine) + ": " + std::string(sql) +
+                         ": a statement after the transaction's last (QueryLast)");
+}
 inline Error HeldBackReadInARead(std::string_view engine, std::string_view sql) {
   return Error::Internal(std::string(engine) + ": " + std::string(sql) +
                          ": a held-back read (QueryLater) in a read transaction");

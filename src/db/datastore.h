@@ -116,7 +116,7 @@ class Tx : public saga::StoreTx {
   }
 
   // The sagas whose rows this transaction inserted (SagaCreateIn): their owner is the one it
-  // wrote, so their events need no look at the row (SagaRecordAllIn).
+  // wrote, so their events need no look at the row (DatastoreSagaStore::RecordAllIn).
   void NoteSagaCreated(const Uuid& id) { created_sagas_.push_back(id); }
   bool SagaCreatedHere(const Uuid& id) const {
     return std::find(created_sagas_.begin(), created_sagas_.end(), id) != created_sagas_.end();

@@ -18,9 +18,9 @@ namespace {
 Tx& TxOf(saga::StoreTx& tx) { return static_cast<Tx&>(tx); }
 
 // The record's transaction writes the saga's row, which checks the owner: the insert that
-// created it, or the update to its new state.
-bool OwnerCheckedBy(const saga::SagaRecord& record) {
-  return record.created_in_tx || record.new_state.has_value();
+// created it (earlier in the transaction), or the update to its new state.
+bool OwnerCheckedIn(const Tx& tx, const Uuid& saga_id, const saga::SagaRecord& record) {
+  return record.new_state.has_value() || tx.SagaCreatedHere(saga_id);
 }
 }  // namespace
 
@@ -40,7 +40,7 @@ Status DatastoreSagaStore::RecordAllIn(saga::StoreTx& tx, const Uuid& saga_id,
                                        const SagaOwner& owner, const saga::SagaRecord& record) {
   // Each event's own look at the saga's owner is needed only where nothing else in the
   // transaction checks it: else the events go in one statement, without that look.
-  if (record.events.empty() || !OwnerCheckedBy(record)) {
+  if (record.events.empty() || !OwnerCheckedIn(TxOf(tx), saga_id, record)) {
     return SagaStore::RecordAllIn(tx, saga_id, owner, record);
   }
   return SagaRecordAllIn(TxOf(tx), saga_id, owner, record);
@@ -118,14 +118,9 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
 
 Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                        const saga::SagaRecord& record) {
-  if (!OwnerCheckedBy(record) || record.events.empty()) {
+  if (!OwnerCheckedIn(tx, saga_id, record) || record.events.empty()) {
     return Fail(
         Error::Internal("SagaRecordAllIn: a record with events whose owner nothing checks"));
-  }
-  if (record.created_in_tx && !tx.SagaCreatedHere(saga_id)) {
-    return Fail(Error::Internal(
-        fmt::format("saga {}: a record said its transaction created the saga; it did not",
-                    saga_id.ToString())));
   }
   if (record.new_state) {
     // First, so that a lost owner fails the transaction with LostSagaError before the events.

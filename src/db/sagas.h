@@ -64,8 +64,8 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
 
 // What one transaction records at once (saga::SagaStore::RecordAllIn), for a record with
 // events whose transaction checks the owner by writing the saga's row (the new state's update
-// here, or the insert that created it; Internal otherwise): the events go in one statement,
-// without a look of their own at the row.
+// here, or the insert that created it, SagaCreateIn earlier in `tx`; Internal otherwise): the
+// events go in one statement, without a look of their own at the row.
 Status SagaRecordAllIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                        const saga::SagaRecord& record);
 

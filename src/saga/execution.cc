@@ -238,8 +238,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     SagaRecord record{
         .events = pending_,
         .new_state = IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
-        .result = IsLast(i) ? std::optional<std::string>(output_text) : std::nullopt,
-        .created_in_tx = create_with_first_node_ && i == 0};
+        .result = IsLast(i) ? std::optional<std::string>(output_text) : std::nullopt};
     record.events.push_back(SagaEvent{i, SagaEventType::kSucceeded, output_text});
     FP_CHECK_OK(store_.RecordAllIn(tx, id_, owner_, record));
     output = std::move(*r);

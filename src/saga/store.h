@@ -95,9 +95,6 @@ struct SagaRecord {
   std::vector<SagaEvent> events;
   std::optional<SagaState> new_state;
   std::optional<std::string> result;
-  // The transaction created the saga's row (CreateIn, earlier in the same body): the owner is
-  // the one it was created with, so the store need not look it up for the events.
-  bool created_in_tx = false;
 };
 
 struct SagaLog {

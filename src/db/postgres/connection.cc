@@ -281,18 +281,9 @@ Status PgConnection::Resolve(std::string_view sql, const std::vector<SqlValue>& 
   return Ok();
 }
 
-namespace {
-
-Error AfterTheLast(std::string_view sql) {
-  return Error::Internal(
-      fmt::format("postgres: {}: a statement after the transaction's last (QueryLast)", sql));
-}
-
-}  // namespace
-
 Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
                                           const std::vector<SqlValue>& params) {
-  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
   Command c;
   c.borrowed_sql = sql;
   c.borrowed = &params;
@@ -310,7 +301,7 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
 
 Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>& params,
                                int64_t rows, const Error& otherwise) {
-  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
   Command c;
   if (rows >= 0) {
     c.text = fmt::format("WITH w AS ({} RETURNING 1) SELECT fp_expect_rows(count(*), {}) FROM w",
@@ -327,7 +318,7 @@ Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>
 
 Status PgConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                                 std::function<void(Result<std::vector<Row>>)> sink) {
-  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
   if (read_only_) return Fail(HeldBackReadInARead("postgres", Shorten(sql)));
   Command c;
   c.text.assign(sql);
@@ -455,7 +446,7 @@ Result<std::vector<Row>> PgConnection::Query(std::string_view sql,
 Result<std::vector<Row>> PgConnection::QueryLast(std::string_view sql,
                                                  const std::vector<SqlValue>& params) {
   if (!read_only_) return Query(sql, params);
-  if (ended_) return Fail(AfterTheLast(Shorten(sql)));
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
   Command c;
   c.borrowed_sql = sql;
   c.borrowed = &params;

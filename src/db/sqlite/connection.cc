@@ -165,11 +165,6 @@ Status SqliteConnection::BeginRead() {
   return ExecScript("BEGIN");
 }
 
-Status SqliteConnection::AfterTheLast(std::string_view sql) const {
-  return Fail(Error::Internal(fmt::format(
-      "sqlite: {}: a statement after the transaction's last (QueryLast)", sql.substr(0, 80))));
-}
-
 Status SqliteConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                                     std::function<void(Result<std::vector<Row>>)> sink) {
   if (reading_) return Fail(HeldBackReadInARead("sqlite", sql.substr(0, 80)));
@@ -185,7 +180,7 @@ Result<std::vector<Row>> SqliteConnection::QueryLast(std::string_view sql,
 
 Result<std::vector<Row>> SqliteConnection::Query(std::string_view sql,
                                                  const std::vector<SqlValue>& params) {
-  if (ended_) FP_CHECK_OK(AfterTheLast(sql));
+  if (ended_) return Fail(StatementAfterTheLast("sqlite", sql.substr(0, 80)));
   last_error_busy_ = false;
   sqlite3_stmt* stmt = nullptr;
   if (auto it = statements_.find(sql); it != statements_.end()) {

@@ -99,7 +99,6 @@ class SqliteConnection final : public Connection {
   bool interrupted_ever_ = false;
   bool reading_ = false;  // since BeginRead: the connection runs reads only
   bool ended_ = false;    // QueryLast ran in this read
-  Status AfterTheLast(std::string_view sql) const;
   std::function<void(int)> wal_hook_;
 };
 

@@ -42,7 +42,6 @@ class MemoryStore final : public SagaStore {
     friend class MemoryStore;
     State state_;
     bool joined_queue_ = false;
-    std::set<Uuid> created_;  // sagas whose row this transaction created
     int64_t records_ = 0;
   };
 
@@ -64,7 +63,6 @@ class MemoryStore final : public SagaStore {
     Saga saga{row, {}};
     saga.row.time_created = ++s.clock;
     s.sagas.emplace(row.id, std::move(saga));
-    static_cast<Tx&>(stx).created_.insert(row.id);
     if (origin) FP_CHECK_OK(origin->RecordIn(stx, row.id));
     return true;
   }
@@ -92,13 +90,9 @@ class MemoryStore final : public SagaStore {
     return Ok();
   }
 
-  // As the datastore's, one record at a time (records()); it holds the engine to its word
-  // that the transaction created the saga when it says so.
+  // The default, counted (records()): the datastore writes each record's events in one statement.
   Status RecordAllIn(StoreTx& stx, const Uuid& saga_id, const SagaOwner& owner,
                      const SagaRecord& record) override {
-    if (record.created_in_tx && static_cast<Tx&>(stx).created_.count(saga_id) == 0) {
-      return Fail(Error::Internal("a record said its transaction created a saga it did not"));
-    }
     FP_CHECK_OK(SagaStore::RecordAllIn(stx, saga_id, owner, record));
     ++static_cast<Tx&>(stx).records_;
     return Ok();

@@ -116,8 +116,7 @@ TYPED_TEST_P(SagaStoreContract, ARecordOfSeveralEventsIsWhollyWrittenOrFenced) {
     FP_CHECK_OK(this->store().CreateIn(tx, row, nullptr));
     return this->store().RecordAllIn(
         tx, id, row.owner,
-        SagaRecord{.events = {SagaEvent{0, SagaEventType::kSucceeded, R"({"n":0})"}},
-                   .created_in_tx = true});
+        SagaRecord{.events = {SagaEvent{0, SagaEventType::kSucceeded, R"({"n":0})"}}});
   }));
   const SagaRecord two{.events = {SagaEvent{1, SagaEventType::kSucceeded, R"({"n":1})"},
                                   SagaEvent{2, SagaEventType::kSucceeded, R"({"n":2})"}},
@@ -170,15 +169,6 @@ TYPED_TEST_P(SagaStoreContract, ARecordOfSeveralEventsIsWhollyWrittenOrFenced) {
   log = this->store().Load(id).value();
   ASSERT_EQ(log.events.size(), 5u);
   EXPECT_EQ(log.events[4].data, first.data);
-
-  // A record that says its transaction created the saga when it did not is refused, and
-  // writes nothing.
-  Status claimed =
-      record(row.owner, SagaRecord{.events = {SagaEvent{5, SagaEventType::kStarted, std::nullopt}},
-                                   .created_in_tx = true});
-  ASSERT_FALSE(claimed);
-  EXPECT_EQ(claimed.error().kind(), ErrorKind::kInternal) << claimed.error().message();
-  EXPECT_EQ(this->store().Load(id).value().events.size(), 5u);
 }
 
 TYPED_TEST_P(SagaStoreContract, ListsTheUnfinishedSagasOfOneOwnerOldestFirst) {
