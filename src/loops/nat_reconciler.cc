@@ -87,6 +87,10 @@ agents::NatEntry ToEntry(const model::NatEntry& row) {
 
 Result<DesiredNat::Point> DesiredNat::Current() {
   MutexLock lock(mu_);
+  // Taken before the read: a sync that begins its read during this one makes the point old.
+  const MonoTime began = ds_.clock().Monotonic();
+  const int64_t feed_reads = feed_reads_begun();
+  read_began_.reset();  // until this read reaches the end of the feed
   if (!at_) {
     Point p;
     p.version = FP_TRY(db::NatReadSnapshotEach(
@@ -127,9 +131,18 @@ Result<DesiredNat::Point> DesiredNat::Current() {
       at_ = at;
       last_version_.store(at.version);
       last_entries_.store(at.entries);
+      read_began_ = began;
+      feed_reads_at_read_ = feed_reads;
       return at;
     }
   }
+}
+
+std::optional<DesiredNat::Point> DesiredNat::Recent(MonoDuration max_age) {
+  MutexLock lock(mu_);
+  if (!at_ || !read_began_ || feed_reads_begun() != feed_reads_at_read_) return std::nullopt;
+  if (ds_.clock().Monotonic() - *read_began_ >= max_age) return std::nullopt;
+  return at_;
 }
 
 void DesiredNat::Rebase(int64_t version, int64_t entries, uint64_t digest) {
@@ -379,13 +392,15 @@ void NatReconciler::RunHeartbeat(Member& m) {
     lock.Unlock();
     // With several servers, reloads and repairs compare whole tables: one server does them.
     const bool lead = !lease_ || lease_->Held();
-    (void)m.reconciler->Check(lead);  // failures are logged as the switch's state changes
-    lock.Lock();
     int period;
     {
       MutexLock l(mu_);
       period = heartbeat_ms_;
     }
+    // A switch that agrees with the desired table as read within kHeartbeatsPerRead periods
+    // is not worth a read of the datastore (failures are logged as the switch's state changes).
+    (void)m.reconciler->Check(lead, std::chrono::milliseconds(period) * kHeartbeatsPerRead);
+    lock.Lock();
     ds_.clock().WaitFor(lock, m.cv, std::chrono::milliseconds(period),
                         [&]() FP_REQUIRES(m.mu) { return m.stop; });
   }

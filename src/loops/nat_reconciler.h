@@ -12,7 +12,8 @@
 // A heartbeat per switch (every `heartbeat_ms`, GET /nat/status: its run, generation and table
 // digest) notices a switch agent that restarted, or lost its generation, within one period and
 // reloads its table whole (PUT /nat). At the datastore's version it compares the switch's
-// digest with the desired table's (DesiredNat, kept up to date from the change feed), so drift
+// digest with the desired table's (DesiredNat, kept up to date from the change feed; a switch
+// that agrees with the last read is not worth another for kHeartbeatsPerRead periods), so drift
 // (an entry lost, added or changed behind the control plane's back) costs a whole-table
 // comparison (Repair) only when the digests differ. A switch ahead of the datastore (a database
 // restored to an earlier version, or a crash that undid commits already sent: Sync sends
@@ -64,6 +65,11 @@ class DesiredNat {
   };
   // Brings the digest to the datastore's current version (the whole table the first time).
   Result<Point> Current();
+  // The last Current()'s point, if it can stand for the datastore's version without a read: it
+  // was read less than `max_age` ago, and no sync of this server has begun a read of the feed
+  // since it began (this server follows each change it makes with a sync, so only another
+  // server's changes can be missing from it). nullopt otherwise.
+  std::optional<Point> Recent(MonoDuration max_age);
   // Sets it from a whole table read at `version` (its entries' count and the sum of their
   // agents::NatEntryHash), unless it is newer already.
   void Rebase(int64_t version, int64_t entries, uint64_t digest);
@@ -88,6 +94,9 @@ class DesiredNat {
   std::atomic<int64_t> last_entries_{0};  // likewise
   Mutex mu_;
   std::optional<Point> at_ FP_GUARDED_BY(mu_);
+  // When the last Current() began, and feed_reads_ then: what Recent() judges by.
+  std::optional<MonoTime> read_began_ FP_GUARDED_BY(mu_);
+  int64_t feed_reads_at_read_ FP_GUARDED_BY(mu_) = 0;
 };
 
 // A read of the NAT feed after version `after`, and its number (DesiredNat::BeginFeedRead): one
@@ -183,6 +192,11 @@ class NatReconciler {
   // StopBackground releases the lease. `lease` must outlive the reconciler.
   void StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease = nullptr);
   void StopBackground();
+  // A heartbeat whose switch agrees with the desired table read less than this many periods
+  // ago, with no sync of this server since, judges it on that read (SwitchReconciler::Check):
+  // an idle server reads the datastore once per switch every this many periods. A change of
+  // another server's that its own push did not bring to a switch reaches it within that time.
+  static constexpr int kHeartbeatsPerRead = 10;
 
   // The datastore's NAT version as last read, and each switch's status.
   int64_t desired_version() const { return desired_.last_version(); }

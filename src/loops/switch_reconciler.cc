@@ -62,12 +62,14 @@ Result<bool> SwitchReconciler::Repair() {
   return UnlessHung<bool>([&]() FP_REQUIRES(sync_mu_) { return RepairLocked(); });
 }
 
-Status SwitchReconciler::Check(bool lead) {
+Status SwitchReconciler::Check(bool lead, MonoDuration reuse_for) {
   MutexLock lock(sync_mu_);
   return UnlessHung<void>([&]() FP_REQUIRES(sync_mu_) -> Status {
     bool restarted = false;
     agents::NatStatus at = FP_TRY(Ask(&restarted));
-    DesiredNat::Point desired = FP_TRY(desired_.Current());
+    std::optional<DesiredNat::Point> recent = desired_.Recent(reuse_for);
+    const bool agrees = recent && at.generation == recent->version && at.digest == recent->digest;
+    DesiredNat::Point desired = agrees ? *recent : FP_TRY(desired_.Current());
     known_boot_ = at.boot_id;
     known_generation_ = at.generation;
     if (at.generation == 0 && desired.version > 0) {

@@ -76,8 +76,11 @@ class SwitchReconciler {
   Result<bool> Repair();
 
   // The heartbeat: where the switch is, and what it needs. `lead`: this server reloads and
-  // repairs (with several servers, the lease holder).
-  Status Check(bool lead);
+  // repairs (with several servers, the lease holder). A switch that answers exactly the
+  // desired table of DesiredNat::Recent(`reuse_for`) is judged on it without reading the
+  // datastore (an idle server's heartbeats read it once per `reuse_for`, not once each);
+  // one that answers anything else is judged at the datastore's current version.
+  Status Check(bool lead, MonoDuration reuse_for = MonoDuration::zero());
 
   // The switch's generation now (for garbage collection).
   Result<int64_t> Generation();

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agents/daemon/switch_agent.h"
+#include "common/testing/manual_clock.h"
 #include "common/testing/wait_for.h"
 #include "db/counters.h"
 #include "db/nat.h"
@@ -232,6 +234,54 @@ TEST_F(SwitchesTest, TheDesiredDigestIgnoresTheRemovalOfARowItNeverCounted) {
   AddNatEntry(*ds_, 3);                                // version 3
   ASSERT_NO_FATAL_FAILURE(RemoveRowAddedAt(*ds_, 2));  // at 4, before the next read
   ASSERT_NO_FATAL_FAILURE(ExpectFollowsTheWholeTable(*ds_, desired, 4, 2));
+}
+
+// The desired table as last read stands for the datastore's version while it is recent and no
+// sync of this server has begun a read since (each change this server makes is followed by
+// one): what lets an idle server's heartbeats skip their reads (below).
+TEST(DesiredNatTest, ARecentReadStandsInUntilItAgesOrASyncReadsTheFeed) {
+  auto clock = std::make_shared<fp::testing::ManualClock>();
+  db::testing::TempDatastore ds(clock);
+  AddNatEntry(*ds, 1);
+  DesiredNat desired(*ds);
+  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "nothing read yet";
+  auto read = desired.Current();
+  ASSERT_TRUE(read) << read.error().message();
+  auto recent = desired.Recent(std::chrono::seconds(1));
+  ASSERT_TRUE(recent);
+  EXPECT_EQ(recent->version, read->version);
+  EXPECT_EQ(recent->digest, read->digest);
+  clock->Advance(milliseconds(999));
+  EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
+  clock->Advance(milliseconds(1));
+  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "read a second ago";
+  ASSERT_TRUE(desired.Current());
+  EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
+  (void)desired.BeginFeedRead();  // a sync's read, after a change of this server's
+  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "a sync read the feed since";
+}
+
+// An idle server's heartbeats read the datastore once per switch every kHeartbeatsPerRead
+// periods, not at every period (20 reads a second on two switches, each a transaction); a
+// change committed without a sync of this server (another server's, whose push did not reach
+// the switches) still reaches both.
+TEST_F(SwitchesTest, IdleHeartbeatsReadTheDatastoreOnceInSeveralPeriodsAndStillFindChanges) {
+  AddNatEntry(*ds_, 1);
+  ASSERT_TRUE(nat_.Sync());
+  constexpr int kPeriodMs = 10;
+  nat_.StartBackground(kPeriodMs);
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    return StatusOf(0).last_full_reconcile != 0 && StatusOf(1).last_full_reconcile != 0;
+  }));
+  const int64_t reads = ds_->read_transactions();
+  // 30 periods: up to 60 heartbeats, each of which read the datastore before.
+  std::this_thread::sleep_for(milliseconds(3 * NatReconciler::kHeartbeatsPerRead * kPeriodMs));
+  EXPECT_LE(ds_->read_transactions() - reads, 10) << "at most 4 reads a switch, and slack";
+  AddNatEntry(*ds_, 2);
+  EXPECT_TRUE(fp::testing::WaitFor([&] {
+    return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired();
+  })) << "a change without a sync here never reached the switches";
+  nat_.StopBackground();
 }
 
 // A crash undid a commit the switches already had: they are ahead of the datastore. Their
