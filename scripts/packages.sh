@@ -3,7 +3,7 @@
 
 FLOATPLANE_PACKAGES=(
   cmake g++ make ninja-build  # every preset builds with Ninja (scripts/configure)
-  clang-14 libclang-rt-14-dev  # the sanitizer build (its runtime is only recommended)
+  clang-14 libclang-rt-14-dev lld-14  # the sanitizer build (its runtime is only recommended)
   libboost1.81-dev libboost-url1.81-dev libexpected-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev libsqlite3-dev libpq-dev
   libargon2-dev  # local users' passwords (Argon2id)
