@@ -44,8 +44,9 @@ void RenderSagas(std::string& out, const ServerMetricsSources& s) {
 void RenderNat(std::string& out, const ServerMetricsSources& s) {
   const int64_t version = s.nat.desired_version();
   Render(out, "floatplane_nat_datastore_version",
-         "The datastore's NAT version (the generation every switch should reach).", "gauge",
-         {{{}, static_cast<double>(version)}});
+         "The datastore's NAT version as this server last read it (at least every ten NAT "
+         "heartbeats): the generation every switch should reach.",
+         "gauge", {{{}, static_cast<double>(version)}});
   std::vector<Sample> up, applied, lag, reconciled, repaired, reloads, restarts, waiting;
   for (const loops::SwitchNatStatus& sw : s.nat.SwitchStatuses()) {
     metrics::Labels l{{"switch", sw.address}};

@@ -87,21 +87,41 @@ agents::NatEntry ToEntry(const model::NatEntry& row) {
 
 Result<DesiredNat::Point> DesiredNat::Current() {
   MutexLock lock(mu_);
-  // Taken before the read: a sync that begins its read during this one makes the point old.
+  // Taken before the read: a sync that begins during this one makes the point old (Recent).
   const MonoTime began = ds_.clock().Monotonic();
-  const int64_t feed_reads = feed_reads_begun();
+  const int64_t syncs = syncs_.load();
   read_began_.reset();  // until this read reaches the end of the feed
-  if (!at_) {
-    Point p;
-    p.version = FP_TRY(db::NatReadSnapshotEach(
-        ds_, [&] { p = Point{}; },
-        [&](model::NatEntry&& row) -> Status {
-          p.digest += agents::NatEntryHash(ToEntry(row));
-          ++p.entries;
-          return Ok();
-        }));
-    at_ = p;
+  for (;;) {
+    if (!at_) {
+      Point p;
+      p.version = FP_TRY(db::NatReadSnapshotEach(
+          ds_, [&] { p = Point{}; },
+          [&](model::NatEntry&& row) -> Status {
+            p.digest += agents::NatEntryHash(ToEntry(row));
+            ++p.entries;
+            return Ok();
+          }));
+      at_ = p;
+    }
+    std::optional<Point> at = FP_TRY(FollowFeed());
+    if (!at) {
+      // The datastore is behind where the digest stood (restored to an earlier version, or a
+      // crash undid commits): what was counted past its version is not in it any more.
+      LogEvent("warn", "the datastore's NAT version went back; the desired table is read whole",
+               {{"was", at_->version}});
+      at_.reset();
+      continue;
+    }
+    at_ = *at;
+    last_version_.store(at->version);
+    last_entries_.store(at->entries);
+    read_began_ = began;
+    syncs_at_read_ = syncs;
+    return *at;
   }
+}
+
+Result<std::optional<DesiredNat::Point>> DesiredNat::FollowFeed() {
   // Where the digest stood, whole: every row live there is counted in it. Followed on a copy,
   // kept only when this call reaches the end of the feed: a read that fails between two pages
   // leaves a position where the digest is not whole (a row live there may be one whose
@@ -112,6 +132,7 @@ Result<DesiredNat::Point> DesiredNat::Current() {
   std::set<Uuid> added;
   for (;;) {
     db::NatFeed feed = FP_TRY(db::NatChangesSince(ds_, at.version, kDigestBatch));
+    if (feed.current_version < from) return std::optional<Point>();
     for (const auto& c : feed.changes) {
       // The feed lists a row's addition only while the row is live: a row added after `from`
       // and removed before a read listed it shows only as its removal, and was never counted,
@@ -128,19 +149,14 @@ Result<DesiredNat::Point> DesiredNat::Current() {
     }
     if (feed.changes.empty() || at.version >= feed.current_version) {
       at.version = std::max(at.version, feed.current_version);
-      at_ = at;
-      last_version_.store(at.version);
-      last_entries_.store(at.entries);
-      read_began_ = began;
-      feed_reads_at_read_ = feed_reads;
-      return at;
+      return std::optional<Point>(at);
     }
   }
 }
 
 std::optional<DesiredNat::Point> DesiredNat::Recent(MonoDuration max_age) {
   MutexLock lock(mu_);
-  if (!at_ || !read_began_ || feed_reads_begun() != feed_reads_at_read_) return std::nullopt;
+  if (!at_ || !read_began_ || syncs_.load() != syncs_at_read_) return std::nullopt;
   if (ds_.clock().Monotonic() - *read_began_ >= max_age) return std::nullopt;
   return at_;
 }
@@ -281,6 +297,9 @@ Status NatReconciler::Sync(const agents::CallContext& context) {
 
 Status NatReconciler::SyncFrom(const agents::CallContext& context,
                                std::optional<FeedRead> prefetched) {
+  // After the caller's commits: a heartbeat no longer takes a desired table read before them
+  // for the datastore's (DesiredNat::Recent).
+  desired_.NoteSync();
   // Taken first, after the caller's commits: each switch's sync then counts only a read of the
   // feed begun after this as one that carried them (its own sync may start later, queued).
   const int64_t came = desired_.feed_reads_begun();

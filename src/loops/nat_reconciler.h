@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/mutex.h"
 #include "common/time.h"
@@ -66,10 +67,13 @@ class DesiredNat {
   // Brings the digest to the datastore's current version (the whole table the first time).
   Result<Point> Current();
   // The last Current()'s point, if it can stand for the datastore's version without a read: it
-  // was read less than `max_age` ago, and no sync of this server has begun a read of the feed
-  // since it began (this server follows each change it makes with a sync, so only another
-  // server's changes can be missing from it). nullopt otherwise.
+  // was read less than `max_age` ago, and no sync of this server has begun since the read did
+  // (NoteSync; this server follows each change it makes with a sync, so only another server's
+  // changes can be missing from it). nullopt otherwise.
   std::optional<Point> Recent(MonoDuration max_age);
+  // Called as each sync of this server begins, after the commits it carries: a point read
+  // before it may lack them.
+  void NoteSync() { syncs_.fetch_add(1); }
   // Sets it from a whole table read at `version` (its entries' count and the sum of their
   // agents::NatEntryHash), unless it is newer already.
   void Rebase(int64_t version, int64_t entries, uint64_t digest);
@@ -94,9 +98,14 @@ class DesiredNat {
   std::atomic<int64_t> last_entries_{0};  // likewise
   Mutex mu_;
   std::optional<Point> at_ FP_GUARDED_BY(mu_);
-  // When the last Current() began, and feed_reads_ then: what Recent() judges by.
+  // When the last Current() began, and syncs_ then: what Recent() judges by.
+  std::atomic<int64_t> syncs_{0};
   std::optional<MonoTime> read_began_ FP_GUARDED_BY(mu_);
-  int64_t feed_reads_at_read_ FP_GUARDED_BY(mu_) = 0;
+  int64_t syncs_at_read_ FP_GUARDED_BY(mu_) = 0;
+
+  // Follows `at_` through the feed to the datastore's version: the point there, or nullopt
+  // when the datastore's version is below `at_`'s (it went back).
+  Result<std::optional<Point>> FollowFeed() FP_REQUIRES(mu_);
 };
 
 // A read of the NAT feed after version `after`, and its number (DesiredNat::BeginFeedRead): one
@@ -194,8 +203,9 @@ class NatReconciler {
   void StopBackground();
   // A heartbeat whose switch agrees with the desired table read less than this many periods
   // ago, with no sync of this server since, judges it on that read (SwitchReconciler::Check):
-  // an idle server reads the datastore once per switch every this many periods. A change of
-  // another server's that its own push did not bring to a switch reaches it within that time.
+  // an idle server reads the datastore about once every this many periods, for all its
+  // switches together. A change of another server's that its own push did not bring to a
+  // switch reaches it within about that many periods.
   static constexpr int kHeartbeatsPerRead = 10;
 
   // The datastore's NAT version as last read, and each switch's status.

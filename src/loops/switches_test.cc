@@ -52,6 +52,42 @@ class SwitchesTest : public ::testing::Test {
   }
   void BringUp(size_t k) { Control(k, "DELETE", "/faults"); }
 
+  // As a crash that lost the commit of NAT version `version`, the last, would leave things.
+  void UndoTheLastCommit(int64_t version) {
+    auto undone = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec("DELETE FROM nat_entry WHERE version_added = ?", version));
+      FP_TRY(tx.Exec("UPDATE counter SET value = ? WHERE name = 'nat_version'", version - 1));
+      return true;
+    });
+    ASSERT_TRUE(undone) << undone.error().message();
+  }
+
+  // Three commits reach both switches; the last is undone (UndoTheLastCommit), with the
+  // heartbeats started before it (`read_before_the_undo`: the desired table read at version 3)
+  // or after. The switches are put back at version 2, and the next commit, which takes version
+  // 3 again, reaches them.
+  void ExpectAnUndoneCommitPutBack(bool read_before_the_undo) {
+    for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
+    ASSERT_TRUE(nat_.Sync());
+    if (read_before_the_undo) {
+      nat_.StartBackground(20);
+      ASSERT_TRUE(fp::testing::WaitFor([&] {
+        return StatusOf(0).last_full_reconcile != 0 && StatusOf(1).last_full_reconcile != 0;
+      }));
+      ASSERT_EQ(nat_.desired_version(), 3);
+    }
+    ASSERT_NO_FATAL_FAILURE(UndoTheLastCommit(3));
+    if (!read_before_the_undo) nat_.StartBackground(20);
+    EXPECT_TRUE(fp::testing::WaitFor([&] {
+      return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired();
+    })) << "the switches still hold the undone entry";
+    AddNatEntry(*ds_, 4);  // version 3 again, another entry
+    ASSERT_TRUE(nat_.Sync());
+    EXPECT_EQ(sims_[0]->Nat(), Desired());
+    EXPECT_EQ(sims_[1]->Nat(), Desired());
+    nat_.StopBackground();
+  }
+
   SwitchNatStatus StatusOf(size_t k) {
     for (const auto& s : nat_.SwitchStatuses()) {
       if (s.address == sims_[k]->base_url()) return s;
@@ -257,8 +293,8 @@ TEST(DesiredNatTest, ARecentReadStandsInUntilItAgesOrASyncReadsTheFeed) {
   EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "read a second ago";
   ASSERT_TRUE(desired.Current());
   EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
-  (void)desired.BeginFeedRead();  // a sync's read, after a change of this server's
-  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "a sync read the feed since";
+  desired.NoteSync();  // a sync, after a change of this server's
+  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "a sync began since";
 }
 
 // An idle server's heartbeats read the datastore once per switch every kHeartbeatsPerRead
@@ -276,7 +312,7 @@ TEST_F(SwitchesTest, IdleHeartbeatsReadTheDatastoreOnceInSeveralPeriodsAndStillF
   const int64_t reads = ds_->read_transactions();
   // 30 periods: up to 60 heartbeats, each of which read the datastore before.
   std::this_thread::sleep_for(milliseconds(3 * NatReconciler::kHeartbeatsPerRead * kPeriodMs));
-  EXPECT_LE(ds_->read_transactions() - reads, 10) << "at most 4 reads a switch, and slack";
+  EXPECT_LE(ds_->read_transactions() - reads, 10) << "at most 4 reads, and slack";
   AddNatEntry(*ds_, 2);
   EXPECT_TRUE(fp::testing::WaitFor([&] {
     return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired();
@@ -288,22 +324,48 @@ TEST_F(SwitchesTest, IdleHeartbeatsReadTheDatastoreOnceInSeveralPeriodsAndStillF
 // tables are put back at the datastore's version (not left labelled with their own), so the
 // next commit, which takes the version again, is installed rather than skipped as installed.
 TEST_F(SwitchesTest, ASwitchAheadOfTheDatastoreIsPutBackAndTakesTheNextCommit) {
-  for (int n = 1; n <= 3; ++n) AddNatEntry(*ds_, n);
-  ASSERT_TRUE(nat_.Sync());
-  auto undone = ds_->Write<bool>([&](db::Tx& tx) -> Result<bool> {
-    FP_TRY(tx.Exec("DELETE FROM nat_entry WHERE version_added = 3"));
-    FP_TRY(tx.Exec("UPDATE counter SET value = 2 WHERE name = 'nat_version'"));
-    return true;
-  });
-  ASSERT_TRUE(undone);
-  nat_.StartBackground(20);
-  ASSERT_TRUE(fp::testing::WaitFor(
-      [&] { return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired(); }));
-  AddNatEntry(*ds_, 4);  // version 3 again, another entry
-  ASSERT_TRUE(nat_.Sync());
-  EXPECT_EQ(sims_[0]->Nat(), Desired());
-  EXPECT_EQ(sims_[1]->Nat(), Desired());
-  nat_.StopBackground();
+  ExpectAnUndoneCommitPutBack(/*read_before_the_undo=*/false);
+}
+
+// The same under a running server whose desired table was read before the undo: the digest it
+// followed counted the undone commit, which the switches have, so they agreed with it and were
+// never put back, and the next commit, taking the version again, was skipped as installed. A
+// datastore version below the followed one makes the table be read whole.
+TEST_F(SwitchesTest, ADatastoreThatWentBackUnderARunningServerIsReadWholeAndTheSwitchesPutBack) {
+  ExpectAnUndoneCommitPutBack(/*read_before_the_undo=*/true);
+}
+
+// A switch that missed a change of this server's (it did not answer the change's sync) is
+// brought to it by its first heartbeat once it answers again: the sync made the desired table
+// the heartbeat judged on old, though the switch still agrees with it. The clock moves only
+// when told, so exactly one heartbeat runs after the change. (One switch: with two, the other
+// one's heartbeat reads the feed for both.)
+TEST(SwitchHeartbeatTest, ASwitchThatMissedThisServersChangeTakesItAtItsNextHeartbeat) {
+  auto clock = std::make_shared<fp::testing::ManualClock>();
+  db::testing::TempDatastore ds(clock);
+  auto sim = agents::daemon::SwitchAgentDaemon::Start({}).value();
+  NatReconciler nat(*ds);
+  nat.AddSwitch(agents::MakeSwitchAgentClient(sim->base_url(), 1000));
+  auto faults = [&](const std::string& method, const std::string& body) {
+    http::HttpClient control("switch agent", sim->base_url(), milliseconds(2000));
+    auto answer = control.Call(method, "/faults", body);
+    ASSERT_TRUE(answer) << answer.error().message();
+    ASSERT_EQ(answer->status, 200) << answer->body;
+  };
+  AddNatEntry(*ds, 1);
+  ASSERT_TRUE(nat.Sync());
+  nat.StartBackground(100);  // the first heartbeat runs at once, then waits for the clock
+  ASSERT_TRUE(
+      fp::testing::WaitFor([&] { return nat.SwitchStatuses().at(0).last_full_reconcile != 0; }));
+  ASSERT_NO_FATAL_FAILURE(faults("POST", R"({"endpoint": "*", "fail_next": 1000000})"));
+  AddNatEntry(*ds, 2);
+  EXPECT_FALSE(nat.Sync()) << "the only switch answered 503";
+  ASSERT_NO_FATAL_FAILURE(faults("DELETE", ""));
+  EXPECT_NE(sim->Nat(), testing::DesiredTable(*ds));
+  clock->Advance(milliseconds(100));
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return sim->Nat() == testing::DesiredTable(*ds); }))
+      << "the switch was judged on the read made before the change";
+  nat.StopBackground();
 }
 
 TEST_F(SwitchesTest, GarbageCollectionWaitsForEverySwitchThatAnswers) {
