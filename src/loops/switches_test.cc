@@ -295,6 +295,21 @@ TEST(DesiredNatTest, ARecentReadStandsInUntilItAgesOrASyncReadsTheFeed) {
   EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
   desired.NoteSync();  // a sync, after a change of this server's
   EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "a sync began since";
+
+  // A read that fails leaves no recent point: the next heartbeat reads again.
+  ASSERT_TRUE(desired.Current());
+  auto rename = [&](const char* sql) {
+    ASSERT_TRUE(ds->Write<bool>([&](db::Tx& tx) -> Result<bool> {
+      FP_TRY(tx.Exec(sql));
+      return true;
+    }));
+  };
+  ASSERT_NO_FATAL_FAILURE(rename("ALTER TABLE counter RENAME TO counter_away"));
+  EXPECT_FALSE(desired.Current()) << "the feed read without its version's table";
+  EXPECT_FALSE(desired.Recent(std::chrono::seconds(1))) << "after a read that failed";
+  ASSERT_NO_FATAL_FAILURE(rename("ALTER TABLE counter_away RENAME TO counter"));
+  ASSERT_TRUE(desired.Current());
+  EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
 }
 
 // An idle server's heartbeats read the datastore once per switch every kHeartbeatsPerRead
