@@ -98,7 +98,8 @@ class DesiredNat {
   std::atomic<int64_t> last_entries_{0};  // likewise
   Mutex mu_;
   std::optional<Point> at_ FP_GUARDED_BY(mu_);
-  // When the last Current() began, and syncs_ then: what Recent() judges by.
+  // The syncs begun (NoteSync); when the last Current() began, and syncs_ then: what Recent()
+  // judges by.
   std::atomic<int64_t> syncs_{0};
   std::optional<MonoTime> read_began_ FP_GUARDED_BY(mu_);
   int64_t syncs_at_read_ FP_GUARDED_BY(mu_) = 0;
