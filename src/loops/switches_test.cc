@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agents/daemon/switch_agent.h"
@@ -312,29 +312,6 @@ TEST(DesiredNatTest, ARecentReadStandsInUntilItAgesOrASyncReadsTheFeed) {
   EXPECT_TRUE(desired.Recent(std::chrono::seconds(1)));
 }
 
-// An idle server's heartbeats read the datastore once per switch every kHeartbeatsPerRead
-// periods, not at every period (20 reads a second on two switches, each a transaction); a
-// change committed without a sync of this server (another server's, whose push did not reach
-// the switches) still reaches both.
-TEST_F(SwitchesTest, IdleHeartbeatsReadTheDatastoreOnceInSeveralPeriodsAndStillFindChanges) {
-  AddNatEntry(*ds_, 1);
-  ASSERT_TRUE(nat_.Sync());
-  constexpr int kPeriodMs = 10;
-  nat_.StartBackground(kPeriodMs);
-  ASSERT_TRUE(fp::testing::WaitFor([&] {
-    return StatusOf(0).last_full_reconcile != 0 && StatusOf(1).last_full_reconcile != 0;
-  }));
-  const int64_t reads = ds_->read_transactions();
-  // 30 periods: up to 60 heartbeats, each of which read the datastore before.
-  std::this_thread::sleep_for(milliseconds(3 * NatReconciler::kHeartbeatsPerRead * kPeriodMs));
-  EXPECT_LE(ds_->read_transactions() - reads, 10) << "at most 4 reads, and slack";
-  AddNatEntry(*ds_, 2);
-  EXPECT_TRUE(fp::testing::WaitFor([&] {
-    return sims_[0]->Nat() == Desired() && sims_[1]->Nat() == Desired();
-  })) << "a change without a sync here never reached the switches";
-  nat_.StopBackground();
-}
-
 // A crash undid a commit the switches already had: they are ahead of the datastore. Their
 // tables are put back at the datastore's version (not left labelled with their own), so the
 // next commit, which takes the version again, is installed rather than skipped as installed.
@@ -350,37 +327,90 @@ TEST_F(SwitchesTest, ADatastoreThatWentBackUnderARunningServerIsReadWholeAndTheS
   ExpectAnUndoneCommitPutBack(/*read_before_the_undo=*/true);
 }
 
-// A switch that missed a change of this server's (it did not answer the change's sync) is
-// brought to it by its first heartbeat once it answers again: the sync made the desired table
-// the heartbeat judged on old, though the switch still agrees with it. The clock moves only
-// when told, so exactly one heartbeat runs after the change. (One switch: with two, the other
-// one's heartbeat reads the feed for both.)
-TEST(SwitchHeartbeatTest, ASwitchThatMissedThisServersChangeTakesItAtItsNextHeartbeat) {
-  auto clock = std::make_shared<fp::testing::ManualClock>();
-  db::testing::TempDatastore ds(clock);
-  auto sim = agents::daemon::SwitchAgentDaemon::Start({}).value();
-  NatReconciler nat(*ds);
-  nat.AddSwitch(agents::MakeSwitchAgentClient(sim->base_url(), 1000));
-  auto faults = [&](const std::string& method, const std::string& body) {
-    http::HttpClient control("switch agent", sim->base_url(), milliseconds(2000));
+// The heartbeats on a clock that moves only when told: each Tick is one period, and returns
+// once every switch's heartbeat of it has run.
+class SwitchHeartbeatTest : public ::testing::Test {
+ protected:
+  static constexpr milliseconds kPeriod{100};
+
+  void TearDown() override { nat_.StopBackground(); }
+
+  // `switches` switch agents holding one entry; the heartbeats started, their first run.
+  void Start(int switches) {
+    for (int i = 0; i < switches; ++i) {
+      sims_.push_back(agents::daemon::SwitchAgentDaemon::Start({}).value());
+      nat_.AddSwitch(agents::MakeSwitchAgentClient(sims_.back()->base_url(), 1000));
+    }
+    AddNatEntry(*ds_, 1);
+    ASSERT_TRUE(nat_.Sync());
+    nat_.StartBackground(static_cast<int>(kPeriod.count()));  // a first heartbeat at once
+    const Timestamp now = clock_->Now();
+    ASSERT_TRUE(fp::testing::WaitFor([&] { return AllAgreedSince(now); }));
+  }
+
+  // Moves the clock one period; true once every switch's heartbeat found it equal to the
+  // desired table since, or `done` holds (a heartbeat that brought a switch up to date).
+  bool Tick(const std::function<bool()>& done = nullptr) {
+    clock_->Advance(kPeriod);
+    const Timestamp now = clock_->Now();
+    return fp::testing::WaitFor([&] { return (done && done()) || AllAgreedSince(now); });
+  }
+
+  bool AllAgreedSince(Timestamp t) {
+    for (const auto& s : nat_.SwitchStatuses()) {
+      if (s.last_full_reconcile < t) return false;
+    }
+    return true;
+  }
+  bool AllHoldTheDesiredTable() {
+    for (const auto& sim : sims_) {
+      if (sim->Nat() != testing::DesiredTable(*ds_)) return false;
+    }
+    return true;
+  }
+  void Faults(size_t k, const std::string& method, const std::string& body = {}) {
+    http::HttpClient control("switch agent", sims_[k]->base_url(), milliseconds(2000));
     auto answer = control.Call(method, "/faults", body);
     ASSERT_TRUE(answer) << answer.error().message();
     ASSERT_EQ(answer->status, 200) << answer->body;
-  };
-  AddNatEntry(*ds, 1);
-  ASSERT_TRUE(nat.Sync());
-  nat.StartBackground(100);  // the first heartbeat runs at once, then waits for the clock
-  ASSERT_TRUE(
-      fp::testing::WaitFor([&] { return nat.SwitchStatuses().at(0).last_full_reconcile != 0; }));
-  ASSERT_NO_FATAL_FAILURE(faults("POST", R"({"endpoint": "*", "fail_next": 1000000})"));
-  AddNatEntry(*ds, 2);
-  EXPECT_FALSE(nat.Sync()) << "the only switch answered 503";
-  ASSERT_NO_FATAL_FAILURE(faults("DELETE", ""));
-  EXPECT_NE(sim->Nat(), testing::DesiredTable(*ds));
-  clock->Advance(milliseconds(100));
-  EXPECT_TRUE(fp::testing::WaitFor([&] { return sim->Nat() == testing::DesiredTable(*ds); }))
-      << "the switch was judged on the read made before the change";
-  nat.StopBackground();
+  }
+
+  std::shared_ptr<fp::testing::ManualClock> clock_ = std::make_shared<fp::testing::ManualClock>();
+  db::testing::TempDatastore ds_{clock_};
+  std::vector<std::unique_ptr<agents::daemon::SwitchAgentDaemon>> sims_;
+  NatReconciler nat_{*ds_};
+};
+
+// An idle server's heartbeats read the datastore once every kHeartbeatsPerRead periods for
+// both switches, not each switch at every period (20 reads a second on two switches, each a
+// transaction); a change committed without a sync of this server (another server's, whose
+// push did not reach the switches) still reaches both within that many periods.
+TEST_F(SwitchHeartbeatTest, IdleHeartbeatsReadTheDatastoreOnceInSeveralPeriodsAndStillFindChanges) {
+  ASSERT_NO_FATAL_FAILURE(Start(2));
+  const int64_t reads = ds_->read_transactions();
+  for (int k = 0; k < 3 * NatReconciler::kHeartbeatsPerRead; ++k) ASSERT_TRUE(Tick()) << k;
+  // The read ages at periods 10, 20 and 30; both heartbeats may read at such a period.
+  EXPECT_LE(ds_->read_transactions() - reads, 6) << "60 heartbeats, each of which read before";
+  AddNatEntry(*ds_, 2);
+  for (int k = 0; k < NatReconciler::kHeartbeatsPerRead && !AllHoldTheDesiredTable(); ++k) {
+    ASSERT_TRUE(Tick([&] { return AllHoldTheDesiredTable(); })) << k;
+  }
+  EXPECT_TRUE(AllHoldTheDesiredTable()) << "a change without a sync here never reached them";
+}
+
+// A switch that missed a change of this server's (it did not answer the change's sync) is
+// brought to it by its first heartbeat once it answers again: the sync made the desired table
+// the heartbeat judged on old, though the switch still agrees with it. (One switch: with two,
+// the other one's heartbeat reads the feed for both.)
+TEST_F(SwitchHeartbeatTest, ASwitchThatMissedThisServersChangeTakesItAtItsNextHeartbeat) {
+  ASSERT_NO_FATAL_FAILURE(Start(1));
+  ASSERT_NO_FATAL_FAILURE(Faults(0, "POST", R"({"endpoint": "*", "fail_next": 1000000})"));
+  AddNatEntry(*ds_, 2);
+  EXPECT_FALSE(nat_.Sync()) << "the only switch answered 503";
+  ASSERT_NO_FATAL_FAILURE(Faults(0, "DELETE"));
+  EXPECT_FALSE(AllHoldTheDesiredTable());
+  Tick([&] { return AllHoldTheDesiredTable(); });
+  EXPECT_TRUE(AllHoldTheDesiredTable()) << "the switch was judged on the read made before it";
 }
 
 TEST_F(SwitchesTest, GarbageCollectionWaitsForEverySwitchThatAnswers) {
