@@ -136,8 +136,10 @@ def saga_states_on_disk(server, name):
 
 
 def test_sigterm_during_recovery_exits_cleanly_and_the_next_start_finishes(start_rack):
-    # The default agent timeout: a held call ends within 2 s, so shutdown is bounded by it.
-    rack = start_rack()
+    # Patient until the kill: with the default agent timeout the first held attach could end
+    # (and answer its client) before the last one reached the sled. The restarted server has
+    # the default timeout: a held call ends within 2 s, so its shutdown is bounded by it.
+    rack = start_rack(server_args=PATIENT)
     target, _, fips, sled = prepare(rack)
     kill_during_attaches(rack, target, fips, sled)
 
