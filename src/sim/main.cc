@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   app.add_option("--first", first, "The first seed of --seeds (default 1)");
   app.add_option("--operations", options.operations, "Operations per run (default 60)");
   app.add_flag("--no-faults", no_faults, "No network faults, agent restarts or server crashes");
+  app.add_option("--servers", options.shape.servers,
+                 "Control-plane servers on the one database, with leases and adoption as on "
+                 "PostgreSQL (default 1)")
+      ->check(CLI::Range(1, 8));
   app.add_flag("--trace", trace, "Print every step of each run and its final state");
   bool logs = false;
   app.add_flag("--logs", logs, "Print the server's and the agents' log lines (stderr)");
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
   const auto began = std::chrono::steady_clock::now();
   int failed = 0;
   int64_t crashes = 0;
+  int64_t adopted = 0;
   int64_t restarts = 0;
   int64_t faults = 0;
   int64_t slow_syncs = 0;
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
       reports[k].reset();
     }
     crashes += report.server_crashes;
+    adopted += report.adopted;
     restarts += report.agent_restarts;
     faults += report.network_faults;
     slow_syncs += report.slow_syncs;
@@ -116,11 +122,13 @@ int main(int argc, char** argv) {
   for (std::thread& w : workers) w.join();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const std::string adoptions =
+      options.shape.servers > 1 ? fmt::format(", {} sagas adopted", adopted) : "";
   std::printf(
       "%d seed(s), %d failed; %lld operations, %lld network faults, %lld agent restarts, "
-      "%lld server crashes, %lld slow log syncs; %.1f s (%.0f seeds/minute)\n",
+      "%lld server crashes%s, %lld slow log syncs; %.1f s (%.0f seeds/minute)\n",
       seeds, failed, static_cast<long long>(operations), static_cast<long long>(faults),
-      static_cast<long long>(restarts), static_cast<long long>(crashes),
+      static_cast<long long>(restarts), static_cast<long long>(crashes), adoptions.c_str(),
       static_cast<long long>(slow_syncs), seconds, seconds > 0 ? seeds * 60.0 / seconds : 0.0);
   return failed == 0 ? 0 : 1;
 }

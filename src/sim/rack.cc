@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "db/ip_pools.h"
+#include "db/leases.h"
 #include "db/projects.h"
 #include "db/silos.h"
 #include "db/sleds.h"
@@ -16,6 +19,8 @@ constexpr std::chrono::milliseconds kAgentTimeout{2000};
 // One run of the control-plane server: what a process holds in memory. Declared in the order
 // they are built; destroyed in reverse.
 struct Rack::Server {
+  std::string sec;          // its saga coordinator id
+  std::string incarnation;  // this run of it (its lease's holder)
   loops::SledAgents sled_agents;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients;
   std::unique_ptr<loops::NatReconciler> nat;
@@ -76,7 +81,12 @@ Rack::Rack(uint64_t seed, const std::string& dir, RackShape shape, std::string p
                             .value()
                             .id);
   }
-  StartServer();
+  servers_.resize(static_cast<size_t>(std::max(1, shape.servers)));
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (Status started = StartServer(k); !started) {
+      throw std::runtime_error("a simulated server did not start: " + started.error().message());
+    }
+  }
 }
 
 Result<std::unique_ptr<db::Datastore>> Rack::Open() {
@@ -85,20 +95,31 @@ Result<std::unique_ptr<db::Datastore>> Rack::Open() {
 }
 
 Rack::~Rack() {
-  server_.reset();
+  servers_.clear();
   ds_.reset();
 }
 
-app::Instances& Rack::instances() { return *server_->instances; }
-app::FloatingIps& Rack::floating_ips() { return *server_->floating_ips; }
-app::IpPools& Rack::ip_pools() { return *server_->ip_pools; }
-loops::SledWatcher& Rack::watcher() { return *server_->watcher; }
-agents::SledAgentClient& Rack::sled_client(size_t i) { return *server_->sled_clients.at(i); }
-loops::NatReconciler& Rack::nat() { return *server_->nat; }
-saga::SagaExecutor& Rack::executor() { return *server_->executor; }
+app::Instances& Rack::instances() { return *servers_.at(current_)->instances; }
+app::FloatingIps& Rack::floating_ips() { return *servers_.at(current_)->floating_ips; }
+app::IpPools& Rack::ip_pools() { return *servers_.at(current_)->ip_pools; }
+loops::SledWatcher& Rack::watcher() { return *servers_.at(current_)->watcher; }
+agents::SledAgentClient& Rack::sled_client(size_t i) {
+  return *servers_.at(current_)->sled_clients.at(i);
+}
+loops::NatReconciler& Rack::nat() { return *servers_.at(current_)->nat; }
+saga::SagaExecutor& Rack::executor() { return *servers_.at(current_)->executor; }
 
-void Rack::StartServer() {
+Status Rack::StartServer(size_t k) {
   auto s = std::make_unique<Server>();
+  // One server keeps the id it always had; several take no lease over each other's.
+  s->sec = servers_.size() == 1 ? "sim-server" : fmt::format("sim-server-{}", k);
+  if (servers_.size() > 1) {
+    s->incarnation = random_->NewUuid().ToString();
+    // Its own unfinished sagas, from before a crash, come back under a new generation; the
+    // recovery that follows the start (Recover) resumes them.
+    FP_TRY(db::SecLeaseTake(*ds_, s->sec, s->incarnation,
+                            std::chrono::microseconds(kSimLeaseTtl).count()));
+  }
   for (size_t i = 0; i < sled_urls_.size(); ++i) {
     const std::string url = sled_urls_[i];
     agents::CallerFactory connect = [this, url](std::chrono::milliseconds timeout) {
@@ -115,15 +136,16 @@ void Rack::StartServer() {
   s->deps = std::make_unique<app::SagaDeps>(app::SagaDeps{*ds_, s->sled_agents, *s->nat});
   app::RegisterSagaActions(s->registry, *s->deps);
   s->store = std::make_unique<db::DatastoreSagaStore>(*ds_);
-  s->executor = std::make_unique<saga::SagaExecutor>(*s->store, s->registry, "sim-server",
-                                                     ds_->clock(), ds_->random());
+  s->executor = std::make_unique<saga::SagaExecutor>(*s->store, s->registry, s->sec, ds_->clock(),
+                                                     ds_->random());
   s->projects = std::make_unique<app::Projects>(*ds_);
   s->floating_ips = std::make_unique<app::FloatingIps>(*ds_);
   s->ip_pools = std::make_unique<app::IpPools>(*ds_);
   s->watcher = std::make_unique<loops::SledWatcher>(*ds_, s->sled_agents, *s->nat);
   s->instances = std::make_unique<app::Instances>(
       *ds_, *s->projects, *s->floating_ips, s->sled_agents, *s->nat, *s->executor, *s->watcher);
-  server_ = std::move(s);
+  servers_.at(k) = std::move(s);
+  return Ok();
 }
 
 void Rack::CrashAt(CrashPoint where, int node) {
@@ -143,7 +165,7 @@ void Rack::CrashAt(CrashPoint where, int node) {
       break;
   }
   plan.exit = [] { throw ServerCrash{}; };
-  server_->executor->SetFaultPlanForTest(plan);
+  executor().SetFaultPlanForTest(plan);
 }
 
 void Rack::CrashAtNextLogSync() {
@@ -174,19 +196,54 @@ void Rack::ArmLogSyncFaults() {
 }
 
 Status Rack::Restart() {
-  server_.reset();
+  if (servers_.size() > 1) {
+    Stop();
+    return Start(current_);
+  }
+  servers_.at(0).reset();
   ds_.reset();
   // Opening again may fail (on PostgreSQL); then there is no server and the run ends.
   ds_ = FP_TRY(Open());
   // The disk stays slow; a crash armed on the old server's syncs is gone with it.
   sync_faults_->crash = false;
   if (sync_faults_->slow > 0) ArmLogSyncFaults();
-  StartServer();
+  FP_CHECK_OK(StartServer(0));
   return Recover();
 }
 
+void Rack::Stop() { servers_.at(current_).reset(); }
+
+Status Rack::Start(size_t k) {
+  current_ = k;
+  FP_CHECK_OK(StartServer(k));
+  return Recover();
+}
+
+Status Rack::RenewLeases() {
+  if (servers_.size() == 1) return Ok();
+  for (const auto& s : servers_) {
+    if (s == nullptr) continue;
+    auto renewed = FP_TRY(db::SecLeaseRenew(*ds_, s->sec, s->incarnation,
+                                            std::chrono::microseconds(kSimLeaseTtl).count()));
+    if (!renewed) {
+      return Fail(Error::Internal(fmt::format("the lease of {} was taken over", s->sec)));
+    }
+  }
+  return Ok();
+}
+
+Result<size_t> Rack::Adopt() {
+  saga::SagaExecutor& exec = executor();
+  auto adopted = FP_TRY(db::SagaAdoptExpired(
+      *ds_, exec.sec(), std::chrono::microseconds(kSimAdoptGrace).count(), /*limit=*/100));
+  for (const saga::OwnedSaga& s : adopted) {
+    (void)exec.ResumeOwned(s.id, s.generation);  // a failure leaves it for the next pass
+  }
+  return adopted.size();
+}
+
 Status Rack::Recover() {
-  saga::SagaExecutor& exec = *server_->executor;
+  saga::SagaExecutor& exec = executor();
   for (const saga::OwnedSaga& s : FP_TRY(exec.ListUnfinished())) {
     auto claimed = FP_TRY(exec.Claim(s.id, s.generation));
     if (!claimed) continue;                  // at rest meanwhile
@@ -196,7 +253,9 @@ Status Rack::Recover() {
 }
 
 void Rack::Disarm() {
-  if (server_) server_->executor->SetFaultPlanForTest(std::nullopt);
+  for (const auto& s : servers_) {
+    if (s != nullptr) s->executor->SetFaultPlanForTest(std::nullopt);
+  }
   *sync_faults_ = LogSyncFaults{};
   if (ds_) ds_->TEST_SetSyncPoint(nullptr);
 }

@@ -1,13 +1,22 @@
 #pragma once
 
 // The simulated rack: simulated switch and sled agents (agents/daemon, no sockets, no threads of
-// their own) reached through the simulation's network, and one control-plane server (the real
-// datastore on a SQLite file, the saga executor with every saga, the NAT reconciler, the sled
-// watcher, the services) built on them, all on one ManualClock and one SeededRandom. The server
-// can crash (a saga's node ends it by throwing ServerCrash) and be started again on the same
-// file, as a restarted process would be; the agents, other processes, live on.
+// their own) reached through the simulation's network, and one or more control-plane servers
+// (each a saga executor with every saga, a NAT reconciler, a sled watcher and the services) on
+// the real datastore (a SQLite file, or PostgreSQL), all on one ManualClock and one
+// SeededRandom. A server can crash (a saga's node ends it by throwing ServerCrash) and be
+// started again on the same database, as a restarted process would be; the agents, other
+// processes, live on.
+//
+// With several servers (RackShape::servers) they share the database as servers on PostgreSQL
+// do: each is a saga coordinator of its own id with a lease (db/leases.h), renewed as the run
+// steps (RenewLeases); a crashed server's unfinished sagas wait for it to start again, which
+// takes them back, or for another server to adopt them once its lease expired (Adopt). The
+// datastore object is shared (one process holds the database), so a crash of one server
+// never reopens it: what the crashed server's transaction had not committed is rolled back.
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,7 +47,12 @@ struct ServerCrash {};
 struct RackShape {
   int switches = 2;
   int sleds = 3;
+  int servers = 1;
 };
+
+// The leases of RackShape::servers > 1, as the server's defaults (app/saga_coordinator.h).
+inline constexpr std::chrono::milliseconds kSimLeaseTtl{5000};
+inline constexpr std::chrono::milliseconds kSimAdoptGrace{2000};
 
 class Rack {
  public:
@@ -50,7 +64,13 @@ class Rack {
   Rack(const Rack&) = delete;
   Rack& operator=(const Rack&) = delete;
 
-  // The running server's parts.
+  // The servers: how many, which are running, and the one the calls below act on (`Use`).
+  size_t servers() const { return servers_.size(); }
+  bool running(size_t k) const { return servers_.at(k) != nullptr; }
+  void Use(size_t k) { current_ = k; }
+  size_t current() const { return current_; }
+
+  // The current server's parts.
   db::Datastore& ds() { return *ds_; }
   app::Instances& instances();
   app::FloatingIps& floating_ips();
@@ -61,7 +81,7 @@ class Rack {
   loops::NatReconciler& nat();
   saga::SagaExecutor& executor();
   const app::Actor& actor() const { return actor_; }
-  bool has_server() const { return server_ != nullptr; }
+  bool has_server() const { return servers_.at(current_) != nullptr; }
 
   // Where in a saga's node the server stops (saga::FaultPlan): once its "succeeded" event is
   // durable; once its action applied its effect, before that event (for an action in a
@@ -79,14 +99,26 @@ class Rack {
   void SlowLogSyncs(int count, std::chrono::milliseconds each);
   // How many syncs SlowLogSyncs slowed so far.
   int64_t slowed_syncs() const { return slowed_syncs_->load(); }
-  // Discards the server (what was not committed is lost), opens the database again and starts
-  // a new server on it, which recovers the sagas left unfinished. Returns the recovery's error.
-  // After an error opening the database there is no server: the run must end.
+  // Discards the current server (what was not committed is lost) and starts a new one in its
+  // place, which takes back and recovers the sagas it left unfinished. With one server the
+  // database is opened again first (the process that held it died); after an error opening it
+  // there is no server: the run must end. Returns the recovery's error.
   Status Restart();
-  // Resumes every saga this server owns that is unfinished, one after another on this thread
-  // (SagaExecutor::RecoverAll would use threads: the run would not repeat, and a crash thrown
-  // there would end the process). A crash may stop it: ServerCrash propagates.
+  // Several servers: discards the current server (crashed), leaving it stopped.
+  void Stop();
+  // Several servers: starts the stopped server `k` (it becomes the current one) and recovers
+  // what it owns.
+  Status Start(size_t k);
+  // Resumes every saga the current server owns that is unfinished, one after another on this
+  // thread (SagaExecutor::RecoverAll would use threads: the run would not repeat, and a crash
+  // thrown there would end the process). A crash may stop it: ServerCrash propagates.
   Status Recover();
+  // Several servers: each running server renews its lease (at the clock's time now).
+  Status RenewLeases();
+  // Several servers: the current server adopts the unfinished sagas of servers whose lease
+  // expired more than kSimAdoptGrace ago and resumes them on this thread. Returns how many it
+  // adopted. ServerCrash propagates.
+  Result<size_t> Adopt();
   // Disarms the faults that CrashAt, CrashAtNextLogSync and SlowLogSyncs armed.
   void Disarm();
 
@@ -100,7 +132,8 @@ class Rack {
 
  private:
   struct Server;
-  void StartServer();
+  // Builds server `k` on the database; with several servers it takes its lease first.
+  Status StartServer(size_t k);
 
   Result<std::unique_ptr<db::Datastore>> Open();
   // Installs the hook that carries out sync_faults_ on the datastore's log syncs.
@@ -128,7 +161,8 @@ class Rack {
   std::unique_ptr<db::Datastore> ds_;
   std::shared_ptr<LogSyncFaults> sync_faults_ = std::make_shared<LogSyncFaults>();
   std::shared_ptr<std::atomic<int64_t>> slowed_syncs_ = std::make_shared<std::atomic<int64_t>>(0);
-  std::unique_ptr<Server> server_;  // destroyed before ds_
+  std::vector<std::unique_ptr<Server>> servers_;  // null: stopped; destroyed before ds_
+  size_t current_ = 0;
 };
 
 }  // namespace fp::sim

@@ -90,9 +90,19 @@ class Simulation {
     std::string what;
     std::string outcome;
     in_flight_.reset();
+    const bool several = rack_.servers() > 1;
     try {
+      if (several) PickServer(k);
       rack_.network().DeliverHeldBack(&pick_);
       if (pick_.Below(2) == 0) rack_.watcher().WatchOnce();
+      if (several && pick_.Below(4) == 0) {
+        auto adopted = rack_.Adopt();
+        if (adopted) report_.adopted += static_cast<int64_t>(*adopted);
+        if (!adopted || *adopted > 0) {
+          Record(fmt::format("{} [s{}] adopts: {}", k, rack_.current(),
+                             adopted ? fmt::format("{} sagas", *adopted) : Outcome(adopted)));
+        }
+      }
       Act(what, outcome);
     } catch (const ServerCrash&) {
       ++report_.server_crashes;
@@ -104,7 +114,7 @@ class Simulation {
           list.push_back(*in_flight_);
         }
       }
-      outcome = "server crashed; restarted: " + Restart();
+      outcome = "server crashed; " + AfterCrash();
     }
     // No answer is a 500: an internal error is a bug whatever the faults (they give 503s).
     if (outcome.rfind("500 ", 0) == 0) {
@@ -112,7 +122,37 @@ class Simulation {
     }
     ++report_.operations;
     if (outcome == "ok") ++report_.succeeded;
+    if (several) what = fmt::format("[s{}] {}", rack_.current(), what);
     Record(fmt::format("{} {} -> {}", k, what, outcome));
+  }
+
+  // Several servers: the running ones renew their leases (as their coordinators' threads
+  // would), and the step's work goes to one of them, as a load balancer would send it; with
+  // none running, one starts again.
+  void PickServer(int k) {
+    if (Status renewed = rack_.RenewLeases(); !renewed) {
+      report_.violations.push_back(fmt::format("step {}: {}", k, Outcome(renewed)));
+    }
+    std::vector<size_t> up;
+    for (size_t i = 0; i < rack_.servers(); ++i) {
+      if (rack_.running(i)) up.push_back(i);
+    }
+    if (up.empty()) {
+      const size_t i = pick_.Below(rack_.servers());
+      Record(
+          fmt::format("{} [s{}] starts again (none running): {}", k, i, Outcome(rack_.Start(i))));
+      up.push_back(i);
+    }
+    rack_.Use(up[pick_.Below(up.size())]);
+  }
+
+  // The current server crashed. Alone, it restarts; one of several restarts or stays stopped
+  // (its sagas then wait for its return or for another server's adoption).
+  std::string AfterCrash() {
+    if (rack_.servers() == 1) return "restarted: " + Restart();
+    rack_.Stop();
+    if (pick_.Below(2) == 0) return "stays stopped";
+    return "restarted: " + Outcome(rack_.Start(rack_.current()));
   }
 
   void Act(std::string& what, std::string& outcome) {
@@ -240,9 +280,30 @@ class Simulation {
 
   // Faults (only when RunOptions::faults).
   void Fault(std::string& what, std::string& outcome) {
-    const uint64_t roll = pick_.Below(13);
     outcome = "ok";
-    if (roll == 12 && options_.log_sync_faults && options_.postgres_url.empty()) {
+    if (rack_.servers() > 1 && pick_.Below(5) == 0) {
+      // A server stops (killed between requests) or starts again.
+      const size_t i = pick_.Below(rack_.servers());
+      size_t up = 0;
+      for (size_t j = 0; j < rack_.servers(); ++j) up += rack_.running(j) ? 1 : 0;
+      if (!rack_.running(i)) {
+        what = fmt::format("server {} starts again", i);
+        outcome = Outcome(rack_.Start(i));
+      } else if (up > 1) {
+        what = fmt::format("server {} stops", i);
+        rack_.Use(i);
+        rack_.Stop();
+      } else {
+        what = "time passes (5 s)";
+        rack_.clock().Advance(5s);
+      }
+      return;
+    }
+    const uint64_t roll = pick_.Below(13);
+    // A failed sync stops the process that holds the database: only where one server does.
+    const bool sync_faults =
+        options_.log_sync_faults && options_.postgres_url.empty() && rack_.servers() == 1;
+    if (roll == 12 && sync_faults) {
       what = "the next sync of the log fails, stopping the server";
       rack_.CrashAtNextLogSync();
     } else if (roll < 4) {
@@ -277,6 +338,7 @@ class Simulation {
         hung_.erase(url);
       }
     } else if (roll == 11 && options_.log_sync_faults && options_.postgres_url.empty()) {
+      // Slow syncs on several servers too: the clock moves past leases during a commit.
       const int count = 1 + static_cast<int>(pick_.Below(8));
       const auto each = std::chrono::milliseconds(500 * (1 + pick_.Below(30)));  // to 15 s
       what = fmt::format("the next {} syncs of the log take {} ms each", count, each.count());
@@ -295,22 +357,55 @@ class Simulation {
     hung_.clear();
     rack_.network().DeliverHeldBack(nullptr);  // the last stale requests land before repair
     rack_.Disarm();
-    for (int round = 0; round < 4 && !down_; ++round) {
+    // Several servers: the stopped ones stay stopped, as servers that never come back, so
+    // what they left unfinished ends only if the others adopt it: rounds enough for their
+    // leases to expire and the grace to pass (7 s) and for the adopted sagas to finish.
+    const bool several = rack_.servers() > 1;
+    const int rounds = several ? 6 : 4;
+    for (int round = 0; round < rounds && !down_; ++round) {
       try {
         rack_.clock().Advance(2s);
         for (auto& sled : rack_.sleds()) sled->StepTransitions();
-        if (Status recovered = rack_.Recover(); !recovered) {
-          Record("quiesce: recovery failed: " + Outcome(recovered));
+        if (several) {
+          if (Status renewed = rack_.RenewLeases(); !renewed) {
+            report_.violations.push_back("quiesce: " + Outcome(renewed));
+          }
+          bool any = false;
+          for (size_t k = 0; k < rack_.servers(); ++k) any = any || rack_.running(k);
+          if (!any) Record("quiesce: [s0] starts again (none running): " + Outcome(rack_.Start(0)));
         }
+        std::optional<size_t> first;
+        for (size_t k = 0; k < rack_.servers(); ++k) {
+          if (!rack_.running(k)) continue;
+          if (!first) first = k;
+          rack_.Use(k);
+          if (Status recovered = rack_.Recover(); !recovered) {
+            Record("quiesce: recovery failed: " + Outcome(recovered));
+          }
+          if (several) {
+            auto adopted = rack_.Adopt();
+            if (adopted) report_.adopted += static_cast<int64_t>(*adopted);
+            if (!adopted || *adopted > 0) {
+              Record(fmt::format("quiesce: [s{}] adopts: {}", k,
+                                 adopted ? fmt::format("{} sagas", *adopted) : Outcome(adopted)));
+            }
+          }
+        }
+        // The sled watcher runs on one server (its task lease's holder).
+        rack_.Use(first.value());
         rack_.watcher().WatchOnce();
         rack_.watcher().ReapOrphans();
         for (auto& sled : rack_.sleds()) sled->StepTransitions();
         rack_.watcher().WatchOnce();
-        if (Status s = rack_.nat().Sync(); !s) Record("quiesce: NAT sync: " + Outcome(s));
-        if (auto r = rack_.nat().Repair(); !r) Record("quiesce: NAT repair: " + Outcome(r));
+        for (size_t k = 0; k < rack_.servers(); ++k) {
+          if (!rack_.running(k)) continue;
+          rack_.Use(k);
+          if (Status s = rack_.nat().Sync(); !s) Record("quiesce: NAT sync: " + Outcome(s));
+          if (auto r = rack_.nat().Repair(); !r) Record("quiesce: NAT repair: " + Outcome(r));
+        }
       } catch (const ServerCrash&) {
         ++report_.server_crashes;
-        Record("quiesce: server crashed; restarted: " + Restart());
+        Record("quiesce: server crashed; " + AfterCrash());
       }
     }
   }
@@ -435,8 +530,10 @@ std::string RunReport::FirstDifference(const RunReport& other) const {
 }
 
 std::string ReplayCommand(const RunOptions& options) {
-  return fmt::format("build/release/floatplane-sim --seed {} --operations {}{}", options.seed,
-                     options.operations, options.faults ? "" : " --no-faults");
+  return fmt::format(
+      "build/release/floatplane-sim --seed {} --operations {}{}{}", options.seed,
+      options.operations, options.faults ? "" : " --no-faults",
+      options.shape.servers > 1 ? fmt::format(" --servers {}", options.shape.servers) : "");
 }
 
 }  // namespace fp::sim

@@ -27,6 +27,9 @@ struct RunOptions {
   int operations = 60;
   // Network faults, agent hangs and restarts, server crashes; off: only the workload.
   bool faults = true;
+  // The rack; with several servers (shape.servers), operations go to any running one, servers
+  // stop and start again among the faults, and at the end the stopped ones stay stopped: the
+  // others must adopt what they left.
   RackShape shape;
   // Where the run's SQLite file goes; empty: a fresh temporary directory (on /dev/shm where
   // there is one), removed after.
@@ -44,6 +47,7 @@ struct RunReport {
   int operations = 0;
   int succeeded = 0;  // operations that returned success
   int server_crashes = 0;
+  int64_t adopted = 0;  // sagas a server adopted from another (RackShape::servers > 1)
   int agent_restarts = 0;
   int64_t network_faults = 0;
   int64_t slow_syncs = 0;               // syncs of the log that took simulated seconds
