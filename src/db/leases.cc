@@ -12,7 +12,7 @@ Result<std::vector<Row>> AdoptableIn(Tx& tx, const std::string& sec, Timestamp c
       "SELECT id, current_sec, adopt_generation FROM saga "
       "WHERE state IN ('running', 'unwinding') AND current_sec <> ? "
       "AND current_sec NOT IN (SELECT sec_id FROM sec_lease WHERE expires_at >= ?) "
-      "ORDER BY time_created LIMIT ?",
+      "ORDER BY time_created, id LIMIT ?",
       sec, cutoff, limit);
 }
 
@@ -31,7 +31,7 @@ Result<SecLeaseTaken> SecLeaseTake(Datastore& ds, const std::string& sec,
                 sec, incarnation, taken.expires_at, tx.now()));
     for (const Row& r :
          FP_TRY(tx.Query("SELECT id, adopt_generation FROM saga WHERE current_sec = ? AND "
-                         "state IN ('running', 'unwinding') ORDER BY time_created",
+                         "state IN ('running', 'unwinding') ORDER BY time_created, id",
                          sec))) {
       taken.own_sagas.push_back(saga::OwnedSaga{FP_TRY(UuidColumn(r, 0)), r.Int(1) + 1});
     }

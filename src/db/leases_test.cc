@@ -103,6 +103,25 @@ TEST_F(LeasesTest, SagasOfACoordinatorThatNeverHeldALeaseAreAdoptedAtOnce) {
             (std::vector<saga::OwnedSaga>{{legacy, 2}}));
 }
 
+// Sagas begun at the same instant (a clock that did not move between them) are listed, taken
+// back and adopted in id order on both engines, not in the order the engine happens to keep
+// equal keys: the simulation's runs on SQLite and PostgreSQL must resume them alike.
+TEST_F(LeasesTest, SagasBegunAtTheSameInstantComeInIdOrder) {
+  const Uuid low = *Uuid::Parse("01000000-0000-7000-8000-000000000001");
+  const Uuid high = *Uuid::Parse("01000000-0000-7000-8000-000000000002");
+  for (const Uuid& id : {high, low}) {  // the higher id first
+    SagaRow row{id, "toy", R"({"name":"toy","nodes":[]})", SagaState::kRunning, SagaOwner{"a", 1}};
+    ASSERT_TRUE(store.Create(row).value());
+  }
+  EXPECT_EQ(store.ListUnfinished("a").value(), (std::vector<saga::OwnedSaga>{{low, 1}, {high, 1}}));
+  EXPECT_EQ(SecLeaseTake(*ds, "a", "run-a", 5 * kSecond).value().own_sagas,
+            (std::vector<saga::OwnedSaga>{{low, 2}, {high, 2}}));
+  ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 60 * kSecond));
+  clock->Advance(8 * kSecond);  // a's lease expired 3 s ago, past the grace
+  EXPECT_EQ(SagaAdoptExpired(*ds, "b", 2 * kSecond, 100).value(),
+            (std::vector<saga::OwnedSaga>{{low, 3}, {high, 3}}));
+}
+
 TEST_F(LeasesTest, TwoLiveAdoptersAdoptEachSagaOfADeadCoordinatorOnce) {
   ASSERT_TRUE(SecLeaseTake(*ds, "b", "run-b", 60 * kSecond));
   ASSERT_TRUE(SecLeaseTake(*ds, "c", "run-c", 60 * kSecond));

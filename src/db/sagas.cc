@@ -190,7 +190,7 @@ Result<std::vector<saga::OwnedSaga>> SagaListUnfinished(Datastore& ds, const std
     Out out;
     for (const Row& r :
          FP_TRY(tx.Query("SELECT id, adopt_generation FROM saga WHERE current_sec = ? AND "
-                         "state IN ('running', 'unwinding') ORDER BY time_created",
+                         "state IN ('running', 'unwinding') ORDER BY time_created, id",
                          sec))) {
       out.push_back(saga::OwnedSaga{FP_TRY(UuidColumn(r, 0)), r.Int(1)});
     }
