@@ -21,6 +21,9 @@ constexpr std::chrono::milliseconds kAgentTimeout{2000};
 struct Rack::Server {
   std::string sec;          // its saga coordinator id
   std::string incarnation;  // this run of it (its lease's holder)
+  // Several servers: the last renewal's start plus the lease's length, as the coordinator
+  // keeps it (app/saga_coordinator.h): past it the server starts no saga and adopts none.
+  Timestamp live_until = 0;
   loops::SledAgents sled_agents;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients;
   std::unique_ptr<loops::NatReconciler> nat;
@@ -117,8 +120,10 @@ Status Rack::StartServer(size_t k) {
     s->incarnation = random_->NewUuid().ToString();
     // Its own unfinished sagas, from before a crash, come back under a new generation; the
     // recovery that follows the start (Recover) resumes them.
+    const Timestamp began = clock_->Now();
     FP_TRY(db::SecLeaseTake(*ds_, s->sec, s->incarnation,
                             std::chrono::microseconds(kSimLeaseTtl).count()));
+    s->live_until = began + std::chrono::microseconds(kSimLeaseTtl).count();
   }
   for (size_t i = 0; i < sled_urls_.size(); ++i) {
     const std::string url = sled_urls_[i];
@@ -138,6 +143,14 @@ Status Rack::StartServer(size_t k) {
   s->store = std::make_unique<db::DatastoreSagaStore>(*ds_);
   s->executor = std::make_unique<saga::SagaExecutor>(*s->store, s->registry, s->sec, ds_->clock(),
                                                      ds_->random());
+  if (servers_.size() > 1) {
+    // The coordinator's start gate: no new saga while the lease is not known to be live.
+    s->executor->SetStartGate([server = s.get(), clock = clock_]() -> Status {
+      if (clock->Now() < server->live_until) return Ok();
+      return Fail(Error::Unavailable(
+          fmt::format("the saga coordinator lease of {} expired; retry the request", server->sec)));
+    });
+  }
   s->projects = std::make_unique<app::Projects>(*ds_);
   s->floating_ips = std::make_unique<app::FloatingIps>(*ds_);
   s->ip_pools = std::make_unique<app::IpPools>(*ds_);
@@ -196,10 +209,6 @@ void Rack::ArmLogSyncFaults() {
 }
 
 Status Rack::Restart() {
-  if (servers_.size() > 1) {
-    Stop();
-    return Start(current_);
-  }
   servers_.at(0).reset();
   ds_.reset();
   // Opening again may fail (on PostgreSQL); then there is no server and the run ends.
@@ -214,25 +223,32 @@ Status Rack::Restart() {
 void Rack::Stop() { servers_.at(current_).reset(); }
 
 Status Rack::Start(size_t k) {
-  current_ = k;
   FP_CHECK_OK(StartServer(k));
+  current_ = k;
   return Recover();
 }
 
 Status Rack::RenewLeases() {
   if (servers_.size() == 1) return Ok();
+  Status all = Ok();
   for (const auto& s : servers_) {
     if (s == nullptr) continue;
-    auto renewed = FP_TRY(db::SecLeaseRenew(*ds_, s->sec, s->incarnation,
-                                            std::chrono::microseconds(kSimLeaseTtl).count()));
-    if (!renewed) {
-      return Fail(Error::Internal(fmt::format("the lease of {} was taken over", s->sec)));
+    const Timestamp began = clock_->Now();
+    auto renewed = db::SecLeaseRenew(*ds_, s->sec, s->incarnation,
+                                     std::chrono::microseconds(kSimLeaseTtl).count());
+    if (renewed && *renewed) {
+      s->live_until = began + std::chrono::microseconds(kSimLeaseTtl).count();
+    } else if (all) {
+      all = Fail(renewed ? Error::Internal(fmt::format("the lease of {} was taken over", s->sec))
+                         : renewed.error());
     }
   }
-  return Ok();
+  return all;
 }
 
 Result<size_t> Rack::Adopt() {
+  // As the coordinator's adoption pass: nothing while this server's own lease is not live.
+  if (clock_->Now() >= servers_.at(current_)->live_until) return size_t{0};
   saga::SagaExecutor& exec = executor();
   auto adopted = FP_TRY(db::SagaAdoptExpired(
       *ds_, exec.sec(), std::chrono::microseconds(kSimAdoptGrace).count(), /*limit=*/100));
@@ -243,6 +259,7 @@ Result<size_t> Rack::Adopt() {
 }
 
 Status Rack::Recover() {
+  if (servers_.size() > 1 && clock_->Now() >= servers_.at(current_)->live_until) return Ok();
   saga::SagaExecutor& exec = executor();
   for (const saga::OwnedSaga& s : FP_TRY(exec.ListUnfinished())) {
     auto claimed = FP_TRY(exec.Claim(s.id, s.generation));

@@ -31,6 +31,7 @@
 #include "app/sagas/sagas.h"
 #include "common/random.h"
 #include "common/testing/manual_clock.h"
+#include "common/time.h"
 #include "db/datastore.h"
 #include "db/sagas.h"
 #include "loops/nat_reconciler.h"
@@ -99,25 +100,31 @@ class Rack {
   void SlowLogSyncs(int count, std::chrono::milliseconds each);
   // How many syncs SlowLogSyncs slowed so far.
   int64_t slowed_syncs() const { return slowed_syncs_->load(); }
-  // Discards the current server (what was not committed is lost) and starts a new one in its
-  // place, which takes back and recovers the sagas it left unfinished. With one server the
-  // database is opened again first (the process that held it died); after an error opening it
-  // there is no server: the run must end. Returns the recovery's error.
+  // One server: discards it (what was not committed is lost), opens the database again (the
+  // process that held it died) and starts a new server on it, which recovers the sagas left
+  // unfinished. Returns the recovery's error. After an error opening the database there is no
+  // server: the run must end.
   Status Restart();
-  // Several servers: discards the current server (crashed), leaving it stopped.
+  // Several servers: discards the current server (crashed), leaving it stopped; the database
+  // stays open (another process's).
   void Stop();
-  // Several servers: starts the stopped server `k` (it becomes the current one) and recovers
-  // what it owns.
+  // Several servers: starts the stopped server `k`, which takes its lease and its own
+  // unfinished sagas back, makes it the current one and recovers what it owns. After an error
+  // taking the lease it stays stopped and the current server is unchanged.
   Status Start(size_t k);
   // Resumes every saga the current server owns that is unfinished, one after another on this
   // thread (SagaExecutor::RecoverAll would use threads: the run would not repeat, and a crash
-  // thrown there would end the process). A crash may stop it: ServerCrash propagates.
+  // thrown there would end the process); with several servers, only while its lease is live.
+  // A crash may stop it: ServerCrash propagates.
   Status Recover();
-  // Several servers: each running server renews its lease (at the clock's time now).
+  // Several servers: each running server renews its lease (a slow sync may make a renewal end
+  // after the lease it wrote). While a server's lease is not known to be live (its last
+  // renewal began kSimLeaseTtl ago or more), its executor starts no saga (ServiceUnavailable),
+  // as the coordinator's start gate does. Returns the first error.
   Status RenewLeases();
-  // Several servers: the current server adopts the unfinished sagas of servers whose lease
-  // expired more than kSimAdoptGrace ago and resumes them on this thread. Returns how many it
-  // adopted. ServerCrash propagates.
+  // Several servers: the current server, while its own lease is live, adopts the unfinished
+  // sagas of servers whose lease expired more than kSimAdoptGrace ago and resumes them on this
+  // thread. Returns how many it adopted. ServerCrash propagates.
   Result<size_t> Adopt();
   // Disarms the faults that CrashAt, CrashAtNextLogSync and SlowLogSyncs armed.
   void Disarm();

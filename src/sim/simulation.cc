@@ -92,7 +92,7 @@ class Simulation {
     in_flight_.reset();
     const bool several = rack_.servers() > 1;
     try {
-      if (several) PickServer(k);
+      if (several && !PickServer(k)) return;  // none could start: the run ends (down_)
       rack_.network().DeliverHeldBack(&pick_);
       if (pick_.Below(2) == 0) rack_.watcher().WatchOnce();
       if (several && pick_.Below(4) == 0) {
@@ -106,6 +106,7 @@ class Simulation {
       Act(what, outcome);
     } catch (const ServerCrash&) {
       ++report_.server_crashes;
+      if (what.empty()) what = "adoption";  // the crash came before the operation
       // The operation got no answer: what it acted on may or may not have changed.
       if (in_flight_) {
         ledger_.uncertain.insert(*in_flight_);
@@ -128,8 +129,8 @@ class Simulation {
 
   // Several servers: the running ones renew their leases (as their coordinators' threads
   // would), and the step's work goes to one of them, as a load balancer would send it; with
-  // none running, one starts again.
-  void PickServer(int k) {
+  // none running, one starts again. False if it could not (down_ is set: the run ends).
+  bool PickServer(int k) {
     if (Status renewed = rack_.RenewLeases(); !renewed) {
       report_.violations.push_back(fmt::format("step {}: {}", k, Outcome(renewed)));
     }
@@ -141,9 +142,14 @@ class Simulation {
       const size_t i = pick_.Below(rack_.servers());
       Record(
           fmt::format("{} [s{}] starts again (none running): {}", k, i, Outcome(rack_.Start(i))));
+      if (!rack_.running(i)) {
+        down_ = true;
+        return false;
+      }
       up.push_back(i);
     }
     rack_.Use(up[pick_.Below(up.size())]);
+    return true;
   }
 
   // The current server crashed. Alone, it restarts; one of several restarts or stays stopped
@@ -373,6 +379,10 @@ class Simulation {
           bool any = false;
           for (size_t k = 0; k < rack_.servers(); ++k) any = any || rack_.running(k);
           if (!any) Record("quiesce: [s0] starts again (none running): " + Outcome(rack_.Start(0)));
+          if (!rack_.running(0) && !any) {
+            down_ = true;
+            break;
+          }
         }
         std::optional<size_t> first;
         for (size_t k = 0; k < rack_.servers(); ++k) {
@@ -391,6 +401,7 @@ class Simulation {
             }
           }
         }
+        if (!first) continue;
         // The sled watcher runs on one server (its task lease's holder).
         rack_.Use(first.value());
         rack_.watcher().WatchOnce();
