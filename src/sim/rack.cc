@@ -24,6 +24,7 @@ struct Rack::Server {
   // Several servers: the last renewal's start plus the lease's length, as the coordinator
   // keeps it (app/saga_coordinator.h): past it the server starts no saga and adopts none.
   Timestamp live_until = 0;
+  Timestamp renewed_at = 0;  // when its last renewal (or the take) began
   loops::SledAgents sled_agents;
   std::vector<std::unique_ptr<agents::SledAgentClient>> sled_clients;
   std::unique_ptr<loops::NatReconciler> nat;
@@ -124,6 +125,7 @@ Status Rack::StartServer(size_t k) {
     FP_TRY(db::SecLeaseTake(*ds_, s->sec, s->incarnation,
                             std::chrono::microseconds(kSimLeaseTtl).count()));
     s->live_until = began + std::chrono::microseconds(kSimLeaseTtl).count();
+    s->renewed_at = began;
   }
   for (size_t i = 0; i < sled_urls_.size(); ++i) {
     const std::string url = sled_urls_[i];
@@ -234,6 +236,9 @@ Status Rack::RenewLeases() {
   for (const auto& s : servers_) {
     if (s == nullptr) continue;
     const Timestamp began = clock_->Now();
+    // As the coordinator's thread: a renewal every interval, not at every step.
+    if (began - s->renewed_at < std::chrono::microseconds(kSimRenewInterval).count()) continue;
+    s->renewed_at = began;
     auto renewed = db::SecLeaseRenew(*ds_, s->sec, s->incarnation,
                                      std::chrono::microseconds(kSimLeaseTtl).count());
     if (renewed && *renewed) {

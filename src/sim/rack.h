@@ -53,6 +53,7 @@ struct RackShape {
 
 // The leases of RackShape::servers > 1, as the server's defaults (app/saga_coordinator.h).
 inline constexpr std::chrono::milliseconds kSimLeaseTtl{5000};
+inline constexpr std::chrono::milliseconds kSimRenewInterval{1000};
 inline constexpr std::chrono::milliseconds kSimAdoptGrace{2000};
 
 class Rack {
@@ -117,10 +118,11 @@ class Rack {
   // thrown there would end the process); with several servers, only while its lease is live.
   // A crash may stop it: ServerCrash propagates.
   Status Recover();
-  // Several servers: each running server renews its lease (a slow sync may make a renewal end
-  // after the lease it wrote). While a server's lease is not known to be live (its last
-  // renewal began kSimLeaseTtl ago or more), its executor starts no saga (ServiceUnavailable),
-  // as the coordinator's start gate does. Returns the first error.
+  // Several servers: each running server whose last renewal began kSimRenewInterval ago or
+  // more renews its lease (a slow sync may make a renewal end after the lease it wrote). While a
+  // server's lease is not known to be live (its last renewal began kSimLeaseTtl ago or more), its
+  // executor starts no saga (ServiceUnavailable), as the coordinator's start gate does. Returns the
+  // first error.
   Status RenewLeases();
   // Several servers: the current server, while its own lease is live, adopts the unfinished
   // sagas of servers whose lease expired more than kSimAdoptGrace ago and resumes them on this
