@@ -6,21 +6,13 @@
 // exactly their addresses; no address held twice or left mid-attach; and every create or delete
 // the workload was answered durable through crashes.
 
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "sim/ledger.h"
 #include "sim/rack.h"
 
 namespace fp::sim {
-
-// What the workload was told of the instances and floating IPs it named: made (true) or deleted
-// (false); a name whose create or delete got no answer may have gone either way.
-struct Ledger {
-  std::map<std::string, bool> acknowledged;
-  std::set<std::string> uncertain;
-};
 
 struct Observed {
   std::vector<std::string> violations;  // one line per invariant that does not hold

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sim/invariants.h"
+#include "sim/lookups.h"
 
 namespace fp::sim {
 
@@ -177,7 +178,7 @@ class Simulation {
       what = fmt::format("create instance {}{}", name, params.start ? " started" : "");
       in_flight_ = name;
       auto made = rack_.instances().Create(rq, *p1, params);
-      Created(instances_, name, StatusOf(made));
+      ledger_.Created(instances_, name, StatusOf(made));
       outcome = Outcome(made);
     } else if (roll < 22) {
       std::string name = Some(instances_, "i");
@@ -192,7 +193,7 @@ class Simulation {
       what = "delete " + name;
       in_flight_ = name;
       Status s = rack_.instances().Delete(rq, ByName(name), p1);
-      Deleted(instances_, name, s);
+      ledger_.Deleted(instances_, name, s);
       outcome = Outcome(s);
     } else if (roll < 42) {
       std::string name = Some(instances_, "i");
@@ -204,14 +205,14 @@ class Simulation {
       what = "create floating ip " + name;
       in_flight_ = name;
       auto made = rack_.floating_ips().Create(rq, *p1, name, "", model::AddressRequest{});
-      Created(fips_, name, StatusOf(made));
+      ledger_.Created(fips_, name, StatusOf(made));
       outcome = Outcome(made);
     } else if (roll < 54) {
       std::string name = Some(fips_, "f");
       what = "delete floating ip " + name;
       in_flight_ = name;
       Status s = rack_.floating_ips().Delete(rq, ByName(name), p1);
-      Deleted(fips_, name, s);
+      ledger_.Deleted(fips_, name, s);
       outcome = Outcome(s);
     } else if (roll < 66) {
       std::string fip = Some(fips_, "f");
@@ -220,12 +221,12 @@ class Simulation {
       what = fmt::format("{} {} to {}", move ? "move" : "attach", fip, instance);
       // The API's promise, checked against the state before: without a move, an IP attached to
       // another instance is refused and stays where it is.
-      const bool elsewhere = !move && AttachedElsewhere(fip, instance);
+      const bool elsewhere = !move && AttachedElsewhere(rack_.ds(), fip, instance);
       if (elsewhere) what += " (attached to another)";
       // Every other attach names both by id, as API clients usually do (the server then reads
       // the IP and the instance in one go), the others by name: both paths keep one promise.
       std::optional<std::pair<Uuid, Uuid>> ids;
-      if (report_.operations % 2 == 0) ids = Ids(fip, instance);
+      if (report_.operations % 2 == 0) ids = FloatingIpAndInstanceIds(rack_.ds(), fip, instance);
       auto attached =
           ids ? rack_.instances().AttachFloating(rq, NameOrId(ids->first), std::nullopt,
                                                  NameOrId(ids->second), move)
@@ -426,62 +427,6 @@ class Simulation {
     Status s = rack_.Restart();
     if (!s && !rack_.has_server()) down_ = true;
     return Outcome(s);
-  }
-
-  // What the workload was told about the instance or floating IP `name`: it exists (a create
-  // answered) or not (a delete answered); an answer that says nothing (503, the server gone)
-  // leaves it uncertain until a later answer. A refusal changes nothing.
-  void Settle(const std::string& name, bool exists_if_ok, const Status& s) {
-    if (s) {
-      ledger_.acknowledged[name] = exists_if_ok;
-      ledger_.uncertain.erase(name);
-    } else if (s.error().kind() == ErrorKind::kServiceUnavailable ||
-               s.error().kind() == ErrorKind::kInternal) {
-      ledger_.uncertain.insert(name);
-    }
-  }
-  // A create of `name` answered `s`: the ledger, and `list` (instances_ or fips_) to pick from.
-  void Created(std::vector<std::string>& list, const std::string& name, const Status& s) {
-    Settle(name, true, s);
-    if (s || ledger_.uncertain.count(name)) list.push_back(name);
-  }
-  // A delete of `name` answered `s` (a name never made stays out of the ledger).
-  void Deleted(std::vector<std::string>& list, const std::string& name, const Status& s) {
-    if (ledger_.acknowledged.count(name) || ledger_.uncertain.count(name)) Settle(name, false, s);
-    if (s) list.erase(std::remove(list.begin(), list.end(), name), list.end());
-  }
-
-  // Whether the floating IP `fip` is attached to an instance other than `instance` now.
-  bool AttachedElsewhere(const std::string& fip, const std::string& instance) {
-    auto holder = rack_.ds().Read<bool>([&](db::Tx& tx) -> Result<bool> {
-      auto row = FP_TRY(tx.QueryRow(
-          "SELECT e.state, coalesce(i.name, '') FROM external_ip e LEFT JOIN instance i ON "
-          "i.id = e.parent_id WHERE e.kind = 'floating' AND e.name = ? AND "
-          "e.time_deleted IS NULL",
-          fip));
-      return row && row->Text(0) == "attached" && row->Text(1) != instance;
-    });
-    return holder && *holder;
-  }
-
-  // The ids of the live floating IP `fip` and instance `instance`, if both exist.
-  std::optional<std::pair<Uuid, Uuid>> Ids(const std::string& fip, const std::string& instance) {
-    using Pair = std::optional<std::pair<Uuid, Uuid>>;
-    auto ids = rack_.ds().Read<Pair>([&](db::Tx& tx) -> Result<Pair> {
-      // Two lookups, not a join of the two tables: SQLite answered the join by building an
-      // automatic index of one of them at every run.
-      auto row = FP_TRY(
-          tx.QueryRow("SELECT (SELECT id FROM external_ip WHERE kind = 'floating' AND name = ? AND "
-                      "time_deleted IS NULL), (SELECT id FROM instance WHERE name = ? AND "
-                      "time_deleted IS NULL)",
-                      fip, instance));
-      if (!row || row->IsNull(0) || row->IsNull(1)) return Pair();
-      auto fip_id = Uuid::Parse(row->Text(0));
-      auto instance_id = Uuid::Parse(row->Text(1));
-      if (!fip_id || !instance_id) return Pair();
-      return Pair(std::make_pair(*fip_id, *instance_id));
-    });
-    return ids ? *ids : std::nullopt;
   }
 
   const RunOptions options_;
