@@ -406,6 +406,7 @@ std::vector<SwitchNatStatus> NatReconciler::SwitchStatuses() const {
 }
 
 void NatReconciler::RunHeartbeat(Member& m) {
+  const Clock& clock = ds_.clock();
   MutexLock lock(m.mu);
   while (!m.stop) {
     lock.Unlock();
@@ -416,12 +417,17 @@ void NatReconciler::RunHeartbeat(Member& m) {
       MutexLock l(mu_);
       period = heartbeat_ms_;
     }
+    // The next heartbeat is due a period after this one began, not after it ended: whoever
+    // sees this check's result and then moves the clock a period on finds the next one due
+    // (taken after the check, the deadline was a period past that move when a slow thread
+    // took it late). A check that outlasts its period rests a whole period after it.
+    auto due = clock.Deadline(std::chrono::milliseconds(period));
     // A switch that agrees with the desired table as read within kHeartbeatsPerRead periods
     // is not worth a read of the datastore (failures are logged as the switch's state changes).
     (void)m.reconciler->Check(lead, std::chrono::milliseconds(period) * kHeartbeatsPerRead);
+    if (clock.Monotonic() > due) due = clock.Deadline(std::chrono::milliseconds(period));
     lock.Lock();
-    ds_.clock().WaitFor(lock, m.cv, std::chrono::milliseconds(period),
-                        [&]() FP_REQUIRES(m.mu) { return m.stop; });
+    clock.WaitUntil(lock, m.cv, due, [&]() FP_REQUIRES(m.mu) { return m.stop; });
   }
 }
 
