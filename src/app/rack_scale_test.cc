@@ -2,6 +2,12 @@
 // on two switches; mid-run one switch agent restarts empty and one sled agent restarts (losing
 // its VMs). The datastore, both switches and every sled end up equal, through the switches'
 // heartbeats and the sleds' reports alone.
+//
+// On PostgreSQL 500 instances, and the NAT table still 20,000 entries: what is at scale there
+// (the switch's reload from the whole table, the feed and digests over it, the sled's full
+// comparison) keeps its size, and the creates, three quarters of the PostgreSQL run's CPU
+// under ASan (55 s of the sanitizer stage's 267 s, 2026-12-05), are the same code the SQLite
+// run drives 2,000 times.
 
 #include <gtest/gtest.h>
 
@@ -9,6 +15,7 @@
 
 #include "app/testing/rack_world.h"
 #include "common/testing/wait_for.h"
+#include "db/testing/temp_datastore.h"
 #include "http/client.h"
 
 namespace fp::app {
@@ -17,8 +24,8 @@ namespace {
 using std::chrono::milliseconds;
 using testing::RackWorld;
 
-constexpr int kInstances = 2000;
-constexpr int kExtraNat = 18000;  // with the instances' SNAT entries: 20,000
+constexpr int kNatEntries = 20000;  // the instances' SNAT entries and unowned ones
+int Instances() { return db::testing::OnPostgres() ? 500 : 2000; }
 
 void Reset(const std::string& base_url) {
   http::HttpClient control("agent", base_url, milliseconds(5000));
@@ -32,17 +39,18 @@ TEST(RackScaleTest, AfterASwitchAndASledRestartMidRunEverythingEndsEqual) {
                   .switches = 2,
                   .heartbeat_ms = 100,
                   .watch = {.full_period = std::chrono::seconds(2)}});
-  ASSERT_TRUE(rack.AddNatRows(kExtraNat));
+  const int instances = Instances();
+  ASSERT_TRUE(rack.AddNatRows(kNatEntries - instances));
   rack.StartBackground();
   // Half-way through the creates, a switch agent and a sled agent restart empty.
-  auto created = rack.CreateInstances(kInstances, 4, [&](int k) {
-    if (k == kInstances / 2) {
+  auto created = rack.CreateInstances(instances, 4, [&](int k) {
+    if (k == instances / 2) {
       Reset(rack.switch_sims[1]->base_url());
       Reset(rack.sled_sims[3]->base_url());
     }
   });
   ASSERT_TRUE(created) << created.error().message();
-  EXPECT_EQ(*created, kInstances);
+  EXPECT_EQ(*created, instances);
 
   // Compared every 200 ms: each comparison reads the whole NAT table.
   std::optional<std::string> last;
