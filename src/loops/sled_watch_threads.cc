@@ -184,6 +184,20 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       Pause(options_.retry);
       continue;
     }
+    // The call waited up to report_wait, longer than the lease lasts: a server that lost the
+    // lease meanwhile leaves the report to the holder, which reads the sled itself.
+    if (lease_ && !lease_->Held()) {
+      {
+        MutexLock lock(mu_);
+        ++status_[index].reports_set_aside;
+      }
+      LogEvent("info",
+               "a sled's report came after this server lost the sled-watcher lease; left to "
+               "the server that holds it",
+               {{"sled_agent", sled.address()}});
+      boot.clear();
+      continue;
+    }
     if (report->full) {
       if (!boot.empty() && report->boot_id != boot) {
         MutexLock lock(mu_);

@@ -468,5 +468,33 @@ TEST_F(SledReportsTest, AnotherServerWatchesOnceTheWatchingServerStopsRenewing) 
   other.Stop();
 }
 
+// A report call waits up to report_wait (10 s here), far longer than the lease lasts. If the
+// server loses the lease meanwhile (another took it: this one's renewals did not reach the
+// datastore in time), the report that then comes back belongs to the new holder, which reads the
+// sleds itself; the old holder must not act on it beside it.
+TEST_F(SledReportsTest, AReportThatComesBackAfterTheLeaseWasLostIsNotApplied) {
+  model::Instance vm = Running("vm");
+  db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  StopAtEnd stop(*watcher_);
+  watcher_->Start(ReportsOnly(), &lease_a);
+  ASSERT_TRUE(fp::testing::WaitFor([&] {
+    return StatusOf(vm).reports > 0 && sled_sims_[0]->waiting_reports() == 1 &&
+           sled_sims_[1]->waiting_reports() == 1;
+  }));
+  // Server B takes the lease for a long time, as if A's renewals had stopped reaching the
+  // datastore; A's keeper learns it within half a lease time.
+  ASSERT_TRUE(ds->Write([](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'server-b', expires_at = ? WHERE task = ?",
+                   tx.now() + int64_t{3'600'000'000}, std::string("sled-watcher")));
+    return Ok();
+  }));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
+  ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports_set_aside == 1; }))
+      << "server A's report call did not come back, or A applied it";
+  EXPECT_EQ(RunState(vm.id), "running") << "a server without the lease acted on a report";
+  EXPECT_TRUE(sled_sims_[SledOf(vm)]->Instance(vm.id)) << "and took the VM off its sled";
+}
+
 }  // namespace
 }  // namespace fp::loops
