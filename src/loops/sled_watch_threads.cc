@@ -153,14 +153,18 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
     }
   };
+  // With several servers, one watches at a time. Once this one does not: its next turn starts
+  // from a full list, and judges afresh whether the sled answers (another server watched
+  // meanwhile and recorded what it saw).
+  auto forget = [&] {
+    boot.clear();
+    recorded.reset();
+    silent_since.reset();
+  };
   bool confirmed_only = false;  // the last report only confirmed (see confirmation_linger)
   while (Pause(std::chrono::milliseconds(0))) {
-    // With several servers, one watches at a time; the next holder starts from a full list.
     if (!MayWatch()) {
-      boot.clear();
-      // Another server watched meanwhile, and recorded what it saw: judged afresh on return.
-      recorded.reset();
-      silent_since.reset();
+      forget();
       continue;
     }
     if (clock.Monotonic() >= next_full) schedule(WatchSled(sled_id, sled));
@@ -169,6 +173,22 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
                              std::max(next_full - clock.Monotonic(), MonoDuration::zero())));
     auto report = sled.Changes(boot, since, wait);
     if (!report && !Pause(std::chrono::milliseconds(0))) break;  // abandoned by Stop
+    // The call waited up to report_wait, longer than the lease lasts. A server that lost the
+    // lease meanwhile leaves what came back to the holder, which calls the sled itself: a
+    // report (states to record, VMs to take off) and a failure alike (the sled recorded
+    // silent, its instances failed).
+    if (lease_ && !lease_->Held()) {
+      {
+        MutexLock lock(mu_);
+        ++status_[index].calls_set_aside;
+      }
+      LogEvent("info",
+               "a sled's report call returned after this server lost the sled-watcher lease; "
+               "its answer is left to the server that holds it",
+               {{"sled_agent", sled.address()}, {"answered", report.has_value()}});
+      forget();
+      continue;
+    }
     if (!report) {
       bool was_reachable;
       {
@@ -182,20 +202,6 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       set_status(false, false);
       boot.clear();  // it may come back as a new run
       Pause(options_.retry);
-      continue;
-    }
-    // The call waited up to report_wait, longer than the lease lasts: a server that lost the
-    // lease meanwhile leaves the report to the holder, which reads the sled itself.
-    if (lease_ && !lease_->Held()) {
-      {
-        MutexLock lock(mu_);
-        ++status_[index].reports_set_aside;
-      }
-      LogEvent("info",
-               "a sled's report came after this server lost the sled-watcher lease; left to "
-               "the server that holds it",
-               {{"sled_agent", sled.address()}});
-      boot.clear();
       continue;
     }
     if (report->full) {

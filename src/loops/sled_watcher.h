@@ -69,8 +69,9 @@ struct SledWatchStatus {
   Timestamp last_report = 0;  // when its last report (or full list) arrived; 0: never
   int64_t reports = 0;        // reports read, full ones included
   int64_t restarts_seen = 0;  // times its agent's run (boot id) changed under the watcher
-  // Reports that came back after this server lost the sled-watcher lease: left to its holder.
-  int64_t reports_set_aside = 0;
+  // Report calls that returned (a report or a failure) after this server lost the
+  // sled-watcher lease: their answers left to the lease's holder.
+  int64_t calls_set_aside = 0;
   bool reachable = false;  // its last call answered
 };
 

@@ -490,10 +490,40 @@ TEST_F(SledReportsTest, AReportThatComesBackAfterTheLeaseWasLostIsNotApplied) {
   }));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
   ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
-  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports_set_aside == 1; }))
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).calls_set_aside == 1; }))
       << "server A's report call did not come back, or A applied it";
   EXPECT_EQ(RunState(vm.id), "running") << "a server without the lease acted on a report";
   EXPECT_TRUE(sled_sims_[SledOf(vm)]->Instance(vm.id)) << "and took the VM off its sled";
+}
+
+// The same for a report call that fails: a server without the lease must not judge the sled
+// silent (record it so, fail its instances) beside the holder, which reaches it. The call is
+// in flight (held by the sled) when the lease goes, and fails after.
+TEST_F(SledReportsTest, AReportCallThatFailsAfterTheLeaseWasLostIsLeftToo) {
+  model::Instance vm = Running("vm");
+  const size_t k = SledOf(vm);
+  db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  StopAtEnd stop(*watcher_);
+  watcher_->Start(ReportsOnly(), &lease_a);
+  ASSERT_TRUE(fp::testing::WaitFor(
+      [&] { return StatusOf(vm).reports > 0 && sled_sims_[k]->waiting_reports() == 1; }));
+  // The sled holds its next report call; the waiting one returns at a change.
+  http::HttpClient control("sled agent", sled_sims_[k]->base_url(), std::chrono::seconds(2));
+  auto added = control.Call("POST", "/faults", R"({"endpoint": "GET /changes", "hang": true})");
+  ASSERT_TRUE(added) << added.error().message();
+  ASSERT_EQ(added->status, 200) << added->body;
+  ASSERT_TRUE(sled_sims_[k]->ForceState(vm.id, agents::VmState::kRunning));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; }));
+  ASSERT_TRUE(ds->Write([](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'server-b', expires_at = ? WHERE task = ?",
+                   tx.now() + int64_t{3'600'000'000}, std::string("sled-watcher")));
+    return Ok();
+  }));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
+  sled_sims_[k]->Stop();  // the held call is refused
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).calls_set_aside == 1; }))
+      << "server A judged the sled from a failed call without the lease";
+  EXPECT_TRUE(StatusOf(vm).reachable) << "server A recorded the sled silent";
 }
 
 }  // namespace
