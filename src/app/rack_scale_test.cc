@@ -68,8 +68,11 @@ TEST(RackScaleTest, AfterASwitchAndASledRestartMidRunEverythingEndsEqual) {
     if (s.sled_id == rack.sled_ids[3]) sled_restarts = s.restarts_seen;
   }
   EXPECT_EQ(sled_restarts, 1);
-  // 20,000 entries on each switch.
-  EXPECT_GE(rack.switch_sims[0]->Nat().entries.size(), 19000u);
+  // 20,000 entries on each switch (the restarted one reloaded them), less at most half the
+  // instances' own: those failed with the restarted sled may have lost theirs.
+  for (const auto& sw : rack.switch_sims) {
+    EXPECT_GE(sw->Nat().entries.size(), static_cast<size_t>(kNatEntries - instances / 2));
+  }
   rack.StopBackground();
 }
 
