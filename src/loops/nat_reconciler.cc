@@ -420,7 +420,9 @@ void NatReconciler::RunHeartbeat(Member& m) {
     // The next heartbeat is due a period after this one began, not after it ended: whoever
     // sees this check's result and then moves the clock a period on finds the next one due
     // (taken after the check, the deadline was a period past that move when a slow thread
-    // took it late). A check that outlasts its period rests a whole period after it.
+    // took it late). So a heartbeat comes every period, one call to its switch at a time: a
+    // switch answering in just under a period is asked again at once (its threads never run
+    // two checks together); a check that outlasts its period rests a whole period after it.
     auto due = clock.Deadline(std::chrono::milliseconds(period));
     // A switch that agrees with the desired table as read within kHeartbeatsPerRead periods
     // is not worth a read of the datastore (failures are logged as the switch's state changes).
