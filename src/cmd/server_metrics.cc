@@ -101,13 +101,14 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
 }
 
 void RenderSleds(std::string& out, const ServerMetricsSources& s) {
-  std::vector<Sample> up, last, reports, restarts;
+  std::vector<Sample> up, last, reports, restarts, set_aside;
   for (const loops::SledWatchStatus& sled : s.watcher.SledStatuses()) {
     metrics::Labels l{{"sled", sled.sled_id.ToString()}};
     up.push_back({l, sled.reachable ? 1.0 : 0.0});
     last.push_back({l, Seconds(sled.last_report)});
     reports.push_back({l, static_cast<double>(sled.reports)});
     restarts.push_back({l, static_cast<double>(sled.restarts_seen)});
+    set_aside.push_back({l, static_cast<double>(sled.calls_set_aside)});
   }
   Render(out, "floatplane_sled_up", "Whether the sled agent answered its last report call.",
          "gauge", up);
@@ -119,6 +120,10 @@ void RenderSleds(std::string& out, const ServerMetricsSources& s) {
          reports);
   Render(out, "floatplane_sled_agent_restarts_total",
          "Times the sled agent's run (boot id) changed under this server.", "counter", restarts);
+  Render(out, "floatplane_sled_report_calls_set_aside_total",
+         "Report calls to the sled that returned after this server lost the sled-watcher lease "
+         "(their answers left to the lease's holder).",
+         "counter", set_aside);
 }
 
 void RenderPools(std::string& out, const ServerMetricsSources& s) {

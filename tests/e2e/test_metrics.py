@@ -84,7 +84,11 @@ def test_metrics_move_with_what_happens(start_rack):
     # Nobody waits on an idle switch.
     assert by_label(before, "floatplane_nat_switch_waiting_syncs", "switch") == \
         {s: 0 for s in switches}
-    assert len(by_label(before, "floatplane_sled_up", "sled")) == 2
+    sleds = by_label(before, "floatplane_sled_up", "sled")
+    assert len(sleds) == 2
+    # One server: it never loses the sled-watcher lease.
+    assert by_label(before, "floatplane_sled_report_calls_set_aside_total", "sled") == \
+        {sled: 0 for sled in sleds}
     for outcome in ("used", "dropped"):
         assert value(before, "floatplane_nat_feed_reads_at_commit_total", outcome=outcome) == 0
     assert value(before, "floatplane_nat_pushes_without_kept_read_total") == 0
