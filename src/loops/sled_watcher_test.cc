@@ -402,6 +402,17 @@ bool LeaseTakenBy(db::Datastore& ds, const std::string& holder) {
   return taken;
 }
 
+// Server B takes the sled-watcher lease from its holder for an hour, as if the holder's
+// renewals had stopped reaching the datastore; the holder's keeper learns it within half a
+// lease time.
+void GiveTheLeaseToServerBForAnHour(db::Datastore& ds) {
+  ASSERT_TRUE(ds.Write([](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'server-b', expires_at = ? WHERE task = ?",
+                   tx.now() + int64_t{3'600'000'000}, std::string("sled-watcher")));
+    return Ok();
+  }));
+}
+
 // When the sled-watcher lease runs out as the datastore has it (0: nobody holds it).
 Timestamp LeaseExpiry(db::Datastore& ds) {
   return ds
@@ -481,13 +492,7 @@ TEST_F(SledReportsTest, AReportThatComesBackAfterTheLeaseWasLostIsNotApplied) {
     return StatusOf(vm).reports > 0 && sled_sims_[0]->waiting_reports() == 1 &&
            sled_sims_[1]->waiting_reports() == 1;
   }));
-  // Server B takes the lease for a long time, as if A's renewals had stopped reaching the
-  // datastore; A's keeper learns it within half a lease time.
-  ASSERT_TRUE(ds->Write([](db::Tx& tx) -> Status {
-    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'server-b', expires_at = ? WHERE task = ?",
-                   tx.now() + int64_t{3'600'000'000}, std::string("sled-watcher")));
-    return Ok();
-  }));
+  ASSERT_NO_FATAL_FAILURE(GiveTheLeaseToServerBForAnHour(*ds));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
   ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).calls_set_aside == 1; }))
@@ -514,11 +519,7 @@ TEST_F(SledReportsTest, AReportCallThatFailsAfterTheLeaseWasLostIsLeftToo) {
   ASSERT_EQ(added->status, 200) << added->body;
   ASSERT_TRUE(sled_sims_[k]->ForceState(vm.id, agents::VmState::kRunning));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return sled_sims_[k]->faults().held_calls() == 1; }));
-  ASSERT_TRUE(ds->Write([](db::Tx& tx) -> Status {
-    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'server-b', expires_at = ? WHERE task = ?",
-                   tx.now() + int64_t{3'600'000'000}, std::string("sled-watcher")));
-    return Ok();
-  }));
+  ASSERT_NO_FATAL_FAILURE(GiveTheLeaseToServerBForAnHour(*ds));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
   sled_sims_[k]->Stop();  // the held call is refused
   EXPECT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).calls_set_aside == 1; }))

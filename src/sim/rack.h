@@ -15,6 +15,7 @@
 // datastore object is shared (one process holds the database), so a crash of one server
 // never reopens it: what the crashed server's transaction had not committed is rolled back.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -69,6 +70,10 @@ class Rack {
   // The servers: how many, which are running, and the one the calls below act on (`Use`).
   size_t servers() const { return servers_.size(); }
   bool running(size_t k) const { return servers_.at(k) != nullptr; }
+  size_t running_count() const {
+    return static_cast<size_t>(std::count_if(servers_.begin(), servers_.end(),
+                                             [](const auto& s) { return s != nullptr; }));
+  }
   void Use(size_t k) { current_ = k; }
   size_t current() const { return current_; }
 

@@ -96,14 +96,7 @@ class Simulation {
       if (several && !PickServer(k)) return;  // none could start: the run ends (down_)
       rack_.network().DeliverHeldBack(&pick_);
       if (pick_.Below(2) == 0) rack_.watcher().WatchOnce();
-      if (several && pick_.Below(4) == 0) {
-        auto adopted = rack_.Adopt();
-        if (adopted) report_.adopted += static_cast<int64_t>(*adopted);
-        if (!adopted || *adopted > 0) {
-          Record(fmt::format("{} [s{}] adopts: {}", k, rack_.current(),
-                             adopted ? fmt::format("{} sagas", *adopted) : Outcome(adopted)));
-        }
-      }
+      if (several && pick_.Below(4) == 0) Adopt(fmt::format("{} [s{}]", k, rack_.current()));
       Act(what, outcome);
     } catch (const ServerCrash&) {
       ++report_.server_crashes;
@@ -151,6 +144,17 @@ class Simulation {
     }
     rack_.Use(up[pick_.Below(up.size())]);
     return true;
+  }
+
+  // The current server adopts what servers whose leases expired left; the trace says so
+  // (after `where`) when it adopted something or failed. ServerCrash propagates.
+  void Adopt(const std::string& where) {
+    auto adopted = rack_.Adopt();
+    if (adopted) report_.adopted += static_cast<int64_t>(*adopted);
+    if (!adopted || *adopted > 0) {
+      Record(fmt::format("{} adopts: {}", where,
+                         adopted ? fmt::format("{} sagas", *adopted) : Outcome(adopted)));
+    }
   }
 
   // The current server crashed. Alone, it restarts; one of several restarts or stays stopped
@@ -291,12 +295,10 @@ class Simulation {
     if (rack_.servers() > 1 && pick_.Below(5) == 0) {
       // A server stops (killed between requests) or starts again.
       const size_t i = pick_.Below(rack_.servers());
-      size_t up = 0;
-      for (size_t j = 0; j < rack_.servers(); ++j) up += rack_.running(j) ? 1 : 0;
       if (!rack_.running(i)) {
         what = fmt::format("server {} starts again", i);
         outcome = Outcome(rack_.Start(i));
-      } else if (up > 1) {
+      } else if (rack_.running_count() > 1) {
         what = fmt::format("server {} stops", i);
         rack_.Use(i);
         rack_.Stop();
@@ -377,12 +379,12 @@ class Simulation {
           if (Status renewed = rack_.RenewLeases(); !renewed) {
             report_.violations.push_back("quiesce: " + Outcome(renewed));
           }
-          bool any = false;
-          for (size_t k = 0; k < rack_.servers(); ++k) any = any || rack_.running(k);
-          if (!any) Record("quiesce: [s0] starts again (none running): " + Outcome(rack_.Start(0)));
-          if (!rack_.running(0) && !any) {
-            down_ = true;
-            break;
+          if (rack_.running_count() == 0) {
+            Record("quiesce: [s0] starts again (none running): " + Outcome(rack_.Start(0)));
+            if (!rack_.running(0)) {
+              down_ = true;
+              break;
+            }
           }
         }
         std::optional<size_t> first;
@@ -393,14 +395,7 @@ class Simulation {
           if (Status recovered = rack_.Recover(); !recovered) {
             Record("quiesce: recovery failed: " + Outcome(recovered));
           }
-          if (several) {
-            auto adopted = rack_.Adopt();
-            if (adopted) report_.adopted += static_cast<int64_t>(*adopted);
-            if (!adopted || *adopted > 0) {
-              Record(fmt::format("quiesce: [s{}] adopts: {}", k,
-                                 adopted ? fmt::format("{} sagas", *adopted) : Outcome(adopted)));
-            }
-          }
+          if (several) Adopt(fmt::format("quiesce: [s{}]", k));
         }
         if (!first) continue;
         // The sled watcher runs on one server (its task lease's holder).
