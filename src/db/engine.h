@@ -33,7 +33,7 @@ struct EngineStats {
   int64_t log_restarts = 0;        // times the log was emptied to start over
   int64_t log_limit_restarts = 0;  // of those, made with writes waiting (the log at its limit)
   int open_readers = 0;            // read connections open now
-  int waiting_readers = 0;         // reads waiting now for one of them (all busy; SQLite)
+  int waiting_readers = 0;         // transactions waiting now for a connection (SQLite: reads only)
   int sync_waiters = 0;     // transactions waiting now for a log sync another one leads (SQLite)
   int queued_writes = 0;    // writes waiting now to lead a batch, or in one for its sync (SQLite)
   int64_t round_trips = 0;  // exchanges with a database server (none for SQLite)

@@ -90,7 +90,8 @@ class PgEngine final : public Engine {
 
   struct Lease;
   // A connection for one transaction: an idle one, a new one while fewer than pool_size are
-  // open, else waits for one to be released until `deadline`. Unavailable when a new
+  // open and no other is being opened, else waits for one to be released (or for the one
+  // being opened) until `deadline`. Unavailable when a new
   // connection fails (sets `busy` false) or none was released in time (`busy` true).
   Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow, bool& busy, MonoTime deadline);
   void Release(std::unique_ptr<PgConnection> conn, bool overflow);
@@ -113,7 +114,9 @@ class PgEngine final : public Engine {
   mutable Mutex mu_;
   std::condition_variable released_;
   std::vector<std::unique_ptr<PgConnection>> idle_ FP_GUARDED_BY(mu_);
-  int open_ FP_GUARDED_BY(mu_) = 0;  // pooled connections open
+  int open_ FP_GUARDED_BY(mu_) = 0;     // pooled connections open (or being opened)
+  int opening_ FP_GUARDED_BY(mu_) = 0;  // being opened: at most one
+  int waiting_ FP_GUARDED_BY(mu_) = 0;  // transactions waiting for a connection
   std::atomic<int> overflow_open_{0};
 
   std::atomic<int64_t> durable_commits_{0};

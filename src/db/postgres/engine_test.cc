@@ -538,6 +538,62 @@ TEST_F(PgEngineTest, EveryConnectionLostBetweenTransactionsIsReplaced) {
   EXPECT_LE(engine_->stats().open_readers, 2) << "the lost idle connections were dropped";
 }
 
+// Transactions that find no idle connection open one new connection at a time: the others
+// wait for it, or for a connection released meanwhile. A new backend costs PostgreSQL a process;
+// a server's loops at its start opened five at once.
+TEST_F(PgEngineTest, ABurstOfTransactionsOpensOneNewConnectionAtATime) {
+  Open(PostgresOptions{.pool_size = 8});
+  std::atomic<bool> open_may_finish{false};
+  std::atomic<int> opening{0};
+  std::atomic<int> most_at_once{0};
+  std::atomic<int> opened{0};
+  sync_points_.Set([&](std::string_view name) {
+    if (name != "pg:opening_connection") return;
+    const int now = ++opening;
+    int most = most_at_once.load();
+    while (now > most && !most_at_once.compare_exchange_weak(most, now)) {
+    }
+    if (++opened == 1) {
+      // The burst's first new connection is held here until the rest of the burst is seen.
+      while (!open_may_finish.load()) std::this_thread::yield();
+    }
+    --opening;
+  });
+  auto read = [&](std::atomic<bool>* inside, const std::atomic<bool>* leave) {
+    int64_t seen = 0;
+    return engine_->Read(
+        [&](Connection& c) -> Status {
+          if (inside != nullptr) *inside = true;
+          if (leave != nullptr) {
+            while (!leave->load()) std::this_thread::yield();
+          }
+          return c.Query("SELECT 1", {}).map([](auto) {});
+        },
+        seen);
+  };
+  // The pool's one open connection (the migration's) is held.
+  std::atomic<bool> holder_inside{false};
+  std::atomic<bool> holder_may_leave{false};
+  auto holder = std::async(std::launch::async, read, &holder_inside, &holder_may_leave);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return holder_inside.load(); }));
+  std::vector<std::future<Status>> burst;
+  for (int i = 0; i < 4; ++i)
+    burst.push_back(std::async(std::launch::async, read, nullptr, nullptr));
+  // One of the four opens a connection; the other three wait in the pool instead of opening
+  // their own.
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return engine_->stats().waiting_readers == 3; }))
+      << "waiting " << engine_->stats().waiting_readers << ", opened " << opened.load();
+  EXPECT_EQ(opened.load(), 1);
+  open_may_finish = true;
+  holder_may_leave = true;
+  for (auto& f : burst) EXPECT_TRUE(f.get());
+  EXPECT_TRUE(holder.get());
+  sync_points_.Set(nullptr);
+  EXPECT_EQ(most_at_once.load(), 1);
+  EXPECT_EQ(engine_->stats().waiting_readers, 0);
+  EXPECT_LE(engine_->stats().open_readers, 5);
+}
+
 // A real restart of the server (FLOATPLANE_TEST_POSTGRES_RESTART: a shell command that restarts
 // the test cluster, e.g. "scripts/pg-cluster stop DIR && scripts/pg-cluster start DIR"; skipped
 // without one, since it stops every other test's database too), in the middle of a write.
