@@ -262,6 +262,7 @@ def assert_usable_afterwards(case, state):
 # ---------------------------------------------------------------------------------------------
 # Crash after each node of the attach and detach sagas
 
+@pytest.mark.sampled_on_postgres("node")
 @pytest.mark.parametrize("node", range(len(NODES)), ids=[f"after-{n}" for n in NODES])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("op", ["attach", "detach"])
@@ -322,6 +323,7 @@ FAULTS = {
 }
 
 
+@pytest.mark.sampled_on_postgres("fault")
 @pytest.mark.parametrize("fault", FAULTS, ids=FAULTS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("op", ["attach", "detach"])

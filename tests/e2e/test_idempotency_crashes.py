@@ -235,6 +235,7 @@ SAGA_CASES = {
 }
 
 
+@pytest.mark.sampled_on_postgres("case")
 @pytest.mark.parametrize("case", SAGA_CASES, ids=SAGA_CASES)
 def test_keyed_saga_operation_killed_after_a_node_is_replayed_after_restart(start_rack, case):
     op, saga, node, status = SAGA_CASES[case]

@@ -101,6 +101,7 @@ def assert_usable_afterwards(rack, instance_id):
 # ---------------------------------------------------------------------------------------------
 # Crash after each node of the start saga
 
+@pytest.mark.sampled_on_postgres("node")
 @pytest.mark.parametrize("node", range(len(START_SAGA_NODES)),
                          ids=[f"after-{n}" for n in START_SAGA_NODES])
 def test_crash_after_start_saga_node_recovers_and_places_agree(start_rack, node):

@@ -123,6 +123,7 @@ def crash_a_create(start_rack, faults):
     return rack, fip, free_before, sagas
 
 
+@pytest.mark.sampled_on_postgres("node")
 @pytest.mark.parametrize("node", range(len(CREATE_NODES) - 1),
                          ids=[f"after-{n}" for n in CREATE_NODES[:-1]])
 def test_crash_after_create_saga_node_finishes_the_create(start_rack, node):
@@ -146,6 +147,7 @@ def test_crash_after_create_saga_node_finishes_the_create(start_rack, node):
     assert len(rack.nat_entries()) == 3, rack.describe()  # SNAT, floating, ephemeral
 
 
+@pytest.mark.sampled_on_postgres("node")
 @pytest.mark.parametrize("node", range(len(MIGRATE_NODES) - 1),
                          ids=[f"after-{n}" for n in MIGRATE_NODES[:-1]])
 def test_crash_after_migrate_saga_node_finishes_the_migration(start_rack, node):
@@ -195,6 +197,7 @@ def test_crash_inside_a_start_saga_node_runs_it_again_and_finishes(start_rack, n
     assert_usable_afterwards(rack, instance_id)
 
 
+@pytest.mark.sampled_on_postgres("node")
 @pytest.mark.parametrize("node", [1, 3, 4], ids=["in-destination", "in-switch", "in-source"])
 def test_crash_inside_a_migrate_saga_node_runs_it_again_and_finishes(start_rack, node):
     rack, mover, sagas = crash_a_migration(start_rack, {"exit_in_node": node})
@@ -220,6 +223,7 @@ def crash_id(crash):
     return f"{point.replace('exit_', '').replace('_node', '')}-{node}"
 
 
+@pytest.mark.sampled_on_postgres("crash")
 @pytest.mark.parametrize("crash", UNWIND_CRASHES, ids=[crash_id(c) for c in UNWIND_CRASHES])
 def test_crash_while_unwinding_a_start_ends_unwound_with_nothing_left(start_rack, crash):
     point, node = crash
@@ -245,6 +249,7 @@ CREATE_UNWIND_CRASHES = [("exit_after_undo_node", n) for n in (3, 2, 1)] + \
     [("exit_in_undo_node", n) for n in (3, 0)]
 
 
+@pytest.mark.sampled_on_postgres("crash")
 @pytest.mark.parametrize("crash", CREATE_UNWIND_CRASHES,
                          ids=[crash_id(c) for c in CREATE_UNWIND_CRASHES])
 def test_crash_while_unwinding_a_create_leaves_no_instance_and_frees_its_ips(start_rack, crash):
@@ -265,6 +270,7 @@ ATTACH_UNWIND_CRASHES = [("exit_after_undo_node", n) for n in (1, 0)] + \
     [("exit_in_undo_node", n) for n in (1, 0)]
 
 
+@pytest.mark.sampled_on_postgres("crash")
 @pytest.mark.parametrize("crash", ATTACH_UNWIND_CRASHES,
                          ids=[crash_id(c) for c in ATTACH_UNWIND_CRASHES])
 @pytest.mark.parametrize("kind", ["floating", "ephemeral"])
@@ -289,6 +295,7 @@ MIGRATE_UNWIND_CRASHES = [("exit_after_undo_node", n) for n in (3, 2, 1, 0)] + \
     [("exit_in_undo_node", n) for n in (3, 2, 1, 0)]
 
 
+@pytest.mark.sampled_on_postgres("crash")
 @pytest.mark.parametrize("crash", MIGRATE_UNWIND_CRASHES,
                          ids=[crash_id(c) for c in MIGRATE_UNWIND_CRASHES])
 def test_crash_while_unwinding_a_migration_leaves_the_instance_on_its_source(start_rack, crash):
