@@ -52,6 +52,16 @@ std::string TransactionMetrics(const app::StoreCounters& c) {
   metrics::Render(out, "floatplane_db_read_transactions_total",
                   "Read transactions run (a request's reads, the control loops' reads).", "counter",
                   {{{}, static_cast<double>(c.read_transactions)}});
+  metrics::Render(out, "floatplane_db_connections_open",
+                  "Connections open to the database: PostgreSQL's pool (opened as transactions "
+                  "need them, one at a time, up to --postgres-pool-size) and those a transaction "
+                  "inside another takes; SQLite's reader connections.",
+                  "gauge", {{{}, static_cast<double>(c.connections_open)}});
+  metrics::Render(out, "floatplane_db_connection_waiters",
+                  "Transactions waiting now for a database connection (PostgreSQL: all in use, "
+                  "or one being opened; SQLite: reads, every reader busy). Often above zero: "
+                  "the pool is too small for the load, or the database is slow to answer.",
+                  "gauge", {{{}, static_cast<double>(c.connection_waiters)}});
   // A histogram of the writes each SQLite transaction carried (group commit).
   out +=
       "# HELP floatplane_db_write_batch_size Write transactions carried by each transaction "

@@ -18,6 +18,8 @@ StoreCounters StoreStats::Counters() const {
   db::EngineStats engine = ds_.engine_stats();
   std::copy(engine.batch_sizes.begin(), engine.batch_sizes.end(), c.batch_sizes.begin());
   c.batched_writes = engine.batched_writes;
+  c.connections_open = engine.open_readers;
+  c.connection_waiters = engine.waiting_readers;
   return c;
 }
 

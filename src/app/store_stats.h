@@ -24,6 +24,8 @@ struct StoreCounters {
   int64_t refused_writes = 0;       // write transactions refused inside (4xx): no sync
   int64_t failed_writes = 0;        // write transactions that failed otherwise
   int64_t read_transactions = 0;    // read transactions run
+  int connections_open = 0;         // connections to the database (pooled or SQLite readers)
+  int connection_waiters = 0;       // transactions waiting now for one of them
   // Engine transactions by writes carried: 1, 2, 3-4, ..., 65-128, more.
   std::array<int64_t, 9> batch_sizes{};
   int64_t batched_writes = 0;
