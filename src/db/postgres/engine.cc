@@ -111,8 +111,9 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& bu
       --waiting_;
     }
     if (!got) {
-      if (open_ < options_.pool_size) {
-        // Not busy: the connection being opened is what took so long.
+      if (opening_ > 0) {
+        // Not busy: the connection being opened (the last free place in the pool, perhaps) is
+        // what took so long.
         return Fail(Error::Unavailable(
             "no new connection to the database could be opened in time (another was still "
             "being opened)"));
@@ -129,14 +130,24 @@ Result<std::unique_ptr<PgConnection>> PgEngine::Acquire(bool& overflow, bool& bu
     ++open_;
     ++opening_;
   }
+  // However the opening ends (an exception included), its place is given back, and the next
+  // waiter may open one.
+  bool opened = false;
+  struct EndOpening {
+    std::function<void()> end;
+    ~EndOpening() { end(); }
+  } end_opening{[&] {
+    MutexLock lock(mu_);
+    --opening_;
+    if (!opened) --open_;
+    released_.notify_all();
+  }};
   sync_points_.Pass("pg:opening_connection");
   auto conn = PgConnection::Open(url_);
-  if (conn) (*conn)->CountRoundTripsIn(&round_trips_);
-  MutexLock lock(mu_);
-  --opening_;
-  if (!conn) --open_;
-  // The next waiter may open one now.
-  released_.notify_all();
+  if (conn) {
+    (*conn)->CountRoundTripsIn(&round_trips_);
+    opened = true;
+  }
   return conn;
 }
 

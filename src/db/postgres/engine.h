@@ -91,8 +91,9 @@ class PgEngine final : public Engine {
   struct Lease;
   // A connection for one transaction: an idle one, a new one while fewer than pool_size are
   // open and no other is being opened, else waits for one to be released (or for the one
-  // being opened) until `deadline`. Unavailable when a new
-  // connection fails (sets `busy` false) or none was released in time (`busy` true).
+  // being opened) until `deadline`. Unavailable when a new connection fails or the one being
+  // opened was still being opened at the deadline (sets `busy` false: the database is hard to
+  // reach), or none was released in time from a full pool (`busy` true).
   Result<std::unique_ptr<PgConnection>> Acquire(bool& overflow, bool& busy, MonoTime deadline);
   void Release(std::unique_ptr<PgConnection> conn, bool overflow);
   // After a lost COMMIT: true if the transaction that inserted `marker` committed. Unavailable

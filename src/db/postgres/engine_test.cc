@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -574,11 +575,23 @@ TEST_F(PgEngineTest, ABurstOfTransactionsOpensOneNewConnectionAtATime) {
   // The pool's one open connection (the migration's) is held.
   std::atomic<bool> holder_inside{false};
   std::atomic<bool> holder_may_leave{false};
-  auto holder = std::async(std::launch::async, read, &holder_inside, &holder_may_leave);
-  ASSERT_TRUE(fp::testing::WaitFor([&] { return holder_inside.load(); }));
+  std::future<Status> holder;
   std::vector<std::future<Status>> burst;
-  for (int i = 0; i < 4; ++i)
+  // Whatever fails below, the held threads go on before the futures' destructors wait for
+  // them, and the hook (whose state is this test's) is removed.
+  struct Release {
+    std::function<void()> release;
+    ~Release() { release(); }
+  } release_all{[&] {
+    open_may_finish = true;
+    holder_may_leave = true;
+    sync_points_.Set(nullptr);
+  }};
+  holder = std::async(std::launch::async, read, &holder_inside, &holder_may_leave);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return holder_inside.load(); }));
+  for (int i = 0; i < 4; ++i) {
     burst.push_back(std::async(std::launch::async, read, nullptr, nullptr));
+  }
   // One of the four opens a connection; the other three wait in the pool instead of opening
   // their own.
   EXPECT_TRUE(fp::testing::WaitFor([&] { return engine_->stats().waiting_readers == 3; }))
