@@ -93,6 +93,7 @@ struct CurlGlobal {
 }  // namespace
 
 Transport::Transport(TransportOptions options) : options_(std::move(options)) {
+  if (!LoadLibcurl().empty()) return;  // Send says why
   static CurlGlobal global;
   curl_ = curl_easy_init();
 }
@@ -106,7 +107,11 @@ CliResult<HttpReply> Transport::Send(
     const std::vector<std::pair<std::string, std::string>>& headers) {
   CURL* curl = static_cast<CURL*>(curl_);
   const std::string url = options_.base_url + target;
-  if (curl == nullptr) return Fail(Failure{Exit::kUnreachable, "cannot start an HTTP client"});
+  if (curl == nullptr) {
+    std::string why = LoadLibcurl();
+    return Fail(
+        Failure{Exit::kUnreachable, why.empty() ? "cannot start an HTTP client" : std::move(why)});
+  }
   curl_easy_reset(curl);
   HttpReply reply;
   const std::string verb(method);

@@ -30,6 +30,10 @@ struct HttpReply {
   std::string body;
 };
 
+// libcurl is loaded on first use, not linked (libcurl_loader.cc): "" once it is, else why it
+// cannot be.
+std::string LoadLibcurl();
+
 class Transport {
  public:
   explicit Transport(TransportOptions options);

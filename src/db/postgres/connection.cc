@@ -74,6 +74,7 @@ Result<SqlValue> Decode(const PGresult* r, int row, int col, Oid type) {
 }  // namespace
 
 Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& url) {
+  FP_CHECK_OK(LoadLibpq());
   // Defaults first: the URL's own settings, expanded from dbname, override them. Keepalives and
   // tcp_user_timeout (ms) so that a network that silently drops the connection is noticed in
   // seconds (then the engine reconnects and retries) rather than after the kernel's minutes.

@@ -71,6 +71,7 @@ bool DecodeByteaHex(std::string_view text, std::string& out) {
 }
 
 std::string WithDatabase(const std::string& conninfo, const std::string& dbname) {
+  if (!LoadLibpq()) return "";
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {

@@ -10,7 +10,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
+
 namespace fp::db::postgres {
+
+// libpq is loaded on first use, not linked (libpq_loader.cc): Ok once it is, else Unavailable
+// naming the library. PgConnection::Open asks first.
+Status LoadLibpq();
 
 struct PgConnCloser {
   void operator()(PGconn* c) const { PQfinish(c); }

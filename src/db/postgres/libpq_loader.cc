@@ -1,0 +1,145 @@
+// libpq, loaded when the process first needs it rather than at every start of the binary.
+//
+// The binary is the server, the agents and the command-line client in one; only a server given
+// a PostgreSQL URL speaks to PostgreSQL, yet linking libpq made every start load it and the
+// twenty libraries it pulls in (Kerberos, LDAP, SASL, ...): about 10 ms of CPU per start on a
+// 2-core virtual machine, where the page faults of mapping and relocating them cost 20-40 us
+// each (a program linked against every library of the binary took 21 ms to start and exit,
+// 10 ms without libpq, libcurl and the netfilter libraries; 2026-12-06). So libpq is not
+// linked: the functions of it that the engine calls are defined here, each forwarding to the
+// function of the same name in libpq.so.5, opened with dlopen on the first call. The
+// declarations come from libpq-fe.h, so a signature written here that differs from libpq's
+// does not compile.
+//
+// LoadLibpq() (libpq.h) reports a library that cannot be loaded as an error the caller can
+// return; PgConnection::Open asks it first, so a server given a PostgreSQL URL on a machine
+// without libpq5 says so at its start. A forwarding function called without the library
+// (which the engine never does before a connection is open) aborts with the same message.
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "db/postgres/libpq.h"
+
+// Each function the engine calls: its return type, name, parameters and the arguments that
+// forward them.
+#define FP_LIBPQ_FUNCTIONS(X)                                                                      \
+  X(int, PQcancel, (PGcancel * cancel, char* errbuf, int errbufsize),                              \
+    (cancel, errbuf, errbufsize))                                                                  \
+  X(void, PQclear, (PGresult * res), (res))                                                        \
+  X(char*, PQcmdTuples, (PGresult * res), (res))                                                   \
+  X(PGconn*, PQconnectdbParams,                                                                    \
+    (const char* const* keywords, const char* const* values, int expand_dbname),                   \
+    (keywords, values, expand_dbname))                                                             \
+  X(PQconninfoOption*, PQconninfo, (PGconn * conn), (conn))                                        \
+  X(void, PQconninfoFree, (PQconninfoOption * options), (options))                                 \
+  X(PQconninfoOption*, PQconninfoParse, (const char* conninfo, char** errmsg), (conninfo, errmsg)) \
+  X(int, PQenterPipelineMode, (PGconn * conn), (conn))                                             \
+  X(char*, PQerrorMessage, (const PGconn* conn), (conn))                                           \
+  X(PGresult*, PQexec, (PGconn * conn, const char* query), (conn, query))                          \
+  X(PGresult*, PQexecPrepared,                                                                     \
+    (PGconn * conn, const char* name, int n, const char* const* values, const int* lengths,        \
+     const int* formats, int result_format),                                                       \
+    (conn, name, n, values, lengths, formats, result_format))                                      \
+  X(int, PQexitPipelineMode, (PGconn * conn), (conn))                                              \
+  X(void, PQfinish, (PGconn * conn), (conn))                                                       \
+  X(void, PQfreeCancel, (PGcancel * cancel), (cancel))                                             \
+  X(void, PQfreemem, (void* ptr), (ptr))                                                           \
+  X(Oid, PQftype, (const PGresult* res, int field), (res, field))                                  \
+  X(PGcancel*, PQgetCancel, (PGconn * conn), (conn))                                               \
+  X(PGresult*, PQgetResult, (PGconn * conn), (conn))                                               \
+  X(int, PQgetisnull, (const PGresult* res, int row, int field), (res, row, field))                \
+  X(int, PQgetlength, (const PGresult* res, int row, int field), (res, row, field))                \
+  X(char*, PQgetvalue, (const PGresult* res, int row, int field), (res, row, field))               \
+  X(int, PQnfields, (const PGresult* res), (res))                                                  \
+  X(int, PQntuples, (const PGresult* res), (res))                                                  \
+  X(int, PQpipelineSync, (PGconn * conn), (conn))                                                  \
+  X(char*, PQresultErrorField, (const PGresult* res, int code), (res, code))                       \
+  X(char*, PQresultErrorMessage, (const PGresult* res), (res))                                     \
+  X(ExecStatusType, PQresultStatus, (const PGresult* res), (res))                                  \
+  X(int, PQsendPrepare,                                                                            \
+    (PGconn * conn, const char* name, const char* query, int n, const Oid* types),                 \
+    (conn, name, query, n, types))                                                                 \
+  X(int, PQsendQueryParams,                                                                        \
+    (PGconn * conn, const char* command, int n, const Oid* types, const char* const* values,       \
+     const int* lengths, const int* formats, int result_format),                                   \
+    (conn, command, n, types, values, lengths, formats, result_format))                            \
+  X(int, PQsendQueryPrepared,                                                                      \
+    (PGconn * conn, const char* name, int n, const char* const* values, const int* lengths,        \
+     const int* formats, int result_format),                                                       \
+    (conn, name, n, values, lengths, formats, result_format))                                      \
+  X(PQnoticeProcessor, PQsetNoticeProcessor, (PGconn * conn, PQnoticeProcessor proc, void* arg),   \
+    (conn, proc, arg))                                                                             \
+  X(int, PQsocket, (const PGconn* conn), (conn))                                                   \
+  X(ConnStatusType, PQstatus, (const PGconn* conn), (conn))                                        \
+  X(PGTransactionStatusType, PQtransactionStatus, (const PGconn* conn), (conn))
+
+namespace fp::db::postgres {
+namespace {
+
+constexpr const char* kLibpqSoname = "libpq.so.5";
+
+struct LibpqFunctions {
+#define FP_LIBPQ_POINTER(ret, name, params, args) ret(*name) params = nullptr;
+  FP_LIBPQ_FUNCTIONS(FP_LIBPQ_POINTER)
+#undef FP_LIBPQ_POINTER
+  std::string error;  // why it could not be loaded; empty once it is
+};
+
+LibpqFunctions LoadLibpqFunctions() {
+  LibpqFunctions lib;
+  // Never closed: the connections' memory belongs to it until the process ends.
+  void* handle = dlopen(kLibpqSoname, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    lib.error = fmt::format("cannot load {} (PostgreSQL's client library, Debian's libpq5): {}",
+                            kLibpqSoname, dlerror());
+    return lib;
+  }
+#define FP_LIBPQ_RESOLVE(ret, name, params, args)                                        \
+  lib.name = reinterpret_cast<ret(*) params>(dlsym(handle, #name));                      \
+  if (lib.name == nullptr) {                                                             \
+    lib.error = fmt::format("{} has no function {}: a libpq older than PostgreSQL 14's", \
+                            kLibpqSoname, #name);                                        \
+    return lib;                                                                          \
+  }
+  FP_LIBPQ_FUNCTIONS(FP_LIBPQ_RESOLVE)
+#undef FP_LIBPQ_RESOLVE
+  return lib;
+}
+
+// Loaded once, by the first caller (a function-local static: thread-safe).
+const LibpqFunctions& LibpqLoaded() {
+  static const LibpqFunctions lib = LoadLibpqFunctions();
+  return lib;
+}
+
+const LibpqFunctions& LibpqOrAbort() {
+  const LibpqFunctions& lib = LibpqLoaded();
+  if (!lib.error.empty()) {
+    std::fprintf(stderr, "floatplane: %s\n", lib.error.c_str());
+    std::abort();
+  }
+  return lib;
+}
+
+}  // namespace
+
+Status LoadLibpq() {
+  const LibpqFunctions& lib = LibpqLoaded();
+  if (!lib.error.empty()) return Fail(Error::Unavailable(lib.error));
+  return Ok();
+}
+
+}  // namespace fp::db::postgres
+
+extern "C" {
+#define FP_LIBPQ_FORWARD(ret, name, params, args) \
+  ret name params { return fp::db::postgres::LibpqOrAbort().name args; }
+FP_LIBPQ_FUNCTIONS(FP_LIBPQ_FORWARD)
+#undef FP_LIBPQ_FORWARD
+}
