@@ -15,15 +15,12 @@
 
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
-#include <dlfcn.h>
-#include <fmt/format.h>
 
 #include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "cli/transport.h"
+#include "common/loaded_library.h"
 
 #define FP_LIBCURL_FUNCTIONS(X)                                                          \
   X(void, curl_easy_cleanup, (CURL * curl), (curl))                                      \
@@ -40,58 +37,33 @@
 namespace fp::cli {
 namespace {
 
-constexpr const char* kLibcurlSoname = "libcurl.so.4";
-
 struct LibcurlFunctions {
-#define FP_LIBCURL_POINTER(ret, name, params, args) ret(*name) params = nullptr;
+  LoadedLibrary library{"libcurl.so.4", "Debian's libcurl4"};
+#define FP_LIBCURL_POINTER(ret, name, params, args) \
+  ret(*name) params = library.Function<ret(*) params>(#name);
   FP_LIBCURL_FUNCTIONS(FP_LIBCURL_POINTER)
 #undef FP_LIBCURL_POINTER
-  CURLcode (*curl_easy_setopt)(CURL*, CURLoption, ...) = nullptr;
-  CURLcode (*curl_easy_getinfo)(CURL*, CURLINFO, ...) = nullptr;
-  std::string error;  // why it could not be loaded; empty once it is
+  using SetOpt = CURLcode (*)(CURL*, CURLoption, ...);
+  using GetInfo = CURLcode (*)(CURL*, CURLINFO, ...);
+  SetOpt curl_easy_setopt = library.Function<SetOpt>("curl_easy_setopt");
+  GetInfo curl_easy_getinfo = library.Function<GetInfo>("curl_easy_getinfo");
 };
 
-template <typename F>
-bool Resolve(void* handle, const char* name, F& out, std::string& error) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) error = fmt::format("{} has no function {}", kLibcurlSoname, name);
-  return out != nullptr;
-}
-
-LibcurlFunctions LoadLibcurlFunctions() {
-  LibcurlFunctions lib;
-  // Never closed: the handles' memory belongs to it until the process ends.
-  void* handle = dlopen(kLibcurlSoname, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    lib.error = fmt::format("cannot load {} (Debian's libcurl4): {}", kLibcurlSoname, dlerror());
-    return lib;
-  }
-#define FP_LIBCURL_RESOLVE(ret, name, params, args) \
-  if (!Resolve(handle, #name, lib.name, lib.error)) return lib;
-  FP_LIBCURL_FUNCTIONS(FP_LIBCURL_RESOLVE)
-#undef FP_LIBCURL_RESOLVE
-  if (!Resolve(handle, "curl_easy_setopt", lib.curl_easy_setopt, lib.error)) return lib;
-  if (!Resolve(handle, "curl_easy_getinfo", lib.curl_easy_getinfo, lib.error)) return lib;
+// Loaded once, by the first caller (a function-local static: thread-safe).
+const LibcurlFunctions& Libcurl() {
+  static const LibcurlFunctions lib;
   return lib;
 }
 
-const LibcurlFunctions& LibcurlLoaded() {
-  static const LibcurlFunctions lib = LoadLibcurlFunctions();
-  return lib;
-}
-
-const LibcurlFunctions& LibcurlOrAbort() {
-  const LibcurlFunctions& lib = LibcurlLoaded();
-  if (!lib.error.empty()) {
-    std::fprintf(stderr, "floatplane: %s\n", lib.error.c_str());
-    std::abort();
-  }
+const LibcurlFunctions& LibcurlOrExit() {
+  const LibcurlFunctions& lib = Libcurl();
+  lib.library.ExitUnlessLoaded();
   return lib;
 }
 
 }  // namespace
 
-std::string LoadLibcurl() { return LibcurlLoaded().error; }
+std::string LoadLibcurl() { return Libcurl().library.error(); }
 
 }  // namespace fp::cli
 
@@ -104,12 +76,12 @@ std::string LoadLibcurl() { return LibcurlLoaded().error; }
 
 extern "C" {
 #define FP_LIBCURL_FORWARD(ret, name, params, args) \
-  ret name params { return fp::cli::LibcurlOrAbort().name args; }
+  ret name params { return fp::cli::LibcurlOrExit().name args; }
 FP_LIBCURL_FUNCTIONS(FP_LIBCURL_FORWARD)
 #undef FP_LIBCURL_FORWARD
 
 CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
-  const auto& lib = fp::cli::LibcurlOrAbort();
+  const auto& lib = fp::cli::LibcurlOrExit();
   va_list ap;
   va_start(ap, option);
   CURLcode rc;
@@ -130,7 +102,7 @@ CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
 }
 
 CURLcode curl_easy_getinfo(CURL* curl, CURLINFO info, ...) {
-  const auto& lib = fp::cli::LibcurlOrAbort();
+  const auto& lib = fp::cli::LibcurlOrExit();
   va_list ap;
   va_start(ap, info);
   CURLcode rc = lib.curl_easy_getinfo(curl, info, va_arg(ap, void*));

@@ -16,14 +16,11 @@
 // without libpq5 says so at its start. A forwarding function called without the library
 // (which the engine never does before a connection is open) aborts with the same message.
 
-#include <dlfcn.h>
-#include <fmt/format.h>
 #include <libpq-fe.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
+#include "common/loaded_library.h"
 #include "db/postgres/libpq.h"
 
 // Each function the engine calls: its return type, name, parameters and the arguments that
@@ -82,56 +79,25 @@
 namespace fp::db::postgres {
 namespace {
 
-constexpr const char* kLibpqSoname = "libpq.so.5";
-
 struct LibpqFunctions {
-#define FP_LIBPQ_POINTER(ret, name, params, args) ret(*name) params = nullptr;
+  LoadedLibrary library{"libpq.so.5", "PostgreSQL's client library, Debian's libpq5"};
+#define FP_LIBPQ_POINTER(ret, name, params, args) \
+  ret(*name) params = library.Function<ret(*) params>(#name);
   FP_LIBPQ_FUNCTIONS(FP_LIBPQ_POINTER)
 #undef FP_LIBPQ_POINTER
-  std::string error;  // why it could not be loaded; empty once it is
 };
 
-LibpqFunctions LoadLibpqFunctions() {
-  LibpqFunctions lib;
-  // Never closed: the connections' memory belongs to it until the process ends.
-  void* handle = dlopen(kLibpqSoname, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    lib.error = fmt::format("cannot load {} (PostgreSQL's client library, Debian's libpq5): {}",
-                            kLibpqSoname, dlerror());
-    return lib;
-  }
-#define FP_LIBPQ_RESOLVE(ret, name, params, args)                                        \
-  lib.name = reinterpret_cast<ret(*) params>(dlsym(handle, #name));                      \
-  if (lib.name == nullptr) {                                                             \
-    lib.error = fmt::format("{} has no function {}: a libpq older than PostgreSQL 14's", \
-                            kLibpqSoname, #name);                                        \
-    return lib;                                                                          \
-  }
-  FP_LIBPQ_FUNCTIONS(FP_LIBPQ_RESOLVE)
-#undef FP_LIBPQ_RESOLVE
-  return lib;
-}
-
 // Loaded once, by the first caller (a function-local static: thread-safe).
-const LibpqFunctions& LibpqLoaded() {
-  static const LibpqFunctions lib = LoadLibpqFunctions();
-  return lib;
-}
-
-const LibpqFunctions& LibpqOrAbort() {
-  const LibpqFunctions& lib = LibpqLoaded();
-  if (!lib.error.empty()) {
-    std::fprintf(stderr, "floatplane: %s\n", lib.error.c_str());
-    std::abort();
-  }
+const LibpqFunctions& Libpq() {
+  static const LibpqFunctions lib;
   return lib;
 }
 
 }  // namespace
 
 Status LoadLibpq() {
-  const LibpqFunctions& lib = LibpqLoaded();
-  if (!lib.error.empty()) return Fail(Error::Unavailable(lib.error));
+  const std::string& error = Libpq().library.error();
+  if (!error.empty()) return Fail(Error::Unavailable(error));
   return Ok();
 }
 
@@ -139,7 +105,11 @@ Status LoadLibpq() {
 
 extern "C" {
 #define FP_LIBPQ_FORWARD(ret, name, params, args) \
-  ret name params { return fp::db::postgres::LibpqOrAbort().name args; }
+  ret name params {                               \
+    const auto& lib = fp::db::postgres::Libpq();  \
+    lib.library.ExitUnlessLoaded();               \
+    return lib.name args;                         \
+  }
 FP_LIBPQ_FUNCTIONS(FP_LIBPQ_FORWARD)
 #undef FP_LIBPQ_FORWARD
 }
