@@ -53,6 +53,7 @@ int Collect(enum nf_conntrack_msg_type, nf_conntrack* ct, void* data) {
 
 Result<size_t> FlushConntrack(const std::vector<IpAddr>& addresses, std::optional<uint16_t> zone) {
   if (addresses.empty()) return size_t{0};
+  if (std::string why = LoadConntrack(); !why.empty()) return Fail(Error::Unavailable(why));
   std::unique_ptr<nfct_handle, decltype(&nfct_close)> h(nfct_open(CONNTRACK, 0), &nfct_close);
   if (!h) {
     return Fail(Error::Internal(fmt::format("cannot open conntrack: {}", std::strerror(errno))));

@@ -7,12 +7,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/ip.h"
 
 namespace fp::agents::dataplane {
+
+// libnetfilter_conntrack is loaded on first use, not linked (netfilter_loader.cc): "" once it
+// is, else why it cannot be. FlushConntrack asks first.
+std::string LoadConntrack();
 
 // Deletes, in the calling thread's network namespace, the tracked connections of `addresses`:
 // every one whose original or reply destination is one of them (inbound flows to it, and flows

@@ -6,6 +6,7 @@
 namespace fp::agents::dataplane {
 
 Result<std::unique_ptr<Nftables>> Nftables::Open() {
+  if (std::string why = LoadNftables(); !why.empty()) return Fail(Error::Unavailable(why));
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
   if (ctx == nullptr) return Fail(Error::Internal("libnftables could not make a context"));
   // Answers and errors into buffers (read after each command), never onto our stdout/stderr.

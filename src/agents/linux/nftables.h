@@ -14,6 +14,10 @@ struct nft_ctx;
 
 namespace fp::agents::dataplane {
 
+// libnftables is loaded on first use, not linked (netfilter_loader.cc): "" once it is, else why
+// it cannot be. Nftables::Open asks first.
+std::string LoadNftables();
+
 // A libnftables context. Its netlink socket belongs to the network namespace of the thread that
 // opens it (NetnsThread): open and use it there. Not thread-safe.
 class Nftables {
