@@ -49,10 +49,11 @@ struct LibcurlFunctions {
   GetInfo curl_easy_getinfo = library.Function<GetInfo>("curl_easy_getinfo");
 };
 
-// Loaded once, by the first caller (a function-local static: thread-safe).
+// Loaded once, by the first caller (a function-local static: thread-safe), and never
+// destroyed: a connection closed while the process exits still finds its functions.
 const LibcurlFunctions& Libcurl() {
-  static const LibcurlFunctions lib;
-  return lib;
+  static const LibcurlFunctions* const lib = new LibcurlFunctions;
+  return *lib;
 }
 
 const LibcurlFunctions& LibcurlOrExit() {

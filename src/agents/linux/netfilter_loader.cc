@@ -66,15 +66,16 @@ struct ConntrackFunctions {
   FP_CONNTRACK_FUNCTIONS(FP_NETFILTER_POINTER)
 };
 
-// Each loaded once, by its first caller (function-local statics: thread-safe).
+// Each loaded once, by its first caller (function-local statics: thread-safe), and never
+// destroyed: a call while the process exits still finds its functions.
 const NftablesFunctions& NftablesLibrary() {
-  static const NftablesFunctions lib;
-  return lib;
+  static const NftablesFunctions* const lib = new NftablesFunctions;
+  return *lib;
 }
 
 const ConntrackFunctions& ConntrackLibrary() {
-  static const ConntrackFunctions lib;
-  return lib;
+  static const ConntrackFunctions* const lib = new ConntrackFunctions;
+  return *lib;
 }
 
 }  // namespace

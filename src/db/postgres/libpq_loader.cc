@@ -87,10 +87,11 @@ struct LibpqFunctions {
 #undef FP_LIBPQ_POINTER
 };
 
-// Loaded once, by the first caller (a function-local static: thread-safe).
+// Loaded once, by the first caller (a function-local static: thread-safe), and never
+// destroyed: a connection closed while the process exits still finds its functions.
 const LibpqFunctions& Libpq() {
-  static const LibpqFunctions lib;
-  return lib;
+  static const LibpqFunctions* const lib = new LibpqFunctions;
+  return *lib;
 }
 
 }  // namespace
