@@ -1,8 +1,9 @@
 // libcurl, loaded when the command-line client first sends a request rather than at every start
 // of the binary: only the client uses it, and linking it made every start (servers and agents
 // included) load it and the libraries it pulls in (Kerberos, LDAP, SSH, RTMP, ...); with libpq
-// loaded the same way (db/postgres/libpq_loader.cc, which has the measurements), a start loads
-// 14 shared libraries instead of 48. The functions the client calls are defined here, each
+// and the netfilter libraries loaded the same way (db/postgres/libpq_loader.cc has the
+// measurements), a start maps 13 shared libraries instead of 49 (as ldd counts them, the loader
+// included). The functions the client calls are defined here, each
 // forwarding to the one of the same name in libcurl.so.4, opened with dlopen on first use; the
 // declarations come from curl.h (with its type-checking macros off in this file only, which is
 // kept out of the unity batches), so a signature that differs from libcurl's does not compile.
