@@ -40,32 +40,22 @@ namespace {
 
 struct LibcurlFunctions {
   LoadedLibrary library{"libcurl.so.4", "Debian's libcurl4"};
-#define FP_LIBCURL_POINTER(ret, name, params, args) \
-  ret(*name) params = library.Function<ret(*) params>(#name);
-  FP_LIBCURL_FUNCTIONS(FP_LIBCURL_POINTER)
-#undef FP_LIBCURL_POINTER
+  FP_LIBCURL_FUNCTIONS(FP_LOADED_FUNCTION)
   using SetOpt = CURLcode (*)(CURL*, CURLoption, ...);
   using GetInfo = CURLcode (*)(CURL*, CURLINFO, ...);
   SetOpt curl_easy_setopt = library.Function<SetOpt>("curl_easy_setopt");
   GetInfo curl_easy_getinfo = library.Function<GetInfo>("curl_easy_getinfo");
 };
 
-// Loaded once, by the first caller (a function-local static: thread-safe), and never
-// destroyed: a connection closed while the process exits still finds its functions.
-const LibcurlFunctions& Libcurl() {
-  static const LibcurlFunctions* const lib = new LibcurlFunctions;
-  return *lib;
-}
-
 const LibcurlFunctions& LibcurlOrExit() {
-  const LibcurlFunctions& lib = Libcurl();
+  const LibcurlFunctions& lib = LoadedOnce<LibcurlFunctions>();
   lib.library.ExitUnlessLoaded();
   return lib;
 }
 
 }  // namespace
 
-std::string LoadLibcurl() { return Libcurl().library.error(); }
+std::string LoadLibcurl() { return LoadedOnce<LibcurlFunctions>().library.error(); }
 
 }  // namespace fp::cli
 
@@ -76,9 +66,9 @@ std::string LoadLibcurl() { return Libcurl().library.error(); }
 #pragma clang diagnostic ignored "-Wvarargs"
 #endif
 
-extern "C" {
 #define FP_LIBCURL_FORWARD(ret, name, params, args) \
-  ret name params { return fp::cli::LibcurlOrExit().name args; }
+  FP_FORWARD_TO_LOADED(fp::cli::LibcurlFunctions, ret, name, params, args)
+extern "C" {
 FP_LIBCURL_FUNCTIONS(FP_LIBCURL_FORWARD)
 #undef FP_LIBCURL_FORWARD
 

@@ -35,4 +35,28 @@ class LoadedLibrary {
   std::string error_;
 };
 
+// A library's table of functions is a struct whose first member is the LoadedLibrary
+// `library`, then a pointer per function, each declared by FP_LOADED_FUNCTION from an X-macro
+// list of (return type, name, (parameters), (arguments)). LoadedOnce<Table>() makes the table at
+// its first call (thread-safe) and never destroys it: a call while the process exits, after
+// static destruction, still finds its functions.
+#define FP_LOADED_FUNCTION(ret, name, params, args) \
+  ret(*name) params = library.Function<ret(*) params>(#name);
+
+template <typename Table>
+const Table& LoadedOnce() {
+  static const Table* const table = new Table;
+  return *table;
+}
+
+// Defines the C function `name` (declared by the library's own header, so a signature that
+// differs does not compile) forwarding to the one in Table's library; exits with the library's
+// error if it could not be loaded (callers ask for that error before the first call).
+#define FP_FORWARD_TO_LOADED(Table, ret, name, params, args) \
+  ret name params {                                          \
+    const auto& lib = ::fp::LoadedOnce<Table>();             \
+    lib.library.ExitUnlessLoaded();                          \
+    return lib.name args;                                    \
+  }
+
 }  // namespace fp

@@ -50,60 +50,33 @@ using FpConntrackCallback = int (*)(enum nf_conntrack_msg_type, struct nf_conntr
     (struct nfct_handle * h, const enum nf_conntrack_query query, const void* data),               \
     (h, query, data))
 
-#define FP_NETFILTER_POINTER(ret, name, params, args) \
-  ret(*name) params = library.Function<ret(*) params>(#name);
-
 namespace fp::agents::dataplane {
 namespace {
 
 struct NftablesFunctions {
   LoadedLibrary library{"libnftables.so.1", "Debian's libnftables1"};
-  FP_NFTABLES_FUNCTIONS(FP_NETFILTER_POINTER)
+  FP_NFTABLES_FUNCTIONS(FP_LOADED_FUNCTION)
 };
 
 struct ConntrackFunctions {
   LoadedLibrary library{"libnetfilter_conntrack.so.3", "Debian's libnetfilter-conntrack3"};
-  FP_CONNTRACK_FUNCTIONS(FP_NETFILTER_POINTER)
+  FP_CONNTRACK_FUNCTIONS(FP_LOADED_FUNCTION)
 };
-
-// Each loaded once, by its first caller (function-local statics: thread-safe), and never
-// destroyed: a call while the process exits still finds its functions.
-const NftablesFunctions& NftablesLibrary() {
-  static const NftablesFunctions* const lib = new NftablesFunctions;
-  return *lib;
-}
-
-const ConntrackFunctions& ConntrackLibrary() {
-  static const ConntrackFunctions* const lib = new ConntrackFunctions;
-  return *lib;
-}
 
 }  // namespace
 
-std::string LoadNftables() { return NftablesLibrary().library.error(); }
-std::string LoadConntrack() { return ConntrackLibrary().library.error(); }
+std::string LoadNftables() { return LoadedOnce<NftablesFunctions>().library.error(); }
+std::string LoadConntrack() { return LoadedOnce<ConntrackFunctions>().library.error(); }
 
 }  // namespace fp::agents::dataplane
 
-#undef FP_NETFILTER_POINTER
-
-// Each function forwards to its library's, once loaded.
-#define FP_NETFILTER_FORWARD(accessor, ret, name, params, args) \
-  ret name params {                                             \
-    const auto& lib = fp::agents::dataplane::accessor();        \
-    lib.library.ExitUnlessLoaded();                             \
-    return lib.name args;                                       \
-  }
 #define FP_NFTABLES_FORWARD(ret, name, params, args) \
-  FP_NETFILTER_FORWARD(NftablesLibrary, ret, name, params, args)
+  FP_FORWARD_TO_LOADED(fp::agents::dataplane::NftablesFunctions, ret, name, params, args)
 #define FP_CONNTRACK_FORWARD(ret, name, params, args) \
-  FP_NETFILTER_FORWARD(ConntrackLibrary, ret, name, params, args)
-
+  FP_FORWARD_TO_LOADED(fp::agents::dataplane::ConntrackFunctions, ret, name, params, args)
 extern "C" {
 FP_NFTABLES_FUNCTIONS(FP_NFTABLES_FORWARD)
 FP_CONNTRACK_FUNCTIONS(FP_CONNTRACK_FORWARD)
 }
-
 #undef FP_CONNTRACK_FORWARD
 #undef FP_NFTABLES_FORWARD
-#undef FP_NETFILTER_FORWARD

@@ -81,36 +81,22 @@ namespace {
 
 struct LibpqFunctions {
   LoadedLibrary library{"libpq.so.5", "PostgreSQL's client library, Debian's libpq5"};
-#define FP_LIBPQ_POINTER(ret, name, params, args) \
-  ret(*name) params = library.Function<ret(*) params>(#name);
-  FP_LIBPQ_FUNCTIONS(FP_LIBPQ_POINTER)
-#undef FP_LIBPQ_POINTER
+  FP_LIBPQ_FUNCTIONS(FP_LOADED_FUNCTION)
 };
-
-// Loaded once, by the first caller (a function-local static: thread-safe), and never
-// destroyed: a connection closed while the process exits still finds its functions.
-const LibpqFunctions& Libpq() {
-  static const LibpqFunctions* const lib = new LibpqFunctions;
-  return *lib;
-}
 
 }  // namespace
 
 Status LoadLibpq() {
-  const std::string& error = Libpq().library.error();
+  const std::string& error = LoadedOnce<LibpqFunctions>().library.error();
   if (!error.empty()) return Fail(Error::Unavailable(error));
   return Ok();
 }
 
 }  // namespace fp::db::postgres
 
-extern "C" {
 #define FP_LIBPQ_FORWARD(ret, name, params, args) \
-  ret name params {                               \
-    const auto& lib = fp::db::postgres::Libpq();  \
-    lib.library.ExitUnlessLoaded();               \
-    return lib.name args;                         \
-  }
+  FP_FORWARD_TO_LOADED(fp::db::postgres::LibpqFunctions, ret, name, params, args)
+extern "C" {
 FP_LIBPQ_FUNCTIONS(FP_LIBPQ_FORWARD)
-#undef FP_LIBPQ_FORWARD
 }
+#undef FP_LIBPQ_FORWARD
