@@ -124,13 +124,29 @@ int RunServer(const ServerFlags& flags) {
     to_hold.emplace_back(database->target + ".lock",
                          "SQLite database (--database) " + database->target);
   }
+  if (database->engine == DatabaseEngine::kSqlite) {
+    // Not made here: a path mistyped in a config file would otherwise start an empty database.
+    const std::filesystem::path parent =
+        std::filesystem::path(database->target).parent_path().lexically_normal();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      std::cerr << "floatplane server: the SQLite database (--database) " << database->target
+                << ": its directory " << parent.string()
+                << " does not exist; create it, or give another path\n";
+      return 1;
+    }
+  }
   for (const auto& [path, what] : to_hold) {
     auto hold = fp::cmd::ExclusiveHold::Take(path);
     if (!hold) {
+      const char* flag = path.filename() == "floatplane.lock" ? "--data-dir" : "--database";
+      if (hold.error().kind() != ErrorKind::kServiceUnavailable) {
+        std::cerr << "floatplane server: the " << what << ": " << hold.error().message()
+                  << "; fix that, or give this one another " << flag << "\n";
+        return 1;
+      }
       std::cerr << "floatplane server: the " << what
                 << " is in use by another floatplane server: " << hold.error().message()
-                << "; stop that server first, or give this one another "
-                << (path.filename() == "floatplane.lock" ? "--data-dir" : "--database") << "\n";
+                << "; stop that server first, or give this one another " << flag << "\n";
       return 1;
     }
     holds.push_back(std::move(*hold));

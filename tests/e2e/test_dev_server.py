@@ -99,6 +99,24 @@ def test_the_coordinator_id_is_kept_across_restarts_unless_given(server):
     assert id_file.read_text() == first
 
 
+@pytest.mark.engine_independent("the check of --database's SQLite path, before any database")
+def test_a_sqlite_database_in_a_missing_directory_is_named_so_not_in_use(floatplane_bin,
+                                                                         tmp_path):
+    """A SQLite file whose directory does not exist: the server says so and names the
+    directory. Before, it said the database was "in use by another floatplane server" (its
+    lock file could not be created) and told the operator to stop that server."""
+    missing = tmp_path / "no-such-dir"
+    result = subprocess.run(
+        [str(floatplane_bin), "server", "--migrate-only", "--database",
+         f"sqlite:{missing}/floatplane.db"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1, result
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"floatplane server: the SQLite database (--database) {missing}/floatplane.db: its "
+        f"directory {missing} does not exist; create it, or give another path"), result.stderr
+    assert not missing.exists()
+
+
 def test_a_second_server_on_the_same_data_dir_refuses_and_the_first_goes_on(
         server, floatplane_bin, server_database_args):
     """Issue 23 item 6: one server per data directory. The second names the process that holds
