@@ -107,8 +107,8 @@ def test_a_sqlite_database_in_a_missing_directory_is_named_so_not_in_use(floatpl
     lock file could not be created) and told the operator to stop that server."""
     missing = tmp_path / "no-such-dir"
     result = subprocess.run(
-        [str(floatplane_bin), "server", "--migrate-only", "--database",
-         f"sqlite:{missing}/floatplane.db"],
+        [str(floatplane_bin), "server", "--migrate-only", "--data-dir", str(tmp_path / "data"),
+         "--database", f"sqlite:{missing}/floatplane.db"],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1, result
     assert result.stderr.strip().splitlines()[-1] == (
