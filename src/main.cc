@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   fp::cmd::TuneAllocator();
   fp::cmd::RaiseDescriptorLimit();
   CLI::App app{"floatplane: the control plane for cloud VMs' public IP addresses"};
+  // Usage lines name the program, not the path it was run by.
+  app.name("floatplane");
   app.require_subcommand(1);
 
   fp::cmd::ServerFlags server_flags;

@@ -1,5 +1,6 @@
 #include "cmd/process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
@@ -95,6 +96,16 @@ Result<fp::http::HostPort> ParseListen(const std::string& text) {
   if (!address) {
     return fp::Fail(
         Error::InvalidRequest(fmt::format("--listen \"{}\": {}", text, address.error().message())));
+  }
+  // An address to bind, not a name to resolve: refused here, naming the flag, rather than by
+  // the bind after the database was opened.
+  in6_addr scratch{};
+  if (::inet_pton(AF_INET, address->host.c_str(), &scratch) != 1 &&
+      ::inet_pton(AF_INET6, address->host.c_str(), &scratch) != 1) {
+    return fp::Fail(Error::InvalidRequest(
+        fmt::format("--listen \"{}\": the host must be an IPv4 or IPv6 address, e.g. "
+                    "127.0.0.1:12220 or [::1]:12220",
+                    text)));
   }
   return address;
 }

@@ -90,5 +90,33 @@ TEST(StopSignalWatchDeathTest, ASecondSignalEndsTheProcessWhileTheFirstsWorkBloc
       ::testing::KilledBySignal(SIGINT), "a second SIGINT: stopping at once");
 }
 
+// --listen takes an address to bind: a name (which the server would only fail to bind, naming
+// no flag) is refused with the flag, as is a bad port, each named once.
+TEST(ParseListenTest, AcceptsAddressesAndRefusesNamesNamingTheFlagOnce) {
+  auto v4 = ParseListen("127.0.0.1:12220");
+  ASSERT_TRUE(v4) << v4.error().message();
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 12220);
+  auto v6 = ParseListen("[::1]:0");
+  ASSERT_TRUE(v6) << v6.error().message();
+  EXPECT_EQ(v6->host, "::1");
+  auto name = ParseListen("localhost:8080");
+  ASSERT_FALSE(name);
+  EXPECT_EQ(name.error().message(),
+            "--listen \"localhost:8080\": the host must be an IPv4 or IPv6 address, e.g. "
+            "127.0.0.1:12220 or [::1]:12220");
+  auto bad = ParseListen("999.1.1.1:80");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(),
+            "--listen \"999.1.1.1:80\": the host must be an IPv4 or IPv6 address, e.g. "
+            "127.0.0.1:12220 or [::1]:12220");
+  auto port = ParseListen("127.0.0.1:99999");
+  ASSERT_FALSE(port);
+  EXPECT_EQ(port.error().message().rfind("--listen \"127.0.0.1:99999\": ", 0), 0u)
+      << port.error().message();
+  EXPECT_EQ(port.error().message().find("--listen", 1), std::string::npos)
+      << port.error().message();
+}
+
 }  // namespace
 }  // namespace fp::cmd

@@ -81,7 +81,7 @@ int RunServer(const ServerFlags& flags) {
   }
   auto address = ParseListen(listen);
   if (!address) {
-    std::cerr << "floatplane server: --listen: " << address.error().message() << "\n";
+    std::cerr << "floatplane server: " << address.error().message() << "\n";
     return 2;
   }
   std::shared_ptr<fp::http::TlsCertificate> tls;

@@ -243,9 +243,13 @@ def test_floatplane_alone_help_and_version_answer_without_an_error(cli):
         shown = cli.run(*words, record=False)
         assert shown.returncode == 0, (words, shown)
         assert "Subcommands:" in shown.stdout and "floating-ip" in shown.stdout, shown.stdout
+        # The program's name, not the path it was run by nor nothing (before: "Usage: [OPTIONS]"
+        # alone, "Usage: /usr/.../floatplane instance create" after a parse).
+        assert "\nUsage: floatplane [OPTIONS] SUBCOMMAND\n" in shown.stdout, shown.stdout
         assert shown.stderr == ""
     helped = cli.run("help", "instance", "create", record=False)
     assert helped.returncode == 0 and "--ncpus" in helped.stdout, helped
+    assert "\nUsage: floatplane instance create [OPTIONS]" in helped.stdout, helped.stdout
     version = cli.run("--version", record=False)
     assert version.returncode == 0, version
     assert version.stdout == cli.run("version", record=False).stdout

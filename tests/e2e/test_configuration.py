@@ -89,6 +89,24 @@ def test_without_dev_the_database_and_agents_are_required(floatplane_bin, tmp_pa
     assert named in stderr and "--dev" in stderr, stderr
 
 
+@pytest.mark.engine_independent("the check of --listen, before any database")
+@pytest.mark.parametrize("listen, problem", [
+    ("127.0.0.1:99999", "the port must be a number from 0 to 65535"),
+    ("localhost:12220", "the host must be an IPv4 or IPv6 address, e.g. 127.0.0.1:12220 or "
+                        "[::1]:12220"),
+])
+def test_a_bad_listen_address_is_refused_naming_the_flag_once(floatplane_bin, tmp_path, listen,
+                                                              problem):
+    """Before, the server prefixed the flag to a message that named it already ("--listen:
+    --listen ..."), and a host name was refused only when binding, without naming the flag."""
+    code, stderr = run_server_expecting_failure(
+        floatplane_bin, "--dev", "--data-dir", str(tmp_path / "d"), "--listen", listen)
+    assert code == 2, stderr
+    assert stderr.strip().splitlines()[-1] == \
+        f'floatplane server: --listen "{listen}": {problem}', stderr
+    assert not (tmp_path / "d").exists()
+
+
 def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, start_server,
                                                             server_database_args, tmp_path):
     """`server --migrate-only`, a deployment's schema step: it needs the database alone (no
