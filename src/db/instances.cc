@@ -104,10 +104,12 @@ Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id) {
   });
 }
 
-Result<bool> VmRemovalBeginIf(
-    Datastore& ds, const Uuid& instance_id, const std::string& holder, int64_t ttl_us,
-    const std::function<bool(const std::optional<Instance>&)>& is_orphan) {
+Result<bool> VmRemovalBeginIf(Datastore& ds, const Uuid& instance_id, const std::string& holder,
+                              int64_t ttl_us,
+                              const std::function<bool(const std::optional<Instance>&)>& is_orphan,
+                              const LeaseFence* fence) {
   return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
+    if (fence) FP_CHECK_OK(LeaseFenceCheckIn(tx, *fence));
     auto row = FP_TRY(tx.QueryRow(
         fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), instance_id));
     std::optional<Instance> instance;
@@ -406,8 +408,9 @@ Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run
 }
 
 Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, RunState run_state,
-                                        const Instance* judged_on) {
+                                        const Instance* judged_on, const LeaseFence* fence) {
   return ds.Write<Instance>([&](Tx& tx) -> Result<Instance> {
+    if (fence) FP_CHECK_OK(LeaseFenceCheckIn(tx, *fence));
     Instance i = FP_TRY(InstanceGetIn(tx, id));
     if (i.state != InstanceState::kVmm || i.migration_id) return i;  // sagas own these moves
     if (judged_on && (i.sled_id != judged_on->sled_id || i.run_state != judged_on->run_state ||

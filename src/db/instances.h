@@ -14,6 +14,7 @@
 
 #include "db/datastore.h"
 #include "db/external_ips.h"
+#include "db/lease_fence.h"
 #include "db/sleds.h"
 #include "model/instances.h"
 
@@ -67,9 +68,11 @@ Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id);
 // Sets the run state the sled reported; leaving the sled (stopped) moves vmm -> no_vmm and
 // removes the instance's NAT rows. With `judged_on` (the row the caller's decision was made on),
 // nothing changes if the instance moved on since (another sled, run state or start): a stale
-// judgement never undoes a newer start. Returns the instance as it is now.
+// judgement never undoes a newer start. With `fence`, nothing changes (ServiceUnavailable) once
+// its holder no longer holds its lease. Returns the instance as it is now.
 Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, RunState run_state,
-                                        const Instance* judged_on = nullptr);
+                                        const Instance* judged_on = nullptr,
+                                        const LeaseFence* fence = nullptr);
 // Sets the run state of an instance that has a VMM (stopping, rebooting, starting); no change
 // for an instance without one.
 Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run_state,
@@ -90,9 +93,11 @@ Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id);
 // progress by `holder` until now + `ttl_us`. Returns whether it marked (false also when another
 // removal of it is in progress). A placement that commits after this transaction waits for the
 // mark (VmRemovalInProgress) before it registers the VM, so the removal never lands after it.
+// With `fence`, nothing is marked (ServiceUnavailable) once its holder no longer holds its lease.
 Result<bool> VmRemovalBeginIf(Datastore& ds, const Uuid& instance_id, const std::string& holder,
                               int64_t ttl_us,
-                              const std::function<bool(const std::optional<Instance>&)>& is_orphan);
+                              const std::function<bool(const std::optional<Instance>&)>& is_orphan,
+                              const LeaseFence* fence = nullptr);
 // The removal is over (it reached the sled or failed): drops `holder`'s mark.
 Status VmRemovalEnd(Datastore& ds, const Uuid& instance_id, const std::string& holder);
 // Whether a removal of the instance's VM is marked in progress and its mark has not expired.

@@ -1,5 +1,7 @@
 #include "db/leases.h"
 
+#include <fmt/format.h>
+
 namespace fp::db {
 
 namespace {
@@ -127,6 +129,14 @@ Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
                     task, holder, tx.now()));
     return row.has_value();
   });
+}
+
+Status LeaseFenceCheckIn(Tx& tx, const LeaseFence& fence) {
+  auto row = FP_TRY(tx.QueryRow("SELECT 1 FROM task_lease WHERE task = ? AND holder = ?",
+                                fence.task, fence.holder));
+  if (row) return Ok();
+  return Fail(Error::Unavailable(fmt::format(
+      "this server no longer holds the {} lease: another server does that work now", fence.task)));
 }
 
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder) {

@@ -15,6 +15,7 @@
 
 #include "common/mutex.h"
 #include "db/datastore.h"
+#include "db/lease_fence.h"
 #include "saga/store.h"
 
 namespace fp::db {
@@ -95,6 +96,8 @@ class TaskLeaseKeeper {
   // Gives the task up (at shutdown), so another server takes it at once.
   void Release();
   const std::string& task() const { return task_; }
+  // What this server's writes of the task carry (db/lease_fence.h).
+  LeaseFence fence() const { return {task_, holder_}; }
   int64_t ttl_us() const { return ttl_us_; }
 
  private:

@@ -11,6 +11,7 @@
 #include "common/testing/manual_clock.h"
 #include "db/instances.h"
 #include "db/sagas.h"
+#include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -234,6 +235,49 @@ TEST_F(LeasesTest, AVmRemovalMarkHoldsPlacementsBackUntilItEndsOrExpires) {
   clock->Advance(10 * kSecond + 1);
   EXPECT_FALSE(VmRemovalInProgress(*ds, instance).value());
   EXPECT_TRUE(VmRemovalBeginIf(*ds, instance, "a", 10 * kSecond, orphan).value());
+}
+
+// The sled watcher's writes carry its lease's fencing token: once another server took the lease
+// over, a judgement the former holder was still writing changes nothing.
+TEST_F(LeasesTest, AWriteFencedByATaskLeaseChangesNothingOnceAnotherServerHoldsIt) {
+  const Sled sled =
+      SledUpsert(*ds, "BRM0001", "http://127.0.0.1:7001", IpAddr::Parse("fd00::1").value()).value();
+  const LeaseFence a{"sled-watcher", "a"};
+  const LeaseFence b{"sled-watcher", "b"};
+  ASSERT_TRUE(TaskLeaseAcquire(*ds, "sled-watcher", "a", 3 * kSecond).value());
+  auto held = SledRecordAgent(*ds, sled.id, false, &a);
+  ASSERT_TRUE(held) << held.error().message();
+  EXPECT_TRUE(*held);
+  // a pauses past its lease; b takes the task over.
+  clock->Advance(3 * kSecond + 1);
+  ASSERT_TRUE(TaskLeaseAcquire(*ds, "sled-watcher", "b", 3 * kSecond).value());
+  auto late = SledRecordAgent(*ds, sled.id, true, &a);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(late.error().message(),
+            "this server no longer holds the sled-watcher lease: another server does that work "
+            "now");
+  EXPECT_EQ(SledGet(*ds, sled.id).value().agent_answers, false);
+  EXPECT_TRUE(SledRecordAgent(*ds, sled.id, true, &b).value());
+  EXPECT_EQ(SledGet(*ds, sled.id).value().agent_answers, true);
+  // The instance's run state and an orphan's removal mark alike (the fence comes first: a's
+  // answer is not the missing instance's NotFound).
+  auto run = InstanceRecordRunState(*ds, Uuid::Random(), RunState::kFailed, nullptr, &a);
+  ASSERT_FALSE(run);
+  EXPECT_EQ(run.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(
+      InstanceRecordRunState(*ds, Uuid::Random(), RunState::kFailed, nullptr, &b).error().kind(),
+      ErrorKind::kNotFound);
+  const Uuid orphan_vm = Uuid::Random();
+  auto orphan = [](const std::optional<Instance>& i) { return !i.has_value(); };
+  auto mark = VmRemovalBeginIf(*ds, orphan_vm, "a", 10 * kSecond, orphan, &a);
+  ASSERT_FALSE(mark);
+  EXPECT_EQ(mark.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_FALSE(VmRemovalInProgress(*ds, orphan_vm).value());
+  EXPECT_TRUE(VmRemovalBeginIf(*ds, orphan_vm, "b", 10 * kSecond, orphan, &b).value());
+  // A lease given up at a clean stop fences its former holder's writes too.
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "sled-watcher", "b"));
+  EXPECT_FALSE(SledRecordAgent(*ds, sled.id, false, &b));
 }
 
 }  // namespace

@@ -91,8 +91,10 @@ Result<Uuid> PickSledIn(Tx& tx, const std::vector<Uuid>& candidates) {
   return best->second;
 }
 
-Result<bool> SledRecordAgent(Datastore& ds, const Uuid& sled_id, bool answers) {
+Result<bool> SledRecordAgent(Datastore& ds, const Uuid& sled_id, bool answers,
+                             const LeaseFence* fence) {
   return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
+    if (fence) FP_CHECK_OK(LeaseFenceCheckIn(tx, *fence));
     int64_t changed =
         FP_TRY(tx.Exec("UPDATE sled SET agent_answers = ?, agent_since = ? WHERE id = ? AND "
                        "(agent_answers IS NULL OR agent_answers <> ?)",

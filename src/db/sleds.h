@@ -11,6 +11,7 @@
 
 #include "common/ip.h"
 #include "db/datastore.h"
+#include "db/lease_fence.h"
 #include "model/instances.h"
 
 namespace fp::db {
@@ -35,8 +36,10 @@ Result<Sled> SledFromRow(const Row& r);
 Result<Sled> SledGetIn(Tx& tx, const Uuid& id);
 
 // Records whether the sled's agent answers, if that changed (`agent_since` becomes now).
-// Returns whether it changed.
-Result<bool> SledRecordAgent(Datastore& ds, const Uuid& sled_id, bool answers);
+// Returns whether it changed. With `fence`, nothing changes (ServiceUnavailable) once its holder
+// no longer holds its lease.
+Result<bool> SledRecordAgent(Datastore& ds, const Uuid& sled_id, bool answers,
+                             const LeaseFence* fence = nullptr);
 
 // Expunges the sled: out of service for good. In one transaction it fails every instance that
 // runs there (state failed, its NAT rows removed, as a lost VM fails it: the instance can be

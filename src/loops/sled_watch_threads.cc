@@ -27,7 +27,7 @@ void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::stri
       continue;
     }
     if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i)) continue;
-    auto recorded = db::InstanceRecordRunState(ds_, i.id, model::RunState::kFailed, &i);
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, model::RunState::kFailed, &i, Fence());
     if (recorded && recorded->state == model::InstanceState::kFailed) ++failed;
   }
   if (failed == 0) return;
@@ -129,7 +129,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     // one call that failed is no reason to move work elsewhere.
     const bool answers = reachable || clock.Monotonic() - *silent_since < kSilentAfter;
     if (recorded != answers) {
-      auto written = db::SledRecordAgent(ds_, sled_id, answers);
+      auto written = db::SledRecordAgent(ds_, sled_id, answers, Fence());
       recorded = written ? std::optional<bool>(answers) : std::nullopt;
     }
     if (!reachable && clock.Monotonic() - *silent_since >= options_.unresponsive_after &&
@@ -243,7 +243,7 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
     for (const model::Sled& s : unserved) {
       auto since = silent_from.find(s.id);
       if (since == silent_from.end()) {
-        if (!db::SledRecordAgent(ds_, s.id, false)) continue;  // tried again next pass
+        if (!db::SledRecordAgent(ds_, s.id, false, Fence())) continue;  // tried again next pass
         since = silent_from.emplace(s.id, clock.Monotonic()).first;
       }
       const auto deadline = since->second + options_.unresponsive_after;
@@ -261,6 +261,7 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
 void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   options_ = options;
   lease_ = lease;
+  if (lease_) fence_ = lease_->fence();
   if (lease_) threads_.emplace_back([this] { KeepLease(); });
   // Sleds the datastore knows that no agent of this server serves (an agent retired, or
   // moved without a --serial): nothing will ever report their instances, so they are silent

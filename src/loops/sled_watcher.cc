@@ -50,7 +50,9 @@ bool Outran(const model::Instance& judged, const model::Instance& now, model::Ru
 
 int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
                                model::RunState run_state, bool* outran) {
-  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance);
+  // Judged: the lease may go to another server before the write (tests take it here).
+  ds_.SyncPoint("sled_watcher:judged");
+  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance, Fence());
   if (!recorded) {
     LogEvent("warn", "could not record run state",
              {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
@@ -91,8 +93,9 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
     if (!orphan(instance ? std::optional<model::Instance>(*instance) : std::nullopt)) return false;
     // Judged again with the mark in one transaction, so that a placement by any server (its
     // EnsureRunningOn) that commits after it waits for this removal (VmRemovalInProgress).
-    auto marked = db::VmRemovalBeginIf(ds_, instance_id, removal_holder_,
-                                       std::chrono::microseconds(kRemovalMarkTtl).count(), orphan);
+    auto marked =
+        db::VmRemovalBeginIf(ds_, instance_id, removal_holder_,
+                             std::chrono::microseconds(kRemovalMarkTtl).count(), orphan, Fence());
     return marked && *marked;
   };
   std::optional<Status> removed;
@@ -179,7 +182,7 @@ int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient
     return SettleStopped(i, sled, state, outran);
   }
   if (state != i.run_state) {
-    auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i);
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i, Fence());
     if (recorded && Outran(i, *recorded, state)) {
       if (outran) *outran = true;
       return 0;

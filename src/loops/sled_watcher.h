@@ -26,6 +26,7 @@
 
 #include "common/mutex.h"
 #include "common/time.h"
+#include "db/lease_fence.h"
 #include "loops/sled_agents.h"
 #include "model/external_ips.h"
 #include "model/instances.h"
@@ -185,6 +186,10 @@ class SledWatcher {
   const std::string removal_holder_;      // this process, in marks
   SledWatchOptions options_;              // set before the threads start
   db::TaskLeaseKeeper* lease_ = nullptr;  // likewise
+  // The lease's fencing token, carried by every write of a judgement (with a lease only): a
+  // judgement under way when the lease went to another server then writes nothing.
+  std::optional<db::LeaseFence> fence_;  // likewise
+  const db::LeaseFence* Fence() const { return fence_ ? &*fence_ : nullptr; }
   mutable Mutex mu_;
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;

@@ -527,5 +527,27 @@ TEST_F(SledReportsTest, AReportCallThatFailsAfterTheLeaseWasLostIsLeftToo) {
   EXPECT_TRUE(StatusOf(vm).reachable) << "server A recorded the sled silent";
 }
 
+// A judgement under way when the lease goes (the report applied, the row read, the decision
+// made, the write not yet sent): the write carries the lease's fencing token and changes nothing
+// beside the new holder's. Before, it failed the instance after the lease was gone.
+TEST_F(SledReportsTest, AJudgementWrittenAfterTheLeaseWentChangesNothing) {
+  model::Instance vm = Running("vm");
+  db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  std::atomic<int> judged{0};
+  StopAtEnd stop(*watcher_);
+  watcher_->Start(ReportsOnly(), &lease_a);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > 0; }));
+  const int64_t reports = StatusOf(vm).reports;
+  ds->TEST_SetSyncPoint([&](std::string_view point) {
+    if (point == "sled_watcher:judged" && judged++ == 0) GiveTheLeaseToServerBForAnHour(*ds);
+  });
+  ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
+  // Counted once its report was applied, the write tried.
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > reports; }));
+  ds->TEST_SetSyncPoint(nullptr);
+  EXPECT_EQ(judged.load(), 1);
+  EXPECT_EQ(RunState(vm.id), "running") << "a judgement was written after the lease went";
+}
+
 }  // namespace
 }  // namespace fp::loops
