@@ -115,8 +115,10 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       "the sleds (scripts/lab's LAB_SWITCH_UNDERLAY); without it the agent keeps the NAT maps "
       "but makes no tunnels");
   flags.switch_agent
-      ->add_option("--listen", flags.switch_listen,
-                   "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
+      ->add_option(
+          "--listen", flags.switch_listen,
+          "ADDRESS:PORT to serve on, an IPv4 or [IPv6] address (port 0 picks a free port; the "
+          "address is printed)")
       ->capture_default_str();
 
   flags.sled_agent =
@@ -147,8 +149,10 @@ void AddAgentCommands(CLI::App& app, AgentFlags& flags) {
       "serial: an agent started again on another address is the same sled, with its "
       "instances. Without it the control plane names the sled by the agent's URL");
   flags.sled_agent
-      ->add_option("--listen", flags.sled_listen,
-                   "HOST:PORT to serve on (port 0 picks a free port; the address is printed)")
+      ->add_option(
+          "--listen", flags.sled_listen,
+          "ADDRESS:PORT to serve on, an IPv4 or [IPv6] address (port 0 picks a free port; the "
+          "address is printed)")
       ->capture_default_str();
   flags.sled_agent
       ->add_option("--start-delay-ms", flags.start_delay_ms,

@@ -106,6 +106,30 @@ int RunServer(const ServerFlags& flags) {
     return 2;
   }
   std::error_code ec;
+  if (database->engine == DatabaseEngine::kSqlite) {
+    // A SQLite file's directory is not made (but the data directory, made below): a path
+    // mistyped in a config file would otherwise start an empty database. Checked before anything
+    // is made, so that a refused start leaves nothing behind.
+    const std::filesystem::path parent =
+        std::filesystem::path(database->target).parent_path().lexically_normal();
+    if (!parent.empty() && std::filesystem::weakly_canonical(parent, ec) !=
+                               std::filesystem::weakly_canonical(dir, ec)) {
+      const std::filesystem::file_status status = std::filesystem::status(parent, ec);
+      std::string problem;
+      if (ec && ec != std::errc::no_such_file_or_directory) {
+        problem = "cannot be looked at: " + ec.message();
+      } else if (!std::filesystem::exists(status)) {
+        problem = "does not exist; create it, or give another path";
+      } else if (!std::filesystem::is_directory(status)) {
+        problem = "is not a directory; give another path";
+      }
+      if (!problem.empty()) {
+        std::cerr << "floatplane server: the SQLite database (--database) " << database->target
+                  << ": its directory " << parent.string() << " " << problem << "\n";
+        return 1;
+      }
+    }
+  }
   std::filesystem::create_directories(data_dir, ec);
   if (ec) {
     std::cerr << "floatplane server: cannot create data directory (--data-dir) " << data_dir << ": "
@@ -123,17 +147,6 @@ int RunServer(const ServerFlags& flags) {
           std::filesystem::weakly_canonical(dir / "floatplane.db", ec)) {
     to_hold.emplace_back(database->target + ".lock",
                          "SQLite database (--database) " + database->target);
-  }
-  if (database->engine == DatabaseEngine::kSqlite) {
-    // Not made here: a path mistyped in a config file would otherwise start an empty database.
-    const std::filesystem::path parent =
-        std::filesystem::path(database->target).parent_path().lexically_normal();
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-      std::cerr << "floatplane server: the SQLite database (--database) " << database->target
-                << ": its directory " << parent.string()
-                << " does not exist; create it, or give another path\n";
-      return 1;
-    }
   }
   for (const auto& [path, what] : to_hold) {
     auto hold = fp::cmd::ExclusiveHold::Take(path);

@@ -52,7 +52,9 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
                  "the version and exit: no bootstrap, no agents, nothing listens. For a "
                  "deployment that upgrades the schema as a step of its own")
       ->configurable(false);
-  server->add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 picks a free port)")
+  server
+      ->add_option("--listen", flags.listen,
+                   "ADDRESS:PORT to serve on, an IPv4 or [IPv6] address (port 0 picks a free port)")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   server

@@ -5,8 +5,13 @@
 // decisions was under way (a sled's report being applied, an orphan VM's removal being marked)
 // would otherwise still write that decision beside the new holder's; fenced, the write changes
 // nothing and answers ServiceUnavailable. The check reads the lease row in the transaction, so
-// the datastore orders the write against the lease's takeover: a write that commits does so
-// while its server held the lease.
+// the datastore orders the write against the lease's takeover: a write that commits is ordered
+// before any takeover (on SQLite it ran before; on PostgreSQL, SERIALIZABLE, it may commit a
+// moment after a takeover that wrote nothing it read, and then counts as before it).
+//
+// The token is the holder's name, not a generation of the lease: a server that lost the lease
+// and took it back while one of its judgements was under way is not fenced off from it. That
+// takes the lease being taken over and given up by another server within one judgement.
 
 #include <string>
 

@@ -136,7 +136,9 @@ Status LeaseFenceCheckIn(Tx& tx, const LeaseFence& fence) {
                                 fence.task, fence.holder));
   if (row) return Ok();
   return Fail(Error::Unavailable(fmt::format(
-      "this server no longer holds the {} lease: another server does that work now", fence.task)));
+      "this server no longer holds the {} lease (another server took it over, or it was given "
+      "up): the lease's holder does that work",
+      fence.task)));
 }
 
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder) {

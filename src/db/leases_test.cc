@@ -254,9 +254,10 @@ TEST_F(LeasesTest, AWriteFencedByATaskLeaseChangesNothingOnceAnotherServerHoldsI
   auto late = SledRecordAgent(*ds, sled.id, true, &a);
   ASSERT_FALSE(late);
   EXPECT_EQ(late.error().kind(), ErrorKind::kServiceUnavailable);
-  EXPECT_EQ(late.error().message(),
-            "this server no longer holds the sled-watcher lease: another server does that work "
-            "now");
+  EXPECT_EQ(
+      late.error().message(),
+      "this server no longer holds the sled-watcher lease (another server took it over, or it "
+      "was given up): the lease's holder does that work");
   EXPECT_EQ(SledGet(*ds, sled.id).value().agent_answers, false);
   EXPECT_TRUE(SledRecordAgent(*ds, sled.id, true, &b).value());
   EXPECT_EQ(SledGet(*ds, sled.id).value().agent_answers, true);

@@ -183,7 +183,10 @@ int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient
   }
   if (state != i.run_state) {
     auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i, Fence());
-    if (recorded && Outran(i, *recorded, state)) {
+    // Not recorded (the datastore failed, or the lease went: the fence refused it): nothing is
+    // done on its strength, the port neither; the next look judges again.
+    if (!recorded) return 0;
+    if (Outran(i, *recorded, state)) {
       if (outran) *outran = true;
       return 0;
     }

@@ -810,8 +810,11 @@ class FloatplaneServer:
     """One `floatplane server --dev` process on a data directory; can be stopped and restarted."""
 
     def __init__(self, binary, data_dir, log_dir, schema, extra_args=(), env=None,
-                 token_source=None, dev=True, database_url=None, tls=None):
+                 token_source=None, dev=True, database_url=None, tls=None, migrated=True):
         self.binary = binary
+        # The first start on a migrated copy (SqliteTemplate, PostgresDatabases), or with False
+        # on nothing (SQLite: no file; PostgreSQL: an empty database) as a user's first start.
+        self.migrated = migrated
         # An ssl.SSLContext that trusts the server's certificate, when extra_args give it one.
         self.tls = tls
         # A database of the test's own (e.g. on a cluster it fails on purpose) instead of the
@@ -858,16 +861,16 @@ class FloatplaneServer:
         if self.env:
             environment = dict(os.environ)
             environment.update(self.env)
-        if (POSTGRES is None and self.dev and self.database_url is None
+        if (POSTGRES is None and self.migrated and self.dev and self.database_url is None
                 and not self.data_dir.exists()
-                and not {"--database", "--config"} & set(self.extra_args)):
+                and not {"--database", "--config"} & {a.split("=", 1)[0] for a in self.extra_args}):
             SQLITE_TEMPLATE.place(self.binary, self.data_dir)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
                 [str(self.binary), "server", *(["--dev"] if self.dev else []),
                  "--data-dir", str(self.data_dir), "--listen", "127.0.0.1:0",
                  *(["--database", self.database_url] if self.database_url
-                   else database_args(self.data_dir)),
+                   else database_args(self.data_dir, self.migrated)),
                  *([] if "--agent-secret-file" in self.extra_args
                    else ["--agent-secret-file", str(agent_secret_file())]),
                  *self.extra_args],
@@ -1341,16 +1344,18 @@ def server_database_args():
 @pytest.fixture
 def start_server(floatplane_bin, api_schema, tmp_path):
     """Factory: start_server(data_dir=None, extra_args=(), env=None, database_of=None,
-    start=True, dev=True, database_url=None, tls=None) -> FloatplaneServer (running unless start=False),
+    start=True, dev=True, database_url=None, tls=None, migrated=True) -> FloatplaneServer (running
+    unless start=False),
     stopped at teardown, when its database is dropped (PostgreSQL). `database_of`: another
     server whose database this one shares (PostgreSQL only) and whose admin token it uses.
     dev=False: no --dev flag (extra_args name the agents). `database_url`: a database of the
     test's own (left to the test), instead of the engine's default. `tls`: the client side of
-    the HTTPS that extra_args set up (see the test_ca fixture)."""
+    the HTTPS that extra_args set up (see the test_ca fixture). `migrated=False`: the first
+    start on no database (SQLite) or an empty one (PostgreSQL), not on a migrated copy."""
     servers = []
 
     def start(data_dir=None, extra_args=(), env=None, database_of=None, start=True, dev=True,
-              database_url=None, tls=None):
+              database_url=None, tls=None, migrated=True):
         index = len(servers)
         data_dir = Path(data_dir) if data_dir else tmp_path / f"data-{index}"
         if database_of is not None and database_url is None:
@@ -1359,7 +1364,7 @@ def start_server(floatplane_bin, api_schema, tmp_path):
         server = FloatplaneServer(floatplane_bin, data_dir, tmp_path / f"logs-{index}",
                                   api_schema, extra_args=extra_args, env=env,
                                   token_source=database_of, dev=dev,
-                                  database_url=database_url, tls=tls)
+                                  database_url=database_url, tls=tls, migrated=migrated)
         servers.append(server)
         return server.start() if start else server
 

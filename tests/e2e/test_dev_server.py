@@ -23,8 +23,11 @@ def test_ping_answers_without_authentication(server):
     assert reply.body == {"status": "ok"}
 
 
-def test_first_start_creates_data_dir_and_admin_token(server):
-    # The fixture hands the server a data dir that did not exist.
+def test_first_start_creates_data_dir_and_admin_token(start_server, tmp_path):
+    # As a user's first start: nothing at the data dir nor above it, and no database (not the
+    # harness's migrated copy): the server makes the directories, migrates and bootstraps.
+    data_dir = tmp_path / "new" / "data"
+    server = start_server(data_dir=data_dir, migrated=False)
     assert server.data_dir.is_dir()
     text = (server.data_dir / "admin-token").read_text()
     assert re.fullmatch(r"\S+\n", text), f"admin-token must be the token then a newline: {text!r}"
@@ -115,6 +118,7 @@ def test_a_sqlite_database_in_a_missing_directory_is_named_so_not_in_use(floatpl
         f"floatplane server: the SQLite database (--database) {missing}/floatplane.db: its "
         f"directory {missing} does not exist; create it, or give another path"), result.stderr
     assert not missing.exists()
+    assert not (tmp_path / "data").exists(), "a refused start made the data directory"
 
 
 def test_a_second_server_on_the_same_data_dir_refuses_and_the_first_goes_on(
