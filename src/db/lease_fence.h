@@ -9,9 +9,9 @@
 // before any takeover (on SQLite it ran before; on PostgreSQL, SERIALIZABLE, it may commit a
 // moment after a takeover that wrote nothing it read, and then counts as before it).
 //
-// The token is the holder's name, not a generation of the lease: a server that lost the lease
-// and took it back while one of its judgements was under way is not fenced off from it. That
-// takes the lease being taken over and given up by another server within one judgement.
+// The token is the holder's name for one tenure (TaskLeaseKeeper: a server that lost the lease
+// takes it back under a new name), taken when the judgement begins: so a server that lost the
+// lease and took it back while one of its judgements was under way is fenced off from it too.
 
 #include <string>
 

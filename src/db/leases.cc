@@ -141,6 +141,15 @@ Status LeaseFenceCheckIn(Tx& tx, const LeaseFence& fence) {
       fence.task)));
 }
 
+Result<bool> TaskLeaseRenew(Datastore& ds, const std::string& task, const std::string& holder,
+                            int64_t ttl_us) {
+  return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
+    int64_t n = FP_TRY(tx.Exec("UPDATE task_lease SET expires_at = ? WHERE task = ? AND holder = ?",
+                               tx.now() + ttl_us, task, holder));
+    return n == 1;
+  });
+}
+
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder) {
   return ds.Write([&](Tx& tx) -> Status {
     FP_TRY(tx.Exec("DELETE FROM task_lease WHERE task = ? AND holder = ?", task, holder));
@@ -152,18 +161,39 @@ bool TaskLeaseKeeper::Held() {
   MutexLock lock(mu_);
   Timestamp now = ds_.clock().Now();
   if (held_until_ - now > ttl_us_ / 2) return true;
-  if (held_until_ <= now) {
-    // Not holding it: most looks find another server holding it, which a read tells without
-    // the durable commit of a write.
-    auto other = TaskLeaseHeldByAnother(ds_, task_, holder_);
-    if (!other || *other) {
-      held_until_ = 0;
-      return false;
+  if (held_until_ > now) {
+    // Holding it, half or less left: renewed within this tenure if the row still names it.
+    auto renewed = TaskLeaseRenew(ds_, task_, holder_, ttl_us_);
+    if (!renewed) return true;  // cannot tell: held until it runs out by this clock
+    if (*renewed) {
+      held_until_ = now + ttl_us_;
+      return true;
     }
+    held_until_ = 0;  // taken over or given up meanwhile: this tenure is over
+  }
+  // Not holding it (never, lost, or run out by this clock): a new tenure, under a new name, once
+  // the last one's name held it.
+  if (tenure_held_) {
+    ++tenure_;
+    holder_ = fmt::format("{}#{}", name_, tenure_);
+    tenure_held_ = false;
+  }
+  // Most looks find another server holding it, which a read tells without the durable commit
+  // of a write. (This server's last tenure counts as another until its row runs out.)
+  auto other = TaskLeaseHeldByAnother(ds_, task_, holder_);
+  if (!other || *other) {
+    held_until_ = 0;
+    return false;
   }
   auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_);
   held_until_ = acquired && *acquired ? now + ttl_us_ : 0;
+  if (held_until_ > now) tenure_held_ = true;
   return held_until_ > now;
+}
+
+LeaseFence TaskLeaseKeeper::fence() const {
+  MutexLock lock(mu_);
+  return {task_, holder_};
 }
 
 void TaskLeaseKeeper::Release() {

@@ -77,6 +77,11 @@ Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std:
 // server's clock): what TaskLeaseAcquire would refuse, told by a read, without a commit.
 Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
                                     const std::string& holder);
+// Extends the lease of task `task` to now + `ttl_us` if `holder` holds it (its row names it,
+// run out or not). Returns whether it did: false once another holder took it, or it was given up
+// (the row gone). One durable commit.
+Result<bool> TaskLeaseRenew(Datastore& ds, const std::string& task, const std::string& holder,
+                            int64_t ttl_us);
 // Gives the task up if `holder` holds it (at shutdown, so another server takes it at once).
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder);
 
@@ -87,27 +92,42 @@ Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::strin
 // its lease ran out by its own clock, before any other server can take it (that one waits for
 // the expiry by its own clock; clocks must agree within the TTL's other half). Thread-safe;
 // `ds` must outlive it.
+//
+// Each tenure (from taking the lease to losing it) holds it under a name of its own: `holder`
+// for the first, then "holder#1", "holder#2", ...: a tenure ends when the lease ran out by this
+// server's clock, or a renewal found the row taken or gone (another server took it over, or took
+// it and gave it up). So the fence of a tenure (fence()) never passes the writes of a later
+// one: a judgement begun before this server lost the lease writes nothing after it took the
+// lease back.
 class TaskLeaseKeeper {
  public:
   TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us)
-      : ds_(ds), task_(std::move(task)), holder_(std::move(holder)), ttl_us_(ttl_us) {}
+      : ds_(ds),
+        task_(std::move(task)),
+        name_(std::move(holder)),
+        ttl_us_(ttl_us),
+        holder_(name_) {}
   // Whether this server holds the task now (false also when the datastore did not answer).
   bool Held();
   // Gives the task up (at shutdown), so another server takes it at once.
   void Release();
   const std::string& task() const { return task_; }
-  // What this server's writes of the task carry (db/lease_fence.h).
-  LeaseFence fence() const { return {task_, holder_}; }
+  // What the writes of a judgement begun now carry (db/lease_fence.h): this tenure's name.
+  // Taken when the judgement begins, not when it writes.
+  LeaseFence fence() const;
   int64_t ttl_us() const { return ttl_us_; }
 
  private:
   Datastore& ds_;
   const std::string task_;
-  const std::string holder_;
+  const std::string name_;  // the server's: the first tenure's holder name
   const int64_t ttl_us_;
-  Mutex mu_;
+  mutable Mutex mu_;
   // By this server's clock, counted from before the acquiring write.
   Timestamp held_until_ FP_GUARDED_BY(mu_) = 0;
+  std::string holder_ FP_GUARDED_BY(mu_);  // this tenure's name
+  int64_t tenure_ FP_GUARDED_BY(mu_) = 0;
+  bool tenure_held_ FP_GUARDED_BY(mu_) = false;  // whether this tenure's name ever held it
 };
 
 }  // namespace fp::db

@@ -281,5 +281,40 @@ TEST_F(LeasesTest, AWriteFencedByATaskLeaseChangesNothingOnceAnotherServerHoldsI
   EXPECT_FALSE(SledRecordAgent(*ds, sled.id, false, &b));
 }
 
+// A fence is a tenure's: a server that lost the lease and took it back holds it under a new
+// name, so a judgement begun before the loss writes nothing after it. Lost twice here: the
+// lease ran out by the server's clock (it was paused; nobody took it), then another server took
+// it over and gave it up before the holder's renewal.
+TEST_F(LeasesTest, ATenuresFenceNeverPassesTheWritesOfALaterTenure) {
+  const Sled sled =
+      SledUpsert(*ds, "BRM0001", "http://127.0.0.1:7001", IpAddr::Parse("fd00::1").value()).value();
+  TaskLeaseKeeper a(*ds, "watch", "a", 4 * kSecond);
+  ASSERT_TRUE(a.Held());
+  const LeaseFence first = a.fence();
+  EXPECT_EQ(first.holder, "a");
+  ASSERT_TRUE(SledRecordAgent(*ds, sled.id, false, &first));
+  clock->Advance(4 * kSecond + 1);
+  ASSERT_TRUE(a.Held());
+  const LeaseFence second = a.fence();
+  EXPECT_EQ(second.holder, "a#1");
+  EXPECT_EQ(SledRecordAgent(*ds, sled.id, true, &first).error().kind(),
+            ErrorKind::kServiceUnavailable);
+  ASSERT_TRUE(SledRecordAgent(*ds, sled.id, true, &second));
+  // Server b takes the lease and gives it up while a, paused, still counts on it.
+  ASSERT_TRUE(ds->Write([](Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE task_lease SET holder = 'b' WHERE task = 'watch'"));
+    return Ok();
+  }));
+  ASSERT_TRUE(TaskLeaseRelease(*ds, "watch", "b"));
+  clock->Advance(2 * kSecond + 1);  // half of a's lease left: its renewal finds the row gone
+  ASSERT_TRUE(a.Held());
+  EXPECT_EQ(a.fence().holder, "a#2");
+  EXPECT_EQ(SledRecordAgent(*ds, sled.id, false, &second).error().kind(),
+            ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(SledGet(*ds, sled.id).value().agent_answers, true);
+  const LeaseFence third = a.fence();
+  EXPECT_TRUE(SledRecordAgent(*ds, sled.id, false, &third).value());
+}
+
 }  // namespace
 }  // namespace fp::db

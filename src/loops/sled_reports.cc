@@ -27,7 +27,8 @@ bool Agrees(const model::Instance& i, const std::vector<model::ExternalIp>& ips,
 }  // namespace
 
 int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                             const agents::SledReport& report, bool* confirmed_only) {
+                             const agents::SledReport& report, bool* confirmed_only,
+                             const db::LeaseFence* fence) {
   bool confirmed = report.removed.empty();  // so far, every VM agreed as reported
   std::map<Uuid, const agents::SledInstance*> reported;
   for (const agents::SledInstance& vm : report.instances) reported.emplace(vm.id, &vm);
@@ -62,9 +63,9 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
       if (here) {
         failures += WatchInstance(*instance, sled,
                                   vm ? std::optional<agents::SledInstance>(*vm) : std::nullopt,
-                                  nullptr, &outran);
+                                  nullptr, &outran, fence);
       } else if (vm) {
-        failures += ReapIfOrphan(sled_id, sled, *vm);
+        failures += ReapIfOrphan(sled_id, sled, *vm, fence);
       }
     }
     confirmed = confirmed && agreed;

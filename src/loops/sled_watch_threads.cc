@@ -14,7 +14,8 @@
 
 namespace fp::loops {
 
-void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent) {
+void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent,
+                                            const db::LeaseFence* fence) {
   auto instances = db::InstancesOnSled(ds_, sled_id);
   if (!instances) return;
   int64_t failed = 0;
@@ -27,7 +28,7 @@ void SledWatcher::FailInstancesOfSilentSled(const Uuid& sled_id, const std::stri
       continue;
     }
     if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i)) continue;
-    auto recorded = db::InstanceRecordRunState(ds_, i.id, model::RunState::kFailed, &i, Fence());
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, model::RunState::kFailed, &i, fence);
     if (recorded && recorded->state == model::InstanceState::kFailed) ++failed;
   }
   if (failed == 0) return;
@@ -103,6 +104,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       retry = std::min(retry * 2, options_.full_period);
     }
   };
+  // The lease's fence as this look began (see LookFence), carried by its writes.
+  std::optional<db::LeaseFence> look;
+  auto fence = [&] { return look ? &*look : nullptr; };
   // Whether the sled answers, as last recorded in the datastore by this thread (nullopt: not
   // yet, or the write failed: tried again at the next call).
   std::optional<bool> recorded;
@@ -129,7 +133,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     // one call that failed is no reason to move work elsewhere.
     const bool answers = reachable || clock.Monotonic() - *silent_since < kSilentAfter;
     if (recorded != answers) {
-      auto written = db::SledRecordAgent(ds_, sled_id, answers, Fence());
+      auto written = db::SledRecordAgent(ds_, sled_id, answers, fence());
       recorded = written ? std::optional<bool>(answers) : std::nullopt;
     }
     if (!reachable && clock.Monotonic() - *silent_since >= options_.unresponsive_after &&
@@ -149,7 +153,7 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
                  "does",
                  {{"sled_agent", sled.address()}});
       } else {
-        FailInstancesOfSilentSled(sled_id, sled.address());
+        FailInstancesOfSilentSled(sled_id, sled.address(), fence());
       }
     }
   };
@@ -167,7 +171,8 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       forget();
       continue;
     }
-    if (clock.Monotonic() >= next_full) schedule(WatchSled(sled_id, sled));
+    look = LookFence();  // before the report call: what comes back is judged under it
+    if (clock.Monotonic() >= next_full) schedule(WatchSled(sled_id, sled, fence()));
     auto wait = std::min(options_.report_wait,
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::max(next_full - clock.Monotonic(), MonoDuration::zero())));
@@ -215,8 +220,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
       }
       // Judged as a full comparison does (the datastore read first): the report's list is older
       // than a read made now.
-      schedule(WatchSled(sled_id, sled));
-    } else if (int failures = ApplyReport(sled_id, sled, *report, &confirmed_only); failures > 0) {
+      schedule(WatchSled(sled_id, sled, fence()));
+    } else if (int failures = ApplyReport(sled_id, sled, *report, &confirmed_only, fence());
+               failures > 0) {
       schedule(failures);
     }
     boot = report->boot_id;
@@ -239,16 +245,18 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
       silent_from.clear();  // another server may have judged them meanwhile
       continue;
     }
+    const std::optional<db::LeaseFence> look = LookFence();
+    const db::LeaseFence* fence = look ? &*look : nullptr;
     auto wait = MonoDuration(options_.full_period);
     for (const model::Sled& s : unserved) {
       auto since = silent_from.find(s.id);
       if (since == silent_from.end()) {
-        if (!db::SledRecordAgent(ds_, s.id, false, Fence())) continue;  // tried again next pass
+        if (!db::SledRecordAgent(ds_, s.id, false, fence)) continue;  // tried again next pass
         since = silent_from.emplace(s.id, clock.Monotonic()).first;
       }
       const auto deadline = since->second + options_.unresponsive_after;
       if (clock.Monotonic() >= deadline) {
-        FailInstancesOfSilentSled(s.id, s.agent_url);
+        FailInstancesOfSilentSled(s.id, s.agent_url, fence);
       } else {
         wait = std::min(wait, MonoDuration(deadline - clock.Monotonic()));
       }
@@ -261,7 +269,6 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
 void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   options_ = options;
   lease_ = lease;
-  if (lease_) fence_ = lease_->fence();
   if (lease_) threads_.emplace_back([this] { KeepLease(); });
   // Sleds the datastore knows that no agent of this server serves (an agent retired, or
   // moved without a --serial): nothing will ever report their instances, so they are silent
@@ -301,7 +308,10 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
       if (stop_) break;
       now_ = false;
       lock.Unlock();
-      if (!lease_ || lease_->Held()) ReapOrphans();
+      if (!lease_ || lease_->Held()) {
+        const std::optional<db::LeaseFence> look = LookFence();
+        ReapOrphans(look ? &*look : nullptr);
+      }
       lock.Lock();
     }
   });

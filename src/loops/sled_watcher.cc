@@ -49,10 +49,11 @@ bool Outran(const model::Instance& judged, const model::Instance& now, model::Ru
 }  // namespace
 
 int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                               model::RunState run_state, bool* outran) {
+                               model::RunState run_state, bool* outran,
+                               const db::LeaseFence* fence) {
   // Judged: the lease may go to another server before the write (tests take it here).
   ds_.SyncPoint("sled_watcher:judged");
-  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance, Fence());
+  auto recorded = db::InstanceRecordRunState(ds_, instance.id, run_state, &instance, fence);
   if (!recorded) {
     LogEvent("warn", "could not record run state",
              {{"instance", instance.id.ToString()}, {"error", recorded.error().message()}});
@@ -68,7 +69,7 @@ int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgen
   // Through the orphan check: a start may already have placed the instance again.
   auto sled_id = instance.sled_id;
   if (!sled_id) return 0;
-  auto removed = RemoveIfOrphan(*sled_id, sled, instance.id);
+  auto removed = RemoveIfOrphan(*sled_id, sled, instance.id, fence);
   if (!removed || *removed) return 0;
   LogEvent("warn", "sled unregister after stop failed; the reaper retries",
            {{"instance", instance.id.ToString()},
@@ -79,7 +80,8 @@ int SledWatcher::SettleStopped(const model::Instance& instance, agents::SledAgen
 
 std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
                                                   agents::SledAgentClient& sled,
-                                                  const Uuid& instance_id) {
+                                                  const Uuid& instance_id,
+                                                  const db::LeaseFence* fence) {
   auto orphan = [&](const std::optional<model::Instance>& instance) {
     if (!instance) return true;
     // Both ends of a migration hold a VM until the migration saga settles which one stays.
@@ -95,7 +97,7 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
     // EnsureRunningOn) that commits after it waits for this removal (VmRemovalInProgress).
     auto marked =
         db::VmRemovalBeginIf(ds_, instance_id, removal_holder_,
-                             std::chrono::microseconds(kRemovalMarkTtl).count(), orphan, Fence());
+                             std::chrono::microseconds(kRemovalMarkTtl).count(), orphan, fence);
     return marked && *marked;
   };
   std::optional<Status> removed;
@@ -110,10 +112,10 @@ std::optional<Status> SledWatcher::RemoveIfOrphan(const Uuid& sled_id,
 }
 
 int SledWatcher::ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                              const agents::SledInstance& vm) {
+                              const agents::SledInstance& vm, const db::LeaseFence* fence) {
   // E.g. a start whose sled call timed out and unwound, applied by the sled afterwards, or a
   // stopped or deleted instance whose unregister failed.
-  auto removed = RemoveIfOrphan(sled_id, sled, vm.id);
+  auto removed = RemoveIfOrphan(sled_id, sled, vm.id, fence);
   if (!removed) return 0;
   if (*removed) {
     LogEvent("warn", "removed a VM the datastore does not place on this sled",
@@ -135,7 +137,7 @@ SledWatcher::SledWatcher(db::Datastore& ds, SledAgents& sled_agents, NatReconcil
       nat_(nat),
       removal_holder_(ds.random().NewUuid().ToString()) {}
 
-void SledWatcher::ReapOrphans() {
+void SledWatcher::ReapOrphans(const db::LeaseFence* fence) {
   for (const auto& [sled_id, sled] : sled_agents_.sleds) {
     // List the sled first, then read the datastore: a VM the sled already holds was placed by a
     // saga that committed before the read, so only true orphans are removed (VmRemovals covers
@@ -145,7 +147,7 @@ void SledWatcher::ReapOrphans() {
       LogEvent("warn", "cannot list a sled's VMs", {{"error", vms.error().message()}});
       continue;
     }
-    for (const agents::SledInstance& vm : *vms) (void)ReapIfOrphan(sled_id, *sled, vm);
+    for (const agents::SledInstance& vm : *vms) (void)ReapIfOrphan(sled_id, *sled, vm, fence);
   }
 }
 
@@ -159,7 +161,8 @@ bool SledWatcher::StartSagaAtRest(const model::Instance& i) {
 
 int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient& sled,
                                const std::optional<agents::SledInstance>& vm,
-                               const std::vector<model::ExternalIp>* ips, bool* outran) {
+                               const std::vector<model::ExternalIp>* ips, bool* outran,
+                               const db::LeaseFence* fence) {
   if (i.state != model::InstanceState::kVmm || i.migration_id ||
       i.run_state == model::RunState::kRebooting) {
     return 0;
@@ -173,16 +176,16 @@ int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient
       auto again = sled.Get(i.id);
       if (again || again.error().kind() != ErrorKind::kNotFound) return 0;  // the next look judges
     }
-    return SettleStopped(i, sled, model::RunState::kFailed, outran);
+    return SettleStopped(i, sled, model::RunState::kFailed, outran, fence);
   }
   model::RunState state = RunStateOf(vm->state);
   if (state == model::RunState::kStopped || state == model::RunState::kFailed) {
     if (i.run_state == model::RunState::kStarting && !StartSagaAtRest(i))
       return 0;  // the saga still owns it
-    return SettleStopped(i, sled, state, outran);
+    return SettleStopped(i, sled, state, outran, fence);
   }
   if (state != i.run_state) {
-    auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i, Fence());
+    auto recorded = db::InstanceRecordRunState(ds_, i.id, state, &i, fence);
     // Not recorded (the datastore failed, or the lease went: the fence refused it): nothing is
     // done on its strength, the port neither; the next look judges again.
     if (!recorded) return 0;
@@ -200,7 +203,8 @@ int SledWatcher::WatchInstance(const model::Instance& i, agents::SledAgentClient
   return 0;
 }
 
-int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
+int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled,
+                           const db::LeaseFence* fence) {
   // The datastore first, then the sled: what the sled says is at least as new as the row.
   auto instances = db::InstancesOnSled(ds_, sled_id);
   if (!instances) return 0;
@@ -222,18 +226,26 @@ int SledWatcher::WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled) {
     failures += WatchInstance(
         i, sled,
         it == on_sled.end() ? std::nullopt : std::optional<agents::SledInstance>(*it->second),
-        held == ips->end() ? &kNone : &held->second);
+        held == ips->end() ? &kNone : &held->second, nullptr, fence);
   }
   // A VM not among the instances read is an orphan, or was placed since the read (checked
   // again, with a fresh read, before anything is removed).
   for (const agents::SledInstance& vm : *vms) {
-    if (!placed.contains(vm.id)) failures += ReapIfOrphan(sled_id, sled, vm);
+    if (!placed.contains(vm.id)) failures += ReapIfOrphan(sled_id, sled, vm, fence);
   }
   return failures;
 }
 
 void SledWatcher::WatchOnce() {
-  for (const auto& [sled_id, sled] : sled_agents_.sleds) (void)WatchSled(sled_id, *sled);
+  const std::optional<db::LeaseFence> fence = LookFence();
+  for (const auto& [sled_id, sled] : sled_agents_.sleds) {
+    (void)WatchSled(sled_id, *sled, fence ? &*fence : nullptr);
+  }
+}
+
+std::optional<db::LeaseFence> SledWatcher::LookFence() const {
+  if (!lease_) return std::nullopt;
+  return lease_->fence();
 }
 
 }  // namespace fp::loops

@@ -112,7 +112,10 @@ class SledWatcher {
   // list; each instance judged against its VM, and each VM the datastore does not place there
   // removed. Returns the sled calls that failed (its listing, a removal): the sled's thread
   // then compares it again soon rather than a full period later. ApplyReport likewise.
-  int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled);
+  // `fence`: the lease's as the look began (LookFence), carried by every write; none without a
+  // lease (ApplyReport and ReapOrphans likewise).
+  int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled,
+                const db::LeaseFence* fence = nullptr);
   // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
   // read: one the read agrees with as reported is left alone (a later change comes with a
   // later report); any other is judged on the sled's answer for it, asked after the read, and
@@ -120,12 +123,13 @@ class SledWatcher {
   // the report will not come again, so a declined judgement would wait for a full comparison.
   // `confirmed_only` (if given): set to whether every VM of the report agreed as reported.
   int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
-                  const agents::SledReport& report, bool* confirmed_only = nullptr);
+                  const agents::SledReport& report, bool* confirmed_only = nullptr,
+                  const db::LeaseFence* fence = nullptr);
   // Removes from every sled each VM, whatever its state (stopped included), that the datastore
   // does not place on that sled: the VM of a deleted or stopped instance, of an instance now
   // on another sled, or of no instance at all. A removal that fails is logged and tried again
   // on the next pass, so sleds converge once they answer.
-  void ReapOrphans();
+  void ReapOrphans(const db::LeaseFence* fence = nullptr);
 
   std::vector<SledWatchStatus> SledStatuses() const;
 
@@ -138,14 +142,15 @@ class SledWatcher {
   // it meanwhile): the caller may judge again on a fresh read.
   int WatchInstance(const model::Instance& instance, agents::SledAgentClient& sled,
                     const std::optional<agents::SledInstance>& vm,
-                    const std::vector<model::ExternalIp>* ips = nullptr, bool* outran = nullptr);
+                    const std::vector<model::ExternalIp>* ips, bool* outran,
+                    const db::LeaseFence* fence);
   // Whether the instance's start saga is at rest (or gone): a VM it registered is then on the
   // sled unless lost. False when the datastore cannot say.
   bool StartSagaAtRest(const model::Instance& instance);
   // Removes `vm` if it is an orphan, logging what happened.
   // Returns the sled calls that failed (0 or 1).
   int ReapIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                   const agents::SledInstance& vm);
+                   const agents::SledInstance& vm, const db::LeaseFence* fence);
   // The lease's own thread: looks at the lease every eighth of its TTL (TaskLeaseKeeper::Held,
   // which renews it once half is left, so a renewal starts with at least 3/8 of the TTL to
   // spare, and takes it once it is free or ran out), so that a holder keeps it whatever its sled
@@ -163,18 +168,19 @@ class SledWatcher {
   // The sled's agent has not answered for unresponsive_after: fails the instances the
   // datastore places there (see SledWatchOptions::unresponsive_after).
   // `agent`: its agent's address, for the log.
-  void FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent);
+  void FailInstancesOfSilentSled(const Uuid& sled_id, const std::string& agent,
+                                 const db::LeaseFence* fence);
   // The loop of the thread for sleds no agent of this server serves (see Start).
   void WatchUnservedSleds(const std::vector<model::Sled>& unserved);
   // The sled reported the VM stopped or failed: record it, drop its NAT, forget it on the sled.
   // Returns the sled calls that failed (0 or 1); `outran` as WatchInstance's.
   int SettleStopped(const model::Instance& instance, agents::SledAgentClient& sled,
-                    model::RunState run_state, bool* outran);
+                    model::RunState run_state, bool* outran, const db::LeaseFence* fence);
   // Removes the VM of `instance_id` from the sled `sled_id` if the datastore, read now, does
   // not place it there (see ReapOrphans). Returns std::nullopt if it is not an orphan (or the
   // datastore could not say), else the sled's answer to the unregister.
   std::optional<Status> RemoveIfOrphan(const Uuid& sled_id, agents::SledAgentClient& sled,
-                                       const Uuid& instance_id);
+                                       const Uuid& instance_id, const db::LeaseFence* fence);
 
   // How long a sled's calls must have failed before it is recorded silent (placements then
   // avoid it).
@@ -186,10 +192,11 @@ class SledWatcher {
   const std::string removal_holder_;      // this process, in marks
   SledWatchOptions options_;              // set before the threads start
   db::TaskLeaseKeeper* lease_ = nullptr;  // likewise
-  // The lease's fencing token, carried by every write of a judgement (with a lease only): a
-  // judgement under way when the lease went to another server then writes nothing.
-  std::optional<db::LeaseFence> fence_;  // likewise
-  const db::LeaseFence* Fence() const { return fence_ ? &*fence_ : nullptr; }
+  // The lease's fencing token as a judgement beginning now carries it to each of its writes
+  // (nullopt without a lease): this tenure's (TaskLeaseKeeper::fence), taken when a thread's
+  // look begins, so that a judgement under way when the lease was lost writes nothing, even
+  // after this server took the lease back.
+  std::optional<db::LeaseFence> LookFence() const;
   mutable Mutex mu_;
   std::condition_variable cv_;
   bool stop_ FP_GUARDED_BY(mu_) = false;

@@ -549,5 +549,33 @@ TEST_F(SledReportsTest, AJudgementWrittenAfterTheLeaseWentChangesNothing) {
   EXPECT_EQ(RunState(vm.id), "running") << "a judgement was written after the lease went";
 }
 
+// The same when this server takes the lease back before the write: another server took it and
+// gave it up while a judgement was under way, and this one's keeper, renewing, took it again
+// (under its next tenure's name). The judgement carries the fence of the look it began in.
+TEST_F(SledReportsTest, AJudgementBegunBeforeTheLeaseWasLostAndTakenBackChangesNothing) {
+  model::Instance vm = Running("vm");
+  db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
+  std::atomic<int> judged{0};
+  std::atomic<bool> retaken{false};
+  StopAtEnd stop(*watcher_);
+  watcher_->Start(ReportsOnly(), &lease_a);
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > 0; }));
+  const int64_t reports = StatusOf(vm).reports;
+  ds->TEST_SetSyncPoint([&](std::string_view point) {
+    if (point != "sled_watcher:judged" || judged++ != 0) return;
+    GiveTheLeaseToServerBForAnHour(*ds);
+    EXPECT_TRUE(db::TaskLeaseRelease(*ds, "sled-watcher", "server-b"));
+    retaken =
+        fp::testing::WaitFor([&] { return lease_a.Held() && lease_a.fence().holder != "server-a"; },
+                             std::chrono::seconds(5));
+  });
+  ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
+  ASSERT_TRUE(fp::testing::WaitFor([&] { return StatusOf(vm).reports > reports; }));
+  ds->TEST_SetSyncPoint(nullptr);
+  ASSERT_TRUE(retaken.load()) << "server A did not take the lease back";
+  EXPECT_EQ(lease_a.fence().holder, "server-a#1");
+  EXPECT_EQ(RunState(vm.id), "running") << "a judgement of a lost tenure was written";
+}
+
 }  // namespace
 }  // namespace fp::loops
