@@ -109,24 +109,24 @@ Result<std::vector<SecLease>> SecLeaseList(Datastore& ds) {
 }
 
 Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std::string& holder,
-                              int64_t ttl_us) {
+                              int64_t ttl_us, const std::string& previous) {
   return ds.Write<bool>([&](Tx& tx) -> Result<bool> {
-    int64_t n =
-        FP_TRY(tx.Exec("INSERT INTO task_lease (task, holder, expires_at) VALUES (?, ?, ?) "
-                       "ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, "
-                       "expires_at = excluded.expires_at "
-                       "WHERE task_lease.holder = excluded.holder OR task_lease.expires_at < ?",
-                       task, holder, tx.now() + ttl_us, tx.now()));
+    int64_t n = FP_TRY(
+        tx.Exec("INSERT INTO task_lease (task, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (task) DO UPDATE SET holder = excluded.holder, "
+                "expires_at = excluded.expires_at "
+                "WHERE task_lease.holder IN (excluded.holder, ?) OR task_lease.expires_at < ?",
+                task, holder, tx.now() + ttl_us, previous.empty() ? holder : previous, tx.now()));
     return n == 1;
   });
 }
 
 Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
-                                    const std::string& holder) {
+                                    const std::string& holder, const std::string& previous) {
   return ds.Read<bool>([&](Tx& tx) -> Result<bool> {
-    auto row = FP_TRY(
-        tx.QueryRow("SELECT 1 FROM task_lease WHERE task = ? AND holder != ? AND expires_at >= ?",
-                    task, holder, tx.now()));
+    auto row = FP_TRY(tx.QueryRow(
+        "SELECT 1 FROM task_lease WHERE task = ? AND holder NOT IN (?, ?) AND expires_at >= ?",
+        task, holder, previous.empty() ? holder : previous, tx.now()));
     return row.has_value();
   });
 }
@@ -179,21 +179,24 @@ bool TaskLeaseKeeper::Held() {
     tenure_held_ = false;
   }
   // Most looks find another server holding it, which a read tells without the durable commit
-  // of a write. (This server's last tenure counts as another until its row runs out.)
-  auto other = TaskLeaseHeldByAnother(ds_, task_, holder_);
+  // of a write. (This server's last tenure's row is taken over: its fence then passes nothing.)
+  auto other = TaskLeaseHeldByAnother(ds_, task_, holder_, held_holder_);
   if (!other || *other) {
     held_until_ = 0;
     return false;
   }
-  auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_);
+  auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_, held_holder_);
   held_until_ = acquired && *acquired ? now + ttl_us_ : 0;
-  if (held_until_ > now) tenure_held_ = true;
+  if (held_until_ > now) {
+    tenure_held_ = true;
+    held_holder_ = holder_;
+  }
   return held_until_ > now;
 }
 
 LeaseFence TaskLeaseKeeper::fence() const {
   MutexLock lock(mu_);
-  return {task_, holder_};
+  return {task_, held_holder_};
 }
 
 void TaskLeaseKeeper::Release() {

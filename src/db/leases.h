@@ -69,14 +69,15 @@ Result<std::vector<SecLease>> SecLeaseList(Datastore& ds);
 // --- Leases of background tasks ---
 
 // Makes `holder` the holder of task `task` until now + `ttl_us` if nobody holds it, `holder`
-// holds it already, or the holder's lease expired. Returns whether `holder` holds it now. One
-// durable commit.
+// holds it already (or `previous`, this server's name for its last tenure, if given), or the
+// holder's lease expired. Returns whether `holder` holds it now. One durable commit.
 Result<bool> TaskLeaseAcquire(Datastore& ds, const std::string& task, const std::string& holder,
-                              int64_t ttl_us);
-// Whether another holder than `holder` holds task `task` now (its lease has not run out by this
-// server's clock): what TaskLeaseAcquire would refuse, told by a read, without a commit.
+                              int64_t ttl_us, const std::string& previous = {});
+// Whether another holder than `holder` (and `previous`, if given) holds task `task` now (its
+// lease has not run out by this server's clock): what TaskLeaseAcquire would refuse, told by a
+// read, without a commit.
 Result<bool> TaskLeaseHeldByAnother(Datastore& ds, const std::string& task,
-                                    const std::string& holder);
+                                    const std::string& holder, const std::string& previous = {});
 // Extends the lease of task `task` to now + `ttl_us` if `holder` holds it (its row names it,
 // run out or not). Returns whether it did: false once another holder took it, or it was given up
 // (the row gone). One durable commit.
@@ -112,7 +113,8 @@ class TaskLeaseKeeper {
   // Gives the task up (at shutdown), so another server takes it at once.
   void Release();
   const std::string& task() const { return task_; }
-  // What the writes of a judgement begun now carry (db/lease_fence.h): this tenure's name.
+  // What the writes of a judgement begun now carry (db/lease_fence.h): the name of the last
+  // tenure that held the lease (one that is only trying to take it has none of its own yet).
   // Taken when the judgement begins, not when it writes.
   LeaseFence fence() const;
   int64_t ttl_us() const { return ttl_us_; }
@@ -128,6 +130,9 @@ class TaskLeaseKeeper {
   std::string holder_ FP_GUARDED_BY(mu_);  // this tenure's name
   int64_t tenure_ FP_GUARDED_BY(mu_) = 0;
   bool tenure_held_ FP_GUARDED_BY(mu_) = false;  // whether this tenure's name ever held it
+  // The last tenure's name that held it (empty before the first): fence()'s, and a row of its
+  // that the next tenure takes over without waiting for it to run out.
+  std::string held_holder_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace fp::db

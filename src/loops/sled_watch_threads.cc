@@ -181,8 +181,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
     // The call waited up to report_wait, longer than the lease lasts. A server that lost the
     // lease meanwhile leaves what came back to the holder, which calls the sled itself: a
     // report (states to record, VMs to take off) and a failure alike (the sled recorded
-    // silent, its instances failed).
-    if (lease_ && !lease_->Held()) {
+    // silent, its instances failed). So does one that lost it and took it back (a new tenure):
+    // this look's writes would all be refused, and its next starts from a full list.
+    if (lease_ && (!lease_->Held() || lease_->fence().holder != look->holder)) {
       {
         MutexLock lock(mu_);
         ++status_[index].calls_set_aside;
