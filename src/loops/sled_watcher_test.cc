@@ -160,6 +160,13 @@ class SledReportsTest : public InstanceSagaTest {
         model::ToString(instances_->Lookup(actor_, NameOrId(id), std::nullopt)->run_state));
   }
   size_t SledOf(const model::Instance& i) { return i.sled_id == sled_ids_[0] ? 0 : 1; }
+  // Whether, within the wait, the sled of `vm` has reported and both sleds hold a report call.
+  bool ReportedAndWaiting(const model::Instance& vm) {
+    return fp::testing::WaitFor([&] {
+      return StatusOf(vm).reports > 0 && sled_sims_[0]->waiting_reports() == 1 &&
+             sled_sims_[1]->waiting_reports() == 1;
+    });
+  }
   // The watcher's status of the sled that runs `i` (its statuses are in SledAgents' order).
   SledWatchStatus StatusOf(const model::Instance& i) {
     for (const SledWatchStatus& s : watcher_->SledStatuses()) {
@@ -488,10 +495,7 @@ TEST_F(SledReportsTest, AReportThatComesBackAfterTheLeaseWasLostIsNotApplied) {
   db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
   StopAtEnd stop(*watcher_);
   watcher_->Start(ReportsOnly(), &lease_a);
-  ASSERT_TRUE(fp::testing::WaitFor([&] {
-    return StatusOf(vm).reports > 0 && sled_sims_[0]->waiting_reports() == 1 &&
-           sled_sims_[1]->waiting_reports() == 1;
-  }));
+  ASSERT_TRUE(ReportedAndWaiting(vm));
   ASSERT_NO_FATAL_FAILURE(GiveTheLeaseToServerBForAnHour(*ds));
   ASSERT_TRUE(fp::testing::WaitFor([&] { return !lease_a.Held(); }));
   ASSERT_TRUE(sled_sims_[SledOf(vm)]->ForceState(vm.id, agents::VmState::kFailed));
@@ -592,10 +596,7 @@ TEST_F(SledReportsTest, AReportThatComesBackInALaterTenureIsComparedAfresh) {
   db::TaskLeaseKeeper lease_a(*ds, "sled-watcher", "server-a", kLeaseTtlUs);
   StopAtEnd stop(*watcher_);
   watcher_->Start(ReportsOnly(), &lease_a);
-  ASSERT_TRUE(fp::testing::WaitFor([&] {
-    return StatusOf(vm).reports > 0 && sled_sims_[0]->waiting_reports() == 1 &&
-           sled_sims_[1]->waiting_reports() == 1;
-  }));
+  ASSERT_TRUE(ReportedAndWaiting(vm));
   const std::string first = lease_a.fence().holder;
   ASSERT_NO_FATAL_FAILURE(GiveTheLeaseToServerBForAnHour(*ds));
   ASSERT_TRUE(db::TaskLeaseRelease(*ds, "sled-watcher", "server-b"));
