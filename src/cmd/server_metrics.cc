@@ -121,8 +121,9 @@ void RenderSleds(std::string& out, const ServerMetricsSources& s) {
   Render(out, "floatplane_sled_agent_restarts_total",
          "Times the sled agent's run (boot id) changed under this server.", "counter", restarts);
   Render(out, "floatplane_sled_report_calls_set_aside_total",
-         "Report calls to the sled that returned after this server lost the sled-watcher lease "
-         "(their answers left to the lease's holder).",
+         "Report calls to the sled that returned after this server lost the sled-watcher lease, "
+         "or in a later tenure of it (their answers left to the lease's holder, or to this "
+         "server's next look from a full list).",
          "counter", set_aside);
 }
 

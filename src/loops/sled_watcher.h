@@ -71,7 +71,8 @@ struct SledWatchStatus {
   int64_t reports = 0;        // reports read, full ones included
   int64_t restarts_seen = 0;  // times its agent's run (boot id) changed under the watcher
   // Report calls that returned (a report or a failure) after this server lost the
-  // sled-watcher lease: their answers left to the lease's holder.
+  // sled-watcher lease, or in a later tenure of it: their answers left to the lease's holder,
+  // or to this server's next look from a full list.
   int64_t calls_set_aside = 0;
   bool reachable = false;  // its last call answered
 };
