@@ -13,6 +13,7 @@
 #include "db/sagas.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
+#include "db/vm_removals.h"
 
 namespace fp::db {
 namespace {

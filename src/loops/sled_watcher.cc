@@ -12,6 +12,7 @@
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/sagas.h"
+#include "db/vm_removals.h"
 #include "loops/nat_reconciler.h"
 #include "loops/port_reconciler.h"
 

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "db/datastore.h"
 #include "db/instances.h"
+#include "db/vm_removals.h"
 #include "loops/nat_reconciler.h"
 #include "loops/sled_agents.h"
 #include "loops/sled_watcher.h"
