@@ -189,8 +189,9 @@ void SledWatcher::WatchLoop(size_t index, const Uuid& sled_id, agents::SledAgent
         ++status_[index].calls_set_aside;
       }
       LogEvent("info",
-               "a sled's report call returned after this server lost the sled-watcher lease; "
-               "its answer is left to the server that holds it",
+               "a sled's report call returned after this server lost the sled-watcher lease (or "
+               "in a later tenure of it); its answer is left to the lease's holder, or to this "
+               "server's next look from a full list",
                {{"sled_agent", sled.address()}, {"answered", report.has_value()}});
       forget();
       continue;
