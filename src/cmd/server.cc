@@ -234,10 +234,14 @@ int RunServer(const ServerFlags& flags) {
     return 1;
   }
   // Declared before the background tasks that use them (which stop first).
+  // The task leases' holder names carry this start's own part, so that a zombie of the
+  // previous process under the same coordinator id is fenced by this one (db/leases.h).
   const int64_t task_lease_us = int64_t{flags.lease_ttl_ms} * 1000;
-  fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id,
-                                        task_lease_us);
-  fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us);
+  const std::string process = (*datastore)->random().NewUuid().ToString().substr(0, 8);
+  fp::db::TaskLeaseKeeper watcher_lease(**datastore, "sled-watcher", *coordinator_id, task_lease_us,
+                                        process);
+  fp::db::TaskLeaseKeeper nat_lease(**datastore, "nat-repair", *coordinator_id, task_lease_us,
+                                    process);
   fp::loops::NatReconciler nat(**datastore);
   for (const auto& client : processes.switch_clients) nat.AddSwitch(client);
   fp::app::SagaDeps deps{**datastore, processes.sled_agents, nat};

@@ -157,6 +157,15 @@ Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::strin
   });
 }
 
+Result<std::optional<std::string>> TaskLeaseHolder(Datastore& ds, const std::string& task) {
+  using Out = std::optional<std::string>;
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    auto row = FP_TRY(tx.QueryRow("SELECT holder FROM task_lease WHERE task = ?", task));
+    if (!row) return Out();
+    return Out(row->Text(0));
+  });
+}
+
 bool TaskLeaseKeeper::Held() {
   MutexLock lock(mu_);
   Timestamp now = ds_.clock().Now();
@@ -175,17 +184,25 @@ bool TaskLeaseKeeper::Held() {
   // the last one's name held it.
   if (tenure_held_) {
     ++tenure_;
-    holder_ = fmt::format("{}#{}", name_, tenure_);
+    holder_ = fmt::format("{}#{}", base_, tenure_);
     tenure_held_ = false;
   }
+  if (!looked_for_earlier_) {
+    auto row = TaskLeaseHolder(ds_, task_);
+    if (!row) return false;
+    looked_for_earlier_ = true;
+    if (*row && (**row == name_ || (*row)->rfind(name_ + "@", 0) == 0)) earlier_ = **row;
+  }
   // Most looks find another server holding it, which a read tells without the durable commit
-  // of a write. (This server's last tenure's row is taken over: its fence then passes nothing.)
-  auto other = TaskLeaseHeldByAnother(ds_, task_, holder_, held_holder_);
+  // of a write. (This server's last tenure's row, or before this process held it an earlier
+  // process's, is taken over: its fence then passes nothing.)
+  const std::string& previous = held_holder_.empty() ? earlier_ : held_holder_;
+  auto other = TaskLeaseHeldByAnother(ds_, task_, holder_, previous);
   if (!other || *other) {
     held_until_ = 0;
     return false;
   }
-  auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_, held_holder_);
+  auto acquired = TaskLeaseAcquire(ds_, task_, holder_, ttl_us_, previous);
   held_until_ = acquired && *acquired ? now + ttl_us_ : 0;
   if (held_until_ > now) {
     tenure_held_ = true;

@@ -85,6 +85,8 @@ Result<bool> TaskLeaseRenew(Datastore& ds, const std::string& task, const std::s
                             int64_t ttl_us);
 // Gives the task up if `holder` holds it (at shutdown, so another server takes it at once).
 Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::string& holder);
+// The name the lease row of task `task` holds, run out or not (nullopt without a row).
+Result<std::optional<std::string>> TaskLeaseHolder(Datastore& ds, const std::string& task);
 
 // One server's hold on one background task's lease: Held() says whether this server may run
 // the task's next pass, acquiring or renewing the lease when less than half of it is left (so
@@ -100,14 +102,24 @@ Status TaskLeaseRelease(Datastore& ds, const std::string& task, const std::strin
 // it and gave it up). So the fence of a tenure (fence()) never passes the writes of a later
 // one: a judgement begun before this server lost the lease writes nothing after it took the
 // lease back.
+//
+// With `process` (a server passes a name of its own per start), the names are
+// "holder@process", "holder@process#1", ...: so a restarted server's tenure is not its previous
+// process's, whose zombie (a process paused, not dead, when the server was started again) would
+// otherwise pass the new process's fence. A row of an earlier process of the same server (named
+// `holder`, or "holder@..." with another process) is taken over at the new process's first
+// look, as the saga coordinator's lease is (SecLeaseTake): its writes are refused from then on.
 class TaskLeaseKeeper {
  public:
-  TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us)
+  TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us,
+                  const std::string& process = {})
       : ds_(ds),
         task_(std::move(task)),
         name_(std::move(holder)),
+        base_(process.empty() ? name_ : name_ + "@" + process),
         ttl_us_(ttl_us),
-        holder_(name_) {}
+        holder_(base_),
+        looked_for_earlier_(process.empty()) {}
   // Whether this server holds the task now (false also when the datastore did not answer).
   bool Held();
   // Gives the task up (at shutdown), so another server takes it at once.
@@ -122,7 +134,8 @@ class TaskLeaseKeeper {
  private:
   Datastore& ds_;
   const std::string task_;
-  const std::string name_;  // the server's: the first tenure's holder name
+  const std::string name_;  // the server's
+  const std::string base_;  // this process's: the first tenure's holder name
   const int64_t ttl_us_;
   mutable Mutex mu_;
   // By this server's clock, counted from before the acquiring write.
@@ -133,6 +146,10 @@ class TaskLeaseKeeper {
   // The last tenure's name that held it (empty before the first): fence()'s, and a row of its
   // that the next tenure takes over without waiting for it to run out.
   std::string held_holder_ FP_GUARDED_BY(mu_);
+  // Whether the first look read the row for an earlier process's tenure (`earlier_`, taken over
+  // before this process held the lease once).
+  bool looked_for_earlier_ FP_GUARDED_BY(mu_);
+  std::string earlier_ FP_GUARDED_BY(mu_);
 };
 
 }  // namespace fp::db

@@ -319,5 +319,33 @@ TEST_F(LeasesTest, ATenuresFenceNeverPassesTheWritesOfALaterTenure) {
   EXPECT_TRUE(SledRecordAgent(*ds, sled.id, false, &third).value());
 }
 
+// A server started again under the same coordinator id while its previous process is paused
+// (not dead): each process names its tenures with a part of its own, so the new one takes the
+// lease over at its first look, and the paused one's writes are refused from then on.
+TEST_F(LeasesTest, ARestartedServersFirstTenureFencesItsPreviousProcess) {
+  const Sled sled =
+      SledUpsert(*ds, "BRM0001", "http://127.0.0.1:7001", IpAddr::Parse("fd00::1").value()).value();
+  TaskLeaseKeeper before(*ds, "watch", "a", 4 * kSecond, "p1");
+  ASSERT_TRUE(before.Held());
+  const LeaseFence paused = before.fence();
+  EXPECT_EQ(paused.holder, "a@p1");
+  // Another server waits for the lease to run out; the server's next process does not.
+  TaskLeaseKeeper other(*ds, "watch", "b", 4 * kSecond, "p9");
+  EXPECT_FALSE(other.Held());
+  TaskLeaseKeeper after(*ds, "watch", "a", 4 * kSecond, "p2");
+  ASSERT_TRUE(after.Held());
+  const LeaseFence now = after.fence();
+  EXPECT_EQ(now.holder, "a@p2");
+  auto stale = SledRecordAgent(*ds, sled.id, true, &paused);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_TRUE(SledRecordAgent(*ds, sled.id, true, &now).value());
+  // Resumed, the paused process's renewal finds the row taken, and its next tenure waits.
+  clock->Advance(2 * kSecond + 1);
+  ASSERT_TRUE(after.Held());
+  EXPECT_FALSE(before.Held());
+  EXPECT_EQ(after.fence().holder, "a@p2");
+}
+
 }  // namespace
 }  // namespace fp::db

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from e2e_helpers import (expect, explicit_ip, from_pool, is_uuid, link, list_all, make_fip,
-                         make_instance, make_pool, make_project, same_ip, wait_run_state)
+                         make_instance, make_pool, make_project, same_ip, wait_run_state,
+                         wait_until)
 
 
 def test_ping_answers_without_authentication(server):
@@ -160,6 +161,31 @@ def test_a_data_dir_held_by_a_killed_server_is_free_at_once(server, engine):
     server.start()
     listed = {p["name"] for p in expect(server.admin.get("/v1/projects"), 200)["items"]}
     assert "before-kill" in listed
+
+
+@pytest.mark.postgres_only("task leases are taken on a shared database only")
+def test_a_restarted_server_takes_its_task_leases_back_at_once_under_a_new_name(start_server):
+    """Each start of a server holds the task leases under a name of its own (coordinator id @
+    this process's part), so that a paused former process is fenced, and takes back its former
+    process's leases at once instead of waiting for them to run out (here 60 s)."""
+    server = start_server(extra_args=["--lease-ttl-ms", "60000"])
+    coordinator = (server.data_dir / "coordinator-id").read_text().strip()
+
+    def holders():
+        return dict(server.sql("SELECT task, holder FROM task_lease"))
+
+    wait_until(lambda: len(holders()) == 2, what="both task leases held", interval=0.2)
+    before = holders()
+    assert set(before) == {"sled-watcher", "nat-repair"}, before
+    for holder in before.values():
+        assert re.fullmatch(re.escape(coordinator) + r"@[0-9a-f]{8}", holder), before
+    server.stop(signal.SIGKILL)
+    server.start()
+    wait_until(lambda: holders().get("sled-watcher") not in (None, before["sled-watcher"]),
+               timeout=20, what="the sled-watcher lease taken back",
+               describe=lambda: str(holders()), interval=0.2)
+    after = holders()["sled-watcher"]
+    assert re.fullmatch(re.escape(coordinator) + r"@[0-9a-f]{8}", after), after
 
 
 def test_restart_twice_on_same_dir(server):
