@@ -130,21 +130,30 @@ int RunServer(const ServerFlags& flags) {
       }
     }
   }
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    std::cerr << "floatplane server: cannot create data directory (--data-dir) " << data_dir << ": "
-              << ec.message() << "\n";
-    return 1;
+  const bool sqlite_in_data_dir = database->engine == DatabaseEngine::kSqlite &&
+                                  std::filesystem::weakly_canonical(database->target, ec) ==
+                                      std::filesystem::weakly_canonical(dir / "floatplane.db", ec);
+  // --migrate-only needs the data directory only for the SQLite file in it: a deployment's
+  // schema step on another database leaves no directory behind (the default one is
+  // .floatplane-dev in the working directory).
+  const bool uses_data_dir = !flags.migrate_only || sqlite_in_data_dir;
+  if (uses_data_dir) {
+    std::filesystem::create_directories(data_dir, ec);
+    if (ec) {
+      std::cerr << "floatplane server: cannot create data directory (--data-dir) " << data_dir
+                << ": " << ec.message() << "\n";
+      return 1;
+    }
   }
   // One server per data directory (its coordinator id and admin token are one server's), and
   // per SQLite file (several servers share a PostgreSQL database only): held until the process
   // ends, given up by the kernel even when it is killed.
   std::vector<fp::cmd::ExclusiveHold> holds;
-  std::vector<std::pair<std::filesystem::path, std::string>> to_hold{
-      {dir / "floatplane.lock", "data directory (--data-dir) " + data_dir}};
-  if (database->engine == DatabaseEngine::kSqlite &&
-      std::filesystem::weakly_canonical(database->target, ec) !=
-          std::filesystem::weakly_canonical(dir / "floatplane.db", ec)) {
+  std::vector<std::pair<std::filesystem::path, std::string>> to_hold;
+  if (uses_data_dir) {
+    to_hold.emplace_back(dir / "floatplane.lock", "data directory (--data-dir) " + data_dir);
+  }
+  if (database->engine == DatabaseEngine::kSqlite && !sqlite_in_data_dir) {
     to_hold.emplace_back(database->target + ".lock",
                          "SQLite database (--database) " + database->target);
   }

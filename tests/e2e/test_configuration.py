@@ -110,17 +110,23 @@ def test_a_bad_listen_address_is_refused_naming_the_flag_once(floatplane_bin, tm
 def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, start_server,
                                                             server_database_args, tmp_path):
     """`server --migrate-only`, a deployment's schema step: it needs the database alone (no
-    agents, no secret), prints the schema version and exits, bootstrapping nothing and listening
-    on nothing; the first server started on the database afterwards bootstraps it."""
+    agents, no secret, no data directory: run from a directory of its own without --data-dir it
+    leaves nothing there), prints the schema version and exits, bootstrapping nothing and
+    listening on nothing; the first server started on the database afterwards bootstraps it."""
     data_dir = tmp_path / "migrated"
-    database = server_database_args(data_dir, migrated=False) or [
-        "--database", f"sqlite:{data_dir / 'floatplane.db'}"]
-    done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", "--data-dir",
-                           str(data_dir), *database], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL, check=False)
+    database = server_database_args(data_dir, migrated=False)
+    if not database:  # SQLite: the file of the server started on data_dir below
+        data_dir.mkdir()
+        database = ["--database", f"sqlite:{data_dir / 'floatplane.db'}"]
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", *database],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          check=False, cwd=deploy)
     assert done.returncode == 0, done.stderr
     match = re.fullmatch(r"schema at version (\d+): (sqlite|postgres) .*\n", done.stdout)
     assert match, done.stdout
+    assert list(deploy.iterdir()) == []
     assert not (data_dir / "admin-token").exists()
 
     server = start_server(data_dir=data_dir, start=False)
