@@ -166,6 +166,22 @@ Result<std::optional<std::string>> TaskLeaseHolder(Datastore& ds, const std::str
   });
 }
 
+namespace {
+
+// Whether `holder` names a tenure of an earlier process of server `server`: the server's id
+// alone (a server before processes had names), or "server@process" with "#n" or not, where the
+// process part holds no '@' (so that server "a" does not take the lease of a server "a@b").
+bool IsEarlierProcessOf(const std::string& holder, const std::string& server) {
+  if (holder == server) return true;
+  if (holder.size() <= server.size() + 1 || holder.compare(0, server.size(), server) != 0 ||
+      holder[server.size()] != '@') {
+    return false;
+  }
+  return holder.find('@', server.size() + 1) == std::string::npos;
+}
+
+}  // namespace
+
 bool TaskLeaseKeeper::Held() {
   MutexLock lock(mu_);
   Timestamp now = ds_.clock().Now();
@@ -191,7 +207,7 @@ bool TaskLeaseKeeper::Held() {
     auto row = TaskLeaseHolder(ds_, task_);
     if (!row) return false;
     looked_for_earlier_ = true;
-    if (*row && (**row == name_ || (*row)->rfind(name_ + "@", 0) == 0)) earlier_ = **row;
+    if (*row && IsEarlierProcessOf(**row, name_)) earlier_ = **row;
   }
   // Most looks find another server holding it, which a read tells without the durable commit
   // of a write. (This server's last tenure's row, or before this process held it an earlier

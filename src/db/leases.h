@@ -107,8 +107,11 @@ Result<std::optional<std::string>> TaskLeaseHolder(Datastore& ds, const std::str
 // "holder@process", "holder@process#1", ...: so a restarted server's tenure is not its previous
 // process's, whose zombie (a process paused, not dead, when the server was started again) would
 // otherwise pass the new process's fence. A row of an earlier process of the same server (named
-// `holder`, or "holder@..." with another process) is taken over at the new process's first
-// look, as the saga coordinator's lease is (SecLeaseTake): its writes are refused from then on.
+// `holder`, or "holder@<process>[#n]" with another process part, which holds no '@') is taken
+// over at the new process's first look, as the saga coordinator's lease is (SecLeaseTake): its
+// fenced writes are refused from then on. "Earlier" is told by the name, not by age: of two
+// processes of one server, the one that looks second takes it. A row "holder#n" (a tenure of a
+// server before processes had names) waits for its expiry.
 class TaskLeaseKeeper {
  public:
   TaskLeaseKeeper(Datastore& ds, std::string task, std::string holder, int64_t ttl_us,

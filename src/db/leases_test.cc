@@ -347,5 +347,18 @@ TEST_F(LeasesTest, ARestartedServersFirstTenureFencesItsPreviousProcess) {
   EXPECT_EQ(after.fence().holder, "a@p2");
 }
 
+// Only the server's own earlier processes: a server whose id begins with another's and "@" is
+// another server, whose live lease the first waits for.
+TEST_F(LeasesTest, AServerWhoseIdBeginsWithAnothersIsNotItsEarlierProcess) {
+  TaskLeaseKeeper other(*ds, "watch", "a@b", 4 * kSecond, "p1");
+  ASSERT_TRUE(other.Held());
+  EXPECT_EQ(other.fence().holder, "a@b@p1");
+  TaskLeaseKeeper a(*ds, "watch", "a", 4 * kSecond, "p2");
+  EXPECT_FALSE(a.Held());
+  clock->Advance(4 * kSecond + 1);  // other's lease ran out: a takes it as any server would
+  EXPECT_TRUE(a.Held());
+  EXPECT_EQ(a.fence().holder, "a@p2");
+}
+
 }  // namespace
 }  // namespace fp::db

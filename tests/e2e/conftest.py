@@ -738,7 +738,7 @@ def postgres_sample(items, param):
 # servers killed and their sagas adopted, races run to their end, deadlines waited out) run
 # first: on four workers a test of 13 s begun last leaves three of them idle at the end (the run
 # 122.9 and 122.3 s in that order, 111.8 and 117.8 s in this, alternating, 2026-12-06; on SQLite,
-# whose modules take under 12 s, the same order measured no better: 85-91 s against 93-95).
+# whose tests take under 12 s, this order took 92.8 and 95.0 s, alphabetical 85.1 and 91.1).
 RUN_FIRST_ON_POSTGRES = {"test_postgres_failures", "test_replicas", "test_attach_races",
                          "test_users", "test_sleds", "test_recovery",
                          "test_idempotency_crashes"}
