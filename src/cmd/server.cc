@@ -130,13 +130,19 @@ int RunServer(const ServerFlags& flags) {
       }
     }
   }
-  const bool sqlite_in_data_dir = database->engine == DatabaseEngine::kSqlite &&
-                                  std::filesystem::weakly_canonical(database->target, ec) ==
-                                      std::filesystem::weakly_canonical(dir / "floatplane.db", ec);
-  // --migrate-only needs the data directory only for the SQLite file in it: a deployment's
+  const bool sqlite = database->engine == DatabaseEngine::kSqlite;
+  // The data directory's own file, which the directory's lock covers.
+  const bool sqlite_of_data_dir =
+      sqlite && std::filesystem::weakly_canonical(database->target, ec) ==
+                    std::filesystem::weakly_canonical(dir / "floatplane.db", ec);
+  // --migrate-only needs the data directory only for a SQLite file in it: a deployment's
   // schema step on another database leaves no directory behind (the default one is
   // .floatplane-dev in the working directory).
-  const bool uses_data_dir = !flags.migrate_only || sqlite_in_data_dir;
+  const bool uses_data_dir =
+      !flags.migrate_only ||
+      (sqlite &&
+       std::filesystem::weakly_canonical(std::filesystem::absolute(database->target).parent_path(),
+                                         ec) == std::filesystem::weakly_canonical(dir, ec));
   if (uses_data_dir) {
     std::filesystem::create_directories(data_dir, ec);
     if (ec) {
@@ -153,7 +159,7 @@ int RunServer(const ServerFlags& flags) {
   if (uses_data_dir) {
     to_hold.emplace_back(dir / "floatplane.lock", "data directory (--data-dir) " + data_dir);
   }
-  if (database->engine == DatabaseEngine::kSqlite && !sqlite_in_data_dir) {
+  if (sqlite && !sqlite_of_data_dir) {
     to_hold.emplace_back(database->target + ".lock",
                          "SQLite database (--database) " + database->target);
   }

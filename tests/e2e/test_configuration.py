@@ -138,6 +138,21 @@ def test_migrate_only_brings_the_schema_up_and_nothing_else(floatplane_bin, star
     expect(server.admin.get("/v1/system/silos/default"), 200)
 
 
+@pytest.mark.sqlite_only("a SQLite file of its own in the data directory")
+def test_migrate_only_makes_the_data_directory_a_sqlite_file_of_it_is_in(floatplane_bin,
+                                                                         tmp_path):
+    """A SQLite file named in a data directory that does not exist yet: the migration makes the
+    directory, as a start does (only a migration of another database leaves none)."""
+    data_dir = tmp_path / "fresh"
+    done = subprocess.run([str(floatplane_bin), "server", "--migrate-only", "--data-dir",
+                           str(data_dir), "--database", f"sqlite:{data_dir / 'other.db'}"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (data_dir / "other.db").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh"]
+
+
 @pytest.mark.postgres_only("another server's migration holds PostgreSQL's schema lock")
 def test_a_stop_signal_ends_a_migration_that_waits_instead_of_waiting_with_it(
         floatplane_bin, server_database_args, tmp_path):
