@@ -140,9 +140,9 @@ int RunServer(const ServerFlags& flags) {
   // .floatplane-dev in the working directory).
   const bool uses_data_dir =
       !flags.migrate_only ||
-      (sqlite &&
-       std::filesystem::weakly_canonical(std::filesystem::absolute(database->target).parent_path(),
-                                         ec) == std::filesystem::weakly_canonical(dir, ec));
+      (sqlite && std::filesystem::weakly_canonical(
+                     std::filesystem::absolute(database->target, ec).parent_path(), ec) ==
+                     std::filesystem::weakly_canonical(dir, ec));
   if (uses_data_dir) {
     std::filesystem::create_directories(data_dir, ec);
     if (ec) {
