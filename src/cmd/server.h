@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -98,6 +99,10 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
 // print after "floatplane server: "; nullopt when they can. Only what needs no file or network:
 // what is required without --dev, flags that exclude each other, --tls-cert without --tls-key.
 std::optional<std::string> RefusedFlags(const ServerFlags& flags);
+// What is wrong with a coordinator id (--coordinator-id, or DATA_DIR/coordinator-id), if
+// anything: '@' or '#' (they separate a task lease holder's server, process and tenure), spaces
+// or control characters, more than 128 characters.
+std::optional<std::string> CoordinatorIdProblem(std::string_view id);
 
 // The `switch-agent` setting of the [server] section of the config file at `path` (a URL or a
 // list of them), or nullopt if it has none. InvalidRequest naming the file for a file that is

@@ -170,7 +170,8 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
       ->capture_default_str();
   server->add_option("--coordinator-id", flags.coordinator_id,
                      "This server's saga coordinator id, unique among the servers of one "
-                     "database (default: the one kept in DATA_DIR/coordinator-id)");
+                     "database, without '@', '#' or spaces (default: the one kept in "
+                     "DATA_DIR/coordinator-id)");
   server
       ->add_option("--lease-ttl-ms", flags.lease_ttl_ms,
                    "Validity of the coordinator lease, renewed every fifth of it; another server "
@@ -198,6 +199,22 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
   return server;
 }
 
+std::optional<std::string> CoordinatorIdProblem(std::string_view id) {
+  if (id.size() > 128) return "may be at most 128 characters long";
+  for (char c : id) {
+    // A task lease's holder is named `<id>@<process>#<tenure>` (db/leases.h): an id with either
+    // mark would read as another server's process, or hide which server holds the lease.
+    if (c == '@' || c == '#') {
+      return fmt::format(
+          "may not contain '{}', which names a server's process and tenure in its task leases", c);
+    }
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+      return "may not contain spaces or control characters";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> RefusedFlags(const ServerFlags& flags) {
   if (!flags.dev) {
     // A production server names what it runs on; only --dev makes things up. A migration
@@ -219,6 +236,11 @@ std::optional<std::string> RefusedFlags(const ServerFlags& flags) {
   if (flags.migrate_only && flags.mint_admin_token) {
     return "--mint-admin-token needs a server start; --migrate-only bootstraps nothing: run the "
            "migration, then start the server with --mint-admin-token";
+  }
+  if (!flags.coordinator_id.empty()) {
+    if (std::optional<std::string> bad = CoordinatorIdProblem(flags.coordinator_id)) {
+      return fmt::format("--coordinator-id \"{}\": {}", flags.coordinator_id, *bad);
+    }
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return fmt::format("{} needs {}: HTTPS takes a certificate and its private key",

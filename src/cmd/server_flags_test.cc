@@ -155,5 +155,26 @@ TEST(RefusedFlagsTest, AMigrationNeedsOnlyTheDatabaseAndMintsNoToken) {
   EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true}), std::nullopt);
 }
 
+// A task lease's holder is `<id>@<process>#<tenure>`: an id with either mark would pass for
+// another server's process (a server `a` took the live lease of a server `a@b` before
+// IsEarlierProcessOf's fix), so such an id is refused before the server starts.
+TEST(RefusedFlagsTest, ACoordinatorIdWithALeaseNamesMarkIsRefusedNamingTheFlag) {
+  EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "a@b"}).value_or(""),
+            "--coordinator-id \"a@b\": may not contain '@', which names a server's process and "
+            "tenure in its task leases");
+  EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "a#1"}).value_or(""),
+            "--coordinator-id \"a#1\": may not contain '#', which names a server's process and "
+            "tenure in its task leases");
+  EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "nexus 1"}).value_or(""),
+            "--coordinator-id \"nexus 1\": may not contain spaces or control characters");
+  EXPECT_EQ(CoordinatorIdProblem(std::string(129, 'a')).value_or(""),
+            "may be at most 128 characters long");
+  for (const char* good :
+       {"server-b", "nexus-1.rack2", "0b4f6a1e-7f10-4c3e-9a55-2f4d1c6e8b90", "rack:2/3"}) {
+    EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = good}), std::nullopt) << good;
+  }
+  EXPECT_EQ(CoordinatorIdProblem(std::string(128, 'a')), std::nullopt);
+}
+
 }  // namespace
 }  // namespace fp::cmd

@@ -44,7 +44,15 @@ fp::Result<std::string> CoordinatorId(const ServerFlags& flags, const std::files
   if (std::ifstream in(file); in) {
     std::string id;
     std::getline(in, id);
-    if (!id.empty()) return id;
+    if (!id.empty()) {
+      if (std::optional<std::string> bad = CoordinatorIdProblem(id)) {
+        return Fail(fp::Error::InvalidRequest(
+            fmt::format("{} holds \"{}\", but a coordinator id {}: write another there, or "
+                        "give one with --coordinator-id",
+                        file.string(), id, *bad)));
+      }
+      return id;
+    }
   }
   std::string id = fp::Uuid::Random().ToString();
   FP_CHECK_OK(WriteSecretFile(file, id + "\n"));

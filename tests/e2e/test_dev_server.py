@@ -96,11 +96,25 @@ def test_the_coordinator_id_is_kept_across_restarts_unless_given(server):
     server.restart()
     assert id_file.read_text() == first
     assert server.stop() == 0
-    server.extra_args = [*server.extra_args, "--coordinator-id", "server-b"]
+    plain = list(server.extra_args)
+    server.extra_args = [*plain, "--coordinator-id", "server-b"]
     server.start()
     assert server.wait_for_log(
         lambda r: r.get("msg") == "serving" and r.get("coordinator_id") == "server-b")
     assert id_file.read_text() == first
+    # An id the file holds that a task lease's holder name could not carry (an operator's
+    # edit: '@' and '#' separate a server's process and tenure there) stops the start, naming
+    # the file; before, the server ran under it.
+    assert server.stop() == 0
+    server.extra_args = plain
+    id_file.write_text("rack2@nexus\n")
+    with pytest.raises(AssertionError, match="server exited with 1 before listening"):
+        server.start()
+    assert server.wait_for_exit() == 1
+    assert server.stderr_path.read_text().strip().splitlines()[-1] == (
+        f'floatplane server: cannot keep the coordinator id: {id_file} holds "rack2@nexus", but '
+        "a coordinator id may not contain '@', which names a server's process and tenure in its "
+        "task leases: write another there, or give one with --coordinator-id")
 
 
 @pytest.mark.engine_independent("the check of --database's SQLite path, before any database")
