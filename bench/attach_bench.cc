@@ -458,7 +458,7 @@ int main(int argc, char** argv) {
 
   struct Counters {
     int64_t commits = 0, syncs = 0, sqlite_commits = 0, checkpoints = 0, log_restarts = 0,
-            saga_rows = 0, sagas_pruned = 0, round_trips = 0, retries = 0, reads = 0;
+            saga_rows = 0, sagas_pruned = 0, round_trips = 0, retries = 0, reads = 0, switches = 0;
   };
   // Summed over the servers; a counter an engine does not have counts 0 (e.g. SQLite's log
   // syncs on PostgreSQL, round trips on SQLite).
@@ -486,6 +486,8 @@ int main(int argc, char** argv) {
       sum.round_trips += counter("floatplane_db_round_trips_total");
       sum.retries += counter("floatplane_db_transaction_retries_total");
       sum.reads += counter("floatplane_db_read_transactions_total");
+      sum.switches += counter(R"(floatplane_process_context_switches_total\{kind="voluntary"\})") +
+                      counter(R"(floatplane_process_context_switches_total\{kind="involuntary"\})");
     }
     return sum;
   };
@@ -556,12 +558,12 @@ int main(int argc, char** argv) {
     };
     std::printf(
         "%2d client(s): %d cycles in %.2f s = %.0f cycles/s; attach p50 %.2f ms p99 %.2f ms; "
-        "detach p50 %.2f ms p99 %.2f ms; server CPU per cycle %.3f ms%s; read transactions per "
-        "cycle %.2f; durable commits per cycle %.2f ",
+        "detach p50 %.2f ms p99 %.2f ms; server CPU per cycle %.3f ms%s; context switches per "
+        "cycle %.1f; read transactions per cycle %.2f; durable commits per cycle %.2f ",
         clients, done, elapsed, done / elapsed, Percentile(attach_ms, .5),
         Percentile(attach_ms, .99), Percentile(detach_ms, .5), Percentile(detach_ms, .99),
-        1000 * cpu / done, external_agents ? "" : " (agents included)", per_cycle(&Counters::reads),
-        per_cycle(&Counters::commits));
+        1000 * cpu / done, external_agents ? "" : " (agents included)",
+        per_cycle(&Counters::switches), per_cycle(&Counters::reads), per_cycle(&Counters::commits));
     if (pg) {
       std::printf("(database round trips %.2f, retried transactions %.2f",
                   per_cycle(&Counters::round_trips) - idle_round_trips_per_s * elapsed / done,

@@ -1,6 +1,7 @@
 #include "api/metrics.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <iterator>
@@ -37,6 +38,25 @@ std::string StoreMetrics(const app::StoreCounters& c) {
       "floatplane_db_transaction_retries_total {}\n",
       c.durable_commits, c.log_syncs, c.sqlite_commits, c.checkpoints, c.log_restarts,
       c.log_limit_restarts, c.round_trips, c.transaction_retries);
+}
+
+std::string ProcessMetrics() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return "";
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  std::string out;
+  metrics::Render(out, "process_cpu_seconds_total",
+                  "CPU time the server's threads have used, user and system.", "counter",
+                  {{{}, seconds(usage.ru_utime) + seconds(usage.ru_stime)}});
+  metrics::Render(out, "floatplane_process_context_switches_total",
+                  "Times a thread of the server gave up its core: voluntary (it waited for a "
+                  "lock, a condition, the disk or the network) or involuntary (preempted).",
+                  "counter",
+                  {{{{"kind", "voluntary"}}, static_cast<double>(usage.ru_nvcsw)},
+                   {{{"kind", "involuntary"}}, static_cast<double>(usage.ru_nivcsw)}});
+  return out;
 }
 
 std::string TransactionMetrics(const app::StoreCounters& c) {

@@ -19,6 +19,10 @@ std::string StoreMetrics(const app::StoreCounters& c);
 std::string TransactionMetrics(const app::StoreCounters& c);
 // The saga tables' and the database file's size, and what pruning removed.
 std::string HistoryMetrics(const app::HistoryCounters& h);
+// The process's own CPU time and context switches (getrusage: every thread, ended ones included),
+// so that a benchmark can tell the hand-offs between threads a change removed from the time it
+// saved.
+std::string ProcessMetrics();
 // Connection admission counters (HttpServerStats).
 std::string AdmissionMetrics(const http::HttpServerStats& s);
 

@@ -17,6 +17,7 @@ std::optional<HttpResponse> ServeSystem(const HttpRequest& req, const Services& 
   app::StoreCounters counters = services.store_stats.Counters();
   r.body = StoreMetrics(counters);
   r.body += TransactionMetrics(counters);
+  r.body += ProcessMetrics();
   auto history = services.store_stats.History();
   if (!history) return ErrorResponse(req, history.error());
   r.body += HistoryMetrics(*history);

@@ -134,6 +134,13 @@ def test_metrics_move_with_what_happens(start_rack):
     assert 1 <= value(now, "floatplane_db_connections_open") <= 16 + 2
     wait_until(lambda: value(scrape(rack.server), "floatplane_db_connection_waiters") == 0, 5,
                "no transaction waiting for a database connection")
+    # The process's own CPU time and context switches (getrusage, every thread) grew with the
+    # work: bench_attach divides them by its cycles.
+    assert value(now, "process_cpu_seconds_total") > value(before, "process_cpu_seconds_total")
+    for kind in ("voluntary", "involuntary"):
+        assert value(before, "floatplane_process_context_switches_total", kind=kind) >= 0
+    assert value(now, "floatplane_process_context_switches_total", kind="voluntary") > \
+        value(before, "floatplane_process_context_switches_total", kind="voluntary")
     # Sagas.
     for saga in ("instance_create", "instance_start", "ip_attach"):
         assert value(after, "floatplane_sagas_started_total", saga=saga) == 1, saga

@@ -121,85 +121,101 @@ Status SqliteEngine::WaitDurable(int64_t seq) {
       durable_ = std::max(durable_, target);
       durable_seen_.store(durable_);
     }
+    // Outside the lock: a waiter woken while it is held would only block on it again.
+    lock.Unlock();
     durable_cv_.notify_all();
     FP_CHECK_OK(synced);
+    lock.Lock();
   }
   return Ok();
 }
 
 struct SqliteEngine::QueuedWrite {
-  enum class State { kQueued, kLeading, kTaken, kDone };
+  explicit QueuedWrite(const std::function<Status(Connection&)>* b) : body(b) {}
+  enum Wake : int { kWaiting = 0, kLead = 1, kDone = 2 };
   const std::function<Status(Connection&)>* body;
   Status result = Ok();
   int64_t seq = 0;        // the commit number of the batch that ran it
   bool numbered = false;  // seq is set (0 is a number: no commit before)
-  // Guarded by the engine's queue_mu_ (not annotated: the analysis cannot name another
-  // object's mutex from here).
-  State state = State::kQueued;
-  // Signalled, under queue_mu_, when this write is to lead a batch or is done and durable.
-  // One per write: waking a writer wakes that writer and no other.
+  // Set once, after the fields above, by the writer that hands this write the lead (kLead) or
+  // that ran it and waited until its batch was durable (kDone), under this write's own mutex,
+  // and signalled after letting go of it: woken, the write's thread runs at once instead of
+  // waking only to sleep again on a mutex its waker still holds (a second context switch per
+  // write). The waker holds a reference while it signals: the write's own thread may already
+  // have seen the value and returned.
+  Mutex mu;
+  int wake FP_GUARDED_BY(mu) = kWaiting;
   std::condition_variable cv;
+
+  void Wake(int how) {
+    {
+      MutexLock lock(mu);
+      wake = how;
+    }
+    cv.notify_one();
+  }
+  int AwaitWake() {
+    MutexLock lock(mu);
+    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return wake != kWaiting; });
+    return wake;
+  }
 };
 
 Status SqliteEngine::Write(const std::function<Status(Connection&)>& body) {
-  using State = QueuedWrite::State;
   sync_points_.Pass("tx:waiting_for_writer");
-  QueuedWrite me{&body};
-  std::vector<QueuedWrite*> batch;
+  auto me = std::make_shared<QueuedWrite>(&body);
+  std::vector<std::shared_ptr<QueuedWrite>> batch;
   {
     MutexLock lock(queue_mu_);
     if (writing_) {
-      queue_.push_back(&me);
+      queue_.push_back(me);
       if (sync_points_.set()) {
         lock.Unlock();  // the hook may wait for other writers to queue
         sync_points_.Pass("tx:queued");
         lock.Lock();
       }
       queued_writes_.fetch_add(1);
-      lock.Wait(me.cv, [&]() FP_REQUIRES(queue_mu_) {
-        return me.state == State::kLeading || me.state == State::kDone;
-      });
+      lock.Unlock();
+      const int wake = me->AwaitWake();
       queued_writes_.fetch_sub(1);
       // Another writer ran this write in its batch and waited until it was durable.
-      if (me.state == State::kDone) return me.result;
+      if (wake == QueuedWrite::kDone) return me->result;
+      lock.Lock();  // handed the lead: writing_ stayed set for this write
     }
     writing_ = true;
-    batch.push_back(&me);  // this write first, then every write queued behind the last batch
-    for (QueuedWrite* w : queue_) {
-      w->state = State::kTaken;
-      batch.push_back(w);
-    }
+    batch.push_back(me);  // this write first, then every write queued behind the last batch
+    for (std::shared_ptr<QueuedWrite>& w : queue_) batch.push_back(std::move(w));
     queue_.clear();
   }
   RunWriteBatch(batch);
   checkpointer_->AfterBatch();
+  // The next batch starts while this one's sync runs, so that its commit joins the next sync.
+  std::shared_ptr<QueuedWrite> next;
   {
-    // The next batch starts while this one's sync runs, so that its commit joins the next sync.
     MutexLock lock(queue_mu_);
     if (queue_.empty()) {
       writing_ = false;
     } else {
-      QueuedWrite* next = queue_.front();
+      next = std::move(queue_.front());
       queue_.erase(queue_.begin());
-      next->state = State::kLeading;
-      next->cv.notify_one();
     }
+  }
+  if (next) {
+    next->Wake(QueuedWrite::kLead);
   }
   // The answers (results, or errors derived from what the writes read, possibly the effects of
   // earlier writes in the batch) leave only once the batch is durable. The writes of the batch
   // sleep until then and are woken once, here.
-  Status durable = WaitDurable(me.numbered ? me.seq : commit_begun_.load());
-  MutexLock lock(queue_mu_);
-  for (QueuedWrite* w : batch) {
+  Status durable = WaitDurable(me->numbered ? me->seq : commit_begun_.load());
+  for (const std::shared_ptr<QueuedWrite>& w : batch) {
     if (!durable) w->result = durable;
-    w->state = State::kDone;
-    // Under the lock: the woken writer returns and destroys its cv only after we release it.
-    if (w != &me) w->cv.notify_one();
+    if (w == me) continue;
+    w->Wake(QueuedWrite::kDone);
   }
-  return me.result;
+  return me->result;
 }
 
-void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
+void SqliteEngine::RunWriteBatch(const std::vector<std::shared_ptr<QueuedWrite>>& batch) {
   using namespace std::chrono;
   SqliteConnection& conn = *writer_;
   // Another process holding the database's write lock: retry with jittered backoff.
@@ -213,7 +229,7 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
     began = conn.ExecScript("BEGIN IMMEDIATE");
   }
   if (!began) {
-    for (QueuedWrite* w : batch) w->result = began;
+    for (const std::shared_ptr<QueuedWrite>& w : batch) w->result = began;
     return;
   }
   int64_t committed = 0;
@@ -226,7 +242,7 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
                             "earlier write's error")
                       : Error::Internal("the write transaction was aborted by an earlier error");
   };
-  for (QueuedWrite* w : batch) {
+  for (const std::shared_ptr<QueuedWrite>& w : batch) {
     if (!conn.InTransaction()) {
       // SQLite ended the transaction after an error: nothing more can join.
       w->result = Fail(aborted());
@@ -265,7 +281,7 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   // fails, the empty transaction is committed as any other.
   if (committed == 0 && conn.InTransaction() && conn.ExecScript("ROLLBACK")) {
     const int64_t before = commit_begun_.load();
-    for (QueuedWrite* w : batch) {
+    for (const std::shared_ptr<QueuedWrite>& w : batch) {
       w->seq = before;
       w->numbered = true;
     }
@@ -279,10 +295,10 @@ void SqliteEngine::RunWriteBatch(const std::vector<QueuedWrite*>& batch) {
   if (!commit) {
     if (conn.InTransaction()) (void)conn.ExecScript("ROLLBACK");
     // Nothing of the batch is kept, and a failed write may have read what others wrote.
-    for (QueuedWrite* w : batch) w->result = commit;
+    for (const std::shared_ptr<QueuedWrite>& w : batch) w->result = commit;
     committed = 0;
   }
-  for (QueuedWrite* w : batch) {
+  for (const std::shared_ptr<QueuedWrite>& w : batch) {
     w->seq = seq;
     w->numbered = true;
   }

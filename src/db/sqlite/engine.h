@@ -52,7 +52,8 @@ class SqliteEngine final : public Engine {
         random_(random),
         readers_(path_) {}
   struct QueuedWrite;
-  void RunWriteBatch(const std::vector<QueuedWrite*>& batch) FP_EXCLUDES(queue_mu_, durable_mu_);
+  void RunWriteBatch(const std::vector<std::shared_ptr<QueuedWrite>>& batch)
+      FP_EXCLUDES(queue_mu_, durable_mu_);
   Status SyncLog() FP_EXCLUDES(durable_mu_);  // fdatasync of the WAL file
 
   std::string path_;
@@ -69,7 +70,7 @@ class SqliteEngine final : public Engine {
   // connection's page cache is dropped whenever another connection wrote, so one writing connection
   // keeps it warm.
   Mutex queue_mu_;
-  std::vector<QueuedWrite*> queue_ FP_GUARDED_BY(queue_mu_);
+  std::vector<std::shared_ptr<QueuedWrite>> queue_ FP_GUARDED_BY(queue_mu_);
   bool writing_ FP_GUARDED_BY(queue_mu_) = false;  // a batch is running
   std::unique_ptr<SqliteConnection> writer_;       // used only by the thread running a batch
   std::atomic<int64_t> sqlite_commits_{0};
