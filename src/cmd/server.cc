@@ -179,6 +179,16 @@ int RunServer(const ServerFlags& flags) {
     }
     holds.push_back(std::move(*hold));
   }
+  // Read (or made) before anything is opened: a start refused over the id kept in the data
+  // directory leaves the database unmigrated and no admin token minted. A migration alone
+  // coordinates nothing.
+  fp::Result<std::string> coordinator_id = std::string();
+  if (!flags.migrate_only) coordinator_id = CoordinatorId(flags, dir);
+  if (!coordinator_id) {
+    std::cerr << "floatplane server: cannot keep the coordinator id: "
+              << coordinator_id.error().message() << "\n";
+    return 1;
+  }
   // Before the datastore starts its checkpointer thread: a thread started earlier would not
   // block SIGTERM, and the kernel would deliver it there and kill the process uncleanly. A
   // signal during startup stays pending and stops the server as soon as it is up; but one
@@ -241,12 +251,6 @@ int RunServer(const ServerFlags& flags) {
       fp::LogEvent("info", "restarted the instances the in-process sleds ran before",
                    {{"instances", *restarted}});
     }
-  }
-  auto coordinator_id = CoordinatorId(flags, dir);
-  if (!coordinator_id) {
-    std::cerr << "floatplane server: cannot keep the coordinator id: "
-              << coordinator_id.error().message() << "\n";
-    return 1;
   }
   // Declared before the background tasks that use them (which stop first).
   // The task leases' holder names carry this start's own part, so that a zombie of the

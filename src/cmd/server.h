@@ -100,8 +100,8 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags);
 // what is required without --dev, flags that exclude each other, --tls-cert without --tls-key.
 std::optional<std::string> RefusedFlags(const ServerFlags& flags);
 // What is wrong with a coordinator id (--coordinator-id, or DATA_DIR/coordinator-id), if
-// anything: '@' or '#' (they separate a task lease holder's server, process and tenure), spaces
-// or control characters, more than 128 characters.
+// anything: '@' or '#' (they begin a task lease holder's process and tenure parts), spaces or
+// control characters, more than 128 characters.
 std::optional<std::string> CoordinatorIdProblem(std::string_view id);
 
 // The `switch-agent` setting of the [server] section of the config file at `path` (a URL or a

@@ -170,8 +170,8 @@ CLI::App* AddServerCommand(CLI::App& app, ServerFlags& flags) {
       ->capture_default_str();
   server->add_option("--coordinator-id", flags.coordinator_id,
                      "This server's saga coordinator id, unique among the servers of one "
-                     "database, without '@', '#' or spaces (default: the one kept in "
-                     "DATA_DIR/coordinator-id)");
+                     "database: at most 128 characters, without '@', '#', spaces or control "
+                     "characters (default: the one kept in DATA_DIR/coordinator-id)");
   server
       ->add_option("--lease-ttl-ms", flags.lease_ttl_ms,
                    "Validity of the coordinator lease, renewed every fifth of it; another server "
@@ -204,9 +204,12 @@ std::optional<std::string> CoordinatorIdProblem(std::string_view id) {
   for (char c : id) {
     // A task lease's holder is named `<id>@<process>#<tenure>` (db/leases.h): an id with either
     // mark would read as another server's process, or hide which server holds the lease.
-    if (c == '@' || c == '#') {
-      return fmt::format(
-          "may not contain '{}', which names a server's process and tenure in its task leases", c);
+    if (c == '@') {
+      return "may not contain '@', which begins the process part of its task leases' holder "
+             "names";
+    }
+    if (c == '#') {
+      return "may not contain '#', which begins the tenure part of its task leases' holder names";
     }
     if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
       return "may not contain spaces or control characters";
@@ -239,7 +242,7 @@ std::optional<std::string> RefusedFlags(const ServerFlags& flags) {
   }
   if (!flags.coordinator_id.empty()) {
     if (std::optional<std::string> bad = CoordinatorIdProblem(flags.coordinator_id)) {
-      return fmt::format("--coordinator-id \"{}\": {}", flags.coordinator_id, *bad);
+      return fmt::format("--coordinator-id {:?}: {}", flags.coordinator_id, *bad);
     }
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {

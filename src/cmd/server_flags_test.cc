@@ -160,13 +160,16 @@ TEST(RefusedFlagsTest, AMigrationNeedsOnlyTheDatabaseAndMintsNoToken) {
 // IsEarlierProcessOf's fix), so such an id is refused before the server starts.
 TEST(RefusedFlagsTest, ACoordinatorIdWithALeaseNamesMarkIsRefusedNamingTheFlag) {
   EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "a@b"}).value_or(""),
-            "--coordinator-id \"a@b\": may not contain '@', which names a server's process and "
-            "tenure in its task leases");
+            "--coordinator-id \"a@b\": may not contain '@', which begins the process part of "
+            "its task leases' holder names");
   EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "a#1"}).value_or(""),
-            "--coordinator-id \"a#1\": may not contain '#', which names a server's process and "
-            "tenure in its task leases");
+            "--coordinator-id \"a#1\": may not contain '#', which begins the tenure part of its "
+            "task leases' holder names");
   EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "nexus 1"}).value_or(""),
             "--coordinator-id \"nexus 1\": may not contain spaces or control characters");
+  // Shown escaped: a control character would otherwise garble the message.
+  EXPECT_EQ(RefusedFlags(ServerFlags{.dev = true, .coordinator_id = "nexus\r"}).value_or(""),
+            "--coordinator-id \"nexus\\r\": may not contain spaces or control characters");
   EXPECT_EQ(CoordinatorIdProblem(std::string(129, 'a')).value_or(""),
             "may be at most 128 characters long");
   for (const char* good :

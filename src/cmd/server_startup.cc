@@ -44,11 +44,15 @@ fp::Result<std::string> CoordinatorId(const ServerFlags& flags, const std::files
   if (std::ifstream in(file); in) {
     std::string id;
     std::getline(in, id);
+    // The server writes `<id>\n`; a file edited by hand may end in "\r\n" or spaces.
+    while (!id.empty() && (id.back() == '\r' || id.back() == ' ' || id.back() == '\t')) {
+      id.pop_back();
+    }
     if (!id.empty()) {
       if (std::optional<std::string> bad = CoordinatorIdProblem(id)) {
         return Fail(fp::Error::InvalidRequest(
-            fmt::format("{} holds \"{}\", but a coordinator id {}: write another there, or "
-                        "give one with --coordinator-id",
+            fmt::format("{} holds {:?}, but a coordinator id {}: write another there, or give "
+                        "one with --coordinator-id",
                         file.string(), id, *bad)));
       }
       return id;

@@ -103,18 +103,27 @@ def test_the_coordinator_id_is_kept_across_restarts_unless_given(server):
         lambda r: r.get("msg") == "serving" and r.get("coordinator_id") == "server-b")
     assert id_file.read_text() == first
     # An id the file holds that a task lease's holder name could not carry (an operator's
-    # edit: '@' and '#' separate a server's process and tenure there) stops the start, naming
-    # the file; before, the server ran under it.
+    # edit: '@' and '#' begin a server's process and tenure parts there) stops the start before
+    # anything is opened, naming the file; before, the server ran under it. Asked to mint an
+    # admin token, it mints none (the token file stays), which it did before the id was read.
     assert server.stop() == 0
-    server.extra_args = plain
+    server.extra_args = [*plain, "--mint-admin-token"]
+    token = (server.data_dir / "admin-token").read_text()
     id_file.write_text("rack2@nexus\n")
     with pytest.raises(AssertionError, match="server exited with 1 before listening"):
         server.start()
     assert server.wait_for_exit() == 1
     assert server.stderr_path.read_text().strip().splitlines()[-1] == (
         f'floatplane server: cannot keep the coordinator id: {id_file} holds "rack2@nexus", but '
-        "a coordinator id may not contain '@', which names a server's process and tenure in its "
-        "task leases: write another there, or give one with --coordinator-id")
+        "a coordinator id may not contain '@', which begins the process part of its task "
+        "leases' holder names: write another there, or give one with --coordinator-id")
+    assert (server.data_dir / "admin-token").read_text() == token
+    # A file saved with a CRLF line end still names the same coordinator.
+    server.extra_args = plain
+    id_file.write_text(first.strip() + "\r\n")
+    server.start()
+    assert server.wait_for_log(
+        lambda r: r.get("msg") == "serving" and r.get("coordinator_id") == first.strip())
 
 
 @pytest.mark.engine_independent("the check of --database's SQLite path, before any database")

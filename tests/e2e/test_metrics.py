@@ -135,7 +135,7 @@ def test_metrics_move_with_what_happens(start_rack):
     wait_until(lambda: value(scrape(rack.server), "floatplane_db_connection_waiters") == 0, 5,
                "no transaction waiting for a database connection")
     # The process's own CPU time and context switches (getrusage, every thread) grew with the
-    # work: bench_attach divides them by its cycles.
+    # work: bench_attach divides the switches by its cycles.
     assert value(now, "process_cpu_seconds_total") > value(before, "process_cpu_seconds_total")
     for kind in ("voluntary", "involuntary"):
         assert value(before, "floatplane_process_context_switches_total", kind=kind) >= 0

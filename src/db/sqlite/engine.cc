@@ -132,7 +132,7 @@ Status SqliteEngine::WaitDurable(int64_t seq) {
 
 struct SqliteEngine::QueuedWrite {
   explicit QueuedWrite(const std::function<Status(Connection&)>* b) : body(b) {}
-  enum Wake : int { kWaiting = 0, kLead = 1, kDone = 2 };
+  enum Turn : int { kWaiting = 0, kLead = 1, kDone = 2 };
   const std::function<Status(Connection&)>* body;
   Status result = Ok();
   int64_t seq = 0;        // the commit number of the batch that ran it
