@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "db/postgres/engine.h"
 #include "db/request_effect.h"
@@ -60,6 +61,11 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& ur
                                                   return MigratePostgresSchema(conn, interrupt);
                                                 }));
   return ds;
+}
+
+Status DeferredDurability::Wait() {
+  const int64_t seen = std::exchange(seen_, 0);
+  return seen == 0 ? Ok() : ds_.engine_->WaitDurable(seen);
 }
 
 DeferredDurability::~DeferredDurability() {

@@ -213,6 +213,14 @@ class DeferredDurability {
   DeferredDurability(const DeferredDurability&) = delete;
   DeferredDurability& operator=(const DeferredDurability&) = delete;
 
+  // Waits now for what the scope's reads saw, before the caller acts on it (the end then has
+  // nothing left to wait for). Errors: the engine cannot make it durable.
+  Status Wait();
+  // For a caller that acts on nothing its reads saw (a judgement that the state it read needs
+  // nothing done): the end does not wait for it. A crash that undoes it then undoes nothing
+  // this caller did.
+  void Dismiss() { seen_ = 0; }
+
  private:
   friend class Datastore;
   Datastore& ds_;

@@ -74,7 +74,7 @@ Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
   });
 }
 
-Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id) {
+Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id) {
   // On PostgreSQL one statement, which carries the COMMIT (one round trip, not three): the
   // instance's row beside each of its IPs (NULLs beside it when it has none), in
   // InstanceExternalIpsIn's order.

@@ -79,12 +79,13 @@ Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run
                                      const Effect<Instance>& effect = {});
 // The instance with this id, live or deleted (for reconciling sleds); NotFound if none.
 Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id);
-// The same and the instance's external IPs (InstanceExternalIpsIn), in one read.
+// The same and the instance's external IPs (InstanceExternalIpsIn), in one read (deferred
+// durability: Reader).
 struct InstanceAndIps {
   Instance instance;
   std::vector<ExternalIp> ips;
 };
-Result<InstanceAndIps> InstanceAnyStateWithIps(Datastore& ds, const Uuid& id);
+Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id);
 
 // Migration: mark migrating to `dst` (running, not migrating, not already there).
 Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <thread>
 
 #include "app/testing/instance_world.h"
+#include "common/mutex.h"
 #include "db/leases.h"
 #include "http/client.h"
 
@@ -148,6 +150,27 @@ using app::testing::InstanceSagaTest;
 
 // --- Sleds report their changes (issue 15) ---
 
+// A sled agent's client over HTTP that shows each call to `before_call` before making it.
+class ObservedCaller final : public http::Caller {
+ public:
+  using Observer = std::function<void(std::string_view method, std::string_view target)>;
+  ObservedCaller(const std::string& url, std::chrono::milliseconds timeout, Observer before_call)
+      : inner_("sled agent", url, timeout), before_call_(std::move(before_call)) {}
+  Result<http::HttpAnswer> Call(
+      std::string_view method, std::string_view target, std::string_view body,
+      const std::vector<std::pair<std::string, std::string>>& headers) override {
+    before_call_(method, target);
+    return inner_.Call(method, target, body, headers);
+  }
+  void Abandon() override { inner_.Abandon(); }
+  const std::string& base_url() const override { return inner_.base_url(); }
+  const std::string& description() const override { return inner_.description(); }
+
+ private:
+  http::HttpClient inner_;
+  Observer before_call_;
+};
+
 class SledReportsTest : public InstanceSagaTest {
  protected:
   // No full comparison during the test: what reaches the datastore came with a report.
@@ -167,6 +190,36 @@ class SledReportsTest : public InstanceSagaTest {
              sled_sims_[1]->waiting_reports() == 1;
     });
   }
+  // A running instance with an ephemeral IP attached, a client of its sled that counts its
+  // calls in `calls_`, and the VM as that sled reports it (SNAT and the ephemeral address).
+  struct Reported {
+    model::Instance vm;
+    model::ExternalIp ip;
+    size_t sled = 0;
+    std::unique_ptr<agents::SledAgentClient> client;
+    agents::SledReport report;
+  };
+  Reported RunningWithAnAddress() {
+    Reported out;
+    out.vm = Running("vm");
+    auto attached =
+        instances_->AttachEphemeral(app::Unrecorded{actor_}, NameOrId(out.vm.id), std::nullopt, {});
+    EXPECT_TRUE(attached) << attached.error().message();
+    if (attached) out.ip = *attached;
+    out.sled = SledOf(out.vm);
+    out.client = agents::MakeSledAgentClient(
+        [this, k = out.sled](std::chrono::milliseconds timeout) {
+          return std::make_unique<ObservedCaller>(
+              sled_sims_[k]->base_url(), timeout,
+              [this](std::string_view, std::string_view) { ++calls_; });
+        },
+        std::chrono::seconds(2));
+    out.report.instances.push_back(out.client->Get(out.vm.id).value());
+    EXPECT_EQ(out.report.instances[0].external_ips.size(), 2u);
+    return out;
+  }
+  std::atomic<int> calls_{0};
+
   // The watcher's status of the sled that runs `i` (its statuses are in SledAgents' order).
   SledWatchStatus StatusOf(const model::Instance& i) {
     for (const SledWatchStatus& s : watcher_->SledStatuses()) {
@@ -242,61 +295,84 @@ TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
   EXPECT_EQ(RunState(created->id), "failed");
 }
 
-// A sled agent's client over HTTP that shows each call to `before_call` before making it.
-class ObservedCaller final : public http::Caller {
- public:
-  using Observer = std::function<void(std::string_view method, std::string_view target)>;
-  ObservedCaller(const std::string& url, std::chrono::milliseconds timeout, Observer before_call)
-      : inner_("sled agent", url, timeout), before_call_(std::move(before_call)) {}
-  Result<http::HttpAnswer> Call(
-      std::string_view method, std::string_view target, std::string_view body,
-      const std::vector<std::pair<std::string, std::string>>& headers) override {
-    before_call_(method, target);
-    return inner_.Call(method, target, body, headers);
-  }
-  void Abandon() override { inner_.Abandon(); }
-  const std::string& base_url() const override { return inner_.base_url(); }
-  const std::string& description() const override { return inner_.description(); }
-
- private:
-  http::HttpClient inner_;
-  Observer before_call_;
-};
-
 // Most reports carry what the control plane itself just did. One the datastore agrees with
 // costs one read and no call back to the sled (issue 26: the watcher's confirmations were 4
 // of a cycle's 11 reads and 4 of its agent calls); one it disagrees with is judged as before,
 // on the sled's answer asked after the read.
 TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) {
-  model::Instance vm = Running("vm");
-  auto attached =
-      instances_->AttachEphemeral(app::Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, {});
-  ASSERT_TRUE(attached) << attached.error().message();
-  const size_t k = SledOf(vm);
-  std::atomic<int> calls{0};
-  auto sled = agents::MakeSledAgentClient(
-      [&](std::chrono::milliseconds timeout) {
-        return std::make_unique<ObservedCaller>(
-            sled_sims_[k]->base_url(), timeout,
-            [&](std::string_view, std::string_view) { ++calls; });
-      },
-      std::chrono::seconds(2));
-  agents::SledReport report;
-  report.instances.push_back(sled->Get(vm.id).value());
-  ASSERT_EQ(report.instances[0].external_ips.size(), 2u);  // SNAT and the ephemeral address
-
-  calls = 0;
+  Reported r = RunningWithAnAddress();
+  calls_ = 0;
   const int64_t reads = ds->read_transactions();
-  EXPECT_EQ(watcher_->ApplyReport(vm.sled_id.value(), *sled, report), 0);
-  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, r.report), 0);
+  EXPECT_EQ(calls_.load(), 0);
   EXPECT_EQ(ds->read_transactions() - reads, 1);
 
   // The port as the report has it lacks the attached address: the sled is asked again, and
   // holds it, so nothing is repaired.
-  std::erase(report.instances[0].external_ips, attached->ip);
-  EXPECT_EQ(watcher_->ApplyReport(vm.sled_id.value(), *sled, report), 0);
-  EXPECT_EQ(calls.load(), 1);  // GET /instances/{id}
-  EXPECT_EQ(sled_sims_[k]->Instance(vm.id)->external_ips.size(), 2u);
+  std::erase(r.report.instances[0].external_ips, r.ip.ip);
+  EXPECT_EQ(watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, r.report), 0);
+  EXPECT_EQ(calls_.load(), 1);  // GET /instances/{id}
+  EXPECT_EQ(sled_sims_[r.sled]->Instance(r.vm.id)->external_ips.size(), 2u);
+}
+
+// A report that only confirms what the datastore holds is judged on a read that does not wait
+// for the sync of what it saw: nothing is done on it. One that calls for a look at the sled
+// still waits before it asks (what it acts on must survive a crash). SQLite only: a
+// PostgreSQL commit is durable when it returns.
+TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementDoes) {
+  if (ds.postgres()) GTEST_SKIP() << "PostgreSQL's commits are durable when they return";
+  Reported r = RunningWithAnAddress();
+  agents::SledReport lacking = r.report;
+  std::erase(lacking.instances[0].external_ips, r.ip.ip);
+
+  // A commit whose sync is held: every read from now on has seen it.
+  Mutex mu;
+  std::condition_variable cv;
+  bool held = false, released = false;
+  ds->TEST_SetSyncPoint([&](std::string_view name) {
+    if (name != "group_commit:syncing") return;
+    MutexLock lock(mu);
+    if (held) return;
+    held = true;
+    cv.notify_all();
+    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return released; });
+  });
+  auto release = [&] {
+    {
+      MutexLock lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  };
+  std::thread writer(
+      [&] { EXPECT_TRUE(db::InstanceSetRunState(*ds, r.vm.id, model::RunState::kRunning)); });
+  {
+    MutexLock lock(mu);
+    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return held; });
+  }
+  std::atomic<bool> confirmed{false};
+  std::thread confirming([&] {
+    watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, r.report);
+    confirmed = true;
+  });
+  // Before, the confirmation's read waited here until the sync ran.
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return confirmed.load(); }, std::chrono::seconds(5)));
+  std::atomic<bool> judged{false};
+  calls_ = 0;
+  std::thread judging([&] {
+    watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, lacking);
+    judged = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(calls_.load(), 0);  // the sled is not asked before what was read is durable
+  EXPECT_FALSE(judged.load());
+  release();
+  writer.join();
+  confirming.join();
+  judging.join();
+  ds->TEST_SetSyncPoint(nullptr);
+  EXPECT_EQ(calls_.load(), 1);  // then asked: it holds the address, nothing to repair
+  EXPECT_EQ(sled_sims_[r.sled]->Instance(r.vm.id)->external_ips.size(), 2u);
 }
 
 // A stop tells the sled first, then records `stopping`; a sled without a stop delay reports
