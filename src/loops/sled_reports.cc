@@ -46,7 +46,10 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
       outran = false;
       db::DeferredDurability seen(ds_);
       auto read = db::InstanceAnyStateWithIps({ds_, &seen}, id);
-      if (!read && read.error().kind() != ErrorKind::kNotFound) break;
+      if (!read && read.error().kind() != ErrorKind::kNotFound) {
+        seen.Dismiss();  // nothing is done on a failed read: the next pass judges
+        break;
+      }
       const model::Instance* instance = read ? &read->instance : nullptr;
       bool here =
           instance && instance->sled_id == sled_id && instance->state == model::InstanceState::kVmm;

@@ -301,6 +301,7 @@ TEST_F(SledReportsTest, AStartedVmLostBeforeItWasSeenRunningFailsTheInstance) {
 // on the sled's answer asked after the read.
 TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) {
   Reported r = RunningWithAnAddress();
+  ASSERT_FALSE(HasFailure());
   calls_ = 0;
   const int64_t reads = ds->read_transactions();
   EXPECT_EQ(watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, r.report), 0);
@@ -322,6 +323,7 @@ TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) 
 TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementDoes) {
   if (ds.postgres()) GTEST_SKIP() << "PostgreSQL's commits are durable when they return";
   Reported r = RunningWithAnAddress();
+  ASSERT_FALSE(HasFailure());
   agents::SledReport lacking = r.report;
   std::erase(lacking.instances[0].external_ips, r.ip.ip);
 
@@ -344,11 +346,24 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
     }
     cv.notify_all();
   };
-  std::thread writer(
-      [&] { EXPECT_TRUE(db::InstanceSetRunState(*ds, r.vm.id, model::RunState::kRunning)); });
-  {
+  // A real change (the same description written again rewrites the row), which the reports'
+  // judgement does not look at.
+  std::thread writer([&] {
+    EXPECT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
+      return tx.Exec("UPDATE instance SET description = description || '' WHERE id = ?", r.vm.id)
+          .map([](int64_t) {});
+    }));
+  });
+  const bool sync_held = fp::testing::WaitFor([&] {
     MutexLock lock(mu);
-    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return held; });
+    return held;
+  });
+  EXPECT_TRUE(sync_held) << "the write's sync never reached the sync point";
+  if (!sync_held) {
+    release();
+    writer.join();
+    ds->TEST_SetSyncPoint(nullptr);
+    return;
   }
   std::atomic<bool> confirmed{false};
   std::thread confirming([&] {
