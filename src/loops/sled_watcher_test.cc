@@ -378,8 +378,10 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
     watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, lacking);
     judged = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(calls_.load(), 0);  // the sled is not asked before what was read is durable
+  // The judgement waits for the held sync (the only waiter: the writer leads that sync), and
+  // has not asked the sled before what it read is durable.
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
+  EXPECT_EQ(calls_.load(), 0);
   EXPECT_FALSE(judged.load());
   release();
   writer.join();

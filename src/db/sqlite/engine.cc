@@ -144,17 +144,17 @@ struct SqliteEngine::QueuedWrite {
   // write). The waker holds a reference while it signals: the write's own thread may already
   // have seen the value and returned.
   Mutex mu;
-  int wake FP_GUARDED_BY(mu) = kWaiting;
+  Turn wake FP_GUARDED_BY(mu) = kWaiting;
   std::condition_variable cv;
 
-  void Wake(int how) {
+  void Wake(Turn how) {
     {
       MutexLock lock(mu);
       wake = how;
     }
     cv.notify_one();
   }
-  int AwaitWake() {
+  Turn AwaitWake() {
     MutexLock lock(mu);
     lock.Wait(cv, [&]() FP_REQUIRES(mu) { return wake != kWaiting; });
     return wake;
@@ -176,7 +176,7 @@ Status SqliteEngine::Write(const std::function<Status(Connection&)>& body) {
       }
       queued_writes_.fetch_add(1);
       lock.Unlock();
-      const int wake = me->AwaitWake();
+      const QueuedWrite::Turn wake = me->AwaitWake();
       queued_writes_.fetch_sub(1);
       // Another writer ran this write in its batch and waited until it was durable.
       if (wake == QueuedWrite::kDone) return me->result;
