@@ -458,7 +458,8 @@ int main(int argc, char** argv) {
 
   struct Counters {
     int64_t commits = 0, syncs = 0, sqlite_commits = 0, checkpoints = 0, log_restarts = 0,
-            saga_rows = 0, sagas_pruned = 0, round_trips = 0, retries = 0, reads = 0, switches = 0;
+            saga_rows = 0, sagas_pruned = 0, round_trips = 0, retries = 0, queued = 0, reads = 0,
+            switches = 0;
   };
   // Summed over the servers; a counter an engine does not have counts 0 (e.g. SQLite's log
   // syncs on PostgreSQL, round trips on SQLite).
@@ -485,6 +486,7 @@ int main(int argc, char** argv) {
       sum.sagas_pruned += counter("floatplane_sagas_pruned_total");
       sum.round_trips += counter("floatplane_db_round_trips_total");
       sum.retries += counter("floatplane_db_transaction_retries_total");
+      sum.queued += counter("floatplane_db_queued_transactions_total");
       sum.reads += counter("floatplane_db_read_transactions_total");
       sum.switches += counter(R"(floatplane_process_context_switches_total\{kind="voluntary"\})") +
                       counter(R"(floatplane_process_context_switches_total\{kind="involuntary"\})");
@@ -565,9 +567,9 @@ int main(int argc, char** argv) {
         1000 * cpu / done, external_agents ? "" : " (agents included)",
         per_cycle(&Counters::switches), per_cycle(&Counters::reads), per_cycle(&Counters::commits));
     if (pg) {
-      std::printf("(database round trips %.2f, retried transactions %.2f",
+      std::printf("(database round trips %.2f, retried transactions %.2f, queued %.2f",
                   per_cycle(&Counters::round_trips) - idle_round_trips_per_s * elapsed / done,
-                  per_cycle(&Counters::retries));
+                  per_cycle(&Counters::retries), per_cycle(&Counters::queued));
       if (postmaster) std::printf(", PostgreSQL's CPU per cycle %.3f ms", 1000 * db_cpu / done);
       std::printf(")\n");
     } else {

@@ -35,9 +35,14 @@ std::string StoreMetrics(const app::StoreCounters& c) {
       "# HELP floatplane_db_transaction_retries_total Transactions run again, whole, after "
       "a serialization failure or a lost connection (PostgreSQL).\n"
       "# TYPE floatplane_db_transaction_retries_total counter\n"
-      "floatplane_db_transaction_retries_total {}\n",
+      "floatplane_db_transaction_retries_total {}\n"
+      "# HELP floatplane_db_queued_transactions_total Transaction runs that waited their "
+      "turn in the write queue: those that ask for it and every rerun after a conflict "
+      "(PostgreSQL; SQLite has one writer).\n"
+      "# TYPE floatplane_db_queued_transactions_total counter\n"
+      "floatplane_db_queued_transactions_total {}\n",
       c.durable_commits, c.log_syncs, c.sqlite_commits, c.checkpoints, c.log_restarts,
-      c.log_limit_restarts, c.round_trips, c.transaction_retries);
+      c.log_limit_restarts, c.round_trips, c.transaction_retries, c.queued_transactions);
 }
 
 std::string ProcessMetrics() {

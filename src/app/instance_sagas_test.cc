@@ -365,6 +365,23 @@ TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
       << unknown_both.error().message();
 }
 
+// On PostgreSQL an attach's and a detach's first transactions take the NAT version, so they
+// wait their turn in the write queue (one lock: they would collide on the version's row); their
+// completions change only the operation's own rows and run beside the others.
+TEST_F(AttachSagaTest, OnPostgresOnlyTheFirstTransactionOfAnAttachOrADetachWaitsInTheQueue) {
+  if (!db::testing::OnPostgres()) GTEST_SKIP() << "SQLite has one writer and no queue";
+  model::Instance vm = Running("vm");
+  model::ExternalIp fip = Fip("web");
+  const int64_t retries = ds->transaction_retries();
+  int64_t queued = ds->engine_stats().queued_transactions;
+  ASSERT_TRUE(Attach("floating", vm, &fip));
+  EXPECT_EQ(ds->engine_stats().queued_transactions - queued, 1) << "the attach's begin";
+  queued = ds->engine_stats().queued_transactions;
+  ASSERT_TRUE(Detach("floating", vm, &fip));
+  EXPECT_EQ(ds->engine_stats().queued_transactions - queued, 1) << "the detach's begin";
+  ASSERT_EQ(ds->transaction_retries(), retries) << "a rerun queues too: the counts say more";
+}
+
 TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");

@@ -16,6 +16,7 @@ StoreCounters StoreStats::Counters() const {
   c.failed_writes = ds_.failed_writes();
   c.read_transactions = ds_.read_transactions();
   db::EngineStats engine = ds_.engine_stats();
+  c.queued_transactions = engine.queued_transactions;
   std::copy(engine.batch_sizes.begin(), engine.batch_sizes.end(), c.batch_sizes.begin());
   c.batched_writes = engine.batched_writes;
   c.connections_open = engine.open_readers;

@@ -21,6 +21,7 @@ struct StoreCounters {
   int64_t log_limit_restarts = 0;   // of those, the ones made with writes waiting at the limit
   int64_t round_trips = 0;          // exchanges with the database server (PostgreSQL)
   int64_t transaction_retries = 0;  // transactions run again after a conflict (PostgreSQL)
+  int64_t queued_transactions = 0;  // transaction runs that waited in the write queue (PostgreSQL)
   int64_t refused_writes = 0;       // write transactions refused inside (4xx): no sync
   int64_t failed_writes = 0;        // write transactions that failed otherwise
   int64_t read_transactions = 0;    // read transactions run

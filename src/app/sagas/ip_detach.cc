@@ -81,9 +81,7 @@ void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
       .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); },
       .joins_write_queue = true});  // as ip_attach.begin
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
-  r.Add(Action{.name = "ip_detach.complete",
-               .run_in_tx = InTx<DetachComplete>,
-               .joins_write_queue = true});  // as ip_attach.complete
+  r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<DetachComplete>});  // as attach's
 }
 
 }  // namespace fp::app

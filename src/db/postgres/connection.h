@@ -84,6 +84,8 @@ class PgConnection final : public Connection {
   // DeferBegin's statements were never sent (no statement ran, not even one held back): there
   // is nothing to end.
   bool begin_pending() const { return begin_pending_; }
+  // Whether the transaction since DeferBegin asked for the write queue (JoinWriteQueue).
+  bool queued() const { return queued_; }
   // The failure of a held-back write (ExecLater) since DeferBegin, as the statement that carried
   // it answered: for the engine, when a body did not pass that answer on.
   const std::optional<Error>& held_back_failure() const { return held_back_failure_; }

@@ -52,6 +52,7 @@ EngineStats PgEngine::stats() const {
   s.batched_writes = s.durable_commits;
   s.round_trips = round_trips_.load();
   s.retries = retries_.load();
+  s.queued_transactions = queued_transactions_.load();
   MutexLock lock(mu_);
   s.open_readers = open_ + overflow_open_.load();
   s.waiting_readers = waiting_;
@@ -371,6 +372,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         done = Fail(conn->held_back_failure().value_or(
             Error::Internal("a statement of the transaction failed; it was rolled back")));
       }
+      if (conn->queued()) queued_transactions_.fetch_add(1);
     }
     last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;

@@ -123,6 +123,7 @@ class PgEngine final : public Engine {
   std::atomic<int64_t> durable_commits_{0};
   std::atomic<int64_t> write_attempts_{0};
   std::atomic<int64_t> retries_{0};
+  std::atomic<int64_t> queued_transactions_{0};
   std::atomic<int64_t> round_trips_{0};
   std::atomic<CommitLoss> lose_commit_{CommitLoss::kNone};
   std::atomic<int64_t> next_prune_us_{0};  // the clock's monotonic time, microseconds
