@@ -36,9 +36,9 @@ std::string StoreMetrics(const app::StoreCounters& c) {
       "a serialization failure or a lost connection (PostgreSQL).\n"
       "# TYPE floatplane_db_transaction_retries_total counter\n"
       "floatplane_db_transaction_retries_total {}\n"
-      "# HELP floatplane_db_queued_transactions_total Transaction runs that waited their "
-      "turn in the write queue: those that ask for it and every rerun after a conflict "
-      "(PostgreSQL; SQLite has one writer).\n"
+      "# HELP floatplane_db_queued_transactions_total Write transaction runs that waited "
+      "their turn in the write queue: those that ask for it and every later run of a write "
+      "after a serialization failure, a deadlock or a timeout (PostgreSQL; 0 on SQLite).\n"
       "# TYPE floatplane_db_queued_transactions_total counter\n"
       "floatplane_db_queued_transactions_total {}\n",
       c.durable_commits, c.log_syncs, c.sqlite_commits, c.checkpoints, c.log_restarts,

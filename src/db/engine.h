@@ -38,8 +38,9 @@ struct EngineStats {
   int queued_writes = 0;    // writes waiting now to lead a batch, or in one for its sync (SQLite)
   int64_t round_trips = 0;  // exchanges with a database server (none for SQLite)
   int64_t retries = 0;      // transactions run again after a conflict or a lost connection
-  // Transaction runs that waited their turn in the write queue (PostgreSQL: those that ask for
-  // it, Tx::JoinWriteQueue, and every rerun after a conflict; none on SQLite, one writer).
+  // Write transaction runs that waited their turn in the write queue (PostgreSQL: those that
+  // ask for it, Tx::JoinWriteQueue, and every later run of a write after a serialization
+  // failure, a deadlock or a timeout; none on SQLite, which has one writer).
   int64_t queued_transactions = 0;
   // Engine transactions by the writes they carried: 1, 2, 3-4, 5-8, ..., 65-128, more
   // (SQLite's group commit; PostgreSQL runs each write alone: all in the first).

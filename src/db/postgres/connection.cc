@@ -143,6 +143,7 @@ void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapsh
   DropPending();
   snapshot_at_ = std::min(snapshot_at, statements.size());
   queued_ = false;
+  queue_sent_ = false;
   ended_ = false;
   read_only_ = !write;
   held_back_failure_.reset();
@@ -185,6 +186,7 @@ Status PgConnection::Run(std::string_view sql) {
     FP_TRY(Pipeline(c));
     return Ok();
   }
+  if (begin_pending_ && queued_) queue_sent_ = true;
   std::string text;
   for (const Command& c : pending_) text += c.text + "; ";
   pending_.clear();
@@ -332,6 +334,7 @@ Status PgConnection::QueryLater(std::string_view sql, const std::vector<SqlValue
 
 Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* then) {
   PGconn* c = conn_.get();
+  if (begin_pending_ && queued_) queue_sent_ = true;
   std::vector<Command> held = std::exchange(pending_, {});
   begin_count_ = 0;
   begin_pending_ = false;

@@ -84,8 +84,9 @@ class PgConnection final : public Connection {
   // DeferBegin's statements were never sent (no statement ran, not even one held back): there
   // is nothing to end.
   bool begin_pending() const { return begin_pending_; }
-  // Whether the transaction since DeferBegin asked for the write queue (JoinWriteQueue).
-  bool queued() const { return queued_; }
+  // Whether the run since DeferBegin sent its request for the write queue's lock
+  // (JoinWriteQueue): it waited its turn there.
+  bool queue_sent() const { return queue_sent_; }
   // The failure of a held-back write (ExecLater) since DeferBegin, as the statement that carried
   // it answered: for the engine, when a body did not pass that answer on.
   const std::optional<Error>& held_back_failure() const { return held_back_failure_; }
@@ -186,6 +187,7 @@ class PgConnection final : public Connection {
   size_t begin_count_ = 0;        // how many of pending_ are the begin's
   size_t snapshot_at_ = 0;        // see DeferBegin
   bool queued_ = false;           // the pending begin waits in the write queue
+  bool queue_sent_ = false;       // ... and was sent, the queue's lock with it
   bool read_only_ = false;        // the begin is a read's: it never queues
   std::optional<Error> held_back_failure_;
   bool begin_pending_ = false;  // see begin_pending()

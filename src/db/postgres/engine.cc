@@ -372,11 +372,11 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         done = Fail(conn->held_back_failure().value_or(
             Error::Internal("a statement of the transaction failed; it was rolled back")));
       }
-      if (conn->queued()) queued_transactions_.fetch_add(1);
     }
     last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;
     if (!done || conn->broken() || conn->retryable()) {
+      if (conn->queue_sent()) queued_transactions_.fetch_add(1);
       bool retry = conn->broken() || conn->retryable();
       unreachable = conn->broken();
       if (conn->broken()) {
@@ -414,6 +414,7 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       commit = conn->Commit();
       lost = conn->broken() || (commit && loss == CommitLoss::kAfterCommit);
     }
+    if (conn->queue_sent()) queued_transactions_.fetch_add(1);
     last_conflict = conn->retryable();
     if (conn->retryable()) queued = true;
     if (!lost) {
