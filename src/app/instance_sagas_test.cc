@@ -174,7 +174,8 @@ TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMi
   auto lit = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("lit", false));
   ASSERT_TRUE(lit) << lit.error().message();
   ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(lit->id), std::nullopt));
-  EXPECT_EQ(nat_->KeptReads().used, 1);
+  const int64_t kept = db::testing::OnPostgres() ? 0 : 1;  // no read kept there: it reads after
+  EXPECT_EQ(nat_->KeptReads().used, kept);
   auto dark = Params("dark", false);
   dark.snat = false;
   dark.nic = model::NicKind::kIpv4;
@@ -182,7 +183,7 @@ TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMi
   ASSERT_TRUE(none) << none.error().message();
   EXPECT_TRUE(db::InstanceExternalIps(*ds, none->id)->empty());
   ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(none->id), std::nullopt));
-  EXPECT_EQ(nat_->KeptReads().used, 1);
+  EXPECT_EQ(nat_->KeptReads().used, kept);
   EXPECT_EQ(nat_->KeptReads().missed, 0);
   EXPECT_EQ(nat_->KeptReads().dropped, 0);
 }
@@ -337,18 +338,19 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
 // An attach naming both by id (the usual API call) reads the floating IP and the instance in
 // one read before its saga (issue 26: they were two; on PostgreSQL two round trips each); the
 // errors are as before, the IP's first.
-// Reads an attach makes: the IP and the instance, nothing more (the NAT feed for the switch is
-// read in the saga's first transaction, as it commits).
-constexpr int64_t kAttachReads = 1;
+// Reads an attach makes: the IP and the instance, nothing more on SQLite (the NAT feed for the
+// switch is read in the saga's first transaction, as it commits); on PostgreSQL the push reads
+// the feed after that commit (db::NatChangesAtCommitIn).
 TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
+  const int64_t feed_reads = db::testing::OnPostgres() ? 1 : 0;
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");
   int64_t reads = ds->read_transactions();
   ASSERT_TRUE(Attach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, kAttachReads);
+  EXPECT_EQ(ds->read_transactions() - reads, 1 + feed_reads);
   reads = ds->read_transactions();
   ASSERT_TRUE(Detach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, 1) << "the IP's lookup; no read of the NAT feed";
+  EXPECT_EQ(ds->read_transactions() - reads, 1 + feed_reads) << "the IP's lookup, and the feed";
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 
   const Uuid nobody = Uuid::Random();
@@ -365,16 +367,13 @@ TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
       << unknown_both.error().message();
 }
 
-// On PostgreSQL an attach's and a detach's first transactions take the NAT version, so they
-// wait their turn in the write queue (one lock: they would collide on the version's row); their
-// completions run beside the others, and one that collides (an ephemeral address's release
-// shares the pool's free spans with other releases and allocations) reruns in the queue.
-TEST_F(AttachSagaTest, OnPostgresOnlyTheFirstTransactionOfAnAttachOrADetachWaitsInTheQueue) {
-  for (const char* name : {"ip_attach.begin", "ip_detach.begin"}) {
-    ASSERT_NE(registry_.Find(name), nullptr) << name;
-    EXPECT_TRUE(registry_.Find(name)->joins_write_queue) << name;
-  }
-  for (const char* name : {"ip_attach.complete", "ip_detach.complete"}) {
+// On PostgreSQL no transaction of an attach or a detach waits in the write queue: the first
+// takes its NAT version under the turn's lock in its last exchange (db/nat.h), the others
+// change the operation's own rows; one that collides (an ephemeral address's release shares
+// the pool's free spans with other releases and allocations) reruns in the queue.
+TEST_F(AttachSagaTest, OnPostgresNoTransactionOfAnAttachOrADetachWaitsInTheQueue) {
+  for (const char* name :
+       {"ip_attach.begin", "ip_detach.begin", "ip_attach.complete", "ip_detach.complete"}) {
     ASSERT_NE(registry_.Find(name), nullptr) << name;
     EXPECT_FALSE(registry_.Find(name)->joins_write_queue) << name;
   }
@@ -382,14 +381,12 @@ TEST_F(AttachSagaTest, OnPostgresOnlyTheFirstTransactionOfAnAttachOrADetachWaits
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");
   const int64_t retries = ds->transaction_retries();
-  int64_t queued = ds->engine_stats().queued_transactions;
+  const int64_t queued = ds->engine_stats().queued_transactions;
   ASSERT_TRUE(Attach("floating", vm, &fip));
-  ASSERT_EQ(ds->transaction_retries(), retries) << "a rerun queues too: the count says more";
-  EXPECT_EQ(ds->engine_stats().queued_transactions - queued, 1) << "the attach's begin";
-  queued = ds->engine_stats().queued_transactions;
   ASSERT_TRUE(Detach("floating", vm, &fip));
-  ASSERT_EQ(ds->transaction_retries(), retries) << "a rerun queues too: the count says more";
-  EXPECT_EQ(ds->engine_stats().queued_transactions - queued, 1) << "the detach's begin";
+  ASSERT_EQ(ds->transaction_retries(), retries) << "a rerun queues: the count would say less";
+  EXPECT_EQ(ds->engine_stats().queued_transactions, queued);
+  EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 }
 
 TEST_F(AttachSagaTest, DetachFailingAtEachNodeLeavesItAttached) {

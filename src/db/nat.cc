@@ -34,8 +34,19 @@ Result<NatEntry> NatFromRow(const Row& r) {
   return n;
 }
 
+// PostgreSQL's turn for NAT versions: the lock, held to the end of the transaction, that every
+// transaction taking a version takes first (NatNextVersionIn).
+constexpr std::string_view kNatTurn = "LOCK TABLE nat_version_turn IN EXCLUSIVE MODE";
+
+// The current NAT version as a PostgreSQL expression: the highest version a row carries, or
+// the floor that garbage collection left when it deleted rows above the rest.
+constexpr std::string_view kPgCurrentVersion =
+    "greatest(coalesce((SELECT max(version_added) FROM nat_entry), 0), "
+    "coalesce((SELECT max(version_removed) FROM nat_entry), 0), "
+    "coalesce((SELECT value FROM counter WHERE name = 'nat_version'), 0))";
+
 Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
-  int64_t version = FP_TRY(CounterNextIn(tx, "nat_version", 1));
+  int64_t version = FP_TRY(NatNextVersionIn(tx));
   return tx.ExecLater(
       "UPDATE nat_entry SET version_removed = ?, time_deleted = ? WHERE id = ? AND "
       "version_removed IS NULL",
@@ -43,6 +54,14 @@ Status NatRemoveRowIn(Tx& tx, const Uuid& id) {
 }
 
 }  // namespace
+
+Result<int64_t> NatNextVersionIn(Tx& tx) {
+  if (!tx.postgres()) return CounterNextIn(tx, "nat_version", 1);
+  FP_CHECK_OK(tx.ExecLater(kNatTurn));  // goes with the statement below: one exchange
+  auto row = FP_TRY(tx.QueryRow("SELECT nextval('nat_version_seq')"));
+  if (!row) return Fail(Error::Internal("nextval('nat_version_seq') returned no row"));
+  return row->Int(0);
+}
 
 Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
                                                const Sled& sled) {
@@ -75,7 +94,7 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
   row.vni = nic->vni;
   row.mac = nic->mac;
   row.instance_id = instance_id;
-  row.version_added = FP_TRY(CounterNextIn(tx, "nat_version", 1));
+  row.version_added = FP_TRY(NatNextVersionIn(tx));
   FP_CHECK_OK(tx.ExecLater(
       "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, mac, "
       "instance_id, version_added, time_created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -87,11 +106,10 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
 
 namespace {
 
-// PostgreSQL's forms of the NAT changes above, each one statement a transaction can hold back:
-// the counter's next version taken only when a row changes, as CounterNextIn takes it.
+// PostgreSQL's forms of the NAT changes above, each one statement a transaction can hold back
+// (after the turn's lock, kNatTurn): the next version taken only when a row changes.
 constexpr std::string_view kNatVersionOfEach =
-    "v AS (INSERT INTO counter (name, value) SELECT 'nat_version', 1 FROM {} "
-    "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1 RETURNING value)";
+    "v AS (SELECT nextval('nat_version_seq') AS value FROM {})";
 constexpr std::string_view kPrimaryNic =
     "nic AS (SELECT n.mac, v.vni FROM network_interface n JOIN vpc v ON v.id = n.vpc_id WHERE "
     "n.instance_id = ? AND n.is_primary = 1 AND n.time_deleted IS NULL)";
@@ -140,6 +158,7 @@ Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& e, const Uuid& instance_i
     FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled));
     return Ok();
   }
+  FP_CHECK_OK(tx.ExecLater(kNatTurn));
   FP_CHECK_OK(tx.ExecLater(RemoveLeftoverOnPostgres(), instance_id, e.ip, e.first_port, e.last_port,
                            sled.underlay_address, instance_id, tx.now()));
   return tx.ExecLater(AddOnPostgres(), instance_id, e.ip, e.first_port, e.last_port,
@@ -149,6 +168,7 @@ Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& e, const Uuid& instance_i
 
 Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
   if (tx.postgres()) {
+    FP_CHECK_OK(tx.ExecLater(kNatTurn));
     return tx.ExecLater(RemoveForIpOnPostgres(), e.ip, e.first_port, e.last_port, tx.now());
   }
   for (const Row& r : FP_TRY(tx.Query(
@@ -196,14 +216,13 @@ namespace {
 // and held a predicate lock on the whole table. Parameters: after, limit, after, limit, limit.
 const std::string& VersionAndChanges() {
   static const std::string kSql = fmt::format(
-      "SELECT c.value, x.* FROM (SELECT coalesce((SELECT value FROM counter WHERE name = "
-      "'nat_version'), 0) AS value) c LEFT JOIN (SELECT * FROM ("
+      "SELECT c.value, x.* FROM (SELECT {1} AS value) c LEFT JOIN (SELECT * FROM ("
       "(SELECT {0}, version_added AS v, 0 AS removed FROM nat_entry WHERE "
       "version_removed IS NULL AND version_added > ? ORDER BY version_added LIMIT ?) "
       "UNION ALL (SELECT {0}, version_removed AS v, 1 FROM nat_entry WHERE "
       "version_removed > ? ORDER BY version_removed LIMIT ?)) u ORDER BY v LIMIT ?) x ON "
       "true ORDER BY x.v",
-      kNatColumns);
+      kNatColumns, kPgCurrentVersion);
   return kSql;
 }
 
@@ -250,35 +269,18 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
 
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
                             std::function<void(NatFeed, bool)> committed) {
-  struct Read {
-    std::optional<NatFeed> feed;
-    bool holds_all = false;
-  };
-  auto read = std::make_shared<Read>();
   if (tx.postgres()) {
-    FP_CHECK_OK(tx.QueryLater(
-        [read](Result<std::vector<Row>> rows) {
-          if (!rows) return;
-          if (auto feed = FeedOfRows(*rows)) read->feed = std::move(*feed);
-        },
-        VersionAndChanges(), after, limit, after, limit, limit));
-    // Whether this transaction took a NAT version itself: the counter's row is then its own
-    // (xmin), and the read holds every change committed before it (else its snapshot may have
-    // been taken before a change that committed while it ran).
-    FP_CHECK_OK(tx.QueryLater(
-        [read](Result<std::vector<Row>> rows) {
-          read->holds_all = rows && !rows->empty() && rows->front().Int(0) == 1;
-        },
-        "SELECT CASE WHEN xmin = pg_current_xact_id()::xid THEN 1 ELSE 0 END FROM counter "
-        "WHERE name = 'nat_version'"));
-  } else {
-    // SQLite writes one transaction at a time: what it reads now is what it commits, and no
-    // other commit comes in between.
-    read->feed = FP_TRY(NatChangesSinceIn(tx, after, limit, false));
-    read->holds_all = true;
+    // No read: the transaction's snapshot predates the versions committed before it took its
+    // own (under the turn's lock, late), so a read in it could lack a lower one, and reading
+    // the versions' last index pages in every change would make concurrent changes fail each
+    // other under SERIALIZABLE. The caller reads the feed after the commit.
+    return Ok();
   }
-  tx.OnOutcome([read, committed = std::move(committed)](bool ok) {
-    if (ok && read->feed) committed(std::move(*read->feed), read->holds_all);
+  // SQLite writes one transaction at a time: what it reads now is what it commits, and no
+  // other commit comes in between.
+  auto feed = std::make_shared<NatFeed>(FP_TRY(NatChangesSinceIn(tx, after, limit, false)));
+  tx.OnOutcome([feed, committed = std::move(committed)](bool ok) {
+    if (ok) committed(std::move(*feed), true);
   });
   return Ok();
 }
@@ -289,15 +291,30 @@ Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit) {
       [&](Tx& tx) -> Result<NatFeed> { return NatChangesSinceIn(tx, after, limit, true); });
 }
 
-Result<int64_t> NatCurrentVersion(Datastore& ds) {
-  return ds.Read<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    return row ? row->Int(0) : 0;
-  });
+namespace {
+Result<int64_t> NatCurrentVersionIn(Tx& tx) {
+  static const std::string kOnPostgres = fmt::format("SELECT {}", kPgCurrentVersion);
+  auto row = FP_TRY(tx.QueryRow(tx.postgres() ? std::string_view(kOnPostgres)
+                                              : "SELECT value FROM counter WHERE name = "
+                                                "'nat_version'"));
+  return row ? row->Int(0) : 0;
 }
+}  // namespace
+
+Result<int64_t> NatCurrentVersion(Datastore& ds) { return ds.Read<int64_t>(NatCurrentVersionIn); }
 
 Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before) {
   return ds.Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    if (tx.postgres()) {
+      // The version is the highest a row carries (kPgCurrentVersion): the floor keeps it from
+      // going back when the rows deleted here carried it.
+      FP_TRY(tx.Exec(
+          "INSERT INTO counter (name, value) SELECT 'nat_version', max(version_removed) FROM "
+          "nat_entry WHERE version_removed IS NOT NULL AND version_removed < ? AND "
+          "time_deleted < ? HAVING max(version_removed) IS NOT NULL ON CONFLICT (name) DO "
+          "UPDATE SET value = greatest(counter.value, excluded.value)",
+          below_version, removed_before));
+    }
     return tx.Exec(
         "DELETE FROM nat_entry WHERE version_removed IS NOT NULL AND version_removed < ? AND "
         "time_deleted < ?",
@@ -360,8 +377,7 @@ Result<int64_t> NatReadSnapshotTwice(Datastore& ds, const std::function<void()>&
                                      const std::function<Status(NatEntry&&)>& second) {
   return ds.ReadLatest<int64_t>([&](Tx& tx) -> Result<int64_t> {
     restart();
-    auto row = FP_TRY(tx.QueryRow("SELECT value FROM counter WHERE name = 'nat_version'"));
-    const int64_t version = row ? row->Int(0) : 0;
+    const int64_t version = FP_TRY(NatCurrentVersionIn(tx));
     FP_CHECK_OK(NatLiveEachIn(tx, first));
     if (FP_TRY(between(version))) FP_CHECK_OK(NatLiveEachIn(tx, second));
     return version;

@@ -3,6 +3,14 @@
 // The NAT table (nat.cc): a row maps an external IP (and port range) of an instance to the
 // sled it runs on; every addition and removal takes the next NAT version, and the switches
 // follow the table through the change feed (see NatReconciler).
+//
+// Versions become visible in the order they were taken, so that a reader that passed version v
+// never finds a lower one committed later: on SQLite the one writer takes the counter's next
+// value; on PostgreSQL a transaction takes them from a sequence under a lock that it holds to
+// its end (LOCK TABLE nat_version_turn, taken late: with the change's own statements, sent
+// with the COMMIT), and a lock is let go only once its commit is visible. Transactions that
+// change NAT rows therefore run side by side and queue only for their last exchange. A
+// version an aborted transaction took is a gap, which the switches skip.
 
 #include <cstdint>
 #include <functional>
@@ -20,6 +28,9 @@ namespace fp::db {
 // is mid attach/detach.
 Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
                                                      const Sled& sled);
+// The next NAT version, for a row this transaction writes (on PostgreSQL: after the turn's
+// lock, which it then holds to its end).
+Result<int64_t> NatNextVersionIn(Tx& tx);
 // Soft-deletes every live NAT row of the instance.
 Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id);
 // The change feed: additions (live rows, at version_added) and removals (at version_removed)
@@ -40,15 +51,12 @@ Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 // The same, in a transaction of the caller's.
 Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
 // The same read in a write, after its NAT changes, as the transaction commits them: `committed`
-// gets it once the transaction committed (not at all otherwise). On PostgreSQL it goes with the
-// COMMIT (Tx::QueryLater), no round trip of its own. Every NAT change takes the next version
-// of one counter, so a transaction that commits one saw every change of a lower version (on
-// PostgreSQL an earlier one committed after its snapshot fails it on the counter's row): the
-// feed holds every change after `after` to this transaction's own. `holds_all` says so: every
-// NAT change committed before this transaction committed is in the read. It is false on
-// PostgreSQL when the transaction took no NAT version (its changes found the rows as they
-// were): the read is then a consistent one, but of the table as it was at the transaction's
-// snapshot.
+// gets it once the transaction committed (not at all otherwise). On SQLite, which writes one
+// transaction at a time, the read holds every change after `after` to this transaction's own
+// (`holds_all`). On PostgreSQL there is no read and `committed` is never called: the
+// transaction's snapshot predates the versions committed before it took its own (late, under
+// the turn's lock), and reading the versions' last index pages in every change would make
+// concurrent changes fail each other; the caller reads the feed after the commit.
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
                             std::function<void(NatFeed feed, bool holds_all)> committed);
 Result<int64_t> NatCurrentVersion(Datastore& ds);

@@ -175,6 +175,10 @@ TEST(NatOrder, AReaderFollowingTheFeedNeverSkipsAChangeCommittedLaterWithALowerV
 // however the writers' commits interleave. If a change of a lower version could commit after
 // the read's snapshot, the switch would be told it is at a version it lacks a change of.
 TEST(NatOrder, AFeedReadAtCommitHoldsEveryChangeUpToItsTransactionsVersion) {
+  if (testing::OnPostgres()) {
+    GTEST_SKIP() << "no read at commit on PostgreSQL (NatChangesAtCommitIn); the order of the "
+                    "versions is AReaderFollowingTheFeedNeverSkips...'s";
+  }
   TempDatastore ds;
   Writers wr;
   ASSERT_NO_FATAL_FAILURE(wr = MakeWriters(*ds));
@@ -300,6 +304,14 @@ TEST(NatOrder, AFeedReadAtCommitIsHandedOverOnlyWhenItsTransactionCommits) {
   const int64_t before = ds->round_trips();
   ASSERT_TRUE(write(false));
   const int64_t trips = ds->round_trips() - before;
+  if (ds.postgres()) {
+    // No read there: the change, the turn's lock before it and COMMIT go in one exchange. The
+    // version the failed COMMIT above took from the sequence is a gap.
+    EXPECT_EQ(NatCurrentVersion(*ds).value(), start + 2);
+    EXPECT_FALSE(got);
+    EXPECT_EQ(trips, 1) << "BEGIN, the turn's lock, the held-back writes and COMMIT";
+    return;
+  }
   ASSERT_TRUE(got);
   EXPECT_EQ(got->current_version, start + 1);
   ASSERT_EQ(got->changes.size(), 1u);
@@ -307,17 +319,13 @@ TEST(NatOrder, AFeedReadAtCommitIsHandedOverOnlyWhenItsTransactionCommits) {
   EXPECT_FALSE(got->changes[0].deleted);
   EXPECT_EQ(got->changes[0].row.instance_id, *instance);
   EXPECT_EQ(holds_all, true);
-  if (ds.postgres()) {
-    EXPECT_EQ(trips, 1) << "BEGIN, the held-back writes, the read and COMMIT in one exchange";
-  }
 
-  // The same change again finds its row as it is and takes no version: on PostgreSQL its read
-  // is then of the table at its snapshot, and says so.
+  // The same change again finds its row as it is and takes no version.
   got.reset();
   ASSERT_TRUE(write(false));
   ASSERT_TRUE(got);
   EXPECT_EQ(got->current_version, start + 1);
-  EXPECT_EQ(holds_all, !ds.postgres());
+  EXPECT_EQ(holds_all, true);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ constexpr PgMigration Own(std::string_view sql) { return {false, sql}; }
 // PostgreSQL's schema (db/postgres/): one entry per SQLite version, so that a version number
 // means the same schema on both engines. A migration is written once, in SQLite's dialect
 // (schema_sqlite_migrations.cc), unless PostgreSQL needs other statements (Own).
-constexpr std::array<PgMigration, 17> kPostgresMigrations = {
+constexpr std::array<PgMigration, 18> kPostgresMigrations = {
     // 1: as SQLite's, plus the PostgreSQL engine's own table: each write transaction inserts
     // a row with a UUID of its own, so that a COMMIT whose answer was lost can be resolved by
     // looking for it. Rows older than an hour are deleted by the engine.
@@ -180,6 +180,17 @@ $$;
     // placement's count reads only the running instances' entries (and, where the visibility
     // map allows, no row at all).
     AsOnSqlite(),
+    // 18: NAT versions from a sequence, taken under the lock of nat_version_turn held to the
+    // end of the taking transaction (db/nat.cc): transactions no longer collide on the
+    // counter's row, and versions still become visible in order. The counter's row stays as
+    // the floor that garbage collection raises. The sequence starts after the counter.
+    Own(R"sql(
+CREATE SEQUENCE nat_version_seq AS BIGINT MINVALUE 1;
+SELECT setval('nat_version_seq',
+              coalesce((SELECT value FROM counter WHERE name = 'nat_version'), 1),
+              (SELECT value FROM counter WHERE name = 'nat_version') IS NOT NULL);
+CREATE TABLE nat_version_turn ();
+)sql"),
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,
               "a migration adds one entry to each engine's list");

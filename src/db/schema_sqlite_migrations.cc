@@ -13,7 +13,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-const std::array<std::string_view, 17> kMigrations = {
+const std::array<std::string_view, 18> kMigrations = {
     // 1: the first schema (schema_sqlite_first.cc).
     SqliteFirstSchema(),
     // 2: the saga log. A saga row holds the DAG (with its parameters) and its resting state;
@@ -470,6 +470,9 @@ PRAGMA writable_schema = RESET;
 DROP INDEX instance_by_sled;
 CREATE INDEX instance_by_sled ON instance (sled_id, state) WHERE time_deleted IS NULL;
 )sql",
+    // 18: nothing here (PostgreSQL's NAT versions from a sequence, schema_postgres.cc: SQLite
+    // has one writer, which takes the counter's next value in order).
+    "-- 18: nothing on SQLite",
 };
 
 static_assert(kMigrations.size() == kSchemaVersion,

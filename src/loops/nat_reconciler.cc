@@ -245,12 +245,19 @@ std::optional<int64_t> NatReconciler::FeedStart() const {
 }
 
 Status NatReconciler::ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key) {
+  if (tx.postgres()) {
+    // No read can be made there (db::NatChangesAtCommitIn): the push reads the feed itself,
+    // and that is no read missed.
+    MutexLock lock(kept_mu_);
+    reads_kept_ = false;
+    return Ok();
+  }
   const std::optional<int64_t> after = FeedStart();
   if (!after) return Ok();
   // Numbered now, inside the transaction and before its changes are committed: a caller that
-  // came before this (its commits made) had them committed before this transaction's NAT
-  // version was taken, so this read holds them (db::NatChangesAtCommitIn). A read that may
-  // not hold them (the transaction took no version) carries no other caller: numbered 0.
+  // came before this (its commits made) had them committed before this transaction, which
+  // SQLite runs alone, so this read holds them (db::NatChangesAtCommitIn). A read that may not
+  // hold them (`holds_all` false: none now) would carry no other caller: numbered 0.
   const int64_t number = desired_.BeginFeedRead();
   return db::NatChangesAtCommitIn(
       tx, *after, static_cast<int64_t>(kKeptChanges),
@@ -281,7 +288,11 @@ Status NatReconciler::SyncWith(const agents::CallContext& context, const Uuid& k
         break;
       }
     }
-    ++(kept ? kept_counts_.used : kept_counts_.missed);
+    if (kept) {
+      ++kept_counts_.used;
+    } else if (reads_kept_) {
+      ++kept_counts_.missed;
+    }
   }
   return SyncFrom(context, std::move(kept));
 }

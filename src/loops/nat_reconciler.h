@@ -160,8 +160,9 @@ class NatReconciler {
   // from where the answering switches are, in that transaction (db::NatChangesAtCommitIn: on
   // PostgreSQL with its COMMIT), and once it committed keeps that read under `key` for the
   // Sync that pushes the changes (SyncWith), which then reads nothing itself. Nothing when no
-  // switch answered yet. At most kKeptFeeds are kept (the oldest goes first: a saga that
-  // failed or a server that died before its Sync), each of at most kKeptChanges changes.
+  // switch answered yet, nor on PostgreSQL (db::NatChangesAtCommitIn: the push reads). At most
+  // kKeptFeeds are kept (the oldest goes first: a saga that failed or a server that died before its
+  // Sync), each of at most kKeptChanges changes.
   Status ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key);
   static constexpr size_t kKeptFeeds = 64;
   static constexpr size_t kKeptChanges = 64;
@@ -233,6 +234,8 @@ class NatReconciler {
   mutable Mutex kept_mu_;
   std::deque<std::pair<Uuid, FeedRead>> kept_ FP_GUARDED_BY(kept_mu_);
   KeptReadCounts kept_counts_ FP_GUARDED_BY(kept_mu_);
+  // False once ReadFeedAtCommitIn found the datastore on PostgreSQL, where no read is kept.
+  bool reads_kept_ FP_GUARDED_BY(kept_mu_) = true;
   bool background_ FP_GUARDED_BY(mu_) = false;
   int heartbeat_ms_ FP_GUARDED_BY(mu_) = 100;
   db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background starts

@@ -53,7 +53,8 @@ Result<Json> Begin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   } else if (step.do_saga && step.from_instance) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
   }
-  // The dataplane node pushes the changes from this read instead of reading the feed.
+  // The dataplane node pushes the changes from this read instead of reading the feed (SQLite;
+  // on PostgreSQL it reads the feed after the commit).
   if (step.do_saga && (step.sled || step.from_instance)) {
     FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
   }
@@ -158,14 +159,14 @@ saga::SagaDag IpAttachSaga(const IpAttachSagaParams& params) {
 }
 
 void RegisterIpAttachActions(saga::ActionRegistry& r, SagaDeps& d) {
-  // Every attach's first transaction takes the NAT version: they queue instead of colliding.
+  // Its first transaction takes a NAT version without joining the write queue: on PostgreSQL
+  // it waits only for the turn's lock, taken with its last exchange (db/nat.h).
   r.Add(
       Action{.name = "ip_attach.begin",
              .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) { return Begin(d, tx, ctx); },
-             .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); },
-             .joins_write_queue = true});
+             .undo = [&d](const ActionContext& ctx) { return UndoBegin(d, ctx); }});
   r.Add(DataplaneAction<IpAttachSagaParams>("ip_attach.dataplane", d, true));
-  // Its last does not queue: on PostgreSQL concurrent completions collide under SERIALIZABLE
+  // Nor does its last: on PostgreSQL concurrent completions collide under SERIALIZABLE
   // only where their rows share index pages (predicate locks are kept per page), which a
   // rack's many addresses make rare, and a completion that collides runs again in the queue.
   // Measured (README, "Completions out of the write queue"): with the benchmark's rows among

@@ -78,8 +78,7 @@ void RegisterIpDetachActions(saga::ActionRegistry& r, SagaDeps& d) {
   r.Add(Action{
       .name = "ip_detach.begin",
       .run_in_tx = [&d](db::Tx& tx, const ActionContext& ctx) { return DetachBegin(d, tx, ctx); },
-      .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); },
-      .joins_write_queue = true});  // as ip_attach.begin
+      .undo = [&d](const ActionContext& ctx) { return UndoDetachBegin(d, ctx); }});
   r.Add(DataplaneAction<IpDetachSagaParams>("ip_detach.dataplane", d, false));
   r.Add(Action{.name = "ip_detach.complete", .run_in_tx = InTx<DetachComplete>});  // as attach's
 }

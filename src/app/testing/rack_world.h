@@ -54,17 +54,14 @@ inline Status AddUnownedNatRows(db::Datastore& ds, int first, int n) {
     int batch = std::min(5000, n - done);
     FP_CHECK_OK(ds.Write([&](db::Tx& tx) -> Status {
       for (int i = done; i < done + batch; ++i) {
-        FP_TRY(
-            tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-                    "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
+        const int64_t version = FP_TRY(db::NatNextVersionIn(tx));
         IpAddr ip(IpVersion::kV4, (uint128{100} << 24) | (uint128{64} << 16) |
                                       uint128(static_cast<uint32_t>(first + i)));
         FP_TRY(tx.Exec(
             "INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, "
             "vni, mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, "
-            "10, 'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = "
-            "'nat_version'), 1)",
-            Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
+            "10, 'a8:40:25:00:00:01', ?, ?, 1)",
+            Uuid::Random(), ip, IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random(), version));
       }
       return Ok();
     }));

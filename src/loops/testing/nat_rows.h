@@ -18,16 +18,14 @@ namespace fp::loops::testing {
 // Adds NAT entry 10.0.0.<n> (or 10.<n / 65536>.<n / 256 % 256>.<n % 256> past 255) at the
 // next version, in `tx`.
 inline Status AddNatEntryIn(db::Tx& tx, int n) {
-  FP_TRY(
-      tx.Exec("INSERT INTO counter (name, value) VALUES ('nat_version', 1) "
-              "ON CONFLICT (name) DO UPDATE SET value = counter.value + 1"));
+  const int64_t version = FP_TRY(db::NatNextVersionIn(tx));
   FP_TRY(
       tx.Exec("INSERT INTO nat_entry (id, external_ip, first_port, last_port, sled_address, vni, "
               "mac, instance_id, version_added, time_created) VALUES (?, ?, 0, 65535, ?, 10, "
-              "'a8:40:25:00:00:01', ?, (SELECT value FROM counter WHERE name = 'nat_version'), 1)",
+              "'a8:40:25:00:00:01', ?, ?, 1)",
               Uuid::Random(),
               IpAddr(*IpAddr::Parse(fmt::format("10.{}.{}.{}", n / 65536, n / 256 % 256, n % 256))),
-              IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random()));
+              IpAddr(*IpAddr::Parse("fd00::1")), Uuid::Random(), version));
   return Ok();
 }
 
