@@ -166,9 +166,10 @@ TEST_F(InstanceSagaTest, StartFailingAtEachNodeLeavesACleanSlate) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
-// A start's push to the switches goes from the read its NAT step made at commit; a start
-// that wrote no NAT rows (no address: nothing to push) made none, and its plain Sync counts
-// as no missed read (the metric of pushes that found theirs gone).
+// A start's push to the switches goes from the read its NAT step made at commit (SQLite; on
+// PostgreSQL no read is kept and the push reads the feed); a start that wrote no NAT rows (no
+// address: nothing to push) made none, and its plain Sync counts as no missed read (the metric
+// of pushes that found theirs gone).
 TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMissesNone) {
   ASSERT_TRUE(nat_->Sync());  // the switch answered: reads start from where it is
   auto lit = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("lit", false));

@@ -7,10 +7,13 @@
 // Versions become visible in the order they were taken, so that a reader that passed version v
 // never finds a lower one committed later: on SQLite the one writer takes the counter's next
 // value; on PostgreSQL a transaction takes them from a sequence under a lock that it holds to
-// its end (LOCK TABLE nat_version_turn, taken late: with the change's own statements, sent
-// with the COMMIT), and a lock is let go only once its commit is visible. Transactions that
-// change NAT rows therefore run side by side and queue only for their last exchange. A
-// version an aborted transaction took is a gap, which the switches skip.
+// its end (LOCK TABLE nat_version_turn), and a lock is let go only once its commit is visible.
+// The held-back forms (NatEnsureForIpLaterIn, NatRemoveForIpIn: an attach's and a detach's
+// first step) take it with the change's own statements, sent with the COMMIT, so those
+// transactions run side by side and queue only for their last exchange; NatNextVersionIn (the
+// other forms: instance start, stop, delete, migration, sled expunge, undos) takes it at once
+// and holds it through the rest of its transaction. A version an aborted transaction took is
+// a gap, which the switches skip.
 
 #include <cstdint>
 #include <functional>

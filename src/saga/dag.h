@@ -126,7 +126,8 @@ struct Action {
   // After a crash such a node simply runs again. Saves two durable commits.
   bool unlogged = false;
   // For `run_in_tx` actions whose transactions all change one row: the node's transaction joins
-  // the store's write queue (StoreTx::JoinWriteQueue) before anything else.
+  // the store's write queue (StoreTx::JoinWriteQueue) before anything else. (No action of the
+  // control plane's sets it now: the attach's and detach's steps left the queue on 2026-12-06.)
   bool joins_write_queue = false;
 };
 

@@ -352,9 +352,10 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
       // A write's snapshot is taken by its commit marker's INSERT, the last of them.
       const size_t snapshot_at = write ? opening.size() - 1 : opening.size();
       conn->DeferBegin(std::move(opening), snapshot_at, write);
-      // The write queue: transactions that change one row all (the body asks,
-      // Connection::JoinWriteQueue) and a write retried after a conflict wait there. Never a
-      // read: it would hold up every write in the queue for as long as it runs.
+      // The write queue: a write retried after a conflict waits there, and one whose body asks
+      // (Connection::JoinWriteQueue; no saga action does since NAT versions come from a
+      // sequence, db/nat.h). Never a read: it would hold up every write in the queue for as
+      // long as it runs.
       if (write && queued) conn->JoinWriteQueue();
       {
         try {
