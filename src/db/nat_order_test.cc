@@ -106,11 +106,16 @@ TEST(NatOrder, AReaderFollowingTheFeedNeverSkipsAChangeCommittedLaterWithALowerV
       for (int i = 0; i < kChangesPerWriter; ++i) {
         // Alternately point the address at a sled (an addition, and a removal of the old
         // mapping when it moves) and remove it.
+        const int hold = hold_us(rng);
         Status s = ds->Write([&](Tx& tx) -> Status {
           FP_CHECK_OK(ChangeIn(tx, wr, w, i, 0));
           // Keep the transaction open after it took its version, so that writers that took
-          // later versions can commit first.
-          std::this_thread::sleep_for(std::chrono::microseconds(hold_us(rng)));
+          // later versions can commit first. On PostgreSQL the held-back forms take theirs in
+          // the last exchange, with the COMMIT: the hold goes there too, in the server.
+          std::this_thread::sleep_for(std::chrono::microseconds(hold));
+          if (tx.postgres()) {
+            FP_CHECK_OK(tx.ExecLater("SELECT pg_sleep(?::bigint / 1e6)", int64_t{hold}));
+          }
           return Ok();
         });
         if (!s) failed_writes.fetch_add(1);
