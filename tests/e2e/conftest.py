@@ -30,6 +30,7 @@ Fixtures:
                  `floatplane sled-agent --sim`), stopped at teardown
 """
 
+import atexit
 import http.client
 import ipaddress
 import json
@@ -65,9 +66,11 @@ _AGENT_SECRET = {}
 
 def agent_secret_file():
     """The file of the secret every agent of this test session obeys (--secret-file) and every
-    server presents (--agent-secret-file): made once, outside any test's directory."""
+    server presents (--agent-secret-file): made once, outside any test's directory, and removed
+    when the session's process ends (each pytest worker made one and left it behind before)."""
     if "path" not in _AGENT_SECRET:
         directory = Path(tempfile.mkdtemp(prefix="floatplane-agent-secret-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
         path = directory / "agent-secret"
         path.write_text(secrets.token_urlsafe(32) + "\n")
         path.chmod(0o600)
