@@ -92,8 +92,8 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
   Render(out, "floatplane_nat_pushes_without_kept_read_total",
          "Pushes of a change to the switches that found no read made at its commit and read the "
          "change feed themselves (after a drop, a saga resumed after a restart, or a read not "
-         "made because no switch had answered yet). PostgreSQL keeps no read: there only the "
-         "pushes before the process's first change count.",
+         "made because no switch had answered yet). Not counted on PostgreSQL, which keeps no "
+         "read.",
          "counter", {{{}, static_cast<double>(kept.missed)}});
   Render(out, "floatplane_nat_switch_waiting_syncs",
          "Requests waiting now for an exchange in flight with the switch agent (a slow switch "

@@ -355,6 +355,8 @@ class Datastore {
   // statements it ran).
   int64_t read_transactions() const { return read_transactions_.load(); }
   EngineStats engine_stats() const { return engine_->stats(); }
+  // Whether the engine is PostgreSQL's (Tx::postgres says so inside a transaction).
+  bool postgres() const { return postgres_; }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
@@ -401,7 +403,8 @@ class Datastore {
   std::atomic<int64_t> refused_writes_{0};
   std::atomic<int64_t> read_transactions_{0};
   std::atomic<int64_t> failed_writes_{0};
-  std::unique_ptr<Engine> engine_;  // group commit, checkpoints and readers: sqlite/engine.h
+  std::unique_ptr<Engine> engine_;
+  bool postgres_ = false;  // group commit, checkpoints and readers: sqlite/engine.h
 };
 
 // Where a read function reads: a datastore, and optionally a DeferredDurability scope of it

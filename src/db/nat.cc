@@ -268,7 +268,7 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
 }
 
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
-                            std::function<void(NatFeed, bool)> committed) {
+                            std::function<void(NatFeed)> committed) {
   if (tx.postgres()) {
     // No read: the transaction's snapshot predates the versions committed before it took its
     // own (under the turn's lock, late), so a read in it could lack a lower one, and reading
@@ -280,7 +280,7 @@ Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
   // other commit comes in between.
   auto feed = std::make_shared<NatFeed>(FP_TRY(NatChangesSinceIn(tx, after, limit, false)));
   tx.OnOutcome([feed, committed = std::move(committed)](bool ok) {
-    if (ok) committed(std::move(*feed), true);
+    if (ok) committed(std::move(*feed));
   });
   return Ok();
 }

@@ -55,13 +55,13 @@ Result<NatFeed> NatChangesSince(Datastore& ds, int64_t after, int64_t limit);
 Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
 // The same read in a write, after its NAT changes, as the transaction commits them: `committed`
 // gets it once the transaction committed (not at all otherwise). On SQLite, which writes one
-// transaction at a time, the read holds every change after `after` to this transaction's own
-// (`holds_all`). On PostgreSQL there is no read and `committed` is never called: the
-// transaction's snapshot predates the versions committed before it took its own (late, under
-// the turn's lock), and reading the versions' last index pages in every change would make
+// transaction at a time, the read holds every change after `after` to this transaction's own,
+// and every one committed before it. On PostgreSQL there is no read and `committed` is never
+// called: the transaction's snapshot predates the versions committed before it took its own (late,
+// under the turn's lock), and reading the versions' last index pages in every change would make
 // concurrent changes fail each other; the caller reads the feed after the commit.
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
-                            std::function<void(NatFeed feed, bool holds_all)> committed);
+                            std::function<void(NatFeed feed)> committed);
 Result<int64_t> NatCurrentVersion(Datastore& ds);
 Result<std::vector<NatEntry>> NatLive(Datastore& ds);
 // The live rows and the NAT version they are at, in one read (which, as the feed's, may

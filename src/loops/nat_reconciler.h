@@ -234,8 +234,6 @@ class NatReconciler {
   mutable Mutex kept_mu_;
   std::deque<std::pair<Uuid, FeedRead>> kept_ FP_GUARDED_BY(kept_mu_);
   KeptReadCounts kept_counts_ FP_GUARDED_BY(kept_mu_);
-  // False once ReadFeedAtCommitIn found the datastore on PostgreSQL, where no read is kept.
-  bool reads_kept_ FP_GUARDED_BY(kept_mu_) = true;
   bool background_ FP_GUARDED_BY(mu_) = false;
   int heartbeat_ms_ FP_GUARDED_BY(mu_) = 100;
   db::TaskLeaseKeeper* lease_ = nullptr;  // set before the background starts
