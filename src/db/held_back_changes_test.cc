@@ -6,11 +6,17 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/testing/wait_for.h"
 #include "db/attach.h"
 #include "db/external_ips.h"
 #include "db/instances.h"
 #include "db/ip_pools.h"
 #include "db/nat.h"
+#include "db/postgres/connection.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
 
@@ -44,6 +50,67 @@ class HeldBackChangesTest : public ::testing::Test {
     }));
     instance_ = c.id;
     ip_ = CreateFip(*ds_, f_, "web").value();
+  }
+
+  // Attaches `ip` to the (stopped) instance, as an attach saga's two steps do.
+  void Attach(const ExternalIp& ip) {
+    AttachRequest r{ip.id, IpKind::kFloating, instance_, Uuid::Random(), false};
+    ASSERT_TRUE(ds_->Write<AttachStep>([&](Tx& tx) { return BeginAttachIn(tx, r); }));
+    ASSERT_TRUE(ds_->Write<ExternalIp>([&](Tx& tx) {
+      return CompleteOpAndGetIn(tx, ip.id, AttachState::kAttaching, AttachState::kAttached);
+    }));
+  }
+  // Two floating IPs attached, the instance running on sled 0, and its NAT rows written.
+  void AttachTwoAndRun() {
+    Attach(ip_);
+    Attach(CreateFip(*ds_, f_, "db").value());
+    ASSERT_TRUE(ds_->Write([&](Tx& tx) -> Status {
+      FP_TRY(InstanceBeginStartIn(tx, instance_, sleds_[0].id, Uuid::Random()));
+      FP_TRY(tx.Exec("UPDATE instance SET run_state = 'running' WHERE id = ?", instance_));
+      EXPECT_EQ(FP_TRY(NatEnsureForInstanceIn(tx, instance_, sleds_[0])), 2u);
+      return Ok();
+    }));
+    ASSERT_EQ(NatLive(*ds_).value().size(), 2u);
+  }
+
+  // PostgreSQL: with another transaction holding the instance's row, `op` (which changes it and
+  // removes its NAT rows) waits for it without holding the NAT versions' turn; once the row is
+  // let go, `op` ends and the rows are removed.
+  void ExpectNoTurnHeldWhileWaitingForTheInstance(const std::function<Status()>& op) {
+    AttachTwoAndRun();
+    auto holder = std::move(postgres::PgConnection::Open(ds_.postgres_url()).value());
+    ASSERT_TRUE(holder->Run("BEGIN"));
+    ASSERT_TRUE(holder->Exec("UPDATE instance SET time_modified = time_modified WHERE id = ?",
+                             {instance_.ToString()}));
+    std::atomic<bool> done{false};
+    Status result = Ok();
+    std::thread t([&] {
+      result = op();
+      done = true;
+    });
+    auto watcher = std::move(postgres::PgConnection::Open(ds_.postgres_url()).value());
+    const bool waits = fp::testing::WaitFor(
+        [&] {
+          auto n = watcher->Query(
+              "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+              "datname = current_database()",
+              {});
+          return done.load() || (n && n->front().Int(0) > 0);
+        },
+        std::chrono::seconds(20), std::chrono::milliseconds(5));
+    EXPECT_TRUE(waits && !done.load()) << "it did not wait for the instance's row";
+    // The turn, as another transaction takes it: at once, not after a wait.
+    Status turn = watcher->Run(
+        "BEGIN; SET LOCAL lock_timeout = '2s'; LOCK TABLE nat_version_turn IN EXCLUSIVE MODE; "
+        "COMMIT");
+    EXPECT_TRUE(turn) << "it held the NAT turn while it waited: " << turn.error().message();
+    if (!turn) {
+      EXPECT_TRUE(watcher->Run("ROLLBACK"));
+    }
+    EXPECT_TRUE(holder->Run("ROLLBACK"));
+    t.join();
+    ASSERT_TRUE(result) << result.error().message();
+    EXPECT_TRUE(NatLive(*ds_).value().empty());
   }
 
   // Runs `change` in a write; returns the round trips it made itself (none for SQLite).
@@ -116,6 +183,58 @@ TEST_F(HeldBackChangesTest, EnsureLaterAndRemoveChangeTheNatTableAsTheStepByStep
   }));
   EXPECT_EQ(ensure(sleds_[1]), 0);
   EXPECT_EQ(FeedAfter(v0 + 4), (std::vector<FeedItem>{{v0 + 5, false, "fd00::2"}}));
+}
+
+// An instance's forms (start, migration, stop, delete, expunge): every address gets its row and
+// loses it, each change at a version of its own; on PostgreSQL the removal is held back.
+TEST_F(HeldBackChangesTest, AnInstancesAddressesChangeEachAtAVersionOfItsOwn) {
+  const int64_t v0 = NatCurrentVersion(*ds_).value();
+  AttachTwoAndRun();
+  using FeedItem = std::tuple<int64_t, bool, std::string>;
+  EXPECT_EQ(FeedAfter(v0),
+            (std::vector<FeedItem>{{v0 + 1, false, "fd00::1"}, {v0 + 2, false, "fd00::1"}}));
+  // Again, to the same sled: nothing changes. To the other (a migration's finish): each row
+  // removed and added again.
+  auto ensure = [&](const Sled& sled) {
+    return ds_->Write<size_t>([&](Tx& tx) { return NatEnsureForInstanceIn(tx, instance_, sled); });
+  };
+  EXPECT_EQ(ensure(sleds_[0]).value(), 2u);
+  EXPECT_EQ(NatCurrentVersion(*ds_).value(), v0 + 2);
+  EXPECT_EQ(ensure(sleds_[1]).value(), 2u);
+  std::vector<FeedItem> moved = FeedAfter(v0 + 2);
+  ASSERT_EQ(moved.size(), 4u);
+  for (int64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(std::get<0>(moved[k]), v0 + 3 + k);
+    EXPECT_EQ(std::get<1>(moved[k]), k % 2 == 0) << k;
+    EXPECT_EQ(std::get<2>(moved[k]), k % 2 == 0 ? "fd00::1" : "fd00::2") << k;
+  }
+  EXPECT_EQ(Change([&](Tx& tx) { return NatRemoveForInstanceIn(tx, instance_); }), 0);
+  EXPECT_EQ(FeedAfter(v0 + 6),
+            (std::vector<FeedItem>{{v0 + 7, true, "fd00::2"}, {v0 + 8, true, "fd00::2"}}));
+  EXPECT_TRUE(NatLive(*ds_).value().empty());
+  EXPECT_EQ(Change([&](Tx& tx) { return NatRemoveForInstanceIn(tx, instance_); }), 0);
+  EXPECT_EQ(NatCurrentVersion(*ds_).value(), v0 + 8) << "nothing to remove: no version taken";
+}
+
+// On PostgreSQL an instance's stop and a sled's expunge take the NAT versions' turn only in
+// their last exchange, after every other row they change: waiting for the instance's row (a
+// concurrent change holds it), neither holds the turn, so an attach taking the turn meanwhile
+// (as one holding a row both want would) goes ahead at once instead of waiting for them
+// (ExpectNoTurnHeldWhileWaitingForTheInstance).
+TEST_F(HeldBackChangesTest, OnPostgresAStopWaitingForTheInstancesRowDoesNotHoldTheNatTurn) {
+  if (!ds_.postgres()) GTEST_SKIP() << "PostgreSQL's lock order (FLOATPLANE_TEST_POSTGRES)";
+  ExpectNoTurnHeldWhileWaitingForTheInstance([&]() -> Status {
+    FP_TRY(InstanceRecordRunState(*ds_, instance_, RunState::kStopped, nullptr, nullptr));
+    return Ok();
+  });
+}
+
+TEST_F(HeldBackChangesTest, OnPostgresAnExpungeWaitingForAnInstancesRowDoesNotHoldTheNatTurn) {
+  if (!ds_.postgres()) GTEST_SKIP() << "PostgreSQL's lock order (FLOATPLANE_TEST_POSTGRES)";
+  ExpectNoTurnHeldWhileWaitingForTheInstance([&]() -> Status {
+    FP_TRY(SledExpunge(*ds_, sleds_[0].id, {}));
+    return Ok();
+  });
 }
 
 TEST_F(HeldBackChangesTest, CompleteOpAndGetAnswersTheRowAsTheTransactionLeavesIt) {

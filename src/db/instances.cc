@@ -348,13 +348,12 @@ Result<Instance> InstanceStopFailed(Datastore& ds, const Uuid& id, const Effect<
 }
 
 Status InstanceUndoStartIn(Tx& tx, const Uuid& id, const Uuid& sled_id) {
-  FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
   FP_TRY(
       tx.Exec("UPDATE instance SET state = 'no_vmm', run_state = 'stopped', sled_id = NULL, "
               "start_saga_id = NULL, "
               "time_run_state_updated = ? WHERE id = ? AND state = 'vmm' AND sled_id = ?",
               tx.now(), id, sled_id));
-  return Ok();
+  return NatRemoveForInstanceIn(tx, id);  // last: on PostgreSQL it goes with the commit
 }
 
 Result<Instance> InstanceSetRunState(Datastore& ds, const Uuid& id, RunState run_state,
@@ -381,12 +380,14 @@ Result<Instance> InstanceRecordRunState(Datastore& ds, const Uuid& id, RunState 
       return i;  // moved on since the caller read it: its next look judges again
     }
     if (run_state == RunState::kStopped || run_state == RunState::kFailed) {
-      FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
       FP_TRY(tx.Exec(
           "UPDATE instance SET state = ?, run_state = ?, sled_id = NULL, start_saga_id = NULL, "
           "time_run_state_updated = ?, time_modified = ? WHERE id = ?",
           run_state == RunState::kStopped ? "no_vmm" : "failed", ToString(run_state), tx.now(),
           tx.now(), id));
+      Instance after = FP_TRY(InstanceGetIn(tx, id));
+      FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));  // last: on PostgreSQL it goes with the commit
+      return after;
     } else if (run_state != i.run_state) {
       FP_TRY(tx.Exec("UPDATE instance SET run_state = ?, time_run_state_updated = ? WHERE id = ?",
                      ToString(run_state), tx.now(), id));
@@ -478,7 +479,6 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
     return Fail(Error::InvalidRequest(
         fmt::format("instance cannot be deleted in state \"{}\"", ToString(i.run_state))));
   }
-  FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, id))) {
     if (e.kind == IpKind::kFloating) {
       FP_TRY(
@@ -489,7 +489,8 @@ Status InstanceDeleteIn(Tx& tx, const Uuid& id) {
       FP_CHECK_OK(ExternalIpReleaseIn(tx, e.id));
     }
   }
-  return InstanceDeleteRecordIn(tx, id);
+  FP_CHECK_OK(InstanceDeleteRecordIn(tx, id));
+  return NatRemoveForInstanceIn(tx, id);  // last: on PostgreSQL it goes with the commit
 }
 
 }  // namespace fp::db

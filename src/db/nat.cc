@@ -180,22 +180,46 @@ Status NatRemoveForIpIn(Tx& tx, const ExternalIp& e) {
   return Ok();
 }
 
-Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
-                                                     const Sled& sled) {
-  std::vector<NatEntry> out;
-  for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, instance_id))) {
+Result<size_t> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id, const Sled& sled) {
+  const std::vector<ExternalIp> ips = FP_TRY(InstanceExternalIpsIn(tx, instance_id));
+  for (const ExternalIp& e : ips) {
     if (e.state != AttachState::kAttached) {
       return Fail(Error::Unavailable(fmt::format(
           "cannot program NAT for instance {}: external IP {} is {}; retry when that operation "
           "completes",
           instance_id.ToString(), e.ip.ToString(), ToString(e.state))));
     }
-    for (NatEntry& row : FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled))) out.push_back(row);
   }
-  return out;
+  if (tx.postgres()) {
+    // Each address's statements held back (NatEnsureForIpLaterIn): the turn is taken in the
+    // transaction's last exchange, not held across the reads above. An instance without a
+    // primary NIC gets no rows (the statements find no NIC), as NatEnsureForIpIn's none.
+    if (ips.empty() || !FP_TRY(PrimaryNicIn(tx, instance_id))) return size_t{0};
+    for (const ExternalIp& e : ips) FP_CHECK_OK(NatEnsureForIpLaterIn(tx, e, instance_id, sled));
+    return ips.size();
+  }
+  size_t rows = 0;
+  for (const ExternalIp& e : ips) rows += FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled)).size();
+  return rows;
 }
 
+namespace {
+
+// Every live row of an instance, each at a version of its own, in the order they were added.
+// Parameters: instance, now.
+constexpr std::string_view kRemoveForInstanceOnPostgres =
+    "WITH live AS (SELECT id, nextval('nat_version_seq') AS v FROM (SELECT id FROM nat_entry "
+    "WHERE instance_id = ? AND version_removed IS NULL ORDER BY version_added) l) "
+    "UPDATE nat_entry SET version_removed = live.v, time_deleted = ? FROM live WHERE "
+    "nat_entry.id = live.id";
+
+}  // namespace
+
 Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id) {
+  if (tx.postgres()) {
+    FP_CHECK_OK(tx.ExecLater(kNatTurn));
+    return tx.ExecLater(kRemoveForInstanceOnPostgres, instance_id, tx.now());
+  }
   for (const Row& r : FP_TRY(tx.Query(
            "SELECT id FROM nat_entry WHERE instance_id = ? AND version_removed IS NULL ORDER BY "
            "version_added",

@@ -8,12 +8,14 @@
 // never finds a lower one committed later: on SQLite the one writer takes the counter's next
 // value; on PostgreSQL a transaction takes them from a sequence under a lock that it holds to
 // its end (LOCK TABLE nat_version_turn), and a lock is let go only once its commit is visible.
-// The held-back forms (NatEnsureForIpLaterIn, NatRemoveForIpIn: an attach's and a detach's
-// first step) take it with the change's own statements, sent with the COMMIT, so those
-// transactions run side by side and queue only for their last exchange; NatNextVersionIn (the
-// other forms: instance start, stop, delete, migration, sled expunge, undos) takes it at once
-// and holds it through the rest of its transaction. A version an aborted transaction took is
-// a gap, which the switches skip.
+// Every change on PostgreSQL is held back (NatEnsureForIpLaterIn, NatRemoveForIpIn,
+// NatEnsureForInstanceIn, NatRemoveForInstanceIn): the turn is taken with the change's own
+// statements, which the callers place last, so they go with the COMMIT, and transactions run
+// side by side and queue only for their last exchange. Every such transaction so locks its
+// other rows (instance, external IP) before the turn and only NAT rows after it: none holds
+// the turn while it waits for a row another holds before its turn. NatNextVersionIn (tests,
+// and NatEnsureForIpIn, which SQLite runs) takes it at once and holds it through the rest of
+// its transaction. A version an aborted transaction took is a gap, which the switches skip.
 
 #include <cstdint>
 #include <functional>
@@ -27,14 +29,16 @@
 namespace fp::db {
 
 // Ensures a live NAT row for each of the instance's external IPs pointing at `sled`; a live
-// row for the same (ip, ports) with another target is replaced. ServiceUnavailable if an IP
-// is mid attach/detach.
-Result<std::vector<NatEntry>> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id,
-                                                     const Sled& sled);
+// row for the same (ip, ports) with another target is replaced. Returns how many addresses
+// have one (none when the instance has no primary NIC). ServiceUnavailable if an IP is mid
+// attach/detach. On PostgreSQL the changes are held back (NatEnsureForIpLaterIn).
+Result<size_t> NatEnsureForInstanceIn(Tx& tx, const Uuid& instance_id, const Sled& sled);
 // The next NAT version, for a row this transaction writes (on PostgreSQL: after the turn's
 // lock, which it then holds to its end).
 Result<int64_t> NatNextVersionIn(Tx& tx);
-// Soft-deletes every live NAT row of the instance.
+// Soft-deletes every live NAT row of the instance. On PostgreSQL one statement, held back
+// (Tx::ExecLater) with the turn's lock: a caller that reads after it holds the turn across
+// that read, so it comes last (before the transaction's commit) where it can.
 Status NatRemoveForInstanceIn(Tx& tx, const Uuid& instance_id);
 // The change feed: additions (live rows, at version_added) and removals (at version_removed)
 // with version > `after`, in version order, at most `limit`.

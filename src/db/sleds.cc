@@ -4,6 +4,7 @@
 
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "db/nat.h"
 
@@ -130,19 +131,24 @@ Result<Sled> SledExpunge(Datastore& ds, const Uuid& sled_id, const Effect<Sled>&
           fmt::format("instance \"{}\" is {}; retry the expunge of sled {} when that is done",
                       busy->Text(0), busy->Text(1), sled_id.ToString())));
     }
+    std::vector<Uuid> failed;
     for (const Row& r : FP_TRY(tx.Query(
              "SELECT id FROM instance WHERE sled_id = ? AND state = 'vmm' AND time_deleted IS NULL",
              sled_id))) {
       Uuid id = FP_TRY(UuidColumn(r, 0));
-      FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
       FP_TRY(tx.Exec(
           "UPDATE instance SET state = 'failed', run_state = 'failed', sled_id = NULL, "
           "start_saga_id = NULL, time_run_state_updated = ?, time_modified = ? WHERE id = ?",
           tx.now(), tx.now(), id));
+      failed.push_back(id);
     }
     FP_TRY(tx.Exec("UPDATE sled SET policy = 'expunged', time_modified = ? WHERE id = ?", tx.now(),
                    sled_id));
-    return SledGetIn(tx, sled_id);
+    Sled expunged = FP_TRY(SledGetIn(tx, sled_id));
+    // Last: on PostgreSQL the removals go with the commit, so that no attach or detach in the
+    // fleet waits for the NAT versions' turn while this loops over the sled's instances.
+    for (const Uuid& id : failed) FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
+    return expunged;
   });
 }
 

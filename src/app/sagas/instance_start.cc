@@ -60,11 +60,11 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                  auto p = FP_TRY(ParamsOf<InstanceStartSagaParams>(ctx));
                  auto placed = FP_TRY(OutputOf<InstancePlaced>(ctx, "place"));
                  model::Sled sled = FP_TRY(db::SledGetIn(tx, placed.sled_id));
-                 auto rows = FP_TRY(db::NatEnsureForInstanceIn(tx, p.instance_id, sled));
+                 const size_t rows = FP_TRY(db::NatEnsureForInstanceIn(tx, p.instance_id, sled));
                  // The switch node pushes the changes from this read (SyncWith; on
                  // PostgreSQL it reads the feed after the commit).
-                 if (!rows.empty()) FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
-                 return Json(NatWritten{rows.size()});
+                 if (rows > 0) FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
+                 return Json(NatWritten{rows});
                },
                .undo = [&d](const ActionContext& ctx) -> Status {
                  auto p = FP_TRY(ParamsOf<InstanceStartSagaParams>(ctx));

@@ -70,7 +70,7 @@ Status UndoMove(SagaDeps& d, const ActionContext& ctx, const IpBegun& begun) {
     if (!out.held) return out;
     auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
     if (out.sled) {
-      FP_TRY(db::NatEnsureForIpIn(tx, ip, from, *out.sled));  // replaces the new sled's row
+      FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, ip, from, *out.sled));  // replaces the new row
     } else {
       FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
     }
@@ -122,9 +122,9 @@ Status UndoBegin(SagaDeps& d, const ActionContext& ctx) {
     // later operation: its NAT row is not this saga's to remove.
     if (!FP_TRY(db::IpHeldBySagaIn(tx, begun.ip_id, ctx.saga_id()))) return false;
     auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
-    FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));
     FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kAttaching,
                             model::AttachState::kDetached));
+    FP_CHECK_OK(db::NatRemoveForIpIn(tx, ip));  // last: on PostgreSQL it goes with the commit
     return true;
   }));
   SyncNatBestEffort(d, ctx);

@@ -42,12 +42,12 @@ Status UndoDetachBegin(SagaDeps& d, const ActionContext& ctx) {
     // later operation: it must not bring its NAT row back.
     if (!FP_TRY(db::IpHeldBySagaIn(tx, begun.ip_id, ctx.saga_id()))) return false;
     auto ip = FP_TRY(db::ExternalIpGetIn(tx, begun.ip_id));
-    if (begun.sled_id) {
-      FP_TRY(
-          db::NatEnsureForIpIn(tx, ip, p.instance_id, FP_TRY(db::SledGetIn(tx, *begun.sled_id))));
-    }
     FP_TRY(db::CompleteOpIn(tx, begun.ip_id, model::AttachState::kDetaching,
                             model::AttachState::kAttached));
+    if (begun.sled_id) {  // last: on PostgreSQL it goes with the commit
+      const model::Sled sled = FP_TRY(db::SledGetIn(tx, *begun.sled_id));
+      FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, ip, p.instance_id, sled));
+    }
     return true;
   }));
   SyncNatBestEffort(d, ctx);

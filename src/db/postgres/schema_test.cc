@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/testing/wait_for.h"
+#include "db/nat.h"
 #include "db/postgres/connection.h"
 #include "db/testing/temp_datastore.h"
 
@@ -104,6 +105,37 @@ TEST(PgSchema, Version11To12NamesTheProjectAndSiloEachLiveAddressCountsAgainst) 
                   "NULL"),
             1);
   EXPECT_EQ(count("SELECT count(*) FROM silo WHERE ipv4_quota IS NULL AND cpus_quota = 0"), 1);
+}
+
+// Migration 18 (NAT versions from a sequence): the sequence starts after the counter's value,
+// so the first version taken after the upgrade is above every version a switch has seen, and
+// the current version is still the counter's while no row carries a higher one. A database
+// that never took a version starts at 1.
+TEST(PgSchema, Version17To18TakesNatVersionsAfterTheCounter) {
+  if (!OnPostgres()) GTEST_SKIP() << "FLOATPLANE_TEST_POSTGRES is not set";
+  for (const int64_t counter : {int64_t{41}, int64_t{0}}) {
+    SCOPED_TRACE(counter > 0 ? "with a counter row" : "without one");
+    TempPostgresDatabase db;
+    {
+      auto conn = std::move(PgConnection::Open(db.url()).value());
+      ASSERT_TRUE(MigratePostgresSchemaTo(*conn, 17));
+      if (counter > 0) {
+        ASSERT_TRUE(conn->Run(
+            fmt::format("INSERT INTO counter (name, value) VALUES ('nat_version', {})", counter)));
+      }
+      Status migrated = MigratePostgresSchemaTo(*conn, 18);
+      ASSERT_TRUE(migrated) << migrated.error().message();
+    }
+    auto ds = Datastore::OpenPostgres(db.url(), std::make_shared<SystemClock>(),
+                                      std::make_shared<SystemRandom>());
+    ASSERT_TRUE(ds) << ds.error().message();
+    EXPECT_EQ(NatCurrentVersion(**ds).value(), counter);
+    for (int64_t k = 1; k <= 2; ++k) {
+      auto next = (*ds)->Write<int64_t>([](Tx& tx) { return NatNextVersionIn(tx); });
+      ASSERT_TRUE(next) << next.error().message();
+      EXPECT_EQ(*next, counter + k);
+    }
+  }
 }
 
 TEST(PgSchema, NoServerIsUnavailable) {
