@@ -166,17 +166,16 @@ TEST_F(InstanceSagaTest, StartFailingAtEachNodeLeavesACleanSlate) {
   ExpectNoSagaStuckOrUnfinished();
 }
 
-// A start's push to the switches goes from the read its NAT step made at commit (SQLite; on
-// PostgreSQL no read is kept and the push reads the feed); a start that wrote no NAT rows (no
-// address: nothing to push) made none, and its plain Sync counts as no missed read (the metric
-// of pushes that found theirs gone).
+// A start's push to the switches goes from the read its NAT step made at commit (on PostgreSQL
+// right after it, in the COMMIT's exchange); a start that wrote no NAT rows (no address:
+// nothing to push) made none, and its plain Sync counts as no missed read (the metric of pushes
+// that found theirs gone).
 TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMissesNone) {
   ASSERT_TRUE(nat_->Sync());  // the switch answered: reads start from where it is
   auto lit = instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("lit", false));
   ASSERT_TRUE(lit) << lit.error().message();
   ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(lit->id), std::nullopt));
-  const int64_t kept = db::testing::OnPostgres() ? 0 : 1;  // no read kept there: it reads after
-  EXPECT_EQ(nat_->KeptReads().used, kept);
+  EXPECT_EQ(nat_->KeptReads().used, 1);
   auto dark = Params("dark", false);
   dark.snat = false;
   dark.nic = model::NicKind::kIpv4;
@@ -184,7 +183,7 @@ TEST_F(InstanceSagaTest, AStartPushesFromItsNatStepsReadAndOneWithoutAddressesMi
   ASSERT_TRUE(none) << none.error().message();
   EXPECT_TRUE(db::InstanceExternalIps(*ds, none->id)->empty());
   ASSERT_TRUE(instances_->Start(Unrecorded{actor_}, NameOrId(none->id), std::nullopt));
-  EXPECT_EQ(nat_->KeptReads().used, kept);
+  EXPECT_EQ(nat_->KeptReads().used, 1);
   EXPECT_EQ(nat_->KeptReads().missed, 0);
   EXPECT_EQ(nat_->KeptReads().dropped, 0);
 }
@@ -339,19 +338,18 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
 // An attach naming both by id (the usual API call) reads the floating IP and the instance in
 // one read before its saga (issue 26: they were two; on PostgreSQL two round trips each); the
 // errors are as before, the IP's first.
-// Reads an attach makes: the IP and the instance, nothing more on SQLite (the NAT feed for the
-// switch is read in the saga's first transaction, as it commits); on PostgreSQL the push reads
-// the feed after that commit (db::NatChangesAtCommitIn).
+// Reads an attach makes: the IP and the instance, nothing more (the NAT feed for the switch is
+// read as the saga's first transaction commits: inside it on SQLite, in its COMMIT's exchange
+// on PostgreSQL, db::NatChangesAtCommitIn).
 TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
-  const int64_t feed_reads = db::testing::OnPostgres() ? 1 : 0;
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");
   int64_t reads = ds->read_transactions();
   ASSERT_TRUE(Attach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, 1 + feed_reads);
+  EXPECT_EQ(ds->read_transactions() - reads, 1);
   reads = ds->read_transactions();
   ASSERT_TRUE(Detach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, 1 + feed_reads) << "the IP's lookup, and the feed";
+  EXPECT_EQ(ds->read_transactions() - reads, 1) << "the IP's lookup only";
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 
   const Uuid nobody = Uuid::Random();

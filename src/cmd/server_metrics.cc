@@ -83,17 +83,16 @@ void RenderNat(std::string& out, const ServerMetricsSources& s) {
          "Times the switch agent's run (boot id) changed under this server.", "counter", restarts);
   const loops::NatReconciler::KeptReadCounts kept = s.nat.KeptReads();
   Render(out, "floatplane_nat_feed_reads_at_commit_total",
-         "Reads of the NAT change feed made in the transaction of the change they push, by what "
-         "became of them: used by that push, or dropped unused (too many pushes waiting, or too "
-         "many changes to keep). None on PostgreSQL, where the push reads the feed itself.",
+         "Reads of the NAT change feed made as the transaction of the change they push commits "
+         "(in it on SQLite, right after it on PostgreSQL), by what became of them: used by that "
+         "push, or dropped unused (too many pushes waiting, or too many changes to keep).",
          "counter",
          {{{{"outcome", "used"}}, static_cast<double>(kept.used)},
           {{{"outcome", "dropped"}}, static_cast<double>(kept.dropped)}});
   Render(out, "floatplane_nat_pushes_without_kept_read_total",
          "Pushes of a change to the switches that found no read made at its commit and read the "
          "change feed themselves (after a drop, a saga resumed after a restart, or a read not "
-         "made because no switch had answered yet). Not counted on PostgreSQL, which keeps no "
-         "read.",
+         "made because no switch had answered yet, or on PostgreSQL one that failed).",
          "counter", {{{}, static_cast<double>(kept.missed)}});
   Render(out, "floatplane_nat_switch_waiting_syncs",
          "Requests waiting now for an exchange in flight with the switch agent (a slow switch "

@@ -102,6 +102,21 @@ class Connection {
                                              const std::vector<SqlValue>& params) {
     return Query(sql, params);
   }
+  // A read in a transaction of its own that begins once this write has committed, sent in the
+  // same exchange as the COMMIT (PostgreSQL's pipeline), so that it costs no round trip: its
+  // snapshot holds this write's commit and every commit before it. `sink` gets its rows when
+  // the COMMIT and the read both succeeded, during the commit, and not at all otherwise: the
+  // read's failure does not fail the write, which has committed. In a write only. An engine
+  // without the exchange to save (SQLite's: this default) refuses it (Internal): there the
+  // caller reads inside the write, or after it.
+  virtual Status QueryAfterCommit(std::string_view sql, const std::vector<SqlValue>& params,
+                                  std::function<void(std::vector<Row>)> sink) {
+    (void)params;
+    (void)sink;
+    return Fail(Error::Internal(std::string(sql) +
+                                ": a read after the commit (QueryAfterCommit) on an engine "
+                                "without it"));
+  }
   // The transaction joins the write queue (saga::StoreTx::JoinWriteQueue): before its first
   // statement it waits for the transactions that joined before it to end. Nothing once a
   // statement ran, or on an engine that runs writes one at a time (SQLite's: this default).

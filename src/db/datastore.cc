@@ -55,7 +55,6 @@ Result<std::unique_ptr<Datastore>> Datastore::OpenPostgres(const std::string& ur
                                                            OpenInterrupt* interrupt) {
   // Not the URL: it may carry a password, and path_ is only for messages.
   std::unique_ptr<Datastore> ds(new Datastore("(PostgreSQL)", std::move(clock), std::move(random)));
-  ds->postgres_ = true;
   ds->engine_ = FP_TRY(postgres::PgEngine::Open(url, options, ds->sync_points_, *ds->clock_,
                                                 *ds->engine_random_,
                                                 [interrupt](postgres::PgConnection& conn) {

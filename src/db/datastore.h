@@ -105,6 +105,15 @@ class Tx : public saga::StoreTx {
     return conn_.QueryLater(sql, {ToSql(std::forward<Args>(args))...}, std::move(sink));
   }
 
+  // A read in a transaction of its own after this write's commit, in the COMMIT's exchange
+  // (Connection::QueryAfterCommit): PostgreSQL only (SQLite refuses it). `sink` gets its rows
+  // during the commit, only if the write committed and the read succeeded.
+  template <typename... Args>
+  Status QueryAfterCommit(std::function<void(std::vector<Row>)> sink, std::string_view sql,
+                          Args&&... args) {
+    return conn_.QueryAfterCommit(sql, {ToSql(std::forward<Args>(args))...}, std::move(sink));
+  }
+
   void JoinWriteQueue() override { conn_.JoinWriteQueue(); }
 
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
@@ -355,8 +364,6 @@ class Datastore {
   // statements it ran).
   int64_t read_transactions() const { return read_transactions_.load(); }
   EngineStats engine_stats() const { return engine_->stats(); }
-  // Whether the engine is PostgreSQL's (Tx::postgres says so inside a transaction).
-  bool postgres() const { return postgres_; }
 
   // Test seam: `hook` is called with the name of each sync point the datastore passes (e.g.
   // "ip_range_remove:checked"), inside the transaction, so a test can force an interleaving.
@@ -404,7 +411,6 @@ class Datastore {
   std::atomic<int64_t> read_transactions_{0};
   std::atomic<int64_t> failed_writes_{0};
   std::unique_ptr<Engine> engine_;
-  bool postgres_ = false;  // group commit, checkpoints and readers: sqlite/engine.h
 };
 
 // Where a read function reads: a datastore, and optionally a DeferredDurability scope of it

@@ -294,10 +294,22 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit) {
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
                             std::function<void(NatFeed)> committed) {
   if (tx.postgres()) {
-    // No read: the transaction's snapshot predates the versions committed before it took its
+    // Not in the transaction: its snapshot predates the versions committed before it took its
     // own (under the turn's lock, late), so a read in it could lack a lower one, and reading
     // the versions' last index pages in every change would make concurrent changes fail each
-    // other under SERIALIZABLE. The caller reads the feed after the commit.
+    // other under SERIALIZABLE. Right after its commit instead, in the same exchange: the
+    // turn was held to the commit, so every lower version was committed before, and the read's
+    // snapshot, taken after it, holds them all.
+    auto feed = std::make_shared<std::optional<NatFeed>>();
+    FP_CHECK_OK(tx.QueryAfterCommit(
+        [feed](std::vector<Row> rows) {
+          auto read = FeedOfRows(rows);
+          if (read) *feed = std::move(*read);
+        },
+        VersionAndChanges(), after, limit, after, limit, limit));
+    tx.OnOutcome([feed, committed = std::move(committed)](bool ok) {
+      if (ok && *feed) committed(std::move(**feed));
+    });
     return Ok();
   }
   // SQLite writes one transaction at a time: what it reads now is what it commits, and no

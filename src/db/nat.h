@@ -60,10 +60,11 @@ Result<NatFeed> NatChangesSinceIn(Tx& tx, int64_t after, int64_t limit);
 // The same read in a write, after its NAT changes, as the transaction commits them: `committed`
 // gets it once the transaction committed (not at all otherwise). On SQLite, which writes one
 // transaction at a time, the read holds every change after `after` to this transaction's own,
-// and every one committed before it. On PostgreSQL there is no read and `committed` is never
-// called: the transaction's snapshot predates the versions committed before it took its own (late,
-// under the turn's lock), and reading the versions' last index pages in every change would make
-// concurrent changes fail each other; the caller reads the feed after the commit.
+// and every one committed before it. On PostgreSQL the read is made right after the commit, in
+// its exchange (Tx::QueryAfterCommit; not in the transaction, whose snapshot predates the
+// versions committed before it took its own, late, under the turn's lock): it holds this
+// transaction's changes and every lower version, and maybe later ones. If that read fails,
+// `committed` is not called: the caller reads the feed itself.
 Status NatChangesAtCommitIn(Tx& tx, int64_t after, int64_t limit,
                             std::function<void(NatFeed feed)> committed);
 Result<int64_t> NatCurrentVersion(Datastore& ds);

@@ -150,13 +150,12 @@ std::optional<int64_t> NatReconciler::FeedStart() const {
 }
 
 Status NatReconciler::ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key) {
-  // No read can be made on PostgreSQL (db::NatChangesAtCommitIn): the push reads the feed.
-  if (tx.postgres()) return Ok();
   const std::optional<int64_t> after = FeedStart();
   if (!after) return Ok();
   // Numbered now, inside the transaction and before its changes are committed: a caller that
   // came before this (its commits made) had them committed before this transaction, which
-  // SQLite runs alone, so this read holds them (db::NatChangesAtCommitIn).
+  // SQLite runs alone, so this read holds them (db::NatChangesAtCommitIn); on PostgreSQL the
+  // read's snapshot is taken after this transaction's commit, later still.
   const int64_t number = desired_.BeginFeedRead();
   return db::NatChangesAtCommitIn(
       tx, *after, static_cast<int64_t>(kKeptChanges), [this, key, after, number](db::NatFeed feed) {
@@ -188,7 +187,7 @@ Status NatReconciler::SyncWith(const agents::CallContext& context, const Uuid& k
     }
     if (kept) {
       ++kept_counts_.used;
-    } else if (!ds_.postgres()) {  // there no read is kept: none missed
+    } else {
       ++kept_counts_.missed;
     }
   }

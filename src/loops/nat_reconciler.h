@@ -157,10 +157,10 @@ class NatReconciler {
   Status Sync(const agents::CallContext& context);
   Status Sync() { return Sync(agents::CallContext{}); }
   // In the body of a write that changed NAT rows, after those changes: reads the change feed
-  // from where the answering switches are, in that transaction (db::NatChangesAtCommitIn), and
-  // once it committed keeps that read under `key` for the Sync that pushes the changes
-  // (SyncWith), which then reads nothing itself. Nothing when no switch answered yet, nor on
-  // PostgreSQL (db::NatChangesAtCommitIn: the push reads the feed after the commit). At most
+  // from where the answering switches are, in that transaction (db::NatChangesAtCommitIn; on
+  // PostgreSQL right after its commit, in the same exchange), and once it committed keeps that
+  // read under `key` for the Sync that pushes the changes (SyncWith), which then reads nothing
+  // itself. Nothing when no switch answered yet. At most
   // kKeptFeeds are kept (the oldest goes first: a saga that failed or a server that died before its
   // Sync), each of at most kKeptChanges changes.
   Status ReadFeedAtCommitIn(db::Tx& tx, const Uuid& key);

@@ -242,12 +242,10 @@ TEST_F(NatReconcilerTest, WithTwoSwitchesCarriedCallersReadTheFeedNoMore) {
   EXPECT_EQ(second_switch->generation(), 9);
 }
 
-// A change's transaction reads the feed as it commits (ReadFeedAtCommitIn): the Sync given its
-// key pushes from that read and reads nothing, once; a key with no read kept reads the feed.
+// A change's transaction reads the feed as it commits (ReadFeedAtCommitIn; on PostgreSQL right
+// after, in the COMMIT's exchange): the Sync given its key pushes from that read and reads
+// nothing, once; a key with no read kept reads the feed.
 TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
-  if (db::testing::OnPostgres()) {
-    GTEST_SKIP() << "no read is kept on PostgreSQL (OnPostgresNoReadIsKeptNorCountedMissed)";
-  }
   AddEntry();
   ExpectSyncOk();  // the switch answered, at 1: where the reads start
   auto commit = [&](const Uuid& key) {
@@ -292,34 +290,9 @@ TEST_F(NatReconcilerTest, ASyncFromAReadMadeAsItsChangeCommittedReadsNothing) {
   EXPECT_EQ(sw.applied(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7})) << "each change once";
 }
 
-// On PostgreSQL a change's transaction keeps no read (db::NatChangesAtCommitIn): its Sync
-// reads the feed, pushes the change, and counts no read missed; nor does a push before any
-// change of this process (a saga resumed after a restart).
-TEST_F(NatReconcilerTest, OnPostgresNoReadIsKeptNorCountedMissed) {
-  if (!db::testing::OnPostgres()) GTEST_SKIP() << "SQLite keeps the read";
-  AddEntry();
-  ExpectSyncOk();
-  AddEntry();
-  ASSERT_TRUE(nat.SyncWith({}, Uuid::Random()));
-  EXPECT_EQ(nat.KeptReads().missed, 0);
-  const Uuid key = Uuid::Random();
-  Status s = ds->Write([&](db::Tx& tx) -> Status {
-    FP_CHECK_OK(AddNatEntryIn(tx, ++entries_));
-    return nat.ReadFeedAtCommitIn(tx, key);
-  });
-  ASSERT_TRUE(s) << s.error().message();
-  const int64_t reads = ds->read_transactions();
-  ASSERT_TRUE(nat.SyncWith({}, key));
-  EXPECT_GE(ds->read_transactions() - reads, 1);
-  EXPECT_EQ(sw.generation(), 3);
-  EXPECT_EQ(nat.KeptReads().used, 0);
-  EXPECT_EQ(nat.KeptReads().missed, 0);
-}
-
 // Reads kept past kKeptFeeds push out the oldest, and a read of more than kKeptChanges is not
 // kept: each is counted dropped (a metric), and its Sync reads the feed itself.
 TEST_F(NatReconcilerTest, KeptReadsPastTheirLimitsAreDroppedAndCounted) {
-  if (db::testing::OnPostgres()) GTEST_SKIP() << "no read is kept on PostgreSQL";
   AddEntry();
   ExpectSyncOk();
   auto commit = [&](const Uuid& key, int entries) {

@@ -147,6 +147,10 @@ void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapsh
   ended_ = false;
   read_only_ = !write;
   held_back_failure_.reset();
+  timeouts_.clear();
+  for (const std::string& statement : statements) {
+    if (statement.starts_with("SET LOCAL ")) timeouts_.push_back(statement);
+  }
   for (std::string& statement : statements) {
     Command c;
     c.simple = true;
@@ -170,20 +174,25 @@ void PgConnection::JoinWriteQueue() {
 
 void PgConnection::DropPending() {
   // A held-back statement's optimistic prepare was never sent: forget it.
-  for (const Command& c : pending_) {
-    if (!c.prepare.empty()) prepared_.erase(c.key);
+  for (const std::vector<Command>* held : {&pending_, &after_commit_}) {
+    for (const Command& c : *held) {
+      if (!c.prepare.empty()) prepared_.erase(c.key);
+    }
   }
   pending_.clear();
+  after_commit_.clear();
   begin_count_ = 0;
   begin_pending_ = false;
 }
 
 Status PgConnection::Run(std::string_view sql) {
-  if (writes_held_back()) {
+  const bool reads_after = !after_commit_.empty() && sql == "COMMIT";
+  if (writes_held_back() || reads_after) {
     Command c;
     c.simple = true;
     c.borrowed_sql = sql;
-    FP_TRY(Pipeline(c));
+    std::vector<Command> after = std::exchange(after_commit_, {});
+    FP_TRY(Pipeline(c, nullptr, reads_after ? &after : nullptr));
     return Ok();
   }
   if (begin_pending_ && queued_) queue_sent_ = true;
@@ -305,34 +314,52 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
 Status PgConnection::ExecLater(std::string_view sql, const std::vector<SqlValue>& params,
                                int64_t rows, const Error& otherwise) {
   if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
-  Command c;
-  if (rows >= 0) {
-    c.text = fmt::format("WITH w AS ({} RETURNING 1) SELECT fp_expect_rows(count(*), {}) FROM w",
-                         sql, rows);
-    c.otherwise = otherwise;
-  } else {
-    c.text.assign(sql);
-  }
-  FP_CHECK_OK(Resolve(c.text, params, c));
-  c.owned = params;
+  Command c = FP_TRY(Held(
+      rows >= 0
+          ? fmt::format("WITH w AS ({} RETURNING 1) SELECT fp_expect_rows(count(*), {}) FROM w",
+                        sql, rows)
+          : std::string(sql),
+      params));
+  if (rows >= 0) c.otherwise = otherwise;
   pending_.push_back(std::move(c));
   return Ok();
+}
+
+Result<PgConnection::Command> PgConnection::Held(std::string sql,
+                                                 const std::vector<SqlValue>& params) {
+  Command c;
+  c.text = std::move(sql);
+  FP_CHECK_OK(Resolve(c.text, params, c));
+  c.owned = params;
+  return c;
 }
 
 Status PgConnection::QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                                 std::function<void(Result<std::vector<Row>>)> sink) {
   if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
   if (read_only_) return Fail(HeldBackReadInARead("postgres", Shorten(sql)));
-  Command c;
-  c.text.assign(sql);
-  FP_CHECK_OK(Resolve(c.text, params, c));
-  c.owned = params;
+  Command c = FP_TRY(Held(std::string(sql), params));
   c.sink = std::move(sink);
   pending_.push_back(std::move(c));
   return Ok();
 }
 
-Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* then) {
+Status PgConnection::QueryAfterCommit(std::string_view sql, const std::vector<SqlValue>& params,
+                                      std::function<void(std::vector<Row>)> sink) {
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
+  if (read_only_) {
+    return Fail(Error::Internal(fmt::format(
+        "postgres: {}: a read after the commit (QueryAfterCommit) in a read transaction",
+        Shorten(sql))));
+  }
+  Command c = FP_TRY(Held(std::string(sql), params));
+  c.after_commit = std::move(sink);
+  after_commit_.push_back(std::move(c));
+  return Ok();
+}
+
+Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* then,
+                                           std::vector<Command>* after) {
   PGconn* c = conn_.get();
   if (begin_pending_ && queued_) queue_sent_ = true;
   std::vector<Command> held = std::exchange(pending_, {});
@@ -344,6 +371,27 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
   commands.push_back(&last);
   const size_t last_at = commands.size() - 1;
   if (then != nullptr) commands.push_back(then);
+  // The reads after the commit, in a transaction of their own, which takes its snapshot after
+  // the commit. Never serializable: their predicate locks would make later writes fail.
+  const size_t after_at = commands.size();
+  std::vector<Command> wrap;
+  if (after != nullptr && !after->empty()) {
+    wrap.reserve(timeouts_.size() + 2);
+    auto simple = [&](std::string text) {
+      Command k;
+      k.simple = true;
+      k.text = std::move(text);
+      wrap.push_back(std::move(k));
+    };
+    simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    for (const std::string& t : timeouts_) simple(t);
+    simple("COMMIT");
+    for (size_t i = 0; i + 1 < wrap.size(); ++i) commands.push_back(&wrap[i]);
+    for (const Command& a : *after) commands.push_back(&a);
+    commands.push_back(&wrap.back());
+  }
+  // Whether a read after the commit failed (not merely skipped because the write failed).
+  bool after_failed = false;
   // A prepare that is not known to have succeeded is forgotten (the server does not hold it).
   std::vector<bool> prepare_ok(commands.size(), false);
   auto forget_failed_prepares = [&] {
@@ -408,6 +456,18 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
     while (PGresult* rest = PQgetResult(c)) PQclear(rest);
     ExecStatusType status = PQresultStatus(r.get());
     if (status == PGRES_PIPELINE_ABORTED) continue;
+    if (s.command >= after_at && !failed) {
+      // After the commit: a failure is the reads' own (not the write's, not retried).
+      if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+        after_failed = true;
+      } else if (s.prepare) {
+        prepare_ok[s.command] = true;
+      } else if (k.after_commit) {
+        auto rows = Rows(r);
+        if (rows) k.after_commit(std::move(*rows));
+      }
+      continue;
+    }
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       if (!failed) {
         failed = Failure(k.sql(), r.get());
@@ -437,6 +497,12 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
     return give_up("exit pipeline mode");
   }
   unusable_ = false;
+  if (after_failed && !failed && in_transaction()) {
+    // The write committed; the read's transaction failed and is still open.
+    PgResultPtr rollback(PQexec(c, "ROLLBACK"));
+    RoundTrip();
+    if (!rollback || PQresultStatus(rollback.get()) != PGRES_COMMAND_OK) unusable_ = true;
+  }
   if (failed) return Fail(*failed);
   if (!out) return Fail(Failure(last.sql(), nullptr));
   return out;

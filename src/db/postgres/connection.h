@@ -55,6 +55,11 @@ class PgConnection final : public Connection {
   // answers (not if that exchange fails before it).
   Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                     std::function<void(Result<std::vector<Row>>)> sink) override;
+  // After the COMMIT, in its pipeline: BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY, the
+  // begin's SET LOCAL timeouts again, each such read, COMMIT. A read that fails is rolled back
+  // after the exchange; it marks nothing retryable (the write's outcome is the COMMIT's).
+  Status QueryAfterCommit(std::string_view sql, const std::vector<SqlValue>& params,
+                          std::function<void(std::vector<Row>)> sink) override;
   // In a read transaction: the statement, then COMMIT, in one pipeline with whatever is held
   // back (the begin); the transaction has then ended (ended()). In a write: Query.
   Result<std::vector<Row>> QueryLast(std::string_view sql,
@@ -152,6 +157,7 @@ class PgConnection final : public Connection {
     std::vector<SqlValue> owned;                         // or a copy, for one held back
     std::optional<Error> otherwise;                      // ExecLater's, when it checks a count
     std::function<void(Result<std::vector<Row>>)> sink;  // QueryLater's
+    std::function<void(std::vector<Row>)> after_commit;  // QueryAfterCommit's
     const std::vector<SqlValue>& params() const { return borrowed ? *borrowed : owned; }
     std::string_view sql() const { return text.empty() ? borrowed_sql : std::string_view(text); }
   };
@@ -160,12 +166,18 @@ class PgConnection final : public Connection {
   // Names `sql` (prepared once per text and parameter types) and fills `c` but its parameters.
   Status Resolve(std::string_view sql, const std::vector<SqlValue>& params, Command& c);
   Result<PgResultPtr> Execute(std::string_view sql, const std::vector<SqlValue>& params);
+  // A statement to send later (ExecLater, QueryLater, QueryAfterCommit): named, with a copy of
+  // its parameters.
+  Result<Command> Held(std::string sql, const std::vector<SqlValue>& params);
   // Sends everything held back, then `last`, in one exchange (pipeline mode); returns last's
   // result or the first failure (a held-back write's `otherwise` for its count check). A
   // prepare that did not succeed is forgotten, so that the next use prepares again.
   // `then`, if given, is sent after `last` in the same exchange (QueryLast's COMMIT); its
-  // failure is the answer, last's result is still what is returned.
-  Result<PgResultPtr> Pipeline(const Command& last, const Command* then = nullptr);
+  // failure is the answer, last's result is still what is returned. With `after` (last being
+  // the COMMIT), the reads after the commit follow in their own transaction
+  // (QueryAfterCommit); their failures are not the answer.
+  Result<PgResultPtr> Pipeline(const Command& last, const Command* then = nullptr,
+                               std::vector<Command>* after = nullptr);
   Result<std::vector<Row>> Rows(const PgResultPtr& r);
   Error Failure(std::string_view sql, const PGresult* r);
 
@@ -183,12 +195,14 @@ class PgConnection final : public Connection {
   // from when it is queued: a second one like it is not prepared twice).
   std::unordered_map<std::string, std::string> prepared_;
   int64_t next_name_ = 1;
-  std::vector<Command> pending_;  // the begin's statements first, then ExecLater's writes
-  size_t begin_count_ = 0;        // how many of pending_ are the begin's
-  size_t snapshot_at_ = 0;        // see DeferBegin
-  bool queued_ = false;           // the pending begin waits in the write queue
-  bool queue_sent_ = false;       // ... and was sent, the queue's lock with it
-  bool read_only_ = false;        // the begin is a read's: it never queues
+  std::vector<Command> pending_;       // the begin's statements first, then ExecLater's writes
+  std::vector<Command> after_commit_;  // QueryAfterCommit's reads
+  std::vector<std::string> timeouts_;  // the begin's SET LOCAL statements, for those reads
+  size_t begin_count_ = 0;             // how many of pending_ are the begin's
+  size_t snapshot_at_ = 0;             // see DeferBegin
+  bool queued_ = false;                // the pending begin waits in the write queue
+  bool queue_sent_ = false;            // ... and was sent, the queue's lock with it
+  bool read_only_ = false;             // the begin is a read's: it never queues
   std::optional<Error> held_back_failure_;
   bool begin_pending_ = false;  // see begin_pending()
   bool ended_ = false;          // see ended()

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -128,6 +129,61 @@ TEST_F(PgHeldBackTest, AHeldBackWriteThatChangedTheWrongCountFailsItsTransaction
     return c.ExecLater(kUpdate, {int64_t{12}}, 1, Error::NotFoundById("row", "12"));
   }));
   EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 12 AND v = 'y'"), 1);
+  EXPECT_EQ(engine_->stats().retries, 0);
+}
+
+// A read after the commit (Connection::QueryAfterCommit) goes in the COMMIT's exchange, in a
+// transaction of its own begun after the commit: it sees the write's rows. When the write
+// fails it is not run; when the read fails the write has still committed, is not retried, and
+// the connection serves the next transaction.
+TEST_F(PgHeldBackTest, AReadAfterTheCommitGoesInItsExchangeAndSeesIt) {
+  constexpr std::string_view kCount = "SELECT count(*) FROM t WHERE k >= ?";
+  std::optional<int64_t> seen;
+  auto sink = [&](std::vector<Row> rows) { seen = rows.front().Int(0); };
+  int64_t before = RoundTrips();
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{20}}, -1, Error::Internal("unused")));
+    FP_CHECK_OK(c.QueryAfterCommit(kCount, {int64_t{20}}, sink));
+    EXPECT_FALSE(seen) << "not before the commit";
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{21}}, -1, Error::Internal("unused")));
+    return Ok();
+  }));
+  EXPECT_EQ(seen, 2) << "both rows, committed before the read began";
+  EXPECT_EQ(RoundTrips() - before, 1)
+      << "the begin, the writes, COMMIT and the read (and its prepare) in one exchange";
+  before = RoundTrips();
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{22}}, -1, Error::Internal("unused")));
+    return c.QueryAfterCommit(kCount, {int64_t{20}}, sink);
+  }));
+  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(RoundTrips() - before, 1) << "again, the read prepared already";
+
+  // The write fails (a count the server finds wrong): no read.
+  seen.reset();
+  Status failed = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{23}}, -1, Error::Internal("unused")));
+    FP_CHECK_OK(c.ExecLater(kUpdate, {int64_t{999}}, 1, Error::NotFoundById("row", "999")));
+    return c.QueryAfterCommit(kCount, {int64_t{20}}, sink);
+  });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().kind(), ErrorKind::kNotFound);
+  EXPECT_FALSE(seen);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 23"), 0);
+
+  // The read fails (division by zero): the write stands, once, and the next write runs.
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{24}}, -1, Error::Internal("unused")));
+    return c.QueryAfterCommit("SELECT count(*) / (count(*) - count(*)) FROM t WHERE k >= ?",
+                              {int64_t{20}}, sink);
+  }));
+  EXPECT_FALSE(seen);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 24"), 1);
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{25}}, -1, Error::Internal("unused")));
+    return c.QueryAfterCommit(kCount, {int64_t{20}}, sink);
+  }));
+  EXPECT_EQ(seen, 5);
   EXPECT_EQ(engine_->stats().retries, 0);
 }
 
