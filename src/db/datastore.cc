@@ -88,7 +88,8 @@ Status Datastore::RunWrite(const std::function<Status(Tx&)>& body) {
   Status done = engine_->Write([&](Connection& conn) -> Status {
     hooks.clear();
     Tx tx(conn, clock_->Now(), *random_, &hooks);
-    return body(tx);
+    FP_CHECK_OK(body(tx));
+    return tx.RunAtEnd();
   });
   for (auto& hook : hooks) hook(static_cast<bool>(done));
   if (!done) (done.error().HttpStatus() < 500 ? refused_writes_ : failed_writes_).fetch_add(1);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -116,6 +117,18 @@ class Tx : public saga::StoreTx {
 
   void JoinWriteQueue() override { conn_.JoinWriteQueue(); }
 
+  // In a write: `fn` runs after the rest of the body, the request's answer and audit entry
+  // included (Datastore::Write with an Effect), just before the commit, in the order given. For
+  // held-back changes under a lock the transaction then holds to its end (the NAT versions'
+  // turn, db/nat.h), so that no statement that waits for its answer comes after them.
+  void AtEnd(std::function<Status(Tx&)> fn) { at_end_.push_back(std::move(fn)); }
+  // Runs what AtEnd gave, once (Datastore's writes).
+  Status RunAtEnd() {
+    std::vector<std::function<Status(Tx&)>> fns = std::exchange(at_end_, {});
+    for (auto& fn : fns) FP_CHECK_OK(fn(*this));
+    return Ok();
+  }
+
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
   // on the thread that made the write, before Datastore::Write returns. A body run again (the
   // engine retries a transaction) has the calls of its last run only: what an earlier run
@@ -162,6 +175,7 @@ class Tx : public saga::StoreTx {
   Timestamp now_;
   Random& random_;
   std::vector<std::function<void(bool committed)>>* outcome_hooks_;
+  std::vector<std::function<Status(Tx&)>> at_end_;
   std::vector<Uuid> created_sagas_;
 };
 

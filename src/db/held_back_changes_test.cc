@@ -17,6 +17,7 @@
 #include "db/ip_pools.h"
 #include "db/nat.h"
 #include "db/postgres/connection.h"
+#include "db/request_effect.h"
 #include "db/sleds.h"
 #include "db/testing/temp_datastore.h"
 
@@ -73,15 +74,16 @@ class HeldBackChangesTest : public ::testing::Test {
     ASSERT_EQ(NatLive(*ds_).value().size(), 2u);
   }
 
-  // PostgreSQL: with another transaction holding the instance's row, `op` (which changes it and
-  // removes its NAT rows) waits for it without holding the NAT versions' turn; once the row is
-  // let go, `op` ends and the rows are removed.
-  void ExpectNoTurnHeldWhileWaitingForTheInstance(const std::function<Status()>& op) {
+  // PostgreSQL: with another transaction holding a row (`hold`, a statement run in it), `op`
+  // (which writes that row and removes the instance's NAT rows) waits for it without holding
+  // the NAT versions' turn; once the row is let go, `op` ends and the rows are removed.
+  void ExpectNoTurnHeldWhileWaitingForARow(const std::string& hold,
+                                           const std::vector<SqlValue>& params,
+                                           const std::function<Status()>& op) {
     AttachTwoAndRun();
     auto holder = std::move(postgres::PgConnection::Open(ds_.postgres_url()).value());
     ASSERT_TRUE(holder->Run("BEGIN"));
-    ASSERT_TRUE(holder->Exec("UPDATE instance SET time_modified = time_modified WHERE id = ?",
-                             {instance_.ToString()}));
+    ASSERT_TRUE(holder->Exec(hold, params));
     std::atomic<bool> done{false};
     Status result = Ok();
     std::thread t([&] {
@@ -98,7 +100,7 @@ class HeldBackChangesTest : public ::testing::Test {
           return done.load() || (n && n->front().Int(0) > 0);
         },
         std::chrono::seconds(20), std::chrono::milliseconds(5));
-    EXPECT_TRUE(waits && !done.load()) << "it did not wait for the instance's row";
+    EXPECT_TRUE(waits && !done.load()) << "it did not wait for the row";
     // The turn, as another transaction takes it: at once, not after a wait.
     Status turn = watcher->Run(
         "BEGIN; SET LOCAL lock_timeout = '2s'; LOCK TABLE nat_version_turn IN EXCLUSIVE MODE; "
@@ -220,21 +222,45 @@ TEST_F(HeldBackChangesTest, AnInstancesAddressesChangeEachAtAVersionOfItsOwn) {
 // their last exchange, after every other row they change: waiting for the instance's row (a
 // concurrent change holds it), neither holds the turn, so an attach taking the turn meanwhile
 // (as one holding a row both want would) goes ahead at once instead of waiting for them
-// (ExpectNoTurnHeldWhileWaitingForTheInstance).
+// (ExpectNoTurnHeldWhileWaitingForARow).
 TEST_F(HeldBackChangesTest, OnPostgresAStopWaitingForTheInstancesRowDoesNotHoldTheNatTurn) {
   if (!ds_.postgres()) GTEST_SKIP() << "PostgreSQL's lock order (FLOATPLANE_TEST_POSTGRES)";
-  ExpectNoTurnHeldWhileWaitingForTheInstance([&]() -> Status {
-    FP_TRY(InstanceRecordRunState(*ds_, instance_, RunState::kStopped, nullptr, nullptr));
-    return Ok();
-  });
+  ExpectNoTurnHeldWhileWaitingForARow(
+      "UPDATE instance SET time_modified = time_modified WHERE id = ?", {instance_.ToString()},
+      [&]() -> Status {
+        FP_TRY(InstanceRecordRunState(*ds_, instance_, RunState::kStopped, nullptr, nullptr));
+        return Ok();
+      });
 }
 
-TEST_F(HeldBackChangesTest, OnPostgresAnExpungeWaitingForAnInstancesRowDoesNotHoldTheNatTurn) {
+// The expunge as the API makes it: a request with an Idempotency-Key, whose key and audit entry
+// are written after the body (the key's insert a round trip of its own), here waiting for
+// another request's insert of the same key.
+TEST_F(HeldBackChangesTest, OnPostgresAnExpungeWaitingForItsRequestsKeyDoesNotHoldTheNatTurn) {
   if (!ds_.postgres()) GTEST_SKIP() << "PostgreSQL's lock order (FLOATPLANE_TEST_POSTGRES)";
-  ExpectNoTurnHeldWhileWaitingForTheInstance([&]() -> Status {
-    FP_TRY(SledExpunge(*ds_, sleds_[0].id, {}));
-    return Ok();
-  });
+  model::AuditEntry entry;
+  entry.id = Uuid::TimeOrdered();
+  entry.time_started = ds_->clock().Now();
+  entry.request_id = "expunge-1";
+  entry.request_uri = "/v1/system/hardware/sleds/expunge";
+  entry.operation_id = "sled_expunge";
+  entry.source_ip = "127.0.0.1";
+  entry.actor_silo_id = Uuid::Random();
+  entry.actor_user_id = Uuid::Random();
+  entry.auth_method = "access_token";
+  entry.credential_id = entry.actor_user_id;
+  entry.server_id = "server-a";
+  const Uuid token = Uuid::Random();
+  RequestEffect request(RequestEffect::Key{token, "k", "hash"}, entry);
+  const Effect<Sled> effect{&request, [](const Sled&) { return EffectAnswer{200, "{}"}; }};
+  ExpectNoTurnHeldWhileWaitingForARow(
+      "INSERT INTO idempotency_key (token_id, key, request_sha256, state, status, body, "
+      "time_created) VALUES (?, 'k', 'other', 'done', 200, '{}', 0)",
+      {token.ToString()}, [&]() -> Status {
+        FP_TRY(SledExpunge(*ds_, sleds_[0].id, effect));
+        return Ok();
+      });
+  EXPECT_EQ(request.outcome(), RequestEffect::Outcome::kAnswered);
 }
 
 TEST_F(HeldBackChangesTest, CompleteOpAndGetAnswersTheRowAsTheTransactionLeavesIt) {

@@ -10,10 +10,12 @@
 // its end (LOCK TABLE nat_version_turn), and a lock is let go only once its commit is visible.
 // Every change on PostgreSQL is held back (NatEnsureForIpLaterIn, NatRemoveForIpIn,
 // NatEnsureForInstanceIn, NatRemoveForInstanceIn): the turn is taken with the change's own
-// statements, which the callers place last, so they go with the COMMIT, and transactions run
-// side by side and queue only for their last exchange. Every such transaction so locks its
-// other rows (instance, external IP) before the turn and only NAT rows after it: none holds
-// the turn while it waits for a row another holds before its turn. NatNextVersionIn (tests,
+// statements, which the callers place last (a sled's expunge after its request's answer too,
+// Tx::AtEnd), so they go with the COMMIT, and transactions run side by side and queue only for
+// their last exchange. Every such transaction so locks its other rows (instance, external IP,
+// a request's key) before the turn; after it only NAT rows and rows no other transaction waits
+// on while holding the turn (its saga's events, its audit entry): none holds the turn while it
+// waits for a row another holds before its turn. NatNextVersionIn (tests,
 // and NatEnsureForIpIn, which SQLite runs) takes it at once and holds it through the rest of
 // its transaction. A version an aborted transaction took is a gap, which the switches skip.
 
@@ -99,9 +101,9 @@ Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestam
 // NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
 Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
                                                const Uuid& instance_id, const Sled& sled);
-// NatEnsureForIpIn for a caller that does not read the rows: on PostgreSQL two statements that
-// go with the transaction's next statement or its COMMIT (Tx::ExecLater), no round trip of
-// their own.
+// NatEnsureForIpIn for a caller that does not read the rows: on PostgreSQL the turn's lock and
+// two statements that go with the transaction's next statement or its COMMIT (Tx::ExecLater),
+// no round trip of their own.
 Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& ip, const Uuid& instance_id,
                              const Sled& sled);
 // On PostgreSQL one statement, held back likewise.

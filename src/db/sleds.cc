@@ -144,11 +144,14 @@ Result<Sled> SledExpunge(Datastore& ds, const Uuid& sled_id, const Effect<Sled>&
     }
     FP_TRY(tx.Exec("UPDATE sled SET policy = 'expunged', time_modified = ? WHERE id = ?", tx.now(),
                    sled_id));
-    Sled expunged = FP_TRY(SledGetIn(tx, sled_id));
-    // Last: on PostgreSQL the removals go with the commit, so that no attach or detach in the
-    // fleet waits for the NAT versions' turn while this loops over the sled's instances.
-    for (const Uuid& id : failed) FP_CHECK_OK(NatRemoveForInstanceIn(tx, id));
-    return expunged;
+    // At the end, after the request's answer and audit entry too: on PostgreSQL the removals go
+    // with the commit, so that no attach or detach in the fleet waits for the NAT versions'
+    // turn while this loops over the sled's instances or records its answer.
+    tx.AtEnd([failed](Tx& end) -> Status {
+      for (const Uuid& id : failed) FP_CHECK_OK(NatRemoveForInstanceIn(end, id));
+      return Ok();
+    });
+    return SledGetIn(tx, sled_id);
   });
 }
 

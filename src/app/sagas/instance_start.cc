@@ -62,7 +62,7 @@ void RegisterInstanceStartActions(saga::ActionRegistry& r, SagaDeps& d) {
                  model::Sled sled = FP_TRY(db::SledGetIn(tx, placed.sled_id));
                  const size_t rows = FP_TRY(db::NatEnsureForInstanceIn(tx, p.instance_id, sled));
                  // The switch node pushes the changes from this read (SyncWith; on
-                 // PostgreSQL it reads the feed after the commit).
+                 // PostgreSQL made right after the commit, in its exchange).
                  if (rows > 0) FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
                  return Json(NatWritten{rows});
                },

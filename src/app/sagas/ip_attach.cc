@@ -53,8 +53,8 @@ Result<Json> Begin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   } else if (step.do_saga && step.from_instance) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
   }
-  // The dataplane node pushes the changes from this read instead of reading the feed (SQLite;
-  // on PostgreSQL it reads the feed after the commit).
+  // The dataplane node pushes the changes from this read instead of reading the feed (on
+  // PostgreSQL made right after the commit, in its exchange).
   if (step.do_saga && (step.sled || step.from_instance)) {
     FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
   }

@@ -26,8 +26,8 @@ Result<Json> DetachBegin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   db::AttachStep step = FP_TRY(db::BeginDetachIn(tx, req));
   if (step.do_saga && step.sled) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));
-    // The dataplane node pushes the removal from this read instead of reading the feed (SQLite;
-    // on PostgreSQL it reads the feed after the commit).
+    // The dataplane node pushes the removal from this read instead of reading the feed (on
+    // PostgreSQL made right after the commit, in its exchange).
     FP_CHECK_OK(d.nat.ReadFeedAtCommitIn(tx, ctx.saga_id()));
   }
   return Json(BegunOf(step));

@@ -174,10 +174,8 @@ void PgConnection::JoinWriteQueue() {
 
 void PgConnection::DropPending() {
   // A held-back statement's optimistic prepare was never sent: forget it.
-  for (const std::vector<Command>* held : {&pending_, &after_commit_}) {
-    for (const Command& c : *held) {
-      if (!c.prepare.empty()) prepared_.erase(c.key);
-    }
+  for (const Command& c : pending_) {
+    if (!c.prepare.empty()) prepared_.erase(c.key);
   }
   pending_.clear();
   after_commit_.clear();
@@ -191,7 +189,8 @@ Status PgConnection::Run(std::string_view sql) {
     Command c;
     c.simple = true;
     c.borrowed_sql = sql;
-    std::vector<Command> after = std::exchange(after_commit_, {});
+    std::vector<Command> after;
+    if (reads_after) after = std::exchange(after_commit_, {});
     FP_TRY(Pipeline(c, nullptr, reads_after ? &after : nullptr));
     return Ok();
   }
@@ -206,6 +205,7 @@ Status PgConnection::Run(std::string_view sql) {
   PgResultPtr r(PQexec(conn_.get(), text.c_str()));
   ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) return Fail(Failure(sql, r.get()));
+  if (sql == "COMMIT") commit_acknowledged_ = true;
   return Ok();
 }
 
@@ -353,6 +353,9 @@ Status PgConnection::QueryAfterCommit(std::string_view sql, const std::vector<Sq
         Shorten(sql))));
   }
   Command c = FP_TRY(Held(std::string(sql), params));
+  // Its prepare runs after the COMMIT: a statement of this transaction with the same text must
+  // not take the name for prepared before then. Named once it has run (Pipeline).
+  if (!c.prepare.empty()) prepared_.erase(c.key);
   c.after_commit = std::move(sink);
   after_commit_.push_back(std::move(c));
   return Ok();
@@ -392,10 +395,11 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
   }
   // Whether a read after the commit failed (not merely skipped because the write failed).
   bool after_failed = false;
-  // A prepare that is not known to have succeeded is forgotten (the server does not hold it).
+  // A prepare that is not known to have succeeded is forgotten (the server does not hold it);
+  // the reads after the commit were never named (QueryAfterCommit) until theirs succeeds.
   std::vector<bool> prepare_ok(commands.size(), false);
   auto forget_failed_prepares = [&] {
-    for (size_t i = 0; i < commands.size(); ++i) {
+    for (size_t i = 0; i < after_at; ++i) {
       if (!commands[i]->prepare.empty() && !prepare_ok[i]) prepared_.erase(commands[i]->key);
     }
   };
@@ -450,6 +454,10 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
     const Command& k = *commands[s.command];
     PgResultPtr r(PQgetResult(c));
     if (!r) {  // the connection broke mid-exchange
+      if (s.command >= after_at && !failed) {
+        after_failed = true;  // after the COMMIT's answer: the write has committed
+        break;
+      }
       if (!failed) failed = Failure(k.sql(), nullptr);
       break;
     }
@@ -462,6 +470,7 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
         after_failed = true;
       } else if (s.prepare) {
         prepare_ok[s.command] = true;
+        prepared_.emplace(k.key, k.name);
       } else if (k.after_commit) {
         auto rows = Rows(r);
         if (rows) k.after_commit(std::move(*rows));
@@ -479,6 +488,7 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
     if (s.prepare) {
       prepare_ok[s.command] = true;
     } else if (s.command == last_at) {
+      if (k.simple && k.sql() == "COMMIT") commit_acknowledged_ = true;
       out = std::move(r);
     } else if (k.sink) {
       k.sink(Rows(r));
@@ -494,10 +504,11 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
   }
   if (PQexitPipelineMode(c) != 1) {
     if (failed) return Fail(*failed);
+    if (after_failed) return out;  // the write committed; the connection stays unusable
     return give_up("exit pipeline mode");
   }
   unusable_ = false;
-  if (after_failed && !failed && in_transaction()) {
+  if (after_failed && !failed && !broken() && in_transaction()) {
     // The write committed; the read's transaction failed and is still open.
     PgResultPtr rollback(PQexec(c, "ROLLBACK"));
     RoundTrip();

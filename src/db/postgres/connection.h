@@ -129,7 +129,11 @@ class PgConnection final : public Connection {
   void StartAttempt() {
     retryable_ = false;
     ended_ = false;
+    commit_acknowledged_ = false;
   }
+  // The server answered this attempt's COMMIT: it committed, whatever became of the connection
+  // afterwards (a read after the commit, QueryAfterCommit, may still have lost it).
+  bool commit_acknowledged() const { return commit_acknowledged_; }
   // Inside a transaction that a failed statement aborted (every statement but ROLLBACK fails,
   // and COMMIT rolls back).
   bool failed_transaction() const { return PQtransactionStatus(conn_.get()) == PQTRANS_INERROR; }
@@ -204,9 +208,10 @@ class PgConnection final : public Connection {
   bool queue_sent_ = false;            // ... and was sent, the queue's lock with it
   bool read_only_ = false;             // the begin is a read's: it never queues
   std::optional<Error> held_back_failure_;
-  bool begin_pending_ = false;  // see begin_pending()
-  bool ended_ = false;          // see ended()
-  bool unusable_ = false;       // see broken()
+  bool begin_pending_ = false;        // see begin_pending()
+  bool ended_ = false;                // see ended()
+  bool commit_acknowledged_ = false;  // see commit_acknowledged()
+  bool unusable_ = false;             // see broken()
 };
 
 }  // namespace fp::db::postgres

@@ -178,6 +178,7 @@ void PgEngine::Release(std::unique_ptr<PgConnection> conn, bool overflow) {
 
 Result<bool> PgEngine::Committed(const Uuid& marker, int old_pid, const std::string& old_start,
                                  MonoTime deadline) {
+  sync_points_.Pass("postgres:finding_out_a_lost_commit");
   microseconds backoff = milliseconds(1);
   std::string problem = "no attempt";
   while (clock_.Monotonic() < deadline) {
@@ -413,7 +414,10 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
     } else {
       // With the writes the body held back (ExecLater), in one exchange.
       commit = conn->Commit();
-      lost = conn->broken() || (commit && loss == CommitLoss::kAfterCommit);
+      // Lost only before the server answered the COMMIT: a connection lost afterwards (in a
+      // read after the commit) leaves nothing to find out.
+      lost = (conn->broken() && !conn->commit_acknowledged()) ||
+             (commit && loss == CommitLoss::kAfterCommit);
     }
     if (conn->queue_sent()) queued_transactions_.fetch_add(1);
     last_conflict = conn->retryable();

@@ -135,7 +135,8 @@ TEST_F(PgHeldBackTest, AHeldBackWriteThatChangedTheWrongCountFailsItsTransaction
 // A read after the commit (Connection::QueryAfterCommit) goes in the COMMIT's exchange, in a
 // transaction of its own begun after the commit: it sees the write's rows. When the write
 // fails it is not run; when the read fails the write has still committed, is not retried, and
-// the connection serves the next transaction.
+// the connection serves the next transaction; when the connection is lost during the read, the
+// write has committed all the same, and no look for its outcome is made.
 TEST_F(PgHeldBackTest, AReadAfterTheCommitGoesInItsExchangeAndSeesIt) {
   constexpr std::string_view kCount = "SELECT count(*) FROM t WHERE k >= ?";
   std::optional<int64_t> seen;
@@ -184,6 +185,27 @@ TEST_F(PgHeldBackTest, AReadAfterTheCommitGoesInItsExchangeAndSeesIt) {
     return c.QueryAfterCommit(kCount, {int64_t{20}}, sink);
   }));
   EXPECT_EQ(seen, 5);
+  EXPECT_EQ(engine_->stats().retries, 0);
+
+  // The connection is lost during the read (its server process ends): the COMMIT was answered,
+  // so the write stands without a look for its marker, and the next write gets a new one.
+  std::atomic<int> lookups{0};
+  sync_points_.Set([&](std::string_view name) {
+    if (name == "postgres:finding_out_a_lost_commit") ++lookups;
+  });
+  seen.reset();
+  Status lost_read = engine_->Write([&](Connection& c) -> Status {
+    FP_CHECK_OK(c.ExecLater(kInsert, {int64_t{26}}, -1, Error::Internal("unused")));
+    return c.QueryAfterCommit(
+        "SELECT count(*) FROM t WHERE k >= ? AND pg_terminate_backend("
+        "pg_backend_pid())",
+        {int64_t{20}}, sink);
+  });
+  sync_points_.Set(nullptr);
+  ASSERT_TRUE(lost_read) << lost_read.error().message();
+  EXPECT_EQ(lookups.load(), 0) << "the write was answered committed: nothing to find out";
+  EXPECT_FALSE(seen);
+  EXPECT_EQ(Count("SELECT count(*) FROM t WHERE k = 26"), 1);
   EXPECT_EQ(engine_->stats().retries, 0);
 }
 
