@@ -84,13 +84,14 @@ Status AuditInsertIn(Tx& tx, const model::AuditEntry& entry) {
 }
 
 Status AuditFinishIn(Tx& tx, const model::AuditEntry& entry) {
-  FP_TRY(tx.QueryV(InsertSql() +
-                       " ON CONFLICT (id) DO UPDATE SET time_completed = excluded.time_completed, "
-                       "result_kind = excluded.result_kind, http_status = excluded.http_status, "
-                       "error_code = excluded.error_code, error_message = excluded.error_message "
-                       "WHERE audit_log.time_completed IS NULL AND audit_log.saga_completes = 0",
-                   Values(entry)));
-  return Ok();
+  // Held back (on PostgreSQL it goes with the COMMIT): nothing reads what it wrote before then.
+  return tx.ExecLaterV(
+      InsertSql() +
+          " ON CONFLICT (id) DO UPDATE SET time_completed = excluded.time_completed, "
+          "result_kind = excluded.result_kind, http_status = excluded.http_status, "
+          "error_code = excluded.error_code, error_message = excluded.error_message "
+          "WHERE audit_log.time_completed IS NULL AND audit_log.saga_completes = 0",
+      Values(entry));
 }
 
 Status AuditLinkSagaIn(Tx& tx, const Uuid& entry_id, const Uuid& saga_id, bool completes) {

@@ -121,6 +121,22 @@ TEST_F(RequestEffectTest, TheAnswerAndTheEntryCommitWithTheEffectAndNotWithoutIt
   EXPECT_EQ(ds_->durable_commits(), commits);
 }
 
+// On PostgreSQL the answer's audit entry goes with the COMMIT: a write of held-back changes
+// and its entry is one exchange, and the entry is there, complete, once it committed.
+TEST_F(RequestEffectTest, OnPostgresTheEntryGoesWithTheCommit) {
+  if (!ds_.postgres()) GTEST_SKIP() << "SQLite runs in the process: no round trips to count";
+  auto request = Request("r-held", /*keyed=*/false);
+  const int64_t before = ds_->round_trips();
+  auto written = ds_->Write<int64_t>(AnswerWithValue(*request), [](Tx& tx) -> Result<int64_t> {
+    FP_CHECK_OK(tx.ExecLater("INSERT INTO effect (v) VALUES (?)", 5));
+    return 5;
+  });
+  ASSERT_TRUE(written) << written.error().message();
+  EXPECT_EQ(ds_->round_trips() - before, 1) << "the begin, the insert, the entry and COMMIT";
+  EXPECT_EQ(EntriesOf("r-held"), (std::vector<std::pair<bool, int64_t>>{{true, 201}}));
+  EXPECT_EQ(request->outcome(), RequestEffect::Outcome::kAnswered);
+}
+
 // --request-deadline: a request whose first effect would commit past its deadline changes
 // nothing; one whose first effect committed in time goes on.
 TEST_F(RequestEffectTest, AFirstEffectPastTheRequestsDeadlineIsRefusedAndNothingCommits) {
