@@ -122,12 +122,6 @@ class Tx : public saga::StoreTx {
   // held-back changes under a lock the transaction then holds to its end (the NAT versions'
   // turn, db/nat.h), so that no statement that waits for its answer comes after them.
   void AtEnd(std::function<Status(Tx&)> fn) { at_end_.push_back(std::move(fn)); }
-  // Runs what AtEnd gave, once (Datastore's writes).
-  Status RunAtEnd() {
-    std::vector<std::function<Status(Tx&)>> fns = std::exchange(at_end_, {});
-    for (auto& fn : fns) FP_CHECK_OK(fn(*this));
-    return Ok();
-  }
 
   // In a write: `fn` is called once the transaction's fate is known, with whether it committed,
   // on the thread that made the write, before Datastore::Write returns. A body run again (the
@@ -176,6 +170,13 @@ class Tx : public saga::StoreTx {
   Random& random_;
   std::vector<std::function<void(bool committed)>>* outcome_hooks_;
   std::vector<std::function<Status(Tx&)>> at_end_;
+  // Runs what AtEnd gave, once (Datastore::RunWrite, after the body).
+  friend class Datastore;
+  Status RunAtEnd() {
+    std::vector<std::function<Status(Tx&)>> fns = std::exchange(at_end_, {});
+    for (auto& fn : fns) FP_CHECK_OK(fn(*this));
+    return Ok();
+  }
   std::vector<Uuid> created_sagas_;
 };
 

@@ -3,24 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cstdlib>
 #include <optional>
 #include <utility>
+
+#include "db/postgres/wire_values.h"
 
 namespace fp::db::postgres {
 
 namespace {
-
-// Type OIDs (pg_type.dat): stable across PostgreSQL versions.
-constexpr Oid kBoolOid = 16;
-constexpr Oid kByteaOid = 17;
-constexpr Oid kInt8Oid = 20;
-constexpr Oid kInt2Oid = 21;
-constexpr Oid kInt4Oid = 23;
-constexpr Oid kTextOid = 25;
-constexpr Oid kFloat4Oid = 700;
-constexpr Oid kFloat8Oid = 701;
-constexpr Oid kNumericOid = 1700;
 
 std::string Shorten(std::string_view sql) {
   return std::string(sql.substr(0, 120)) + (sql.size() > 120 ? "..." : "");
@@ -30,45 +20,6 @@ std::string Trimmed(const char* message) {
   std::string m = message ? message : "";
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
   return m;
-}
-
-// Errors: Internal for a bytea value not in the hex format (never its text as bytes).
-Result<SqlValue> Decode(const PGresult* r, int row, int col, Oid type) {
-  if (PQgetisnull(r, row, col)) return SqlValue(nullptr);
-  const char* v = PQgetvalue(r, row, col);
-  size_t len = static_cast<size_t>(PQgetlength(r, row, col));
-  std::string_view text(v, len);
-  switch (type) {
-    case kInt2Oid:
-    case kInt4Oid:
-    case kInt8Oid: {
-      int64_t n = 0;
-      std::from_chars(text.data(), text.data() + text.size(), n);
-      return n;
-    }
-    case kBoolOid:
-      return int64_t{text == "t" ? 1 : 0};
-    case kNumericOid: {
-      if (text.find_first_of(".eEN") == std::string_view::npos) {
-        int64_t n = 0;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-        if (ec == std::errc() && end == text.data() + text.size()) return n;
-      }
-      return std::strtod(std::string(text).c_str(), nullptr);
-    }
-    case kFloat4Oid:
-    case kFloat8Oid:
-      return std::strtod(std::string(text).c_str(), nullptr);
-    case kByteaOid: {
-      Blob b;
-      if (!DecodeByteaHex(text, b.bytes)) {
-        return Fail(Error::Internal("a bytea result is not in the hex format (bytea_output)"));
-      }
-      return b;
-    }
-    default:
-      return std::string(text);
-  }
 }
 
 }  // namespace
@@ -211,41 +162,6 @@ Status PgConnection::Run(std::string_view sql) {
 
 namespace {
 
-// A statement's parameters as libpq takes them: text, except bytea in binary.
-struct Bound {
-  std::vector<std::string> text;
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  std::vector<int> formats;
-
-  explicit Bound(const std::vector<SqlValue>& params)
-      : text(params.size()),
-        values(params.size(), nullptr),
-        lengths(params.size(), 0),
-        formats(params.size(), 0) {
-    for (size_t i = 0; i < params.size(); ++i) {
-      const SqlValue& p = params[i];
-      if (auto* v = std::get_if<int64_t>(&p)) {
-        text[i] = std::to_string(*v);
-        values[i] = text[i].c_str();
-      } else if (auto* d = std::get_if<double>(&p)) {
-        text[i] = fmt::format("{}", *d);  // shortest text that reads back as the same double
-        values[i] = text[i].c_str();
-      } else if (auto* s = std::get_if<std::string>(&p)) {
-        values[i] = s->c_str();
-      } else if (auto* b = std::get_if<Blob>(&p)) {
-        values[i] = b->bytes.data();
-        lengths[i] = static_cast<int>(b->bytes.size());
-        formats[i] = 1;
-      }
-    }
-  }
-  int count() const { return static_cast<int>(values.size()); }
-  const char* const* v() const { return values.empty() ? nullptr : values.data(); }
-  const int* l() const { return lengths.empty() ? nullptr : lengths.data(); }
-  const int* f() const { return formats.empty() ? nullptr : formats.data(); }
-};
-
 // The SQLSTATE fp_expect_rows raises (schema_postgres.cc, migration 14).
 constexpr std::string_view kExpectedRows = "FPX01";
 
@@ -302,7 +218,7 @@ Result<PgResultPtr> PgConnection::Execute(std::string_view sql,
   FP_CHECK_OK(Resolve(sql, params, c));
   // What is held back, and a first use's prepare, go in one exchange with the execution.
   if (!pending_.empty() || !c.prepare.empty()) return Pipeline(c);
-  Bound b(params);
+  BoundParams b(params);
   RoundTrip();
   PgResultPtr r(PQexecPrepared(conn_.get(), c.name.c_str(), b.count(), b.v(), b.l(), b.f(),
                                /*resultFormat=*/0));
@@ -438,7 +354,7 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
       sent.push_back({i, true});
       if (!queued) break;
     }
-    Bound b(k.params());
+    BoundParams b(k.params());
     queued = PQsendQueryPrepared(c, k.name.c_str(), b.count(), b.v(), b.l(), b.f(),
                                  /*resultFormat=*/0) == 1;
     sent.push_back({i, false});
@@ -551,7 +467,7 @@ Result<std::vector<Row>> PgConnection::Rows(const PgResultPtr& r) {
     std::vector<SqlValue> values;
     values.reserve(static_cast<size_t>(cols));
     for (int c = 0; c < cols; ++c) {
-      values.push_back(FP_TRY(Decode(r.get(), i, c, types[static_cast<size_t>(c)])));
+      values.push_back(FP_TRY(DecodeValue(r.get(), i, c, types[static_cast<size_t>(c)])));
     }
     out.emplace_back(std::move(values));
   }
