@@ -104,6 +104,55 @@ Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id) {
   });
 }
 
+Result<std::map<Uuid, InstanceAndIps>> InstancesAnyStateWithIps(Reader ds,
+                                                                const std::vector<Uuid>& ids) {
+  using Out = std::map<Uuid, InstanceAndIps>;
+  // On PostgreSQL one statement for them all (the ids as one array parameter): each instance's
+  // row beside each of its IPs (NULLs beside it when it has none), grouped by instance, each
+  // group in InstanceExternalIpsIn's order.
+  static const std::string kAll = fmt::format(
+      "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ANY(?::text[])) i LEFT JOIN "
+      "LATERAL (SELECT {} FROM external_ip e WHERE e.parent_id = i.id AND e.time_deleted IS "
+      "NULL) e ON true ORDER BY i.id, e.kind DESC, e.ip",
+      kInstanceColumns, kExternalIpColumns);
+  if (ids.empty()) return Out{};
+  return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
+    Out out;
+    if (tx.postgres()) {
+      // UUIDs need no quoting in an array literal.
+      std::string array = "{";
+      for (const Uuid& id : ids) {
+        if (array.size() > 1) array += ',';
+        array += id.ToString();
+      }
+      array += '}';
+      for (const Row& r : FP_TRY(tx.QueryLast(kAll, array))) {
+        const Uuid id = FP_TRY(UuidColumn(r, 0));
+        auto entry = out.find(id);
+        if (entry == out.end()) {
+          entry = out.emplace(id,
+                              InstanceAndIps{
+                                  FP_TRY(InstanceFromRow(r.Slice(0, kInstanceColumnCount))), {}})
+                      .first;
+        }
+        if (r.IsNull(kInstanceColumnCount)) continue;
+        entry->second.ips.push_back(
+            FP_TRY(ExternalIpFromRow(r.Slice(kInstanceColumnCount, kExternalIpColumnCount))));
+      }
+      return out;
+    }
+    for (const Uuid& id : ids) {
+      auto row = FP_TRY(tx.QueryRow(
+          fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
+      if (!row) continue;
+      InstanceAndIps entry{FP_TRY(InstanceFromRow(*row)), {}};
+      entry.ips = FP_TRY(InstanceExternalIpsIn(tx, id));
+      out.emplace(id, std::move(entry));
+    }
+    return out;
+  });
+}
+
 Result<Instance> InstanceByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& id) {
   auto row = FP_TRY(tx.QueryRow(
       fmt::format("SELECT {} FROM instance i JOIN project p ON p.id = i.project_id WHERE "

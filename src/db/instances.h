@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,6 +87,10 @@ struct InstanceAndIps {
   std::vector<ExternalIp> ips;
 };
 Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id);
+// The same for several instances in one read transaction (on PostgreSQL one statement, one
+// round trip): those that exist, by id; an id with no row is absent from the map.
+Result<std::map<Uuid, InstanceAndIps>> InstancesAnyStateWithIps(Reader ds,
+                                                                const std::vector<Uuid>& ids);
 
 // Migration: mark migrating to `dst` (running, not migrating, not already there).
 Result<Instance> InstanceBeginMigrateIn(Tx& tx, const Uuid& id, const Uuid& dst,
