@@ -102,6 +102,22 @@ class Connection {
                                              const std::vector<SqlValue>& params) {
     return Query(sql, params);
   }
+  // The same statement once for each parameter list, as a read's last statements: an engine
+  // may send them all and end the transaction in one exchange (PostgreSQL's), so that reading
+  // several rows by key costs one round trip, each by the prepared statement a single read
+  // uses. The rows, one list per parameter list in their order, are returned only once the
+  // transaction ended well. Nothing may run after them. SQLite's (this default) runs them one
+  // by one; so does PostgreSQL's in a write. An empty `params` runs nothing.
+  virtual Result<std::vector<std::vector<Row>>> QueryEachLast(
+      std::string_view sql, const std::vector<std::vector<SqlValue>>& params) {
+    std::vector<std::vector<Row>> out;
+    out.reserve(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      out.push_back(
+          FP_TRY(i + 1 < params.size() ? Query(sql, params[i]) : QueryLast(sql, params[i])));
+    }
+    return out;
+  }
   // A read in a transaction of its own that begins once this write has committed, sent in the
   // same exchange as the COMMIT (PostgreSQL's pipeline), so that it costs no round trip: its
   // snapshot holds this write's commit and every commit before it. `sink` gets its rows when

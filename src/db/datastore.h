@@ -69,6 +69,12 @@ class Tx : public saga::StoreTx {
   Result<std::optional<Row>> QueryRowLast(std::string_view sql, Args&&... args) {
     return FirstRow(FP_TRY(QueryLast(sql, std::forward<Args>(args)...)));
   }
+  // The same statement for each parameter list, as a read's last (Connection::QueryEachLast):
+  // on PostgreSQL all of them and the COMMIT in one exchange.
+  Result<std::vector<std::vector<Row>>> QueryEachLast(
+      std::string_view sql, const std::vector<std::vector<SqlValue>>& params) {
+    return conn_.QueryEachLast(sql, params);
+  }
   // Same with a parameter list built at run time.
   Result<std::vector<Row>> QueryV(std::string_view sql, const std::vector<SqlValue>& params) {
     return conn_.Query(sql, params);

@@ -74,26 +74,36 @@ Result<Instance> InstanceAnyState(Datastore& ds, const Uuid& id) {
   });
 }
 
+namespace {
+
+// PostgreSQL: an instance's row beside each of its IPs (NULLs beside it when it has none), in
+// InstanceExternalIpsIn's order. Parameters: the instance's id, twice.
+const std::string kInstanceWithIps = fmt::format(
+    "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ?) i LEFT JOIN (SELECT {} "
+    "FROM external_ip e WHERE e.parent_id = ? AND e.time_deleted IS NULL) e ON true ORDER BY "
+    "e.kind DESC, e.ip",
+    kInstanceColumns, kExternalIpColumns);
+
+// Decodes kInstanceWithIps's rows (at least one).
+Result<InstanceAndIps> InstanceWithIpsFromRows(const std::vector<Row>& rows) {
+  InstanceAndIps out{FP_TRY(InstanceFromRow(rows.front().Slice(0, kInstanceColumnCount))), {}};
+  for (const Row& r : rows) {
+    if (r.IsNull(kInstanceColumnCount)) break;
+    out.ips.push_back(
+        FP_TRY(ExternalIpFromRow(r.Slice(kInstanceColumnCount, kExternalIpColumnCount))));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id) {
-  // On PostgreSQL one statement, which carries the COMMIT (one round trip, not three): the
-  // instance's row beside each of its IPs (NULLs beside it when it has none), in
-  // InstanceExternalIpsIn's order.
-  static const std::string kBoth = fmt::format(
-      "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ?) i LEFT JOIN (SELECT {} "
-      "FROM external_ip e WHERE e.parent_id = ? AND e.time_deleted IS NULL) e ON true ORDER BY "
-      "e.kind DESC, e.ip",
-      kInstanceColumns, kExternalIpColumns);
   return ds.Read<InstanceAndIps>([&](Tx& tx) -> Result<InstanceAndIps> {
     if (tx.postgres()) {
-      auto rows = FP_TRY(tx.QueryLast(kBoth, id, id));
+      // One statement, which carries the COMMIT (one round trip, not three).
+      auto rows = FP_TRY(tx.QueryLast(kInstanceWithIps, id, id));
       if (rows.empty()) return Fail(Error::NotFoundById("instance", id.ToString()));
-      InstanceAndIps out{FP_TRY(InstanceFromRow(rows.front().Slice(0, kInstanceColumnCount))), {}};
-      for (const Row& r : rows) {
-        if (r.IsNull(kInstanceColumnCount)) break;
-        out.ips.push_back(
-            FP_TRY(ExternalIpFromRow(r.Slice(kInstanceColumnCount, kExternalIpColumnCount))));
-      }
-      return out;
+      return InstanceWithIpsFromRows(rows);
     }
     auto row = FP_TRY(
         tx.QueryRow(fmt::format("SELECT {} FROM instance i WHERE i.id = ?", kInstanceColumns), id));
@@ -107,37 +117,22 @@ Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id) {
 Result<std::map<Uuid, InstanceAndIps>> InstancesAnyStateWithIps(Reader ds,
                                                                 const std::vector<Uuid>& ids) {
   using Out = std::map<Uuid, InstanceAndIps>;
-  // On PostgreSQL one statement for them all (the ids as one array parameter): each instance's
-  // row beside each of its IPs (NULLs beside it when it has none), grouped by instance, each
-  // group in InstanceExternalIpsIn's order.
-  static const std::string kAll = fmt::format(
-      "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ANY(?::text[])) i LEFT JOIN "
-      "LATERAL (SELECT {} FROM external_ip e WHERE e.parent_id = i.id AND e.time_deleted IS "
-      "NULL) e ON true ORDER BY i.id, e.kind DESC, e.ip",
-      kInstanceColumns, kExternalIpColumns);
   if (ids.empty()) return Out{};
   return ds.Read<Out>([&](Tx& tx) -> Result<Out> {
     Out out;
     if (tx.postgres()) {
-      // UUIDs need no quoting in an array literal.
-      std::string array = "{";
+      // InstanceAnyStateWithIps's statement for each, all in one exchange with the COMMIT.
+      std::vector<std::vector<SqlValue>> params;
+      params.reserve(ids.size());
       for (const Uuid& id : ids) {
-        if (array.size() > 1) array += ',';
-        array += id.ToString();
+        SqlValue text = id.ToString();
+        params.push_back({text, text});
       }
-      array += '}';
-      for (const Row& r : FP_TRY(tx.QueryLast(kAll, array))) {
-        const Uuid id = FP_TRY(UuidColumn(r, 0));
-        auto entry = out.find(id);
-        if (entry == out.end()) {
-          entry = out.emplace(id,
-                              InstanceAndIps{
-                                  FP_TRY(InstanceFromRow(r.Slice(0, kInstanceColumnCount))), {}})
-                      .first;
-        }
-        if (r.IsNull(kInstanceColumnCount)) continue;
-        entry->second.ips.push_back(
-            FP_TRY(ExternalIpFromRow(r.Slice(kInstanceColumnCount, kExternalIpColumnCount))));
+      const auto results = FP_TRY(tx.QueryEachLast(kInstanceWithIps, params));
+      for (const std::vector<Row>& rows : results) {
+        if (rows.empty()) continue;
+        InstanceAndIps entry = FP_TRY(InstanceWithIpsFromRows(rows));
+        out.emplace(entry.instance.id, std::move(entry));
       }
       return out;
     }

@@ -151,5 +151,37 @@ TEST(Tx, AHeldBackReadIsRefusedInAReadOnEitherEngine) {
   EXPECT_EQ(got, 5);
 }
 
+// A read's last statements, one statement with several parameter lists: their rows in the
+// lists' order, on PostgreSQL all of them with the COMMIT in one exchange; one that fails fails
+// the read.
+TEST(Tx, AReadsLastStatementsComeBackInOrderInOneExchange) {
+  testing::TempDatastore ds;
+  const std::vector<std::vector<SqlValue>> params = {{int64_t{1}}, {int64_t{5}}, {int64_t{9}}};
+  const int64_t trips = ds->round_trips();
+  auto read = ds->Read<std::vector<int64_t>>([&](Tx& tx) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    for (const std::vector<Row>& rows : FP_TRY(tx.QueryEachLast("SELECT ? + 1", params))) {
+      out.push_back(rows.at(0).Int(0));
+    }
+    return out;
+  });
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(*read, (std::vector<int64_t>{2, 6, 10}));
+  if (ds.postgres()) {
+    EXPECT_EQ(ds->round_trips() - trips, 1);
+  }
+  auto failed = ds->Read<size_t>([&](Tx& tx) -> Result<size_t> {
+    return FP_TRY(tx.QueryEachLast("SELECT 10 / ?", {{int64_t{1}}, {int64_t{0}}, {int64_t{2}}}))
+        .size();
+  });
+  if (ds.postgres()) {
+    EXPECT_FALSE(failed) << "a division by zero among them";
+  } else {
+    // SQLite answers NULL for a division by zero.
+    ASSERT_TRUE(failed) << failed.error().message();
+    EXPECT_EQ(*failed, 3u);
+  }
+}
+
 }  // namespace
 }  // namespace fp::db

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -438,6 +439,36 @@ Result<PgResultPtr> PgConnection::Pipeline(const Command& last, const Command* t
 Result<std::vector<Row>> PgConnection::Query(std::string_view sql,
                                              const std::vector<SqlValue>& params) {
   return Rows(FP_TRY(Execute(sql, params)));
+}
+
+Result<std::vector<std::vector<Row>>> PgConnection::QueryEachLast(
+    std::string_view sql, const std::vector<std::vector<SqlValue>>& params) {
+  if (!read_only_ || params.size() < 2) return Connection::QueryEachLast(sql, params);
+  if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
+  // All but the last held back, their rows to slots the sinks share with this call (a sink
+  // outliving a failed call writes to the shared slots, not to this frame). The last goes as
+  // QueryLast, with the held ones and the COMMIT in one exchange: its rows come back only
+  // when the COMMIT succeeded, and then every held read's came back too.
+  struct Slots {
+    std::vector<std::vector<Row>> rows;
+    std::optional<Error> failed;
+  };
+  auto slots = std::make_shared<Slots>();
+  slots->rows.resize(params.size());
+  for (size_t i = 0; i + 1 < params.size(); ++i) {
+    Command c = FP_TRY(Held(std::string(sql), params[i]));
+    c.sink = [slots, i](Result<std::vector<Row>> rows) {
+      if (rows) {
+        slots->rows[i] = std::move(*rows);
+      } else if (!slots->failed) {
+        slots->failed = rows.error();
+      }
+    };
+    pending_.push_back(std::move(c));
+  }
+  slots->rows.back() = FP_TRY(QueryLast(sql, params.back()));
+  if (slots->failed) return Fail(*slots->failed);
+  return std::move(slots->rows);
 }
 
 Result<std::vector<Row>> PgConnection::QueryLast(std::string_view sql,

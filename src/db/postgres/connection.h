@@ -53,6 +53,8 @@ class PgConnection final : public Connection {
                    const Error& otherwise) override;
   // Held back like ExecLater's writes; `sink` gets its rows when the exchange that carries it
   // answers (not if that exchange fails before it).
+  Result<std::vector<std::vector<Row>>> QueryEachLast(
+      std::string_view sql, const std::vector<std::vector<SqlValue>>& params) override;
   Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                     std::function<void(Result<std::vector<Row>>)> sink) override;
   // After the COMMIT, in its pipeline: BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY, the
