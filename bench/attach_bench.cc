@@ -241,7 +241,7 @@ pid_t LocalPostmaster(const std::string& url) {
   return postmaster;
 }
 
-// Runs `sql` on the cluster's maintenance database.
+// Runs `sql` on the database `url` names.
 void AdminSql(const std::string& url, const std::string& sql) {
   PGconn* conn = PQconnectdb(url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) Die("--postgres: " + std::string(PQerrorMessage(conn)));

@@ -78,13 +78,16 @@ namespace {
 
 // PostgreSQL: an instance's row beside each of its IPs (NULLs beside it when it has none), in
 // InstanceExternalIpsIn's order. Parameters: the instance's id, twice.
-const std::string kInstanceWithIps = fmt::format(
-    "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ?) i LEFT JOIN (SELECT {} "
-    "FROM external_ip e WHERE e.parent_id = ? AND e.time_deleted IS NULL) e ON true ORDER BY "
-    "e.kind DESC, e.ip",
-    kInstanceColumns, kExternalIpColumns);
+const std::string& InstanceWithIpsOnPostgres() {
+  static const std::string kSql = fmt::format(
+      "SELECT i.*, e.* FROM (SELECT {} FROM instance i WHERE i.id = ?) i LEFT JOIN (SELECT {} "
+      "FROM external_ip e WHERE e.parent_id = ? AND e.time_deleted IS NULL) e ON true ORDER BY "
+      "e.kind DESC, e.ip",
+      kInstanceColumns, kExternalIpColumns);
+  return kSql;
+}
 
-// Decodes kInstanceWithIps's rows (at least one).
+// Decodes InstanceWithIpsOnPostgres's rows (at least one).
 Result<InstanceAndIps> InstanceWithIpsFromRows(const std::vector<Row>& rows) {
   InstanceAndIps out{FP_TRY(InstanceFromRow(rows.front().Slice(0, kInstanceColumnCount))), {}};
   for (const Row& r : rows) {
@@ -101,7 +104,7 @@ Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id) {
   return ds.Read<InstanceAndIps>([&](Tx& tx) -> Result<InstanceAndIps> {
     if (tx.postgres()) {
       // One statement, which carries the COMMIT (one round trip, not three).
-      auto rows = FP_TRY(tx.QueryLast(kInstanceWithIps, id, id));
+      auto rows = FP_TRY(tx.QueryLast(InstanceWithIpsOnPostgres(), id, id));
       if (rows.empty()) return Fail(Error::NotFoundById("instance", id.ToString()));
       return InstanceWithIpsFromRows(rows);
     }
@@ -128,7 +131,7 @@ Result<std::map<Uuid, InstanceAndIps>> InstancesAnyStateWithIps(Reader ds,
         SqlValue text = id.ToString();
         params.push_back({text, text});
       }
-      const auto results = FP_TRY(tx.QueryEachLast(kInstanceWithIps, params));
+      const auto results = FP_TRY(tx.QueryEachLast(InstanceWithIpsOnPostgres(), params));
       for (const std::vector<Row>& rows : results) {
         if (rows.empty()) continue;
         InstanceAndIps entry = FP_TRY(InstanceWithIpsFromRows(rows));

@@ -87,8 +87,9 @@ struct InstanceAndIps {
   std::vector<ExternalIp> ips;
 };
 Result<InstanceAndIps> InstanceAnyStateWithIps(Reader ds, const Uuid& id);
-// The same for several instances in one read transaction (on PostgreSQL one statement, one
-// round trip): those that exist, by id; an id with no row is absent from the map.
+// The same for several instances in one read transaction (on PostgreSQL the same statement
+// for each, all of them with the COMMIT in one exchange): those that exist, by id; an id with
+// no row is absent from the map.
 Result<std::map<Uuid, InstanceAndIps>> InstancesAnyStateWithIps(Reader ds,
                                                                 const std::vector<Uuid>& ids);
 

@@ -41,9 +41,9 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
   constexpr int kJudgements = 4;
   int failures = 0;
   // The first judgement of every VM the report names is made on one read (a report under load
-  // names several: at 16 clients of bench_attach about 8, each a read of its own before). Its
-  // scope is waited for once, before the first VM judged on it is acted on; a later judgement
-  // reads afresh.
+  // names several: about 8 at 16 clients of bench_attach). Its scope is waited for once, before
+  // the first VM judged on it is acted on; a later judgement, or one whose shared read failed
+  // (so that one row it cannot decode does not hold up the others), reads on its own.
   db::DeferredDurability first_seen(ds_);
   const auto first_read =
       db::InstancesAnyStateWithIps({ds_, &first_seen}, std::vector<Uuid>(ids.begin(), ids.end()));
@@ -54,14 +54,12 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
     for (int judged = 0; outran && judged < kJudgements; ++judged) {
       outran = false;
       db::DeferredDurability seen(ds_);
-      Result<db::InstanceAndIps> read = Fail(Error::NotFoundById("instance", id.ToString()));
-      if (judged > 0) {
-        read = db::InstanceAnyStateWithIps({ds_, &seen}, id);
-      } else if (!first_read) {
-        read = Fail(first_read.error());
-      } else if (auto found = first_read->find(id); found != first_read->end()) {
-        read = found->second;
-      }
+      const bool shared = judged == 0 && first_read.has_value();
+      Result<db::InstanceAndIps> read = [&]() -> Result<db::InstanceAndIps> {
+        if (!shared) return db::InstanceAnyStateWithIps({ds_, &seen}, id);
+        if (auto found = first_read->find(id); found != first_read->end()) return found->second;
+        return Fail(Error::NotFoundById("instance", id.ToString()));  // no row
+      }();
       if (!read && read.error().kind() != ErrorKind::kNotFound) {
         seen.Dismiss();  // nothing is done on a failed read: the next pass judges
         break;
@@ -81,7 +79,7 @@ int SledWatcher::ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,
         break;
       }
       // What is done from here on (a call to the sled, a write) acts on the read: durable first.
-      if (judged == 0) {
+      if (shared) {
         if (!first_durable) first_durable = first_seen.Wait().has_value();
         if (!*first_durable) break;  // the log cannot be synced: the next pass judges
       } else if (!seen.Wait()) {

@@ -99,7 +99,7 @@ class SledWatcher {
   // A thread of the watcher keeps the lease (KeepLease): a holder's sled threads wait in report
   // calls far longer than a lease lasts. A report call already waiting when the lease is lost
   // (this server paused, or cut off from the database) is still applied: each step of a
-  // judgement is idempotent and made on a fresh read.
+  // judgement is idempotent and made on a read taken after the report came.
   void Start(SledWatchOptions options, db::TaskLeaseKeeper* lease = nullptr);
   // Stops and joins the threads (idempotent; no effect without threads). A report call in
   // progress ends within the agent timeout plus its wait.
@@ -117,10 +117,11 @@ class SledWatcher {
   // lease (ApplyReport and ReapOrphans likewise).
   int WatchSled(const Uuid& sled_id, agents::SledAgentClient& sled,
                 const db::LeaseFence* fence = nullptr);
-  // Judges the VMs of `report` (changed or removed on the sled `sled_id`), each on a datastore
-  // read: one the read agrees with as reported is left alone (a later change comes with a
-  // later report); any other is judged on the sled's answer for it, asked after the read, and
-  // judged again (a fresh read, a fresh answer) when a request changed the row in between:
+  // Judges the VMs of `report` (changed or removed on the sled `sled_id`), first all on one
+  // datastore read taken after the report came: one the read agrees with as reported is left
+  // alone (a later change comes with a later report); any other is judged on the sled's answer
+  // for it, asked after the read (durable first), and judged again (a read of its own, a fresh
+  // answer) when a request changed the row in between:
   // the report will not come again, so a declined judgement would wait for a full comparison.
   // `confirmed_only` (if given): set to whether every VM of the report agreed as reported.
   int ApplyReport(const Uuid& sled_id, agents::SledAgentClient& sled,

@@ -445,28 +445,47 @@ Result<std::vector<std::vector<Row>>> PgConnection::QueryEachLast(
     std::string_view sql, const std::vector<std::vector<SqlValue>>& params) {
   if (!read_only_ || params.size() < 2) return Connection::QueryEachLast(sql, params);
   if (ended_) return Fail(StatementAfterTheLast("postgres", Shorten(sql)));
-  // All but the last held back, their rows to slots the sinks share with this call (a sink
-  // outliving a failed call writes to the shared slots, not to this frame). The last goes as
-  // QueryLast, with the held ones and the COMMIT in one exchange: its rows come back only
-  // when the COMMIT succeeded, and then every held read's came back too.
+  // All but the last held back, their rows to slots the sinks share with this call. The last
+  // goes as QueryLast, with the held ones and the COMMIT in one exchange: its rows come back
+  // only when the COMMIT succeeded, and then every held read's came back too. A call refused
+  // before that exchange (parameter lists of different shapes) takes back what it held, so
+  // that no sink of it is left to run.
   struct Slots {
     std::vector<std::vector<Row>> rows;
     std::optional<Error> failed;
   };
   auto slots = std::make_shared<Slots>();
   slots->rows.resize(params.size());
+  const size_t held_from = pending_.size();
+  auto take_back = [&] {
+    for (size_t i = held_from; i < pending_.size(); ++i) {
+      if (!pending_[i].prepare.empty()) prepared_.erase(pending_[i].key);
+    }
+    if (pending_.size() > held_from) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(held_from), pending_.end());
+    }
+  };
   for (size_t i = 0; i + 1 < params.size(); ++i) {
-    Command c = FP_TRY(Held(std::string(sql), params[i]));
-    c.sink = [slots, i](Result<std::vector<Row>> rows) {
+    Result<Command> c = Held(std::string(sql), params[i]);
+    if (!c) {
+      take_back();
+      return Fail(c.error());
+    }
+    c->sink = [slots, i](Result<std::vector<Row>> rows) {
       if (rows) {
         slots->rows[i] = std::move(*rows);
       } else if (!slots->failed) {
         slots->failed = rows.error();
       }
     };
-    pending_.push_back(std::move(c));
+    pending_.push_back(std::move(*c));
   }
-  slots->rows.back() = FP_TRY(QueryLast(sql, params.back()));
+  Result<std::vector<Row>> last = QueryLast(sql, params.back());
+  if (!last) {
+    take_back();  // nothing when the exchange was made: it took every held statement
+    return Fail(last.error());
+  }
+  slots->rows.back() = std::move(*last);
   if (slots->failed) return Fail(*slots->failed);
   return std::move(slots->rows);
 }

@@ -51,10 +51,12 @@ class PgConnection final : public Connection {
   // pipeline is then never run.
   Status ExecLater(std::string_view sql, const std::vector<SqlValue>& params, int64_t rows,
                    const Error& otherwise) override;
-  // Held back like ExecLater's writes; `sink` gets its rows when the exchange that carries it
-  // answers (not if that exchange fails before it).
+  // In a read, all but the last held back and sent with the last and the COMMIT in one exchange;
+  // a misuse refused part way leaves nothing of the call held back.
   Result<std::vector<std::vector<Row>>> QueryEachLast(
       std::string_view sql, const std::vector<std::vector<SqlValue>>& params) override;
+  // Held back like ExecLater's writes; `sink` gets its rows when the exchange that carries it
+  // answers (not if that exchange fails before it).
   Status QueryLater(std::string_view sql, const std::vector<SqlValue>& params,
                     std::function<void(Result<std::vector<Row>>)> sink) override;
   // After the COMMIT, in its pipeline: BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY, the
