@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -113,6 +114,13 @@ void PgConnection::DeferBegin(std::vector<std::string> statements, size_t snapsh
   begin_pending_ = begin_count_ > 0;
 }
 
+Status PgConnection::DeferOpening(std::string_view sql, const std::vector<SqlValue>& params) {
+  pending_.push_back(FP_TRY(Held(std::string(sql), params)));
+  ++begin_count_;
+  begin_pending_ = true;
+  return Ok();
+}
+
 void PgConnection::JoinWriteQueue() {
   if (!begin_pending_ || queued_ || read_only_) return;
   Command c;
@@ -137,7 +145,10 @@ void PgConnection::DropPending() {
 
 Status PgConnection::Run(std::string_view sql) {
   const bool reads_after = !after_commit_.empty() && sql == "COMMIT";
-  if (writes_held_back() || reads_after) {
+  // A simple query carries only statements without parameters (not DeferOpening's).
+  const bool prepared_pending =
+      std::any_of(pending_.begin(), pending_.end(), [](const Command& c) { return !c.simple; });
+  if (writes_held_back() || reads_after || prepared_pending) {
     Command c;
     c.simple = true;
     c.borrowed_sql = sql;

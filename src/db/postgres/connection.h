@@ -87,6 +87,10 @@ class PgConnection final : public Connection {
   // `snapshot_at`: the index of the first of them that takes the transaction's snapshot (a
   // table lock asked for later, JoinWriteQueue, goes before it); `write`: a write transaction.
   void DeferBegin(std::vector<std::string> statements, size_t snapshot_at, bool write);
+  // A statement with parameters added to the pending opening (after DeferBegin's): prepared
+  // like the body's, held back with the rest of the opening, and like it never sent when the
+  // body runs no statement (the engine's commit marker).
+  Status DeferOpening(std::string_view sql, const std::vector<SqlValue>& params);
   // LOCK TABLE retry_queue IN EXCLUSIVE MODE before the snapshot, if the begin is a write's,
   // still pending and not queued already: the write queue that queued retries wait in too.
   void JoinWriteQueue() override;

@@ -294,9 +294,6 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         fmt::format("SET LOCAL statement_timeout = {}", left),
         fmt::format("SET LOCAL lock_timeout = {}", left),
         fmt::format("SET LOCAL idle_in_transaction_session_timeout = {}", left + 10000)};
-    if (!write) return statements;
-    statements.push_back(fmt::format(
-        "INSERT INTO commit_marker (id, time_created) VALUES ('{}', now())", marker.ToString()));
     return statements;
   };
   bool queued = false;
@@ -350,15 +347,21 @@ Status PgEngine::Run(bool write, const std::function<Status(Connection&)>& body)
         lost_pid = 0;
       }
       std::vector<std::string> opening = begin();
-      // A write's snapshot is taken by its commit marker's INSERT, the last of them.
-      const size_t snapshot_at = write ? opening.size() - 1 : opening.size();
+      const size_t snapshot_at = opening.size();
       conn->DeferBegin(std::move(opening), snapshot_at, write);
+      // A write's snapshot is taken by its commit marker's INSERT, held back to go with the
+      // opening (a prepared statement: as one of the opening's texts it was planned at every
+      // write).
+      if (write) {
+        done = conn->DeferOpening("INSERT INTO commit_marker (id, time_created) VALUES (?, now())",
+                                  {marker.ToString()});
+      }
       // The write queue: a write retried after a conflict waits there, and one whose body asks
       // (Connection::JoinWriteQueue; no saga action does since NAT versions come from a
       // sequence, db/nat.h). Never a read: it would hold up every write in the queue for as
       // long as it runs.
       if (write && queued) conn->JoinWriteQueue();
-      {
+      if (done) {
         try {
           done = body(*conn);
         } catch (const std::exception& e) {

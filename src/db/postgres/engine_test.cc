@@ -109,6 +109,30 @@ TEST_F(PgEngineTest, EveryExchangeWithTheServerCountsAsARoundTrip) {
   EXPECT_EQ(engine_->stats().retries, 0);
 }
 
+// A write's commit marker goes as a prepared statement, held back with the opening (it went as
+// text with the marker's id in it, parsed and planned at every write).
+TEST_F(PgEngineTest, TheCommitMarkerIsInsertedByAPreparedStatement) {
+  Open(PostgresOptions{.pool_size = 1});  // one session: its prepared statements
+  const int64_t markers = Count("SELECT count(*) FROM commit_marker");
+  for (int64_t k = 1; k <= 2; ++k) {
+    ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+      FP_TRY(c.Exec("INSERT INTO t (k, v) VALUES (?, 'x')", {k}));
+      return Ok();
+    }));
+  }
+  int64_t prepared = -1;
+  ASSERT_TRUE(engine_->Write([&](Connection& c) -> Status {
+    prepared = FP_TRY(c.Query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE "
+                              "'INSERT INTO commit_marker%'",
+                              {}))
+                   .front()
+                   .Int(0);
+    return Ok();
+  }));
+  EXPECT_EQ(prepared, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM commit_marker"), markers + 3);
+}
+
 // A read's last statement (QueryLast) carries its COMMIT: one exchange for a read of one
 // statement, and nothing after it.
 TEST_F(PgEngineTest, AReadsLastStatementCarriesItsCommitInTheSameExchange) {
