@@ -356,6 +356,16 @@ TEST_F(SledReportsTest, TheVmsOfOneReportAreJudgedOnOneRead) {
   EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *sled, report), 0);
   EXPECT_EQ(calls_.load(), 1);  // GET /instances/{id} of the second
   EXPECT_EQ(RunState(pair[1].id), "running");
+
+  // A VM the datastore has no row for, named with them (a start the sled applied after its
+  // saga gave up and the instance was deleted): absent from the shared read, it is taken off.
+  auto stray = BuildInstanceSpec(*ds, pair[0].id);
+  ASSERT_TRUE(stray);
+  stray->id = *Uuid::Parse("5f0e2b0c-9d1a-4c3e-8f7a-000000000001");
+  ASSERT_TRUE(sled_clients_[k]->EnsureRunning(*stray));
+  report.instances.push_back(sled->Get(stray->id).value());
+  EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *sled, report), 0);
+  EXPECT_FALSE(sled_sims_[k]->Instance(stray->id)) << "the stray VM is still on its sled";
 }
 
 // A report that only confirms what the datastore holds is judged on a read that does not wait
