@@ -219,6 +219,27 @@ class SledReportsTest : public InstanceSagaTest {
     return out;
   }
   std::atomic<int> calls_{0};
+  // Three running instances, of which the two that share a sled (of the two) are returned.
+  std::vector<model::Instance> TwoRunningOnOneSled() {
+    std::vector<model::Instance> vms;
+    for (const char* name : {"vm-a", "vm-b", "vm-c"}) vms.push_back(Running(name));
+    for (size_t i = 0; i < vms.size(); ++i) {
+      for (size_t j = i + 1; j < vms.size(); ++j) {
+        if (vms[i].sled_id == vms[j].sled_id) return {vms[i], vms[j]};
+      }
+    }
+    return {};
+  }
+  // A client of sled `k` that counts its calls in `calls_`.
+  std::unique_ptr<agents::SledAgentClient> CountingClient(size_t k) {
+    return agents::MakeSledAgentClient(
+        [this, k](std::chrono::milliseconds timeout) {
+          return std::make_unique<ObservedCaller>(
+              sled_sims_[k]->base_url(), timeout,
+              [this](std::string_view, std::string_view) { ++calls_; });
+        },
+        std::chrono::seconds(2));
+  }
 
   // The watcher's status of the sled that runs `i` (its statuses are in SledAgents' order).
   SledWatchStatus StatusOf(const model::Instance& i) {
@@ -320,25 +341,10 @@ TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) 
 // judgements share one read, on PostgreSQL one round trip, where each took a read of its own.
 // A VM the read disagrees with is still judged on the sled's answer.
 TEST_F(SledReportsTest, TheVmsOfOneReportAreJudgedOnOneRead) {
-  std::vector<model::Instance> vms;
-  for (const char* name : {"vm-a", "vm-b", "vm-c"}) vms.push_back(Running(name));
-  ASSERT_FALSE(HasFailure());
-  // Two of the three share one of the two sleds.
-  std::vector<model::Instance> pair;
-  for (size_t i = 0; i < vms.size() && pair.empty(); ++i) {
-    for (size_t j = i + 1; j < vms.size() && pair.empty(); ++j) {
-      if (vms[i].sled_id == vms[j].sled_id) pair = {vms[i], vms[j]};
-    }
-  }
+  const std::vector<model::Instance> pair = TwoRunningOnOneSled();
   ASSERT_EQ(pair.size(), 2u);
   const size_t k = SledOf(pair[0]);
-  auto sled = agents::MakeSledAgentClient(
-      [this, k](std::chrono::milliseconds timeout) {
-        return std::make_unique<ObservedCaller>(
-            sled_sims_[k]->base_url(), timeout,
-            [this](std::string_view, std::string_view) { ++calls_; });
-      },
-      std::chrono::seconds(2));
+  auto sled = CountingClient(k);
   agents::SledReport report;
   for (const model::Instance& vm : pair) report.instances.push_back(sled->Get(vm.id).value());
   calls_ = 0;
@@ -442,6 +448,65 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
   ds->TEST_SetSyncPoint(nullptr);
   EXPECT_EQ(calls_.load(), 1);  // then asked: it holds the address, nothing to repair
   EXPECT_EQ(sled_sims_[r.sled]->Instance(r.vm.id)->external_ips.size(), 2u);
+}
+
+// The VMs of one report share a read: one that agrees costs no wait, but before the sled is
+// asked about one that does not, what the shared read saw is durable. SQLite only: a
+// PostgreSQL commit is durable when it returns.
+TEST_F(SledReportsTest, AReportsSharedReadIsDurableBeforeAnyOfItsVmsIsActedOn) {
+  if (ds.postgres()) GTEST_SKIP() << "PostgreSQL's commits are durable when they return";
+  const std::vector<model::Instance> pair = TwoRunningOnOneSled();
+  ASSERT_EQ(pair.size(), 2u);
+  const size_t k = SledOf(pair[0]);
+  auto sled = CountingClient(k);
+  agents::SledReport report;
+  for (const model::Instance& vm : pair) report.instances.push_back(sled->Get(vm.id).value());
+  report.instances[1].state = agents::VmState::kStopped;  // the first agrees, the second not
+
+  // A commit whose sync is held: every read from now on has seen it.
+  Mutex mu;
+  std::condition_variable cv;
+  bool held = false, released = false;
+  ds->TEST_SetSyncPoint([&](std::string_view name) {
+    if (name != "group_commit:syncing") return;
+    MutexLock lock(mu);
+    if (held) return;
+    held = true;
+    cv.notify_all();
+    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return released; });
+  });
+  std::thread writer([&] {
+    EXPECT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
+      return tx.Exec("UPDATE instance SET description = description || '' WHERE id = ?", pair[0].id)
+          .map([](int64_t) {});
+    }));
+  });
+  const bool sync_held = fp::testing::WaitFor([&] {
+    MutexLock lock(mu);
+    return held;
+  });
+  EXPECT_TRUE(sync_held) << "the write's sync never reached the sync point";
+  calls_ = 0;
+  std::atomic<bool> judged{false};
+  std::thread judging([&] {
+    EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *sled, report), 0);
+    judged = true;
+  });
+  if (sync_held) {
+    EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
+    EXPECT_EQ(calls_.load(), 0) << "the sled was asked before the shared read was durable";
+    EXPECT_FALSE(judged.load());
+  }
+  {
+    MutexLock lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  writer.join();
+  judging.join();
+  ds->TEST_SetSyncPoint(nullptr);
+  EXPECT_EQ(calls_.load(), 1);  // then asked about the second only: it runs
+  EXPECT_EQ(RunState(pair[1].id), "running");
 }
 
 // A stop tells the sled first, then records `stopping`; a sled without a stop delay reports
