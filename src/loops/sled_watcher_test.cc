@@ -241,6 +241,61 @@ class SledReportsTest : public InstanceSagaTest {
         std::chrono::seconds(2));
   }
 
+  // A commit (a real change to `instance`'s row: its description written again, which a
+  // report's judgement does not look at) whose log sync is held at its sync point until
+  // Release: every read made meanwhile has seen it. SQLite only.
+  class HeldSync {
+   public:
+    HeldSync(db::Datastore& ds, const Uuid& instance) : ds_(ds) {
+      ds_.TEST_SetSyncPoint([this](std::string_view name) {
+        if (name != "group_commit:syncing") return;
+        MutexLock lock(mu_);
+        if (held_) return;
+        held_ = true;
+        cv_.notify_all();
+        lock.Wait(cv_, [this]() FP_REQUIRES(mu_) { return released_; });
+      });
+      writer_ = std::thread([this, instance] {
+        EXPECT_TRUE(ds_.Write([&](db::Tx& tx) -> Status {
+          return tx
+              .Exec("UPDATE instance SET description = description || '' WHERE id = ?", instance)
+              .map([](int64_t) {});
+        }));
+      });
+    }
+    ~HeldSync() {
+      Release();
+      ds_.TEST_SetSyncPoint(nullptr);
+    }
+    // Whether the write's sync reached the sync point within the wait.
+    bool Held() {
+      const bool held = fp::testing::WaitFor([&] {
+        MutexLock lock(mu_);
+        return held_;
+      });
+      EXPECT_TRUE(held) << "the write's sync never reached the sync point";
+      return held;
+    }
+    // Lets the sync run and waits for the write.
+    void Release() {
+      if (!writer_.joinable()) return;
+      {
+        MutexLock lock(mu_);
+        released_ = true;
+      }
+      cv_.notify_all();
+      writer_.join();
+    }
+
+   private:
+    db::Datastore& ds_;
+    Mutex mu_;
+    std::condition_variable cv_;
+    bool held_ FP_GUARDED_BY(mu_) = false;
+    bool released_ FP_GUARDED_BY(mu_) = false;
+    std::thread writer_;
+  };
+
   // The watcher's status of the sled that runs `i` (its statuses are in SledAgents' order).
   SledWatchStatus StatusOf(const model::Instance& i) {
     for (const SledWatchStatus& s : watcher_->SledStatuses()) {
@@ -386,43 +441,8 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
   std::erase(lacking.instances[0].external_ips, r.ip.ip);
 
   // A commit whose sync is held: every read from now on has seen it.
-  Mutex mu;
-  std::condition_variable cv;
-  bool held = false, released = false;
-  ds->TEST_SetSyncPoint([&](std::string_view name) {
-    if (name != "group_commit:syncing") return;
-    MutexLock lock(mu);
-    if (held) return;
-    held = true;
-    cv.notify_all();
-    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return released; });
-  });
-  auto release = [&] {
-    {
-      MutexLock lock(mu);
-      released = true;
-    }
-    cv.notify_all();
-  };
-  // A real change (the same description written again rewrites the row), which the reports'
-  // judgement does not look at.
-  std::thread writer([&] {
-    EXPECT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
-      return tx.Exec("UPDATE instance SET description = description || '' WHERE id = ?", r.vm.id)
-          .map([](int64_t) {});
-    }));
-  });
-  const bool sync_held = fp::testing::WaitFor([&] {
-    MutexLock lock(mu);
-    return held;
-  });
-  EXPECT_TRUE(sync_held) << "the write's sync never reached the sync point";
-  if (!sync_held) {
-    release();
-    writer.join();
-    ds->TEST_SetSyncPoint(nullptr);
-    return;
-  }
+  HeldSync sync(*ds, r.vm.id);
+  if (!sync.Held()) return;
   std::atomic<bool> confirmed{false};
   std::thread confirming([&] {
     watcher_->ApplyReport(r.vm.sled_id.value(), *r.client, r.report);
@@ -441,11 +461,9 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
   EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
   EXPECT_EQ(calls_.load(), 0);
   EXPECT_FALSE(judged.load());
-  release();
-  writer.join();
+  sync.Release();
   confirming.join();
   judging.join();
-  ds->TEST_SetSyncPoint(nullptr);
   EXPECT_EQ(calls_.load(), 1);  // then asked: it holds the address, nothing to repair
   EXPECT_EQ(sled_sims_[r.sled]->Instance(r.vm.id)->external_ips.size(), 2u);
 }
@@ -464,47 +482,19 @@ TEST_F(SledReportsTest, AReportsSharedReadIsDurableBeforeAnyOfItsVmsIsActedOn) {
   report.instances[1].state = agents::VmState::kStopped;  // the first agrees, the second not
 
   // A commit whose sync is held: every read from now on has seen it.
-  Mutex mu;
-  std::condition_variable cv;
-  bool held = false, released = false;
-  ds->TEST_SetSyncPoint([&](std::string_view name) {
-    if (name != "group_commit:syncing") return;
-    MutexLock lock(mu);
-    if (held) return;
-    held = true;
-    cv.notify_all();
-    lock.Wait(cv, [&]() FP_REQUIRES(mu) { return released; });
-  });
-  std::thread writer([&] {
-    EXPECT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
-      return tx.Exec("UPDATE instance SET description = description || '' WHERE id = ?", pair[0].id)
-          .map([](int64_t) {});
-    }));
-  });
-  const bool sync_held = fp::testing::WaitFor([&] {
-    MutexLock lock(mu);
-    return held;
-  });
-  EXPECT_TRUE(sync_held) << "the write's sync never reached the sync point";
+  HeldSync sync(*ds, pair[0].id);
+  if (!sync.Held()) return;
   calls_ = 0;
   std::atomic<bool> judged{false};
   std::thread judging([&] {
     EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *sled, report), 0);
     judged = true;
   });
-  if (sync_held) {
-    EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
-    EXPECT_EQ(calls_.load(), 0) << "the sled was asked before the shared read was durable";
-    EXPECT_FALSE(judged.load());
-  }
-  {
-    MutexLock lock(mu);
-    released = true;
-  }
-  cv.notify_all();
-  writer.join();
+  EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
+  EXPECT_EQ(calls_.load(), 0) << "the sled was asked before the shared read was durable";
+  EXPECT_FALSE(judged.load());
+  sync.Release();
   judging.join();
-  ds->TEST_SetSyncPoint(nullptr);
   EXPECT_EQ(calls_.load(), 1);  // then asked about the second only: it runs
   EXPECT_EQ(RunState(pair[1].id), "running");
 }
