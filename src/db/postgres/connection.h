@@ -155,6 +155,8 @@ class PgConnection final : public Connection {
   void CountRoundTripsIn(std::atomic<int64_t>* counter) { round_trips_ = counter; }
 
  private:
+  // The first 120 characters of `sql`, for an error message.
+  static std::string Shorten(std::string_view sql);
   // One statement to send: a prepared statement's execution (preceded by its prepare when the
   // server does not hold it yet), or a statement without parameters (BEGIN, SET LOCAL, COMMIT).
   struct Command {
