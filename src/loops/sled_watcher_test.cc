@@ -230,6 +230,26 @@ class SledReportsTest : public InstanceSagaTest {
     }
     return {};
   }
+  // Two running instances on one sled, a client of that sled counting its calls in `calls_`,
+  // and a report of both VMs as the sled holds them.
+  struct ReportedPair {
+    std::vector<model::Instance> vms;
+    size_t sled = 0;
+    std::unique_ptr<agents::SledAgentClient> client;
+    agents::SledReport report;
+  };
+  ReportedPair TwoReportedOnOneSled() {
+    ReportedPair out;
+    out.vms = TwoRunningOnOneSled();
+    EXPECT_EQ(out.vms.size(), 2u) << "no two of three instances share a sled";
+    if (out.vms.size() != 2) return out;
+    out.sled = SledOf(out.vms[0]);
+    out.client = CountingClient(out.sled);
+    for (const model::Instance& vm : out.vms) {
+      out.report.instances.push_back(out.client->Get(vm.id).value());
+    }
+    return out;
+  }
   // A client of sled `k` that counts its calls in `calls_`.
   std::unique_ptr<agents::SledAgentClient> CountingClient(size_t k) {
     return agents::MakeSledAgentClient(
@@ -396,12 +416,12 @@ TEST_F(SledReportsTest, AReportTheDatastoreAgreesWithCostsOneReadAndNoCallBack) 
 // judgements share one read, on PostgreSQL one round trip, where each took a read of its own.
 // A VM the read disagrees with is still judged on the sled's answer.
 TEST_F(SledReportsTest, TheVmsOfOneReportAreJudgedOnOneRead) {
-  const std::vector<model::Instance> pair = TwoRunningOnOneSled();
-  ASSERT_EQ(pair.size(), 2u);
-  const size_t k = SledOf(pair[0]);
-  auto sled = CountingClient(k);
-  agents::SledReport report;
-  for (const model::Instance& vm : pair) report.instances.push_back(sled->Get(vm.id).value());
+  ReportedPair r = TwoReportedOnOneSled();
+  ASSERT_FALSE(HasFailure());
+  const std::vector<model::Instance>& pair = r.vms;
+  const size_t k = r.sled;
+  agents::SledAgentClient* sled = r.client.get();
+  agents::SledReport& report = r.report;
   calls_ = 0;
   const int64_t reads = ds->read_transactions();
   const int64_t trips = ds->round_trips();
@@ -473,12 +493,10 @@ TEST_F(SledReportsTest, AConfirmingReportDoesNotWaitForTheLogsSyncButAJudgementD
 // PostgreSQL commit is durable when it returns.
 TEST_F(SledReportsTest, AReportsSharedReadIsDurableBeforeAnyOfItsVmsIsActedOn) {
   if (ds.postgres()) GTEST_SKIP() << "PostgreSQL's commits are durable when they return";
-  const std::vector<model::Instance> pair = TwoRunningOnOneSled();
-  ASSERT_EQ(pair.size(), 2u);
-  const size_t k = SledOf(pair[0]);
-  auto sled = CountingClient(k);
-  agents::SledReport report;
-  for (const model::Instance& vm : pair) report.instances.push_back(sled->Get(vm.id).value());
+  ReportedPair r = TwoReportedOnOneSled();
+  ASSERT_FALSE(HasFailure());
+  const std::vector<model::Instance>& pair = r.vms;
+  agents::SledReport& report = r.report;
   report.instances[1].state = agents::VmState::kStopped;  // the first agrees, the second not
 
   // A commit whose sync is held: every read from now on has seen it.
@@ -487,7 +505,7 @@ TEST_F(SledReportsTest, AReportsSharedReadIsDurableBeforeAnyOfItsVmsIsActedOn) {
   calls_ = 0;
   std::atomic<bool> judged{false};
   std::thread judging([&] {
-    EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *sled, report), 0);
+    EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *r.client, report), 0);
     judged = true;
   });
   EXPECT_TRUE(fp::testing::WaitFor([&] { return ds->sync_waiters() == 1; }));
