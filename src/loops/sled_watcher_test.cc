@@ -449,6 +449,24 @@ TEST_F(SledReportsTest, TheVmsOfOneReportAreJudgedOnOneRead) {
   EXPECT_FALSE(sled_sims_[k]->Instance(stray->id)) << "the stray VM is still on its sled";
 }
 
+// One row the shared read cannot decode fails that read for every VM of the report: each is
+// then judged on a read of its own, so the others are not held up behind the bad one, which
+// alone is left for the next pass.
+TEST_F(SledReportsTest, ARowTheSharedReadCannotDecodeHoldsUpNoOtherVm) {
+  ReportedPair r = TwoReportedOnOneSled();
+  ASSERT_FALSE(HasFailure());
+  const std::vector<model::Instance>& pair = r.vms;
+  ASSERT_TRUE(ds->Write([&](db::Tx& tx) -> Status {
+    FP_TRY(tx.Exec("UPDATE instance SET run_state = 'sideways' WHERE id = ?", pair[1].id));
+    return Ok();
+  }));
+  for (agents::SledInstance& vm : r.report.instances) vm.state = agents::VmState::kStopped;
+  calls_ = 0;
+  EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *r.client, r.report), 0);
+  EXPECT_EQ(calls_.load(), 1);  // GET /instances/{id} of the first; the second is not asked
+  EXPECT_EQ(RunState(pair[0].id), "running");
+}
+
 // A report that only confirms what the datastore holds is judged on a read that does not wait
 // for the sync of what it saw: nothing is done on it. One that calls for a look at the sled
 // still waits before it asks (what it acts on must survive a crash). SQLite only: a
