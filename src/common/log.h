@@ -1,8 +1,11 @@
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <variant>
 
 namespace fp {
 
@@ -19,5 +22,21 @@ void SetLogLevel(LogLevel level);
 // `level` (one of the names above; an unknown name is always written) is at or above the
 // process's level. Thread-safe; lines never interleave.
 void LogEvent(std::string_view level, std::string_view msg, nlohmann::json fields = {});
+
+// Whether a line at `level` is written (at or above the process's level).
+bool LogEnabled(LogLevel level);
+
+// One field of LogFields: a name and a string, integer or floating-point value. The views
+// must outlive the call.
+struct LogField {
+  std::string_view name;
+  std::variant<std::string_view, int64_t, double> value;
+};
+
+// LogEvent for lines written on every request: the same line, byte for byte, as LogEvent
+// writes for these fields as a JSON object (names in order, a field named time, level or msg
+// in place of the line's own, text that is not UTF-8 replaced), rendered without building
+// one. A name given twice: the later value.
+void LogFields(LogLevel level, std::string_view msg, std::span<const LogField> fields);
 
 }  // namespace fp

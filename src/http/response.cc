@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/log.h"
 #include "common/uuid.h"
@@ -117,19 +120,26 @@ void EventServer::LogRequest(std::string_view method, std::string_view path, int
       read && status < 400 &&
       (options_.quiet_reads || std::find(options_.quiet_paths.begin(), options_.quiet_paths.end(),
                                          path) != options_.quiet_paths.end());
-  nlohmann::json fields{{"method", method},
-                        {"path", path},
-                        {"status", status},
-                        {"latency_ms", latency_ms},
-                        {"request_id", request_id}};
+  const LogLevel level = routine ? LogLevel::kDebug : LogLevel::kInfo;
+  if (!LogEnabled(level)) return;
+  // Rendered straight into the line (LogFields): every request writes one.
+  std::vector<std::string> values;  // the headers' values, which the fields point into
+  values.reserve(options_.logged_headers.size());
+  std::vector<LogField> fields{{"method", method},
+                               {"path", path},
+                               {"status", int64_t{status}},
+                               {"latency_ms", latency_ms},
+                               {"request_id", std::string_view(request_id)}};
   if (request) {
     for (const auto& [header, field] : options_.logged_headers) {
       std::string value = request->Header(header);
       if (value.size() > 128) value.resize(128);  // an id, not a payload
-      if (!value.empty()) fields[field] = std::move(value);
+      if (value.empty()) continue;
+      values.push_back(std::move(value));
+      fields.push_back({field, std::string_view(values.back())});
     }
   }
-  LogEvent(routine ? "debug" : "info", "request", fields);
+  LogFields(level, "request", fields);
 }
 
 }  // namespace fp::http::detail
