@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -26,19 +27,10 @@ void WriteLine(std::string& text) {
   std::fflush(stderr);
 }
 
-std::string_view LevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
+// By LogLevel's value.
+constexpr std::array<std::string_view, 4> kLevelNames = {"debug", "info", "warn", "error"};
+
+std::string_view LevelName(LogLevel level) { return kLevelNames.at(static_cast<size_t>(level)); }
 
 // `s` as a JSON string, as nlohmann's dump writes it with invalid UTF-8 replaced: printable
 // ASCII without quotes or backslashes (methods, paths, ids: nearly every value) is copied as
@@ -60,10 +52,9 @@ void AppendJsonString(std::string& out, std::string_view s) {
 }  // namespace
 
 std::optional<LogLevel> ParseLogLevel(std::string_view text) {
-  if (text == "debug") return LogLevel::kDebug;
-  if (text == "info") return LogLevel::kInfo;
-  if (text == "warn") return LogLevel::kWarn;
-  if (text == "error") return LogLevel::kError;
+  for (size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (text == kLevelNames[i]) return static_cast<LogLevel>(i);
+  }
   return std::nullopt;
 }
 
