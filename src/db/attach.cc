@@ -228,23 +228,22 @@ Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
   f.ip = FP_TRY(ExternalIpFromRow(*ip));
   f.op_saga = FP_TRY(OptUuidColumn(*ip, kExternalIpColumnCount));
   f.op_from = FP_TRY(OptUuidColumn(*ip, kExternalIpColumnCount + 1));
-  f.holder = FP_TRY(InstanceName(tx, f.ip->parent_id));
   const Instance& i = *f.instance;
+  // The IP's holder is most often the instance itself (a detach, a rerun): its name is read.
+  f.holder = f.ip->parent_id == i.id ? i.name : FP_TRY(InstanceName(tx, f.ip->parent_id));
   if (i.state == InstanceState::kVmm && i.sled_id) {
     auto sled = FP_TRY(
         tx.QueryRow(fmt::format("SELECT {} FROM sled s WHERE s.id = ?", kSledColumns), *i.sled_id));
     if (sled) f.sled = FP_TRY(SledFromRow(*sled));
   }
   if (!attach || (f.ip->state != AttachState::kDetached && !Moving(f, r))) return f;
-  f.external_ips = FP_TRY(tx.QueryRow("SELECT count(*) FROM external_ip WHERE parent_id = ? AND "
-                                      "time_deleted IS NULL AND kind != 'snat'",
-                                      i.id))
-                       ->Int(0);
   if (auto nic = FP_TRY(PrimaryNicIn(tx, i.id))) {
     f.nic_v4 = nic->ipv4.has_value();
     f.nic_v6 = nic->ipv6.has_value();
   }
+  // The instance's live IPs, read once: how many it has besides SNAT, and its other ephemeral.
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, i.id))) {
+    if (e.kind != IpKind::kSnat) ++f.external_ips;
     if (e.kind == IpKind::kEphemeral && e.id != f.ip->id && e.ip.version() == f.ip->ip.version() &&
         (!f.other_ephemeral || e.ip < *f.other_ephemeral)) {
       f.other_ephemeral = e.ip;

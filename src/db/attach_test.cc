@@ -14,6 +14,7 @@
 #include "db/nat.h"
 #include "db/projects.h"
 #include "db/sleds.h"
+#include "db/testing/statement_trace.h"
 #include "db/testing/temp_datastore.h"
 
 namespace fp::db {
@@ -31,21 +32,25 @@ class AttachTest : public ::testing::Test {
     EXPECT_TRUE(Link(*ds_, f_.pool.id, NameOrId(f_.silo.id), true));
   }
 
-  // A stopped instance (no VMM) with a primary NIC of `nic`.
-  Uuid NewInstance(const std::string& name, NicKind nic = NicKind::kIpv4) {
+  // A stopped instance (no VMM) with a primary NIC of `nic`, in `f`'s project on `ds`.
+  static Uuid NewInstanceIn(Datastore& ds, const testing::Fixture& f, const std::string& name,
+                            NicKind nic = NicKind::kIpv4) {
     InstanceCreate c;
     c.id = Uuid::Random();
     c.nic_id = Uuid::Random();
-    c.project_id = f_.project.id;
+    c.project_id = f.project.id;
     c.name = name;
     c.hostname = name;
     c.memory = int64_t{1} << 30;
     c.nic = nic;
-    EXPECT_TRUE(ds_->Write([&](Tx& tx) -> Status {
+    EXPECT_TRUE(ds.Write([&](Tx& tx) -> Status {
       FP_TRY(InstanceCreateRecordIn(tx, c));
       return InstanceFinishCreateIn(tx, c.id);
     }));
     return c.id;
+  }
+  Uuid NewInstance(const std::string& name, NicKind nic = NicKind::kIpv4) {
+    return NewInstanceIn(*ds_, f_, name, nic);
   }
   Uuid NewFip(const std::string& name) { return CreateFip(*ds_, f_, name).value().id; }
   // A detached ephemeral IP from the fixture's pool, as an ephemeral attach of `instance`
@@ -236,6 +241,38 @@ TEST_F(AttachTest, AMoveTakesTheIpFromItsHolderAndItsUndoGivesItBack) {
   ASSERT_TRUE(rerun) << rerun.error().message();
   EXPECT_FALSE(rerun->held);
   EXPECT_EQ(rerun->instance, b);
+}
+
+// On SQLite a begin reads what it decides on statement by statement: the instance's live
+// addresses once (how many it has and its other ephemeral come from the one list), and the
+// IP's holder's name not again when the holder is the instance it read already (a detach).
+TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceAndItsOwnNameNotTwice) {
+  testing::StatementTrace trace;
+  TempDatastore traced{std::make_shared<SystemClock>(), {}, testing::TestEngine::kSqlite};
+  const testing::Fixture fx = MakeFixture(*traced, "10.0.1.0", "10.0.1.63");
+  ASSERT_TRUE(Link(*traced, fx.pool.id, NameOrId(fx.silo.id), true));
+  const Uuid vm = NewInstanceIn(*traced, fx, "vm");
+  const Uuid ip = CreateFip(*traced, fx, "fip").value().id;
+  auto begin = [&](bool attach) {
+    const AttachRequest r{ip, IpKind::kFloating, vm, Uuid::Random(), false};
+    return traced->Write<AttachStep>(
+        [&](Tx& tx) { return attach ? BeginAttachIn(tx, r) : BeginDetachIn(tx, r); });
+  };
+  const auto by_parent = [&] {
+    return trace.Runs("FROM external_ip WHERE parent_id = ?") +
+           trace.Runs("FROM external_ip e WHERE e.parent_id = ?");
+  };
+  ASSERT_TRUE(begin(true));
+  EXPECT_EQ(by_parent(), 1);
+  ASSERT_EQ(traced
+                ->Write<int64_t>([&](Tx& tx) {
+                  return CompleteOpIn(tx, ip, AttachState::kAttaching, AttachState::kAttached);
+                })
+                .value(),
+            1);
+  const int names = trace.Runs("SELECT name FROM instance WHERE id = ?");
+  ASSERT_TRUE(begin(false));
+  EXPECT_EQ(trace.Runs("SELECT name FROM instance WHERE id = ?"), names);
 }
 
 TEST_F(AttachTest, AnUndoneAttachGoesBackToDetachedAndAnUndoneDetachToAttached) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@ class StatementTrace {
   StatementTrace() {
     MutexLock lock(mu_);
     texts_.clear();
+    runs_.clear();
     sqlite3_auto_extension(reinterpret_cast<void (*)()>(&Install));
   }
   ~StatementTrace() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&Install)); }
@@ -31,6 +33,15 @@ class StatementTrace {
   std::set<std::string> texts() const {
     MutexLock lock(mu_);
     return texts_;
+  }
+  // How many times statements whose text contains `fragment` ran.
+  int Runs(std::string_view fragment) const {
+    MutexLock lock(mu_);
+    int n = 0;
+    for (const auto& [text, runs] : runs_) {
+      if (text.find(fragment) != std::string::npos) n += runs;
+    }
+    return n;
   }
   // The one statement run whose text contains `fragment`, or "" if none or several did.
   std::string Only(std::string_view fragment) const {
@@ -51,11 +62,15 @@ class StatementTrace {
   static int Traced(unsigned, void*, void* stmt, void*) {
     const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
     MutexLock lock(mu_);
-    if (sql != nullptr) texts_.insert(sql);
+    if (sql != nullptr) {
+      texts_.insert(sql);
+      ++runs_[sql];
+    }
     return 0;
   }
   static inline Mutex mu_;
   static inline std::set<std::string> texts_ FP_GUARDED_BY(mu_);
+  static inline std::map<std::string, int> runs_ FP_GUARDED_BY(mu_);
 };
 
 // SQLite's plan of `sql` on `ds` (EXPLAIN QUERY PLAN), a line per step: for a text that
