@@ -63,17 +63,29 @@ Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, Atta
         fmt::format("{} is not a valid transition state for attach/detach", ToString(expected))));
   }
   static const std::string kCompleteStatement = CompleteStatement();
+  // SQLite: when the caller wants the row, all of it is read at once, and given back as the
+  // update below leaves it (an ephemeral address's release excepted: read again).
+  static const std::string kWholeRow = fmt::format(
+      "SELECT {}, e.time_deleted FROM external_ip e WHERE e.id = ?", kExternalIpColumns);
   std::optional<Row> row;
+  std::optional<ExternalIp> before;
   if (tx.postgres()) {
     row = FP_TRY(
         tx.QueryRow(kCompleteStatement, ip_id, ToString(expected), ToString(target), tx.now()));
+  } else if (after != nullptr) {
+    row = FP_TRY(tx.QueryRow(kWholeRow, ip_id));
+    if (row) before = FP_TRY(ExternalIpFromRow(row->Slice(0, kExternalIpColumnCount)));
   } else {
     row = FP_TRY(
         tx.QueryRow("SELECT kind, state, time_deleted FROM external_ip WHERE id = ?", ip_id));
   }
   if (!row) return Fail(Error::NotFoundById("external-ip", ip_id.ToString()));
-  std::string state = row->Text(1);
-  bool deleted = tx.postgres() ? row->Int(2) != 0 : !row->IsNull(2);
+  const std::string state = before ? std::string(ToString(before->state)) : row->Text(1);
+  const bool kind_ephemeral =
+      before ? before->kind == IpKind::kEphemeral : row->Text(0) == "ephemeral";
+  const bool deleted = tx.postgres() ? row->Int(2) != 0
+                       : before      ? !row->IsNull(kExternalIpColumnCount)
+                                     : !row->IsNull(2);
   if (deleted || state != ToString(expected)) {
     if (expected == AttachState::kAttaching && target == AttachState::kAttached &&
         (deleted || state == "detached")) {
@@ -85,7 +97,7 @@ Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, Atta
     if (after != nullptr) {
       *after = tx.postgres()
                    ? FP_TRY(ExternalIpFromRow(row->Slice(kCompleteRowAt, kExternalIpColumnCount)))
-                   : FP_TRY(ExternalIpGetIn(tx, ip_id));
+                   : std::move(*before);
     }
     return int64_t{0};
   }
@@ -102,21 +114,27 @@ Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, Atta
   }
   int64_t changed = 1;
   if (target == AttachState::kDetached) {
-    if (row->Text(0) == "ephemeral") {
+    if (kind_ephemeral) {
       FP_CHECK_OK(ExternalIpReleaseIn(tx, ip_id));
-    } else {
-      FP_TRY(
-          tx.Exec("UPDATE external_ip SET state = 'detached', parent_id = NULL, op_saga_id = NULL, "
-                  "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
-                  tx.now(), ip_id));
+      if (after != nullptr) *after = FP_TRY(ExternalIpGetIn(tx, ip_id));
+      return changed;
     }
+    FP_TRY(
+        tx.Exec("UPDATE external_ip SET state = 'detached', parent_id = NULL, op_saga_id = NULL, "
+                "op_from_parent_id = NULL, time_modified = ? WHERE id = ?",
+                tx.now(), ip_id));
+    if (before) before->parent_id.reset();
   } else {
     changed = FP_TRY(
         tx.Exec("UPDATE external_ip SET state = ?, op_saga_id = NULL, op_from_parent_id = NULL, "
                 "time_modified = ? WHERE id = ?",
                 ToString(target), tx.now(), ip_id));
   }
-  if (after != nullptr) *after = FP_TRY(ExternalIpGetIn(tx, ip_id));
+  if (after != nullptr) {
+    before->state = target;
+    before->time_modified = tx.now();
+    *after = std::move(*before);
+  }
   return changed;
 }
 

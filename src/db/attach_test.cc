@@ -275,6 +275,39 @@ TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceAndItsOwnNameNotT
   EXPECT_EQ(trace.Runs("SELECT name FROM instance WHERE id = ?"), names);
 }
 
+// A completion gives back the IP as its transaction leaves it (on SQLite from the row it read
+// before its update, not a read after it): the same as a read once it committed, for an
+// attach, a detach, a completion that finds the IP no longer in the state it completes, and an
+// ephemeral address's release.
+TEST_F(AttachTest, ACompletionGivesBackTheIpAsItsCommitLeftIt) {
+  const Uuid vm = NewInstance("vm");
+  auto complete = [&](const Uuid& ip, AttachState expected, AttachState target) {
+    return ds_->Write<ExternalIp>(
+        [&](Tx& tx) { return CompleteOpAndGetIn(tx, ip, expected, target); });
+  };
+  const Uuid fip = NewFip("fip");
+  ASSERT_TRUE(Begin(true, fip, vm, Uuid::Random()));
+  auto attached = complete(fip, AttachState::kAttaching, AttachState::kAttached);
+  ASSERT_TRUE(attached) << attached.error().message();
+  EXPECT_EQ(attached->state, AttachState::kAttached);
+  EXPECT_TRUE(*attached == Get(fip));
+  auto again = complete(fip, AttachState::kAttaching, AttachState::kAttached);  // not attaching
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_TRUE(*again == Get(fip));
+  ASSERT_TRUE(Begin(false, fip, vm, Uuid::Random()));
+  auto detached = complete(fip, AttachState::kDetaching, AttachState::kDetached);
+  ASSERT_TRUE(detached) << detached.error().message();
+  EXPECT_EQ(detached->parent_id, std::nullopt);
+  EXPECT_TRUE(*detached == Get(fip));
+
+  const Uuid eph = NewEphemeral(vm);
+  Attach(eph, vm, IpKind::kEphemeral);
+  ASSERT_TRUE(Begin(false, eph, vm, Uuid::Random(), IpKind::kEphemeral));
+  auto released = complete(eph, AttachState::kDetaching, AttachState::kDetached);
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_TRUE(*released == Get(eph));
+}
+
 TEST_F(AttachTest, AnUndoneAttachGoesBackToDetachedAndAnUndoneDetachToAttached) {
   Uuid a = NewInstance("a");
   Uuid ip = NewFip("web");

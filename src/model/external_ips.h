@@ -68,6 +68,8 @@ struct ExternalIp {
   AttachState state = AttachState::kDetached;
   Timestamp time_created = 0;
   Timestamp time_modified = 0;
+
+  friend bool operator==(const ExternalIp&, const ExternalIp&) = default;
 };
 
 // How a floating IP gets its address (Oxide's AddressAllocator).
