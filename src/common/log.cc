@@ -30,7 +30,10 @@ void WriteLine(std::string& text) {
 // By LogLevel's value.
 constexpr std::array<std::string_view, 4> kLevelNames = {"debug", "info", "warn", "error"};
 
-std::string_view LevelName(LogLevel level) { return kLevelNames.at(static_cast<size_t>(level)); }
+std::string_view LevelName(LogLevel level) {
+  const auto i = static_cast<size_t>(level);
+  return i < kLevelNames.size() ? kLevelNames[i] : "info";
+}
 
 // `s` as a JSON string, as nlohmann's dump writes it with invalid UTF-8 replaced: printable
 // ASCII without quotes or backslashes (methods, paths, ids: nearly every value) is copied as

@@ -465,6 +465,7 @@ TEST_F(SledReportsTest, ARowTheSharedReadCannotDecodeHoldsUpNoOtherVm) {
   EXPECT_EQ(watcher_->ApplyReport(*pair[0].sled_id, *r.client, r.report), 0);
   EXPECT_EQ(calls_.load(), 1);  // GET /instances/{id} of the first; the second is not asked
   EXPECT_EQ(RunState(pair[0].id), "running");
+  EXPECT_TRUE(sled_sims_[r.sled]->Instance(pair[1].id)) << "the undecodable one was taken off";
 }
 
 // A report that only confirms what the datastore holds is judged on a read that does not wait
