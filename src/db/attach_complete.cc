@@ -81,8 +81,6 @@ Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, Atta
   }
   if (!row) return Fail(Error::NotFoundById("external-ip", ip_id.ToString()));
   const std::string state = before ? std::string(ToString(before->state)) : row->Text(1);
-  const bool kind_ephemeral =
-      before ? before->kind == IpKind::kEphemeral : row->Text(0) == "ephemeral";
   const bool deleted = tx.postgres() ? row->Int(2) != 0
                        : before      ? !row->IsNull(kExternalIpColumnCount)
                                      : !row->IsNull(2);
@@ -114,7 +112,7 @@ Result<int64_t> CompleteOp(Tx& tx, const Uuid& ip_id, AttachState expected, Atta
   }
   int64_t changed = 1;
   if (target == AttachState::kDetached) {
-    if (kind_ephemeral) {
+    if (before ? before->kind == IpKind::kEphemeral : row->Text(0) == "ephemeral") {
       FP_CHECK_OK(ExternalIpReleaseIn(tx, ip_id));
       if (after != nullptr) *after = FP_TRY(ExternalIpGetIn(tx, ip_id));
       return changed;

@@ -22,7 +22,6 @@ class StatementTrace {
   // One at a time per process: the trace is SQLite's, process-wide.
   StatementTrace() {
     MutexLock lock(mu_);
-    texts_.clear();
     runs_.clear();
     sqlite3_auto_extension(reinterpret_cast<void (*)()>(&Install));
   }
@@ -32,7 +31,9 @@ class StatementTrace {
 
   std::set<std::string> texts() const {
     MutexLock lock(mu_);
-    return texts_;
+    std::set<std::string> out;
+    for (const auto& [text, runs] : runs_) out.insert(text);
+    return out;
   }
   // How many times statements whose text contains `fragment` ran.
   int Runs(std::string_view fragment) const {
@@ -62,15 +63,11 @@ class StatementTrace {
   static int Traced(unsigned, void*, void* stmt, void*) {
     const char* sql = sqlite3_sql(static_cast<sqlite3_stmt*>(stmt));
     MutexLock lock(mu_);
-    if (sql != nullptr) {
-      texts_.insert(sql);
-      ++runs_[sql];
-    }
+    if (sql != nullptr) ++runs_[sql];
     return 0;
   }
   static inline Mutex mu_;
-  static inline std::set<std::string> texts_ FP_GUARDED_BY(mu_);
-  static inline std::map<std::string, int> runs_ FP_GUARDED_BY(mu_);
+  static inline std::map<std::string, int> runs_ FP_GUARDED_BY(mu_);  // by text
 };
 
 // SQLite's plan of `sql` on `ds` (EXPLAIN QUERY PLAN), a line per step: for a text that
