@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -40,6 +41,32 @@ using Parser = beast_http::request_parser<beast_http::string_body>;
 // A whole error response, for answers the event loop sends itself (before or instead of a
 // handler): a fresh request id, "Connection: close", and Retry-After for 503.
 std::string ErrorWire(Random& random, int status, std::string_view code, std::string_view message);
+
+// A field of a response, as set on it.
+struct WireField {
+  std::string_view name;
+  std::string_view value;
+};
+
+// The bytes of a response: its status line, the fields in `set_in_order` as Beast's set() would
+// keep them (a field replaces the earlier ones of its name, compared without case, and goes
+// last; its value without leading and trailing spaces and tabs), then Connection as
+// keep_alive() adds it for the HTTP version (10 or 11), Content-Length (none for 204 and 304,
+// which carry no body), and the body (none for HEAD). Written straight into one string: Beast's
+// response object and its serializer through a stream cost the server more than the rest of
+// answering a request. Byte for byte what BeastResponseWire writes for the same response;
+// nullopt where this does not write it itself: a field that keep_alive() or prepare_payload()
+// would merge with (Connection, Content-Length, Transfer-Encoding), another HTTP version, or a
+// status below 200.
+std::optional<std::string> DirectResponseWire(unsigned version, int status,
+                                              std::span<const WireField> set_in_order,
+                                              std::string_view body, bool keep_alive, bool head);
+// The same response built as a Beast message and written by Beast's serializer.
+std::string BeastResponseWire(unsigned version, int status, std::span<const WireField> set_in_order,
+                              std::string_view body, bool keep_alive, bool head);
+// DirectResponseWire, else BeastResponseWire.
+std::string ResponseWire(unsigned version, int status, std::span<const WireField> set_in_order,
+                         std::string_view body, bool keep_alive, bool head);
 
 // A client connection. Owned by exactly one of: the event loop (waiting for a request), the
 // work queue, or a worker (its request being handled).
