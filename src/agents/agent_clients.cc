@@ -58,6 +58,17 @@ Result<Json> JsonAnswer(Caller& http, std::string_view method, std::string_view 
   return parsed;
 }
 
+// An agent's answer to a call whose 2xx body says nothing the caller uses (a port change: the
+// sled answers with the VM's view): Ok for any 2xx, without reading its body; else
+// AgentFailure.
+Status StatusAnswer(Caller& http, std::string_view method, std::string_view target,
+                    const HttpAnswer& answer) {
+  if (answer.status < 200 || answer.status >= 300) {
+    return Fail(AgentFailure(http, method, target, answer));
+  }
+  return Ok();
+}
+
 // Sends one request to an agent (`text` as the body: JSON already written) and returns
 // JsonAnswer's.
 Result<Json> CallAgentWithText(Caller& http, std::string_view method, std::string_view target,
@@ -75,8 +86,7 @@ class PendingAgentCall final : public SledAgentClient::PendingPortChange {
         target_(std::move(target)),
         call_(http.Start(method_, target_, "", context.Headers())) {}
   Status Finish() override {
-    FP_CHECK_OK(JsonAnswer(http_, method_, target_, FP_TRY(call_->Finish())));
-    return Ok();
+    return StatusAnswer(http_, method_, target_, FP_TRY(call_->Finish()));
   }
 
  private:
@@ -256,13 +266,11 @@ class HttpSledAgentClient final : public SledAgentClient {
   }
 
   Status AddExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) override {
-    FP_CHECK_OK(CallAgent(http_, "PUT", ExternalIpPath(id, ip), nullptr, context));
-    return Ok();
+    return StartExternalIpChange(true, id, ip, context)->Finish();
   }
 
   Status RemoveExternalIp(const Uuid& id, const IpAddr& ip, const CallContext& context) override {
-    FP_CHECK_OK(CallAgent(http_, "DELETE", ExternalIpPath(id, ip), nullptr, context));
-    return Ok();
+    return StartExternalIpChange(false, id, ip, context)->Finish();
   }
 
   std::unique_ptr<PendingPortChange> StartExternalIpChange(bool add, const Uuid& id,

@@ -15,6 +15,7 @@
 #include "common/testing/ip.h"
 #include "common/testing/wait_for.h"
 #include "http/client.h"
+#include "http/server.h"
 
 namespace fp::agents {
 namespace {
@@ -258,6 +259,34 @@ TEST_F(FaultsTest, AnAgentThatIsNotListeningIsUnavailableNamedWithItsAddress) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind(), ErrorKind::kServiceUnavailable);
   EXPECT_EQ(refused.error().message().rfind("sled agent at " + url + ": cannot connect", 0), 0u)
+      << refused.error().message();
+}
+
+// A port change is done when the sled says so by its status: the view of the VM it answers with
+// is not read (it was parsed and thrown away, a JSON parse per attach and per detach), so a
+// body in another shape fails nothing; a refusal still fails, quoting the body.
+TEST(SledPortChangeTest, IsDoneOnAnyTwoHundredWhateverTheBodyAndFailsOnARefusal) {
+  std::atomic<int> status{200};
+  auto sled = http::HttpServer::Start({}, [&](const http::HttpRequest&) {
+                return http::HttpResponse{.status = status.load(), .body = "not json"};
+              }).value();
+  auto client = MakeSledAgentClient(fmt::format("http://127.0.0.1:{}", sled->port()), 2000);
+  const Uuid id = Uuid::Random();
+  const IpAddr ip = Ip("203.0.113.7");
+  for (int ok : {200, 202, 204}) {
+    status = ok;
+    EXPECT_TRUE(client->AddExternalIp(id, ip)) << ok;
+    EXPECT_TRUE(client->RemoveExternalIp(id, ip)) << ok;
+    EXPECT_TRUE(client->StartExternalIpChange(true, id, ip, {})->Finish()) << ok;
+  }
+  status = 503;
+  Status refused = client->StartExternalIpChange(false, id, ip, {})->Finish();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_NE(
+      refused.error().message().find(fmt::format(
+          "DELETE /instances/{}/external-ips/203.0.113.7 answered 503: not json", id.ToString())),
+      std::string::npos)
       << refused.error().message();
 }
 
