@@ -11,6 +11,7 @@
 #include "app/sagas/instance_start.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
+#include "app/sagas/vm_steps.h"
 #include "app/testing/instance_world.h"
 #include "db/sagas.h"
 #include "db/sleds.h"
@@ -22,6 +23,23 @@ using db::testing::ByName;
 using testing::AttachSagaTest;
 using testing::InstanceSagaTest;
 using testing::World;
+
+// An agent call names the request its saga serves: the id the request's own run has at hand,
+// else (a saga resumed after a restart) the one its origin text names.
+TEST(CallForTest, NamesTheRequestFromTheRunElseFromTheOrigin) {
+  const Uuid saga_id = Uuid::Random();
+  const saga::Json params = saga::Json::object();
+  const std::map<std::string, saga::Json> outputs;
+  const std::string origin = R"({"actor":{"kind":"silo_user"},"request_id":"from-origin"})";
+  saga::ActionContext own(saga_id, params, outputs, "dataplane", origin, "from-run");
+  EXPECT_EQ(CallFor(own).request_id, "from-run");
+  EXPECT_EQ(CallFor(own).saga_id, saga_id.ToString());
+  saga::ActionContext resumed(saga_id, params, outputs, "dataplane", origin);
+  EXPECT_EQ(CallFor(resumed).request_id, "from-origin");
+  saga::ActionContext unnamed(saga_id, params, outputs, "dataplane", R"({"request_id":7})");
+  EXPECT_EQ(CallFor(unnamed).request_id, "");
+  EXPECT_EQ(CallFor(saga::ActionContext(saga_id, params, outputs, "dataplane")).request_id, "");
+}
 
 // Node counts come from the definitions the operations use: a node added to a saga is failed,
 // and unwound from, like the others.

@@ -137,6 +137,11 @@ Status RequestSaga::RecordIn(saga::StoreTx& tx, const Uuid& saga_id) const {
   return effect_->RecordSagaIn(static_cast<Tx&>(tx), saga_id, ends_request_);
 }
 
+std::string_view RequestSaga::request_id() const {
+  if (effect_ == nullptr) return {};
+  return effect_->entry().request_id;
+}
+
 std::optional<std::string> RequestSaga::Describe() const {
   if (effect_ == nullptr) return std::nullopt;
   const model::AuditEntry& e = effect_->entry();

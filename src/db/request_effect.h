@@ -112,6 +112,7 @@ class RequestSaga final : public saga::SagaOrigin {
       : effect_(effect), ends_request_(ends_request) {}
   Status RecordIn(saga::StoreTx& tx, const Uuid& saga_id) const override;
   std::optional<std::string> Describe() const override;
+  std::string_view request_id() const override;
 
  private:
   RequestEffect* effect_;

@@ -34,17 +34,22 @@ using Json = nlohmann::json;
 class ActionContext {
  public:
   ActionContext(const Uuid& saga_id, const Json& params, const std::map<std::string, Json>& outputs,
-                std::string node, std::string_view origin = {})
+                std::string node, std::string_view origin = {}, std::string_view request_id = {})
       : saga_id_(saga_id),
         params_(params),
         outputs_(outputs),
         node_(std::move(node)),
-        origin_(origin) {}
+        origin_(origin),
+        request_id_(request_id) {}
 
   const Uuid& saga_id() const { return saga_id_; }
   // Who started the saga, as its starter described it (SagaOrigin::Describe; opaque to the
   // engine), or empty.
   std::string_view origin() const { return origin_; }
+  // The id of the request that started the saga, when this run is that request's own
+  // (SagaOrigin::request_id); empty otherwise, e.g. for a saga resumed after a restart, whose
+  // origin() says it.
+  std::string_view request_id() const { return request_id_; }
   const Json& params() const { return params_; }
   const std::string& node() const { return node_; }
   // The recorded output of an earlier node; Internal if that node has not succeeded.
@@ -56,6 +61,7 @@ class ActionContext {
   const std::map<std::string, Json>& outputs_;
   std::string node_;
   std::string_view origin_;
+  std::string_view request_id_;
 };
 
 // An action function that runs inside the store's write transaction, returning `R`. Built from

@@ -85,7 +85,8 @@ Status SagaExecutor::Execution::NotQuiesced() const {
 
 ActionContext SagaExecutor::Execution::Context(int i) const {
   return ActionContext(id_, dag_.params, outputs_, dag_.nodes[static_cast<size_t>(i)].name,
-                       origin_text_ ? std::string_view(*origin_text_) : std::string_view());
+                       origin_text_ ? std::string_view(*origin_text_) : std::string_view(),
+                       origin_ != nullptr ? origin_->request_id() : std::string_view());
 }
 
 Result<const Action*> SagaExecutor::Execution::ActionOf(int i) const {

@@ -17,7 +17,8 @@ namespace fp::saga {
 class SagaExecutor::Execution {
  public:
   // `create_row`: set for a saga not yet in the store (see create_row_).
-  // `origin`: what the saga's starter records with its creation (saga/store.h).
+  // `origin`: what the saga's starter records with its creation (saga/store.h), given while
+  // that starter drives it (its request id is then at hand: ActionContext::request_id).
   Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
             std::optional<SagaRow> create_row = std::nullopt, const SagaOrigin* origin = nullptr);
 

@@ -135,7 +135,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     MutexLock lock(counts_mu_);
     ++counts_[dag.name].started;
   }
-  return ResumeRunning(saga_id, std::nullopt);
+  return ResumeRunning(saga_id, std::nullopt, origin);
 }
 
 Result<SagaOutcome> SagaExecutor::Resume(const Uuid& saga_id) {
@@ -159,7 +159,8 @@ Result<std::optional<int64_t>> SagaExecutor::Claim(const Uuid& saga_id, int64_t 
 }
 
 Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
-                                                std::optional<int64_t> generation) {
+                                                std::optional<int64_t> generation,
+                                                const SagaOrigin* origin) {
   SagaLog log = FP_TRY(store_.Load(saga_id));
   bool at_rest = log.saga.state != SagaState::kRunning && log.saga.state != SagaState::kUnwinding;
   if (generation && !at_rest &&
@@ -173,7 +174,7 @@ Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
   Json dag_json = Json::parse(log.saga.dag, nullptr, false);
   SagaDag dag = FP_TRY(SagaDag::FromJson(dag_json));
   std::string name = dag.name;
-  Execution run(*this, std::move(log), std::move(dag));
+  Execution run(*this, std::move(log), std::move(dag), std::nullopt, origin);
   return DriveCounted(run, name);
 }
 

@@ -174,7 +174,10 @@ class SagaExecutor {
   void LeftUnfinished(const Error& error);
   // Resume's body; the caller marked the saga running. `generation`: the one the caller owns
   // it in (nullopt: the log's).
-  Result<SagaOutcome> ResumeRunning(const Uuid& saga_id, std::optional<int64_t> generation);
+  // `origin`: given by the request that created the saga and drives it now (its actions see
+  // its request id at hand).
+  Result<SagaOutcome> ResumeRunning(const Uuid& saga_id, std::optional<int64_t> generation,
+                                    const SagaOrigin* origin = nullptr);
   // Marks the saga running here for the guard's lifetime; ServiceUnavailable if it runs here
   // already.
   class RunningGuard;

@@ -137,6 +137,37 @@ class SagaTest : public ::testing::Test {
   SagaExecutor exec{store, registry, "sec-test", clock, random};
 };
 
+// What a request's saga records of it: its id, also at hand for the request's own run.
+class RequestOrigin final : public SagaOrigin {
+ public:
+  explicit RequestOrigin(std::string id) : id_(std::move(id)) {}
+  Status RecordIn(StoreTx&, const Uuid&) const override { return Ok(); }
+  std::optional<std::string> Describe() const override { return Json{{"request_id", id_}}.dump(); }
+  std::string_view request_id() const override { return id_; }
+
+ private:
+  std::string id_;
+};
+
+TEST_F(SagaTest, EveryNodeOfARunByItsRequestHasTheRequestsIdAndOrigin) {
+  std::vector<std::pair<std::string, std::string>> seen;
+  ActionRegistry r;
+  r.Add(Action{.name = "toy.seen", .run = [&seen](const ActionContext& ctx) -> Result<Json> {
+                 seen.emplace_back(ctx.request_id(), ctx.origin());
+                 return Json::object();
+               }});
+  SagaExecutor exec_seen{store, r, "sec-test", clock, random};
+  SagaDag dag{
+      .name = "seen", .params = Json::object(), .nodes = {{"a", "toy.seen"}, {"b", "toy.seen"}}};
+  RequestOrigin origin("req-7");
+  ASSERT_TRUE(exec_seen.RunNew(dag, &origin));
+  const std::pair<std::string, std::string> by_request{"req-7", R"({"request_id":"req-7"})"};
+  EXPECT_EQ(seen, (std::vector{by_request, by_request}));
+  seen.clear();
+  ASSERT_TRUE(exec_seen.RunNew(dag));
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::string>>{{"", ""}, {"", ""}}));
+}
+
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   Uuid id = Uuid::Random();
   auto out = exec.Run(id, ToyDag());

@@ -133,6 +133,9 @@ class SagaOrigin {
   // What the saga's row keeps of its starter (JSON: the request's id, actor, operation), shown
   // to operators who ask why the saga ran.
   virtual std::optional<std::string> Describe() const = 0;
+  // The id of the request the saga serves, which its agent calls and log lines name; empty for
+  // none. What Describe() says of it, at hand without reading that text again.
+  virtual std::string_view request_id() const { return {}; }
 };
 
 // The persistent saga log. Implementations are thread-safe: an executor runs several sagas at

@@ -22,7 +22,12 @@ constexpr std::chrono::seconds kRemovalWait = 2 * loops::SledWatcher::kRemovalMa
 
 agents::CallContext CallFor(const saga::ActionContext& ctx) {
   agents::CallContext call{.saga_id = ctx.saga_id().ToString()};
-  // The origin as db::RequestSaga describes it; anything else names no request.
+  // Run by its request: the id at hand. Else (resumed after a restart) the origin as
+  // db::RequestSaga describes it; anything else names no request.
+  if (!ctx.request_id().empty()) {
+    call.request_id = std::string(ctx.request_id());
+    return call;
+  }
   saga::Json origin = saga::Json::parse(ctx.origin(), nullptr, /*allow_exceptions=*/false);
   if (origin.is_object() && origin.contains("request_id") && origin["request_id"].is_string()) {
     call.request_id = origin["request_id"].get<std::string>();
