@@ -134,8 +134,8 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   }
 
   Result<int64_t> ApplyChanges(const std::vector<NatChange>& changes) override {
-    Json answer =
-        FP_TRY(CallAgent(http_, "POST", "/nat/changes", NatChangesRequest::Encode(changes, {})));
+    Json answer = FP_TRY(
+        CallAgentWithText(http_, "POST", "/nat/changes", NatChangesRequest::Encode(changes, {})));
     return FP_TRY(Decode(http_, NatApplied::FromJson(answer))).generation;
   }
 
@@ -143,8 +143,8 @@ class HttpSwitchAgentClient final : public SwitchAgentClient {
   Result<NatApplied> ApplyChangesOn(const std::string& boot_id,
                                     const std::vector<NatChange>& changes,
                                     const CallContext& context) override {
-    Json answer = FP_TRY(CallAgent(http_, "POST", "/nat/changes",
-                                   NatChangesRequest::Encode(changes, boot_id), context));
+    Json answer = FP_TRY(CallAgentWithText(http_, "POST", "/nat/changes",
+                                           NatChangesRequest::Encode(changes, boot_id), context));
     return Decode(http_, NatApplied::FromJson(answer));
   }
 

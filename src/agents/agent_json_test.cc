@@ -140,6 +140,19 @@ TEST(NatWireJson, RequestsAndAnswersUseTheWireShapesAndRoundTrip) {
     EXPECT_EQ(NatReplaceRequest::Encode(table, 8), expected.dump());
   }
 
+  // POST /nat/changes' body too (one a saga's every push writes): the same bytes as the
+  // request's JSON dumps to, additions and removals, on a run or any, with a boot id that needs
+  // escaping, and no changes at all.
+  const std::vector<NatChange> changes{{.entry = Entry(), .gen = 12, .deleted = false},
+                                       {.entry = odd, .gen = 13, .deleted = true}};
+  for (const std::optional<std::string>& boot :
+       {std::optional<std::string>("boot-\"1\"\t"), std::optional<std::string>(std::nullopt)}) {
+    for (const std::vector<NatChange>& some : {changes, std::vector<NatChange>{}}) {
+      EXPECT_EQ(NatChangesRequest::Encode(some, boot),
+                (NatChangesRequest{.changes = some, .boot_id = boot}.ToJson().dump()));
+    }
+  }
+
   NatReplaced refused{.generation = 9, .replaced = false, .boot_id = "boot-1"};
   EXPECT_EQ(refused.ToJson(), Json::parse(R"({"generation": 9, "replaced": false,
       "boot_id": "boot-1"})"));

@@ -117,10 +117,11 @@ struct NatChangesRequest {
 
   bool operator==(const NatChangesRequest&) const = default;
   // {"changes": [NatChange...], "boot_id": B (absent: whichever run answers)}
-  nlohmann::json ToJson() const { return Encode(changes, boot_id); }
-  // The same without copying the changes into a request.
-  static nlohmann::json Encode(const std::vector<NatChange>& changes,
-                               const std::optional<std::string>& boot_id);
+  nlohmann::json ToJson() const;
+  // The same as JSON text (ToJson().dump()'s, byte for byte), written without a tree and
+  // without copying the changes into a request.
+  static std::string Encode(const std::vector<NatChange>& changes,
+                            const std::optional<std::string>& boot_id);
   static Result<NatChangesRequest> FromJson(const nlohmann::json& j);
 };
 

@@ -38,6 +38,22 @@ Result<NatEntry> ParseNatEntry(const Json& j, std::string path) {
 
 namespace {
 
+// A string as nlohmann writes it (text that is not UTF-8 replaced, as the clients' dump does).
+void AppendJsonText(std::string& out, std::string_view s) {
+  out += Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// NatEntry::ToJson's text, its fields in the order nlohmann writes them (its objects are
+// sorted).
+void AppendNatEntryText(std::string& out, const NatEntry& e) {
+  fmt::format_to(std::back_inserter(out),
+                 R"({{"external_ip":"{}","first_port":{},"last_port":{},"mac":)",
+                 e.external_ip.ToString(), e.first_port, e.last_port);
+  AppendJsonText(out, e.mac);
+  fmt::format_to(std::back_inserter(out), R"(,"sled_address":"{}","vni":{}}})",
+                 e.sled_address.ToString(), e.vni);
+}
+
 using wire::JsonFields;
 using wire::kMaxVni;
 using wire::ParseNatEntry;
@@ -317,13 +333,36 @@ Result<SledReport> SledReport::FromJson(const Json& j) {
   return r;
 }
 
-Json NatChangesRequest::Encode(const std::vector<NatChange>& changes,
-                               const std::optional<std::string>& boot_id) {
+Json NatChangesRequest::ToJson() const {
   Json list = Json::array();
   for (const NatChange& c : changes) list.push_back(c.ToJson());
   Json j = {{"changes", std::move(list)}};
   if (boot_id) j["boot_id"] = *boot_id;
   return j;
+}
+
+std::string NatChangesRequest::Encode(const std::vector<NatChange>& changes,
+                                      const std::optional<std::string>& boot_id) {
+  // ToJson's text, in the order nlohmann writes its sorted objects: "boot_id" before
+  // "changes", and in a change "deleted", "entry", "gen".
+  std::string text;
+  text.reserve(32 + changes.size() * 200);
+  text += '{';
+  if (boot_id) {
+    text += R"("boot_id":)";
+    AppendJsonText(text, *boot_id);
+    text += ',';
+  }
+  text += R"("changes":[)";
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const NatChange& c = changes[i];
+    if (i > 0) text += ',';
+    text += c.deleted ? R"({"deleted":true,"entry":)" : R"({"deleted":false,"entry":)";
+    AppendNatEntryText(text, c.entry);
+    fmt::format_to(std::back_inserter(text), R"(,"gen":{}}})", c.gen);
+  }
+  text += "]}";
+  return text;
 }
 
 Result<NatChangesRequest> NatChangesRequest::FromJson(const Json& j) {
@@ -366,13 +405,8 @@ NatReplaceWriter::NatReplaceWriter(int64_t expected_entries) {
 }
 
 void NatReplaceWriter::Add(const NatEntry& e) {
-  // NatEntry::ToJson's fields, in the order nlohmann writes them (its objects are sorted).
-  fmt::format_to(std::back_inserter(text_),
-                 R"({}{{"external_ip":"{}","first_port":{},"last_port":{},"mac":{},)"
-                 R"("sled_address":"{}","vni":{}}})",
-                 entries_ == 0 ? "" : ",", e.external_ip.ToString(), e.first_port, e.last_port,
-                 Json(e.mac).dump(-1, ' ', false, Json::error_handler_t::replace),
-                 e.sled_address.ToString(), e.vni);
+  if (entries_ > 0) text_ += ',';
+  AppendNatEntryText(text_, e);
   ++entries_;
 }
 
