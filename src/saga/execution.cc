@@ -208,8 +208,12 @@ Result<bool> SagaExecutor::Execution::RunNode(int i) {
       FP_CHECK_OK(Record(std::move(succeeded),
                          IsLast(i) ? std::optional<SagaState>(SagaState::kDone) : std::nullopt,
                          std::move(result)));
-      if (IsLast(i)) done_output_ = *out;
-      outputs_[name] = *out;
+      // The last node's output is the saga's (nothing runs after it to look it up).
+      if (IsLast(i)) {
+        done_output_ = std::move(*out);
+      } else {
+        outputs_[name] = std::move(*out);
+      }
       status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
       AfterNodeLogged(i);
       return true;
@@ -251,12 +255,14 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     pending_.clear();
     create_with_first_node_ = false;
     status_[static_cast<size_t>(i)] = NodeStatus::kSucceeded;
+    // The last node's output is the saga's (nothing runs after it to look it up).
     if (IsLast(i)) {
       state_ = SagaState::kDone;
       result_ = std::move(output_text);
-      done_output_ = output;
+      done_output_ = std::move(output);
+    } else {
+      outputs_[dag_.nodes[static_cast<size_t>(i)].name] = std::move(output);
     }
-    outputs_[dag_.nodes[static_cast<size_t>(i)].name] = std::move(output);
     AfterNodeLogged(i);
     return true;
   }
@@ -358,12 +364,13 @@ Result<SagaOutcome> SagaExecutor::Execution::Stuck(int i, const Error& e) {
   return Rested();
 }
 
-SagaOutcome SagaExecutor::Execution::Rested() const {
+SagaOutcome SagaExecutor::Execution::Rested() {
   SagaOutcome out;
   if (state_ == SagaState::kDone && done_output_) {
     // Finished in this run: its result is the output at hand, not its text parsed again.
     out.kind = SagaResultKind::kDone;
-    out.output = *done_output_;
+    out.output = std::move(*done_output_);
+    done_output_.reset();
     return out;
   }
   Json result = result_ ? Json::parse(*result_, nullptr, false) : Json();

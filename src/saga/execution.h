@@ -65,7 +65,8 @@ class SagaExecutor::Execution {
   // Undoes node i. Returns false if the undo failed (the saga is then stuck).
   Result<bool> UndoNode(int i);
   Result<SagaOutcome> Stuck(int i, const Error& e);
-  SagaOutcome Rested() const;
+  // The outcome at rest; hands over the output at hand (done_output_), so is called once.
+  SagaOutcome Rested();
 
   SagaExecutor& exec_;
   SagaStore& store_;
