@@ -97,12 +97,12 @@ std::optional<Uuid> Uuid::Parse(std::string_view text) {
 
 std::string Uuid::ToString() const {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(36);
+  std::string out(36, '-');  // the hex digits written over it, the dashes left
+  size_t at = 0;
   for (size_t i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
-    out.push_back(kHex[bytes_[i] >> 4]);
-    out.push_back(kHex[bytes_[i] & 0xf]);
+    if (i == 4 || i == 6 || i == 8 || i == 10) ++at;
+    out[at++] = kHex[bytes_[i] >> 4];
+    out[at++] = kHex[bytes_[i] & 0xf];
   }
   return out;
 }
