@@ -99,6 +99,27 @@ Json SagaDag::ToJson() const {
   return Json{{"name", name}, {"params", params}, {"nodes", nodes_json}};
 }
 
+std::string SagaDag::ToText() const {
+  // The keys in the order nlohmann writes its sorted objects: "name", "nodes", "params"; in a
+  // node "action", "name".
+  auto append_string = [](std::string& out, const std::string& s) { out += Json(s).dump(); };
+  std::string out = R"({"name":)";
+  append_string(out, name);
+  out += R"(,"nodes":[)";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0) out += ',';
+    out += R"({"action":)";
+    append_string(out, nodes[i].action);
+    out += R"(,"name":)";
+    append_string(out, nodes[i].name);
+    out += '}';
+  }
+  out += R"(],"params":)";
+  out += params.dump();
+  out += '}';
+  return out;
+}
+
 Result<SagaDag> SagaDag::FromJson(const Json& j) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("nodes") ||
       !j["nodes"].is_array()) {

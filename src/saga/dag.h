@@ -161,6 +161,9 @@ struct SagaDag {
   std::vector<Node> nodes;
 
   Json ToJson() const;
+  // ToJson().dump()'s text, written without copying the parameters into a tree: what a saga's
+  // row keeps (its params dumped once, in place).
+  std::string ToText() const;
   static Result<SagaDag> FromJson(const Json& j);
 };
 

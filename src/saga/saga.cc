@@ -101,7 +101,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
   SagaRow row;
   row.id = saga_id;
   row.name = dag.name;
-  row.dag = dag.ToJson().dump();
+  row.dag = dag.ToText();
   row.owner = SagaOwner{sec_, 1};
   row.engine_version = kEngineVersion;
   if (origin) row.origin = origin->Describe();

@@ -506,6 +506,18 @@ TEST(SagaRecovery, UnwindsFromEveryPrefixOfAnUnwindingLog) {
 namespace fp::saga {
 namespace {
 
+// The DAG a saga's row keeps is written as text, without a tree: the same bytes as the tree.
+TEST(SagaDagTest, ItsTextIsItsTreeDumped) {
+  SagaDag odd{.name = "say \"hi\"\n\u00e9",
+              .params = Json{{"z", 1}, {"a", {{"nested", Json::array({1, "two", nullptr})}}}},
+              .nodes = {{"first \"node\"", "toy.put"}, {"second", "a\\b"}}};
+  for (const SagaDag& dag : {ToyDag(), odd, SagaDag{.name = "empty"}}) {
+    EXPECT_EQ(dag.ToText(), dag.ToJson().dump()) << dag.name;
+    SagaDag back = SagaDag::FromJson(Json::parse(dag.ToText())).value();
+    EXPECT_EQ(back.ToJson(), dag.ToJson()) << dag.name;
+  }
+}
+
 TEST(ErrorJsonTest, AResultThatIsNoErrorObjectReadsAsAnInternalErrorWithoutThrowing) {
   EXPECT_EQ(ErrorFromJson(Json("boom")).kind(), ErrorKind::kInternal);
   EXPECT_EQ(ErrorFromJson(Json()).kind(), ErrorKind::kInternal);
