@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -20,6 +21,26 @@ TEST(Uuid, RandomIdsAreVersion4AndRoundTrip) {
   EXPECT_EQ(*Uuid::Parse(text), a);
   EXPECT_FALSE(Uuid::Parse("b1939088-9bff-416a-b203-1f5a3f37b1c"));
   EXPECT_FALSE(Uuid::Parse("b1939088x9bff-416a-b203-1f5a3f37b1ca"));
+}
+
+TEST(Uuid, ParsesEveryDigitInEveryPlaceAndRefusesAnyOtherCharacter) {
+  const std::string base = "00000000-0000-0000-0000-000000000000";
+  const std::string digits = "0123456789abcdefABCDEF";
+  for (size_t at = 0; at < base.size(); ++at) {
+    const bool dash = at == 8 || at == 13 || at == 18 || at == 23;
+    for (int c = 0; c < 256; ++c) {
+      std::string text = base;
+      text[at] = static_cast<char>(c);
+      const bool valid = dash ? c == '-' : digits.find(static_cast<char>(c)) != std::string::npos;
+      auto parsed = Uuid::Parse(text);
+      ASSERT_EQ(parsed.has_value(), valid) << "character " << c << " at " << at;
+      if (valid && !dash) {
+        std::string lower = text;
+        lower[at] = static_cast<char>(std::tolower(c));
+        EXPECT_EQ(parsed->ToString(), lower) << "character " << c << " at " << at;
+      }
+    }
+  }
 }
 
 TEST(Uuid, JitterIsBelowItsBoundAndSpreadOverIt) {
