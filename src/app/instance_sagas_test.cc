@@ -11,6 +11,8 @@
 #include "app/sagas/instance_start.h"
 #include "app/sagas/ip_attach.h"
 #include "app/sagas/ip_detach.h"
+#include "app/sagas/ip_steps.h"
+#include "app/sagas/json.h"
 #include "app/sagas/vm_steps.h"
 #include "app/testing/instance_world.h"
 #include "db/sagas.h"
@@ -23,6 +25,30 @@ using db::testing::ByName;
 using testing::AttachSagaTest;
 using testing::InstanceSagaTest;
 using testing::World;
+
+// A node reads an earlier node's output in place, as its type; one that does not decode, or a
+// node that has not succeeded, is Internal naming the node.
+TEST(OutputOfTest, DecodesTheRecordedOutputAndNamesTheNodeWhenItCannot) {
+  const Uuid saga_id = Uuid::Random();
+  const saga::Json params = saga::Json::object();
+  IpBegun begun{.ip_id = Uuid::Random(), .do_saga = true, .ip = IpAddr::Parse("192.0.2.9").value()};
+  std::map<std::string, saga::Json> outputs{{"begin", begun}, {"odd", {{"ip", 5}}}};
+  saga::ActionContext ctx(saga_id, params, outputs, "dataplane");
+  IpBegun read = OutputOf<IpBegun>(ctx, "begin").value();
+  EXPECT_EQ(read.ip_id, begun.ip_id);
+  EXPECT_EQ(read.ip, begun.ip);
+  EXPECT_TRUE(read.do_saga);
+  auto odd = OutputOf<IpBegun>(ctx, "odd");
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error().kind(), ErrorKind::kInternal);
+  EXPECT_EQ(odd.error().message().rfind("saga output of node \"odd\" is malformed: ", 0), 0u)
+      << odd.error().message();
+  auto missing = OutputOf<IpBegun>(ctx, "complete");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("\"complete\", which has not succeeded"),
+            std::string::npos)
+      << missing.error().message();
+}
 
 // An agent call names the request its saga serves: the id the request's own run has at hand,
 // else (a saga resumed after a restart) the one its origin text names.

@@ -68,13 +68,15 @@ Error ErrorFromJson(const Json& j) {
   return Error::Internal(message);
 }
 
-Result<Json> ActionContext::Lookup(const std::string& node) const {
+Result<Json> ActionContext::Lookup(const std::string& node) const { return *FP_TRY(Output(node)); }
+
+Result<const Json*> ActionContext::Output(const std::string& node) const {
   auto it = outputs_.find(node);
   if (it == outputs_.end()) {
     return Fail(Error::Internal(fmt::format(
         "saga node \"{}\" looked up the output of \"{}\", which has not succeeded", node_, node)));
   }
-  return it->second;
+  return &it->second;
 }
 
 void ActionRegistry::Add(Action action) {

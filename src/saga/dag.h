@@ -54,6 +54,8 @@ class ActionContext {
   const std::string& node() const { return node_; }
   // The recorded output of an earlier node; Internal if that node has not succeeded.
   Result<Json> Lookup(const std::string& node) const;
+  // The same without a copy: valid while the action runs.
+  Result<const Json*> Output(const std::string& node) const;
 
  private:
   const Uuid& saga_id_;

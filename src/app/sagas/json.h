@@ -94,8 +94,15 @@ Result<T> ParamsOf(const saga::ActionContext& ctx) {
 // succeeded.
 template <class T>
 Result<T> OutputOf(const saga::ActionContext& ctx, const std::string& node) {
-  saga::Json output = FP_TRY(ctx.Lookup(node));
-  return Decode<T>(output, fmt::format("output of node \"{}\"", node));
+  // Read in place, and the error's words written only for an error: a dataplane node reads
+  // its begin node's output once per attach and detach.
+  const saga::Json* output = FP_TRY(ctx.Output(node));
+  try {
+    return output->get<T>();
+  } catch (const saga::Json::exception& e) {
+    return Fail(Error::Internal(
+        fmt::format("saga output of node \"{}\" is malformed: {}", node, e.what())));
+  }
 }
 
 // How saga parameters hold a pool selector: `pool` for an explicit pool, else `ip_version` (or
