@@ -145,15 +145,20 @@ std::string_view RequestSaga::request_id() const {
 std::optional<std::string> RequestSaga::Describe() const {
   if (effect_ == nullptr) return std::nullopt;
   const model::AuditEntry& e = effect_->entry();
-  nlohmann::json origin{{"request_id", e.request_id},
-                        {"operation_id", e.operation_id},
-                        {"audit_entry_id", e.id.ToString()}};
+  // The object {"request_id", "operation_id", "audit_entry_id", and "actor" when a user acts}
+  // as nlohmann writes it (keys sorted), written without building it: every saga a request
+  // starts keeps one.
+  auto text = [](const std::string& s) { return nlohmann::json(s).dump(); };
+  std::string out = "{";
   if (e.actor_user_id) {
-    origin["actor"] = {{"kind", "silo_user"},
-                       {"silo_id", e.actor_silo_id->ToString()},
-                       {"silo_user_id", e.actor_user_id->ToString()}};
+    fmt::format_to(std::back_inserter(out),
+                   R"("actor":{{"kind":"silo_user","silo_id":"{}","silo_user_id":"{}"}},)",
+                   e.actor_silo_id->ToString(), e.actor_user_id->ToString());
   }
-  return origin.dump();
+  fmt::format_to(std::back_inserter(out), R"("audit_entry_id":"{}","operation_id":{},)",
+                 e.id.ToString(), text(e.operation_id));
+  fmt::format_to(std::back_inserter(out), R"("request_id":{}}})", text(e.request_id));
+  return out;
 }
 
 }  // namespace fp::db

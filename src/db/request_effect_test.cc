@@ -169,6 +169,30 @@ TEST_F(RequestEffectTest, AFirstEffectPastTheRequestsDeadlineIsRefusedAndNothing
   EXPECT_EQ(Effects(), 1);
 }
 
+// What a request's saga records of it (its row's origin, which operators read and a resumed
+// saga's agent calls take the request id from): the request, the operation, the audit entry,
+// and the acting user if any, as a JSON object with its keys sorted.
+TEST_F(RequestEffectTest, ASagasOriginDescribesItsRequestAsSortedJson) {
+  model::AuditEntry by_user = Entry("req-\"quoted\"\u00e9");
+  model::AuditEntry unattributed = Entry("req-2");
+  unattributed.actor_user_id.reset();
+  for (const model::AuditEntry& e : {by_user, unattributed}) {
+    RequestEffect effect(std::nullopt, e, e.time_started + 1'000'000);
+    nlohmann::json expected{{"request_id", e.request_id},
+                            {"operation_id", e.operation_id},
+                            {"audit_entry_id", e.id.ToString()}};
+    if (e.actor_user_id) {
+      expected["actor"] = {{"kind", "silo_user"},
+                           {"silo_id", e.actor_silo_id->ToString()},
+                           {"silo_user_id", e.actor_user_id->ToString()}};
+    }
+    EXPECT_EQ(RequestSaga(&effect, true).Describe(), expected.dump());
+    EXPECT_EQ(RequestSaga(&effect, true).request_id(), e.request_id);
+  }
+  EXPECT_EQ(RequestSaga(nullptr, true).Describe(), std::nullopt);
+  EXPECT_EQ(RequestSaga(nullptr, true).request_id(), "");
+}
+
 TEST_F(RequestEffectTest, ARequestWithoutAnEffectRecordsItsEntryAtItsEnd) {
   auto request = Request("r2", /*keyed=*/false);
   EXPECT_FALSE(Write(AnswerWithValue(*request), 1, /*fail=*/true));
