@@ -155,8 +155,9 @@ bool EventServer::Answer(Conn& c) {
     r.source_address = c.address;
     r.client_key = c.client;
     r.tls = c.tls != nullptr;
-    keep_alive = req.keep_alive() && !stopping_;
     HttpResponse out = handler_(r);
+    // After the handler: a server that began to stop meanwhile answers "Connection: close".
+    keep_alive = req.keep_alive() && !stopping_;
     fields.reserve(out.headers.size() + 2);
     if (!out.body.empty()) fields.push_back({"Content-Type", out.content_type});
     for (const auto& [k, v] : out.headers) fields.push_back({k, v});

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -328,6 +329,39 @@ TEST(HttpServerTest, AKeepAliveConnectionIsServedAgainAfterIdlingInTheEventLoop)
   ASSERT_TRUE(conn.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
   std::string both = conn.ReadUntilClosed(300ms);
   EXPECT_NE(both.find("HTTP/1.1 200"), both.rfind("HTTP/1.1 200")) << both;
+}
+
+// A request being handled when the server begins to stop is answered, and told the connection
+// closes (its client must not send another on it); so is an HTTP/1.0 keep-alive request.
+TEST(HttpServerTest, ARequestHandledWhileTheServerStopsIsAnsweredWithConnectionClose) {
+  for (std::string_view version : {"HTTP/1.1", "HTTP/1.0"}) {
+    std::promise<void> entered;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    auto server = HttpServer::Start({}, [&](const HttpRequest&) {
+                    entered.set_value();
+                    released.wait();
+                    return HttpResponse{.body = "{}"};
+                  }).value();
+    const uint16_t port = server->port();
+    RawConn conn(port);
+    ASSERT_TRUE(
+        conn.Send(fmt::format("GET /x {}\r\nHost: x\r\nConnection: keep-alive\r\n\r\n", version)));
+    entered.get_future().wait();
+    std::thread stopper([&] { server->Stop(); });
+    // Stopping has begun once the server takes no new connection.
+    ASSERT_TRUE(WaitFor([&] { return !RawConn(port).ok(); }, 5s));
+    release.set_value();
+    std::string got = conn.ReadUntilClosed(2s);
+    stopper.join();
+    EXPECT_NE(got.find(" 200 OK\r\n"), std::string::npos) << got;
+    if (version == "HTTP/1.1") {
+      EXPECT_NE(got.find("\r\nConnection: close\r\n"), std::string::npos) << got;
+    } else {
+      EXPECT_EQ(got.find("keep-alive"), std::string::npos) << got;
+    }
+    EXPECT_TRUE(conn.closed());
+  }
 }
 
 // A handler that records how many run at once, and can be held until released.

@@ -65,7 +65,8 @@ class SagaExecutor::Execution {
   // Undoes node i. Returns false if the undo failed (the saga is then stuck).
   Result<bool> UndoNode(int i);
   Result<SagaOutcome> Stuck(int i, const Error& e);
-  // The outcome at rest; hands over the output at hand (done_output_), so is called once.
+  // The outcome at rest. Hands over the output at hand (done_output_): a later call (the stuck
+  // path calls it twice; done_output_ is set only when done) reads the recorded result instead.
   SagaOutcome Rested();
 
   SagaExecutor& exec_;
