@@ -156,16 +156,26 @@ TEST_F(SagaTest, EveryNodeOfARunByItsRequestHasTheRequestsIdAndOrigin) {
                  seen.emplace_back(ctx.request_id(), ctx.origin());
                  return Json::object();
                }});
+  // A first node in the store's transaction (the saga created with it, as an attach's is).
+  r.Add(Action{.name = "toy.seen_in_tx",
+               .run_in_tx = [&seen](MemoryStore::Tx&, const ActionContext& ctx) -> Result<Json> {
+                 seen.emplace_back(ctx.request_id(), ctx.origin());
+                 return Json::object();
+               }});
   SagaExecutor exec_seen{store, r, "sec-test", clock, random};
-  SagaDag dag{
-      .name = "seen", .params = Json::object(), .nodes = {{"a", "toy.seen"}, {"b", "toy.seen"}}};
-  RequestOrigin origin("req-7");
-  ASSERT_TRUE(exec_seen.RunNew(dag, &origin));
   const std::pair<std::string, std::string> by_request{"req-7", R"({"request_id":"req-7"})"};
-  EXPECT_EQ(seen, (std::vector{by_request, by_request}));
-  seen.clear();
-  ASSERT_TRUE(exec_seen.RunNew(dag));
-  EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::string>>{{"", ""}, {"", ""}}));
+  for (const char* first : {"toy.seen", "toy.seen_in_tx"}) {
+    SagaDag dag{
+        .name = "seen", .params = Json::object(), .nodes = {{"a", first}, {"b", "toy.seen"}}};
+    seen.clear();
+    RequestOrigin origin("req-7");
+    ASSERT_TRUE(exec_seen.RunNew(dag, &origin));
+    EXPECT_EQ(seen, (std::vector{by_request, by_request})) << first;
+    seen.clear();
+    ASSERT_TRUE(exec_seen.RunNew(dag));
+    EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::string>>{{"", ""}, {"", ""}}))
+        << first;
+  }
 }
 
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
