@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "db/datastore.h"
 #include "db/leases.h"
 
@@ -47,7 +48,10 @@ Result<std::unique_ptr<SagaCoordinator>> SagaCoordinator::Start(db::Datastore& d
 SagaCoordinator::~SagaCoordinator() { Stop(); }
 
 void SagaCoordinator::StartBackground() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("saga-coord");
+    Loop();
+  });
 }
 
 void SagaCoordinator::OwnRecoveryDue() {

@@ -21,6 +21,7 @@
 #include <iterator>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace fp::cmd {
 
@@ -42,6 +43,7 @@ AllocatorTrimmer::AllocatorTrimmer(const Clock& clock, std::chrono::milliseconds
     : clock_(clock), period_(period), keep_(keep), allocator_(std::move(allocator)) {
   // The first look a period after construction, then one a period after each look.
   thread_ = std::thread([this, next = clock_.Deadline(period_)]() mutable {
+    NameThisThread("malloc-trim");
     MutexLock lock(mu_);
     while (!clock_.WaitUntil(lock, cv_, next, [&]() FP_REQUIRES(mu_) { return stop_; })) {
       lock.Unlock();
@@ -196,7 +198,10 @@ StopSignalWatch::StopSignalWatch(std::function<void()> on_signal)
   done_ = ::eventfd(0, EFD_CLOEXEC);
   // Without them the signals stay pending, as before the watch: WaitForStopSignal takes them.
   if (signals_ >= 0 && wake_ >= 0 && halt_ >= 0 && done_ >= 0) {
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      NameThisThread("signals");
+      Run();
+    });
   }
 }
 

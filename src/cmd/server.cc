@@ -350,6 +350,7 @@ int RunServer(const ServerFlags& flags) {
   AllocatorTrimmer trimmer((*datastore)->clock());
 
   fp::http::HttpServerOptions options;
+  options.thread_name = "api";
   options.host = address->host;
   options.clock = &(*datastore)->clock();
   options.random = &(*datastore)->random();

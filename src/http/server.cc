@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "http/event_server.h"
 
 namespace fp::http {
@@ -96,7 +97,10 @@ Status EventServer::Bind() {
   if (!Watch(listen_fd_, kListenTag, EPOLL_CTL_ADD) || !Watch(wake_fd_, kWakeTag, EPOLL_CTL_ADD)) {
     return fail("epoll_ctl");
   }
-  loop_ = std::thread([this] { Loop(); });
+  loop_ = std::thread([this] {
+    NameThisThread(options_.thread_name + "-loop");
+    Loop();
+  });
   return Ok();
 }
 

@@ -43,6 +43,8 @@ struct HttpResponse {
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerOptions {
+  // What its threads are named: NAME-loop, NAME-worker (common/thread_name.h).
+  std::string thread_name = "http";
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the kernel picks a free port
   // Serve HTTPS with this certificate (TLS 1.2 and 1.3), else plain HTTP. The handshake is

@@ -16,7 +16,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -329,6 +331,29 @@ TEST(HttpServerTest, AKeepAliveConnectionIsServedAgainAfterIdlingInTheEventLoop)
   ASSERT_TRUE(conn.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"));
   std::string both = conn.ReadUntilClosed(300ms);
   EXPECT_NE(both.find("HTTP/1.1 200"), both.rfind("HTTP/1.1 200")) << both;
+}
+
+// The server's threads carry its name, for `top -H`: its event loop and its workers.
+TEST(HttpServerTest, ItsThreadsAreNamedForTheServer) {
+  auto names = [] {
+    std::multiset<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(e.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      out.insert(name);
+    }
+    return out;
+  };
+  HttpServerOptions options;
+  options.thread_name = "named";
+  auto server = StartServer(options);
+  RawConn conn(server->port());
+  ASSERT_TRUE(conn.Send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_NE(conn.ReadUntilClosed(300ms).find(" 200 OK"), std::string::npos);
+  std::multiset<std::string> now = names();
+  EXPECT_EQ(now.count("named-loop"), 1u);
+  EXPECT_GE(now.count("named-worker"), 1u);
 }
 
 // A request being handled when the server begins to stop is answered, and told the connection

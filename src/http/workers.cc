@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "http/event_server.h"
 
 namespace fp::http::detail {
@@ -55,6 +56,7 @@ void EventServer::ReapWorkersLocked() {
 }
 
 void EventServer::WorkerMain(uint64_t wid) {
+  NameThisThread(options_.thread_name + "-worker");
   MutexLock lock(mu_);
   for (;;) {
     ++idle_workers_;

@@ -1,6 +1,7 @@
 #include "loops/history_pruner.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "db/audit_log.h"
 #include "db/datastore.h"
 #include "db/idempotency.h"
@@ -43,6 +44,7 @@ Result<PrunedHistory> HistoryPruner::PruneOnce() {
 
 void HistoryPruner::Start() {
   thread_ = std::thread([this] {
+    NameThisThread("history-prune");
     MutexLock lock(mu_);
     while (!stop_) {
       lock.Unlock();

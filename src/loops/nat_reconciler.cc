@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "loops/switch_reconciler.h"
 
 namespace fp::loops {
@@ -42,7 +43,12 @@ class SyncThread {
     {
       MutexLock lock(mu_);
       // Started before the job is queued: a thread that cannot start leaves no job behind.
-      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      if (!thread_.joinable()) {
+        thread_ = std::thread([this] {
+          NameThisThread("nat-sync");
+          Loop();
+        });
+      }
       jobs_.push_back(std::move(task));
     }
     cv_.notify_one();
@@ -342,7 +348,10 @@ void NatReconciler::RunHeartbeat(Member& m) {
 }
 
 void NatReconciler::StartHeartbeat(Member& m) {
-  m.heartbeat = std::thread([this, &m] { RunHeartbeat(m); });
+  m.heartbeat = std::thread([this, &m] {
+    NameThisThread("nat-heartbeat");
+    RunHeartbeat(m);
+  });
 }
 
 void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease) {
@@ -354,6 +363,7 @@ void NatReconciler::StartBackground(int heartbeat_ms, db::TaskLeaseKeeper* lease
     for (const auto& m : members_) StartHeartbeat(*m);
   }
   gc_ = std::thread([this] {
+    NameThisThread("nat-collect");
     MutexLock lock(mu_);
     while (!bg_stop_) {
       ds_.clock().WaitFor(lock, bg_cv_, kGarbagePeriod,

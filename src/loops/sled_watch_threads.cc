@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "db/instances.h"
 #include "db/leases.h"
 #include "db/sleds.h"
@@ -271,7 +272,12 @@ void SledWatcher::WatchUnservedSleds(const std::vector<model::Sled>& unserved) {
 void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   options_ = options;
   lease_ = lease;
-  if (lease_) threads_.emplace_back([this] { KeepLease(); });
+  if (lease_) {
+    threads_.emplace_back([this] {
+      NameThisThread("sled-lease");
+      KeepLease();
+    });
+  }
   // Sleds the datastore knows that no agent of this server serves (an agent retired, or
   // moved without a --serial): nothing will ever report their instances, so they are silent
   // from now on, and their instances are failed after unresponsive_after like a silent
@@ -289,7 +295,10 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
              "sleds that no configured sled agent serves; their instances are failed after "
              "--sled-unresponsive-after",
              {{"sleds", serials}, {"unresponsive_after_ms", options_.unresponsive_after.count()}});
-    threads_.emplace_back([this, unserved] { WatchUnservedSleds(unserved); });
+    threads_.emplace_back([this, unserved] {
+      NameThisThread("sled-unserved");
+      WatchUnservedSleds(unserved);
+    });
   }
   {
     MutexLock lock(mu_);
@@ -299,11 +308,14 @@ void SledWatcher::Start(SledWatchOptions options, db::TaskLeaseKeeper* lease) {
   }
   size_t index = 0;
   for (const auto& [sled_id, sled] : sled_agents_.sleds) {
-    threads_.emplace_back(
-        [this, index, id = sled_id, client = sled] { WatchLoop(index, id, *client); });
+    threads_.emplace_back([this, index, id = sled_id, client = sled] {
+      NameThisThread("sled-watch");
+      WatchLoop(index, id, *client);
+    });
     ++index;
   }
   threads_.emplace_back([this] {
+    NameThisThread("sled-compare");
     MutexLock lock(mu_);
     while (!stop_) {
       lock.Wait(cv_, [&]() FP_REQUIRES(mu_) { return stop_ || now_; });

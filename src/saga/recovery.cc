@@ -6,6 +6,8 @@
 #include <exception>
 #include <map>
 
+#include "common/thread_name.h"
+
 namespace fp::saga {
 
 Result<std::unique_ptr<SagaRecovery>> SagaRecovery::Start(SagaExecutor& executor,
@@ -33,7 +35,12 @@ SagaRecovery::SagaRecovery(SagaExecutor& executor, RecoveryOptions options,
   }
   remaining_ = sagas_.size();
   size_t threads = std::min(sagas_.size(), static_cast<size_t>(std::max(1, options_.concurrency)));
-  for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  for (size_t i = 0; i < threads; ++i) {
+    workers_.emplace_back([this] {
+      NameThisThread("saga-recover");
+      Work();
+    });
+  }
 }
 
 SagaRecovery::~SagaRecovery() { Stop(); }

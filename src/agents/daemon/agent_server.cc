@@ -107,6 +107,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(const DaemonOptions& opt
   server->test_faults_ = options.test_faults;
   server->secret_ = options.secret;
   http::HttpServerOptions http;
+  http.thread_name = server->agent_.substr(0, server->agent_.find(' '));  // "sled", "switch"
   http.host = options.host;
   http.port = options.port;
   // The HTTP front's timeouts stay on the machine's clock: they are the sockets' (a test's

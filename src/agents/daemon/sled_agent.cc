@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/thread_name.h"
 #include "http/url.h"
 
 namespace fp::agents::daemon {
@@ -40,7 +41,12 @@ Result<std::unique_ptr<SledAgentDaemon>> SledAgentDaemon::Start(
     const DaemonOptions& options, std::unique_ptr<PortDataplane> dataplane) {
   std::unique_ptr<SledAgentDaemon> sim(new SledAgentDaemon(options, std::move(dataplane)));
   SledAgentDaemon* self = sim.get();
-  if (options.transition_thread) sim->timer_ = std::thread([self] { self->RunTransitions(); });
+  if (options.transition_thread) {
+    sim->timer_ = std::thread([self] {
+      NameThisThread("sled-vms");
+      self->RunTransitions();
+    });
+  }
   sim->server_ = FP_TRY(AgentServer::Start(
       options, "sled agent", sim->Routes(), [self] { self->Reset(); }, sim->faults_));
   return sim;

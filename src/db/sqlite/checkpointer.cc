@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/thread_name.h"
+
 namespace fp::db::sqlite {
 
 namespace {
@@ -31,7 +33,10 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::string& pat
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &before);
-  c->thread_ = std::thread([self] { self->Loop(); });
+  c->thread_ = std::thread([self] {
+    NameThisThread("checkpointer");
+    self->Loop();
+  });
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return c;
 }
