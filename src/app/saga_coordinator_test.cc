@@ -274,7 +274,7 @@ TEST_F(SagaCoordinatorTest, AResumedZombieStopsAtItsNextWriteAfterTheAdopterFini
 // A saga that was unwinding when its server died is unwound by the adopter.
 TEST_F(SagaCoordinatorTest, TheAdopterUnwindsASagaThatWasUnwinding) {
   // As a left it: node 0 done (its row written), node 1 failed, the saga unwinding.
-  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row", "toy.row"}).ToJson().dump(),
+  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row", "toy.row"}).ToText(),
                     saga::SagaState::kRunning, saga::SagaOwner{"a", 1}};
   ASSERT_TRUE(a.store.Write([&](saga::StoreTx& stx) -> Status {
     auto& tx = static_cast<db::Tx&>(stx);
@@ -316,7 +316,7 @@ TEST_F(SagaCoordinatorTest, AServerWhoseLeaseExpiredStartsNoSagaUntilItRenewed) 
 // A server that may itself be taken for dead (its lease not renewed in time) adopts nothing
 // until it renewed.
 TEST_F(SagaCoordinatorTest, AServerWhoseLeaseExpiredAdoptsNothingUntilItRenewed) {
-  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row"}).ToJson().dump(),
+  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row"}).ToText(),
                     saga::SagaState::kRunning, saga::SagaOwner{"gone", 1}};
   ASSERT_TRUE(a.store.Create(row).value());
   clock->Advance(std::chrono::microseconds(kTtl).count());
@@ -394,7 +394,7 @@ TEST_F(SagaCoordinatorTest, RecoveryLeavesASagaThisServerRunsAlone) {
 // A saga of this server that nothing drives (its request gave up on an engine error) is
 // resumed by the periodic recovery.
 TEST_F(SagaCoordinatorTest, OwnSagasNothingDrivesAreRecovered) {
-  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row", "toy.row"}).ToJson().dump(),
+  saga::SagaRow row{Uuid::TimeOrdered(), "toy", Dag({"toy.row", "toy.row"}).ToText(),
                     saga::SagaState::kRunning, saga::SagaOwner{"a", 1}};
   ASSERT_TRUE(a.store.Create(row).value());
   EXPECT_EQ(a.coordinator->RecoverOwnOnce().value(), 1u);

@@ -16,7 +16,7 @@ TEST(SagaListTest, ANodesEventsWrittenByOneTransactionReadInTheOrderTheyHappened
   saga::SagaDag dag;
   dag.name = "toy";
   dag.nodes = {{"first", "toy.first"}, {"second", "toy.second"}};
-  saga::SagaRow row{Uuid::TimeOrdered(), "toy", dag.ToJson().dump(), saga::SagaState::kRunning,
+  saga::SagaRow row{Uuid::TimeOrdered(), "toy", dag.ToText(), saga::SagaState::kRunning,
                     saga::SagaOwner{"sec", 1}};
   db::DatastoreSagaStore store(*app.ds);
   ASSERT_TRUE(store.Create(row).value());

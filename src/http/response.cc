@@ -24,10 +24,6 @@ std::string ErrorBody(std::string_view request_id, std::string_view code, std::s
   return j.dump();
 }
 
-}  // namespace
-
-namespace {
-
 std::string_view WithoutSpacesAround(std::string_view v) {
   auto space = [](char c) { return c == ' ' || c == '\t'; };
   while (!v.empty() && space(v.front())) v.remove_prefix(1);

@@ -68,8 +68,6 @@ Error ErrorFromJson(const Json& j) {
   return Error::Internal(message);
 }
 
-Result<Json> ActionContext::Lookup(const std::string& node) const { return *FP_TRY(Output(node)); }
-
 Result<const Json*> ActionContext::Output(const std::string& node) const {
   auto it = outputs_.find(node);
   if (it == outputs_.end()) {
@@ -93,12 +91,6 @@ void ActionRegistry::Add(Action action) {
 const Action* ActionRegistry::Find(const std::string& name) const {
   auto it = actions_.find(name);
   return it == actions_.end() ? nullptr : &it->second;
-}
-
-Json SagaDag::ToJson() const {
-  Json nodes_json = Json::array();
-  for (const Node& n : nodes) nodes_json.push_back(Json{{"name", n.name}, {"action", n.action}});
-  return Json{{"name", name}, {"params", params}, {"nodes", nodes_json}};
 }
 
 std::string SagaDag::ToText() const {

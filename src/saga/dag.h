@@ -52,9 +52,8 @@ class ActionContext {
   std::string_view request_id() const { return request_id_; }
   const Json& params() const { return params_; }
   const std::string& node() const { return node_; }
-  // The recorded output of an earlier node; Internal if that node has not succeeded.
-  Result<Json> Lookup(const std::string& node) const;
-  // The same without a copy: valid while the action runs.
+  // The recorded output of an earlier node, valid while the action runs; Internal if that node
+  // has not succeeded.
   Result<const Json*> Output(const std::string& node) const;
 
  private:
@@ -151,7 +150,7 @@ class ActionRegistry {
 };
 
 struct Node {
-  std::string name;    // unique within the saga; the key for Lookup
+  std::string name;    // unique within the saga; the key for ActionContext::Output
   std::string action;  // a registered action's name
 };
 
@@ -162,9 +161,8 @@ struct SagaDag {
   Json params;
   std::vector<Node> nodes;
 
-  Json ToJson() const;
-  // ToJson().dump()'s text, written without copying the parameters into a tree: what a saga's
-  // row keeps (its params dumped once, in place).
+  // {"name", "nodes": [{"action", "name"}...], "params"} as JSON text in the form nlohmann
+  // writes (keys sorted, no spaces), the parameters dumped in place: what a saga's row keeps.
   std::string ToText() const;
   static Result<SagaDag> FromJson(const Json& j);
 };

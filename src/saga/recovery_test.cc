@@ -91,7 +91,7 @@ class RecoveryTest : public ::testing::Test {
     SagaDag dag;
     dag.name = "test";
     dag.nodes = std::move(nodes);
-    return UnfinishedDag(dag.ToJson().dump());
+    return UnfinishedDag(dag.ToText());
   }
 
   SagaState StateOf(const Uuid& id) { return store.Load(id)->saga.state; }
