@@ -68,6 +68,10 @@ Result<SagaExplained> SagaExplain(Datastore& ds, const Uuid& id) {
       out.events.push_back(
           SagaEventAt{saga::SagaEvent{static_cast<int>(e.Int(0)), *type, e.OptText(2)}, e.Int(3)});
     }
+    std::vector<saga::SagaEvent> events;
+    events.reserve(out.events.size());
+    for (const SagaEventAt& e : out.events) events.push_back(e.event);
+    out.result = SagaResultOf(out.saga.state, std::move(out.result), events);
     return out;
   });
 }

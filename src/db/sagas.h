@@ -62,6 +62,12 @@ Status SagaRecordIn(Tx& tx, const Uuid& saga_id, const SagaOwner& owner,
                     const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
                     const std::optional<std::string>& result);
 
+// A saga's result from its row's `stored` result and its events: a done saga's row keeps NULL
+// where the result is its last node's output, logged as that node's "succeeded" event (the
+// event of the highest node).
+std::optional<std::string> SagaResultOf(SagaState state, std::optional<std::string> stored,
+                                        const std::vector<SagaEvent>& events);
+
 // What one transaction records at once (saga::SagaStore::RecordAllIn), for a record with
 // events whose transaction checks the owner by writing the saga's row (the new state's update
 // here, or the insert that created it, SagaCreateIn earlier in `tx`; Internal otherwise): the

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "db/saga_history.h"
 #include "db/testing/statement_trace.h"
 #include "db/testing/temp_datastore.h"
 #include "saga/saga.h"
@@ -179,6 +180,69 @@ TEST_F(DatastoreSagaTest, ATransactionsEventsAreOneInsertWhereTheSagasRowChecksT
     of_two_rows += text.find("), (") != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(of_two_rows, 1);
+}
+
+// A done saga's result is its last node's output, which that node's event already holds: the
+// row keeps NULL instead of a second copy, and every reader gets the output all the same. A
+// result the last event does not hold (and a row written before) is kept as it is.
+TEST_F(DatastoreSagaTest, ADoneSagasRowKeepsNoSecondCopyOfItsLastNodesOutput) {
+  auto stored = [&](const Uuid& id) {
+    return ds
+        ->Read<std::optional<std::string>>([&](Tx& tx) -> Result<std::optional<std::string>> {
+          return FP_TRY(tx.QueryRow("SELECT result FROM saga WHERE id = ?", id))->OptText(0);
+        })
+        .value();
+  };
+  auto read_back = [&](const Uuid& id, const std::string& want) {
+    auto log = SagaLoad(*ds, id);
+    ASSERT_TRUE(log) << log.error().message();
+    EXPECT_EQ(log->saga.result, want);
+    auto explained = SagaExplain(*ds, id);
+    ASSERT_TRUE(explained) << explained.error().message();
+    EXPECT_EQ(explained->result, want);
+  };
+
+  // The last node runs in the database's transaction (an attach's and a detach's shape).
+  Uuid in_tx = Uuid::Random();
+  auto out = exec.Run(in_tx, Rows(3));
+  ASSERT_TRUE(out) << out.error().message();
+  ASSERT_EQ(out->kind, saga::SagaResultKind::kDone);
+  EXPECT_EQ(stored(in_tx), std::nullopt);
+  read_back(in_tx, R"({"row":"r2"})");
+
+  // The last node calls out and is logged after (its event and the state in one record).
+  registry.Add(saga::Action{.name = "toy.call", .run = [](const ActionContext&) -> Result<Json> {
+                              return Json{{"called", 1}};
+                            }});
+  saga::SagaDag dag = Rows(1);
+  dag.nodes.push_back({"call", "toy.call"});
+  Uuid called = Uuid::Random();
+  out = exec.Run(called, dag);
+  ASSERT_TRUE(out) << out.error().message();
+  ASSERT_EQ(out->kind, saga::SagaResultKind::kDone);
+  EXPECT_EQ(stored(called), std::nullopt);
+  read_back(called, R"({"called":1})");
+
+  // A result other than the event's data is the row's.
+  Uuid other = Uuid::Random();
+  SagaRow row{.id = other,
+              .name = "rows",
+              .dag = Rows(1).ToText(),
+              .state = SagaState::kRunning,
+              .owner = {"sec-test", 1},
+              .engine_version = 1};
+  ASSERT_TRUE(store.Create(row));
+  ASSERT_TRUE(store.Record(other, row.owner, SagaEvent{0, saga::SagaEventType::kSucceeded, "1"},
+                           SagaState::kDone, std::string("2")));
+  EXPECT_EQ(stored(other), "2");
+  read_back(other, "2");
+
+  // A row written before kept its copy: read as it is.
+  ASSERT_TRUE(ds->Write<bool>([&](Tx& tx) -> Result<bool> {
+    FP_TRY(tx.Exec("UPDATE saga SET result = ? WHERE id = ?", R"({"row":"kept"})", in_tx));
+    return true;
+  }));
+  read_back(in_tx, R"({"row":"kept"})");
 }
 
 }  // namespace
