@@ -13,9 +13,10 @@
 namespace fp::app {
 
 Result<model::ExternalIp> Instances::RunAttachSaga(const RequestContext& rq,
-                                                   const IpAttachSagaParams& params) {
+                                                   const IpAttachSagaParams& params,
+                                                   const saga::CreateCheck* check) {
   db::RequestSaga origin(rq.effect, /*ends_request=*/true);
-  auto outcome = FP_TRY(exec_.RunNew(IpAttachSaga(params), &origin));
+  auto outcome = FP_TRY(exec_.RunNew(IpAttachSaga(params), &origin, check));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("attach did not complete"));
   }
@@ -37,33 +38,54 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
                                                     const NameOrId& instance,
                                                     bool allow_reassociation) {
   const Actor& actor = rq.actor;
-  db::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::ExternalIp ip;
-  model::Instance i;
+  // The checks after the IP's lookup and the actor's right to write, in the order their errors
+  // are decided. Already attached to this instance: the saga would change nothing and answer
+  // with the IP as it is, so the answer is the IP now and no saga is written (`unchanged`).
+  auto checked = [](const model::ExternalIp& ip, const Result<model::Instance>& i,
+                    std::optional<model::ExternalIp>& unchanged) -> Status {
+    if (!i) return Fail(i.error());
+    if (i->project_id != *ip.project_id) {
+      return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
+    }
+    if (ip.parent_id == i->id && ip.state == model::AttachState::kAttached) unchanged = ip;
+    return Ok();
+  };
+  std::optional<model::ExternalIp> unchanged;
   if (fip.is_id() && !fip_project && instance.is_id()) {
-    // Both by id (the usual API call): one read for both, the errors in the same order.
-    db::AttachTargets both = FP_TRY(
-        db::FloatingIpAndInstanceById({ds_, &checks}, actor.silo_id, fip.id(), instance.id()));
-    ip = std::move(both.ip);
-    FP_CHECK_OK(RequireWrite(actor));
-    i = FP_TRY(std::move(both.instance));
-  } else {
-    ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
-    FP_CHECK_OK(RequireWrite(actor));
-    // A parent named by name is looked up in the floating IP's project.
-    i = instance.is_id()
-            ? FP_TRY(Lookup(actor, instance, std::nullopt, &checks))
-            : FP_TRY(db::InstanceByName({ds_, &checks}, *ip.project_id, instance.name().str()));
+    // Both by id (the usual API call): the checks run in the transaction that creates the
+    // saga, before it (saga::CreateCheck), so they cost no read transaction of their own;
+    // an IP attached already refuses the saga there, and is the answer.
+    const saga::CreateCheck check = [&](saga::StoreTx& stx) -> Status {
+      unchanged.reset();  // the transaction may run again
+      db::AttachTargets both = FP_TRY(db::FloatingIpAndInstanceByIdIn(
+          dynamic_cast<db::Tx&>(stx), actor.silo_id, fip.id(), instance.id()));
+      FP_CHECK_OK(RequireWrite(actor));
+      FP_CHECK_OK(checked(both.ip, both.instance, unchanged));
+      if (unchanged) return Fail(Error::InvalidRequest("attached already: no saga to run"));
+      return Ok();
+    };
+    auto attached = RunAttachSaga(rq,
+                                  {.kind = model::IpKind::kFloating,
+                                   .ip_id = fip.id(),
+                                   .instance_id = instance.id(),
+                                   .silo_id = actor.silo_id,
+                                   .allow_reassociation = allow_reassociation},
+                                  &check);
+    if (unchanged) return *unchanged;
+    return attached;
   }
-  if (i.project_id != *ip.project_id) {
-    return Fail(Error::InvalidRequest("floating IP must be in the same project as the instance"));
-  }
-  // Already attached to this instance: the saga would change nothing and answer with the IP as
-  // it is, so answer now and write no saga.
-  if (ip.parent_id == i.id && ip.state == model::AttachState::kAttached) return ip;
+  db::DeferredDurability checks(ds_);  // the saga's commits cover them
+  model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
+  FP_CHECK_OK(RequireWrite(actor));
+  // A parent named by name is looked up in the floating IP's project.
+  Result<model::Instance> i =
+      instance.is_id() ? Lookup(actor, instance, std::nullopt, &checks)
+                       : db::InstanceByName({ds_, &checks}, *ip.project_id, instance.name().str());
+  FP_CHECK_OK(checked(ip, i, unchanged));
+  if (unchanged) return ip;
   return RunAttachSaga(rq, {.kind = model::IpKind::kFloating,
                             .ip_id = ip.id,
-                            .instance_id = i.id,
+                            .instance_id = i->id,
                             .silo_id = actor.silo_id,
                             .allow_reassociation = allow_reassociation});
 }

@@ -379,24 +379,28 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
   EXPECT_NE(w.sled_vms[0].find(fip.ip.ToString()), std::string::npos);
 }
 
-// An attach naming both by id (the usual API call) reads the floating IP and the instance in
-// one read before its saga (issue 26: they were two; on PostgreSQL two round trips each); the
-// errors are as before, the IP's first.
-// Reads an attach makes: the IP and the instance, nothing more (the NAT feed for the switch is
-// read as the saga's first transaction commits: inside it on SQLite, in its COMMIT's exchange
-// on PostgreSQL, db::NatChangesAtCommitIn).
-TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
+// An attach naming both by id (the usual API call) checks the floating IP and the instance in
+// its saga's first transaction, before the saga (saga::CreateCheck): no read transaction of
+// its own (issue 26: there were two, then one; on PostgreSQL a round trip each). The NAT feed
+// for the switch is read as that transaction commits too: inside it on SQLite, in its
+// COMMIT's exchange on PostgreSQL (db::NatChangesAtCommitIn). The errors are as before, the
+// IP's first, and a refused attach writes nothing.
+TEST_F(AttachSagaTest, AnAttachByIdsChecksTheIpAndTheInstanceInItsSagasFirstTransaction) {
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");
   int64_t reads = ds->read_transactions();
+  int64_t commits = ds->durable_commits();
   ASSERT_TRUE(Attach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, 1);
+  EXPECT_EQ(ds->read_transactions() - reads, 0);
+  EXPECT_EQ(ds->durable_commits() - commits, 2);
   reads = ds->read_transactions();
   ASSERT_TRUE(Detach("floating", vm, &fip));
   EXPECT_EQ(ds->read_transactions() - reads, 1) << "the IP's lookup only";
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 
   const Uuid nobody = Uuid::Random();
+  const size_t sagas = db::SagaListStates(*ds, 1000)->size();
+  commits = ds->durable_commits();
   auto unknown_vm = instances_->AttachFloating(Unrecorded{actor_}, NameOrId(fip.id), std::nullopt,
                                                NameOrId(nobody));
   ASSERT_FALSE(unknown_vm);
@@ -408,6 +412,8 @@ TEST_F(AttachSagaTest, AnAttachByIdsReadsTheIpAndTheInstanceInOneRead) {
   ASSERT_FALSE(unknown_both);
   EXPECT_NE(unknown_both.error().message().find("floating-ip"), std::string::npos)
       << unknown_both.error().message();
+  EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas);
+  EXPECT_EQ(ds->durable_commits(), commits);
 }
 
 // On PostgreSQL no transaction of an attach or a detach waits in the write queue: the first

@@ -154,8 +154,10 @@ class Instances {
 
  private:
   Result<model::Instance> RunStartSaga(const RequestContext& rq, const model::Instance& instance);
+  // `check`, if given, runs in the transaction that would create the saga (saga::CreateCheck).
   Result<model::ExternalIp> RunAttachSaga(const RequestContext& rq,
-                                          const IpAttachSagaParams& params);
+                                          const IpAttachSagaParams& params,
+                                          const saga::CreateCheck* check = nullptr);
   Result<model::ExternalIp> RunDetachSaga(const RequestContext& rq,
                                           const IpDetachSagaParams& params);
   Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);

@@ -394,8 +394,8 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
 
 }  // namespace
 
-Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, const Uuid& ip_id,
-                                                const Uuid& instance_id) {
+Result<AttachTargets> FloatingIpAndInstanceByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& ip_id,
+                                                  const Uuid& instance_id) {
   // On PostgreSQL one statement (one round trip): FloatingIpLookupByIdIn's row beside
   // InstanceByIdIn's, each NULL when not found.
   static const std::string kBoth = fmt::format(
@@ -405,28 +405,26 @@ Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, 
       "instance i JOIN project p ON p.id = i.project_id WHERE i.id = ? AND i.time_deleted IS "
       "NULL AND p.silo_id = ? AND p.time_deleted IS NULL) y ON true",
       kExternalIpColumns, kInstanceColumns);
-  return ds.Read<AttachTargets>([&](Tx& tx) -> Result<AttachTargets> {
-    if (!tx.postgres()) {
-      // SQLite would build a temporary b-tree for each side of the join; two lookups by key
-      // cost less, and a statement more is no round trip in the process.
-      ExternalIp ip = FP_TRY(FloatingIpLookupByIdIn(tx, silo_id, ip_id));
-      Result<Instance> instance = InstanceByIdIn(tx, silo_id, instance_id);
-      if (!instance && instance.error().kind() != ErrorKind::kNotFound) {
-        return Fail(instance.error());
-      }
-      return AttachTargets{std::move(ip), std::move(instance)};
+  if (!tx.postgres()) {
+    // SQLite would build a temporary b-tree for each side of the join; two lookups by key
+    // cost less, and a statement more is no round trip in the process.
+    ExternalIp ip = FP_TRY(FloatingIpLookupByIdIn(tx, silo_id, ip_id));
+    Result<Instance> instance = InstanceByIdIn(tx, silo_id, instance_id);
+    if (!instance && instance.error().kind() != ErrorKind::kNotFound) {
+      return Fail(instance.error());
     }
-    auto rows = FP_TRY(tx.QueryLast(kBoth, ip_id, silo_id, instance_id, silo_id));
-    const Row& row = rows.at(0);
-    if (row.IsNull(0)) return Fail(Error::NotFoundById("floating-ip", ip_id.ToString()));
-    ExternalIp ip = FP_TRY(ExternalIpFromRow(row.Slice(0, kExternalIpColumnCount)));
-    if (row.IsNull(kExternalIpColumnCount)) {
-      return AttachTargets{std::move(ip),
-                           Fail(Error::NotFoundById("instance", instance_id.ToString()))};
-    }
+    return AttachTargets{std::move(ip), std::move(instance)};
+  }
+  auto rows = FP_TRY(tx.QueryLast(kBoth, ip_id, silo_id, instance_id, silo_id));
+  const Row& row = rows.at(0);
+  if (row.IsNull(0)) return Fail(Error::NotFoundById("floating-ip", ip_id.ToString()));
+  ExternalIp ip = FP_TRY(ExternalIpFromRow(row.Slice(0, kExternalIpColumnCount)));
+  if (row.IsNull(kExternalIpColumnCount)) {
     return AttachTargets{std::move(ip),
-                         InstanceFromRow(row.Slice(kExternalIpColumnCount, kInstanceColumnCount))};
-  });
+                         Fail(Error::NotFoundById("instance", instance_id.ToString()))};
+  }
+  return AttachTargets{std::move(ip),
+                       InstanceFromRow(row.Slice(kExternalIpColumnCount, kInstanceColumnCount))};
 }
 
 Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r) { return Begin(tx, r, true); }

@@ -41,16 +41,17 @@ struct AttachRequest {
 // without an address of the IP's version).
 Result<AttachStep> BeginAttachIn(Tx& tx, const AttachRequest& r);
 
-// What an attach by ids reads before its saga, in one read: the floating IP `ip_id` of the
-// silo (its NotFound, or the read's failure, is the result's error) and the instance
-// `instance_id` of the silo (its own result, so that the caller words its errors in the order
-// it checks them).
+// What an attach by ids checks before its saga, in the transaction that would create it
+// (saga::CreateCheck): the floating IP `ip_id` of the silo (its NotFound, or the read's
+// failure, is the result's error) and the instance `instance_id` of the silo (its own result,
+// so that the caller words its errors in the order it checks them). On PostgreSQL one
+// statement; in a read, the read's last (Tx::QueryLast).
 struct AttachTargets {
   ExternalIp ip;
   Result<Instance> instance;
 };
-Result<AttachTargets> FloatingIpAndInstanceById(Reader ds, const Uuid& silo_id, const Uuid& ip_id,
-                                                const Uuid& instance_id);
+Result<AttachTargets> FloatingIpAndInstanceByIdIn(Tx& tx, const Uuid& silo_id, const Uuid& ip_id,
+                                                  const Uuid& instance_id);
 
 // The undo of a move saga `saga_id` began on `ip_id` from instance `from`: while the saga
 // still holds the IP, it goes back to `from`, attached, if that instance is live and could

@@ -529,7 +529,8 @@ TEST_F(AttachTest, TheReadsAroundAnAttachAreOneRoundTripEachOnPostgres) {
   const int64_t one = ds_.postgres() ? 1 : 0;
 
   EXPECT_EQ(trips([&] {
-              auto both = FloatingIpAndInstanceById(*ds_, f_.silo.id, fip, a);
+              auto both = ds_->Read<AttachTargets>(
+                  [&](Tx& tx) { return FloatingIpAndInstanceByIdIn(tx, f_.silo.id, fip, a); });
               ASSERT_TRUE(both) << both.error().message();
               EXPECT_EQ(both->ip.id, fip);
               ASSERT_TRUE(both->instance);

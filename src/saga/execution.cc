@@ -8,7 +8,8 @@
 namespace fp::saga {
 
 SagaExecutor::Execution::Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
-                                   std::optional<SagaRow> create_row, const SagaOrigin* origin)
+                                   std::optional<SagaRow> create_row, const SagaOrigin* origin,
+                                   const CreateCheck* check)
     : exec_(exec),
       store_(exec.store_),
       id_(log.saga.id),
@@ -23,6 +24,7 @@ SagaExecutor::Execution::Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
       create_row_(std::move(create_row)),
       create_with_first_node_(create_row_.has_value()),
       origin_(origin),
+      create_check_(check),
       origin_text_(log.saga.origin) {}
 
 Result<SagaOutcome> SagaExecutor::Execution::Drive() {
@@ -231,10 +233,20 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
   in_tx_ = true;
   Status committed = store_.Write([&](StoreTx& tx) -> Status {
     id_taken = false;  // the store may run this body again (a retried transaction)
+    refused_.reset();
     if (action.joins_write_queue) tx.JoinWriteQueue();
-    if (create_with_first_node_ && i == 0 && !FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
-      id_taken = true;
-      return Fail(SagaExistsError(id_));
+    if (create_with_first_node_ && i == 0) {
+      if (create_check_ != nullptr) {
+        Status checked = (*create_check_)(tx);
+        if (!checked) {
+          refused_ = checked.error();
+          return checked;
+        }
+      }
+      if (!FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
+        id_taken = true;
+        return Fail(SagaExistsError(id_));
+      }
     }
     Result<Json> r = RunWithFaults(i, [&] { return action.run_in_tx(tx, ctx); });
     if (!r) return Fail(r.error());
@@ -266,6 +278,7 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     AfterNodeLogged(i);
     return true;
   }
+  if (refused_) return Fail(*refused_);
   // Another saga's log: touch nothing. (The datastore's store finds it at a later statement.)
   if (id_taken || IsSagaExists(committed.error())) return Fail(committed.error());
   if (create_with_first_node_) {

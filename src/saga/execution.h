@@ -19,11 +19,15 @@ class SagaExecutor::Execution {
   // `create_row`: set for a saga not yet in the store (see create_row_).
   // `origin`: what the saga's starter records with its creation (saga/store.h), given while
   // that starter drives it (its request id is then at hand: ActionContext::request_id).
+  // `check`: the starter's CreateCheck, run first in the transaction that creates the saga.
   Execution(SagaExecutor& exec, SagaLog log, SagaDag dag,
-            std::optional<SagaRow> create_row = std::nullopt, const SagaOrigin* origin = nullptr);
+            std::optional<SagaRow> create_row = std::nullopt, const SagaOrigin* origin = nullptr,
+            const CreateCheck* check = nullptr);
 
   // Replays the log, then runs the saga forward, or unwinds it, to rest.
   Result<SagaOutcome> Drive();
+  // The create check refused the saga: Drive returned its error, and nothing was written.
+  bool refused_by_check() const { return refused_.has_value(); }
 
  private:
   // Rebuilds node statuses and outputs from the log (saga/replay.h).
@@ -88,6 +92,8 @@ class SagaExecutor::Execution {
   std::optional<SagaRow> create_row_;
   bool create_with_first_node_ = false;
   const SagaOrigin* origin_ = nullptr;
+  const CreateCheck* create_check_ = nullptr;
+  std::optional<Error> refused_;  // the create check's error
   // The saga row's origin (SagaRow::origin), which every ActionContext shows.
   std::optional<std::string> origin_text_;
   // The first node of a new saga failed: the saga was never written (see RunNode).

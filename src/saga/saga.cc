@@ -73,23 +73,24 @@ Result<SagaOutcome> SagaExecutor::Run(const Uuid& saga_id, const SagaDag& dag,
   return Start(saga_id, dag, /*may_exist=*/true, origin);
 }
 
-Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag, const SagaOrigin* origin) {
+Result<SagaOutcome> SagaExecutor::RunNew(const SagaDag& dag, const SagaOrigin* origin,
+                                         const CreateCheck* check) {
   // Time-ordered: the saga and saga_node_event tables, keyed by saga id, then grow at their
   // end, so the writes of a group-commit batch share pages (see Uuid::TimeOrdered).
-  return Start(random_.NewTimeOrderedUuid(clock_.Now()), dag, /*may_exist=*/false, origin);
+  return Start(random_.NewTimeOrderedUuid(clock_.Now()), dag, /*may_exist=*/false, origin, check);
 }
 
 Result<SagaOutcome> SagaExecutor::Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
-                                        const SagaOrigin* origin) {
+                                        const SagaOrigin* origin, const CreateCheck* check) {
   bool written = false;
-  Result<SagaOutcome> outcome = StartRunning(saga_id, dag, may_exist, origin, written);
+  Result<SagaOutcome> outcome = StartRunning(saga_id, dag, may_exist, origin, check, written);
   if (!outcome && written) LeftUnfinished(outcome.error());
   return outcome;
 }
 
 Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDag& dag,
                                                bool may_exist, const SagaOrigin* origin,
-                                               bool& written) {
+                                               const CreateCheck* check, bool& written) {
   // Before the saga can be in the store: recovery never takes a saga a request runs here.
   auto running = FP_TRY(MarkRunning(saga_id));
   for (const Node& n : dag.nodes) {
@@ -119,15 +120,22 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
   if (first && first->run_in_tx) {
     SagaLog log;
     log.saga = row;
-    Execution run(*this, std::move(log), dag, row, origin);
+    Execution run(*this, std::move(log), dag, row, origin, check);
     {
       MutexLock lock(counts_mu_);
       ++counts_[dag.name].started;
     }
     written = true;  // with the first node's transaction, if that commits
-    return DriveCounted(run, dag.name);
+    Result<SagaOutcome> outcome = DriveCounted(run, dag.name);
+    if (run.refused_by_check()) {
+      // Nothing of the saga was written: as if it had never started.
+      written = false;
+      MutexLock lock(counts_mu_);
+      --counts_[dag.name].started;
+    }
+    return outcome;
   }
-  if (!FP_TRY(store_.Create(row, origin))) {
+  if (!FP_TRY(store_.Create(row, origin, check))) {
     return Fail(SagaExistsError(saga_id));
   }
   written = true;

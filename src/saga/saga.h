@@ -94,8 +94,11 @@ class SagaExecutor {
   Result<SagaOutcome> Run(const Uuid& saga_id, const SagaDag& dag,
                           const SagaOrigin* origin = nullptr);
   // Run() under a new random id: no saga can exist under it, so there is nothing to look up
-  // before starting (one read transaction fewer per operation).
-  Result<SagaOutcome> RunNew(const SagaDag& dag, const SagaOrigin* origin = nullptr);
+  // before starting (one read transaction fewer per operation). `check`, if given, runs in the
+  // transaction that would create the saga, first (saga/store.h): its error is RunNew's, and
+  // the saga is then neither written nor counted.
+  Result<SagaOutcome> RunNew(const SagaDag& dag, const SagaOrigin* origin = nullptr,
+                             const CreateCheck* check = nullptr);
   // Loads the saga's log and continues from where it stopped, writing under the generation
   // the log has. ServiceUnavailable if this executor runs the saga already (on another thread).
   Result<SagaOutcome> Resume(const Uuid& saga_id);
@@ -165,11 +168,12 @@ class SagaExecutor {
   // Drives `run` of the saga `name`, counting it in flight and its outcome.
   Result<SagaOutcome> DriveCounted(Execution& run, const std::string& name);
   Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
-                            const SagaOrigin* origin);
+                            const SagaOrigin* origin, const CreateCheck* check = nullptr);
   // Start's body, with the saga marked running; sets `written` once the saga may be in the
   // store.
   Result<SagaOutcome> StartRunning(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
-                                   const SagaOrigin* origin, bool& written);
+                                   const SagaOrigin* origin, const CreateCheck* check,
+                                   bool& written);
   // Calls the left-unfinished hook if `error` left a saga that nobody drives.
   void LeftUnfinished(const Error& error);
   // Resume's body; the caller marked the saga running. `generation`: the one the caller owns

@@ -178,6 +178,47 @@ TEST_F(SagaTest, EveryNodeOfARunByItsRequestHasTheRequestsIdAndOrigin) {
   }
 }
 
+// A starter's check runs in the transaction that would create the saga, first: refusing, its
+// error is RunNew's and nothing of the saga (nor of the check) is written, counted or left to
+// recovery; passing, the saga runs. For a first node in the store's transaction (an attach's)
+// and one outside it alike.
+TEST_F(SagaTest, ACreateChecksErrorRefusesTheSagaWithNothingWritten) {
+  int left_unfinished = 0;
+  exec.SetLeftUnfinishedHook([&] { ++left_unfinished; });
+  for (const char* first : {"toy.row", "toy.new_id"}) {
+    SagaDag dag{.name = std::string("checked ") + first,
+                .params = Json::object(),
+                .nodes = {{"first", first}, {"row", "toy.row"}}};
+    bool refuse = true;
+    int runs = 0;
+    const CreateCheck check = [&](StoreTx& stx) -> Status {
+      ++runs;
+      static_cast<MemoryStore::Tx&>(stx).rows().insert(std::string("checked by ") + first);
+      if (refuse) return Fail(Error::InvalidRequest("refused by the check"));
+      return Ok();
+    };
+    const int64_t rows = ToyRows();
+    auto refused = exec.RunNew(dag, nullptr, &check);
+    ASSERT_FALSE(refused) << first;
+    EXPECT_EQ(refused.error().kind(), ErrorKind::kInvalidRequest);
+    EXPECT_EQ(refused.error().message(), "refused by the check");
+    EXPECT_EQ(runs, 1);
+    EXPECT_EQ(ToyRows(), rows) << first;
+    EXPECT_EQ(exec.CountsByName()[dag.name].started, 0) << first;
+    ASSERT_TRUE(exec.ListUnfinished()->empty());
+
+    refuse = false;
+    auto done = exec.RunNew(dag, nullptr, &check);
+    ASSERT_TRUE(done) << done.error().message();
+    EXPECT_EQ(done->kind, SagaResultKind::kDone);
+    EXPECT_EQ(runs, 2);
+    EXPECT_EQ(ToyRows(), rows + 2 + (std::string(first) == "toy.row" ? 1 : 0)) << first;
+    EXPECT_EQ(store.rows().count(std::string("checked by ") + first), 1u);
+    EXPECT_EQ(exec.CountsByName()[dag.name].started, 1) << first;
+  }
+  EXPECT_EQ(left_unfinished, 0);
+}
+
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   Uuid id = Uuid::Random();
   auto out = exec.Run(id, ToyDag());
