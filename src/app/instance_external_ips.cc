@@ -24,9 +24,10 @@ Result<model::ExternalIp> Instances::RunAttachSaga(const RequestContext& rq,
 }
 
 Result<model::ExternalIp> Instances::RunDetachSaga(const RequestContext& rq,
-                                                   const IpDetachSagaParams& params) {
+                                                   const IpDetachSagaParams& params,
+                                                   const saga::CreateCheck* check) {
   db::RequestSaga origin(rq.effect, /*ends_request=*/true);
-  auto outcome = FP_TRY(exec_.RunNew(IpDetachSaga(params), &origin));
+  auto outcome = FP_TRY(exec_.RunNew(IpDetachSaga(params), &origin, check));
   if (outcome.kind != saga::SagaResultKind::kDone) {
     return Fail(outcome.error ? *outcome.error : Error::Internal("detach did not complete"));
   }
@@ -55,7 +56,7 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
     // Both by id (the usual API call): the checks run in the transaction that creates the
     // saga, before it (saga::CreateCheck), so they cost no read transaction of their own;
     // an IP attached already refuses the saga there, and is the answer.
-    const saga::CreateCheck check = [&](saga::StoreTx& stx) -> Status {
+    const saga::CreateCheck check = [&](saga::StoreTx& stx, saga::Json&) -> Status {
       unchanged.reset();  // the transaction may run again
       db::AttachTargets both = FP_TRY(db::FloatingIpAndInstanceByIdIn(
           dynamic_cast<db::Tx&>(stx), actor.silo_id, fip.id(), instance.id()));
@@ -93,6 +94,30 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
 Result<model::ExternalIp> Instances::DetachFloating(const RequestContext& rq, const NameOrId& fip,
                                                     const std::optional<NameOrId>& fip_project) {
   const Actor& actor = rq.actor;
+  if (fip.is_id() && !fip_project) {
+    // By id (the usual API call): the checks run in the transaction that creates the saga,
+    // before it (saga::CreateCheck), as an attach's do; the instance the saga detaches the IP
+    // from is its holder there. Detached already: the IP unchanged is the answer, no saga.
+    std::optional<model::ExternalIp> unchanged;
+    const saga::CreateCheck check = [&](saga::StoreTx& stx, saga::Json& params) -> Status {
+      unchanged.reset();  // the transaction may run again
+      model::ExternalIp ip =
+          FP_TRY(db::FloatingIpLookupByIdIn(dynamic_cast<db::Tx&>(stx), actor.silo_id, fip.id()));
+      FP_CHECK_OK(RequireWrite(actor));
+      if (!ip.parent_id) {
+        unchanged = std::move(ip);
+        return Fail(Error::InvalidRequest("detached already: no saga to run"));
+      }
+      params = saga::Json(IpDetachSagaParams{
+          .kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
+      return Ok();
+    };
+    // The instance is the check's to fill in.
+    auto detached = RunDetachSaga(
+        rq, {.kind = model::IpKind::kFloating, .ip_id = fip.id(), .instance_id = Uuid()}, &check);
+    if (unchanged) return *unchanged;
+    return detached;
+  }
   db::DeferredDurability checks(ds_);  // the saga's commits cover them
   model::ExternalIp ip = FP_TRY(floating_ips_.View(actor, fip, fip_project, &checks));
   FP_CHECK_OK(RequireWrite(actor));

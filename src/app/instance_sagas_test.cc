@@ -381,11 +381,12 @@ TEST_F(AttachSagaTest, AttachWithEveryActionTwiceAttachesOnceEverywhere) {
 
 // An attach naming both by id (the usual API call) checks the floating IP and the instance in
 // its saga's first transaction, before the saga (saga::CreateCheck): no read transaction of
-// its own (issue 26: there were two, then one; on PostgreSQL a round trip each). The NAT feed
+// its own (issue 26: there were two, then one; on PostgreSQL a round trip each); a detach by
+// id looks its IP up there too, and detaches it from the holder it finds. The NAT feed
 // for the switch is read as that transaction commits too: inside it on SQLite, in its
 // COMMIT's exchange on PostgreSQL (db::NatChangesAtCommitIn). The errors are as before, the
 // IP's first, and a refused attach writes nothing.
-TEST_F(AttachSagaTest, AnAttachByIdsChecksTheIpAndTheInstanceInItsSagasFirstTransaction) {
+TEST_F(AttachSagaTest, AnAttachOrDetachByIdsChecksInItsSagasFirstTransaction) {
   model::Instance vm = Running("vm");
   model::ExternalIp fip = Fip("web");
   int64_t reads = ds->read_transactions();
@@ -394,8 +395,10 @@ TEST_F(AttachSagaTest, AnAttachByIdsChecksTheIpAndTheInstanceInItsSagasFirstTran
   EXPECT_EQ(ds->read_transactions() - reads, 0);
   EXPECT_EQ(ds->durable_commits() - commits, 2);
   reads = ds->read_transactions();
+  commits = ds->durable_commits();
   ASSERT_TRUE(Detach("floating", vm, &fip));
-  EXPECT_EQ(ds->read_transactions() - reads, 1) << "the IP's lookup only";
+  EXPECT_EQ(ds->read_transactions() - reads, 0) << "the IP's lookup is in the saga's first";
+  EXPECT_EQ(ds->durable_commits() - commits, 2);
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 
   const Uuid nobody = Uuid::Random();
@@ -568,7 +571,7 @@ TEST_F(AttachSagaTest, AttachAndDetachCostTwoDurableCommitsEach) {
 }
 
 // Attaching a floating IP to the instance that already has it answers with the IP, as the
-// saga would, without writing a saga.
+// saga would, without writing a saga; so does detaching a detached one.
 TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
   auto vm = *instances_->Create(Unrecorded{actor_}, ByName("p1"), Params("vm", false));
   model::ExternalIp fip = Fip("web");
@@ -583,6 +586,18 @@ TEST_F(AttachSagaTest, AttachingAgainToTheSameInstanceWritesNoSaga) {
   EXPECT_EQ(again->ip, first->ip);
   EXPECT_EQ(ds->durable_commits(), commits);
   EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), sagas);
+
+  // And detaching a detached IP answers with it as it is, likewise.
+  ASSERT_TRUE(Detach("floating", vm, &fip));
+  const size_t detached_sagas = db::SagaListStates(*ds, 1000)->size();
+  const int64_t detached_commits = ds->durable_commits();
+  auto unchanged = instances_->DetachFloating(Unrecorded{actor_}, NameOrId(fip.id), std::nullopt);
+  ASSERT_TRUE(unchanged) << unchanged.error().message();
+  EXPECT_EQ(unchanged->parent_id, std::nullopt);
+  EXPECT_EQ(unchanged->state, model::AttachState::kDetached);
+  EXPECT_EQ(unchanged->id, fip.id);
+  EXPECT_EQ(ds->durable_commits(), detached_commits);
+  EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), detached_sagas);
 }
 
 TEST_F(AttachSagaTest, AttachToAStoppedInstanceTouchesNoAgent) {

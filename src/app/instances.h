@@ -159,7 +159,8 @@ class Instances {
                                           const IpAttachSagaParams& params,
                                           const saga::CreateCheck* check = nullptr);
   Result<model::ExternalIp> RunDetachSaga(const RequestContext& rq,
-                                          const IpDetachSagaParams& params);
+                                          const IpDetachSagaParams& params,
+                                          const saga::CreateCheck* check = nullptr);
   Result<model::Instance> AfterSaga(const Uuid& instance_id, const saga::SagaOutcome& outcome);
 
   db::Datastore& ds_;

@@ -237,11 +237,12 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     if (action.joins_write_queue) tx.JoinWriteQueue();
     if (create_with_first_node_ && i == 0) {
       if (create_check_ != nullptr) {
-        Status checked = (*create_check_)(tx);
+        Status checked = (*create_check_)(tx, dag_.params);
         if (!checked) {
           refused_ = checked.error();
           return checked;
         }
+        create_row_->dag = dag_.ToText();  // with the params as the check left them
       }
       if (!FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
         id_taken = true;

@@ -135,7 +135,11 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     }
     return outcome;
   }
-  if (!FP_TRY(store_.Create(row, origin, check))) {
+  if (check != nullptr) {
+    return Fail(Error::Internal(fmt::format(
+        "saga \"{}\": a create check needs a first node in the store's transaction", dag.name)));
+  }
+  if (!FP_TRY(store_.Create(row, origin))) {
     return Fail(SagaExistsError(saga_id));
   }
   written = true;

@@ -35,6 +35,16 @@ struct SagaOutcome {
   std::optional<int> failed_node;  // the node whose action failed (kUnwound, kStuck)
 };
 
+// What the starter of a new saga checks in the transaction that would create it, before
+// anything of the saga is written there (SagaExecutor::RunNew): a request's checks of the
+// resources it names, read under the same write as the saga's creation instead of in a read
+// transaction of their own. An error refuses the saga: nothing of it is written, and the
+// starter gets the error itself. Gets the store's transaction (db::Tx for the datastore) and
+// the saga's params (JSON), which it may complete from what it read (a detach's instance: the
+// IP's holder); the saga is written with them. May run more than once (a store's retried
+// transaction).
+using CreateCheck = std::function<Status(StoreTx&, Json& params)>;
+
 // Test-only fault injection. The executor consults it only when the server enables test
 // faults explicitly; a production configuration never sets one.
 struct FaultPlan {
@@ -96,7 +106,8 @@ class SagaExecutor {
   // Run() under a new random id: no saga can exist under it, so there is nothing to look up
   // before starting (one read transaction fewer per operation). `check`, if given, runs in the
   // transaction that would create the saga, first (saga/store.h): its error is RunNew's, and
-  // the saga is then neither written nor counted.
+  // the saga is then neither written nor counted. Only for a saga whose first node is a
+  // database action (Internal otherwise).
   Result<SagaOutcome> RunNew(const SagaDag& dag, const SagaOrigin* origin = nullptr,
                              const CreateCheck* check = nullptr);
   // Loads the saga's log and continues from where it stopped, writing under the generation

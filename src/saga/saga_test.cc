@@ -180,43 +180,68 @@ TEST_F(SagaTest, EveryNodeOfARunByItsRequestHasTheRequestsIdAndOrigin) {
 
 // A starter's check runs in the transaction that would create the saga, first: refusing, its
 // error is RunNew's and nothing of the saga (nor of the check) is written, counted or left to
-// recovery; passing, the saga runs. For a first node in the store's transaction (an attach's)
-// and one outside it alike.
+// recovery; passing, the saga runs with the params as the check completed them, and is written
+// so. Only for a first node in the store's transaction (an attach's): Internal otherwise.
 TEST_F(SagaTest, ACreateChecksErrorRefusesTheSagaWithNothingWritten) {
   int left_unfinished = 0;
   exec.SetLeftUnfinishedHook([&] { ++left_unfinished; });
-  for (const char* first : {"toy.row", "toy.new_id"}) {
-    SagaDag dag{.name = std::string("checked ") + first,
-                .params = Json::object(),
-                .nodes = {{"first", first}, {"row", "toy.row"}}};
-    bool refuse = true;
-    int runs = 0;
-    const CreateCheck check = [&](StoreTx& stx) -> Status {
-      ++runs;
-      static_cast<MemoryStore::Tx&>(stx).rows().insert(std::string("checked by ") + first);
-      if (refuse) return Fail(Error::InvalidRequest("refused by the check"));
-      return Ok();
-    };
-    const int64_t rows = ToyRows();
-    auto refused = exec.RunNew(dag, nullptr, &check);
-    ASSERT_FALSE(refused) << first;
-    EXPECT_EQ(refused.error().kind(), ErrorKind::kInvalidRequest);
-    EXPECT_EQ(refused.error().message(), "refused by the check");
-    EXPECT_EQ(runs, 1);
-    EXPECT_EQ(ToyRows(), rows) << first;
-    EXPECT_EQ(exec.CountsByName()[dag.name].started, 0) << first;
-    ASSERT_TRUE(exec.ListUnfinished()->empty());
+  ActionRegistry r = ToyRegistry(world);
+  std::vector<Json> seen_params;
+  r.Add(Action{.name = "toy.params",
+               .run_in_tx = [&](MemoryStore::Tx&, const ActionContext& ctx) -> Result<Json> {
+                 seen_params.push_back(ctx.params());
+                 return Json::object();
+               }});
+  SagaExecutor checked_exec{store, r, "sec-test", clock, random};
+  checked_exec.SetLeftUnfinishedHook([&] { ++left_unfinished; });
+  SagaDag dag{.name = "checked",
+              .params = Json{{"who", nullptr}},
+              .nodes = {{"first", "toy.params"}, {"row", "toy.row"}}};
+  bool refuse = true;
+  int runs = 0;
+  const CreateCheck check = [&](StoreTx& stx, Json& params) -> Status {
+    ++runs;
+    static_cast<MemoryStore::Tx&>(stx).rows().insert("checked");
+    if (refuse) return Fail(Error::InvalidRequest("refused by the check"));
+    params["who"] = "found by the check";
+    return Ok();
+  };
+  auto refused = checked_exec.RunNew(dag, nullptr, &check);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kInvalidRequest);
+  EXPECT_EQ(refused.error().message(), "refused by the check");
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(ToyRows(), 0);
+  EXPECT_TRUE(seen_params.empty());
+  EXPECT_EQ(checked_exec.CountsByName()["checked"].started, 0);
+  ASSERT_TRUE(checked_exec.ListUnfinished()->empty());
 
-    refuse = false;
-    auto done = exec.RunNew(dag, nullptr, &check);
-    ASSERT_TRUE(done) << done.error().message();
-    EXPECT_EQ(done->kind, SagaResultKind::kDone);
-    EXPECT_EQ(runs, 2);
-    EXPECT_EQ(ToyRows(), rows + 2 + (std::string(first) == "toy.row" ? 1 : 0)) << first;
-    EXPECT_EQ(store.rows().count(std::string("checked by ") + first), 1u);
-    EXPECT_EQ(exec.CountsByName()[dag.name].started, 1) << first;
+  refuse = false;
+  auto done = checked_exec.RunNew(dag, nullptr, &check);
+  ASSERT_TRUE(done) << done.error().message();
+  EXPECT_EQ(done->kind, SagaResultKind::kDone);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(store.rows().count("checked"), 1u);
+  EXPECT_EQ(ToyRows(), 2);  // the check's and the second node's
+  ASSERT_EQ(seen_params.size(), 1u);
+  EXPECT_EQ(seen_params[0], (Json{{"who", "found by the check"}}));
+  EXPECT_EQ(checked_exec.CountsByName()["checked"].started, 1);
+  std::vector<Uuid> sagas;
+  for (const std::string& row : store.rows()) {
+    if (row != "checked") sagas.push_back(*Uuid::Parse(row.substr(0, row.find('/'))));
   }
+  ASSERT_EQ(sagas.size(), 1u);
+  auto log = store.Load(sagas[0]);
+  ASSERT_TRUE(log) << log.error().message();
+  EXPECT_EQ(Json::parse(log->saga.dag)["params"], (Json{{"who", "found by the check"}}));
   EXPECT_EQ(left_unfinished, 0);
+
+  // A first node outside the store's transaction: nothing to run the check in.
+  SagaDag outside{.name = "outside", .params = Json::object(), .nodes = {{"new_id", "toy.new_id"}}};
+  auto unsupported = checked_exec.RunNew(outside, nullptr, &check);
+  ASSERT_FALSE(unsupported);
+  EXPECT_EQ(unsupported.error().kind(), ErrorKind::kInternal);
+  EXPECT_EQ(runs, 2);
 }
 
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {

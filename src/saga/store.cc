@@ -58,11 +58,9 @@ bool IsLostSaga(const Error& e) {
          e.message().find(kLostMarker) != std::string::npos;
 }
 
-Result<bool> SagaStore::Create(const SagaRow& row, const SagaOrigin* origin,
-                               const CreateCheck* check) {
+Result<bool> SagaStore::Create(const SagaRow& row, const SagaOrigin* origin) {
   bool created = false;
   Status written = Write([&](StoreTx& tx) -> Status {
-    if (check != nullptr) FP_CHECK_OK((*check)(tx));
     created = FP_TRY(CreateIn(tx, row, origin));
     return Ok();
   });

@@ -123,14 +123,6 @@ class StoreTx {
   StoreTx& operator=(const StoreTx&) = default;
 };
 
-// What the starter of a new saga checks in the transaction that would create it, before
-// anything of the saga is written there (SagaExecutor::RunNew): a request's checks of the
-// resources it names, read under the same write as the saga's creation instead of in a read
-// transaction of their own. An error refuses the saga: nothing of it is written, and the
-// starter gets the error itself. Gets the store's transaction (db::Tx for the datastore); may
-// run more than once (a store's retried transaction).
-using CreateCheck = std::function<Status(StoreTx&)>;
-
 // What the starter of a saga records in the transaction that creates the saga, with it: the
 // store calls RecordIn inside CreateIn once it inserted the row. The engine only passes it
 // along. Must stay valid while the saga is being created (Run, RunNew).
@@ -203,10 +195,8 @@ class SagaStore {
   virtual Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
                                  const std::string& result) = 0;
 
-  // CreateIn and RecordIn in a transaction of their own; Create runs `check`, if given, first
-  // (its error is Create's, and nothing is written).
-  Result<bool> Create(const SagaRow& row, const SagaOrigin* origin = nullptr,
-                      const CreateCheck* check = nullptr);
+  // CreateIn and RecordIn in a transaction of their own.
+  Result<bool> Create(const SagaRow& row, const SagaOrigin* origin = nullptr);
   Status Record(const Uuid& saga_id, const SagaOwner& owner, const std::optional<SagaEvent>& event,
                 std::optional<SagaState> new_state, const std::optional<std::string>& result);
 };
