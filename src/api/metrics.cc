@@ -68,8 +68,9 @@ std::string TransactionMetrics(const app::StoreCounters& c) {
   std::string out;
   metrics::Render(out, "floatplane_db_transactions_total",
                   "Write transactions by outcome: committed (and durable), refused inside (a "
-                  "4xx decided there: rolled back, no log write, no sync), failed (the "
-                  "database's errors).",
+                  "4xx decided there, or an attach or detach that found the IP as asked "
+                  "already: rolled back, no log write, no sync), failed (the database's "
+                  "errors).",
                   "counter",
                   {{{{"outcome", "committed"}}, static_cast<double>(c.durable_commits)},
                    {{{"outcome", "refused"}}, static_cast<double>(c.refused_writes)},

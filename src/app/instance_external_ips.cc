@@ -12,6 +12,21 @@
 
 namespace fp::app {
 
+namespace {
+
+// What an attach's or a detach's check refuses its saga with when the IP is as asked already
+// (the IP as it is is then the answer), and whether `result` is that refusal: any other
+// outcome is the store's own (a COMMIT that failed after the check), not an answer.
+Error NothingToDo() { return Error::InvalidRequest("the IP is as asked already: no saga to run"); }
+template <typename T>
+bool RefusedAsNothingToDo(const Result<T>& result) {
+  const Error nothing = NothingToDo();
+  return !result && result.error().kind() == nothing.kind() &&
+         result.error().message() == nothing.message();
+}
+
+}  // namespace
+
 Result<model::ExternalIp> Instances::RunAttachSaga(const RequestContext& rq,
                                                    const IpAttachSagaParams& params,
                                                    const saga::CreateCheck* check) {
@@ -62,7 +77,7 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
           dynamic_cast<db::Tx&>(stx), actor.silo_id, fip.id(), instance.id()));
       FP_CHECK_OK(RequireWrite(actor));
       FP_CHECK_OK(checked(both.ip, both.instance, unchanged));
-      if (unchanged) return Fail(Error::InvalidRequest("attached already: no saga to run"));
+      if (unchanged) return Fail(NothingToDo());
       return Ok();
     };
     auto attached = RunAttachSaga(rq,
@@ -72,7 +87,7 @@ Result<model::ExternalIp> Instances::AttachFloating(const RequestContext& rq, co
                                    .silo_id = actor.silo_id,
                                    .allow_reassociation = allow_reassociation},
                                   &check);
-    if (unchanged) return *unchanged;
+    if (unchanged && RefusedAsNothingToDo(attached)) return *unchanged;
     return attached;
   }
   db::DeferredDurability checks(ds_);  // the saga's commits cover them
@@ -106,7 +121,7 @@ Result<model::ExternalIp> Instances::DetachFloating(const RequestContext& rq, co
       FP_CHECK_OK(RequireWrite(actor));
       if (!ip.parent_id) {
         unchanged = std::move(ip);
-        return Fail(Error::InvalidRequest("detached already: no saga to run"));
+        return Fail(NothingToDo());
       }
       params = saga::Json(IpDetachSagaParams{
           .kind = model::IpKind::kFloating, .ip_id = ip.id, .instance_id = *ip.parent_id});
@@ -115,7 +130,7 @@ Result<model::ExternalIp> Instances::DetachFloating(const RequestContext& rq, co
     // The instance is the check's to fill in.
     auto detached = RunDetachSaga(
         rq, {.kind = model::IpKind::kFloating, .ip_id = fip.id(), .instance_id = Uuid()}, &check);
-    if (unchanged) return *unchanged;
+    if (unchanged && RefusedAsNothingToDo(detached)) return *unchanged;
     return detached;
   }
   db::DeferredDurability checks(ds_);  // the saga's commits cover them

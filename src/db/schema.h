@@ -17,7 +17,7 @@ namespace fp::db {
 // The newest schema version this binary knows: both engines' migration lists
 // (schema_sqlite_migrations.cc, schema_postgres.cc) are this long. A migration is written once, for
 // SQLite, and PostgreSQL runs it in its dialect (PostgresDialect) unless it needs its own.
-inline constexpr size_t kSchemaVersion = 18;
+inline constexpr size_t kSchemaVersion = 19;
 inline size_t LatestSchemaVersion() { return kSchemaVersion; }
 
 // SQLite's migration to schema version `version` (1 to kSchemaVersion), as SQLite runs it.

@@ -30,7 +30,7 @@ constexpr PgMigration Own(std::string_view sql) { return {false, sql}; }
 // PostgreSQL's schema (db/postgres/): one entry per SQLite version, so that a version number
 // means the same schema on both engines. A migration is written once, in SQLite's dialect
 // (schema_sqlite_migrations.cc), unless PostgreSQL needs other statements (Own).
-constexpr std::array<PgMigration, 18> kPostgresMigrations = {
+constexpr std::array<PgMigration, 19> kPostgresMigrations = {
     // 1: as SQLite's, plus the PostgreSQL engine's own table: each write transaction inserts
     // a row with a UUID of its own, so that a COMMIT whose answer was lost can be resolved by
     // looking for it. Rows older than an hour are deleted by the engine.
@@ -191,6 +191,9 @@ SELECT setval('nat_version_seq',
               (SELECT value FROM counter WHERE name = 'nat_version') IS NOT NULL);
 CREATE TABLE nat_version_turn ();
 )sql"),
+    // 19: nothing to change, as on SQLite: a done saga's result may be NULL (its last node's
+    // event holds it); the version keeps older binaries from starting.
+    Own(""),
 };
 static_assert(kPostgresMigrations.size() == kSchemaVersion,
               "a migration adds one entry to each engine's list");

@@ -13,7 +13,7 @@ namespace {
 // Conventions: ids are canonical UUID text; timestamps are microseconds since the epoch;
 // addresses are IpAddr::Key() blobs (version byte + network-order bytes), so that byte order
 // is address order; soft-deleted rows have time_deleted set and are invisible to the API.
-const std::array<std::string_view, 18> kMigrations = {
+const std::array<std::string_view, 19> kMigrations = {
     // 1: the first schema (schema_sqlite_first.cc).
     SqliteFirstSchema(),
     // 2: the saga log. A saga row holds the DAG (with its parameters) and its resting state;
@@ -473,6 +473,11 @@ CREATE INDEX instance_by_sled ON instance (sled_id, state) WHERE time_deleted IS
     // 18: nothing here (PostgreSQL's NAT versions from a sequence, schema_postgres.cc: SQLite
     // has one writer, which takes the counter's next value in order).
     "-- 18: nothing on SQLite",
+    // 19: nothing to change: from this version a done saga's row may keep NULL as its result
+    // where the result is its last node's output, which that node's event holds
+    // (db/sagas.h, SagaResultOf). The version keeps an older binary, which would read the
+    // NULL as the saga's output, from starting on a database that has such rows.
+    "-- 19: a done saga's result may be NULL (its last node's event)",
 };
 
 static_assert(kMigrations.size() == kSchemaVersion,

@@ -243,6 +243,11 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
           return checked;
         }
         create_row_->dag = dag_.ToText();  // with the params as the check left them
+        if (!counted_start_) {
+          // Counted once it passed (the counter never goes back): a refused saga never started.
+          exec_.CountStarted(dag_.name);
+          counted_start_ = true;
+        }
       }
       if (!FP_TRY(store_.CreateIn(tx, *create_row_, origin_))) {
         id_taken = true;
@@ -278,6 +283,17 @@ Result<bool> SagaExecutor::Execution::RunNodeInTx(int i, const Action& action,
     }
     AfterNodeLogged(i);
     return true;
+  }
+  // A refusal is the check's error as the store returned it. Any other outcome (the batch's
+  // COMMIT failed after the check, a retried transaction ran out of time) is the store's, as
+  // for any first node: what the check read may not have been kept.
+  if (refused_ && (committed || committed.error().kind() != refused_->kind() ||
+                   committed.error().message() != refused_->message())) {
+    refused_.reset();
+    if (!counted_start_) {
+      exec_.CountStarted(dag_.name);  // its outcome is counted: so is its start
+      counted_start_ = true;
+    }
   }
   if (refused_) return Fail(*refused_);
   // Another saga's log: touch nothing. (The datastore's store finds it at a later statement.)

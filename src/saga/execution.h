@@ -94,6 +94,7 @@ class SagaExecutor::Execution {
   const SagaOrigin* origin_ = nullptr;
   const CreateCheck* create_check_ = nullptr;
   std::optional<Error> refused_;  // the create check's error
+  bool counted_start_ = false;    // SagaExecutor::CountStarted, once the create check passed
   // The saga row's origin (SagaRow::origin), which every ActionContext shows.
   std::optional<std::string> origin_text_;
   // The first node of a new saga failed: the saga was never written (see RunNode).

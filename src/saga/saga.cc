@@ -121,18 +121,11 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     SagaLog log;
     log.saga = row;
     Execution run(*this, std::move(log), dag, row, origin, check);
-    {
-      MutexLock lock(counts_mu_);
-      ++counts_[dag.name].started;
-    }
+    // With a check, counted by the run once the check passed.
+    if (check == nullptr) CountStarted(dag.name);
     written = true;  // with the first node's transaction, if that commits
     Result<SagaOutcome> outcome = DriveCounted(run, dag.name);
-    if (run.refused_by_check()) {
-      // Nothing of the saga was written: as if it had never started.
-      written = false;
-      MutexLock lock(counts_mu_);
-      --counts_[dag.name].started;
-    }
+    if (run.refused_by_check()) written = false;  // nothing of the saga was written
     return outcome;
   }
   if (check != nullptr) {
@@ -143,10 +136,7 @@ Result<SagaOutcome> SagaExecutor::StartRunning(const Uuid& saga_id, const SagaDa
     return Fail(SagaExistsError(saga_id));
   }
   written = true;
-  {
-    MutexLock lock(counts_mu_);
-    ++counts_[dag.name].started;
-  }
+  CountStarted(dag.name);
   return ResumeRunning(saga_id, std::nullopt, origin);
 }
 
@@ -188,6 +178,11 @@ Result<SagaOutcome> SagaExecutor::ResumeRunning(const Uuid& saga_id,
   std::string name = dag.name;
   Execution run(*this, std::move(log), std::move(dag), std::nullopt, origin);
   return DriveCounted(run, name);
+}
+
+void SagaExecutor::CountStarted(const std::string& name) {
+  MutexLock lock(counts_mu_);
+  ++counts_[name].started;
 }
 
 Result<SagaOutcome> SagaExecutor::DriveCounted(Execution& run, const std::string& name) {

@@ -178,6 +178,8 @@ class SagaExecutor {
   class Execution;
   // Drives `run` of the saga `name`, counting it in flight and its outcome.
   Result<SagaOutcome> DriveCounted(Execution& run, const std::string& name);
+  // Counts a saga of `name` started (a new one, from the moment it may be written).
+  void CountStarted(const std::string& name) FP_EXCLUDES(counts_mu_);
   Result<SagaOutcome> Start(const Uuid& saga_id, const SagaDag& dag, bool may_exist,
                             const SagaOrigin* origin, const CreateCheck* check = nullptr);
   // Start's body, with the saga marked running; sets `written` once the saga may be in the

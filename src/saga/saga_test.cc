@@ -244,6 +244,74 @@ TEST_F(SagaTest, ACreateChecksErrorRefusesTheSagaWithNothingWritten) {
   EXPECT_EQ(runs, 2);
 }
 
+// A MemoryStore whose next Write answers `fail_next` whatever its body did, with nothing of
+// it kept: a COMMIT that failed after the body ran.
+class CommitFailingStore final : public SagaStore {
+ public:
+  explicit CommitFailingStore(MemoryStore& inner) : inner_(inner) {}
+  std::optional<Error> fail_next;
+
+  Status Write(const std::function<Status(StoreTx&)>& body) override {
+    if (!fail_next) return inner_.Write(body);
+    Error failed = *fail_next;
+    fail_next.reset();
+    (void)inner_.Write([&](StoreTx& tx) -> Status {
+      FP_CHECK_OK(body(tx));
+      return Fail(failed);  // rolled back
+    });
+    return Fail(failed);
+  }
+  Result<bool> CreateIn(StoreTx& tx, const SagaRow& row, const SagaOrigin* origin) override {
+    return inner_.CreateIn(tx, row, origin);
+  }
+  Status RecordIn(StoreTx& tx, const Uuid& saga_id, const SagaOwner& owner,
+                  const std::optional<SagaEvent>& event, std::optional<SagaState> new_state,
+                  const std::optional<std::string>& result) override {
+    return inner_.RecordIn(tx, saga_id, owner, event, new_state, result);
+  }
+  Result<SagaLog> Load(const Uuid& id) override { return inner_.Load(id); }
+  Result<std::vector<OwnedSaga>> ListUnfinished(const std::string& sec) override {
+    return inner_.ListUnfinished(sec);
+  }
+  Result<std::optional<int64_t>> Claim(const Uuid& id, const SagaOwner& owner) override {
+    return inner_.Claim(id, owner);
+  }
+  Result<bool> MarkStuck(const Uuid& id, const SagaOwner& owner,
+                         const std::string& result) override {
+    return inner_.MarkStuck(id, owner, result);
+  }
+
+ private:
+  MemoryStore& inner_;
+};
+
+// A check's refusal answers only when the store returned it: a transaction that failed after
+// the check (its COMMIT) is the store's failure, as for any first node, and what the check
+// read may not have been kept. The saga was not written; its start and outcome are counted.
+TEST_F(SagaTest, ACreateChecksRefusalYieldsToTheStoresOwnFailure) {
+  CommitFailingStore failing(store);
+  SagaExecutor failing_exec{failing, registry, "sec-test", clock, random};
+  SagaDag dag{.name = "checked", .params = Json::object(), .nodes = {{"row", "toy.row"}}};
+  const CreateCheck refuse = [](StoreTx&, Json&) -> Status {
+    return Fail(Error::InvalidRequest("refused by the check"));
+  };
+  failing.fail_next = Error::Unavailable("the commit failed");
+  auto out = failing_exec.RunNew(dag, nullptr, &refuse);
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ(out->kind, SagaResultKind::kUnwound);
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->kind(), ErrorKind::kServiceUnavailable);
+  EXPECT_EQ(ToyRows(), 0);
+  EXPECT_EQ(failing_exec.CountsByName()["checked"].started, 1);
+  EXPECT_EQ(failing_exec.CountsByName()["checked"].unwound, 1);
+
+  // Returned as it was, the refusal is the answer.
+  auto refused = failing_exec.RunNew(dag, nullptr, &refuse);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message(), "refused by the check");
+  EXPECT_EQ(failing_exec.CountsByName()["checked"].started, 1);
+}
+
 TEST_F(SagaTest, NodesShareValuesThroughRecordedOutputs) {
   Uuid id = Uuid::Random();
   auto out = exec.Run(id, ToyDag());
