@@ -77,6 +77,7 @@ struct BeginFacts {
   int64_t external_ips = 0;
   bool nic_v4 = false;
   bool nic_v6 = false;
+  std::optional<NetworkInterface> nic;  // the primary NIC, where read (SQLite)
   std::optional<IpAddr> other_ephemeral;
   // PostgreSQL only: the statement made the transition (its checks passed).
   bool changed = false;
@@ -237,9 +238,10 @@ Result<BeginFacts> ReadBeginFacts(Tx& tx, const AttachRequest& r, bool attach) {
     if (sled) f.sled = FP_TRY(SledFromRow(*sled));
   }
   if (!attach || (f.ip->state != AttachState::kDetached && !Moving(f, r))) return f;
-  if (auto nic = FP_TRY(PrimaryNicIn(tx, i.id))) {
-    f.nic_v4 = nic->ipv4.has_value();
-    f.nic_v6 = nic->ipv6.has_value();
+  f.nic = FP_TRY(PrimaryNicIn(tx, i.id));
+  if (f.nic) {
+    f.nic_v4 = f.nic->ipv4.has_value();
+    f.nic_v6 = f.nic->ipv6.has_value();
   }
   // The instance's live IPs, read once: how many it has besides SNAT, and its other ephemeral.
   for (const ExternalIp& e : FP_TRY(InstanceExternalIpsIn(tx, i.id))) {
@@ -383,6 +385,7 @@ Result<AttachStep> Begin(Tx& tx, const AttachRequest& r, bool attach) {
     ip.state = attach ? AttachState::kAttaching : AttachState::kDetaching;
   }
   AttachStep step{ip, true, FP_TRY(SledOf(f))};
+  step.nic = f.nic;
   if (f.source && (*verdict == Verdict::kMove || *verdict == Verdict::kRerun)) {
     step.from_instance = f.source->id;
     step.from_sled = f.source_sled;

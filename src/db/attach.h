@@ -21,6 +21,9 @@ struct AttachStep {
   // A move: the instance the IP was attached to, and its sled while it has a VMM.
   std::optional<Uuid> from_instance;
   std::optional<Sled> from_sled;
+  // The instance's primary NIC where the begin read it (SQLite, an attach about to begin): its
+  // NAT row is made from it without reading it again (NatEnsureForIpLaterIn's `nic`).
+  std::optional<NetworkInterface> nic;
 };
 
 struct AttachRequest {

@@ -244,9 +244,10 @@ TEST_F(AttachTest, AMoveTakesTheIpFromItsHolderAndItsUndoGivesItBack) {
 }
 
 // On SQLite a begin reads what it decides on statement by statement: the instance's live
-// addresses once (how many it has and its other ephemeral come from the one list), and the
-// IP's holder's name not again when the holder is the instance it read already (a detach).
-TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceAndItsOwnNameNotTwice) {
+// addresses once (how many it has and its other ephemeral come from the one list), the IP's
+// holder's name not again when the holder is the instance it read already (a detach), and the
+// primary NIC once with the NAT row made from it.
+TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceItsOwnNameNotTwiceAndItsNicOnce) {
   testing::StatementTrace trace;
   TempDatastore traced{std::make_shared<SystemClock>(), {}, testing::TestEngine::kSqlite};
   const testing::Fixture fx = MakeFixture(*traced, "10.0.1.0", "10.0.1.63");
@@ -274,6 +275,31 @@ TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceAndItsOwnNameNotT
   const int names = trace.Runs("SELECT name FROM instance WHERE id = ?");
   ASSERT_TRUE(begin(false));
   EXPECT_EQ(trace.Runs("SELECT name FROM instance WHERE id = ?"), names);
+
+  // An attach about to begin reads the instance's primary NIC once: the IP's NAT row, made in
+  // the same transaction, comes from the NIC the begin read (AttachStep::nic).
+  ASSERT_EQ(traced
+                ->Write<int64_t>([&](Tx& tx) {
+                  return CompleteOpIn(tx, ip, AttachState::kDetaching, AttachState::kDetached);
+                })
+                .value(),
+            1);
+  Sled sled;
+  sled.underlay_address = IpAddr::Parse("fd00:1122:3344:101::1").value();
+  const int nics = trace.Runs("FROM network_interface n JOIN vpc v");
+  auto rows = traced->Write<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
+    const AttachRequest r{ip, IpKind::kFloating, vm, Uuid::Random(), false};
+    AttachStep step = FP_TRY(BeginAttachIn(tx, r));
+    if (!step.nic) return Fail(Error::Internal("the begin read no NIC"));
+    return NatEnsureForIpIn(tx, step.ip, vm, sled, &*step.nic);
+  });
+  ASSERT_TRUE(rows) << rows.error().message();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(trace.Runs("FROM network_interface n JOIN vpc v") - nics, 1);
+  auto nic = PrimaryNic(*traced, vm);
+  ASSERT_TRUE(nic && *nic);
+  EXPECT_EQ(rows->front().mac, (*nic)->mac);
+  EXPECT_EQ(rows->front().vni, (*nic)->vni);
 }
 
 // A completion gives back the IP as its transaction leaves it (on SQLite from the row it read

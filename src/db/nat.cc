@@ -64,9 +64,14 @@ Result<int64_t> NatNextVersionIn(Tx& tx) {
 }
 
 Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
-                                               const Sled& sled) {
+                                               const Sled& sled, const NetworkInterface* known) {
   std::vector<NatEntry> out;
-  auto nic = FP_TRY(PrimaryNicIn(tx, instance_id));
+  std::optional<NetworkInterface> nic;
+  if (known != nullptr) {
+    nic = *known;
+  } else {
+    nic = FP_TRY(PrimaryNicIn(tx, instance_id));
+  }
   if (!nic) return out;
   auto live = FP_TRY(tx.QueryRow(
       fmt::format("SELECT {} FROM nat_entry WHERE external_ip = ? AND first_port = ? AND "
@@ -152,10 +157,10 @@ const std::string& AddOnPostgres() {
 
 }  // namespace
 
-Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id,
-                             const Sled& sled) {
+Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& e, const Uuid& instance_id, const Sled& sled,
+                             const NetworkInterface* nic) {
   if (!tx.postgres()) {
-    FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled));
+    FP_TRY(NatEnsureForIpIn(tx, e, instance_id, sled, nic));
     return Ok();
   }
   FP_CHECK_OK(tx.ExecLater(kNatTurn));

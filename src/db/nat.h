@@ -98,14 +98,16 @@ Result<int64_t> NatReadSnapshotTwice(Datastore& ds, const std::function<void()>&
 // still need them (omicron-behaviour.md §5.6). Returns how many rows it deleted.
 Result<int64_t> NatCollectGarbage(Datastore& ds, int64_t below_version, Timestamp removed_before);
 
-// NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove.
+// NAT rows for one IP of an instance: ensure (pointing at `sled`) and remove. `nic`: the
+// instance's primary NIC if the caller read it in this transaction (else it is read here).
 Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& ip,
-                                               const Uuid& instance_id, const Sled& sled);
+                                               const Uuid& instance_id, const Sled& sled,
+                                               const NetworkInterface* nic = nullptr);
 // NatEnsureForIpIn for a caller that does not read the rows: on PostgreSQL the turn's lock and
 // two statements that go with the transaction's next statement or its COMMIT (Tx::ExecLater),
-// no round trip of their own.
+// no round trip of their own (which read the NIC themselves: `nic` is SQLite's).
 Status NatEnsureForIpLaterIn(Tx& tx, const ExternalIp& ip, const Uuid& instance_id,
-                             const Sled& sled);
+                             const Sled& sled, const NetworkInterface* nic = nullptr);
 // On PostgreSQL one statement, held back likewise.
 Status NatRemoveForIpIn(Tx& tx, const ExternalIp& ip);
 

@@ -49,7 +49,8 @@ Result<Json> Begin(SagaDeps& d, db::Tx& tx, const ActionContext& ctx) {
   if (step.do_saga && step.sled) {
     // A move's NAT row pointing at the old sled is replaced in this transaction: the switches
     // get the removal and the addition in one batch and retarget the address in one change.
-    FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, step.ip, p.instance_id, *step.sled));
+    FP_CHECK_OK(db::NatEnsureForIpLaterIn(tx, step.ip, p.instance_id, *step.sled,
+                                          step.nic ? &*step.nic : nullptr));
   } else if (step.do_saga && step.from_instance) {
     FP_CHECK_OK(db::NatRemoveForIpIn(tx, step.ip));  // moved to a stopped instance
   }
