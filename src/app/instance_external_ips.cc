@@ -146,16 +146,28 @@ Result<model::ExternalIp> Instances::AttachEphemeral(const RequestContext& rq,
                                                      const std::optional<NameOrId>& project,
                                                      const model::PoolSelector& selector) {
   const Actor& actor = rq.actor;
-  db::DeferredDurability checks(ds_);  // the saga's commits cover them
-  model::Instance i = FP_TRY(Lookup(actor, instance, project, &checks));
-  FP_CHECK_OK(RequireWrite(actor));
   auto [pool, ip_version] = SelectorFields(selector);
-  auto attached = RunAttachSaga(rq, {.kind = model::IpKind::kEphemeral,
-                                     .ip_id = ds_.random().NewUuid(),
-                                     .instance_id = i.id,
-                                     .silo_id = actor.silo_id,
-                                     .pool = pool,
-                                     .ip_version = ip_version});
+  IpAttachSagaParams params{.kind = model::IpKind::kEphemeral,
+                            .ip_id = ds_.random().NewUuid(),
+                            .silo_id = actor.silo_id,
+                            .pool = pool,
+                            .ip_version = ip_version};
+  Result<model::ExternalIp> attached = Fail(Error::Internal("not run"));
+  if (instance.is_id() && !project) {
+    // By id (the usual API call): the instance's lookup runs in the saga's first transaction,
+    // before it (saga::CreateCheck), as a floating IP's attach's does.
+    const saga::CreateCheck check = [&](saga::StoreTx& stx, saga::Json&) -> Status {
+      FP_TRY(db::InstanceByIdIn(dynamic_cast<db::Tx&>(stx), actor.silo_id, instance.id()));
+      return RequireWrite(actor);
+    };
+    params.instance_id = instance.id();
+    attached = RunAttachSaga(rq, params, &check);
+  } else {
+    db::DeferredDurability checks(ds_);  // the saga's commits cover them
+    params.instance_id = FP_TRY(Lookup(actor, instance, project, &checks)).id;
+    FP_CHECK_OK(RequireWrite(actor));
+    attached = RunAttachSaga(rq, params);
+  }
   if (!attached) return Fail(ExplainUnlinkedPool(ds_, actor, selector, attached.error()));
   return attached;
 }
@@ -164,24 +176,47 @@ Status Instances::DetachEphemeral(const RequestContext& rq, const NameOrId& inst
                                   const std::optional<NameOrId>& project,
                                   std::optional<IpVersion> version) {
   const Actor& actor = rq.actor;
+  // The instance's one ephemeral IP (of `version`, if given) among its addresses.
+  auto ephemeral_of = [&](const std::vector<model::ExternalIp>& ips) -> Result<Uuid> {
+    std::vector<Uuid> ephemeral;
+    for (const model::ExternalIp& e : ips) {
+      if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
+        ephemeral.push_back(e.id);
+      }
+    }
+    if (ephemeral.size() > 1) {
+      return Fail(Error::InvalidRequest(
+          "instance has two ephemeral IPs; specify ip_version to select which to detach"));
+    }
+    if (ephemeral.empty()) {
+      return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
+    }
+    return ephemeral.front();
+  };
+  if (instance.is_id() && !project) {
+    // By id (the usual API call): the checks run in the saga's first transaction, before it
+    // (saga::CreateCheck), which completes the saga's params with the IP they find.
+    const saga::CreateCheck check = [&](saga::StoreTx& stx, saga::Json& params) -> Status {
+      db::Tx& tx = dynamic_cast<db::Tx&>(stx);
+      model::Instance i = FP_TRY(db::InstanceByIdIn(tx, actor.silo_id, instance.id()));
+      FP_CHECK_OK(RequireWrite(actor));
+      const Uuid ip_id = FP_TRY(ephemeral_of(FP_TRY(db::InstanceExternalIpsIn(tx, i.id))));
+      params = saga::Json(IpDetachSagaParams{
+          .kind = model::IpKind::kEphemeral, .ip_id = ip_id, .instance_id = i.id});
+      return Ok();
+    };
+    // The IP is the check's to fill in.
+    FP_TRY(RunDetachSaga(
+        rq, {.kind = model::IpKind::kEphemeral, .ip_id = Uuid(), .instance_id = instance.id()},
+        &check));
+    return Ok();
+  }
   db::DeferredDurability checks(ds_);  // the saga's commits cover them
   model::Instance i = FP_TRY(Lookup(actor, instance, project, &checks));
   FP_CHECK_OK(RequireWrite(actor));
-  std::vector<model::ExternalIp> ephemeral;
-  for (const model::ExternalIp& e : FP_TRY(db::InstanceExternalIps({ds_, &checks}, i.id))) {
-    if (e.kind == model::IpKind::kEphemeral && (!version || e.ip.version() == *version)) {
-      ephemeral.push_back(e);
-    }
-  }
-  if (ephemeral.size() > 1) {
-    return Fail(Error::InvalidRequest(
-        "instance has two ephemeral IPs; specify ip_version to select which to detach"));
-  }
-  if (ephemeral.empty()) {
-    return Fail(Error::InvalidRequest("instance does not have an ephemeral IP attached"));
-  }
-  FP_TRY(RunDetachSaga(
-      rq, {.kind = model::IpKind::kEphemeral, .ip_id = ephemeral.front().id, .instance_id = i.id}));
+  const Uuid ip_id = FP_TRY(ephemeral_of(FP_TRY(db::InstanceExternalIps({ds_, &checks}, i.id))));
+  FP_TRY(
+      RunDetachSaga(rq, {.kind = model::IpKind::kEphemeral, .ip_id = ip_id, .instance_id = i.id}));
   return Ok();
 }
 

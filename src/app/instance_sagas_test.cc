@@ -401,6 +401,19 @@ TEST_F(AttachSagaTest, AnAttachOrDetachByIdsChecksInItsSagasFirstTransaction) {
   EXPECT_EQ(ds->durable_commits() - commits, 2);
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
 
+  // An ephemeral IP's attach and detach by the instance's id likewise.
+  reads = ds->read_transactions();
+  ASSERT_TRUE(Attach("ephemeral", vm, nullptr));
+  EXPECT_EQ(ds->read_transactions() - reads, 0);
+  reads = ds->read_transactions();
+  ASSERT_TRUE(Detach("ephemeral", vm, nullptr));
+  EXPECT_EQ(ds->read_transactions() - reads, 0);
+  EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
+  auto none =
+      instances_->DetachEphemeral(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, std::nullopt);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().message(), "instance does not have an ephemeral IP attached");
+
   const Uuid nobody = Uuid::Random();
   const size_t sagas = db::SagaListStates(*ds, 1000)->size();
   commits = ds->durable_commits();
