@@ -1,8 +1,5 @@
 #include "common/random.h"
 
-#include <pthread.h>
-
-#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -28,57 +25,6 @@ void FillFromNext(Random& random, uint8_t* out, size_t n) {
   }
 }
 
-// The kernel's random bytes, drawn a block at a time: an id or a token takes its bytes from the
-// block instead of a getrandom call of its own (an attach and a detach drew nine). Each byte is
-// the kernel's and handed out once (then cleared), so they are as fit for secrets as a call per
-// draw. A child of fork() starts with no block: it never hands out bytes its parent will.
-class KernelBytes {
- public:
-  static KernelBytes& Get() {
-    static KernelBytes* const bytes = new KernelBytes();  // never destroyed: used until exit
-    return *bytes;
-  }
-
-  void Take(uint8_t* out, size_t n) {
-    if (n >= kBlock) {
-      RandomBytes(out, n);
-      return;
-    }
-    MutexLock lock(mu_);
-    while (n > 0) {
-      if (left_ == 0) {
-        RandomBytes(block_.data(), block_.size());
-        left_ = block_.size();
-      }
-      uint8_t* from = block_.data() + (block_.size() - left_);
-      const size_t k = std::min(n, left_);
-      std::memcpy(out, from, k);
-      std::memset(from, 0, k);
-      left_ -= k;
-      out += k;
-      n -= k;
-    }
-  }
-
- private:
-  static constexpr size_t kBlock = 256;
-
-  KernelBytes() { pthread_atfork(&BeforeFork, &AfterForkInParent, &AfterForkInChild); }
-  // Held across fork() so that the child's copy of the block is not half taken.
-  static void BeforeFork() FP_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.lock(); }
-  static void AfterForkInParent() FP_NO_THREAD_SAFETY_ANALYSIS { Get().mu_.unlock(); }
-  static void AfterForkInChild() FP_NO_THREAD_SAFETY_ANALYSIS {
-    KernelBytes& k = Get();
-    k.block_.fill(0);
-    k.left_ = 0;
-    k.mu_.unlock();
-  }
-
-  Mutex mu_;
-  std::array<uint8_t, kBlock> block_ FP_GUARDED_BY(mu_){};
-  size_t left_ FP_GUARDED_BY(mu_) = 0;  // the block's last `left_` bytes are not handed out yet
-};
-
 }  // namespace
 
 uint64_t Random::Below(uint64_t bound) { return bound == 0 ? 0 : Next() % bound; }
@@ -97,7 +43,7 @@ Uuid Random::NewTimeOrderedUuid(Timestamp now) {
 
 uint64_t SystemRandom::Next() { return JitterBelow(~uint64_t{0}); }
 
-void SystemRandom::Fill(uint8_t* out, size_t n) { KernelBytes::Get().Take(out, n); }
+void SystemRandom::Fill(uint8_t* out, size_t n) { RandomBytes(out, n); }
 
 Random& MachineRandom() {
   static SystemRandom random;

@@ -1,10 +1,7 @@
 #include "common/random.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,47 +72,6 @@ TEST(Random, BelowStaysUnderItsBoundAndCoversIt) {
     seen.insert(v);
   }
   EXPECT_EQ(seen.size(), 10u);
-}
-
-// The machine's bytes come from a block the kernel fills, handed out in pieces: ids drawn one
-// after another are never the same.
-TEST(SystemRandom, IdsDrawnOneAfterAnotherAreNeverTheSame) {
-  SystemRandom random;
-  std::set<std::string> ids;
-  for (int i = 0; i < 10'000; ++i) {
-    ids.insert(random.NewUuid().ToString());
-    ids.insert(random.NewTimeOrderedUuid(1'800'000'000'000'000).ToString());
-  }
-  EXPECT_EQ(ids.size(), 20'000u);
-}
-
-// A child of fork() never hands out the bytes its parent hands out next (a token drawn on both
-// sides would be the same): the child throws the block away.
-TEST(SystemRandom, AForkedChildNeverDrawsTheBytesItsParentDrawsNext) {
-  SystemRandom random;
-  uint8_t begun[3];
-  random.Fill(begun, sizeof begun);  // a block begun: the bytes after these are in memory
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    uint8_t drawn[16];
-    random.Fill(drawn, sizeof drawn);
-    _exit(write(fds[1], drawn, sizeof drawn) == sizeof drawn ? 0 : 1);
-  }
-  uint8_t parent[16];
-  random.Fill(parent, sizeof parent);
-  uint8_t child[16] = {};
-  ASSERT_EQ(read(fds[0], child, sizeof child), static_cast<ssize_t>(sizeof child));
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_EQ(status, 0);
-  close(fds[0]);
-  close(fds[1]);
-  EXPECT_NE(std::memcmp(parent, child, sizeof parent), 0);
-  const uint8_t zeros[16] = {};
-  EXPECT_NE(std::memcmp(child, zeros, sizeof child), 0) << "the child drew no bytes of its own";
 }
 
 }  // namespace
