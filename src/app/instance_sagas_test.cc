@@ -409,10 +409,21 @@ TEST_F(AttachSagaTest, AnAttachOrDetachByIdsChecksInItsSagasFirstTransaction) {
   ASSERT_TRUE(Detach("ephemeral", vm, nullptr));
   EXPECT_EQ(ds->read_transactions() - reads, 0);
   EXPECT_EQ(Observe().switch_nat, Observe().nat_rows);
+  const size_t ephemeral_sagas = db::SagaListStates(*ds, 1000)->size();
   auto none =
       instances_->DetachEphemeral(Unrecorded{actor_}, NameOrId(vm.id), std::nullopt, std::nullopt);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().message(), "instance does not have an ephemeral IP attached");
+  const Uuid no_vm = Uuid::Random();
+  auto detach_no_vm =
+      instances_->DetachEphemeral(Unrecorded{actor_}, NameOrId(no_vm), std::nullopt, std::nullopt);
+  ASSERT_FALSE(detach_no_vm);
+  EXPECT_EQ(detach_no_vm.error().kind(), ErrorKind::kNotFound);
+  auto attach_no_vm =
+      instances_->AttachEphemeral(Unrecorded{actor_}, NameOrId(no_vm), std::nullopt, {});
+  ASSERT_FALSE(attach_no_vm);
+  EXPECT_EQ(attach_no_vm.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(db::SagaListStates(*ds, 1000)->size(), ephemeral_sagas);
 
   const Uuid nobody = Uuid::Random();
   const size_t sagas = db::SagaListStates(*ds, 1000)->size();

@@ -300,6 +300,13 @@ TEST_F(AttachTest, OnSqliteABeginReadsTheInstancesAddressesOnceItsOwnNameNotTwic
   ASSERT_TRUE(nic && *nic);
   EXPECT_EQ(rows->front().mac, (*nic)->mac);
   EXPECT_EQ(rows->front().vni, (*nic)->vni);
+  // Another instance's NIC is refused, not used.
+  const Uuid other = NewInstanceIn(*traced, fx, "other");
+  auto wrong = traced->Write<std::vector<NatEntry>>([&](Tx& tx) -> Result<std::vector<NatEntry>> {
+    return NatEnsureForIpIn(tx, FP_TRY(ExternalIpGetIn(tx, ip)), other, sled, &**nic);
+  });
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().kind(), ErrorKind::kInternal);
 }
 
 // A completion gives back the IP as its transaction leaves it (on SQLite from the row it read

@@ -68,6 +68,11 @@ Result<std::vector<NatEntry>> NatEnsureForIpIn(Tx& tx, const ExternalIp& e, cons
   std::vector<NatEntry> out;
   std::optional<NetworkInterface> nic;
   if (known != nullptr) {
+    if (known->instance_id != instance_id) {
+      return Fail(
+          Error::Internal(fmt::format("NAT for instance {} from the NIC of instance {}",
+                                      instance_id.ToString(), known->instance_id.ToString())));
+    }
     nic = *known;
   } else {
     nic = FP_TRY(PrimaryNicIn(tx, instance_id));
